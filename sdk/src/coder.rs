@@ -1,0 +1,69 @@
+//! Encoding elements to bytes where they cross a shuffle, a process or a snapshot.
+//!
+//! Every element type uses one coder: serde into postcard's compact, deterministic
+//! binary form. Keys are grouped by these bytes, so a key type must serialize the
+//! same value to the same bytes (no `HashMap` keys, for example).
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+/// The URN that names the element coder in a plan.
+pub const ELEMENT_CODER_URN: &str = "tidewater:coder:postcard:v1";
+
+/// An element that failed to encode or decode.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct CoderError(String);
+
+impl CoderError {
+    pub(crate) fn new(message: String) -> Self {
+        CoderError(message)
+    }
+}
+
+/// Appends the encoding of `value` to `out`.
+///
+/// ```
+/// let mut buf = Vec::new();
+/// tidewater::coder::encode_into(&"hi".to_string(), &mut buf).unwrap();
+/// assert_eq!(tidewater::coder::decode::<String>(&buf).unwrap(), "hi");
+/// ```
+pub fn encode_into<T: Serialize + ?Sized>(value: &T, out: &mut Vec<u8>) -> Result<(), CoderError> {
+    let taken = std::mem::take(out);
+    match postcard::to_extend(value, taken) {
+        Ok(v) => {
+            *out = v;
+            Ok(())
+        }
+        Err(e) => Err(CoderError(format!("cannot encode {}: {e}", std::any::type_name::<T>()))),
+    }
+}
+
+/// Decodes one value that fills `bytes` exactly.
+///
+/// ```
+/// assert!(tidewater::coder::decode::<u32>(&[0xff]).is_err());
+/// ```
+pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, CoderError> {
+    match postcard::take_from_bytes::<T>(bytes) {
+        Ok((v, rest)) if rest.is_empty() => Ok(v),
+        Ok((_, rest)) => Err(CoderError(format!(
+            "decoding {} left {} trailing bytes",
+            std::any::type_name::<T>(),
+            rest.len()
+        ))),
+        Err(e) => Err(CoderError(format!("cannot decode {}: {e}", std::any::type_name::<T>()))),
+    }
+}
+
+/// Encodes then decodes `value`, as the direct runner does to every element to prove
+/// that it survives a shuffle.
+///
+/// ```
+/// assert_eq!(tidewater::coder::round_trip(&(1u8, "a".to_string())).unwrap(), (1, "a".to_string()));
+/// ```
+pub fn round_trip<T: Serialize + DeserializeOwned>(value: &T) -> Result<T, CoderError> {
+    let mut buf = Vec::new();
+    encode_into(value, &mut buf)?;
+    decode(&buf)
+}

@@ -1,0 +1,129 @@
+//! The SDK's error type: one enum at the crate boundary.
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong building, encoding, decoding or running a pipeline.
+///
+/// The message of each variant names what was wrong and where.
+///
+/// ```
+/// let e = tidewater::Error::UnknownRunner { name: "spork".into(), known: vec!["direct".into()] };
+/// assert_eq!(e.to_string(), "unknown runner 'spork'; known runners: direct");
+/// ```
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The pipeline could not be built as written.
+    #[error("cannot construct transform '{transform}': {message}")]
+    Construction {
+        /// Full name of the transform being applied.
+        transform: String,
+        /// What was wrong and how to fix it.
+        message: String,
+    },
+    /// The plan is not valid JSON or does not have the plan's shape.
+    #[error("malformed plan: {message}")]
+    MalformedPlan {
+        /// The decoder's message, with the line and column.
+        message: String,
+    },
+    /// The plan was written by another version of the format.
+    #[error("plan format version {found} is not supported: this binary reads version {supported}")]
+    PlanVersion {
+        /// The version in the plan.
+        found: u64,
+        /// The version this binary reads.
+        supported: u64,
+    },
+    /// The plan refers to something that is not in it, or is inconsistent.
+    #[error("invalid plan: {message}")]
+    InvalidPlan {
+        /// What is inconsistent, naming the component.
+        message: String,
+    },
+    /// A user function or type named in the plan is not registered in this binary.
+    #[error(
+        "unknown {kind} '{name}' in transform '{transform}': this binary has not registered it. \
+         Functions and types register themselves when the pipeline that uses them is constructed; \
+         a binary that runs a plan it did not build must construct the same pipeline first \
+         (or call tidewater::registry::register_{kind_snake}::<T>() for it)"
+    )]
+    UnknownFunction {
+        /// "DoFn", "grouping" or "element type".
+        kind: &'static str,
+        /// `kind` as it appears in the registration function's name.
+        kind_snake: &'static str,
+        /// The registered name the plan uses.
+        name: String,
+        /// The transform (or PCollection) that refers to it.
+        transform: String,
+    },
+    /// The user function's fields in the plan do not deserialize.
+    #[error("cannot decode the fields of {name} in transform '{transform}': {message}")]
+    FunctionPayload {
+        /// Function name.
+        name: String,
+        /// Transform that uses it.
+        transform: String,
+        /// The decoder's message.
+        message: String,
+    },
+    /// No runner of that name is registered.
+    #[error("unknown runner '{name}'; known runners: {}", known.join(", "))]
+    UnknownRunner {
+        /// The name asked for.
+        name: String,
+        /// The registered runners.
+        known: Vec<String>,
+    },
+    /// The runner cannot execute a feature the plan uses; checked before anything runs.
+    #[error("runner '{runner}' cannot run this pipeline:\n{}", unsupported.iter().map(|u| format!("  - {u}")).collect::<Vec<_>>().join("\n"))]
+    Unsupported {
+        /// The runner.
+        runner: String,
+        /// Every unsupported feature with the transform that uses it.
+        unsupported: Vec<crate::runner::UnsupportedFeature>,
+    },
+    /// A user function failed (returned an error or panicked).
+    #[error("transform '{transform}' failed in {phase}{}: {message}{}", element.as_ref().map(|e| format!(" on element {e}")).unwrap_or_default(), replay.as_ref().map(|r| format!(" ({r})")).unwrap_or_default())]
+    UserCode {
+        /// Full name of the transform.
+        transform: String,
+        /// The lifecycle step: setup, start_bundle, process, finish_bundle, teardown.
+        phase: &'static str,
+        /// The element's debug form, or its position.
+        element: Option<String>,
+        /// The error or panic message.
+        message: String,
+        /// How to replay the failing schedule (the direct runner's seed).
+        replay: Option<String>,
+    },
+    /// An element did not survive encoding and decoding.
+    #[error("element of transform '{transform}' output does not round-trip through its coder: {message} (element {element})")]
+    Coder {
+        /// Transform whose output it is.
+        transform: String,
+        /// Debug form of the element.
+        element: String,
+        /// The coder's message.
+        message: String,
+    },
+    /// Reading or writing a file failed.
+    #[error("{what} '{}': {source}", path.display())]
+    Io {
+        /// What was being done ("cannot read input file").
+        what: String,
+        /// The path.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// The runner itself failed; a bug, never bad input.
+    #[error("internal error in runner: {0}")]
+    Internal(String),
+}
+
+/// The SDK's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// The error type user functions return: anything that is an error.
+pub type UserError = Box<dyn std::error::Error + Send + Sync + 'static>;

@@ -1,0 +1,172 @@
+use super::SplitMix64;
+use crate::coder::{self, CoderError};
+use crate::{Element, WindowedValue};
+use std::any::Any;
+
+/// A typed batch of windowed elements behind one box: the unit that moves between
+/// operators.
+pub trait AnyBatch: Send + 'static {
+    /// Number of elements.
+    fn len(&self) -> usize;
+    /// No elements.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The registered name of the element type.
+    fn element_type(&self) -> &'static str;
+    /// For downcasting to `Batch<T>`.
+    fn as_any_mut(&mut self) -> &mut dyn Any;
+    /// For downcasting to `Batch<T>` by value.
+    fn into_any(self: Box<Self>) -> Box<dyn Any>;
+    /// A copy (for fan-out to several consumers).
+    fn clone_batch(&self) -> Box<dyn AnyBatch>;
+    /// An empty batch of the same type.
+    fn empty_like(&self) -> Box<dyn AnyBatch>;
+    /// Moves the elements of `other` (same type) to the end of this batch.
+    fn append(&mut self, other: Box<dyn AnyBatch>);
+    /// Splits off the elements from `at` on.
+    fn split_off(&mut self, at: usize) -> Box<dyn AnyBatch>;
+    /// Shuffles the elements.
+    fn shuffle(&mut self, rng: &mut SplitMix64);
+    /// Replaces every element by its encoded-then-decoded copy; on failure the index and
+    /// the coder's error.
+    fn round_trip(&mut self) -> Result<(), (usize, CoderError)>;
+    /// Debug form of element `i`.
+    fn debug_element(&self, i: usize) -> String;
+    /// Appends the encoding of every element (with its metadata) to `out`, each
+    /// prefixed by its length.
+    fn encode(&self, out: &mut Vec<u8>) -> Result<(), CoderError>;
+}
+
+/// The concrete batch of `T`s.
+#[derive(Clone, Debug)]
+pub struct Batch<T> {
+    /// The elements.
+    pub items: Vec<WindowedValue<T>>,
+}
+
+impl<T: Element> AnyBatch for Batch<T> {
+    fn len(&self) -> usize {
+        self.items.len()
+    }
+    fn element_type(&self) -> &'static str {
+        std::any::type_name::<T>()
+    }
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+    fn into_any(self: Box<Self>) -> Box<dyn Any> {
+        self
+    }
+    fn clone_batch(&self) -> Box<dyn AnyBatch> {
+        Box::new(self.clone())
+    }
+    fn empty_like(&self) -> Box<dyn AnyBatch> {
+        Box::new(Batch::<T> { items: Vec::new() })
+    }
+    fn append(&mut self, other: Box<dyn AnyBatch>) {
+        let mut other = downcast_batch::<T>(other);
+        self.items.append(&mut other);
+    }
+    fn split_off(&mut self, at: usize) -> Box<dyn AnyBatch> {
+        Box::new(Batch { items: self.items.split_off(at) })
+    }
+    fn shuffle(&mut self, rng: &mut SplitMix64) {
+        rng.shuffle(&mut self.items);
+    }
+    fn round_trip(&mut self) -> Result<(), (usize, CoderError)> {
+        let mut buf = Vec::new();
+        for (i, item) in self.items.iter_mut().enumerate() {
+            buf.clear();
+            coder::encode_into(item, &mut buf).map_err(|e| (i, e))?;
+            *item = coder::decode(&buf).map_err(|e| (i, e))?;
+        }
+        Ok(())
+    }
+    fn debug_element(&self, i: usize) -> String {
+        format!("{:?}", self.items[i].value)
+    }
+    fn encode(&self, out: &mut Vec<u8>) -> Result<(), CoderError> {
+        let mut buf = Vec::new();
+        for item in &self.items {
+            buf.clear();
+            coder::encode_into(item, &mut buf)?;
+            coder::encode_into(&(buf.len() as u64), out)?;
+            out.extend_from_slice(&buf);
+        }
+        Ok(())
+    }
+}
+
+/// Unboxes a batch whose element type the caller knows.
+///
+/// # Panics
+/// If the batch holds another type: the plan's types were checked when it was decoded,
+/// so this is a runner bug.
+pub fn downcast_batch<T: Element>(batch: Box<dyn AnyBatch>) -> Vec<WindowedValue<T>> {
+    let name = batch.element_type();
+    match batch.into_any().downcast::<Batch<T>>() {
+        Ok(b) => b.items,
+        Err(_) => panic!("batch of {name} where {} was expected", std::any::type_name::<T>()),
+    }
+}
+
+/// What a runner can do with an element type it knows only by name.
+pub trait ElementType: Send + Sync {
+    /// The registered name.
+    fn name(&self) -> &'static str;
+    /// An empty batch.
+    fn new_batch(&self) -> Box<dyn AnyBatch>;
+    /// A batch from the JSON values of `Create`'s payload, in the global window.
+    fn batch_from_json(&self, values: &[serde_json::Value]) -> Result<Box<dyn AnyBatch>, String>;
+    /// Decodes what [`AnyBatch::encode`] wrote.
+    fn decode_batch(&self, bytes: &[u8]) -> Result<Box<dyn AnyBatch>, CoderError>;
+}
+
+/// [`ElementType`] for `T`.
+pub struct TypedElementType<T>(std::marker::PhantomData<fn() -> T>);
+
+impl<T> Default for TypedElementType<T> {
+    fn default() -> Self {
+        TypedElementType(std::marker::PhantomData)
+    }
+}
+
+impl<T: Element> ElementType for TypedElementType<T> {
+    fn name(&self) -> &'static str {
+        std::any::type_name::<T>()
+    }
+    fn new_batch(&self) -> Box<dyn AnyBatch> {
+        Box::new(Batch::<T> { items: Vec::new() })
+    }
+    fn batch_from_json(&self, values: &[serde_json::Value]) -> Result<Box<dyn AnyBatch>, String> {
+        let items = values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                serde_json::from_value::<T>(v.clone())
+                    .map(WindowedValue::in_global_window)
+                    .map_err(|e| format!("element {i} ({v}) is not a {}: {e}", self.name()))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Box::new(Batch { items }))
+    }
+    fn decode_batch(&self, mut bytes: &[u8]) -> Result<Box<dyn AnyBatch>, CoderError> {
+        let mut items = Vec::new();
+        while !bytes.is_empty() {
+            let (len, rest) = postcard::take_from_bytes::<u64>(bytes)
+                .map_err(|e| coder_error(format!("bad length prefix: {e}")))?;
+            let len = len as usize;
+            if rest.len() < len {
+                return Err(coder_error(format!("element of {len} bytes but {} remain", rest.len())));
+            }
+            items.push(coder::decode::<WindowedValue<T>>(&rest[..len])?);
+            bytes = &rest[len..];
+        }
+        Ok(Box::new(Batch { items }))
+    }
+}
+
+fn coder_error(msg: String) -> CoderError {
+    CoderError::new(msg)
+}

@@ -1,0 +1,34 @@
+use super::{AnyBatch, ExecError};
+
+/// Which half of a lifted combine a table computes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GroupingPhase {
+    /// The whole grouping: inputs in, grouped or combined outputs out (GroupByKey, or a
+    /// combine that is not lifted).
+    Full,
+    /// Before the shuffle: inputs in, one accumulator per key and window out.
+    Partial,
+    /// After the shuffle: accumulators in, outputs out.
+    Final,
+}
+
+/// The typed operations of a GroupByKey or Combine, behind a name in the plan.
+pub trait GroupingOps: Send + Sync {
+    /// A table for one phase.
+    fn new_table(&self, phase: GroupingPhase) -> Box<dyn GroupingTable>;
+    /// Whether the transform can be split into partial and final phases (a combine).
+    fn liftable(&self) -> bool;
+    /// What to output when the input is empty (Combine.globally's default value in
+    /// the global window), if anything.
+    fn empty_output(&self) -> Option<Box<dyn AnyBatch>>;
+}
+
+/// Groups (or combines) elements by the encoding of their key and window.
+pub trait GroupingTable: Send {
+    /// Adds a batch of inputs (or accumulators, in the final phase).
+    fn add(&mut self, batch: Box<dyn AnyBatch>) -> Result<(), ExecError>;
+    /// Number of distinct (key, window) groups held.
+    fn groups(&self) -> usize;
+    /// Emits one output per group and empties the table.
+    fn finish(&mut self) -> Result<Box<dyn AnyBatch>, ExecError>;
+}

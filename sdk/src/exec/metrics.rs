@@ -1,0 +1,122 @@
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Sum, count, min and max of the values reported to a distribution.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DistributionData {
+    /// Sum of the values.
+    pub sum: i64,
+    /// Number of values.
+    pub count: i64,
+    /// Smallest value.
+    pub min: i64,
+    /// Largest value.
+    pub max: i64,
+}
+
+impl DistributionData {
+    fn of(v: i64) -> Self {
+        DistributionData { sum: v, count: 1, min: v, max: v }
+    }
+
+    fn merge(&mut self, o: &DistributionData) {
+        self.sum += o.sum;
+        self.count += o.count;
+        self.min = self.min.min(o.min);
+        self.max = self.max.max(o.max);
+    }
+}
+
+/// The metrics one step (transform) updated. A step uses few metric names, so a short
+/// vector searched by name beats a hash map.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StepMetrics {
+    /// Counters by name.
+    pub counters: Vec<(String, i64)>,
+    /// Distributions by name.
+    pub distributions: Vec<(String, DistributionData)>,
+}
+
+impl StepMetrics {
+    /// Adds `n` to counter `name`.
+    pub fn inc_counter(&mut self, name: &str, n: i64) {
+        match self.counters.iter_mut().find(|(k, _)| k == name) {
+            Some((_, c)) => *c += n,
+            None => self.counters.push((name.to_string(), n)),
+        }
+    }
+
+    /// Reports `value` to distribution `name`.
+    pub fn update_distribution(&mut self, name: &str, value: i64) {
+        match self.distributions.iter_mut().find(|(k, _)| k == name) {
+            Some((_, d)) => d.merge(&DistributionData::of(value)),
+            None => self.distributions.push((name.to_string(), DistributionData::of(value))),
+        }
+    }
+
+    /// Adds another container's updates to this one.
+    pub fn merge(&mut self, other: &StepMetrics) {
+        for (k, v) in &other.counters {
+            self.inc_counter(k, *v);
+        }
+        for (k, d) in &other.distributions {
+            match self.distributions.iter_mut().find(|(n, _)| n == k) {
+                Some((_, mine)) => mine.merge(d),
+                None => self.distributions.push((k.clone(), *d)),
+            }
+        }
+    }
+
+    /// Nothing was reported.
+    pub fn is_empty(&self) -> bool {
+        self.counters.is_empty() && self.distributions.is_empty()
+    }
+}
+
+/// The metrics of a whole pipeline run, by step (the transform's full name).
+///
+/// ```
+/// let mut r = tidewater::exec::MetricResults::default();
+/// r.step_mut("Split").inc_counter("words", 3);
+/// assert_eq!(r.counter("Split", "words"), Some(3));
+/// assert_eq!(r.counter_total("words"), 3);
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MetricResults {
+    /// Metrics per step.
+    pub steps: BTreeMap<String, StepMetrics>,
+}
+
+impl MetricResults {
+    /// The container of `step`, created if missing.
+    pub fn step_mut(&mut self, step: &str) -> &mut StepMetrics {
+        self.steps.entry(step.to_string()).or_default()
+    }
+
+    /// Counter `name` of `step`.
+    pub fn counter(&self, step: &str, name: &str) -> Option<i64> {
+        self.steps.get(step)?.counters.iter().find(|(k, _)| k == name).map(|(_, v)| *v)
+    }
+
+    /// Counter `name` summed over every step.
+    pub fn counter_total(&self, name: &str) -> i64 {
+        self.steps
+            .values()
+            .flat_map(|s| s.counters.iter())
+            .filter(|(k, _)| k == name)
+            .map(|(_, v)| v)
+            .sum()
+    }
+
+    /// Distribution `name` of `step`.
+    pub fn distribution(&self, step: &str, name: &str) -> Option<DistributionData> {
+        self.steps.get(step)?.distributions.iter().find(|(k, _)| k == name).map(|(_, v)| *v)
+    }
+
+    /// Adds another run's (or worker's) metrics.
+    pub fn merge(&mut self, other: &MetricResults) {
+        for (step, m) in &other.steps {
+            self.step_mut(step).merge(m);
+        }
+    }
+}

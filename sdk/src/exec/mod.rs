@@ -1,0 +1,20 @@
+//! The erased interface through which runners execute user code.
+//!
+//! Users never touch this module. Pipeline construction instantiates, for every
+//! concrete element type and user function, an implementation of these traits and
+//! registers a factory for it by name (see [`crate::registry`]). A runner that decodes
+//! a plan looks the names up and drives the objects; elements move between them in
+//! typed batches (`Vec<WindowedValue<T>>` behind one box per batch), never one box per
+//! element.
+
+mod batch;
+mod grouping;
+mod invoke;
+mod metrics;
+mod rng;
+
+pub use batch::{downcast_batch, AnyBatch, Batch, ElementType, TypedElementType};
+pub use grouping::{GroupingOps, GroupingPhase, GroupingTable};
+pub use invoke::{element_type_name, DoFnInvoker, Emit, ErasedDoFn, ExecError, InvokeContext, Phase, BATCH_SIZE};
+pub use metrics::{DistributionData, MetricResults, StepMetrics};
+pub use rng::SplitMix64;

@@ -1,0 +1,321 @@
+//! Pipeline and PCollection: building the graph.
+
+use crate::plan::{self, urn, CoderSpec, Components, EnvironmentSpec, FunctionSpec, IsBounded, PCollectionSpec, Plan, TransformSpec, WindowingStrategySpec};
+use crate::runner::{self, PipelineResult};
+use crate::transform::{PBegin, PInput, POutput, PTransform};
+use crate::{Element, Error, PipelineOptions, Result};
+use std::cell::RefCell;
+use std::collections::BTreeSet;
+use std::marker::PhantomData;
+use std::rc::Rc;
+
+const GLOBAL_WINDOWING: &str = "global";
+const RUST_ENV: &str = "rust";
+
+struct TransformNode {
+    unique_name: String,
+    spec: Option<FunctionSpec>,
+    inputs: Vec<(String, usize)>,
+    outputs: Vec<(String, usize)>,
+    subtransforms: Vec<usize>,
+    runs_user_code: bool,
+}
+
+struct PCollectionNode {
+    unique_name: String,
+    element_type: String,
+    bounded: IsBounded,
+}
+
+#[derive(Default)]
+struct Graph {
+    transforms: Vec<TransformNode>,
+    pcollections: Vec<PCollectionNode>,
+    roots: Vec<usize>,
+    scopes: Vec<usize>,
+    names: BTreeSet<String>,
+    errors: Vec<Error>,
+}
+
+/// A pipeline under construction: the graph of transforms and PCollections, and the
+/// options it runs with.
+///
+/// ```
+/// use tidewater::{Pipeline, PipelineOptions};
+/// tidewater_runner_direct::register();
+/// let p = Pipeline::new(PipelineOptions::default());
+/// let squares = p.create("Numbers", vec![1i64, 2, 3]).map("Square", square);
+/// squares.capture("squares");
+/// let result = p.run().unwrap();
+/// assert_eq!(result.captured_values::<i64>("squares").unwrap(), vec![1, 4, 9]);
+///
+/// fn square(x: i64) -> i64 { x * x }
+/// ```
+#[derive(Clone)]
+pub struct Pipeline {
+    graph: Rc<RefCell<Graph>>,
+    options: Rc<PipelineOptions>,
+}
+
+/// A typed, immutable collection of elements: the output of one transform.
+pub struct PCollection<T> {
+    pub(crate) pipeline: Pipeline,
+    pub(crate) id: usize,
+    _t: PhantomData<fn() -> T>,
+}
+
+impl<T> Clone for PCollection<T> {
+    fn clone(&self) -> Self {
+        PCollection { pipeline: self.pipeline.clone(), id: self.id, _t: PhantomData }
+    }
+}
+
+impl Pipeline {
+    /// An empty pipeline that will run with `options`.
+    pub fn new(options: PipelineOptions) -> Self {
+        Pipeline { graph: Rc::new(RefCell::new(Graph::default())), options: Rc::new(options) }
+    }
+
+    /// The options it runs with.
+    pub fn options(&self) -> &PipelineOptions {
+        &self.options
+    }
+
+    /// Applies a root transform (Create, Impulse, a read) under `name`.
+    pub fn apply<Tr: PTransform<PBegin>>(&self, name: &str, transform: Tr) -> Tr::Output {
+        self.apply_transform(name, PBegin(self.clone()), transform)
+    }
+
+    /// The pipeline as a portable plan, or the first construction error.
+    pub fn to_plan(&self) -> Result<Plan> {
+        let g = self.graph.borrow();
+        if let Some(e) = g.errors.first() {
+            return Err(clone_error(e));
+        }
+        Ok(g.to_plan())
+    }
+
+    /// Every construction error recorded so far.
+    pub fn construction_errors(&self) -> Vec<String> {
+        self.graph.borrow().errors.iter().map(|e| e.to_string()).collect()
+    }
+
+    /// Runs the pipeline on the runner the options name: the plan is encoded to JSON,
+    /// decoded again, checked against the runner's capabilities and only then run.
+    pub fn run(&self) -> Result<PipelineResult> {
+        let plan = self.to_plan()?;
+        let json = plan::encode(&plan);
+        if let Some(path) = &self.options.dump_plan {
+            std::fs::write(path, &json).map_err(|source| Error::Io {
+                what: "cannot write the plan to".into(),
+                path: path.clone(),
+                source,
+            })?;
+        }
+        run_plan_json(&json, &self.options)
+    }
+
+    pub(crate) fn apply_transform<I: PInput, Tr: PTransform<I>>(&self, name: &str, input: I, transform: Tr) -> Tr::Output {
+        let id = self.begin(name, input.pcollections());
+        let output = transform.expand(input);
+        self.end(id, output.pcollections());
+        output
+    }
+
+    fn begin(&self, name: &str, inputs: Vec<(String, usize)>) -> usize {
+        let mut g = self.graph.borrow_mut();
+        let parent = g.scopes.last().copied();
+        let full = match parent {
+            Some(p) => format!("{}/{}", g.transforms[p].unique_name, name),
+            None => name.to_string(),
+        };
+        if name.is_empty() {
+            g.errors.push(Error::Construction { transform: full.clone(), message: "a transform name may not be empty".into() });
+        } else if !g.names.insert(full.clone()) {
+            g.errors.push(Error::Construction {
+                transform: full.clone(),
+                message: "this name is already used by another transform at the same level; give each application its own name".into(),
+            });
+        }
+        let id = g.transforms.len();
+        g.transforms.push(TransformNode { unique_name: full, spec: None, inputs, outputs: Vec::new(), subtransforms: Vec::new(), runs_user_code: false });
+        match parent {
+            Some(p) => g.transforms[p].subtransforms.push(id),
+            None => g.roots.push(id),
+        }
+        g.scopes.push(id);
+        id
+    }
+
+    fn end(&self, id: usize, outputs: Vec<(String, usize)>) {
+        let mut g = self.graph.borrow_mut();
+        g.scopes.pop();
+        if g.transforms[id].spec.is_none() {
+            g.transforms[id].outputs = outputs;
+        }
+    }
+
+    /// The full name of the transform being expanded.
+    pub(crate) fn current_name(&self) -> String {
+        let g = self.graph.borrow();
+        g.scopes.last().map(|&s| g.transforms[s].unique_name.clone()).unwrap_or_default()
+    }
+
+    /// Records a construction error against the transform being expanded.
+    pub(crate) fn record_error(&self, message: String) {
+        let transform = self.current_name();
+        self.graph.borrow_mut().errors.push(Error::Construction { transform, message });
+    }
+
+    /// Makes the transform being expanded a primitive with `spec`; returns its outputs,
+    /// one new PCollection per `(tag, element type)`.
+    pub(crate) fn set_primitive(&self, spec: FunctionSpec, runs_user_code: bool, output_types: Vec<(String, String)>, bounded: IsBounded) -> Vec<usize> {
+        let mut g = self.graph.borrow_mut();
+        let Some(&id) = g.scopes.last() else {
+            panic!("set_primitive outside of apply: primitives are applied through apply()");
+        };
+        assert!(g.transforms[id].spec.is_none() && g.transforms[id].subtransforms.is_empty(), "a primitive expanded twice");
+        let mut outs = Vec::new();
+        for (tag, element_type) in output_types {
+            let pc = g.pcollections.len();
+            let unique_name = format!("{}.{}", g.transforms[id].unique_name, tag);
+            g.pcollections.push(PCollectionNode { unique_name, element_type, bounded });
+            g.transforms[id].outputs.push((tag, pc));
+            outs.push(pc);
+        }
+        g.transforms[id].spec = Some(spec);
+        g.transforms[id].runs_user_code = runs_user_code;
+        outs
+    }
+
+    pub(crate) fn pcollection<T: Element>(&self, id: usize) -> PCollection<T> {
+        PCollection { pipeline: self.clone(), id, _t: PhantomData }
+    }
+
+    pub(crate) fn is_bounded(&self, ids: &[usize]) -> IsBounded {
+        let g = self.graph.borrow();
+        if ids.iter().all(|&i| g.pcollections[i].bounded == IsBounded::Bounded) {
+            IsBounded::Bounded
+        } else {
+            IsBounded::Unbounded
+        }
+    }
+
+    pub(crate) fn element_type_of(&self, id: usize) -> String {
+        self.graph.borrow().pcollections[id].element_type.clone()
+    }
+
+    pub(crate) fn pcollection_name(&self, id: usize) -> String {
+        self.graph.borrow().pcollections[id].unique_name.clone()
+    }
+}
+
+/// Decodes a plan from JSON, checks it against the runner the options name, and runs
+/// it. [`Pipeline::run`] ends here; so does a binary that runs a plan file.
+pub fn run_plan_json(json: &str, options: &PipelineOptions) -> Result<PipelineResult> {
+    let decoded = plan::decode(json)?;
+    let runner = runner::lookup_runner(&options.runner)?;
+    let unsupported = runner.capabilities().check(&decoded);
+    if !unsupported.is_empty() {
+        return Err(Error::Unsupported { runner: runner.name().to_string(), unsupported });
+    }
+    runner.run(&decoded, options)
+}
+
+fn clone_error(e: &Error) -> Error {
+    match e {
+        Error::Construction { transform, message } => Error::Construction { transform: transform.clone(), message: message.clone() },
+        other => Error::Internal(other.to_string()),
+    }
+}
+
+impl Graph {
+    fn to_plan(&self) -> Plan {
+        let mut c = Components::default();
+        let tid = |i: usize| self.transforms[i].unique_name.clone();
+        let pid = |i: usize| self.pcollections[i].unique_name.clone();
+        for t in &self.transforms {
+            c.transforms.insert(
+                t.unique_name.clone(),
+                TransformSpec {
+                    unique_name: t.unique_name.clone(),
+                    spec: t.spec.clone(),
+                    inputs: t.inputs.iter().map(|(k, v)| (k.clone(), pid(*v))).collect(),
+                    outputs: t.outputs.iter().map(|(k, v)| (k.clone(), pid(*v))).collect(),
+                    subtransforms: t.subtransforms.iter().map(|&s| tid(s)).collect(),
+                    environment_id: t.runs_user_code.then(|| RUST_ENV.to_string()),
+                },
+            );
+        }
+        for p in &self.pcollections {
+            c.coders.entry(p.element_type.clone()).or_insert_with(|| CoderSpec {
+                urn: crate::coder::ELEMENT_CODER_URN.into(),
+                rust_type: Some(p.element_type.clone()),
+                component_coder_ids: Vec::new(),
+            });
+            c.pcollections.insert(
+                p.unique_name.clone(),
+                PCollectionSpec {
+                    unique_name: p.unique_name.clone(),
+                    coder_id: p.element_type.clone(),
+                    is_bounded: p.bounded,
+                    windowing_strategy_id: GLOBAL_WINDOWING.into(),
+                },
+            );
+        }
+        c.coders.insert(
+            "global_window".into(),
+            CoderSpec { urn: urn::GLOBAL_WINDOW_CODER.into(), rust_type: None, component_coder_ids: Vec::new() },
+        );
+        c.windowing_strategies.insert(
+            GLOBAL_WINDOWING.into(),
+            WindowingStrategySpec {
+                window_fn: FunctionSpec { urn: urn::GLOBAL_WINDOWS.into(), payload: serde_json::Value::Null },
+                merge_status: "NON_MERGING".into(),
+                window_coder_id: "global_window".into(),
+                trigger: serde_json::json!({ "default": {} }),
+                accumulation_mode: "DISCARDING".into(),
+                output_time: "END_OF_WINDOW".into(),
+                closing_behavior: "EMIT_IF_NONEMPTY".into(),
+                on_time_behavior: "FIRE_IF_NONEMPTY".into(),
+                allowed_lateness_ms: 0,
+                environment_id: RUST_ENV.into(),
+            },
+        );
+        c.environments.insert(
+            RUST_ENV.into(),
+            EnvironmentSpec {
+                urn: urn::RUST_ENV.into(),
+                payload: serde_json::json!({ "sdk": "tidewater", "sdk_version": env!("CARGO_PKG_VERSION") }),
+            },
+        );
+        Plan { version: plan::PLAN_VERSION, components: c, root_transform_ids: self.roots.iter().map(|&r| tid(r)).collect() }
+    }
+}
+
+impl<T: Element> PCollection<T> {
+    /// Applies `transform` to this PCollection under `name`.
+    pub fn apply<Tr: PTransform<PCollection<T>>>(&self, name: &str, transform: Tr) -> Tr::Output {
+        self.pipeline.clone().apply_transform(name, self.clone(), transform)
+    }
+
+    /// The pipeline this PCollection belongs to.
+    pub fn pipeline(&self) -> &Pipeline {
+        &self.pipeline
+    }
+
+    /// Its unique name, `<producing transform>.<tag>`.
+    pub fn name(&self) -> String {
+        self.pipeline.pcollection_name(self.id)
+    }
+
+    /// Whether it is bounded.
+    pub fn is_bounded(&self) -> bool {
+        self.pipeline.is_bounded(&[self.id]) == IsBounded::Bounded
+    }
+}
+
+/// Ids for use by the plan's builder in this crate.
+pub(crate) fn output_types<T: Element>(tag: &str) -> Vec<(String, String)> {
+    vec![(tag.to_string(), crate::registry::register_element_type::<T>())]
+}

@@ -1,0 +1,296 @@
+use super::group_by_key::group_key;
+use crate::exec::{downcast_batch, AnyBatch, Batch, ExecError, GroupingOps, GroupingPhase, GroupingTable, Phase};
+use crate::plan::{urn, FunctionSpec, GroupingPayload, UserFunction};
+use crate::registry;
+use crate::{BoundedWindow, Element, PCollection, PTransform, PaneInfo, WindowedValue, Windows};
+use rustc_hash::FxHashMap;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use std::marker::PhantomData;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+
+/// An associative, commutative aggregation with an accumulator, so that runners can
+/// combine partially before the shuffle ("combiner lifting") and merge after it.
+///
+/// ```
+/// use serde::{Deserialize, Serialize};
+/// #[derive(Serialize, Deserialize)]
+/// struct SumLen;
+/// impl tidewater::CombineFn for SumLen {
+///     type In = String;
+///     type Acc = u64;
+///     type Out = u64;
+///     fn create_accumulator(&self) -> u64 { 0 }
+///     fn add_input(&self, acc: &mut u64, s: String) { *acc += s.len() as u64 }
+///     fn merge_accumulators(&self, acc: &mut u64, other: u64) { *acc += other }
+///     fn extract_output(&self, acc: u64) -> u64 { acc }
+/// }
+/// ```
+pub trait CombineFn: Send + Sync + 'static {
+    /// Input element type.
+    type In: Element;
+    /// Accumulator; it crosses the shuffle, so it is an element too.
+    type Acc: Element;
+    /// Output type.
+    type Out: Element;
+    /// A new, empty accumulator.
+    fn create_accumulator(&self) -> Self::Acc;
+    /// Adds one input.
+    fn add_input(&self, acc: &mut Self::Acc, input: Self::In);
+    /// Merges `other` into `acc`.
+    fn merge_accumulators(&self, acc: &mut Self::Acc, other: Self::Acc);
+    /// The output of a complete accumulator.
+    fn extract_output(&self, acc: Self::Acc) -> Self::Out;
+}
+
+/// Entry points for combining.
+pub struct Combine;
+
+impl Combine {
+    /// Combines the values of each key and window: `(K, In)` becomes `(K, Out)`.
+    ///
+    /// ```
+    /// # use serde::{Deserialize, Serialize};
+    /// # #[derive(Serialize, Deserialize)] struct Total;
+    /// # impl tidewater::CombineFn for Total { type In = i64; type Acc = i64; type Out = i64;
+    /// #   fn create_accumulator(&self) -> i64 { 0 } fn add_input(&self, a: &mut i64, x: i64) { *a += x }
+    /// #   fn merge_accumulators(&self, a: &mut i64, b: i64) { *a += b } fn extract_output(&self, a: i64) -> i64 { a } }
+    /// let p = tidewater::Pipeline::new(Default::default());
+    /// let totals = p.create("Kvs", vec![("a".to_string(), 1i64)]).apply("Total", tidewater::Combine::per_key(Total));
+    /// ```
+    pub fn per_key<F: CombineFn + Serialize + DeserializeOwned>(f: F) -> CombinePerKey<F> {
+        CombinePerKey { f }
+    }
+
+    /// Combines all elements of each window into one; an empty input in the global
+    /// window gives the output of an empty accumulator.
+    pub fn globally<F: CombineFn + Serialize + DeserializeOwned>(f: F) -> CombineGlobally<F> {
+        CombineGlobally { f }
+    }
+}
+
+/// See [`Combine::per_key`].
+pub struct CombinePerKey<F> {
+    f: F,
+}
+
+/// See [`Combine::globally`].
+pub struct CombineGlobally<F> {
+    f: F,
+}
+
+/// How a combine's elements map to (key, input) and back: per key, or globally with
+/// the unit key.
+pub trait CombineShape<F: CombineFn>: Send + Sync + 'static {
+    /// The grouping key.
+    type Key: Element;
+    /// The transform's input element.
+    type Input: Element;
+    /// The transform's output element.
+    type Output: Element;
+    /// Splits an input element.
+    fn split(x: Self::Input) -> (Self::Key, F::In);
+    /// Builds an output element.
+    fn join(k: Self::Key, out: F::Out) -> Self::Output;
+    /// The output for an empty input in the global window, if the shape has one.
+    fn empty_output(make: impl FnOnce() -> F::Out) -> Option<Self::Output>;
+}
+
+/// Per-key shape.
+pub struct PerKey<K>(PhantomData<fn() -> K>);
+/// Global shape.
+pub struct Globally;
+
+impl<F: CombineFn, K: Element> CombineShape<F> for PerKey<K> {
+    type Key = K;
+    type Input = (K, F::In);
+    type Output = (K, F::Out);
+    fn split(x: (K, F::In)) -> (K, F::In) {
+        x
+    }
+    fn join(k: K, out: F::Out) -> (K, F::Out) {
+        (k, out)
+    }
+    fn empty_output(_: impl FnOnce() -> F::Out) -> Option<(K, F::Out)> {
+        None
+    }
+}
+
+impl<F: CombineFn> CombineShape<F> for Globally {
+    type Key = ();
+    type Input = F::In;
+    type Output = F::Out;
+    fn split(x: F::In) -> ((), F::In) {
+        ((), x)
+    }
+    fn join(_: (), out: F::Out) -> F::Out {
+        out
+    }
+    fn empty_output(make: impl FnOnce() -> F::Out) -> Option<F::Out> {
+        Some(make())
+    }
+}
+
+/// The typed operations of a combine of shape `S` with `F`.
+pub struct CombineOps<S, F> {
+    f: Arc<F>,
+    _s: PhantomData<fn() -> S>,
+}
+
+fn apply_combine<S: CombineShape<F>, F: CombineFn + Serialize + DeserializeOwned>(input: &PCollection<S::Input>, f: F, urn: &str) -> PCollection<S::Output> {
+    let p = input.pipeline().clone();
+    let name = std::any::type_name::<CombineOps<S, F>>().to_string();
+    registry::register_element_type::<(S::Key, F::Acc)>();
+    registry::register_grouping(
+        &name,
+        Arc::new(|fields| {
+            let f: F = serde_json::from_value(fields.clone()).map_err(|e| e.to_string())?;
+            Ok(Box::new(CombineOps::<S, F> { f: Arc::new(f), _s: PhantomData }) as Box<dyn GroupingOps>)
+        }),
+    );
+    let fields = serde_json::to_value(&f).unwrap_or_else(|e| {
+        p.record_error(format!("the fields of CombineFn {} do not serialize: {e}", std::any::type_name::<F>()));
+        serde_json::Value::Null
+    });
+    let payload = GroupingPayload { grouping: UserFunction { name, fields } };
+    let spec = FunctionSpec { urn: urn.into(), payload: serde_json::to_value(payload).expect("payload serializes") };
+    let bounded = p.is_bounded(&[input.id]);
+    let out = p.set_primitive(spec, true, crate::pipeline::output_types::<S::Output>("main"), bounded);
+    p.pcollection(out[0])
+}
+
+impl<K: Element, F: CombineFn + Serialize + DeserializeOwned> PTransform<PCollection<(K, F::In)>> for CombinePerKey<F> {
+    type Output = PCollection<(K, F::Out)>;
+    fn expand(self, input: PCollection<(K, F::In)>) -> PCollection<(K, F::Out)> {
+        apply_combine::<PerKey<K>, F>(&input, self.f, urn::COMBINE_PER_KEY)
+    }
+}
+
+impl<F: CombineFn + Serialize + DeserializeOwned> PTransform<PCollection<F::In>> for CombineGlobally<F> {
+    type Output = PCollection<F::Out>;
+    fn expand(self, input: PCollection<F::In>) -> PCollection<F::Out> {
+        apply_combine::<Globally, F>(&input, self.f, urn::COMBINE_GLOBALLY)
+    }
+}
+
+impl<S: CombineShape<F>, F: CombineFn> GroupingOps for CombineOps<S, F> {
+    fn new_table(&self, phase: GroupingPhase) -> Box<dyn GroupingTable> {
+        Box::new(CombineTable::<S, F> { f: self.f.clone(), phase, groups: FxHashMap::default(), key_buf: Vec::new(), _s: PhantomData })
+    }
+    fn liftable(&self) -> bool {
+        true
+    }
+    fn empty_output(&self) -> Option<Box<dyn AnyBatch>> {
+        let f = &self.f;
+        let out = catch_unwind(AssertUnwindSafe(|| S::empty_output(|| f.extract_output(f.create_accumulator())))).ok()??;
+        Some(Box::new(Batch { items: vec![WindowedValue::in_global_window(out)] }))
+    }
+}
+
+struct CombineTable<S: CombineShape<F>, F: CombineFn> {
+    f: Arc<F>,
+    phase: GroupingPhase,
+    groups: FxHashMap<Box<[u8]>, (S::Key, BoundedWindow, F::Acc)>,
+    key_buf: Vec<u8>,
+    _s: PhantomData<fn() -> S>,
+}
+
+impl<S: CombineShape<F>, F: CombineFn> CombineTable<S, F> {
+    fn entry(&mut self, w: BoundedWindow, k: S::Key) -> Result<&mut F::Acc, ExecError> {
+        group_key(&mut self.key_buf, &w, &k)?;
+        if !self.groups.contains_key(self.key_buf.as_slice()) {
+            let acc = self.f.create_accumulator();
+            self.groups.insert(self.key_buf.clone().into_boxed_slice(), (k, w, acc));
+        }
+        Ok(&mut self.groups.get_mut(self.key_buf.as_slice()).expect("just inserted").2)
+    }
+
+    fn add_inputs(&mut self, items: Vec<WindowedValue<S::Input>>) -> Result<(), ExecError> {
+        for wv in items {
+            let (k, x) = S::split(wv.value);
+            match wv.windows {
+                Windows::One(w) => {
+                    let f = self.f.clone();
+                    f.add_input(self.entry(w, k)?, x);
+                }
+                Windows::Many(ws) => {
+                    for w in ws {
+                        let f = self.f.clone();
+                        f.add_input(self.entry(w, k.clone())?, x.clone());
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn merge_accumulators(&mut self, items: Vec<WindowedValue<(S::Key, F::Acc)>>) -> Result<(), ExecError> {
+        for wv in items {
+            let (k, acc) = wv.value;
+            for w in wv.windows.iter() {
+                let f = self.f.clone();
+                f.merge_accumulators(self.entry(*w, k.clone())?, acc.clone());
+            }
+        }
+        Ok(())
+    }
+}
+
+fn guarded<R>(phase: Phase, f: impl FnOnce() -> Result<R, ExecError>) -> Result<R, ExecError> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(r) => r,
+        Err(p) => {
+            let message = p
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            Err(ExecError::User { phase, element: None, message: format!("CombineFn panicked: {message}") })
+        }
+    }
+}
+
+impl<S: CombineShape<F>, F: CombineFn> GroupingTable for CombineTable<S, F> {
+    fn add(&mut self, batch: Box<dyn AnyBatch>) -> Result<(), ExecError> {
+        guarded(Phase::Process, || match self.phase {
+            GroupingPhase::Full | GroupingPhase::Partial => self.add_inputs(downcast_batch::<S::Input>(batch)),
+            GroupingPhase::Final => self.merge_accumulators(downcast_batch::<(S::Key, F::Acc)>(batch)),
+        })
+    }
+
+    fn groups(&self) -> usize {
+        self.groups.len()
+    }
+
+    fn finish(&mut self) -> Result<Box<dyn AnyBatch>, ExecError> {
+        let f = self.f.clone();
+        let groups = std::mem::take(&mut self.groups);
+        let phase = self.phase;
+        guarded(Phase::FinishBundle, move || {
+            let meta = |w: BoundedWindow| (w.max_timestamp(), Windows::One(w));
+            Ok(match phase {
+                GroupingPhase::Partial => {
+                    let items: Vec<_> = groups
+                        .into_values()
+                        .map(|(k, w, acc)| {
+                            let (timestamp, windows) = meta(w);
+                            WindowedValue { value: (k, acc), timestamp, windows, pane: PaneInfo::NO_FIRING }
+                        })
+                        .collect();
+                    Box::new(Batch { items }) as Box<dyn AnyBatch>
+                }
+                GroupingPhase::Full | GroupingPhase::Final => {
+                    let items: Vec<_> = groups
+                        .into_values()
+                        .map(|(k, w, acc)| {
+                            let (timestamp, windows) = meta(w);
+                            WindowedValue { value: S::join(k, f.extract_output(acc)), timestamp, windows, pane: PaneInfo::ON_TIME_AND_ONLY_FIRING }
+                        })
+                        .collect();
+                    Box::new(Batch { items })
+                }
+            })
+        })
+    }
+}

@@ -1,0 +1,73 @@
+use crate::pipeline::output_types;
+use crate::plan::{urn, CreatePayload, FunctionSpec, IsBounded};
+use crate::transform::{PBegin, PInput};
+use crate::{Element, PCollection, PTransform, Pipeline};
+
+/// A bounded PCollection of fixed elements, in the global window at the minimum
+/// timestamp. The elements travel in the plan as JSON.
+///
+/// ```
+/// let p = tidewater::Pipeline::new(Default::default());
+/// let xs = p.apply("Xs", tidewater::Create::of(vec![1u8, 2]));
+/// assert!(xs.is_bounded());
+/// ```
+pub struct Create<T> {
+    elements: Vec<T>,
+}
+
+impl<T: Element> Create<T> {
+    /// The given elements.
+    pub fn of(elements: Vec<T>) -> Self {
+        Create { elements }
+    }
+}
+
+impl<T: Element> PTransform<PBegin> for Create<T> {
+    type Output = PCollection<T>;
+    fn expand(self, input: PBegin) -> PCollection<T> {
+        let p = input.pipeline().clone();
+        let elements = match self.elements.iter().map(serde_json::to_value).collect::<Result<Vec<_>, _>>() {
+            Ok(v) => v,
+            Err(e) => {
+                p.record_error(format!("Create's elements must serialize to JSON to travel in the plan: {e}"));
+                Vec::new()
+            }
+        };
+        let payload = serde_json::to_value(CreatePayload { elements }).expect("JSON values serialize");
+        let spec = FunctionSpec { urn: urn::CREATE.into(), payload };
+        let out = p.set_primitive(spec, false, output_types::<T>("main"), IsBounded::Bounded);
+        p.pcollection(out[0])
+    }
+}
+
+/// A single `()` element: the root that reads and other sources expand from (Beam's
+/// `Impulse`).
+///
+/// ```
+/// let p = tidewater::Pipeline::new(Default::default());
+/// let one: tidewater::PCollection<()> = p.apply("Start", tidewater::Impulse);
+/// ```
+pub struct Impulse;
+
+impl PTransform<PBegin> for Impulse {
+    type Output = PCollection<()>;
+    fn expand(self, input: PBegin) -> PCollection<()> {
+        let p = input.pipeline().clone();
+        let spec = FunctionSpec { urn: urn::IMPULSE.into(), payload: serde_json::Value::Null };
+        let out = p.set_primitive(spec, false, output_types::<()>("main"), IsBounded::Bounded);
+        p.pcollection(out[0])
+    }
+}
+
+impl Pipeline {
+    /// Shorthand for `apply(name, Create::of(elements))`.
+    ///
+    /// ```
+    /// let p = tidewater::Pipeline::new(Default::default());
+    /// let words = p.create("Words", vec!["a".to_string()]);
+    /// assert_eq!(words.name(), "Words.main");
+    /// ```
+    pub fn create<T: Element>(&self, name: &str, elements: Vec<T>) -> PCollection<T> {
+        self.apply(name, Create::of(elements))
+    }
+}

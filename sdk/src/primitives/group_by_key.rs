@@ -1,0 +1,111 @@
+use crate::exec::{downcast_batch, AnyBatch, Batch, ExecError, GroupingOps, GroupingPhase, GroupingTable, Phase};
+use crate::plan::{urn, FunctionSpec, GroupingPayload, UserFunction};
+use crate::registry;
+use crate::{coder, BoundedWindow, Element, PCollection, PTransform, PaneInfo, WindowedValue, Windows};
+use rustc_hash::FxHashMap;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+/// Groups the values of each key and window: `(K, V)` becomes `(K, Vec<V>)`.
+///
+/// Keys are grouped by their encoding, so a key type must encode equal keys to equal
+/// bytes. In the global window of a bounded input there is one output per key, on time,
+/// at the end of the window.
+///
+/// ```
+/// let p = tidewater::Pipeline::new(Default::default());
+/// let grouped = p.create("Kvs", vec![("a".to_string(), 1i64)]).apply("Group", tidewater::GroupByKey);
+/// ```
+pub struct GroupByKey;
+
+impl<K: Element, V: Element> PTransform<PCollection<(K, V)>> for GroupByKey {
+    type Output = PCollection<(K, Vec<V>)>;
+    fn expand(self, input: PCollection<(K, V)>) -> PCollection<(K, Vec<V>)> {
+        let p = input.pipeline().clone();
+        let name = std::any::type_name::<GroupByKeyOps<K, V>>().to_string();
+        registry::register_grouping(&name, Arc::new(|_| Ok(Box::new(GroupByKeyOps::<K, V>(PhantomData)) as Box<dyn GroupingOps>)));
+        let payload = GroupingPayload { grouping: UserFunction { name, fields: serde_json::Value::Null } };
+        let spec = FunctionSpec { urn: urn::GROUP_BY_KEY.into(), payload: serde_json::to_value(payload).expect("payload serializes") };
+        let bounded = p.is_bounded(&[input.id]);
+        let out = p.set_primitive(spec, false, crate::pipeline::output_types::<(K, Vec<V>)>("main"), bounded);
+        p.pcollection(out[0])
+    }
+}
+
+impl<K: Element, V: Element> PCollection<(K, V)> {
+    /// Shorthand for `apply(name, GroupByKey)`.
+    pub fn group_by_key(&self, name: &str) -> PCollection<(K, Vec<V>)> {
+        self.apply(name, GroupByKey)
+    }
+}
+
+/// The typed operations of a GroupByKey of `(K, V)`.
+pub struct GroupByKeyOps<K, V>(PhantomData<fn() -> (K, V)>);
+
+impl<K: Element, V: Element> GroupingOps for GroupByKeyOps<K, V> {
+    fn new_table(&self, _phase: GroupingPhase) -> Box<dyn GroupingTable> {
+        Box::new(GroupByKeyTable::<K, V> { groups: FxHashMap::default(), key_buf: Vec::new() })
+    }
+    fn liftable(&self) -> bool {
+        false
+    }
+    fn empty_output(&self) -> Option<Box<dyn AnyBatch>> {
+        None
+    }
+}
+
+struct GroupByKeyTable<K, V> {
+    groups: FxHashMap<Box<[u8]>, (K, BoundedWindow, Vec<V>)>,
+    key_buf: Vec<u8>,
+}
+
+/// Encodes (window, key) into `buf`: the grouping key.
+pub(crate) fn group_key<K: Element>(buf: &mut Vec<u8>, window: &BoundedWindow, key: &K) -> Result<(), ExecError> {
+    buf.clear();
+    coder::encode_into(window, buf)
+        .and_then(|_| coder::encode_into(key, buf))
+        .map_err(|e| ExecError::User { phase: Phase::Process, element: Some(format!("{key:?}")), message: format!("key does not encode: {e}") })
+}
+
+impl<K: Element, V: Element> GroupingTable for GroupByKeyTable<K, V> {
+    fn add(&mut self, batch: Box<dyn AnyBatch>) -> Result<(), ExecError> {
+        for wv in downcast_batch::<(K, V)>(batch) {
+            let (k, v) = wv.value;
+            match wv.windows {
+                Windows::One(w) => self.insert(w, k, v)?,
+                Windows::Many(ws) => {
+                    for w in ws {
+                        self.insert(w, k.clone(), v.clone())?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn groups(&self) -> usize {
+        self.groups.len()
+    }
+
+    fn finish(&mut self) -> Result<Box<dyn AnyBatch>, ExecError> {
+        let items = self
+            .groups
+            .drain()
+            .map(|(_, (k, w, vs))| WindowedValue { value: (k, vs), timestamp: w.max_timestamp(), windows: Windows::One(w), pane: PaneInfo::ON_TIME_AND_ONLY_FIRING })
+            .collect();
+        Ok(Box::new(Batch { items }))
+    }
+}
+
+impl<K: Element, V: Element> GroupByKeyTable<K, V> {
+    fn insert(&mut self, w: BoundedWindow, k: K, v: V) -> Result<(), ExecError> {
+        group_key(&mut self.key_buf, &w, &k)?;
+        match self.groups.get_mut(self.key_buf.as_slice()) {
+            Some(g) => g.2.push(v),
+            None => {
+                self.groups.insert(self.key_buf.clone().into_boxed_slice(), (k, w, vec![v]));
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,162 @@
+use crate::dofn::MAIN_TAG;
+use crate::plan::{urn, FunctionSpec, ParDoPayload, UserFunction};
+use crate::registry::{self, register_element_type};
+use crate::transform::POutput;
+use crate::{DoFn, Element, PCollection, PTransform, Pipeline, TupleTag};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// Applies a [`DoFn`] to every element.
+///
+/// ```
+/// # use serde::{Deserialize, Serialize};
+/// # use tidewater::{DoFn, ParDo, ProcessContext, UserError};
+/// #[derive(Serialize, Deserialize)]
+/// struct Double;
+/// impl DoFn for Double {
+///     type In = i64;
+///     type Out = i64;
+///     fn process(&mut self, x: i64, ctx: &mut ProcessContext<'_, i64>) -> Result<(), UserError> {
+///         ctx.output(2 * x);
+///         Ok(())
+///     }
+/// }
+/// let p = tidewater::Pipeline::new(Default::default());
+/// let doubled = p.create("Xs", vec![1i64]).apply("Double", ParDo::of(Double));
+/// ```
+pub struct ParDo<F> {
+    f: F,
+}
+
+impl ParDo<()> {
+    /// A ParDo of `f`; its struct fields travel in the plan.
+    pub fn of<F: DoFn + Serialize + DeserializeOwned>(f: F) -> ParDo<F> {
+        ParDo { f }
+    }
+}
+
+impl<F: DoFn + Serialize + DeserializeOwned> ParDo<F> {
+    /// The same ParDo with tagged outputs besides the main one: `tags` lists them,
+    /// built with [`ParDoWithOutputs::and`].
+    pub fn with_outputs(self) -> ParDoWithOutputs<F> {
+        ParDoWithOutputs { f: self.f, tags: Vec::new() }
+    }
+}
+
+/// A ParDo with tagged outputs; its output is a [`PCollectionTuple`].
+///
+/// ```
+/// # use serde::{Deserialize, Serialize};
+/// # use tidewater::{DoFn, ParDo, ProcessContext, TupleTag, UserError};
+/// #[derive(Serialize, Deserialize)]
+/// struct Parse { bad: TupleTag<String> }
+/// impl DoFn for Parse {
+///     type In = String;
+///     type Out = i64;
+///     fn process(&mut self, s: String, ctx: &mut ProcessContext<'_, i64>) -> Result<(), UserError> {
+///         match s.parse() {
+///             Ok(n) => ctx.output(n),
+///             Err(_) => ctx.output_to(&self.bad, s),
+///         }
+///         Ok(())
+///     }
+/// }
+/// let bad = TupleTag::<String>::new("bad");
+/// let p = tidewater::Pipeline::new(Default::default());
+/// let out = p.create("Xs", vec!["1".to_string(), "x".to_string()])
+///     .apply("Parse", ParDo::of(Parse { bad: bad.clone() }).with_outputs().and(&bad));
+/// let numbers = out.main::<i64>();
+/// let errors = out.get(&bad);
+/// ```
+pub struct ParDoWithOutputs<F> {
+    f: F,
+    tags: Vec<(String, String)>,
+}
+
+impl<F> ParDoWithOutputs<F> {
+    /// Declares the tagged output `tag`.
+    pub fn and<T: Element>(mut self, tag: &TupleTag<T>) -> Self {
+        self.tags.push((tag.name().to_string(), register_element_type::<T>()));
+        self
+    }
+}
+
+/// The outputs of a ParDo with tagged outputs, by tag.
+pub struct PCollectionTuple {
+    pipeline: Pipeline,
+    outputs: BTreeMap<String, usize>,
+}
+
+impl PCollectionTuple {
+    /// The main output.
+    pub fn main<T: Element>(&self) -> PCollection<T> {
+        self.by_name(MAIN_TAG)
+    }
+
+    /// The output of `tag`.
+    pub fn get<T: Element>(&self, tag: &TupleTag<T>) -> PCollection<T> {
+        self.by_name(tag.name())
+    }
+
+    fn by_name<T: Element>(&self, tag: &str) -> PCollection<T> {
+        let Some(&id) = self.outputs.get(tag) else {
+            panic!("no output tagged '{tag}'; declared: {}", self.outputs.keys().cloned().collect::<Vec<_>>().join(", "));
+        };
+        let declared = self.pipeline.element_type_of(id);
+        assert_eq!(declared, std::any::type_name::<T>(), "output '{tag}' holds {declared}, not {}", std::any::type_name::<T>());
+        self.pipeline.pcollection(id)
+    }
+}
+
+impl POutput for PCollectionTuple {
+    fn pcollections(&self) -> Vec<(String, usize)> {
+        self.outputs.iter().map(|(k, v)| (k.clone(), *v)).collect()
+    }
+}
+
+/// Adds a ParDo primitive running `do_fn` to the transform being expanded; returns the
+/// output ids in tag order.
+pub(crate) fn apply_par_do(p: &Pipeline, input: usize, do_fn: UserFunction, outputs: Vec<(String, String)>) -> Vec<usize> {
+    for (i, (tag, _)) in outputs.iter().enumerate() {
+        if outputs[..i].iter().any(|(t, _)| t == tag) {
+            p.record_error(format!("output tag '{tag}' is declared twice"));
+        }
+    }
+    let payload = ParDoPayload { do_fn, output_tags: outputs.iter().map(|(t, _)| t.clone()).collect() };
+    let spec = FunctionSpec { urn: urn::PAR_DO.into(), payload: serde_json::to_value(payload).expect("payload serializes") };
+    let bounded = p.is_bounded(&[input]);
+    p.set_primitive(spec, true, outputs, bounded)
+}
+
+fn serde_do_fn<F: DoFn + Serialize + DeserializeOwned>(p: &Pipeline, f: &F) -> UserFunction {
+    let name = registry::register_do_fn::<F>();
+    let fields = serde_json::to_value(f).unwrap_or_else(|e| {
+        p.record_error(format!("the fields of DoFn {name} do not serialize: {e}"));
+        serde_json::Value::Null
+    });
+    UserFunction { name, fields }
+}
+
+impl<F: DoFn + Serialize + DeserializeOwned> PTransform<PCollection<F::In>> for ParDo<F> {
+    type Output = PCollection<F::Out>;
+    fn expand(self, input: PCollection<F::In>) -> PCollection<F::Out> {
+        let p = input.pipeline().clone();
+        let do_fn = serde_do_fn(&p, &self.f);
+        let out = apply_par_do(&p, input.id, do_fn, crate::pipeline::output_types::<F::Out>(MAIN_TAG));
+        p.pcollection(out[0])
+    }
+}
+
+impl<F: DoFn + Serialize + DeserializeOwned> PTransform<PCollection<F::In>> for ParDoWithOutputs<F> {
+    type Output = PCollectionTuple;
+    fn expand(self, input: PCollection<F::In>) -> PCollectionTuple {
+        let p = input.pipeline().clone();
+        let do_fn = serde_do_fn(&p, &self.f);
+        let mut tags = crate::pipeline::output_types::<F::Out>(MAIN_TAG);
+        tags.extend(self.tags);
+        let names: Vec<String> = tags.iter().map(|(t, _)| t.clone()).collect();
+        let ids = apply_par_do(&p, input.id, do_fn, tags);
+        PCollectionTuple { pipeline: p, outputs: names.into_iter().zip(ids).collect() }
+    }
+}

@@ -1,0 +1,78 @@
+use super::functions::check_function_item;
+use super::pardo::apply_par_do;
+use crate::exec::{DoFnInvoker, ErasedDoFn};
+use crate::plan::UserFunction;
+use crate::registry;
+use crate::{DoFn, Element, PCollection, PTransform, ProcessContext, TupleTag, UserError};
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+/// Splits a PCollection into `n` by a function item `f(&element, n) -> index`.
+///
+/// ```
+/// fn by_parity(x: &i64, _n: usize) -> usize { (x % 2) as usize }
+/// let p = tidewater::Pipeline::new(Default::default());
+/// let parts = p.create("Xs", vec![1i64, 2, 3]).apply("Parity", tidewater::Partition::of(2, by_parity));
+/// assert_eq!(parts.len(), 2);
+/// ```
+pub struct Partition<F> {
+    n: usize,
+    f: F,
+}
+
+impl Partition<()> {
+    /// `n` partitions chosen by `f`.
+    pub fn of<T, F: Fn(&T, usize) -> usize + Send + Sync + 'static>(n: usize, f: F) -> Partition<F> {
+        Partition { n, f }
+    }
+}
+
+/// The DoFn of [`Partition`]: partition 0 is the main output, partition `i` the output
+/// tagged `i`.
+pub struct PartitionFn<F, T> {
+    f: Arc<F>,
+    n: usize,
+    tags: Arc<Vec<TupleTag<T>>>,
+    _t: PhantomData<fn(T)>,
+}
+
+impl<F, T> Clone for PartitionFn<F, T> {
+    fn clone(&self) -> Self {
+        PartitionFn { f: self.f.clone(), n: self.n, tags: self.tags.clone(), _t: PhantomData }
+    }
+}
+
+impl<F: Fn(&T, usize) -> usize + Send + Sync + 'static, T: Element> DoFn for PartitionFn<F, T> {
+    type In = T;
+    type Out = T;
+    fn process(&mut self, x: T, ctx: &mut ProcessContext<'_, T>) -> Result<(), UserError> {
+        match (self.f)(&x, self.n) {
+            0 => ctx.output(x),
+            i if i < self.n => ctx.output_to(&self.tags[i - 1], x),
+            i => return Err(format!("the partition function returned {i}, but there are only {} partitions (0..{})", self.n, self.n).into()),
+        }
+        Ok(())
+    }
+}
+
+impl<T: Element, F: Fn(&T, usize) -> usize + Send + Sync + 'static> PTransform<PCollection<T>> for Partition<F> {
+    type Output = Vec<PCollection<T>>;
+    fn expand(self, input: PCollection<T>) -> Vec<PCollection<T>> {
+        let p = input.pipeline().clone();
+        if let Err(m) = check_function_item::<F>("Partition::of") {
+            p.record_error(m);
+        }
+        if self.n == 0 {
+            p.record_error("a Partition needs at least one partition".into());
+        }
+        let tags: Vec<TupleTag<T>> = (1..self.n.max(1)).map(|i| TupleTag::new(&i.to_string())).collect();
+        let mut outputs = crate::pipeline::output_types::<T>(crate::dofn::MAIN_TAG);
+        outputs.extend(tags.iter().map(|t| (t.name().to_string(), registry::register_element_type::<T>())));
+        let d = PartitionFn { f: Arc::new(self.f), n: self.n.max(1), tags: Arc::new(tags), _t: PhantomData };
+        let name = std::any::type_name::<PartitionFn<F, T>>().to_string();
+        registry::register_do_fn_factory(&name, Arc::new(move |_| Ok(Box::new(DoFnInvoker::new(d.clone())) as Box<dyn ErasedDoFn>)));
+        let fields = serde_json::json!({ "partitions": self.n });
+        let ids = apply_par_do(&p, input.id, UserFunction { name, fields }, outputs);
+        ids.into_iter().map(|id| p.pcollection(id)).collect()
+    }
+}

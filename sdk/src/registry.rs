@@ -1,0 +1,116 @@
+//! The registry of user functions and element types, by name.
+//!
+//! Pipeline construction fills it: applying a ParDo registers its DoFn, creating a
+//! PCollection registers its element type, a GroupByKey or Combine registers its typed
+//! operations. Names are Rust type names (`std::any::type_name`), which are stable for a
+//! given binary, so generic functions (`CountFn<String>`) need no per-type boilerplate.
+//! Every process of a job runs the same binary and the same construction code before it
+//! decodes a plan, so the registry is complete wherever the plan is read.
+
+use crate::exec::{ElementType, ErasedDoFn, GroupingOps, TypedElementType};
+use crate::{DoFn, Element};
+use serde::de::DeserializeOwned;
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock, RwLock};
+
+/// Builds a DoFn from its fields in the plan.
+pub type DoFnFactory = Arc<dyn Fn(&serde_json::Value) -> Result<Box<dyn ErasedDoFn>, String> + Send + Sync>;
+/// Builds a grouping's typed operations from its payload's fields.
+pub type GroupingFactory = Arc<dyn Fn(&serde_json::Value) -> Result<Box<dyn GroupingOps>, String> + Send + Sync>;
+
+#[derive(Default)]
+struct Registry {
+    do_fns: HashMap<String, DoFnFactory>,
+    groupings: HashMap<String, GroupingFactory>,
+    types: HashMap<String, Arc<dyn ElementType>>,
+}
+
+fn registry() -> &'static RwLock<Registry> {
+    static R: OnceLock<RwLock<Registry>> = OnceLock::new();
+    R.get_or_init(Default::default)
+}
+
+fn read() -> std::sync::RwLockReadGuard<'static, Registry> {
+    registry().read().unwrap_or_else(|e| e.into_inner())
+}
+
+fn write() -> std::sync::RwLockWriteGuard<'static, Registry> {
+    registry().write().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Registers a DoFn struct whose fields deserialize with serde, under its type name.
+/// Applying a [`ParDo`](crate::ParDo) does this; call it yourself only in a binary that
+/// runs plans it did not construct.
+///
+/// ```
+/// # use serde::{Deserialize, Serialize};
+/// # use tidewater::{DoFn, ProcessContext, UserError};
+/// #[derive(Serialize, Deserialize)]
+/// struct Upper;
+/// impl DoFn for Upper {
+///     type In = String;
+///     type Out = String;
+///     fn process(&mut self, s: String, ctx: &mut ProcessContext<'_, String>) -> Result<(), UserError> {
+///         ctx.output(s.to_uppercase());
+///         Ok(())
+///     }
+/// }
+/// let name = tidewater::registry::register_do_fn::<Upper>();
+/// assert!(tidewater::registry::has_do_fn(&name));
+/// ```
+pub fn register_do_fn<F: DoFn + DeserializeOwned>() -> String {
+    register_element_type::<F::In>();
+    register_element_type::<F::Out>();
+    let name = std::any::type_name::<F>().to_string();
+    let factory: DoFnFactory = Arc::new(|fields| {
+        let f: F = serde_json::from_value(fields.clone()).map_err(|e| e.to_string())?;
+        Ok(Box::new(crate::exec::DoFnInvoker::new(f)) as Box<dyn ErasedDoFn>)
+    });
+    write().do_fns.insert(name.clone(), factory);
+    name
+}
+
+/// Registers a DoFn factory under `name` (used for function items, which carry no
+/// fields: the factory holds the function).
+pub fn register_do_fn_factory(name: &str, factory: DoFnFactory) {
+    write().do_fns.entry(name.to_string()).or_insert(factory);
+}
+
+/// Registers typed grouping operations under `name`.
+pub fn register_grouping(name: &str, factory: GroupingFactory) {
+    write().groupings.entry(name.to_string()).or_insert(factory);
+}
+
+/// Registers `T` as an element type, under its type name, and returns that name.
+///
+/// ```
+/// assert_eq!(tidewater::registry::register_element_type::<u32>(), "u32");
+/// ```
+pub fn register_element_type<T: Element>() -> String {
+    let name = std::any::type_name::<T>();
+    let mut r = write();
+    if !r.types.contains_key(name) {
+        r.types.insert(name.to_string(), Arc::new(TypedElementType::<T>::default()));
+    }
+    name.to_string()
+}
+
+/// Whether a DoFn named `name` is registered.
+pub fn has_do_fn(name: &str) -> bool {
+    read().do_fns.contains_key(name)
+}
+
+/// The DoFn factory named `name`.
+pub fn do_fn(name: &str) -> Option<DoFnFactory> {
+    read().do_fns.get(name).cloned()
+}
+
+/// The grouping factory named `name`.
+pub fn grouping(name: &str) -> Option<GroupingFactory> {
+    read().groupings.get(name).cloned()
+}
+
+/// The element type named `name`.
+pub fn element_type(name: &str) -> Option<Arc<dyn ElementType>> {
+    read().types.get(name).cloned()
+}

@@ -1,0 +1,252 @@
+//! Runners: the registry of engines a pipeline can run on, what each supports, and
+//! what a run returns.
+
+use crate::exec::MetricResults;
+use crate::plan::{urn, Plan};
+use crate::{coder, Element, Error, PipelineOptions, Result, WindowedValue};
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::sync::{Arc, OnceLock, RwLock};
+
+/// A feature of the model that a plan can use and a runner may or may not support.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Feature {
+    /// `Impulse`.
+    Impulse,
+    /// `Create`.
+    Create,
+    /// `ParDo` with one output.
+    ParDo,
+    /// `ParDo` with tagged outputs.
+    MultipleOutputs,
+    /// `GroupByKey`.
+    GroupByKey,
+    /// `Flatten`.
+    Flatten,
+    /// `Combine.perKey`.
+    CombinePerKey,
+    /// `Combine.globally`.
+    CombineGlobally,
+    /// Returning a PCollection's elements in the result.
+    Capture,
+    /// A transform the runner does not know at all.
+    UnknownTransform,
+}
+
+impl Feature {
+    /// Every feature, for capability matrices.
+    pub const ALL: [Feature; 10] = [
+        Feature::Impulse,
+        Feature::Create,
+        Feature::ParDo,
+        Feature::MultipleOutputs,
+        Feature::GroupByKey,
+        Feature::Flatten,
+        Feature::CombinePerKey,
+        Feature::CombineGlobally,
+        Feature::Capture,
+        Feature::UnknownTransform,
+    ];
+}
+
+impl fmt::Display for Feature {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = match self {
+            Feature::Impulse => "Impulse",
+            Feature::Create => "Create",
+            Feature::ParDo => "ParDo",
+            Feature::MultipleOutputs => "ParDo with multiple outputs",
+            Feature::GroupByKey => "GroupByKey",
+            Feature::Flatten => "Flatten",
+            Feature::CombinePerKey => "Combine.perKey",
+            Feature::CombineGlobally => "Combine.globally",
+            Feature::Capture => "Capture",
+            Feature::UnknownTransform => "unknown transform URN",
+        };
+        f.write_str(s)
+    }
+}
+
+/// The features a plan uses, each with the first transform that uses it, in the plan's
+/// order.
+pub fn plan_features(plan: &Plan) -> Vec<(Feature, String)> {
+    let mut out = Vec::new();
+    for t in plan.components.transforms.values() {
+        let Some(spec) = &t.spec else { continue };
+        let f = match spec.urn.as_str() {
+            urn::IMPULSE => Feature::Impulse,
+            urn::CREATE => Feature::Create,
+            urn::PAR_DO => {
+                if t.outputs.len() > 1 {
+                    out.push((Feature::MultipleOutputs, t.unique_name.clone()));
+                }
+                Feature::ParDo
+            }
+            urn::GROUP_BY_KEY => Feature::GroupByKey,
+            urn::FLATTEN => Feature::Flatten,
+            urn::COMBINE_PER_KEY => Feature::CombinePerKey,
+            urn::COMBINE_GLOBALLY => Feature::CombineGlobally,
+            urn::CAPTURE => Feature::Capture,
+            _ => Feature::UnknownTransform,
+        };
+        out.push((f, t.unique_name.clone()));
+    }
+    out
+}
+
+/// A feature a runner lacks, with the transform that uses it and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnsupportedFeature {
+    /// The feature.
+    pub feature: Feature,
+    /// The transform that uses it.
+    pub transform: String,
+    /// Why the runner lacks it.
+    pub reason: String,
+}
+
+impl fmt::Display for UnsupportedFeature {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} (used by '{}'): {}", self.feature, self.transform, self.reason)
+    }
+}
+
+/// What a runner supports; anything else it refuses before running.
+#[derive(Clone, Debug)]
+pub struct Capabilities {
+    supported: BTreeSet<Feature>,
+    missing_reason: String,
+}
+
+impl Capabilities {
+    /// Supports exactly `features`; `missing_reason` explains the rest.
+    pub fn new(features: impl IntoIterator<Item = Feature>, missing_reason: &str) -> Self {
+        Capabilities { supported: features.into_iter().collect(), missing_reason: missing_reason.to_string() }
+    }
+
+    /// Supports nothing (a runner that is not implemented yet).
+    pub fn none(reason: &str) -> Self {
+        Capabilities::new([], reason)
+    }
+
+    /// Whether `f` is supported.
+    pub fn supports(&self, f: Feature) -> bool {
+        self.supported.contains(&f)
+    }
+
+    /// Why unsupported features are missing.
+    pub fn missing_reason(&self) -> &str {
+        &self.missing_reason
+    }
+
+    /// Every use in `plan` of a feature this runner lacks, deduplicated by
+    /// (feature, transform).
+    pub fn check(&self, plan: &Plan) -> Vec<UnsupportedFeature> {
+        let mut seen = BTreeSet::new();
+        plan_features(plan)
+            .into_iter()
+            .filter(|(f, _)| !self.supports(*f))
+            .filter(|(f, t)| seen.insert((*f, t.clone())))
+            .map(|(feature, transform)| UnsupportedFeature { feature, transform, reason: self.missing_reason.clone() })
+            .collect()
+    }
+}
+
+/// An engine that executes plans.
+pub trait Runner: Send + Sync {
+    /// The name `--runner` selects it by.
+    fn name(&self) -> &'static str;
+    /// What it supports; checked before [`Runner::run`] is called.
+    fn capabilities(&self) -> Capabilities;
+    /// Executes a decoded plan to completion.
+    fn run(&self, plan: &Plan, options: &PipelineOptions) -> Result<PipelineResult>;
+}
+
+fn runners() -> &'static RwLock<BTreeMap<&'static str, Arc<dyn Runner>>> {
+    static R: OnceLock<RwLock<BTreeMap<&'static str, Arc<dyn Runner>>>> = OnceLock::new();
+    R.get_or_init(Default::default)
+}
+
+/// Makes `runner` selectable by its name. Runner crates expose a `register()` that calls
+/// this; registering the same name again replaces it.
+pub fn register_runner(runner: Arc<dyn Runner>) {
+    runners().write().unwrap_or_else(|e| e.into_inner()).insert(runner.name(), runner);
+}
+
+/// Every registered runner, by name.
+pub fn registered_runners() -> Vec<Arc<dyn Runner>> {
+    runners().read().unwrap_or_else(|e| e.into_inner()).values().cloned().collect()
+}
+
+/// The runner named `name`, or an error listing the known ones.
+pub fn lookup_runner(name: &str) -> Result<Arc<dyn Runner>> {
+    let r = runners().read().unwrap_or_else(|e| e.into_inner());
+    r.get(name).cloned().ok_or_else(|| Error::UnknownRunner {
+        name: name.to_string(),
+        known: r.keys().map(|k| k.to_string()).collect(),
+    })
+}
+
+/// How a run ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PipelineState {
+    /// Finished successfully.
+    Done,
+}
+
+/// What a finished run returns: its state, metrics and captured PCollections.
+#[derive(Debug)]
+pub struct PipelineResult {
+    /// Final state.
+    pub state: PipelineState,
+    /// Metrics by step.
+    pub metrics: MetricResults,
+    /// Captured PCollections by capture name: element type name and encoded elements.
+    pub captured: BTreeMap<String, (String, Vec<u8>)>,
+}
+
+impl PipelineResult {
+    /// The elements captured under `name`, with their metadata, in no particular order.
+    pub fn captured<T: Element>(&self, name: &str) -> Result<Vec<WindowedValue<T>>> {
+        let Some((ty, bytes)) = self.captured.get(name) else {
+            return Err(Error::Internal(format!(
+                "nothing was captured under '{name}'; captured: {}",
+                self.captured.keys().cloned().collect::<Vec<_>>().join(", ")
+            )));
+        };
+        if ty != std::any::type_name::<T>() {
+            return Err(Error::Internal(format!(
+                "'{name}' holds elements of {ty}, not {}",
+                std::any::type_name::<T>()
+            )));
+        }
+        let mut out = Vec::new();
+        let mut rest = bytes.as_slice();
+        while !rest.is_empty() {
+            let (len, r) = postcard::take_from_bytes::<u64>(rest).map_err(|e| Error::Internal(e.to_string()))?;
+            let len = len as usize;
+            if r.len() < len {
+                return Err(Error::Internal(format!("captured '{name}' is truncated")));
+            }
+            out.push(coder::decode(&r[..len]).map_err(|e| Error::Internal(e.to_string()))?);
+            rest = &r[len..];
+        }
+        Ok(out)
+    }
+
+    /// Just the values captured under `name`, sorted by their encoding so that the
+    /// order is the same on every runner.
+    pub fn captured_values<T: Element>(&self, name: &str) -> Result<Vec<T>> {
+        let mut v: Vec<(Vec<u8>, T)> = self
+            .captured::<T>(name)?
+            .into_iter()
+            .map(|wv| {
+                let mut b = Vec::new();
+                let _ = coder::encode_into(&wv.value, &mut b);
+                (b, wv.value)
+            })
+            .collect();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(v.into_iter().map(|(_, t)| t).collect())
+    }
+}
