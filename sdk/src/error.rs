@@ -117,6 +117,14 @@ pub enum Error {
         /// The cause.
         source: std::io::Error,
     },
+    /// A pipeline option has a value the runner cannot use.
+    #[error("invalid option {option}: {message}")]
+    InvalidOption {
+        /// The option, as written on the command line.
+        option: String,
+        /// What is wrong with its value.
+        message: String,
+    },
     /// The runner itself failed; a bug, never bad input.
     #[error("internal error in runner: {0}")]
     Internal(String),

@@ -1,1 +1,11 @@
+//! Semantics every Tidewater runner shares, like Beam's runners-core: translating the
+//! decoded plan into executable units, fusing ParDos into stages, invoking DoFns over
+//! bundles, grouping by encoded key with combiners lifted before the shuffle, and
+//! metrics. A runner decides only scheduling, parallelism, data movement and recovery.
 
+pub mod executor;
+pub mod fusion;
+pub mod translate;
+
+pub use executor::{execute, ExecOptions};
+pub use translate::{translate, ExecutablePlan};

@@ -14,6 +14,10 @@ pub enum GroupingPhase {
 
 /// The typed operations of a GroupByKey or Combine, behind a name in the plan.
 pub trait GroupingOps: Send + Sync {
+    /// Name of the input element type.
+    fn input_type(&self) -> &'static str;
+    /// Name of the output element type.
+    fn output_type(&self) -> &'static str;
     /// A table for one phase.
     fn new_table(&self, phase: GroupingPhase) -> Box<dyn GroupingTable>;
     /// Whether the transform can be split into partial and final phases (a combine).

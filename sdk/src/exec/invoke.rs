@@ -61,6 +61,10 @@ pub trait Emit {
 
 /// A DoFn behind the erased interface a runner drives.
 pub trait ErasedDoFn: Send {
+    /// Name of the input element type.
+    fn input_type(&self) -> &'static str;
+    /// Name of the main output element type.
+    fn output_type(&self) -> &'static str;
     /// `DoFn::setup`.
     fn setup(&mut self) -> Result<(), ExecError>;
     /// `DoFn::start_bundle`.
@@ -120,6 +124,14 @@ fn call<R>(phase: Phase, element: impl FnOnce() -> Option<String>, f: impl FnOnc
 }
 
 impl<F: DoFn> ErasedDoFn for DoFnInvoker<F> {
+    fn input_type(&self) -> &'static str {
+        std::any::type_name::<F::In>()
+    }
+
+    fn output_type(&self) -> &'static str {
+        std::any::type_name::<F::Out>()
+    }
+
     fn setup(&mut self) -> Result<(), ExecError> {
         call(Phase::Setup, || None, || self.f.setup())
     }

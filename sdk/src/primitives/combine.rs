@@ -175,6 +175,12 @@ impl<F: CombineFn + Serialize + DeserializeOwned> PTransform<PCollection<F::In>>
 }
 
 impl<S: CombineShape<F>, F: CombineFn> GroupingOps for CombineOps<S, F> {
+    fn input_type(&self) -> &'static str {
+        std::any::type_name::<S::Input>()
+    }
+    fn output_type(&self) -> &'static str {
+        std::any::type_name::<S::Output>()
+    }
     fn new_table(&self, phase: GroupingPhase) -> Box<dyn GroupingTable> {
         Box::new(CombineTable::<S, F> { f: self.f.clone(), phase, groups: FxHashMap::default(), key_buf: Vec::new(), _s: PhantomData })
     }

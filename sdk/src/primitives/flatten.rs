@@ -6,6 +6,7 @@ use crate::{Element, PCollection, PTransform};
 /// The union of several PCollections of the same type.
 ///
 /// ```
+/// use tidewater::FlattenExt;
 /// let p = tidewater::Pipeline::new(Default::default());
 /// let a = p.create("A", vec![1i64]);
 /// let b = p.create("B", vec![2i64]);

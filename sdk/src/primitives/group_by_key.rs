@@ -43,6 +43,12 @@ impl<K: Element, V: Element> PCollection<(K, V)> {
 pub struct GroupByKeyOps<K, V>(PhantomData<fn() -> (K, V)>);
 
 impl<K: Element, V: Element> GroupingOps for GroupByKeyOps<K, V> {
+    fn input_type(&self) -> &'static str {
+        std::any::type_name::<(K, V)>()
+    }
+    fn output_type(&self) -> &'static str {
+        std::any::type_name::<(K, Vec<V>)>()
+    }
     fn new_table(&self, _phase: GroupingPhase) -> Box<dyn GroupingTable> {
         Box::new(GroupByKeyTable::<K, V> { groups: FxHashMap::default(), key_buf: Vec::new() })
     }

@@ -1,0 +1,434 @@
+//! Executes a bounded plan in this process: stage by stage, bundle by bundle, with
+//! combiners lifted before the shuffle. The direct runner is this executor plus a
+//! validating schedule; the fault-tolerant runners reuse its operators.
+
+use crate::translate::{ExecutablePlan, NodeKind};
+use std::collections::{BTreeMap, HashMap};
+use tidewater::exec::{AnyBatch, Emit, ErasedDoFn, ExecError, GroupingPhase, GroupingTable, InvokeContext, MetricResults, SplitMix64, StepMetrics, BATCH_SIZE};
+use tidewater::runner::{PipelineResult, PipelineState};
+use tidewater::{Error, Result};
+
+/// A partial-combine table holding more groups than this is flushed early.
+const PARTIAL_FLUSH_GROUPS: usize = 100_000;
+
+/// How the executor schedules and checks.
+#[derive(Clone, Debug)]
+pub struct ExecOptions {
+    /// Round-trip every element through its coder, keep copies for error messages.
+    pub validate: bool,
+    /// Shuffle elements within and across bundles and draw bundle sizes with this seed;
+    /// `None` keeps the natural order and fixed bundles.
+    pub shuffle_seed: Option<u64>,
+    /// Largest bundle.
+    pub max_bundle_size: usize,
+    /// Lift combiners: combine partially in the producing stage.
+    pub lift_combiners: bool,
+    /// Added to user-code errors, e.g. how to replay the schedule.
+    pub replay_hint: Option<String>,
+}
+
+impl Default for ExecOptions {
+    fn default() -> Self {
+        ExecOptions { validate: true, shuffle_seed: None, max_bundle_size: 1000, lift_combiners: true, replay_hint: None }
+    }
+}
+
+/// Runs `plan` to completion.
+pub fn execute(plan: &ExecutablePlan, options: &ExecOptions) -> Result<PipelineResult> {
+    let mut ex = Executor {
+        plan,
+        options,
+        buffers: (0..plan.pcollections.len()).map(|_| Vec::new()).collect(),
+        pending: (0..plan.nodes.len()).map(|_| Vec::new()).collect(),
+        received: vec![false; plan.nodes.len()],
+        captures: BTreeMap::new(),
+        metrics: MetricResults::default(),
+        rng: options.shuffle_seed.map(SplitMix64::new),
+    };
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| ex.run()));
+    match result {
+        Ok(Ok(())) => Ok(PipelineResult { state: PipelineState::Done, metrics: ex.metrics, captured: ex.captures }),
+        Ok(Err(e)) => Err(add_hint(e, options)),
+        Err(p) => Err(Error::Internal(format!(
+            "the executor panicked: {}",
+            p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default()
+        ))),
+    }
+}
+
+fn add_hint(e: Error, options: &ExecOptions) -> Error {
+    match e {
+        Error::UserCode { transform, phase, element, message, replay: None } => {
+            Error::UserCode { transform, phase, element, message, replay: options.replay_hint.clone() }
+        }
+        other => other,
+    }
+}
+
+struct Executor<'p> {
+    plan: &'p ExecutablePlan,
+    options: &'p ExecOptions,
+    /// Materialized batches per PCollection (stage roots).
+    buffers: Vec<Vec<Box<dyn AnyBatch>>>,
+    /// Inputs (or lifted accumulators) waiting at each grouping node.
+    pending: Vec<Vec<Box<dyn AnyBatch>>>,
+    /// Whether a grouping node received any input (for Combine.globally's default).
+    received: Vec<bool>,
+    captures: BTreeMap<String, (String, Vec<u8>)>,
+    metrics: MetricResults,
+    rng: Option<SplitMix64>,
+}
+
+impl Executor<'_> {
+    fn run(&mut self) -> Result<()> {
+        for (i, node) in self.plan.nodes.iter().enumerate() {
+            match &node.kind {
+                NodeKind::Impulse => {
+                    let out = node.outputs[0];
+                    let batch = self.plan.pcollections[out].element_type.batch_from_json(&[serde_json::Value::Null]).map_err(Error::Internal)?;
+                    self.buffers[out].push(batch);
+                    self.run_stage(out)?;
+                }
+                NodeKind::Create { elements } => {
+                    let out = node.outputs[0];
+                    let batch = self.plan.pcollections[out].element_type.batch_from_json(elements).map_err(|m| Error::InvalidPlan { message: m })?;
+                    self.buffers[out].push(batch);
+                    self.run_stage(out)?;
+                }
+                NodeKind::Grouping { .. } => {
+                    self.run_grouping(i)?;
+                    self.run_stage(node.outputs[0])?;
+                }
+                NodeKind::Flatten => self.run_stage(node.outputs[0])?,
+                NodeKind::ParDo { .. } | NodeKind::Capture { .. } => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// All of PCollection `pc`'s buffered batches as one batch, shuffled if the
+    /// schedule says so.
+    fn take_all(&mut self, pc: usize) -> Box<dyn AnyBatch> {
+        let batches = std::mem::take(&mut self.buffers[pc]);
+        self.concat(batches, pc)
+    }
+
+    fn concat(&mut self, batches: Vec<Box<dyn AnyBatch>>, pc: usize) -> Box<dyn AnyBatch> {
+        let mut all = self.plan.pcollections[pc].element_type.new_batch();
+        for b in batches {
+            all.append(b);
+        }
+        if let Some(rng) = &mut self.rng {
+            all.shuffle(rng);
+        }
+        all
+    }
+
+    fn bundle_sizes(&mut self, n: usize) -> Vec<usize> {
+        let max = self.options.max_bundle_size.max(1);
+        let mut sizes = Vec::new();
+        let mut left = n;
+        while left > 0 {
+            let s = match &mut self.rng {
+                Some(rng) => 1 + rng.below(max as u64) as usize,
+                None => max,
+            }
+            .min(left);
+            sizes.push(s);
+            left -= s;
+        }
+        sizes
+    }
+
+    fn run_grouping(&mut self, node: usize) -> Result<()> {
+        let n = &self.plan.nodes[node];
+        let NodeKind::Grouping { ops } = &n.kind else { unreachable!() };
+        let lifted = ops.liftable() && self.options.lift_combiners;
+        let pending = std::mem::take(&mut self.pending[node]);
+        // Accumulators are batches of (K, Acc), not of the input type; concatenate by
+        // appending to the first batch.
+        let mut iter = pending.into_iter();
+        let mut all = match iter.next() {
+            Some(b) => b,
+            None => self.plan.pcollections[n.inputs[0]].element_type.new_batch(),
+        };
+        for b in iter {
+            all.append(b);
+        }
+        if let Some(rng) = &mut self.rng {
+            all.shuffle(rng);
+        }
+        let mut table = ops.new_table(if lifted { GroupingPhase::Final } else { GroupingPhase::Full });
+        let attribute = |e: ExecError| unwrap_downstream(attribute(e, &n.name));
+        while !all.is_empty() {
+            let rest = all.split_off(all.len().min(BATCH_SIZE));
+            table.add(all).map_err(attribute)?;
+            all = rest;
+        }
+        let mut out = table.finish().map_err(attribute)?;
+        if !self.received[node] {
+            if let Some(default) = ops.empty_output() {
+                out = default;
+            }
+        }
+        self.buffers[n.outputs[0]].push(out);
+        Ok(())
+    }
+
+    fn run_stage(&mut self, root: usize) -> Result<()> {
+        let mut input = self.take_all(root);
+        let mut targets = build_targets(self.plan, root, self.options)?;
+        let result = self.run_bundles(&mut input, &mut targets);
+        let teardown = teardown_all(&mut targets);
+        self.collect_metrics(&mut targets);
+        result?;
+        teardown
+    }
+
+    fn run_bundles(&mut self, input: &mut Box<dyn AnyBatch>, targets: &mut Targets) -> Result<()> {
+        setup_all(targets)?;
+        let sizes = self.bundle_sizes(input.len());
+        let mut rest = std::mem::replace(input, self.plan.pcollections[targets.pc].element_type.new_batch());
+        for size in sizes {
+            let after = rest.split_off(size);
+            let bundle = std::mem::replace(&mut rest, after);
+            self.run_bundle(bundle, targets)?;
+        }
+        Ok(())
+    }
+
+    fn run_bundle(&mut self, mut bundle: Box<dyn AnyBatch>, targets: &mut Targets) -> Result<()> {
+        start_all(targets)?;
+        let mut partials: HashMap<usize, Box<dyn GroupingTable>> = HashMap::new();
+        let producer = self.plan.nodes[self.plan.pcollections[targets.pc].producer].name.clone();
+        {
+            let mut sinks = Sinks { plan: self.plan, options: self.options, partials: &mut partials, pending: &mut self.pending, received: &mut self.received, buffers: &mut self.buffers, captures: &mut self.captures };
+            while !bundle.is_empty() {
+                let rest = bundle.split_off(bundle.len().min(BATCH_SIZE));
+                deliver(targets, bundle, &mut sinks, &producer).map_err(unwrap_downstream)?;
+                bundle = rest;
+            }
+            finish_all(targets, &mut sinks).map_err(unwrap_downstream)?;
+        }
+        for (node, mut table) in partials {
+            let out = table.finish().map_err(|e| unwrap_downstream(attribute(e, &self.plan.nodes[node].name)))?;
+            self.pending[node].push(out);
+        }
+        Ok(())
+    }
+
+    fn collect_metrics(&mut self, targets: &mut Targets) {
+        for_each_op(targets, &mut |op| {
+            if !op.metrics.is_empty() {
+                self.metrics.step_mut(&op.name).merge(&op.metrics);
+            }
+        });
+    }
+}
+
+/// Where a PCollection's batches go inside a stage.
+struct Targets {
+    pc: usize,
+    list: Vec<Target>,
+}
+
+enum Target {
+    /// A fused ParDo.
+    Op(Box<Operator>),
+    /// The partial (pre-shuffle) half of a lifted combine.
+    Partial(usize),
+    /// Waits at a grouping node for the shuffle.
+    Pending(usize),
+    /// Materialized as a stage root (Flatten's output).
+    Buffer(usize),
+    /// Encoded into the result.
+    Capture(String),
+}
+
+struct Operator {
+    name: String,
+    dofn: Box<dyn ErasedDoFn>,
+    tags: Vec<String>,
+    metrics: StepMetrics,
+    outputs: Vec<Targets>,
+}
+
+fn build_targets(plan: &ExecutablePlan, pc: usize, options: &ExecOptions) -> Result<Targets> {
+    let mut list = Vec::new();
+    for &c in &plan.pcollections[pc].consumers {
+        let node = &plan.nodes[c];
+        list.push(match &node.kind {
+            NodeKind::ParDo { output_tags, .. } => Target::Op(Box::new(Operator {
+                name: node.name.clone(),
+                dofn: node.instantiate()?,
+                tags: output_tags.clone(),
+                metrics: StepMetrics::default(),
+                outputs: node.outputs.iter().map(|&o| build_targets(plan, o, options)).collect::<Result<_>>()?,
+            })),
+            NodeKind::Grouping { ops } if ops.liftable() && options.lift_combiners => Target::Partial(c),
+            NodeKind::Grouping { .. } => Target::Pending(c),
+            NodeKind::Flatten => Target::Buffer(node.outputs[0]),
+            NodeKind::Capture { name } => Target::Capture(name.clone()),
+            NodeKind::Impulse | NodeKind::Create { .. } => return Err(Error::Internal(format!("'{}' consumes an input", node.name))),
+        });
+    }
+    Ok(Targets { pc, list })
+}
+
+fn for_each_op(t: &mut Targets, f: &mut dyn FnMut(&mut Operator)) {
+    for target in &mut t.list {
+        if let Target::Op(op) = target {
+            f(op);
+            for o in &mut op.outputs {
+                for_each_op(o, f);
+            }
+        }
+    }
+}
+
+fn try_each_op(t: &mut Targets, f: &mut dyn FnMut(&mut Operator) -> std::result::Result<(), ExecError>) -> std::result::Result<(), ExecError> {
+    for target in &mut t.list {
+        if let Target::Op(op) = target {
+            f(op).map_err(|e| attribute(e, &op.name))?;
+            for o in &mut op.outputs {
+                try_each_op(o, f)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn setup_all(t: &mut Targets) -> Result<()> {
+    try_each_op(t, &mut |op| op.dofn.setup()).map_err(unwrap_downstream)
+}
+
+fn start_all(t: &mut Targets) -> Result<()> {
+    try_each_op(t, &mut |op| op.dofn.start_bundle()).map_err(unwrap_downstream)
+}
+
+/// Teardown of every instance, even after a failure; the first error is returned.
+fn teardown_all(t: &mut Targets) -> Result<()> {
+    let mut first = None;
+    for_each_op(t, &mut |op| {
+        if let Err(e) = op.dofn.teardown() {
+            first.get_or_insert(unwrap_downstream(attribute(e, &op.name)));
+        }
+    });
+    first.map_or(Ok(()), Err)
+}
+
+/// finish_bundle in topological (pre-order) order, so what an upstream step emits from
+/// finish_bundle reaches downstream steps before they finish.
+fn finish_all(t: &mut Targets, sinks: &mut Sinks<'_>) -> std::result::Result<(), ExecError> {
+    for target in &mut t.list {
+        if let Target::Op(op) = target {
+            op.finish(sinks)?;
+            for o in &mut op.outputs {
+                finish_all(o, sinks)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Everything outside the operator tree that a stage writes to.
+struct Sinks<'a> {
+    plan: &'a ExecutablePlan,
+    options: &'a ExecOptions,
+    partials: &'a mut HashMap<usize, Box<dyn GroupingTable>>,
+    pending: &'a mut Vec<Vec<Box<dyn AnyBatch>>>,
+    received: &'a mut Vec<bool>,
+    buffers: &'a mut Vec<Vec<Box<dyn AnyBatch>>>,
+    captures: &'a mut BTreeMap<String, (String, Vec<u8>)>,
+}
+
+fn attribute(e: ExecError, transform: &str) -> ExecError {
+    match e {
+        ExecError::User { phase, element, message } => {
+            ExecError::Downstream(Box::new(Error::UserCode { transform: transform.to_string(), phase: phase.name(), element, message, replay: None }))
+        }
+        other => other,
+    }
+}
+
+fn unwrap_downstream(e: ExecError) -> Error {
+    match e {
+        ExecError::Downstream(e) => *e,
+        ExecError::User { phase, element, message } => Error::UserCode { transform: "?".into(), phase: phase.name(), element, message, replay: None },
+    }
+}
+
+fn deliver(targets: &mut Targets, mut batch: Box<dyn AnyBatch>, sinks: &mut Sinks<'_>, producer: &str) -> std::result::Result<(), ExecError> {
+    if batch.is_empty() {
+        return Ok(());
+    }
+    if sinks.options.validate {
+        if let Err((i, e)) = batch.round_trip() {
+            return Err(ExecError::Downstream(Box::new(Error::Coder { transform: producer.to_string(), element: batch.debug_element(i), message: e.to_string() })));
+        }
+    }
+    let n = targets.list.len();
+    let mut batch = Some(batch);
+    for (i, target) in targets.list.iter_mut().enumerate() {
+        let b = if i + 1 == n { batch.take().expect("last target takes the batch") } else { batch.as_ref().expect("batch kept for later targets").clone_batch() };
+        match target {
+            Target::Op(op) => op.process(b, sinks)?,
+            Target::Partial(node) => {
+                let node = *node;
+                sinks.received[node] = true;
+                let n = &sinks.plan.nodes[node];
+                let NodeKind::Grouping { ops } = &n.kind else { unreachable!() };
+                let table = sinks.partials.entry(node).or_insert_with(|| ops.new_table(GroupingPhase::Partial));
+                table.add(b).map_err(|e| attribute(e, &n.name))?;
+                if table.groups() > PARTIAL_FLUSH_GROUPS {
+                    let out = table.finish().map_err(|e| attribute(e, &n.name))?;
+                    sinks.pending[node].push(out);
+                }
+            }
+            Target::Pending(node) => {
+                sinks.received[*node] = true;
+                sinks.pending[*node].push(b);
+            }
+            Target::Buffer(pc) => sinks.buffers[*pc].push(b),
+            Target::Capture(name) => {
+                let entry = sinks.captures.entry(name.clone()).or_insert_with(|| (b.element_type().to_string(), Vec::new()));
+                b.encode(&mut entry.1).map_err(|e| ExecError::Downstream(Box::new(Error::Coder { transform: format!("Capture[{name}]"), element: "?".into(), message: e.to_string() })))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+struct OpEmit<'o, 's, 'a> {
+    outputs: &'o mut [Targets],
+    sinks: &'s mut Sinks<'a>,
+    name: &'o str,
+}
+
+impl Emit for OpEmit<'_, '_, '_> {
+    fn emit(&mut self, output: usize, batch: Box<dyn AnyBatch>) -> std::result::Result<(), ExecError> {
+        deliver(&mut self.outputs[output], batch, self.sinks, self.name)
+    }
+
+    fn empty_batch(&self, output: usize) -> Box<dyn AnyBatch> {
+        self.sinks.plan.pcollections[self.outputs[output].pc].element_type.new_batch()
+    }
+}
+
+impl Operator {
+    fn process(&mut self, batch: Box<dyn AnyBatch>, sinks: &mut Sinks<'_>) -> std::result::Result<(), ExecError> {
+        let keep = sinks.options.validate;
+        let Operator { name, dofn, tags, metrics, outputs } = self;
+        let mut emit = OpEmit { outputs, sinks, name };
+        let mut ctx = InvokeContext { emit: &mut emit, metrics, tags, keep_failed_element: keep };
+        dofn.process(batch, &mut ctx).map_err(|e| attribute(e, name))
+    }
+
+    fn finish(&mut self, sinks: &mut Sinks<'_>) -> std::result::Result<(), ExecError> {
+        let Operator { name, dofn, tags, metrics, outputs } = self;
+        let mut emit = OpEmit { outputs, sinks, name };
+        let mut ctx = InvokeContext { emit: &mut emit, metrics, tags, keep_failed_element: false };
+        dofn.finish_bundle(&mut ctx).map_err(|e| attribute(e, name))
+    }
+}
+

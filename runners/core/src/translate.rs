@@ -1,0 +1,300 @@
+//! Decoded plan -> executable graph: every primitive resolved to registered code, every
+//! PCollection to its element type, in topological order.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use tidewater::exec::{ElementType, ErasedDoFn, GroupingOps};
+use tidewater::plan::{urn, CapturePayload, CreatePayload, GroupingPayload, ParDoPayload, Plan, TransformSpec};
+use tidewater::registry::{self, DoFnFactory};
+use tidewater::{Error, Result};
+
+/// A PCollection of the executable graph.
+pub struct PCollectionInfo {
+    /// Unique name.
+    pub name: String,
+    /// Its element type.
+    pub element_type: Arc<dyn ElementType>,
+    /// The nodes that consume it, in plan order.
+    pub consumers: Vec<usize>,
+    /// The node that produces it.
+    pub producer: usize,
+}
+
+/// What a node does.
+pub enum NodeKind {
+    /// One `()` element.
+    Impulse,
+    /// Fixed elements (JSON, decoded by the element type).
+    Create {
+        /// The elements.
+        elements: Vec<serde_json::Value>,
+    },
+    /// A DoFn.
+    ParDo {
+        /// Builds a fresh instance.
+        factory: DoFnFactory,
+        /// The DoFn's fields.
+        fields: serde_json::Value,
+        /// Output tags in output order.
+        output_tags: Vec<String>,
+    },
+    /// GroupByKey or Combine.
+    Grouping {
+        /// The typed operations.
+        ops: Arc<dyn GroupingOps>,
+    },
+    /// Union of the inputs.
+    Flatten,
+    /// Returns the input in the result.
+    Capture {
+        /// Capture name.
+        name: String,
+    },
+}
+
+/// One primitive transform.
+pub struct Node {
+    /// The transform's unique name.
+    pub name: String,
+    /// What it does.
+    pub kind: NodeKind,
+    /// Input PCollections (indices into [`ExecutablePlan::pcollections`]).
+    pub inputs: Vec<usize>,
+    /// Output PCollections, in output order.
+    pub outputs: Vec<usize>,
+}
+
+impl Node {
+    /// A fresh DoFn instance of a ParDo node.
+    pub fn instantiate(&self) -> Result<Box<dyn ErasedDoFn>> {
+        match &self.kind {
+            NodeKind::ParDo { factory, fields, .. } => factory(fields).map_err(|message| Error::FunctionPayload {
+                name: "DoFn".into(),
+                transform: self.name.clone(),
+                message,
+            }),
+            _ => Err(Error::Internal(format!("'{}' is not a ParDo", self.name))),
+        }
+    }
+}
+
+/// The executable form of a plan.
+pub struct ExecutablePlan {
+    /// Primitive transforms in topological order.
+    pub nodes: Vec<Node>,
+    /// PCollections.
+    pub pcollections: Vec<PCollectionInfo>,
+}
+
+fn payload<T: serde::de::DeserializeOwned>(t: &TransformSpec, value: &serde_json::Value) -> Result<T> {
+    serde_json::from_value(value.clone()).map_err(|e| Error::InvalidPlan {
+        message: format!("payload of transform '{}' ({}) is malformed: {e}", t.unique_name, t.spec.as_ref().map(|s| s.urn.as_str()).unwrap_or("")),
+    })
+}
+
+fn invalid(message: String) -> Error {
+    Error::InvalidPlan { message }
+}
+
+/// Resolves every primitive of `plan` to registered code and orders them.
+pub fn translate(plan: &Plan) -> Result<ExecutablePlan> {
+    let c = &plan.components;
+    // PCollections: ids to indices, with element types.
+    let mut pc_index = BTreeMap::new();
+    let mut pcollections = Vec::new();
+    for (id, pc) in &c.pcollections {
+        let coder = c.coders.get(&pc.coder_id).ok_or_else(|| invalid(format!("PCollection '{id}' uses coder '{}', which is not defined", pc.coder_id)))?;
+        let Some(type_name) = &coder.rust_type else {
+            return Err(invalid(format!("PCollection '{id}' has coder '{}', which names no Rust type", pc.coder_id)));
+        };
+        let element_type = registry::element_type(type_name).ok_or_else(|| Error::UnknownFunction {
+            kind: "element type",
+            kind_snake: "element_type",
+            name: type_name.clone(),
+            transform: pc.unique_name.clone(),
+        })?;
+        pc_index.insert(id.as_str(), pcollections.len());
+        pcollections.push(PCollectionInfo { name: pc.unique_name.clone(), element_type, consumers: Vec::new(), producer: usize::MAX });
+    }
+    // Primitive transforms.
+    let mut nodes = Vec::new();
+    for t in c.transforms.values() {
+        let Some(spec) = &t.spec else { continue };
+        let lookup = |p: &String| pc_index.get(p.as_str()).copied().ok_or_else(|| invalid(format!("transform '{}' refers to undefined PCollection '{p}'", t.unique_name)));
+        let inputs: Vec<usize> = t.inputs.values().map(lookup).collect::<Result<_>>()?;
+        let kind = match spec.urn.as_str() {
+            urn::IMPULSE => NodeKind::Impulse,
+            urn::CREATE => NodeKind::Create { elements: payload::<CreatePayload>(t, &spec.payload)?.elements },
+            urn::FLATTEN => NodeKind::Flatten,
+            urn::CAPTURE => NodeKind::Capture { name: payload::<CapturePayload>(t, &spec.payload)?.name },
+            urn::PAR_DO => {
+                let p: ParDoPayload = payload(t, &spec.payload)?;
+                let factory = registry::do_fn(&p.do_fn.name).ok_or_else(|| Error::UnknownFunction {
+                    kind: "DoFn",
+                    kind_snake: "do_fn",
+                    name: p.do_fn.name.clone(),
+                    transform: t.unique_name.clone(),
+                })?;
+                NodeKind::ParDo { factory, fields: p.do_fn.fields, output_tags: p.output_tags }
+            }
+            urn::GROUP_BY_KEY | urn::COMBINE_PER_KEY | urn::COMBINE_GLOBALLY => {
+                let p: GroupingPayload = payload(t, &spec.payload)?;
+                let factory = registry::grouping(&p.grouping.name).ok_or_else(|| Error::UnknownFunction {
+                    kind: "grouping",
+                    kind_snake: "grouping",
+                    name: p.grouping.name.clone(),
+                    transform: t.unique_name.clone(),
+                })?;
+                let ops = factory(&p.grouping.fields).map_err(|message| Error::FunctionPayload {
+                    name: p.grouping.name.clone(),
+                    transform: t.unique_name.clone(),
+                    message,
+                })?;
+                NodeKind::Grouping { ops: Arc::from(ops) }
+            }
+            other => {
+                return Err(Error::Unsupported {
+                    runner: "this binary".into(),
+                    unsupported: vec![tidewater::runner::UnsupportedFeature {
+                        feature: tidewater::runner::Feature::UnknownTransform,
+                        transform: t.unique_name.clone(),
+                        reason: format!("URN '{other}' is not a primitive this SDK defines"),
+                    }],
+                })
+            }
+        };
+        let outputs: Vec<usize> = match &kind {
+            NodeKind::ParDo { output_tags, .. } => output_tags
+                .iter()
+                .map(|tag| {
+                    t.outputs.get(tag).ok_or_else(|| {
+                        invalid(format!("ParDo '{}' declares output tag '{tag}' but has no output PCollection for it", t.unique_name))
+                    }).and_then(lookup)
+                })
+                .collect::<Result<_>>()?,
+            _ => t.outputs.values().map(lookup).collect::<Result<_>>()?,
+        };
+        let node = Node { name: t.unique_name.clone(), kind, inputs, outputs };
+        check_shape(&node, &pcollections)?;
+        nodes.push(node);
+    }
+    let order = topological_order(&nodes, &pcollections)?;
+    let mut slots: Vec<Option<Node>> = nodes.into_iter().map(Some).collect();
+    let nodes: Vec<Node> = order.iter().map(|&i| slots[i].take().expect("each node once")).collect();
+    for pc in &mut pcollections {
+        pc.consumers.clear();
+    }
+    for (i, n) in nodes.iter().enumerate() {
+        for &o in &n.outputs {
+            pcollections[o].producer = i;
+        }
+        for &inp in &n.inputs {
+            if !pcollections[inp].consumers.contains(&i) {
+                pcollections[inp].consumers.push(i);
+            }
+        }
+    }
+    Ok(ExecutablePlan { nodes, pcollections })
+}
+
+/// Checks arity and element types of a node against its PCollections.
+fn check_shape(n: &Node, pcs: &[PCollectionInfo]) -> Result<()> {
+    let ty = |i: usize| pcs[i].element_type.name();
+    let arity = |ins: usize, outs: Option<usize>| -> Result<()> {
+        if n.inputs.len() != ins || outs.is_some_and(|o| n.outputs.len() != o) {
+            return Err(invalid(format!(
+                "transform '{}' has {} inputs and {} outputs, which its kind does not allow",
+                n.name,
+                n.inputs.len(),
+                n.outputs.len()
+            )));
+        }
+        Ok(())
+    };
+    let mismatch = |what: &str, want: &str, got: &str| {
+        Err(invalid(format!("transform '{}': {what} is a PCollection of {got}, but its function expects {want}", n.name)))
+    };
+    match &n.kind {
+        NodeKind::Impulse => {
+            arity(0, Some(1))?;
+            if ty(n.outputs[0]) != "()" {
+                return mismatch("the output", "()", ty(n.outputs[0]));
+            }
+        }
+        NodeKind::Create { elements } => {
+            arity(0, Some(1))?;
+            pcs[n.outputs[0]].element_type.batch_from_json(elements).map_err(|m| invalid(format!("Create '{}': {m}", n.name)))?;
+        }
+        NodeKind::Capture { .. } => arity(1, Some(0))?,
+        NodeKind::Flatten => {
+            if n.inputs.is_empty() || n.outputs.len() != 1 {
+                return arity(1, Some(1));
+            }
+            for &i in &n.inputs {
+                if ty(i) != ty(n.outputs[0]) {
+                    return mismatch("an input", ty(n.outputs[0]), ty(i));
+                }
+            }
+        }
+        NodeKind::ParDo { .. } => {
+            arity(1, None)?;
+            if n.outputs.is_empty() {
+                return arity(1, Some(1));
+            }
+            let f = n.instantiate()?;
+            if f.input_type() != ty(n.inputs[0]) {
+                return mismatch("the input", f.input_type(), ty(n.inputs[0]));
+            }
+            if f.output_type() != ty(n.outputs[0]) {
+                return mismatch("the main output", f.output_type(), ty(n.outputs[0]));
+            }
+        }
+        NodeKind::Grouping { ops } => {
+            arity(1, Some(1))?;
+            if ops.input_type() != ty(n.inputs[0]) {
+                return mismatch("the input", ops.input_type(), ty(n.inputs[0]));
+            }
+            if ops.output_type() != ty(n.outputs[0]) {
+                return mismatch("the output", ops.output_type(), ty(n.outputs[0]));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn topological_order(nodes: &[Node], pcs: &[PCollectionInfo]) -> Result<Vec<usize>> {
+    let mut producer = vec![usize::MAX; pcs.len()];
+    for (i, n) in nodes.iter().enumerate() {
+        for &o in &n.outputs {
+            producer[o] = i;
+        }
+    }
+    let mut indegree = vec![0usize; nodes.len()];
+    let mut consumers = vec![Vec::new(); nodes.len()];
+    for (i, n) in nodes.iter().enumerate() {
+        for &inp in &n.inputs {
+            let p = producer[inp];
+            if p == usize::MAX {
+                return Err(invalid(format!("transform '{}' consumes '{}', which no primitive produces", n.name, pcs[inp].name)));
+            }
+            indegree[i] += 1;
+            consumers[p].push(i);
+        }
+    }
+    let mut ready: Vec<usize> = (0..nodes.len()).filter(|&i| indegree[i] == 0).rev().collect();
+    let mut order = Vec::with_capacity(nodes.len());
+    while let Some(i) = ready.pop() {
+        order.push(i);
+        for &c in consumers[i].iter().rev() {
+            indegree[c] -= 1;
+            if indegree[c] == 0 {
+                ready.push(c);
+            }
+        }
+    }
+    if order.len() != nodes.len() {
+        let stuck: Vec<&str> = (0..nodes.len()).filter(|i| !order.contains(i)).map(|i| nodes[i].name.as_str()).collect();
+        return Err(invalid(format!("the graph has a cycle through: {}", stuck.join(", "))));
+    }
+    Ok(order)
+}
