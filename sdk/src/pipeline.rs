@@ -115,6 +115,18 @@ impl Pipeline {
         run_plan_json(&json, &self.options)
     }
 
+    /// Applies `transform` to any input (a tuple of PCollections, a list) under `name`.
+    ///
+    /// ```
+    /// use tidewater::{Flatten, Pipeline};
+    /// let p = Pipeline::new(Default::default());
+    /// let a = p.create("A", vec![1u8]);
+    /// let both = p.apply_to("Both", vec![a.clone(), a], Flatten);
+    /// ```
+    pub fn apply_to<I: PInput, Tr: PTransform<I>>(&self, name: &str, input: I, transform: Tr) -> Tr::Output {
+        self.apply_transform(name, input, transform)
+    }
+
     pub(crate) fn apply_transform<I: PInput, Tr: PTransform<I>>(&self, name: &str, input: I, transform: Tr) -> Tr::Output {
         let id = self.begin(name, input.pcollections());
         let output = transform.expand(input);
@@ -161,8 +173,16 @@ impl Pipeline {
         g.scopes.last().map(|&s| g.transforms[s].unique_name.clone()).unwrap_or_default()
     }
 
-    /// Records a construction error against the transform being expanded.
-    pub(crate) fn record_error(&self, message: String) {
+    /// Records a construction error against the transform being expanded: `run` and
+    /// `to_plan` return it. Composite transforms call this for bad arguments (a read
+    /// whose pattern matches no file, say) instead of panicking.
+    ///
+    /// ```
+    /// let p = tidewater::Pipeline::new(Default::default());
+    /// p.record_error("no good".into());
+    /// assert_eq!(p.to_plan().unwrap_err().to_string(), "cannot construct transform '': no good");
+    /// ```
+    pub fn record_error(&self, message: String) {
         let transform = self.current_name();
         self.graph.borrow_mut().errors.push(Error::Construction { transform, message });
     }

@@ -1,0 +1,32 @@
+//! Tidewater's library of composite transforms and IO, built only on the SDK's model.
+//!
+//! ```
+//! use tidewater::{Pipeline, PipelineOptions};
+//! use tidewater_transforms::Count;
+//! tidewater_runner_direct::register();
+//!
+//! let p = Pipeline::new(PipelineOptions::default());
+//! let words = p.create("Words", vec!["a".to_string(), "b".to_string(), "a".to_string()]);
+//! words.apply("Count", Count::per_element()).capture("counts");
+//! let r = p.run().unwrap();
+//! assert_eq!(r.captured_values::<(String, u64)>("counts").unwrap(), vec![("a".into(), 2), ("b".into(), 1)]);
+//! ```
+#![deny(missing_docs)]
+
+mod cogroup;
+mod count;
+mod distinct;
+mod kv;
+mod numeric;
+mod sample;
+pub mod text_io;
+mod top;
+
+pub use cogroup::{CoGroupByKey, CoGroupExt, Union};
+pub use count::{Count, CountFn};
+pub use distinct::Distinct;
+pub use kv::{KvSwap, Keys, Values};
+pub use numeric::{Max, Mean, Min, Numeric, Sum};
+pub use sample::Sample;
+pub use text_io::TextIO;
+pub use top::Top;

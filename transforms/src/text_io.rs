@@ -1,0 +1,307 @@
+//! Reading and writing text files, a line per element.
+
+use serde::{Deserialize, Serialize};
+use std::io::{BufRead, BufReader, Write as _};
+use std::path::{Path, PathBuf};
+use tidewater::{Combine, CombineFn, DoFn, Impulse, PBegin, PCollection, PInput, PTransform, ParDo, ProcessContext, UserError};
+
+/// Entry points: `TextIO::read().from(pattern)` and `TextIO::write().to(prefix)`.
+///
+/// ```
+/// use tidewater_transforms::TextIO;
+/// tidewater_runner_direct::register();
+/// let dir = tempfile::tempdir().unwrap();
+/// std::fs::write(dir.path().join("in.txt"), "a\nb\n").unwrap();
+/// let p = tidewater::Pipeline::new(Default::default());
+/// let lines = p.apply("Read", TextIO::read().from(dir.path().join("*.txt").to_str().unwrap()));
+/// lines.apply("Write", TextIO::write().to(dir.path().join("out").to_str().unwrap()).with_num_shards(2));
+/// p.run().unwrap();
+/// assert!(dir.path().join("out-00000-of-00002").exists());
+/// assert!(dir.path().join("out-00001-of-00002").exists());
+/// ```
+pub struct TextIO;
+
+impl TextIO {
+    /// A read of every line of every file matching a pattern.
+    pub fn read() -> Read {
+        Read { pattern: None }
+    }
+
+    /// A write of every element as a line into sharded files.
+    pub fn write() -> Write {
+        Write { prefix: None, suffix: String::new(), shards: 1 }
+    }
+}
+
+/// See [`TextIO::read`].
+pub struct Read {
+    pattern: Option<String>,
+}
+
+impl Read {
+    /// Reads the files matching `pattern`: a path, or a glob such as `logs/*.txt`.
+    pub fn from(mut self, pattern: &str) -> Self {
+        self.pattern = Some(pattern.to_string());
+        self
+    }
+}
+
+fn matches(pattern: &str) -> Result<Vec<PathBuf>, String> {
+    let paths = glob::glob(pattern).map_err(|e| format!("input pattern '{pattern}' is not a valid glob: {e}"))?;
+    let mut files = Vec::new();
+    for p in paths {
+        let p = p.map_err(|e| format!("cannot read '{}' while matching '{pattern}': {}", e.path().display(), e.error()))?;
+        if p.is_file() {
+            files.push(p);
+        }
+    }
+    if files.is_empty() {
+        return Err(format!("no input file matches '{pattern}'"));
+    }
+    files.sort();
+    Ok(files)
+}
+
+impl PTransform<PBegin> for Read {
+    type Output = PCollection<String>;
+    fn expand(self, input: PBegin) -> PCollection<String> {
+        let p = input.pipeline().clone();
+        let pattern = match self.pattern {
+            Some(pattern) => {
+                if let Err(message) = matches(&pattern) {
+                    p.record_error(message);
+                }
+                pattern
+            }
+            None => {
+                p.record_error("TextIO::read() needs a file pattern: call .from(pattern)".into());
+                String::new()
+            }
+        };
+        p.apply("Impulse", Impulse).apply("MatchFiles", ParDo::of(MatchFiles { pattern })).apply("ReadLines", ParDo::of(ReadLines))
+    }
+}
+
+/// Expands the pattern into file names, sorted.
+#[derive(Serialize, Deserialize)]
+struct MatchFiles {
+    pattern: String,
+}
+
+impl DoFn for MatchFiles {
+    type In = ();
+    type Out = String;
+    fn process(&mut self, _: (), ctx: &mut ProcessContext<'_, String>) -> Result<(), UserError> {
+        for f in matches(&self.pattern)? {
+            ctx.output(f.to_string_lossy().into_owned());
+        }
+        Ok(())
+    }
+}
+
+/// Outputs every line of a file, without its line terminator.
+#[derive(Serialize, Deserialize)]
+struct ReadLines;
+
+impl DoFn for ReadLines {
+    type In = String;
+    type Out = String;
+    fn process(&mut self, path: String, ctx: &mut ProcessContext<'_, String>) -> Result<(), UserError> {
+        let file = std::fs::File::open(&path).map_err(|e| format!("cannot read input file '{path}': {e}"))?;
+        let mut reader = BufReader::with_capacity(1 << 16, file);
+        let mut line_no = 0u64;
+        loop {
+            let mut line = String::new();
+            line_no += 1;
+            let n = reader.read_line(&mut line).map_err(|e| format!("cannot read input file '{path}' at line {line_no}: {e}"))?;
+            if n == 0 {
+                return Ok(());
+            }
+            if line.ends_with('\n') {
+                line.pop();
+                if line.ends_with('\r') {
+                    line.pop();
+                }
+            }
+            ctx.output(line);
+        }
+    }
+}
+
+/// See [`TextIO::write`].
+pub struct Write {
+    prefix: Option<String>,
+    suffix: String,
+    shards: u32,
+}
+
+impl Write {
+    /// Files are named `<prefix>-SSSSS-of-NNNNN<suffix>`.
+    pub fn to(mut self, prefix: &str) -> Self {
+        self.prefix = Some(prefix.to_string());
+        self
+    }
+
+    /// Appended to every file name, e.g. `.txt`.
+    pub fn with_suffix(mut self, suffix: &str) -> Self {
+        self.suffix = suffix.to_string();
+        self
+    }
+
+    /// Number of output files (1 by default); every shard is written, empty or not.
+    pub fn with_num_shards(mut self, shards: u32) -> Self {
+        self.shards = shards;
+        self
+    }
+}
+
+/// The name of shard `i` of `n`.
+pub fn shard_name(prefix: &str, i: u32, n: u32, suffix: &str) -> String {
+    format!("{prefix}-{i:05}-of-{n:05}{suffix}")
+}
+
+fn parent_dir(prefix: &str) -> PathBuf {
+    match Path::new(prefix).parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+impl PTransform<PCollection<String>> for Write {
+    /// The names of the files written, once all are in place.
+    type Output = PCollection<String>;
+    fn expand(self, input: PCollection<String>) -> PCollection<String> {
+        let p = input.pipeline().clone();
+        let prefix = self.prefix.unwrap_or_else(|| {
+            p.record_error("TextIO::write() needs an output prefix: call .to(prefix)".into());
+            String::new()
+        });
+        if self.shards == 0 {
+            p.record_error("TextIO::write() needs at least one shard".into());
+        }
+        let dir = parent_dir(&prefix);
+        if !dir.is_dir() {
+            p.record_error(format!("output directory '{}' (of prefix '{prefix}') does not exist or is not a directory", dir.display()));
+        }
+        let spec = ShardSpec { prefix, suffix: self.suffix, shards: self.shards.max(1) };
+        input
+            .apply("AssignShard", ParDo::of(AssignShard { shards: spec.shards }))
+            .group_by_key("GroupByShard")
+            .apply("WriteShards", ParDo::of(WriteShard { spec: spec.clone() }))
+            .apply("CollectShards", Combine::globally(CollectFn))
+            .apply("Finalize", ParDo::of(Finalize { spec }))
+    }
+}
+
+#[derive(Clone, Serialize, Deserialize)]
+struct ShardSpec {
+    prefix: String,
+    suffix: String,
+    shards: u32,
+}
+
+impl ShardSpec {
+    fn name(&self, i: u32) -> String {
+        shard_name(&self.prefix, i, self.shards, &self.suffix)
+    }
+
+    /// Writes `lines` to a temporary file next to shard `i` and renames it into place,
+    /// so a reader never sees a partial shard.
+    fn write(&self, i: u32, lines: &[String]) -> Result<String, UserError> {
+        let name = self.name(i);
+        let final_path = PathBuf::from(&name);
+        let file_name = final_path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+        let tmp = parent_dir(&name).join(format!(".{file_name}.tmp-{}", std::process::id()));
+        let write = || -> std::io::Result<()> {
+            let mut w = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
+            for l in lines {
+                w.write_all(l.as_bytes())?;
+                w.write_all(b"\n")?;
+            }
+            w.into_inner().map_err(|e| e.into_error())?.sync_all()?;
+            std::fs::rename(&tmp, &final_path)
+        };
+        write().map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            format!("cannot write output file '{name}': {e}")
+        })?;
+        Ok(name)
+    }
+}
+
+/// Keys every line by its shard: a hash of its bytes, so the same input gives the same
+/// files on every runner.
+#[derive(Serialize, Deserialize)]
+struct AssignShard {
+    shards: u32,
+}
+
+impl DoFn for AssignShard {
+    type In = String;
+    type Out = (u32, String);
+    fn process(&mut self, line: String, ctx: &mut ProcessContext<'_, (u32, String)>) -> Result<(), UserError> {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in line.as_bytes() {
+            h = (h ^ *b as u64).wrapping_mul(0x0100_0000_01b3);
+        }
+        ctx.output(((h % self.shards as u64) as u32, line));
+        Ok(())
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+struct WriteShard {
+    spec: ShardSpec,
+}
+
+impl DoFn for WriteShard {
+    type In = (u32, Vec<String>);
+    type Out = u32;
+    fn process(&mut self, (i, lines): (u32, Vec<String>), ctx: &mut ProcessContext<'_, u32>) -> Result<(), UserError> {
+        self.spec.write(i, &lines)?;
+        ctx.output(i);
+        Ok(())
+    }
+}
+
+/// Collects every input into one vector.
+#[derive(Serialize, Deserialize)]
+struct CollectFn;
+
+impl CombineFn for CollectFn {
+    type In = u32;
+    type Acc = Vec<u32>;
+    type Out = Vec<u32>;
+    fn create_accumulator(&self) -> Vec<u32> {
+        Vec::new()
+    }
+    fn add_input(&self, acc: &mut Vec<u32>, x: u32) {
+        acc.push(x);
+    }
+    fn merge_accumulators(&self, acc: &mut Vec<u32>, other: Vec<u32>) {
+        acc.extend(other);
+    }
+    fn extract_output(&self, acc: Vec<u32>) -> Vec<u32> {
+        acc
+    }
+}
+
+/// Writes the shards no element went to (empty), then outputs every file name.
+#[derive(Serialize, Deserialize)]
+struct Finalize {
+    spec: ShardSpec,
+}
+
+impl DoFn for Finalize {
+    type In = Vec<u32>;
+    type Out = String;
+    fn process(&mut self, written: Vec<u32>, ctx: &mut ProcessContext<'_, String>) -> Result<(), UserError> {
+        for i in 0..self.spec.shards {
+            if !written.contains(&i) {
+                self.spec.write(i, &[])?;
+            }
+            ctx.output(self.spec.name(i));
+        }
+        Ok(())
+    }
+}
