@@ -1,0 +1,474 @@
+//! Runs cases on runners and decides each outcome.
+//!
+//! The rules, for one case on one runner:
+//! - the case's declared features must equal the features its plan uses, or the case
+//!   fails ("declaration drift") on every runner;
+//! - a run refused with [`Error::Unsupported`] is *unsupported* only if the runner's
+//!   capabilities lack one of the declared features, and every refused feature is one
+//!   it lacks; otherwise it fails;
+//! - a run of a case the runner lacks a feature for that is *not* refused fails;
+//! - otherwise the case's check decides, and it must pass for every seed.
+
+use crate::case::{Case, Outcome, RunResult};
+use crate::matrix::{Matrix, Row};
+use std::collections::{BTreeMap, BTreeSet};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::mpsc;
+use std::time::Duration;
+use tidewater::runner::{self, plan_features, Capabilities, Feature, UnsupportedFeature};
+use tidewater::{Error, Pipeline, PipelineOptions};
+
+/// How the matrix is run.
+#[derive(Clone, Debug)]
+pub struct MatrixConfig {
+    /// Every case runs once per seed (passed as `--seed`) on every runner, and passes
+    /// only if it passes for all of them: the direct runner shuffles elements and draws
+    /// bundle sizes from the seed.
+    pub seeds: Vec<u64>,
+    /// A single run that takes longer fails, so that a hanging runner cannot hang the
+    /// suite.
+    pub timeout: Duration,
+}
+
+impl Default for MatrixConfig {
+    fn default() -> Self {
+        MatrixConfig {
+            seeds: vec![1, 2, 3],
+            timeout: Duration::from_secs(120),
+        }
+    }
+}
+
+/// Runs every case on every runner of `runners` (names as `--runner` takes them).
+///
+/// Fails only if a runner name is not registered.
+pub fn run_matrix(
+    cases: &[Case],
+    runners: &[String],
+    config: &MatrixConfig,
+) -> Result<Matrix, Error> {
+    let capabilities = runners
+        .iter()
+        .map(|r| Ok(runner::lookup_runner(r)?.capabilities()))
+        .collect::<Result<Vec<_>, Error>>()?;
+    let rows = cases
+        .iter()
+        .map(|case| Row {
+            case: case.name,
+            outcomes: runners.iter().map(|r| run_case(case, r, config)).collect(),
+        })
+        .collect();
+    Ok(Matrix {
+        runners: runners.to_vec(),
+        capabilities,
+        rows,
+    })
+}
+
+/// Runs `case` on `runner` once per seed; the first seed that does not pass decides.
+pub fn run_case(case: &Case, runner: &str, config: &MatrixConfig) -> Outcome {
+    let seeds: Vec<Option<u64>> = if config.seeds.is_empty() {
+        vec![None]
+    } else {
+        config.seeds.iter().copied().map(Some).collect()
+    };
+    for seed in seeds {
+        match run_once_with_timeout(*case, runner, seed, config.timeout) {
+            Outcome::Pass => {}
+            Outcome::Fail(reason) if seed.is_some() && config.seeds.len() > 1 => {
+                return Outcome::Fail(format!(
+                    "with --seed={}: {reason}",
+                    seed.unwrap_or_default()
+                ))
+            }
+            // Unsupported is decided before anything runs, whatever the seed.
+            other => return other,
+        }
+    }
+    Outcome::Pass
+}
+
+/// [`run_once`] on its own thread, so that a run that hangs fails after `timeout`
+/// instead of hanging the suite (the thread is left behind).
+fn run_once_with_timeout(
+    case: Case,
+    runner: &str,
+    seed: Option<u64>,
+    timeout: Duration,
+) -> Outcome {
+    let (tx, rx) = mpsc::channel();
+    let runner_name = runner.to_string();
+    let spawned = std::thread::Builder::new()
+        .name(format!("{}@{runner}", case.name))
+        .spawn(move || {
+            let _ = tx.send(run_once(&case, &runner_name, seed));
+        });
+    if let Err(e) = spawned {
+        return Outcome::Fail(format!("cannot start a thread for the run: {e}"));
+    }
+    match rx.recv_timeout(timeout) {
+        Ok(outcome) => outcome,
+        Err(mpsc::RecvTimeoutError::Timeout) => Outcome::Fail(format!(
+            "the run did not finish within {}s",
+            timeout.as_secs()
+        )),
+        Err(mpsc::RecvTimeoutError::Disconnected) => {
+            Outcome::Fail("the harness thread died without an outcome".into())
+        }
+    }
+}
+
+/// Builds, checks the declaration, runs and checks `case` on `runner` with `seed`.
+pub fn run_once(case: &Case, runner: &str, seed: Option<u64>) -> Outcome {
+    let options = PipelineOptions {
+        seed,
+        ..PipelineOptions::for_runner(runner)
+    };
+    let p = Pipeline::new(options);
+    if let Err(message) = guard(|| (case.build)(&p)) {
+        return Outcome::Fail(format!("building the pipeline panicked: {message}"));
+    }
+    let plan = match p.to_plan() {
+        Ok(plan) => plan,
+        Err(e) => return Outcome::Fail(format!("the pipeline does not construct: {e}")),
+    };
+    if let Some(drift) = declaration_drift(case.features, &plan_features(&plan)) {
+        return Outcome::Fail(format!("declaration drift: {drift}"));
+    }
+    let capabilities = match runner::lookup_runner(runner) {
+        Ok(r) => r.capabilities(),
+        Err(e) => return Outcome::Fail(e.to_string()),
+    };
+    match guard(|| p.run()) {
+        Ok(result) => judge(case, &capabilities, result),
+        Err(message) => Outcome::Fail(format!(
+            "the run panicked instead of returning an error: {message}"
+        )),
+    }
+}
+
+/// Decides the outcome of a run of `case` on a runner with `capabilities`.
+pub fn judge(case: &Case, capabilities: &Capabilities, result: RunResult) -> Outcome {
+    let lacking: Vec<Feature> = case
+        .features
+        .iter()
+        .copied()
+        .filter(|f| !capabilities.supports(*f))
+        .collect();
+    match result {
+        Err(e @ Error::Unsupported { .. }) => judge_refusal(e, &lacking, capabilities),
+        result if !lacking.is_empty() => Outcome::Fail(format!(
+            "runner ran a case it does not support: its capabilities lack {}, yet the run {}",
+            list(&lacking),
+            match &result {
+                Ok(_) => "succeeded".to_string(),
+                Err(e) => format!("failed with another error instead of refusing the plan: {e}"),
+            }
+        )),
+        result => match guard(|| (case.check)(result)) {
+            Ok(Ok(())) => Outcome::Pass,
+            Ok(Err(reason)) => Outcome::Fail(reason),
+            Err(message) => Outcome::Fail(format!("the check panicked: {message}")),
+        },
+    }
+}
+
+/// Unsupported only if the runner lacks a declared feature and refused nothing else.
+fn judge_refusal(e: Error, lacking: &[Feature], capabilities: &Capabilities) -> Outcome {
+    let Error::Unsupported { unsupported, .. } = &e else {
+        unreachable!("called with Error::Unsupported")
+    };
+    if lacking.is_empty() {
+        return Outcome::Fail(format!(
+            "runner refused a case whose features it claims to support: {e}"
+        ));
+    }
+    let wrongly_refused: BTreeSet<Feature> = unsupported
+        .iter()
+        .map(|u| u.feature)
+        .filter(|f| capabilities.supports(*f))
+        .collect();
+    if !wrongly_refused.is_empty() {
+        return Outcome::Fail(format!(
+            "runner refused features it claims to support ({}): {e}",
+            list(&wrongly_refused.into_iter().collect::<Vec<_>>())
+        ));
+    }
+    Outcome::Unsupported(refusal_summary(unsupported))
+}
+
+/// One line: the refused features with the transforms that use them, grouped by the
+/// runner's reason.
+fn refusal_summary(unsupported: &[UnsupportedFeature]) -> String {
+    let mut by_reason: BTreeMap<&str, BTreeMap<Feature, Vec<&str>>> = BTreeMap::new();
+    for u in unsupported {
+        by_reason
+            .entry(u.reason.as_str())
+            .or_default()
+            .entry(u.feature)
+            .or_default()
+            .push(u.transform.as_str());
+    }
+    by_reason
+        .into_iter()
+        .map(|(reason, features)| {
+            let uses: Vec<String> = features
+                .into_iter()
+                .map(|(f, mut ts)| {
+                    ts.sort_unstable();
+                    format!(
+                        "{f} ({})",
+                        ts.iter()
+                            .map(|t| format!("'{t}'"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
+                })
+                .collect();
+            format!("refused {}: {reason}", uses.join(", "))
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// What differs between the declared features and those the plan uses, if anything.
+pub fn declaration_drift(declared: &[Feature], used: &[(Feature, String)]) -> Option<String> {
+    let declared: BTreeSet<Feature> = declared.iter().copied().collect();
+    let used_set: BTreeSet<Feature> = used.iter().map(|(f, _)| *f).collect();
+    if declared == used_set {
+        return None;
+    }
+    let mut parts = Vec::new();
+    let undeclared: Vec<String> = used
+        .iter()
+        .filter(|(f, _)| !declared.contains(f))
+        .map(|(f, t)| format!("{f} (by '{t}')"))
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    if !undeclared.is_empty() {
+        parts.push(format!(
+            "the plan uses undeclared {}",
+            undeclared.join(", ")
+        ));
+    }
+    let unused: Vec<Feature> = declared.difference(&used_set).copied().collect();
+    if !unused.is_empty() {
+        parts.push(format!("declared but unused: {}", list(&unused)));
+    }
+    Some(parts.join("; "))
+}
+
+fn list(features: &[Feature]) -> String {
+    features
+        .iter()
+        .map(|f| f.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Runs `f`, turning a panic into its message.
+fn guard<R>(f: impl FnOnce() -> R) -> Result<R, String> {
+    catch_unwind(AssertUnwindSafe(f)).map_err(|p| {
+        p.downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| p.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic without a message".into())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+    use tidewater::plan::Plan;
+    use tidewater::runner::{register_runner, PipelineResult, PipelineState, Runner};
+
+    fn ok_result() -> RunResult {
+        Ok(PipelineResult {
+            state: PipelineState::Done,
+            metrics: Default::default(),
+            captured: BTreeMap::new(),
+        })
+    }
+
+    fn nothing(_: &Pipeline) {}
+
+    fn always_passes(_: RunResult) -> Result<(), String> {
+        Ok(())
+    }
+
+    const CASE: Case = Case {
+        name: "test/case",
+        features: &[Feature::Create, Feature::GroupByKey],
+        build: nothing,
+        check: always_passes,
+    };
+
+    fn refusal(features: &[Feature]) -> RunResult {
+        Err(Error::Unsupported {
+            runner: "test".into(),
+            unsupported: features
+                .iter()
+                .map(|&feature| UnsupportedFeature {
+                    feature,
+                    transform: "T".into(),
+                    reason: "not here".into(),
+                })
+                .collect(),
+        })
+    }
+
+    #[test]
+    fn refusal_by_a_runner_that_lacks_a_declared_feature_is_unsupported() {
+        let caps = Capabilities::new([Feature::Create], "not here");
+        assert_eq!(
+            judge(&CASE, &caps, refusal(&[Feature::GroupByKey])),
+            Outcome::Unsupported("refused GroupByKey ('T'): not here".into())
+        );
+    }
+
+    #[test]
+    fn refusal_by_a_runner_that_supports_everything_declared_fails() {
+        let caps = Capabilities::new([Feature::Create, Feature::GroupByKey], "");
+        let outcome = judge(&CASE, &caps, refusal(&[Feature::GroupByKey]));
+        assert!(
+            outcome
+                .reason()
+                .unwrap()
+                .starts_with("runner refused a case whose features it claims to support"),
+            "{outcome:?}"
+        );
+    }
+
+    #[test]
+    fn refusal_of_a_supported_feature_fails_even_if_another_is_lacking() {
+        let caps = Capabilities::new([Feature::Create], "not here");
+        let outcome = judge(
+            &CASE,
+            &caps,
+            refusal(&[Feature::Create, Feature::GroupByKey]),
+        );
+        assert!(
+            outcome
+                .reason()
+                .unwrap()
+                .starts_with("runner refused features it claims to support (Create)"),
+            "{outcome:?}"
+        );
+    }
+
+    #[test]
+    fn a_run_of_an_unsupported_case_fails() {
+        let caps = Capabilities::new([Feature::Create], "not here");
+        let outcome = judge(&CASE, &caps, ok_result());
+        assert_eq!(
+            outcome,
+            Outcome::Fail("runner ran a case it does not support: its capabilities lack GroupByKey, yet the run succeeded".into())
+        );
+    }
+
+    #[test]
+    fn a_supported_case_is_decided_by_its_check() {
+        let caps = Capabilities::new([Feature::Create, Feature::GroupByKey], "");
+        assert_eq!(judge(&CASE, &caps, ok_result()), Outcome::Pass);
+        let failing = Case {
+            check: |_| Err("wrong".into()),
+            ..CASE
+        };
+        assert_eq!(
+            judge(&failing, &caps, ok_result()),
+            Outcome::Fail("wrong".into())
+        );
+        let panicking = Case {
+            check: |_| panic!("oops"),
+            ..CASE
+        };
+        assert_eq!(
+            judge(&panicking, &caps, ok_result()),
+            Outcome::Fail("the check panicked: oops".into())
+        );
+    }
+
+    #[test]
+    fn drift_names_both_directions() {
+        let used = vec![
+            (Feature::Create, "Xs".to_string()),
+            (Feature::ParDo, "Double".to_string()),
+        ];
+        assert_eq!(
+            declaration_drift(&[Feature::Create, Feature::ParDo], &used),
+            None
+        );
+        assert_eq!(
+            declaration_drift(&[Feature::Create, Feature::GroupByKey], &used).unwrap(),
+            "the plan uses undeclared ParDo (by 'Double'); declared but unused: GroupByKey"
+        );
+    }
+
+    /// The direct runner without GroupByKey: the SDK's capability check must refuse
+    /// what uses it, and run the rest.
+    struct NoGroupByKey;
+
+    impl Runner for NoGroupByKey {
+        fn name(&self) -> &'static str {
+            "test-no-group-by-key"
+        }
+        fn capabilities(&self) -> Capabilities {
+            let all = Feature::ALL
+                .into_iter()
+                .filter(|f| !matches!(f, Feature::GroupByKey | Feature::UnknownTransform));
+            Capabilities::new(all, "this test runner has no shuffle")
+        }
+        fn run(&self, plan: &Plan, options: &PipelineOptions) -> tidewater::Result<PipelineResult> {
+            tidewater_runner_direct::DirectRunner.run(plan, options)
+        }
+    }
+
+    fn case(name: &str) -> Case {
+        crate::all_cases()
+            .into_iter()
+            .find(|c| c.name == name)
+            .unwrap()
+    }
+
+    #[test]
+    fn a_partial_runner_gets_unsupported_and_pass_cells() {
+        crate::register_runners();
+        register_runner(Arc::new(NoGroupByKey));
+        let config = MatrixConfig {
+            seeds: vec![7],
+            ..MatrixConfig::default()
+        };
+        assert_eq!(
+            run_case(&case("pardo/map"), "test-no-group-by-key", &config),
+            Outcome::Pass
+        );
+        assert_eq!(
+            run_case(&case("group_by_key/basic"), "test-no-group-by-key", &config),
+            Outcome::Unsupported(
+                "refused GroupByKey ('Group'): this test runner has no shuffle".into()
+            )
+        );
+    }
+
+    fn undeclared(p: &Pipeline) {
+        p.create("Xs", vec![1u8]).capture("xs");
+    }
+
+    #[test]
+    fn drift_fails_on_every_runner() {
+        crate::register_runners();
+        let drifting = Case {
+            build: undeclared,
+            ..CASE
+        };
+        for runner in ["direct", "native"] {
+            assert_eq!(
+                run_once(&drifting, runner, None),
+                Outcome::Fail("declaration drift: the plan uses undeclared Capture (by 'Capture[xs]'); declared but unused: GroupByKey".into())
+            );
+        }
+    }
+}

@@ -1,0 +1,108 @@
+//! Runs the conformance cases on the chosen runners and prints the runner × case
+//! matrix, then the reason of every failed or unsupported cell. Exits with 1 if any
+//! cell failed.
+//!
+//!     cargo run -p tidewater-conformance -- --runner all
+//!     cargo run -p tidewater-conformance -- --runner direct --case group_by_key --seed 7
+
+use clap::Parser;
+use std::process::ExitCode;
+use tidewater_conformance::{all_cases, harness, register_runners, MatrixConfig};
+
+#[derive(Parser)]
+#[command(about = "Tidewater's conformance suite: every case on every runner")]
+struct Args {
+    /// The runner to test, or `all` for every registered runner.
+    #[arg(long, default_value = "all")]
+    runner: String,
+    /// Run only the cases whose name contains this.
+    #[arg(long = "case", value_name = "SUBSTRING")]
+    case_filter: Option<String>,
+    /// Run each case with this seed only (passed as `--seed` to the runner); by
+    /// default each case runs with seeds 1, 2 and 3 and passes only if all pass.
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Seconds a single run may take before it counts as failed.
+    #[arg(long, default_value_t = 120)]
+    timeout_secs: u64,
+    /// List the cases with their declared features and exit.
+    #[arg(long)]
+    list: bool,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    register_runners();
+    let cases: Vec<_> = all_cases()
+        .into_iter()
+        .filter(|c| match &args.case_filter {
+            Some(f) => c.name.contains(f.as_str()),
+            None => true,
+        })
+        .collect();
+    if cases.is_empty() {
+        eprintln!(
+            "error: no case matches --case {:?}",
+            args.case_filter.unwrap_or_default()
+        );
+        return ExitCode::from(2);
+    }
+    if args.list {
+        for c in &cases {
+            println!(
+                "{:<45} {}",
+                c.name,
+                c.features
+                    .iter()
+                    .map(|f| f.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+        return ExitCode::SUCCESS;
+    }
+    let runners: Vec<String> = if args.runner == "all" {
+        tidewater::runner::registered_runners()
+            .iter()
+            .map(|r| r.name().to_string())
+            .collect()
+    } else {
+        vec![args.runner.clone()]
+    };
+    let config = MatrixConfig {
+        seeds: args
+            .seed
+            .map_or_else(|| MatrixConfig::default().seeds, |s| vec![s]),
+        timeout: std::time::Duration::from_secs(args.timeout_secs),
+    };
+    // Every panic of user code or of a check is caught and reported in the matrix; the
+    // default hook would interleave their messages with it.
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let matrix = harness::run_matrix(&cases, &runners, &config);
+    std::panic::set_hook(hook);
+    let matrix = match matrix {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let seeds = config
+        .seeds
+        .iter()
+        .map(u64::to_string)
+        .collect::<Vec<_>>()
+        .join(", ");
+    println!(
+        "{} cases on {} (seeds {seeds})\n",
+        cases.len(),
+        runners.join(", ")
+    );
+    print!("{}", matrix.render());
+    if matrix.has_failures() {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}

@@ -1,0 +1,87 @@
+//! The full conformance matrix on every registered runner.
+//!
+//! The direct runner is the reference: it must pass every case. The microbatch and
+//! native runners are not implemented yet: they must refuse every case up front, which
+//! the matrix shows as unsupported. A failure anywhere is a bug in a runner, the SDK or
+//! a case. The rendered matrix is snapshotted; it holds no timing, and the seeds are
+//! fixed.
+
+use std::sync::OnceLock;
+use tidewater_conformance::{all_cases, harness, register_runners, Matrix, MatrixConfig};
+
+fn matrix() -> &'static Matrix {
+    static MATRIX: OnceLock<Matrix> = OnceLock::new();
+    MATRIX.get_or_init(|| {
+        register_runners();
+        let runners: Vec<String> = tidewater::runner::registered_runners()
+            .iter()
+            .map(|r| r.name().to_string())
+            .collect();
+        assert_eq!(runners, ["direct", "microbatch", "native"]);
+        harness::run_matrix(&all_cases(), &runners, &MatrixConfig::default())
+            .expect("every runner is registered")
+    })
+}
+
+fn describe<'a>(
+    cells: impl Iterator<Item = (&'static str, &'a str, &'a tidewater_conformance::Outcome)>,
+) -> String {
+    cells
+        .map(|(case, runner, o)| {
+            format!(
+                "[{runner}] {case}: {} {}",
+                o.label(),
+                o.reason().unwrap_or_default()
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn no_cell_fails() {
+    let failed = describe(matrix().cells().filter(|(_, _, o)| o.is_fail()));
+    assert!(failed.is_empty(), "failed cells:\n{failed}");
+}
+
+#[test]
+fn direct_runner_passes_every_case() {
+    let not_passed = describe(
+        matrix()
+            .cells()
+            .filter(|(_, r, o)| *r == "direct" && !o.is_pass()),
+    );
+    assert!(
+        not_passed.is_empty(),
+        "direct cells that did not pass:\n{not_passed}"
+    );
+}
+
+#[test]
+fn unimplemented_runners_refuse_every_case() {
+    for runner in ["microbatch", "native"] {
+        let column = matrix().column(runner);
+        assert_eq!(column.len(), all_cases().len());
+        let other = describe(
+            matrix()
+                .cells()
+                .filter(|(_, r, o)| *r == runner && !o.is_unsupported()),
+        );
+        assert!(
+            other.is_empty(),
+            "{runner} cells that are not unsupported:\n{other}"
+        );
+        for (case, outcome) in column {
+            let reason = outcome.reason().unwrap_or_default();
+            assert!(
+                reason.contains(&format!("the {runner} runner is not implemented yet")),
+                "{runner} / {case}: the reason should say why: {reason}"
+            );
+        }
+    }
+}
+
+#[test]
+fn rendered_matrix() {
+    insta::assert_snapshot!(matrix().render());
+}
