@@ -31,6 +31,8 @@ pub enum NodeKind {
     },
     /// A DoFn.
     ParDo {
+        /// The DoFn's registered name.
+        do_fn: String,
         /// Builds a fresh instance.
         factory: DoFnFactory,
         /// The DoFn's fields.
@@ -68,8 +70,8 @@ impl Node {
     /// A fresh DoFn instance of a ParDo node.
     pub fn instantiate(&self) -> Result<Box<dyn ErasedDoFn>> {
         match &self.kind {
-            NodeKind::ParDo { factory, fields, .. } => factory(fields).map_err(|message| Error::FunctionPayload {
-                name: "DoFn".into(),
+            NodeKind::ParDo { do_fn, factory, fields, .. } => factory(fields).map_err(|message| Error::FunctionPayload {
+                name: do_fn.clone(),
                 transform: self.name.clone(),
                 message,
             }),
@@ -135,7 +137,7 @@ pub fn translate(plan: &Plan) -> Result<ExecutablePlan> {
                     name: p.do_fn.name.clone(),
                     transform: t.unique_name.clone(),
                 })?;
-                NodeKind::ParDo { factory, fields: p.do_fn.fields, output_tags: p.output_tags }
+                NodeKind::ParDo { do_fn: p.do_fn.name, factory, fields: p.do_fn.fields, output_tags: p.output_tags }
             }
             urn::GROUP_BY_KEY | urn::COMBINE_PER_KEY | urn::COMBINE_GLOBALLY => {
                 let p: GroupingPayload = payload(t, &spec.payload)?;

@@ -10,11 +10,13 @@
 mod batch;
 mod grouping;
 mod invoke;
+mod key_index;
 mod metrics;
 mod rng;
 
 pub use batch::{downcast_batch, AnyBatch, Batch, ElementType, TypedElementType};
 pub use grouping::{GroupingOps, GroupingPhase, GroupingTable};
+pub use key_index::KeyIndex;
 pub use invoke::{element_type_name, DoFnInvoker, Emit, ErasedDoFn, ExecError, InvokeContext, Phase, BATCH_SIZE};
 pub use metrics::{DistributionData, MetricResults, StepMetrics};
 pub use rng::SplitMix64;

@@ -1,9 +1,8 @@
-use super::group_by_key::group_key;
+use super::group_by_key::Groups;
 use crate::exec::{downcast_batch, AnyBatch, Batch, ExecError, GroupingOps, GroupingPhase, GroupingTable, Phase};
 use crate::plan::{urn, FunctionSpec, GroupingPayload, UserFunction};
 use crate::registry;
 use crate::{BoundedWindow, Element, PCollection, PTransform, PaneInfo, WindowedValue, Windows};
-use rustc_hash::FxHashMap;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::marker::PhantomData;
@@ -182,7 +181,7 @@ impl<S: CombineShape<F>, F: CombineFn> GroupingOps for CombineOps<S, F> {
         std::any::type_name::<S::Output>()
     }
     fn new_table(&self, phase: GroupingPhase) -> Box<dyn GroupingTable> {
-        Box::new(CombineTable::<S, F> { f: self.f.clone(), phase, groups: FxHashMap::default(), key_buf: Vec::new(), _s: PhantomData })
+        Box::new(CombineTable::<S, F> { f: self.f.clone(), phase, groups: Groups::new(), _s: PhantomData })
     }
     fn liftable(&self) -> bool {
         true
@@ -197,33 +196,20 @@ impl<S: CombineShape<F>, F: CombineFn> GroupingOps for CombineOps<S, F> {
 struct CombineTable<S: CombineShape<F>, F: CombineFn> {
     f: Arc<F>,
     phase: GroupingPhase,
-    groups: FxHashMap<Box<[u8]>, (S::Key, BoundedWindow, F::Acc)>,
-    key_buf: Vec<u8>,
+    groups: Groups<S::Key, F::Acc>,
     _s: PhantomData<fn() -> S>,
 }
 
 impl<S: CombineShape<F>, F: CombineFn> CombineTable<S, F> {
-    fn entry(&mut self, w: BoundedWindow, k: S::Key) -> Result<&mut F::Acc, ExecError> {
-        group_key(&mut self.key_buf, &w, &k)?;
-        if !self.groups.contains_key(self.key_buf.as_slice()) {
-            let acc = self.f.create_accumulator();
-            self.groups.insert(self.key_buf.clone().into_boxed_slice(), (k, w, acc));
-        }
-        Ok(&mut self.groups.get_mut(self.key_buf.as_slice()).expect("just inserted").2)
-    }
-
     fn add_inputs(&mut self, items: Vec<WindowedValue<S::Input>>) -> Result<(), ExecError> {
+        let f = &*self.f;
         for wv in items {
             let (k, x) = S::split(wv.value);
             match wv.windows {
-                Windows::One(w) => {
-                    let f = self.f.clone();
-                    f.add_input(self.entry(w, k)?, x);
-                }
+                Windows::One(w) => f.add_input(self.groups.slot(w, k, || f.create_accumulator())?, x),
                 Windows::Many(ws) => {
                     for w in ws {
-                        let f = self.f.clone();
-                        f.add_input(self.entry(w, k.clone())?, x.clone());
+                        f.add_input(self.groups.slot(w, k.clone(), || f.create_accumulator())?, x.clone());
                     }
                 }
             }
@@ -232,11 +218,11 @@ impl<S: CombineShape<F>, F: CombineFn> CombineTable<S, F> {
     }
 
     fn merge_accumulators(&mut self, items: Vec<WindowedValue<(S::Key, F::Acc)>>) -> Result<(), ExecError> {
+        let f = &*self.f;
         for wv in items {
             let (k, acc) = wv.value;
             for w in wv.windows.iter() {
-                let f = self.f.clone();
-                f.merge_accumulators(self.entry(*w, k.clone())?, acc.clone());
+                f.merge_accumulators(self.groups.slot(*w, k.clone(), || f.create_accumulator())?, acc.clone());
             }
         }
         Ok(())
@@ -271,14 +257,14 @@ impl<S: CombineShape<F>, F: CombineFn> GroupingTable for CombineTable<S, F> {
 
     fn finish(&mut self) -> Result<Box<dyn AnyBatch>, ExecError> {
         let f = self.f.clone();
-        let groups = std::mem::take(&mut self.groups);
+        let groups: Vec<_> = self.groups.drain().collect();
         let phase = self.phase;
         guarded(Phase::FinishBundle, move || {
             let meta = |w: BoundedWindow| (w.max_timestamp(), Windows::One(w));
             Ok(match phase {
                 GroupingPhase::Partial => {
                     let items: Vec<_> = groups
-                        .into_values()
+                        .into_iter()
                         .map(|(k, w, acc)| {
                             let (timestamp, windows) = meta(w);
                             WindowedValue { value: (k, acc), timestamp, windows, pane: PaneInfo::NO_FIRING }
@@ -288,7 +274,7 @@ impl<S: CombineShape<F>, F: CombineFn> GroupingTable for CombineTable<S, F> {
                 }
                 GroupingPhase::Full | GroupingPhase::Final => {
                     let items: Vec<_> = groups
-                        .into_values()
+                        .into_iter()
                         .map(|(k, w, acc)| {
                             let (timestamp, windows) = meta(w);
                             WindowedValue { value: S::join(k, f.extract_output(acc)), timestamp, windows, pane: PaneInfo::ON_TIME_AND_ONLY_FIRING }

@@ -1,8 +1,7 @@
-use crate::exec::{downcast_batch, AnyBatch, Batch, ExecError, GroupingOps, GroupingPhase, GroupingTable, Phase};
+use crate::exec::{downcast_batch, AnyBatch, Batch, ExecError, GroupingOps, GroupingPhase, GroupingTable, KeyIndex, Phase};
 use crate::plan::{urn, FunctionSpec, GroupingPayload, UserFunction};
 use crate::registry;
 use crate::{coder, BoundedWindow, Element, PCollection, PTransform, PaneInfo, WindowedValue, Windows};
-use rustc_hash::FxHashMap;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
@@ -50,7 +49,7 @@ impl<K: Element, V: Element> GroupingOps for GroupByKeyOps<K, V> {
         std::any::type_name::<(K, Vec<V>)>()
     }
     fn new_table(&self, _phase: GroupingPhase) -> Box<dyn GroupingTable> {
-        Box::new(GroupByKeyTable::<K, V> { groups: FxHashMap::default(), key_buf: Vec::new() })
+        Box::new(GroupByKeyTable::<K, V> { groups: Groups::new() })
     }
     fn liftable(&self) -> bool {
         false
@@ -61,8 +60,43 @@ impl<K: Element, V: Element> GroupingOps for GroupByKeyOps<K, V> {
 }
 
 struct GroupByKeyTable<K, V> {
-    groups: FxHashMap<Box<[u8]>, (K, BoundedWindow, Vec<V>)>,
+    groups: Groups<K, Vec<V>>,
+}
+
+/// Groups by the encoding of (window, key): one value per group. Keys and values are
+/// kept in separate vectors so that updating a value touches only the values.
+pub(crate) struct Groups<K, A> {
+    index: KeyIndex,
+    keys: Vec<(K, BoundedWindow)>,
+    values: Vec<A>,
     key_buf: Vec<u8>,
+}
+
+impl<K: Element, A> Groups<K, A> {
+    pub(crate) fn new() -> Self {
+        Groups { index: KeyIndex::default(), keys: Vec::new(), values: Vec::new(), key_buf: Vec::new() }
+    }
+
+    /// The value of the group of (`w`, `k`), created by `init` if new.
+    pub(crate) fn slot(&mut self, w: BoundedWindow, k: K, init: impl FnOnce() -> A) -> Result<&mut A, ExecError> {
+        group_key(&mut self.key_buf, &w, &k)?;
+        let (i, new) = self.index.find_or_insert(&self.key_buf);
+        if new {
+            self.keys.push((k, w));
+            self.values.push(init());
+        }
+        Ok(&mut self.values[i])
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.values.len()
+    }
+
+    /// Every group, emptying the table.
+    pub(crate) fn drain(&mut self) -> impl Iterator<Item = (K, BoundedWindow, A)> + '_ {
+        self.index.clear();
+        self.keys.drain(..).zip(self.values.drain(..)).map(|((k, w), a)| (k, w, a))
+    }
 }
 
 /// Encodes (window, key) into `buf`: the grouping key.
@@ -78,10 +112,10 @@ impl<K: Element, V: Element> GroupingTable for GroupByKeyTable<K, V> {
         for wv in downcast_batch::<(K, V)>(batch) {
             let (k, v) = wv.value;
             match wv.windows {
-                Windows::One(w) => self.insert(w, k, v)?,
+                Windows::One(w) => self.groups.slot(w, k, Vec::new)?.push(v),
                 Windows::Many(ws) => {
                     for w in ws {
-                        self.insert(w, k.clone(), v.clone())?;
+                        self.groups.slot(w, k.clone(), Vec::new)?.push(v.clone());
                     }
                 }
             }
@@ -97,21 +131,8 @@ impl<K: Element, V: Element> GroupingTable for GroupByKeyTable<K, V> {
         let items = self
             .groups
             .drain()
-            .map(|(_, (k, w, vs))| WindowedValue { value: (k, vs), timestamp: w.max_timestamp(), windows: Windows::One(w), pane: PaneInfo::ON_TIME_AND_ONLY_FIRING })
+            .map(|(k, w, vs)| WindowedValue { value: (k, vs), timestamp: w.max_timestamp(), windows: Windows::One(w), pane: PaneInfo::ON_TIME_AND_ONLY_FIRING })
             .collect();
         Ok(Box::new(Batch { items }))
-    }
-}
-
-impl<K: Element, V: Element> GroupByKeyTable<K, V> {
-    fn insert(&mut self, w: BoundedWindow, k: K, v: V) -> Result<(), ExecError> {
-        group_key(&mut self.key_buf, &w, &k)?;
-        match self.groups.get_mut(self.key_buf.as_slice()) {
-            Some(g) => g.2.push(v),
-            None => {
-                self.groups.insert(self.key_buf.clone().into_boxed_slice(), (k, w, vec![v]));
-            }
-        }
-        Ok(())
     }
 }

@@ -1,0 +1,143 @@
+//! Word-count benchmark: generated text (seeded, Zipf-like vocabulary), words/s and
+//! peak RSS. `cargo run --release -p tidewater-examples --bin bench -- --words 10000000`.
+
+use anyhow::{bail, Context};
+use clap::Parser;
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Instant;
+use tidewater::{Pipeline, PipelineOptions};
+use tidewater_examples::word_count::CountWords;
+use tidewater_transforms::TextIO;
+
+/// Runs word count over generated text and reports throughput.
+#[derive(Parser)]
+#[command(name = "bench")]
+struct Args {
+    /// Runner to measure.
+    #[arg(long, default_value = "direct")]
+    runner: String,
+    /// Words to generate.
+    #[arg(long, default_value_t = 10_000_000)]
+    words: u64,
+    /// Generator seed.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Vocabulary size.
+    #[arg(long, default_value_t = 10_000)]
+    vocab: usize,
+    /// Use this text file instead of generating one (e.g. the peers' `wc1m.txt`).
+    #[arg(long)]
+    input: Option<PathBuf>,
+    /// Keep the direct runner's validation on (off by default: this measures speed).
+    #[arg(long)]
+    validate: bool,
+    /// Repetitions; each is reported.
+    #[arg(long, default_value_t = 1)]
+    reps: u32,
+}
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// Writes about `words` words in lines of 1..=19 words drawn from a Zipf(1) vocabulary.
+fn generate(path: &PathBuf, words: u64, seed: u64, vocab_size: usize) -> anyhow::Result<u64> {
+    let mut rng = Rng(seed);
+    let mut seen = std::collections::HashSet::new();
+    let mut vocab = Vec::with_capacity(vocab_size);
+    while vocab.len() < vocab_size {
+        let len = 2 + (rng.next() % 11) as usize;
+        let w: String = (0..len).map(|_| (b'a' + (rng.next() % 26) as u8) as char).collect();
+        if seen.insert(w.clone()) {
+            vocab.push(w);
+        }
+    }
+    let mut cum = Vec::with_capacity(vocab_size);
+    let mut total = 0.0;
+    for k in 1..=vocab_size {
+        total += 1.0 / k as f64;
+        cum.push(total);
+    }
+    let mut out = std::io::BufWriter::new(std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?);
+    let mut written = 0u64;
+    while written < words {
+        let n = (1 + rng.next() % 19).min(words - written);
+        for i in 0..n {
+            let x = rng.unit() * total;
+            let w = &vocab[cum.partition_point(|c| *c < x).min(vocab_size - 1)];
+            if i > 0 {
+                out.write_all(b" ")?;
+            }
+            out.write_all(w.as_bytes())?;
+        }
+        out.write_all(b"\n")?;
+        written += n;
+    }
+    out.flush()?;
+    Ok(written)
+}
+
+fn peak_rss_mb() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb / 1024.0)
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    tidewater_examples::register_runners();
+    let (path, words) = match &args.input {
+        Some(p) => {
+            let text = std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display()))?;
+            (p.clone(), text.split_whitespace().count() as u64)
+        }
+        None => {
+            let path = std::env::temp_dir().join(format!("tidewater-bench-{}-{}-{}.txt", args.words, args.seed, args.vocab));
+            // Generated inputs are kept in the temp directory and reused by later runs.
+            if !path.exists() {
+                let t = Instant::now();
+                let n = generate(&path, args.words, args.seed, args.vocab)?;
+                eprintln!("generated {n} words into {} in {:.2}s", path.display(), t.elapsed().as_secs_f64());
+            }
+            let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+            let n = text.split_whitespace().count() as u64;
+            (path, n)
+        }
+    };
+    for rep in 1..=args.reps {
+        let options = PipelineOptions { runner: args.runner.clone(), no_validate: !args.validate, ..Default::default() };
+        let p = Pipeline::new(options);
+        let counts = p.apply("ReadLines", TextIO::read().from(path.to_str().context("non-UTF-8 path")?)).apply("CountWords", CountWords);
+        counts.capture("counts");
+        let t = Instant::now();
+        let result = p.run()?;
+        let secs = t.elapsed().as_secs_f64();
+        let counts = result.captured::<(String, u64)>("counts")?;
+        let total: u64 = counts.iter().map(|wv| wv.value.1).sum();
+        if total != words {
+            bail!("counted {total} words but the input has {words}");
+        }
+        println!(
+            "rep {rep}: runner={} validate={} words={words} distinct={} time={secs:.3}s words/s={:.2}M peak_rss={:.0}MB",
+            args.runner,
+            args.validate,
+            counts.len(),
+            words as f64 / secs / 1e6,
+            peak_rss_mb().unwrap_or(f64::NAN)
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,11 @@
+//! Runnable Tidewater pipelines. Each binary takes `--runner` and the other
+//! [`PipelineOptions`](tidewater::PipelineOptions).
+
+pub mod word_count;
+
+/// Makes every runner this binary links selectable with `--runner`.
+pub fn register_runners() {
+    tidewater_runner_direct::register();
+    tidewater_runner_microbatch::register();
+    tidewater_runner_native::register();
+}

@@ -1,0 +1,165 @@
+//! Failures are typed errors naming the transform, the step and the element; nothing
+//! aborts the process or hangs.
+
+use serde::{Deserialize, Serialize};
+use tidewater::{plan, run_plan_json, DoFn, Error, ParDo, Pipeline, PipelineOptions, ProcessContext, UserError};
+
+fn setup() {
+    tidewater_runner_direct::register();
+    tidewater_runner_native::register();
+}
+
+fn options(seed: u64) -> PipelineOptions {
+    PipelineOptions { seed: Some(seed), ..Default::default() }
+}
+
+fn double(x: i64) -> i64 {
+    2 * x
+}
+
+#[derive(Serialize, Deserialize)]
+struct FailOn {
+    bad: i64,
+    panic: bool,
+}
+
+impl DoFn for FailOn {
+    type In = i64;
+    type Out = i64;
+    fn process(&mut self, x: i64, ctx: &mut ProcessContext<'_, i64>) -> Result<(), UserError> {
+        if x == self.bad {
+            if self.panic {
+                panic!("cannot handle {x}");
+            }
+            return Err(format!("{x} is not acceptable").into());
+        }
+        ctx.output(x);
+        Ok(())
+    }
+}
+
+fn failing_pipeline(options: PipelineOptions, panic: bool) -> Pipeline {
+    let p = Pipeline::new(options);
+    let xs = p.create("Numbers", (0..50).collect());
+    xs.apply("Outer", Check { panic }).capture("out");
+    p
+}
+
+struct Check {
+    panic: bool,
+}
+
+impl tidewater::PTransform<tidewater::PCollection<i64>> for Check {
+    type Output = tidewater::PCollection<i64>;
+    fn expand(self, xs: tidewater::PCollection<i64>) -> tidewater::PCollection<i64> {
+        xs.map("Double", double).apply("Validate", ParDo::of(FailOn { bad: 42, panic: self.panic }))
+    }
+}
+
+#[test]
+fn an_erroring_do_fn_names_transform_element_and_seed() {
+    setup();
+    let e = failing_pipeline(options(7), false).run().unwrap_err();
+    assert!(matches!(&e, Error::UserCode { transform, phase: "process", .. } if transform == "Outer/Validate"));
+    insta::assert_snapshot!(e.to_string(), @"transform 'Outer/Validate' failed in process on element 42: 42 is not acceptable (direct runner seed 7; rerun with --seed=7 to replay this order)");
+}
+
+#[test]
+fn a_panicking_do_fn_fails_the_pipeline_without_aborting() {
+    setup();
+    let e = failing_pipeline(options(3), true).run().unwrap_err();
+    insta::assert_snapshot!(e.to_string(), @"transform 'Outer/Validate' failed in process on element 42: panicked: cannot handle 42 (direct runner seed 3; rerun with --seed=3 to replay this order)");
+}
+
+#[test]
+fn without_validation_the_element_is_named_by_position() {
+    setup();
+    let o = PipelineOptions { no_validate: true, ..Default::default() };
+    let e = failing_pipeline(o, false).run().unwrap_err();
+    insta::assert_snapshot!(e.to_string(), @"transform 'Outer/Validate' failed in process on element #21 of its batch (run with validation to see the element): 42 is not acceptable");
+}
+
+#[test]
+fn an_unknown_function_name_says_how_to_register_it() {
+    setup();
+    let p = failing_pipeline(options(1), false);
+    let json = plan::encode(&p.to_plan().unwrap());
+    let json = json.replace("errors::FailOn", "errors::Missing");
+    let e = run_plan_json(&json, &options(1)).unwrap_err();
+    assert!(matches!(e, Error::UnknownFunction { kind: "DoFn", .. }));
+    insta::assert_snapshot!(e.to_string(), @"unknown DoFn 'errors::Missing' in transform 'Outer/Validate': this binary has not registered it. Functions and types register themselves when the pipeline that uses them is constructed; a binary that runs a plan it did not build must construct the same pipeline first (or call tidewater::registry::register_do_fn::<T>() for it)");
+}
+
+#[test]
+fn malformed_do_fn_fields_are_named() {
+    setup();
+    let p = failing_pipeline(options(1), false);
+    let json = plan::encode(&p.to_plan().unwrap()).replace("\"bad\": 42", "\"bad\": \"forty-two\"");
+    let e = run_plan_json(&json, &options(1)).unwrap_err();
+    insta::assert_snapshot!(e.to_string(), @r#"cannot decode the fields of errors::FailOn in transform 'Outer/Validate': invalid type: string "forty-two", expected i64"#);
+}
+
+#[test]
+fn a_type_mismatch_in_an_edited_plan_is_caught_before_running() {
+    setup();
+    fn len(s: String) -> i64 {
+        s.len() as i64
+    }
+    let p = Pipeline::new(options(1));
+    p.create("Words", vec!["a".to_string()]).map("Len", len).capture("lens");
+    p.create("Numbers", vec![1i64]).capture("numbers");
+    let json = plan::encode(&p.to_plan().unwrap()).replace("\"input\": \"Words.main\"", "\"input\": \"Numbers.main\"");
+    let e = run_plan_json(&json, &options(1)).unwrap_err();
+    insta::assert_snapshot!(e.to_string(), @"invalid plan: transform 'Len': the input is a PCollection of i64, but its function expects alloc::string::String");
+}
+
+#[test]
+fn an_unknown_runner_lists_the_known_ones() {
+    setup();
+    let p = failing_pipeline(PipelineOptions::for_runner("spark"), false);
+    insta::assert_snapshot!(p.run().unwrap_err().to_string(), @"unknown runner 'spark'; known runners: direct, native");
+}
+
+#[test]
+fn a_runner_refuses_unsupported_features_up_front_listing_each() {
+    setup();
+    let p = Pipeline::new(PipelineOptions::for_runner("native"));
+    p.create("Numbers", vec![1i64]).map("Double", double).capture("out");
+    insta::assert_snapshot!(p.run().unwrap_err().to_string(), @r"
+    runner 'native' cannot run this pipeline:
+      - Capture (used by 'Capture[out]'): the native runner is not implemented yet (it comes with the timely engine)
+      - ParDo (used by 'Double'): the native runner is not implemented yet (it comes with the timely engine)
+      - Create (used by 'Numbers'): the native runner is not implemented yet (it comes with the timely engine)
+    ");
+}
+
+#[test]
+fn closures_are_refused_at_construction_with_a_fix() {
+    let p = Pipeline::new(PipelineOptions::default());
+    let offset = 3;
+    p.create("Numbers", vec![1i64]).map("AddOffset", move |x: i64| x + offset);
+    let e = p.to_plan().unwrap_err();
+    insta::assert_snapshot!(e.to_string(), @"cannot construct transform 'AddOffset': map() was given a closure (errors::closures_are_refused_at_construction_with_a_fix::{{closure}}). Closures cannot travel in a plan: they have no stable name and what they capture cannot be serialized. Move the code into a named function item, e.g. `fn my_step(x: In) -> Out { ... }`, and pass `my_step`; for a function with parameters, implement DoFn on a struct with serde fields and use ParDo::of");
+}
+
+/// Serializes without a field that deserializing requires: it cannot cross a shuffle.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct Lossy {
+    a: i64,
+    #[serde(skip_serializing)]
+    b: i64,
+}
+
+fn to_lossy(x: i64) -> Lossy {
+    Lossy { a: x, b: x }
+}
+
+#[test]
+fn an_element_that_does_not_survive_its_coder_is_caught() {
+    setup();
+    let p = Pipeline::new(options(1));
+    p.create("Numbers", vec![5i64]).map("ToLossy", to_lossy).capture("out");
+    let e = p.run().unwrap_err();
+    assert!(matches!(e, Error::Coder { .. }));
+    insta::assert_snapshot!(e.to_string(), @"element of transform 'ToLossy' output does not round-trip through its coder: cannot decode tidewater::windowed_value::WindowedValue<errors::Lossy>: Serde Deserialization Error (element Lossy { a: 5, b: 5 })");
+}
