@@ -1,0 +1,108 @@
+//! TextIO: reading globs, sharded writes that appear whole, and clear errors for
+//! missing inputs and unwritable outputs.
+
+use tidewater::{Error, Pipeline, PipelineOptions};
+use tidewater_transforms::TextIO;
+
+fn options() -> PipelineOptions {
+    tidewater_runner_direct::register();
+    PipelineOptions { seed: Some(11), ..Default::default() }
+}
+
+fn read_shards(prefix: &str, n: u32) -> Vec<String> {
+    let mut lines = Vec::new();
+    for i in 0..n {
+        let name = tidewater_transforms::text_io::shard_name(prefix, i, n, ".txt");
+        let text = std::fs::read_to_string(&name).unwrap_or_else(|e| panic!("{name}: {e}"));
+        lines.extend(text.lines().map(str::to_string));
+    }
+    lines.sort();
+    lines
+}
+
+#[test]
+fn reads_every_file_of_a_glob_and_writes_every_shard() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.txt"), "one\ntwo\r\nthree").unwrap();
+    std::fs::write(dir.path().join("b.txt"), "four\n\nfive\n").unwrap();
+    std::fs::write(dir.path().join("c.log"), "not matched\n").unwrap();
+    let prefix = dir.path().join("out").to_str().unwrap().to_string();
+    let p = Pipeline::new(options());
+    let lines = p.apply("Read", TextIO::read().from(dir.path().join("*.txt").to_str().unwrap()));
+    lines.apply("Write", TextIO::write().to(&prefix).with_suffix(".txt").with_num_shards(3)).capture("files");
+    let r = p.run().unwrap();
+    let files = r.captured_values::<String>("files").unwrap();
+    assert_eq!(files.len(), 3);
+    assert_eq!(read_shards(&prefix, 3), vec!["", "five", "four", "one", "three", "two"]);
+    // Nothing temporary is left behind.
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).filter(|n| n.contains(".tmp")).collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+#[test]
+fn an_empty_input_still_writes_every_shard() {
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = dir.path().join("empty").to_str().unwrap().to_string();
+    let p = Pipeline::new(options());
+    p.create::<String>("Nothing", vec![]).apply("Write", TextIO::write().to(&prefix).with_suffix(".txt").with_num_shards(2));
+    p.run().unwrap();
+    assert_eq!(read_shards(&prefix, 2), Vec::<String>::new());
+}
+
+#[test]
+fn a_missing_input_is_refused_at_construction_naming_the_pattern() {
+    let p = Pipeline::new(options());
+    p.apply("ReadLogs", TextIO::read().from("/nonexistent/dir/*.log"));
+    let e = p.run().unwrap_err();
+    assert!(matches!(e, Error::Construction { .. }));
+    insta::assert_snapshot!(e.to_string(), @"cannot construct transform 'ReadLogs': no input file matches '/nonexistent/dir/*.log'");
+}
+
+#[test]
+fn an_input_deleted_before_running_fails_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("gone.txt");
+    std::fs::write(&path, "x\n").unwrap();
+    let p = Pipeline::new(options());
+    p.apply("Read", TextIO::read().from(path.to_str().unwrap())).capture("lines");
+    std::fs::remove_file(&path).unwrap();
+    let e = p.run().unwrap_err().to_string();
+    assert!(e.starts_with("transform 'Read/MatchFiles' failed in process on element (): no input file matches '"), "{e}");
+}
+
+#[test]
+fn a_missing_output_directory_is_refused_at_construction() {
+    let p = Pipeline::new(options());
+    p.create("Lines", vec!["a".to_string()]).apply("Write", TextIO::write().to("/nonexistent/dir/out"));
+    insta::assert_snapshot!(p.run().unwrap_err().to_string(), @"cannot construct transform 'Write': output directory '/nonexistent/dir' (of prefix '/nonexistent/dir/out') does not exist or is not a directory");
+}
+
+#[test]
+fn an_unwritable_output_fails_naming_the_file_and_keeps_what_was_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    let prefix = out.join("counts").to_str().unwrap().to_string();
+    let shard = tidewater_transforms::text_io::shard_name(&prefix, 0, 1, "");
+    // A directory where the shard should go cannot be replaced by a file.
+    std::fs::create_dir(&shard).unwrap();
+    std::fs::write(std::path::Path::new(&shard).join("keep"), "old").unwrap();
+    let p = Pipeline::new(options());
+    p.create("Lines", vec!["a".to_string()]).apply("Write", TextIO::write().to(&prefix));
+    let e = p.run().unwrap_err().to_string();
+    let expected = format!("transform 'Write/WriteShards' failed in process on element (0, [\"a\"]): cannot write output file '{shard}': ");
+    assert!(e.starts_with(&expected), "{e}");
+    assert_eq!(std::fs::read_to_string(std::path::Path::new(&shard).join("keep")).unwrap(), "old");
+}
+
+#[test]
+fn invalid_utf8_names_the_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bin.txt");
+    std::fs::write(&path, b"fine\n\xff\xfe\n").unwrap();
+    let p = Pipeline::new(options());
+    p.apply("Read", TextIO::read().from(path.to_str().unwrap())).capture("lines");
+    let e = p.run().unwrap_err().to_string();
+    let expected = format!("cannot read input file '{}' at line 2: stream did not contain valid UTF-8", path.display());
+    assert!(e.contains(&expected), "{e}");
+}
