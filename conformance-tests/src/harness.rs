@@ -75,11 +75,11 @@ pub fn run_case(case: &Case, runner: &str, config: &MatrixConfig) -> Outcome {
     for seed in seeds {
         match run_once_with_timeout(*case, runner, seed, config.timeout) {
             Outcome::Pass => {}
-            Outcome::Fail(reason) if seed.is_some() && config.seeds.len() > 1 => {
-                return Outcome::Fail(format!(
-                    "with --seed={}: {reason}",
-                    seed.unwrap_or_default()
-                ))
+            Outcome::Fail(reason) => {
+                return Outcome::Fail(match seed {
+                    Some(seed) => format!("with --seed={seed}: {reason}"),
+                    None => reason,
+                })
             }
             // Unsupported is decided before anything runs, whatever the seed.
             other => return other,
@@ -120,6 +120,7 @@ fn run_once_with_timeout(
 
 /// Builds, checks the declaration, runs and checks `case` on `runner` with `seed`.
 pub fn run_once(case: &Case, runner: &str, seed: Option<u64>) -> Outcome {
+    let _cleanup = crate::scratch::Cleanup;
     let options = PipelineOptions {
         seed,
         ..PipelineOptions::for_runner(runner)
@@ -265,6 +266,17 @@ fn list(features: &[Feature]) -> String {
         .map(|f| f.to_string())
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// Runs `f` with the panic hook silenced: every panic of user code or of a check is
+/// caught and reported in the matrix, and the default hook would interleave its
+/// messages (and backtraces) with it.
+pub fn with_quiet_panics<R>(f: impl FnOnce() -> R) -> R {
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let r = catch_unwind(AssertUnwindSafe(f));
+    std::panic::set_hook(hook);
+    r.unwrap_or_else(|p| std::panic::resume_unwind(p))
 }
 
 /// Runs `f`, turning a panic into its message.

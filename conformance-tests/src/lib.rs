@@ -21,6 +21,7 @@ pub mod cases;
 pub mod check;
 pub mod harness;
 pub mod matrix;
+pub mod scratch;
 
 pub use case::{Case, Outcome};
 pub use cases::all_cases;

@@ -6,6 +6,8 @@
 //!     cargo run -p tidewater-conformance -- --runner direct --case group_by_key --seed 7
 
 use clap::Parser;
+use std::fmt::Write as _;
+use std::io::Write as _;
 use std::process::ExitCode;
 use tidewater_conformance::{all_cases, harness, register_runners, MatrixConfig};
 
@@ -48,8 +50,10 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     }
     if args.list {
+        let mut out = String::new();
         for c in &cases {
-            println!(
+            let _ = writeln!(
+                out,
                 "{:<45} {}",
                 c.name,
                 c.features
@@ -59,6 +63,7 @@ fn main() -> ExitCode {
                     .join(", ")
             );
         }
+        print_out(&out);
         return ExitCode::SUCCESS;
     }
     let runners: Vec<String> = if args.runner == "all" {
@@ -75,12 +80,7 @@ fn main() -> ExitCode {
             .map_or_else(|| MatrixConfig::default().seeds, |s| vec![s]),
         timeout: std::time::Duration::from_secs(args.timeout_secs),
     };
-    // Every panic of user code or of a check is caught and reported in the matrix; the
-    // default hook would interleave their messages with it.
-    let hook = std::panic::take_hook();
-    std::panic::set_hook(Box::new(|_| {}));
-    let matrix = harness::run_matrix(&cases, &runners, &config);
-    std::panic::set_hook(hook);
+    let matrix = harness::with_quiet_panics(|| harness::run_matrix(&cases, &runners, &config));
     let matrix = match matrix {
         Ok(m) => m,
         Err(e) => {
@@ -94,15 +94,20 @@ fn main() -> ExitCode {
         .map(u64::to_string)
         .collect::<Vec<_>>()
         .join(", ");
-    println!(
-        "{} cases on {} (seeds {seeds})\n",
+    print_out(&format!(
+        "{} cases on {} (seeds {seeds})\n\n{}",
         cases.len(),
-        runners.join(", ")
-    );
-    print!("{}", matrix.render());
+        runners.join(", "),
+        matrix.render()
+    ));
     if matrix.has_failures() {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS
     }
+}
+
+/// Prints to stdout; a closed pipe (`| head`) is not an error worth a panic.
+fn print_out(s: &str) {
+    let _ = std::io::stdout().lock().write_all(s.as_bytes());
 }

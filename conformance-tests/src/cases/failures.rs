@@ -7,10 +7,10 @@ use crate::case::RunResult;
 use crate::check::{user_code_error, ExpectedUserError};
 use crate::Case;
 use serde::{Deserialize, Serialize};
-use tidewater::runner::Feature::{CombinePerKey, Create, GroupByKey, ParDo};
+use tidewater::runner::Feature::{CombinePerKey, Create, GroupByKey, MultipleOutputs, ParDo};
 use tidewater::{
     Combine, CombineFn, DoFn, FinishBundleContext, PCollection, PTransform, Pipeline,
-    ProcessContext, UserError,
+    ProcessContext, TupleTag, UserError,
 };
 
 pub(crate) fn cases() -> Vec<Case> {
@@ -62,6 +62,18 @@ pub(crate) fn cases() -> Vec<Case> {
             features: &[Create, ParDo],
             build: finish_bundle_panics,
             check: check_finish_bundle_panics,
+        },
+        Case {
+            name: "failures/output_before_allowed_skew",
+            features: &[Create, ParDo],
+            build: before_skew,
+            check: check_before_skew,
+        },
+        Case {
+            name: "failures/output_to_undeclared_tag",
+            features: &[Create, ParDo, MultipleOutputs],
+            build: undeclared_tag,
+            check: check_undeclared_tag,
         },
         Case {
             name: "failures/combine_fn_panics",
@@ -341,6 +353,68 @@ fn check_finish_bundle_panics(r: RunResult) -> Result<(), String> {
             phase: "finish_bundle",
             element: None,
             message: &["panicked", "finish_bundle exploded"],
+        },
+    )
+}
+
+fn before_skew(p: &Pipeline) {
+    super::pardo::earlier(p, vec![1_234], 9);
+}
+
+fn check_before_skew(r: RunResult) -> Result<(), String> {
+    user_code_error(
+        r,
+        ExpectedUserError {
+            transform: "Earlier",
+            phase: "process",
+            element: Some("1234"),
+            message: &["allowed skew of 9ms"],
+        },
+    )
+}
+
+/// Outputs to a tag it holds, which the ParDo did not declare.
+#[derive(Serialize, Deserialize)]
+struct ToUndeclared {
+    declared: TupleTag<i64>,
+    undeclared: TupleTag<i64>,
+}
+
+impl DoFn for ToUndeclared {
+    type In = i64;
+    type Out = i64;
+    fn process(&mut self, x: i64, ctx: &mut ProcessContext<'_, i64>) -> Result<(), UserError> {
+        match x {
+            0 => ctx.output(x),
+            1 => ctx.output_to(&self.declared, x),
+            _ => ctx.output_to(&self.undeclared, x),
+        }
+        Ok(())
+    }
+}
+
+fn undeclared_tag(p: &Pipeline) {
+    let declared = TupleTag::<i64>::new("declared");
+    let undeclared = TupleTag::<i64>::new("undeclared");
+    p.create("Xs", vec![0i64, 1, 55, 0, 1]).apply(
+        "Route",
+        tidewater::ParDo::of(ToUndeclared {
+            declared: declared.clone(),
+            undeclared,
+        })
+        .with_outputs()
+        .and(&declared),
+    );
+}
+
+fn check_undeclared_tag(r: RunResult) -> Result<(), String> {
+    user_code_error(
+        r,
+        ExpectedUserError {
+            transform: "Route",
+            phase: "process",
+            element: Some("55"),
+            message: &["undeclared tag 'undeclared'"],
         },
     )
 }

@@ -21,6 +21,12 @@ pub(crate) fn cases() -> Vec<Case> {
             check: check_single_input,
         },
         Case {
+            name: "flatten/with_empty_input",
+            features: &[Create, ParDo, Flatten, Capture],
+            build: with_empty,
+            check: check_with_empty,
+        },
+        Case {
             name: "flatten/same_pcollection_twice",
             features: &[Create, Flatten, Capture],
             build: same_twice,
@@ -71,6 +77,21 @@ fn check_single_input(r: RunResult) -> Result<(), String> {
         "one",
         vec!["x".to_string(), "y".to_string()],
     )
+}
+
+fn is_negative(x: &i64) -> bool {
+    *x < 0
+}
+
+fn with_empty(p: &Pipeline) {
+    let a = p.create("A", vec![1i64, 2]);
+    let none = p.create("B", vec![3i64, 4]).filter("Negative", is_negative);
+    let empty = p.create("C", Vec::<i64>::new());
+    vec![none, a, empty].apply_flatten("All").capture("all");
+}
+
+fn check_with_empty(r: RunResult) -> Result<(), String> {
+    values_eq(&succeeded(r)?, "all", vec![1i64, 2])
 }
 
 /// Beam semantics: a PCollection listed twice contributes its elements twice.

@@ -1,16 +1,25 @@
-//! Every conformance case, one module per primitive or transform.
+//! Every conformance case, one module per primitive of the SDK or transform of
+//! `tidewater_transforms`.
 
 use crate::Case;
 
+mod cogroup;
 mod combine;
+mod count;
 mod create;
+mod distinct;
 mod failures;
 mod flatten;
 mod group_by_key;
 mod impulse;
+mod kv;
 mod metrics;
+mod numeric;
 mod pardo;
 mod partition;
+mod sample;
+mod text_io;
+mod top;
 
 /// Every case, in matrix order; names are unique.
 pub fn all_cases() -> Vec<Case> {
@@ -24,6 +33,15 @@ pub fn all_cases() -> Vec<Case> {
         partition::cases(),
         metrics::cases(),
         failures::cases(),
+        // tidewater_transforms
+        count::cases(),
+        numeric::cases(),
+        kv::cases(),
+        distinct::cases(),
+        top::cases(),
+        sample::cases(),
+        cogroup::cases(),
+        text_io::cases(),
     ]
     .concat()
 }

@@ -5,7 +5,9 @@ use crate::case::RunResult;
 use crate::check::{captured, eq, metadata_eq, succeeded, values_eq};
 use crate::Case;
 use serde::{Deserialize, Serialize};
-use tidewater::runner::Feature::{Capture, Create, MultipleOutputs, ParDo};
+use tidewater::runner::Feature::{
+    Capture, CombineGlobally, Create, GroupByKey, MultipleOutputs, ParDo,
+};
 use tidewater::{
     BoundedWindow, DoFn, FinishBundleContext, GlobalWindow, PaneInfo, Pipeline, ProcessContext,
     Timestamp, TupleTag, UserError,
@@ -68,10 +70,28 @@ pub(crate) fn cases() -> Vec<Case> {
             check: check_timestamps,
         },
         Case {
+            name: "pardo/output_within_allowed_skew",
+            features: &[Create, ParDo, Capture],
+            build: within_skew,
+            check: check_within_skew,
+        },
+        Case {
+            name: "pardo/finish_bundle_output_downstream",
+            features: &[Create, ParDo, CombineGlobally, Capture],
+            build: batching,
+            check: check_batching,
+        },
+        Case {
             name: "pardo/multiple_outputs",
             features: &[Create, ParDo, MultipleOutputs, Capture],
             build: tagged,
             check: check_tagged,
+        },
+        Case {
+            name: "pardo/tagged_output_to_group_by_key",
+            features: &[Create, ParDo, MultipleOutputs, GroupByKey, Capture],
+            build: tagged_to_shuffle,
+            check: check_tagged_to_shuffle,
         },
     ]
 }
@@ -546,5 +566,177 @@ fn check_tagged(r: RunResult) -> Result<(), String> {
         Timestamp::MIN,
         BoundedWindow::Global,
         PaneInfo::NO_FIRING,
+    )
+}
+
+/// Outputs each element `by` ms before its input's timestamp; allows `skew` ms.
+#[derive(Serialize, Deserialize)]
+pub(crate) struct Earlier {
+    pub(crate) by: i64,
+    pub(crate) skew: i64,
+}
+
+impl DoFn for Earlier {
+    type In = i64;
+    type Out = i64;
+    fn process(&mut self, x: i64, ctx: &mut ProcessContext<'_, i64>) -> Result<(), UserError> {
+        let t = Timestamp::from_millis(ctx.timestamp().millis() - self.by);
+        ctx.output_with_timestamp(x, t);
+        Ok(())
+    }
+    fn allowed_timestamp_skew(&self) -> i64 {
+        self.skew
+    }
+}
+
+/// Moves each of `xs` to the timestamp it names, then 10 ms earlier, allowing `skew`.
+pub(crate) fn earlier(p: &Pipeline, xs: Vec<i64>, skew: i64) -> tidewater::PCollection<i64> {
+    p.create("Xs", xs)
+        .apply("AtTimestamp", tidewater::ParDo::of(AtTimestamp))
+        .apply("Earlier", tidewater::ParDo::of(Earlier { by: 10, skew }))
+}
+
+fn within_skew(p: &Pipeline) {
+    earlier(p, vec![100, 2_000], 10).capture("earlier");
+}
+
+fn check_within_skew(r: RunResult) -> Result<(), String> {
+    let r = succeeded(r)?;
+    let mut got: Vec<(i64, Timestamp)> = captured::<i64>(&r, "earlier")?
+        .into_iter()
+        .map(|wv| (wv.value, wv.timestamp))
+        .collect();
+    got.sort();
+    eq(
+        "(element, timestamp)",
+        got,
+        vec![
+            (100, Timestamp::from_millis(90)),
+            (2_000, Timestamp::from_millis(1_990)),
+        ],
+    )
+}
+
+/// Buffers its bundle and outputs it from finish_bundle, as batching DoFns do.
+#[derive(Serialize, Deserialize, Default)]
+struct BufferBundle {
+    #[serde(skip)]
+    buffer: Vec<i64>,
+}
+
+impl DoFn for BufferBundle {
+    type In = i64;
+    type Out = i64;
+    fn process(&mut self, x: i64, _ctx: &mut ProcessContext<'_, i64>) -> Result<(), UserError> {
+        self.buffer.push(x);
+        Ok(())
+    }
+    fn finish_bundle(&mut self, ctx: &mut FinishBundleContext<'_, i64>) -> Result<(), UserError> {
+        for x in self.buffer.drain(..) {
+            ctx.output(x, Timestamp::MIN, BoundedWindow::Global);
+        }
+        Ok(())
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+struct SumFn;
+
+impl tidewater::CombineFn for SumFn {
+    type In = i64;
+    type Acc = i64;
+    type Out = i64;
+    fn create_accumulator(&self) -> i64 {
+        0
+    }
+    fn add_input(&self, acc: &mut i64, x: i64) {
+        *acc += x;
+    }
+    fn merge_accumulators(&self, acc: &mut i64, other: i64) {
+        *acc += other;
+    }
+    fn extract_output(&self, acc: i64) -> i64 {
+        acc
+    }
+}
+
+/// What finish_bundle outputs must reach the rest of the stage (a fused ParDo, a
+/// lifted combine) like any other output.
+fn batching(p: &Pipeline) {
+    let squares = p
+        .create("Xs", (1i64..=1_000).collect())
+        .apply("Buffer", tidewater::ParDo::of(BufferBundle::default()))
+        .map("Square", square);
+    squares.capture("squares");
+    squares
+        .apply("Sum", tidewater::Combine::globally(SumFn))
+        .capture("sum");
+}
+
+fn check_batching(r: RunResult) -> Result<(), String> {
+    let r = succeeded(r)?;
+    values_eq(&r, "squares", (1i64..=1_000).map(|x| x * x).collect())?;
+    values_eq(&r, "sum", vec![(1i64..=1_000).map(|x| x * x).sum::<i64>()])
+}
+
+fn parity_key(x: &i64) -> bool {
+    x % 2 == 0
+}
+
+/// A tagged output consumed by a GroupByKey: it crosses a shuffle, not just a fused
+/// ParDo.
+fn tagged_to_shuffle(p: &Pipeline) {
+    let odd = TupleTag::<i64>::new("odd");
+    let other = TupleTag::<String>::new("other");
+    let input: Vec<String> = (0..300)
+        .map(|i| i.to_string())
+        .chain(["x".to_string()])
+        .collect();
+    let out = p.create("Inputs", input).apply(
+        "Classify",
+        tidewater::ParDo::of(Classify {
+            odd: odd.clone(),
+            other: other.clone(),
+        })
+        .with_outputs()
+        .and(&odd)
+        .and(&other),
+    );
+    out.get(&odd)
+        .with_keys("ByResidue", residue_mod_4)
+        .group_by_key("Group")
+        .capture("odd_groups");
+    out.main::<i64>()
+        .with_keys("ByParity", parity_key)
+        .group_by_key("GroupEvens")
+        .capture("even_groups");
+}
+
+fn residue_mod_4(x: &i64) -> i64 {
+    x % 4
+}
+
+fn check_tagged_to_shuffle(r: RunResult) -> Result<(), String> {
+    let r = succeeded(r)?;
+    let mut odd: Vec<(i64, Vec<i64>)> = captured::<(i64, Vec<i64>)>(&r, "odd_groups")?
+        .into_iter()
+        .map(|wv| wv.value)
+        .collect();
+    odd.iter_mut().for_each(|(_, vs)| vs.sort_unstable());
+    odd.sort();
+    let expected: Vec<(i64, Vec<i64>)> = [1, 3]
+        .iter()
+        .map(|&k| (k, (0..300).filter(|x| x % 4 == k).collect()))
+        .collect();
+    eq("groups of the tagged output", odd, expected)?;
+    let mut even: Vec<(bool, Vec<i64>)> = captured::<(bool, Vec<i64>)>(&r, "even_groups")?
+        .into_iter()
+        .map(|wv| wv.value)
+        .collect();
+    even.iter_mut().for_each(|(_, vs)| vs.sort_unstable());
+    eq(
+        "groups of the main output",
+        even,
+        vec![(true, (0..300).step_by(2).collect())],
     )
 }
