@@ -9,3 +9,8 @@ pub fn register_runners() {
     tidewater_runner_microbatch::register();
     tidewater_runner_native::register();
 }
+
+/// The README's example, compiled as a doctest.
+#[doc = include_str!("../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

@@ -30,17 +30,31 @@ pub struct CountWords;
 impl PTransform<PCollection<String>> for CountWords {
     type Output = PCollection<(String, u64)>;
     fn expand(self, lines: PCollection<String>) -> PCollection<(String, u64)> {
-        lines.flat_map("ExtractWords", extract_words).apply("CountPerWord", Count::per_element())
+        lines
+            .flat_map("ExtractWords", extract_words)
+            .apply("CountPerWord", Count::per_element())
     }
 }
 
 /// Builds the word count: read `input`, count words, capture the `top` most frequent
 /// as `"top"`, and write all counts to `output` if given.
-pub fn build(p: &Pipeline, input: &str, output: Option<&str>, top: usize) -> PCollection<(String, u64)> {
-    let counts = p.apply("ReadLines", TextIO::read().from(input)).apply("CountWords", CountWords);
-    counts.apply("ByCount", KvSwap).apply("TopWords", Top::largest(top)).capture("top");
+pub fn build(
+    p: &Pipeline,
+    input: &str,
+    output: Option<&str>,
+    top: usize,
+) -> PCollection<(String, u64)> {
+    let counts = p
+        .apply("ReadLines", TextIO::read().from(input))
+        .apply("CountWords", CountWords);
+    counts
+        .apply("ByCount", KvSwap)
+        .apply("TopWords", Top::largest(top))
+        .capture("top");
     if let Some(prefix) = output {
-        counts.map("Format", format_count).apply("WriteCounts", TextIO::write().to(prefix));
+        counts
+            .map("Format", format_count)
+            .apply("WriteCounts", TextIO::write().to(prefix));
     }
     counts
 }

@@ -28,7 +28,10 @@ fn fused_stages_snapshot() {
     word_count::build(&p, "data/sample.txt", Some("data/counts"), 10);
     let decoded = plan::decode(&plan::encode(&p.to_plan().unwrap())).unwrap();
     let exec = tidewater_runners_core::translate(&decoded).unwrap();
-    insta::assert_snapshot!("wordcount_stages", tidewater_runners_core::fusion::describe(&exec));
+    insta::assert_snapshot!(
+        "wordcount_stages",
+        tidewater_runners_core::fusion::describe(&exec)
+    );
 }
 
 #[test]
@@ -39,12 +42,23 @@ fn counts_equal_the_oracle_on_several_schedules() {
     top.sort_by(|a, b| b.cmp(a));
     top.truncate(5);
     for (seed, validate) in [(1, true), (2, true), (3, true), (0, false)] {
-        let p = Pipeline::new(PipelineOptions { seed: Some(seed), no_validate: !validate, ..Default::default() });
+        let p = Pipeline::new(PipelineOptions {
+            seed: Some(seed),
+            no_validate: !validate,
+            ..Default::default()
+        });
         word_count::build(&p, word_count::SAMPLE, None, 5).capture("counts");
         let r = p.run().unwrap();
-        let got: BTreeMap<String, u64> = r.captured_values::<(String, u64)>("counts").unwrap().into_iter().collect();
+        let got: BTreeMap<String, u64> = r
+            .captured_values::<(String, u64)>("counts")
+            .unwrap()
+            .into_iter()
+            .collect();
         assert_eq!(got, expected, "seed {seed}");
-        assert_eq!(r.captured_values::<Vec<(u64, String)>>("top").unwrap(), vec![top.clone()]);
+        assert_eq!(
+            r.captured_values::<Vec<(u64, String)>>("top").unwrap(),
+            vec![top.clone()]
+        );
     }
 }
 
@@ -53,13 +67,25 @@ fn the_binary_prints_the_top_words_and_writes_every_count() {
     let dir = tempfile::tempdir().unwrap();
     let prefix = dir.path().join("counts");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_wordcount"))
-        .args(["--runner=direct", "--top=3", "--output", prefix.to_str().unwrap()])
+        .args([
+            "--runner=direct",
+            "--top=3",
+            "--output",
+            prefix.to_str().unwrap(),
+        ])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let stdout = String::from_utf8(out.stdout).unwrap();
     let expected = oracle(&std::fs::read_to_string(word_count::SAMPLE).unwrap());
-    assert!(stdout.contains(&format!("{:>8}  the\n", expected["the"])), "{stdout}");
+    assert!(
+        stdout.contains(&format!("{:>8}  the\n", expected["the"])),
+        "{stdout}"
+    );
     let written = std::fs::read_to_string(format!("{}-00000-of-00001", prefix.display())).unwrap();
     let mut lines: Vec<&str> = written.lines().collect();
     lines.sort();
@@ -70,9 +96,19 @@ fn the_binary_prints_the_top_words_and_writes_every_count() {
 
 #[test]
 fn the_binary_reports_a_refused_runner_and_exits_non_zero() {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_wordcount")).args(["--runner=microbatch"]).env("RUST_BACKTRACE", "0").output().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_wordcount"))
+        .args(["--runner=microbatch"])
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8(out.stderr).unwrap();
-    assert!(stderr.contains("runner 'microbatch' cannot run this pipeline:"), "{stderr}");
-    assert!(stderr.contains("- Combine.perKey (used by 'CountWords/CountPerWord/Count/Combine')"), "{stderr}");
+    assert!(
+        stderr.contains("runner 'microbatch' cannot run this pipeline:"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("- Combine.perKey (used by 'CountWords/CountPerWord/Count/Combine')"),
+        "{stderr}"
+    );
 }

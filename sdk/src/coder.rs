@@ -35,7 +35,10 @@ pub fn encode_into<T: Serialize + ?Sized>(value: &T, out: &mut Vec<u8>) -> Resul
             *out = v;
             Ok(())
         }
-        Err(e) => Err(CoderError(format!("cannot encode {}: {e}", std::any::type_name::<T>()))),
+        Err(e) => Err(CoderError(format!(
+            "cannot encode {}: {e}",
+            std::any::type_name::<T>()
+        ))),
     }
 }
 
@@ -46,13 +49,16 @@ pub fn encode_into<T: Serialize + ?Sized>(value: &T, out: &mut Vec<u8>) -> Resul
 /// ```
 pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, CoderError> {
     match postcard::take_from_bytes::<T>(bytes) {
-        Ok((v, rest)) if rest.is_empty() => Ok(v),
+        Ok((v, [])) => Ok(v),
         Ok((_, rest)) => Err(CoderError(format!(
             "decoding {} left {} trailing bytes",
             std::any::type_name::<T>(),
             rest.len()
         ))),
-        Err(e) => Err(CoderError(format!("cannot decode {}: {e}", std::any::type_name::<T>()))),
+        Err(e) => Err(CoderError(format!(
+            "cannot decode {}: {e}",
+            std::any::type_name::<T>()
+        ))),
     }
 }
 

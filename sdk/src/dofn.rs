@@ -46,9 +46,16 @@ pub trait DoFn: Send + 'static {
         Ok(())
     }
     /// Once per element (and per window of the element).
-    fn process(&mut self, element: Self::In, ctx: &mut ProcessContext<'_, Self::Out>) -> Result<(), UserError>;
+    fn process(
+        &mut self,
+        element: Self::In,
+        ctx: &mut ProcessContext<'_, Self::Out>,
+    ) -> Result<(), UserError>;
     /// After the last element of each bundle; may output.
-    fn finish_bundle(&mut self, _ctx: &mut FinishBundleContext<'_, Self::Out>) -> Result<(), UserError> {
+    fn finish_bundle(
+        &mut self,
+        _ctx: &mut FinishBundleContext<'_, Self::Out>,
+    ) -> Result<(), UserError> {
         Ok(())
     }
     /// Once when the instance is discarded, also after a failed bundle.
@@ -78,7 +85,10 @@ pub struct TupleTag<T> {
 
 impl<T> Clone for TupleTag<T> {
     fn clone(&self) -> Self {
-        TupleTag { name: self.name.clone(), _t: PhantomData }
+        TupleTag {
+            name: self.name.clone(),
+            _t: PhantomData,
+        }
     }
 }
 
@@ -91,7 +101,10 @@ impl<T> std::fmt::Debug for TupleTag<T> {
 impl<T> TupleTag<T> {
     /// A tag named `name`; `"main"` is the main output's.
     pub fn new(name: &str) -> Self {
-        TupleTag { name: name.to_string(), _t: PhantomData }
+        TupleTag {
+            name: name.to_string(),
+            _t: PhantomData,
+        }
     }
     /// The tag's name.
     pub fn name(&self) -> &str {
@@ -132,11 +145,17 @@ impl<O: Element> Outputs<'_, O> {
 
     pub(crate) fn push_tagged<T: Element>(&mut self, tag: &TupleTag<T>, wv: WindowedValue<T>) {
         let Some(i) = self.tags.iter().position(|t| *t == tag.name) else {
-            self.fail(format!("output to undeclared tag '{}'; declared: {}", tag.name, self.tags.join(", ")));
+            self.fail(format!(
+                "output to undeclared tag '{}'; declared: {}",
+                tag.name,
+                self.tags.join(", ")
+            ));
             return;
         };
         if i == 0 {
-            self.fail(format!("the main output has tag '{MAIN_TAG}'; use output() for it"));
+            self.fail(format!(
+                "the main output has tag '{MAIN_TAG}'; use output() for it"
+            ));
             return;
         }
         let emit = &mut *self.emit;
@@ -174,7 +193,11 @@ impl<O: Element> Outputs<'_, O> {
     }
 
     fn fail(&mut self, message: String) {
-        self.failed.get_or_insert(ExecError::User { phase: Phase::Process, element: None, message });
+        self.failed.get_or_insert(ExecError::User {
+            phase: Phase::Process,
+            element: None,
+            message,
+        });
     }
 }
 
@@ -192,7 +215,12 @@ pub struct ProcessContext<'a, O> {
 impl<O: Element> ProcessContext<'_, O> {
     /// Outputs `value` to the main output with the input's timestamp and windows.
     pub fn output(&mut self, value: O) {
-        let wv = WindowedValue { value, timestamp: self.timestamp, windows: self.windows.clone(), pane: self.pane };
+        let wv = WindowedValue {
+            value,
+            timestamp: self.timestamp,
+            windows: self.windows.clone(),
+            pane: self.pane,
+        };
         self.out.push_main(wv);
     }
 
@@ -202,13 +230,23 @@ impl<O: Element> ProcessContext<'_, O> {
         if !self.check_skew(timestamp) {
             return;
         }
-        let wv = WindowedValue { value, timestamp, windows: self.windows.clone(), pane: self.pane };
+        let wv = WindowedValue {
+            value,
+            timestamp,
+            windows: self.windows.clone(),
+            pane: self.pane,
+        };
         self.out.push_main(wv);
     }
 
     /// Outputs `value` to the tagged output `tag`.
     pub fn output_to<T: Element>(&mut self, tag: &TupleTag<T>, value: T) {
-        let wv = WindowedValue { value, timestamp: self.timestamp, windows: self.windows.clone(), pane: self.pane };
+        let wv = WindowedValue {
+            value,
+            timestamp: self.timestamp,
+            windows: self.windows.clone(),
+            pane: self.pane,
+        };
         self.out.push_tagged(tag, wv);
     }
 
@@ -264,7 +302,12 @@ pub struct FinishBundleContext<'a, O> {
 impl<O: Element> FinishBundleContext<'_, O> {
     /// Outputs `value` at `timestamp` in `window`.
     pub fn output(&mut self, value: O, timestamp: Timestamp, window: BoundedWindow) {
-        self.out.push_main(WindowedValue { value, timestamp, windows: Windows::One(window), pane: PaneInfo::NO_FIRING });
+        self.out.push_main(WindowedValue {
+            value,
+            timestamp,
+            windows: Windows::One(window),
+            pane: PaneInfo::NO_FIRING,
+        });
     }
 
     /// Adds `n` to the counter `name` of this step.

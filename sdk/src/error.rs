@@ -42,10 +42,10 @@ pub enum Error {
     },
     /// A user function or type named in the plan is not registered in this binary.
     #[error(
-        "unknown {kind} '{name}' in transform '{transform}': this binary has not registered it. \
+        "unknown {kind} '{name}' in {transform}: this binary has not registered it. \
          Functions and types register themselves when the pipeline that uses them is constructed; \
-         a binary that runs a plan it did not build must construct the same pipeline first \
-         (or call tidewater::registry::register_{kind_snake}::<T>() for it)"
+         a binary that runs a plan it did not build must construct the same pipeline first{}",
+        if *kind_snake == "do_fn" { " (or, for a DoFn struct, call tidewater::registry::register_do_fn::<T>())" } else { "" }
     )]
     UnknownFunction {
         /// "DoFn", "grouping" or "element type".
@@ -54,7 +54,7 @@ pub enum Error {
         kind_snake: &'static str,
         /// The registered name the plan uses.
         name: String,
-        /// The transform (or PCollection) that refers to it.
+        /// What refers to it: "transform 'X'" or "PCollection 'Y'".
         transform: String,
     },
     /// The user function's fields in the plan do not deserialize.

@@ -43,7 +43,13 @@ pub struct PipelineOptions {
 
 impl Default for PipelineOptions {
     fn default() -> Self {
-        PipelineOptions { runner: "direct".into(), seed: None, no_validate: false, dump_plan: None, runner_options: Vec::new() }
+        PipelineOptions {
+            runner: "direct".into(),
+            seed: None,
+            no_validate: false,
+            dump_plan: None,
+            runner_options: Vec::new(),
+        }
     }
 }
 
@@ -54,7 +60,10 @@ impl PipelineOptions {
     /// assert_eq!(tidewater::PipelineOptions::for_runner("native").runner, "native");
     /// ```
     pub fn for_runner(runner: &str) -> Self {
-        PipelineOptions { runner: runner.to_string(), ..Default::default() }
+        PipelineOptions {
+            runner: runner.to_string(),
+            ..Default::default()
+        }
     }
 
     /// The value of runner option `key`, if given.
@@ -65,7 +74,11 @@ impl PipelineOptions {
     /// assert_eq!(o.runner_option("bundle_size"), Some("10"));
     /// ```
     pub fn runner_option(&self, key: &str) -> Option<&str> {
-        self.runner_options.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+        self.runner_options
+            .iter()
+            .rev()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
     }
 }
 

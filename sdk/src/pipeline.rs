@@ -1,6 +1,9 @@
 //! Pipeline and PCollection: building the graph.
 
-use crate::plan::{self, urn, CoderSpec, Components, EnvironmentSpec, FunctionSpec, IsBounded, PCollectionSpec, Plan, TransformSpec, WindowingStrategySpec};
+use crate::plan::{
+    self, urn, CoderSpec, Components, EnvironmentSpec, FunctionSpec, IsBounded, PCollectionSpec,
+    Plan, TransformSpec, WindowingStrategySpec,
+};
 use crate::runner::{self, PipelineResult};
 use crate::transform::{PBegin, PInput, POutput, PTransform};
 use crate::{Element, Error, PipelineOptions, Result};
@@ -66,14 +69,21 @@ pub struct PCollection<T> {
 
 impl<T> Clone for PCollection<T> {
     fn clone(&self) -> Self {
-        PCollection { pipeline: self.pipeline.clone(), id: self.id, _t: PhantomData }
+        PCollection {
+            pipeline: self.pipeline.clone(),
+            id: self.id,
+            _t: PhantomData,
+        }
     }
 }
 
 impl Pipeline {
     /// An empty pipeline that will run with `options`.
     pub fn new(options: PipelineOptions) -> Self {
-        Pipeline { graph: Rc::new(RefCell::new(Graph::default())), options: Rc::new(options) }
+        Pipeline {
+            graph: Rc::new(RefCell::new(Graph::default())),
+            options: Rc::new(options),
+        }
     }
 
     /// The options it runs with.
@@ -97,7 +107,12 @@ impl Pipeline {
 
     /// Every construction error recorded so far.
     pub fn construction_errors(&self) -> Vec<String> {
-        self.graph.borrow().errors.iter().map(|e| e.to_string()).collect()
+        self.graph
+            .borrow()
+            .errors
+            .iter()
+            .map(|e| e.to_string())
+            .collect()
     }
 
     /// Runs the pipeline on the runner the options name: the plan is encoded to JSON,
@@ -123,11 +138,21 @@ impl Pipeline {
     /// let a = p.create("A", vec![1u8]);
     /// let both = p.apply_to("Both", vec![a.clone(), a], Flatten);
     /// ```
-    pub fn apply_to<I: PInput, Tr: PTransform<I>>(&self, name: &str, input: I, transform: Tr) -> Tr::Output {
+    pub fn apply_to<I: PInput, Tr: PTransform<I>>(
+        &self,
+        name: &str,
+        input: I,
+        transform: Tr,
+    ) -> Tr::Output {
         self.apply_transform(name, input, transform)
     }
 
-    pub(crate) fn apply_transform<I: PInput, Tr: PTransform<I>>(&self, name: &str, input: I, transform: Tr) -> Tr::Output {
+    pub(crate) fn apply_transform<I: PInput, Tr: PTransform<I>>(
+        &self,
+        name: &str,
+        input: I,
+        transform: Tr,
+    ) -> Tr::Output {
         let id = self.begin(name, input.pcollections());
         let output = transform.expand(input);
         self.end(id, output.pcollections());
@@ -142,7 +167,10 @@ impl Pipeline {
             None => name.to_string(),
         };
         if name.is_empty() {
-            g.errors.push(Error::Construction { transform: full.clone(), message: "a transform name may not be empty".into() });
+            g.errors.push(Error::Construction {
+                transform: full.clone(),
+                message: "a transform name may not be empty".into(),
+            });
         } else if !g.names.insert(full.clone()) {
             g.errors.push(Error::Construction {
                 transform: full.clone(),
@@ -150,7 +178,14 @@ impl Pipeline {
             });
         }
         let id = g.transforms.len();
-        g.transforms.push(TransformNode { unique_name: full, spec: None, inputs, outputs: Vec::new(), subtransforms: Vec::new(), runs_user_code: false });
+        g.transforms.push(TransformNode {
+            unique_name: full,
+            spec: None,
+            inputs,
+            outputs: Vec::new(),
+            subtransforms: Vec::new(),
+            runs_user_code: false,
+        });
         match parent {
             Some(p) => g.transforms[p].subtransforms.push(id),
             None => g.roots.push(id),
@@ -170,7 +205,10 @@ impl Pipeline {
     /// The full name of the transform being expanded.
     pub(crate) fn current_name(&self) -> String {
         let g = self.graph.borrow();
-        g.scopes.last().map(|&s| g.transforms[s].unique_name.clone()).unwrap_or_default()
+        g.scopes
+            .last()
+            .map(|&s| g.transforms[s].unique_name.clone())
+            .unwrap_or_default()
     }
 
     /// Records a construction error against the transform being expanded: `run` and
@@ -184,22 +222,38 @@ impl Pipeline {
     /// ```
     pub fn record_error(&self, message: String) {
         let transform = self.current_name();
-        self.graph.borrow_mut().errors.push(Error::Construction { transform, message });
+        self.graph
+            .borrow_mut()
+            .errors
+            .push(Error::Construction { transform, message });
     }
 
     /// Makes the transform being expanded a primitive with `spec`; returns its outputs,
     /// one new PCollection per `(tag, element type)`.
-    pub(crate) fn set_primitive(&self, spec: FunctionSpec, runs_user_code: bool, output_types: Vec<(String, String)>, bounded: IsBounded) -> Vec<usize> {
+    pub(crate) fn set_primitive(
+        &self,
+        spec: FunctionSpec,
+        runs_user_code: bool,
+        output_types: Vec<(String, String)>,
+        bounded: IsBounded,
+    ) -> Vec<usize> {
         let mut g = self.graph.borrow_mut();
         let Some(&id) = g.scopes.last() else {
             panic!("set_primitive outside of apply: primitives are applied through apply()");
         };
-        assert!(g.transforms[id].spec.is_none() && g.transforms[id].subtransforms.is_empty(), "a primitive expanded twice");
+        assert!(
+            g.transforms[id].spec.is_none() && g.transforms[id].subtransforms.is_empty(),
+            "a primitive expanded twice"
+        );
         let mut outs = Vec::new();
         for (tag, element_type) in output_types {
             let pc = g.pcollections.len();
             let unique_name = format!("{}.{}", g.transforms[id].unique_name, tag);
-            g.pcollections.push(PCollectionNode { unique_name, element_type, bounded });
+            g.pcollections.push(PCollectionNode {
+                unique_name,
+                element_type,
+                bounded,
+            });
             g.transforms[id].outputs.push((tag, pc));
             outs.push(pc);
         }
@@ -209,12 +263,19 @@ impl Pipeline {
     }
 
     pub(crate) fn pcollection<T: Element>(&self, id: usize) -> PCollection<T> {
-        PCollection { pipeline: self.clone(), id, _t: PhantomData }
+        PCollection {
+            pipeline: self.clone(),
+            id,
+            _t: PhantomData,
+        }
     }
 
     pub(crate) fn is_bounded(&self, ids: &[usize]) -> IsBounded {
         let g = self.graph.borrow();
-        if ids.iter().all(|&i| g.pcollections[i].bounded == IsBounded::Bounded) {
+        if ids
+            .iter()
+            .all(|&i| g.pcollections[i].bounded == IsBounded::Bounded)
+        {
             IsBounded::Bounded
         } else {
             IsBounded::Unbounded
@@ -237,14 +298,20 @@ pub fn run_plan_json(json: &str, options: &PipelineOptions) -> Result<PipelineRe
     let runner = runner::lookup_runner(&options.runner)?;
     let unsupported = runner.capabilities().check(&decoded);
     if !unsupported.is_empty() {
-        return Err(Error::Unsupported { runner: runner.name().to_string(), unsupported });
+        return Err(Error::Unsupported {
+            runner: runner.name().to_string(),
+            unsupported,
+        });
     }
     runner.run(&decoded, options)
 }
 
 fn clone_error(e: &Error) -> Error {
     match e {
-        Error::Construction { transform, message } => Error::Construction { transform: transform.clone(), message: message.clone() },
+        Error::Construction { transform, message } => Error::Construction {
+            transform: transform.clone(),
+            message: message.clone(),
+        },
         other => Error::Internal(other.to_string()),
     }
 }
@@ -261,18 +328,24 @@ impl Graph {
                     unique_name: t.unique_name.clone(),
                     spec: t.spec.clone(),
                     inputs: t.inputs.iter().map(|(k, v)| (k.clone(), pid(*v))).collect(),
-                    outputs: t.outputs.iter().map(|(k, v)| (k.clone(), pid(*v))).collect(),
+                    outputs: t
+                        .outputs
+                        .iter()
+                        .map(|(k, v)| (k.clone(), pid(*v)))
+                        .collect(),
                     subtransforms: t.subtransforms.iter().map(|&s| tid(s)).collect(),
                     environment_id: t.runs_user_code.then(|| RUST_ENV.to_string()),
                 },
             );
         }
         for p in &self.pcollections {
-            c.coders.entry(p.element_type.clone()).or_insert_with(|| CoderSpec {
-                urn: crate::coder::ELEMENT_CODER_URN.into(),
-                rust_type: Some(p.element_type.clone()),
-                component_coder_ids: Vec::new(),
-            });
+            c.coders
+                .entry(p.element_type.clone())
+                .or_insert_with(|| CoderSpec {
+                    urn: crate::coder::ELEMENT_CODER_URN.into(),
+                    rust_type: Some(p.element_type.clone()),
+                    component_coder_ids: Vec::new(),
+                });
             c.pcollections.insert(
                 p.unique_name.clone(),
                 PCollectionSpec {
@@ -285,12 +358,19 @@ impl Graph {
         }
         c.coders.insert(
             "global_window".into(),
-            CoderSpec { urn: urn::GLOBAL_WINDOW_CODER.into(), rust_type: None, component_coder_ids: Vec::new() },
+            CoderSpec {
+                urn: urn::GLOBAL_WINDOW_CODER.into(),
+                rust_type: None,
+                component_coder_ids: Vec::new(),
+            },
         );
         c.windowing_strategies.insert(
             GLOBAL_WINDOWING.into(),
             WindowingStrategySpec {
-                window_fn: FunctionSpec { urn: urn::GLOBAL_WINDOWS.into(), payload: serde_json::Value::Null },
+                window_fn: FunctionSpec {
+                    urn: urn::GLOBAL_WINDOWS.into(),
+                    payload: serde_json::Value::Null,
+                },
                 merge_status: "NON_MERGING".into(),
                 window_coder_id: "global_window".into(),
                 trigger: serde_json::json!({ "default": {} }),
@@ -309,14 +389,20 @@ impl Graph {
                 payload: serde_json::json!({ "sdk": "tidewater", "sdk_version": env!("CARGO_PKG_VERSION") }),
             },
         );
-        Plan { version: plan::PLAN_VERSION, components: c, root_transform_ids: self.roots.iter().map(|&r| tid(r)).collect() }
+        Plan {
+            version: plan::PLAN_VERSION,
+            components: c,
+            root_transform_ids: self.roots.iter().map(|&r| tid(r)).collect(),
+        }
     }
 }
 
 impl<T: Element> PCollection<T> {
     /// Applies `transform` to this PCollection under `name`.
     pub fn apply<Tr: PTransform<PCollection<T>>>(&self, name: &str, transform: Tr) -> Tr::Output {
-        self.pipeline.clone().apply_transform(name, self.clone(), transform)
+        self.pipeline
+            .clone()
+            .apply_transform(name, self.clone(), transform)
     }
 
     /// The pipeline this PCollection belongs to.
@@ -337,5 +423,8 @@ impl<T: Element> PCollection<T> {
 
 /// Ids for use by the plan's builder in this crate.
 pub(crate) fn output_types<T: Element>(tag: &str) -> Vec<(String, String)> {
-    vec![(tag.to_string(), crate::registry::register_element_type::<T>())]
+    vec![(
+        tag.to_string(),
+        crate::registry::register_element_type::<T>(),
+    )]
 }

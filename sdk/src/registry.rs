@@ -14,9 +14,11 @@ use std::collections::HashMap;
 use std::sync::{Arc, OnceLock, RwLock};
 
 /// Builds a DoFn from its fields in the plan.
-pub type DoFnFactory = Arc<dyn Fn(&serde_json::Value) -> Result<Box<dyn ErasedDoFn>, String> + Send + Sync>;
+pub type DoFnFactory =
+    Arc<dyn Fn(&serde_json::Value) -> Result<Box<dyn ErasedDoFn>, String> + Send + Sync>;
 /// Builds a grouping's typed operations from its payload's fields.
-pub type GroupingFactory = Arc<dyn Fn(&serde_json::Value) -> Result<Box<dyn GroupingOps>, String> + Send + Sync>;
+pub type GroupingFactory =
+    Arc<dyn Fn(&serde_json::Value) -> Result<Box<dyn GroupingOps>, String> + Send + Sync>;
 
 #[derive(Default)]
 struct Registry {
@@ -66,7 +68,7 @@ pub fn register_do_fn<F: DoFn + DeserializeOwned>() -> String {
         let f: F = serde_json::from_value(fields.clone()).map_err(|e| e.to_string())?;
         Ok(Box::new(crate::exec::DoFnInvoker::new(f)) as Box<dyn ErasedDoFn>)
     });
-    write().do_fns.insert(name.clone(), factory);
+    write().do_fns.entry(name.clone()).or_insert(factory);
     name
 }
 
@@ -90,7 +92,8 @@ pub fn register_element_type<T: Element>() -> String {
     let name = std::any::type_name::<T>();
     let mut r = write();
     if !r.types.contains_key(name) {
-        r.types.insert(name.to_string(), Arc::new(TypedElementType::<T>::default()));
+        r.types
+            .insert(name.to_string(), Arc::new(TypedElementType::<T>::default()));
     }
     name.to_string()
 }

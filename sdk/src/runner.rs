@@ -107,7 +107,11 @@ pub struct UnsupportedFeature {
 
 impl fmt::Display for UnsupportedFeature {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} (used by '{}'): {}", self.feature, self.transform, self.reason)
+        write!(
+            f,
+            "{} (used by '{}'): {}",
+            self.feature, self.transform, self.reason
+        )
     }
 }
 
@@ -121,7 +125,10 @@ pub struct Capabilities {
 impl Capabilities {
     /// Supports exactly `features`; `missing_reason` explains the rest.
     pub fn new(features: impl IntoIterator<Item = Feature>, missing_reason: &str) -> Self {
-        Capabilities { supported: features.into_iter().collect(), missing_reason: missing_reason.to_string() }
+        Capabilities {
+            supported: features.into_iter().collect(),
+            missing_reason: missing_reason.to_string(),
+        }
     }
 
     /// Supports nothing (a runner that is not implemented yet).
@@ -147,7 +154,11 @@ impl Capabilities {
             .into_iter()
             .filter(|(f, _)| !self.supports(*f))
             .filter(|(f, t)| seen.insert((*f, t.clone())))
-            .map(|(feature, transform)| UnsupportedFeature { feature, transform, reason: self.missing_reason.clone() })
+            .map(|(feature, transform)| UnsupportedFeature {
+                feature,
+                transform,
+                reason: self.missing_reason.clone(),
+            })
             .collect()
     }
 }
@@ -170,12 +181,20 @@ fn runners() -> &'static RwLock<BTreeMap<&'static str, Arc<dyn Runner>>> {
 /// Makes `runner` selectable by its name. Runner crates expose a `register()` that calls
 /// this; registering the same name again replaces it.
 pub fn register_runner(runner: Arc<dyn Runner>) {
-    runners().write().unwrap_or_else(|e| e.into_inner()).insert(runner.name(), runner);
+    runners()
+        .write()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(runner.name(), runner);
 }
 
 /// Every registered runner, by name.
 pub fn registered_runners() -> Vec<Arc<dyn Runner>> {
-    runners().read().unwrap_or_else(|e| e.into_inner()).values().cloned().collect()
+    runners()
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .values()
+        .cloned()
+        .collect()
 }
 
 /// The runner named `name`, or an error listing the known ones.
@@ -223,7 +242,8 @@ impl PipelineResult {
         let mut out = Vec::new();
         let mut rest = bytes.as_slice();
         while !rest.is_empty() {
-            let (len, r) = postcard::take_from_bytes::<u64>(rest).map_err(|e| Error::Internal(e.to_string()))?;
+            let (len, r) = postcard::take_from_bytes::<u64>(rest)
+                .map_err(|e| Error::Internal(e.to_string()))?;
             let len = len as usize;
             if r.len() < len {
                 return Err(Error::Internal(format!("captured '{name}' is truncated")));

@@ -75,16 +75,27 @@ impl<T: Element> POutput for PCollection<T> {
 
 impl<T: Element> PInput for Vec<PCollection<T>> {
     fn pipeline(&self) -> &Pipeline {
-        &self.first().expect("an empty list of PCollections has no pipeline; Flatten needs at least one input").pipeline
+        &self
+            .first()
+            .expect(
+                "an empty list of PCollections has no pipeline; Flatten needs at least one input",
+            )
+            .pipeline
     }
     fn pcollections(&self) -> Vec<(String, usize)> {
-        self.iter().enumerate().map(|(i, p)| (i.to_string(), p.id)).collect()
+        self.iter()
+            .enumerate()
+            .map(|(i, p)| (i.to_string(), p.id))
+            .collect()
     }
 }
 
 impl<T: Element> POutput for Vec<PCollection<T>> {
     fn pcollections(&self) -> Vec<(String, usize)> {
-        self.iter().enumerate().map(|(i, p)| (i.to_string(), p.id)).collect()
+        self.iter()
+            .enumerate()
+            .map(|(i, p)| (i.to_string(), p.id))
+            .collect()
     }
 }
 

@@ -6,7 +6,8 @@ use std::path::Path;
 
 /// The `tidewater*` crates named in the `[dependencies]` section of a manifest.
 fn tidewater_dependencies(manifest: &Path) -> Vec<String> {
-    let text = std::fs::read_to_string(manifest).unwrap_or_else(|e| panic!("{}: {e}", manifest.display()));
+    let text =
+        std::fs::read_to_string(manifest).unwrap_or_else(|e| panic!("{}: {e}", manifest.display()));
     let mut in_deps = false;
     let mut deps = Vec::new();
     for line in text.lines().map(str::trim) {
@@ -28,16 +29,52 @@ fn tidewater_dependencies(manifest: &Path) -> Vec<String> {
 #[test]
 fn crates_depend_only_downward() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    let runners = ["tidewater-runner-direct", "tidewater-runner-microbatch", "tidewater-runner-native"];
+    let runners = [
+        "tidewater-runner-direct",
+        "tidewater-runner-microbatch",
+        "tidewater-runner-native",
+    ];
     let rules: &[(&str, &[&str])] = &[
         ("sdk", &[]),
         ("runners/core", &["tidewater"]),
         ("runners/direct", &["tidewater", "tidewater-runners-core"]),
-        ("runners/microbatch", &["tidewater", "tidewater-runners-core", "tidewater-runners-timely"]),
-        ("runners/native", &["tidewater", "tidewater-runners-core", "tidewater-runners-timely"]),
+        (
+            "runners/microbatch",
+            &[
+                "tidewater",
+                "tidewater-runners-core",
+                "tidewater-runners-timely",
+            ],
+        ),
+        (
+            "runners/native",
+            &[
+                "tidewater",
+                "tidewater-runners-core",
+                "tidewater-runners-timely",
+            ],
+        ),
         ("transforms", &["tidewater"]),
-        ("examples", &["tidewater", "tidewater-transforms", runners[0], runners[1], runners[2]]),
-        ("conformance-tests", &["tidewater", "tidewater-transforms", runners[0], runners[1], runners[2]]),
+        (
+            "examples",
+            &[
+                "tidewater",
+                "tidewater-transforms",
+                runners[0],
+                runners[1],
+                runners[2],
+            ],
+        ),
+        (
+            "conformance-tests",
+            &[
+                "tidewater",
+                "tidewater-transforms",
+                runners[0],
+                runners[1],
+                runners[2],
+            ],
+        ),
     ];
     let mut violations = Vec::new();
     for (dir, allowed) in rules {
@@ -51,11 +88,18 @@ fn crates_depend_only_downward() {
             }
         }
     }
-    assert!(violations.is_empty(), "forbidden dependencies:\n{}", violations.join("\n"));
+    assert!(
+        violations.is_empty(),
+        "forbidden dependencies:\n{}",
+        violations.join("\n")
+    );
 }
 
 #[test]
 fn the_parser_sees_dependencies() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    assert_eq!(tidewater_dependencies(&root.join("runners/direct/Cargo.toml")), vec!["tidewater", "tidewater-runners-core"]);
+    assert_eq!(
+        tidewater_dependencies(&root.join("runners/direct/Cargo.toml")),
+        vec!["tidewater", "tidewater-runners-core"]
+    );
 }

@@ -8,7 +8,9 @@ fn small_plan_json() -> String {
         2 * x
     }
     let p = Pipeline::new(Default::default());
-    p.create("Numbers", vec![1i64, 2]).map("Double", double).capture("out");
+    p.create("Numbers", vec![1i64, 2])
+        .map("Double", double)
+        .capture("out");
     tidewater::plan::encode(&p.to_plan().unwrap())
 }
 
@@ -25,7 +27,10 @@ fn a_valid_plan_round_trips() {
 
 #[test]
 fn malformed_json_names_line_and_column() {
-    assert!(matches!(decode("{\"version\": 1,"), Err(Error::MalformedPlan { .. })));
+    assert!(matches!(
+        decode("{\"version\": 1,"),
+        Err(Error::MalformedPlan { .. })
+    ));
     insta::assert_snapshot!(message("{\"version\": 1,"), @"malformed plan: EOF while parsing a value at line 1 column 14");
     insta::assert_snapshot!(message("[1, 2]"), @"malformed plan: missing field `version` at the top level");
 }
@@ -33,7 +38,13 @@ fn malformed_json_names_line_and_column() {
 #[test]
 fn another_version_is_refused() {
     let json = small_plan_json().replacen("\"version\": 1", "\"version\": 2", 1);
-    assert!(matches!(decode(&json), Err(Error::PlanVersion { found: 2, supported: 1 })));
+    assert!(matches!(
+        decode(&json),
+        Err(Error::PlanVersion {
+            found: 2,
+            supported: 1
+        })
+    ));
     insta::assert_snapshot!(message(&json), @"plan format version 2 is not supported: this binary reads version 1");
     insta::assert_snapshot!(message("{\"version\": \"one\"}"), @r#"malformed plan: field `version` must be an unsigned integer, found "one""#);
 }
@@ -48,6 +59,10 @@ fn unknown_and_missing_fields_are_named() {
 fn dangling_references_are_named() {
     let json = small_plan_json().replacen("\"coder_id\": \"i64\"", "\"coder_id\": \"nope\"", 1);
     insta::assert_snapshot!(message(&json), @"invalid plan: PCollection 'Double.main' uses coder 'nope', which is not defined");
-    let json = small_plan_json().replacen("\"input\": \"Numbers.main\"", "\"input\": \"Ghost.main\"", 1);
+    let json = small_plan_json().replacen(
+        "\"input\": \"Numbers.main\"",
+        "\"input\": \"Ghost.main\"",
+        1,
+    );
     insta::assert_snapshot!(message(&json), @"invalid plan: transform 'Double' refers to PCollection 'Ghost.main' (as 'input'), which is not defined");
 }

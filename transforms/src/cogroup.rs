@@ -41,23 +41,33 @@ fn split<K, A, B>(kv: (K, Vec<Union<A, B>>)) -> (K, (Vec<A>, Vec<B>)) {
     (kv.0, (l, r))
 }
 
-impl<K: Element, A: Element, B: Element> PTransform<(PCollection<(K, A)>, PCollection<(K, B)>)> for CoGroupByKey {
+impl<K: Element, A: Element, B: Element> PTransform<(PCollection<(K, A)>, PCollection<(K, B)>)>
+    for CoGroupByKey
+{
     type Output = PCollection<(K, (Vec<A>, Vec<B>))>;
     fn expand(self, (a, b): (PCollection<(K, A)>, PCollection<(K, B)>)) -> Self::Output {
         let a = a.map("TagLeft", left::<K, A, B>);
         let b = b.map("TagRight", right::<K, A, B>);
-        vec![a, b].apply_flatten("Flatten").apply("GroupByKey", GroupByKey).map("Split", split::<K, A, B>)
+        vec![a, b]
+            .apply_flatten("Flatten")
+            .apply("GroupByKey", GroupByKey)
+            .map("Split", split::<K, A, B>)
     }
 }
+
+/// The output of a [`CoGroupByKey`]: per key, the values of each side.
+pub type CoGrouped<K, A, B> = PCollection<(K, (Vec<A>, Vec<B>))>;
 
 /// CoGroupByKey as a method on a pair of keyed PCollections.
 pub trait CoGroupExt<K, A, B> {
     /// Applies [`CoGroupByKey`] under `name`.
-    fn apply_cogroup(&self, name: &str) -> PCollection<(K, (Vec<A>, Vec<B>))>;
+    fn apply_cogroup(&self, name: &str) -> CoGrouped<K, A, B>;
 }
 
-impl<K: Element, A: Element, B: Element> CoGroupExt<K, A, B> for (PCollection<(K, A)>, PCollection<(K, B)>) {
-    fn apply_cogroup(&self, name: &str) -> PCollection<(K, (Vec<A>, Vec<B>))> {
+impl<K: Element, A: Element, B: Element> CoGroupExt<K, A, B>
+    for (PCollection<(K, A)>, PCollection<(K, B)>)
+{
+    fn apply_cogroup(&self, name: &str) -> CoGrouped<K, A, B> {
         self.0.pipeline().apply_to(name, self.clone(), CoGroupByKey)
     }
 }

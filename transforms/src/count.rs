@@ -71,7 +71,9 @@ fn with_unit<T>(x: T) -> (T, ()) {
 impl<T: Element> PTransform<PCollection<T>> for CountPerElement {
     type Output = PCollection<(T, u64)>;
     fn expand(self, input: PCollection<T>) -> PCollection<(T, u64)> {
-        input.map("Init", with_unit::<T>).apply("Count", CountPerKey)
+        input
+            .map("Init", with_unit::<T>)
+            .apply("Count", CountPerKey)
     }
 }
 

@@ -22,10 +22,10 @@ mod sample;
 pub mod text_io;
 mod top;
 
-pub use cogroup::{CoGroupByKey, CoGroupExt, Union};
+pub use cogroup::{CoGroupByKey, CoGroupExt, CoGrouped, Union};
 pub use count::{Count, CountFn};
 pub use distinct::Distinct;
-pub use kv::{KvSwap, Keys, Values};
+pub use kv::{Keys, KvSwap, Values};
 pub use numeric::{Max, Mean, Min, Numeric, Sum};
 pub use sample::Sample;
 pub use text_io::TextIO;

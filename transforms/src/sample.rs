@@ -18,11 +18,19 @@ pub struct Sample;
 impl Sample {
     /// `n` elements of each window.
     pub fn fixed_size_globally<T: Element>(n: usize, seed: u64) -> CombineGlobally<SampleFn<T>> {
-        Combine::globally(SampleFn { n, seed, _t: PhantomData })
+        Combine::globally(SampleFn {
+            n,
+            seed,
+            _t: PhantomData,
+        })
     }
     /// `n` values of each key.
     pub fn fixed_size_per_key<T: Element>(n: usize, seed: u64) -> CombinePerKey<SampleFn<T>> {
-        Combine::per_key(SampleFn { n, seed, _t: PhantomData })
+        Combine::per_key(SampleFn {
+            n,
+            seed,
+            _t: PhantomData,
+        })
     }
 }
 

@@ -3,7 +3,10 @@
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Write as _};
 use std::path::{Path, PathBuf};
-use tidewater::{Combine, CombineFn, DoFn, Impulse, PBegin, PCollection, PInput, PTransform, ParDo, ProcessContext, UserError};
+use tidewater::{
+    Combine, CombineFn, DoFn, Impulse, PBegin, PCollection, PInput, PTransform, ParDo,
+    ProcessContext, UserError,
+};
 
 /// Entry points: `TextIO::read().from(pattern)` and `TextIO::write().to(prefix)`.
 ///
@@ -29,7 +32,11 @@ impl TextIO {
 
     /// A write of every element as a line into sharded files.
     pub fn write() -> Write {
-        Write { prefix: None, suffix: String::new(), shards: 1 }
+        Write {
+            prefix: None,
+            suffix: String::new(),
+            shards: 1,
+        }
     }
 }
 
@@ -47,10 +54,17 @@ impl Read {
 }
 
 fn matches(pattern: &str) -> Result<Vec<PathBuf>, String> {
-    let paths = glob::glob(pattern).map_err(|e| format!("input pattern '{pattern}' is not a valid glob: {e}"))?;
+    let paths = glob::glob(pattern)
+        .map_err(|e| format!("input pattern '{pattern}' is not a valid glob: {e}"))?;
     let mut files = Vec::new();
     for p in paths {
-        let p = p.map_err(|e| format!("cannot read '{}' while matching '{pattern}': {}", e.path().display(), e.error()))?;
+        let p = p.map_err(|e| {
+            format!(
+                "cannot read '{}' while matching '{pattern}': {}",
+                e.path().display(),
+                e.error()
+            )
+        })?;
         if p.is_file() {
             files.push(p);
         }
@@ -78,7 +92,9 @@ impl PTransform<PBegin> for Read {
                 String::new()
             }
         };
-        p.apply("Impulse", Impulse).apply("MatchFiles", ParDo::of(MatchFiles { pattern })).apply("ReadLines", ParDo::of(ReadLines))
+        p.apply("Impulse", Impulse)
+            .apply("MatchFiles", ParDo::of(MatchFiles { pattern }))
+            .apply("ReadLines", ParDo::of(ReadLines))
     }
 }
 
@@ -106,14 +122,21 @@ struct ReadLines;
 impl DoFn for ReadLines {
     type In = String;
     type Out = String;
-    fn process(&mut self, path: String, ctx: &mut ProcessContext<'_, String>) -> Result<(), UserError> {
-        let file = std::fs::File::open(&path).map_err(|e| format!("cannot read input file '{path}': {e}"))?;
+    fn process(
+        &mut self,
+        path: String,
+        ctx: &mut ProcessContext<'_, String>,
+    ) -> Result<(), UserError> {
+        let file = std::fs::File::open(&path)
+            .map_err(|e| format!("cannot read input file '{path}': {e}"))?;
         let mut reader = BufReader::with_capacity(1 << 16, file);
         let mut line_no = 0u64;
         loop {
             let mut line = String::new();
             line_no += 1;
-            let n = reader.read_line(&mut line).map_err(|e| format!("cannot read input file '{path}' at line {line_no}: {e}"))?;
+            let n = reader
+                .read_line(&mut line)
+                .map_err(|e| format!("cannot read input file '{path}' at line {line_no}: {e}"))?;
             if n == 0 {
                 return Ok(());
             }
@@ -181,11 +204,23 @@ impl PTransform<PCollection<String>> for Write {
         }
         let dir = parent_dir(&prefix);
         if !dir.is_dir() {
-            p.record_error(format!("output directory '{}' (of prefix '{prefix}') does not exist or is not a directory", dir.display()));
+            p.record_error(format!(
+                "output directory '{}' (of prefix '{prefix}') does not exist or is not a directory",
+                dir.display()
+            ));
         }
-        let spec = ShardSpec { prefix, suffix: self.suffix, shards: self.shards.max(1) };
+        let spec = ShardSpec {
+            prefix,
+            suffix: self.suffix,
+            shards: self.shards.max(1),
+        };
         input
-            .apply("AssignShard", ParDo::of(AssignShard { shards: spec.shards }))
+            .apply(
+                "AssignShard",
+                ParDo::of(AssignShard {
+                    shards: spec.shards,
+                }),
+            )
             .group_by_key("GroupByShard")
             .apply("WriteShards", ParDo::of(WriteShard { spec: spec.clone() }))
             .apply("CollectShards", Combine::globally(CollectFn))
@@ -210,7 +245,10 @@ impl ShardSpec {
     fn write(&self, i: u32, lines: &[String]) -> Result<String, UserError> {
         let name = self.name(i);
         let final_path = PathBuf::from(&name);
-        let file_name = final_path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+        let file_name = final_path
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_default();
         let tmp = parent_dir(&name).join(format!(".{file_name}.tmp-{}", std::process::id()));
         let write = || -> std::io::Result<()> {
             let mut w = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
@@ -239,7 +277,11 @@ struct AssignShard {
 impl DoFn for AssignShard {
     type In = String;
     type Out = (u32, String);
-    fn process(&mut self, line: String, ctx: &mut ProcessContext<'_, (u32, String)>) -> Result<(), UserError> {
+    fn process(
+        &mut self,
+        line: String,
+        ctx: &mut ProcessContext<'_, (u32, String)>,
+    ) -> Result<(), UserError> {
         let mut h: u64 = 0xcbf2_9ce4_8422_2325;
         for b in line.as_bytes() {
             h = (h ^ *b as u64).wrapping_mul(0x0100_0000_01b3);
@@ -257,7 +299,11 @@ struct WriteShard {
 impl DoFn for WriteShard {
     type In = (u32, Vec<String>);
     type Out = u32;
-    fn process(&mut self, (i, lines): (u32, Vec<String>), ctx: &mut ProcessContext<'_, u32>) -> Result<(), UserError> {
+    fn process(
+        &mut self,
+        (i, lines): (u32, Vec<String>),
+        ctx: &mut ProcessContext<'_, u32>,
+    ) -> Result<(), UserError> {
         self.spec.write(i, &lines)?;
         ctx.output(i);
         Ok(())
@@ -295,7 +341,11 @@ struct Finalize {
 impl DoFn for Finalize {
     type In = Vec<u32>;
     type Out = String;
-    fn process(&mut self, written: Vec<u32>, ctx: &mut ProcessContext<'_, String>) -> Result<(), UserError> {
+    fn process(
+        &mut self,
+        written: Vec<u32>,
+        ctx: &mut ProcessContext<'_, String>,
+    ) -> Result<(), UserError> {
         for i in 0..self.spec.shards {
             if !written.contains(&i) {
                 self.spec.write(i, &[])?;

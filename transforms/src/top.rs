@@ -14,19 +14,35 @@ pub struct Top;
 impl Top {
     /// The `n` largest elements of each window, largest first.
     pub fn largest<T: Element + Ord>(n: usize) -> CombineGlobally<TopFn<T>> {
-        Combine::globally(TopFn { n, largest: true, _t: PhantomData })
+        Combine::globally(TopFn {
+            n,
+            largest: true,
+            _t: PhantomData,
+        })
     }
     /// The `n` smallest elements of each window, smallest first.
     pub fn smallest<T: Element + Ord>(n: usize) -> CombineGlobally<TopFn<T>> {
-        Combine::globally(TopFn { n, largest: false, _t: PhantomData })
+        Combine::globally(TopFn {
+            n,
+            largest: false,
+            _t: PhantomData,
+        })
     }
     /// The `n` largest values of each key, largest first.
     pub fn largest_per_key<T: Element + Ord>(n: usize) -> CombinePerKey<TopFn<T>> {
-        Combine::per_key(TopFn { n, largest: true, _t: PhantomData })
+        Combine::per_key(TopFn {
+            n,
+            largest: true,
+            _t: PhantomData,
+        })
     }
     /// The `n` smallest values of each key, smallest first.
     pub fn smallest_per_key<T: Element + Ord>(n: usize) -> CombinePerKey<TopFn<T>> {
-        Combine::per_key(TopFn { n, largest: false, _t: PhantomData })
+        Combine::per_key(TopFn {
+            n,
+            largest: false,
+            _t: PhantomData,
+        })
     }
 }
 
@@ -50,7 +66,11 @@ impl<T: Ord> TopFn<T> {
     }
 
     fn insert(&self, acc: &mut Vec<T>, x: T) {
-        if acc.len() == self.n && acc.last().is_some_and(|worst| self.better(&x, worst) != std::cmp::Ordering::Less) {
+        if acc.len() == self.n
+            && acc
+                .last()
+                .is_some_and(|worst| self.better(&x, worst) != std::cmp::Ordering::Less)
+        {
             return;
         }
         let at = acc.partition_point(|y| self.better(y, &x) != std::cmp::Ordering::Greater);

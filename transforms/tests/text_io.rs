@@ -6,7 +6,10 @@ use tidewater_transforms::TextIO;
 
 fn options() -> PipelineOptions {
     tidewater_runner_direct::register();
-    PipelineOptions { seed: Some(11), ..Default::default() }
+    PipelineOptions {
+        seed: Some(11),
+        ..Default::default()
+    }
 }
 
 fn read_shards(prefix: &str, n: u32) -> Vec<String> {
@@ -28,14 +31,32 @@ fn reads_every_file_of_a_glob_and_writes_every_shard() {
     std::fs::write(dir.path().join("c.log"), "not matched\n").unwrap();
     let prefix = dir.path().join("out").to_str().unwrap().to_string();
     let p = Pipeline::new(options());
-    let lines = p.apply("Read", TextIO::read().from(dir.path().join("*.txt").to_str().unwrap()));
-    lines.apply("Write", TextIO::write().to(&prefix).with_suffix(".txt").with_num_shards(3)).capture("files");
+    let lines = p.apply(
+        "Read",
+        TextIO::read().from(dir.path().join("*.txt").to_str().unwrap()),
+    );
+    lines
+        .apply(
+            "Write",
+            TextIO::write()
+                .to(&prefix)
+                .with_suffix(".txt")
+                .with_num_shards(3),
+        )
+        .capture("files");
     let r = p.run().unwrap();
     let files = r.captured_values::<String>("files").unwrap();
     assert_eq!(files.len(), 3);
-    assert_eq!(read_shards(&prefix, 3), vec!["", "five", "four", "one", "three", "two"]);
+    assert_eq!(
+        read_shards(&prefix, 3),
+        vec!["", "five", "four", "one", "three", "two"]
+    );
     // Nothing temporary is left behind.
-    let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).filter(|n| n.contains(".tmp")).collect();
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.contains(".tmp"))
+        .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
 }
 
@@ -44,7 +65,13 @@ fn an_empty_input_still_writes_every_shard() {
     let dir = tempfile::tempdir().unwrap();
     let prefix = dir.path().join("empty").to_str().unwrap().to_string();
     let p = Pipeline::new(options());
-    p.create::<String>("Nothing", vec![]).apply("Write", TextIO::write().to(&prefix).with_suffix(".txt").with_num_shards(2));
+    p.create::<String>("Nothing", vec![]).apply(
+        "Write",
+        TextIO::write()
+            .to(&prefix)
+            .with_suffix(".txt")
+            .with_num_shards(2),
+    );
     p.run().unwrap();
     assert_eq!(read_shards(&prefix, 2), Vec::<String>::new());
 }
@@ -64,16 +91,23 @@ fn an_input_deleted_before_running_fails_naming_the_file() {
     let path = dir.path().join("gone.txt");
     std::fs::write(&path, "x\n").unwrap();
     let p = Pipeline::new(options());
-    p.apply("Read", TextIO::read().from(path.to_str().unwrap())).capture("lines");
+    p.apply("Read", TextIO::read().from(path.to_str().unwrap()))
+        .capture("lines");
     std::fs::remove_file(&path).unwrap();
     let e = p.run().unwrap_err().to_string();
-    assert!(e.starts_with("transform 'Read/MatchFiles' failed in process on element (): no input file matches '"), "{e}");
+    assert!(
+        e.starts_with(
+            "transform 'Read/MatchFiles' failed in process on element (): no input file matches '"
+        ),
+        "{e}"
+    );
 }
 
 #[test]
 fn a_missing_output_directory_is_refused_at_construction() {
     let p = Pipeline::new(options());
-    p.create("Lines", vec!["a".to_string()]).apply("Write", TextIO::write().to("/nonexistent/dir/out"));
+    p.create("Lines", vec!["a".to_string()])
+        .apply("Write", TextIO::write().to("/nonexistent/dir/out"));
     insta::assert_snapshot!(p.run().unwrap_err().to_string(), @"cannot construct transform 'Write': output directory '/nonexistent/dir' (of prefix '/nonexistent/dir/out') does not exist or is not a directory");
 }
 
@@ -88,11 +122,15 @@ fn an_unwritable_output_fails_naming_the_file_and_keeps_what_was_there() {
     std::fs::create_dir(&shard).unwrap();
     std::fs::write(std::path::Path::new(&shard).join("keep"), "old").unwrap();
     let p = Pipeline::new(options());
-    p.create("Lines", vec!["a".to_string()]).apply("Write", TextIO::write().to(&prefix));
+    p.create("Lines", vec!["a".to_string()])
+        .apply("Write", TextIO::write().to(&prefix));
     let e = p.run().unwrap_err().to_string();
     let expected = format!("transform 'Write/WriteShards' failed in process on element (0, [\"a\"]): cannot write output file '{shard}': ");
     assert!(e.starts_with(&expected), "{e}");
-    assert_eq!(std::fs::read_to_string(std::path::Path::new(&shard).join("keep")).unwrap(), "old");
+    assert_eq!(
+        std::fs::read_to_string(std::path::Path::new(&shard).join("keep")).unwrap(),
+        "old"
+    );
 }
 
 #[test]
@@ -101,8 +139,12 @@ fn invalid_utf8_names_the_file_and_line() {
     let path = dir.path().join("bin.txt");
     std::fs::write(&path, b"fine\n\xff\xfe\n").unwrap();
     let p = Pipeline::new(options());
-    p.apply("Read", TextIO::read().from(path.to_str().unwrap())).capture("lines");
+    p.apply("Read", TextIO::read().from(path.to_str().unwrap()))
+        .capture("lines");
     let e = p.run().unwrap_err().to_string();
-    let expected = format!("cannot read input file '{}' at line 2: stream did not contain valid UTF-8", path.display());
+    let expected = format!(
+        "cannot read input file '{}' at line 2: stream did not contain valid UTF-8",
+        path.display()
+    );
     assert!(e.contains(&expected), "{e}");
 }

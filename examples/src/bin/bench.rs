@@ -59,7 +59,9 @@ fn generate(path: &PathBuf, words: u64, seed: u64, vocab_size: usize) -> anyhow:
     let mut vocab = Vec::with_capacity(vocab_size);
     while vocab.len() < vocab_size {
         let len = 2 + (rng.next() % 11) as usize;
-        let w: String = (0..len).map(|_| (b'a' + (rng.next() % 26) as u8) as char).collect();
+        let w: String = (0..len)
+            .map(|_| (b'a' + (rng.next() % 26) as u8) as char)
+            .collect();
         if seen.insert(w.clone()) {
             vocab.push(w);
         }
@@ -70,7 +72,9 @@ fn generate(path: &PathBuf, words: u64, seed: u64, vocab_size: usize) -> anyhow:
         total += 1.0 / k as f64;
         cum.push(total);
     }
-    let mut out = std::io::BufWriter::new(std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?);
+    let mut out = std::io::BufWriter::new(
+        std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?,
+    );
     let mut written = 0u64;
     while written < words {
         let n = (1 + rng.next() % 19).min(words - written);
@@ -101,26 +105,44 @@ fn main() -> anyhow::Result<()> {
     tidewater_examples::register_runners();
     let (path, words) = match &args.input {
         Some(p) => {
-            let text = std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display()))?;
+            let text = std::fs::read_to_string(p)
+                .with_context(|| format!("cannot read {}", p.display()))?;
             (p.clone(), text.split_whitespace().count() as u64)
         }
         None => {
-            let path = std::env::temp_dir().join(format!("tidewater-bench-{}-{}-{}.txt", args.words, args.seed, args.vocab));
+            let path = std::env::temp_dir().join(format!(
+                "tidewater-bench-{}-{}-{}.txt",
+                args.words, args.seed, args.vocab
+            ));
             // Generated inputs are kept in the temp directory and reused by later runs.
             if !path.exists() {
                 let t = Instant::now();
                 let n = generate(&path, args.words, args.seed, args.vocab)?;
-                eprintln!("generated {n} words into {} in {:.2}s", path.display(), t.elapsed().as_secs_f64());
+                eprintln!(
+                    "generated {n} words into {} in {:.2}s",
+                    path.display(),
+                    t.elapsed().as_secs_f64()
+                );
             }
-            let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+            let text = std::fs::read_to_string(&path)
+                .with_context(|| format!("cannot read {}", path.display()))?;
             let n = text.split_whitespace().count() as u64;
             (path, n)
         }
     };
     for rep in 1..=args.reps {
-        let options = PipelineOptions { runner: args.runner.clone(), no_validate: !args.validate, ..Default::default() };
+        let options = PipelineOptions {
+            runner: args.runner.clone(),
+            no_validate: !args.validate,
+            ..Default::default()
+        };
         let p = Pipeline::new(options);
-        let counts = p.apply("ReadLines", TextIO::read().from(path.to_str().context("non-UTF-8 path")?)).apply("CountWords", CountWords);
+        let counts = p
+            .apply(
+                "ReadLines",
+                TextIO::read().from(path.to_str().context("non-UTF-8 path")?),
+            )
+            .apply("CountWords", CountWords);
         counts.capture("counts");
         let t = Instant::now();
         let result = p.run()?;

@@ -25,10 +25,15 @@ struct Args {
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     tidewater_examples::register_runners();
-    let input = args.input.clone().unwrap_or_else(|| word_count::SAMPLE.to_string());
+    let input = args
+        .input
+        .clone()
+        .unwrap_or_else(|| word_count::SAMPLE.to_string());
     let p = Pipeline::new(args.options.clone());
     word_count::build(&p, &input, args.output.as_deref(), args.top);
-    let result = p.run().with_context(|| format!("word count on {input} failed"))?;
+    let result = p
+        .run()
+        .with_context(|| format!("word count on {input} failed"))?;
     let top = result.captured::<Vec<(u64, String)>>("top")?;
     println!("Top {} words of {input}:", args.top);
     for (count, word) in top.into_iter().flat_map(|wv| wv.value) {

@@ -4,7 +4,10 @@
 
 use crate::translate::{ExecutablePlan, NodeKind};
 use std::collections::{BTreeMap, HashMap};
-use tidewater::exec::{AnyBatch, Emit, ErasedDoFn, ExecError, GroupingPhase, GroupingTable, InvokeContext, MetricResults, SplitMix64, StepMetrics, BATCH_SIZE};
+use tidewater::exec::{
+    AnyBatch, Emit, ErasedDoFn, ExecError, GroupingPhase, GroupingTable, InvokeContext,
+    MetricResults, SplitMix64, StepMetrics, BATCH_SIZE,
+};
 use tidewater::runner::{PipelineResult, PipelineState};
 use tidewater::{Error, Result};
 
@@ -29,7 +32,13 @@ pub struct ExecOptions {
 
 impl Default for ExecOptions {
     fn default() -> Self {
-        ExecOptions { validate: true, shuffle_seed: None, max_bundle_size: 1000, lift_combiners: true, replay_hint: None }
+        ExecOptions {
+            validate: true,
+            shuffle_seed: None,
+            max_bundle_size: 1000,
+            lift_combiners: true,
+            replay_hint: None,
+        }
     }
 }
 
@@ -45,22 +54,49 @@ pub fn execute(plan: &ExecutablePlan, options: &ExecOptions) -> Result<PipelineR
         metrics: MetricResults::default(),
         rng: options.shuffle_seed.map(SplitMix64::new),
     };
+    // Every capture is in the result, even one that received nothing.
+    for node in &plan.nodes {
+        if let NodeKind::Capture { name } = &node.kind {
+            let ty = plan.pcollections[node.inputs[0]]
+                .element_type
+                .name()
+                .to_string();
+            ex.captures.entry(name.clone()).or_insert((ty, Vec::new()));
+        }
+    }
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| ex.run()));
     match result {
-        Ok(Ok(())) => Ok(PipelineResult { state: PipelineState::Done, metrics: ex.metrics, captured: ex.captures }),
+        Ok(Ok(())) => Ok(PipelineResult {
+            state: PipelineState::Done,
+            metrics: ex.metrics,
+            captured: ex.captures,
+        }),
         Ok(Err(e)) => Err(add_hint(e, options)),
         Err(p) => Err(Error::Internal(format!(
             "the executor panicked: {}",
-            p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default()
+            p.downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default()
         ))),
     }
 }
 
 fn add_hint(e: Error, options: &ExecOptions) -> Error {
     match e {
-        Error::UserCode { transform, phase, element, message, replay: None } => {
-            Error::UserCode { transform, phase, element, message, replay: options.replay_hint.clone() }
-        }
+        Error::UserCode {
+            transform,
+            phase,
+            element,
+            message,
+            replay: None,
+        } => Error::UserCode {
+            transform,
+            phase,
+            element,
+            message,
+            replay: options.replay_hint.clone(),
+        },
         other => other,
     }
 }
@@ -85,13 +121,19 @@ impl Executor<'_> {
             match &node.kind {
                 NodeKind::Impulse => {
                     let out = node.outputs[0];
-                    let batch = self.plan.pcollections[out].element_type.batch_from_json(&[serde_json::Value::Null]).map_err(Error::Internal)?;
+                    let batch = self.plan.pcollections[out]
+                        .element_type
+                        .batch_from_json(&[serde_json::Value::Null])
+                        .map_err(Error::Internal)?;
                     self.buffers[out].push(batch);
                     self.run_stage(out)?;
                 }
                 NodeKind::Create { elements } => {
                     let out = node.outputs[0];
-                    let batch = self.plan.pcollections[out].element_type.batch_from_json(elements).map_err(|m| Error::InvalidPlan { message: m })?;
+                    let batch = self.plan.pcollections[out]
+                        .element_type
+                        .batch_from_json(elements)
+                        .map_err(|m| Error::InvalidPlan { message: m })?;
                     self.buffers[out].push(batch);
                     self.run_stage(out)?;
                 }
@@ -142,7 +184,9 @@ impl Executor<'_> {
 
     fn run_grouping(&mut self, node: usize) -> Result<()> {
         let n = &self.plan.nodes[node];
-        let NodeKind::Grouping { ops } = &n.kind else { unreachable!() };
+        let NodeKind::Grouping { ops } = &n.kind else {
+            unreachable!()
+        };
         let lifted = ops.liftable() && self.options.lift_combiners;
         let pending = std::mem::take(&mut self.pending[node]);
         // Accumulators are batches of (K, Acc), not of the input type; concatenate by
@@ -158,7 +202,11 @@ impl Executor<'_> {
         if let Some(rng) = &mut self.rng {
             all.shuffle(rng);
         }
-        let mut table = ops.new_table(if lifted { GroupingPhase::Final } else { GroupingPhase::Full });
+        let mut table = ops.new_table(if lifted {
+            GroupingPhase::Final
+        } else {
+            GroupingPhase::Full
+        });
         let attribute = |e: ExecError| unwrap_downstream(attribute(e, &n.name));
         while !all.is_empty() {
             let rest = all.split_off(all.len().min(BATCH_SIZE));
@@ -188,7 +236,10 @@ impl Executor<'_> {
     fn run_bundles(&mut self, input: &mut Box<dyn AnyBatch>, targets: &mut Targets) -> Result<()> {
         setup_all(targets)?;
         let sizes = self.bundle_sizes(input.len());
-        let mut rest = std::mem::replace(input, self.plan.pcollections[targets.pc].element_type.new_batch());
+        let mut rest = std::mem::replace(
+            input,
+            self.plan.pcollections[targets.pc].element_type.new_batch(),
+        );
         for size in sizes {
             let after = rest.split_off(size);
             let bundle = std::mem::replace(&mut rest, after);
@@ -200,9 +251,19 @@ impl Executor<'_> {
     fn run_bundle(&mut self, mut bundle: Box<dyn AnyBatch>, targets: &mut Targets) -> Result<()> {
         start_all(targets)?;
         let mut partials: HashMap<usize, Box<dyn GroupingTable>> = HashMap::new();
-        let producer = self.plan.nodes[self.plan.pcollections[targets.pc].producer].name.clone();
+        let producer = self.plan.nodes[self.plan.pcollections[targets.pc].producer]
+            .name
+            .clone();
         {
-            let mut sinks = Sinks { plan: self.plan, options: self.options, partials: &mut partials, pending: &mut self.pending, received: &mut self.received, buffers: &mut self.buffers, captures: &mut self.captures };
+            let mut sinks = Sinks {
+                plan: self.plan,
+                options: self.options,
+                partials: &mut partials,
+                pending: &mut self.pending,
+                received: &mut self.received,
+                buffers: &mut self.buffers,
+                captures: &mut self.captures,
+            };
             while !bundle.is_empty() {
                 let rest = bundle.split_off(bundle.len().min(BATCH_SIZE));
                 deliver(targets, bundle, &mut sinks, &producer).map_err(unwrap_downstream)?;
@@ -211,7 +272,9 @@ impl Executor<'_> {
             finish_all(targets, &mut sinks).map_err(unwrap_downstream)?;
         }
         for (node, mut table) in partials {
-            let out = table.finish().map_err(|e| unwrap_downstream(attribute(e, &self.plan.nodes[node].name)))?;
+            let out = table
+                .finish()
+                .map_err(|e| unwrap_downstream(attribute(e, &self.plan.nodes[node].name)))?;
             self.pending[node].push(out);
         }
         Ok(())
@@ -263,13 +326,24 @@ fn build_targets(plan: &ExecutablePlan, pc: usize, options: &ExecOptions) -> Res
                 dofn: node.instantiate()?,
                 tags: output_tags.clone(),
                 metrics: StepMetrics::default(),
-                outputs: node.outputs.iter().map(|&o| build_targets(plan, o, options)).collect::<Result<_>>()?,
+                outputs: node
+                    .outputs
+                    .iter()
+                    .map(|&o| build_targets(plan, o, options))
+                    .collect::<Result<_>>()?,
             })),
-            NodeKind::Grouping { ops } if ops.liftable() && options.lift_combiners => Target::Partial(c),
+            NodeKind::Grouping { ops } if ops.liftable() && options.lift_combiners => {
+                Target::Partial(c)
+            }
             NodeKind::Grouping { .. } => Target::Pending(c),
             NodeKind::Flatten => Target::Buffer(node.outputs[0]),
             NodeKind::Capture { name } => Target::Capture(name.clone()),
-            NodeKind::Impulse | NodeKind::Create { .. } => return Err(Error::Internal(format!("'{}' consumes an input", node.name))),
+            NodeKind::Impulse | NodeKind::Create { .. } => {
+                return Err(Error::Internal(format!(
+                    "'{}' consumes an input",
+                    node.name
+                )))
+            }
         });
     }
     Ok(Targets { pc, list })
@@ -286,7 +360,10 @@ fn for_each_op(t: &mut Targets, f: &mut dyn FnMut(&mut Operator)) {
     }
 }
 
-fn try_each_op(t: &mut Targets, f: &mut dyn FnMut(&mut Operator) -> std::result::Result<(), ExecError>) -> std::result::Result<(), ExecError> {
+fn try_each_op(
+    t: &mut Targets,
+    f: &mut dyn FnMut(&mut Operator) -> std::result::Result<(), ExecError>,
+) -> std::result::Result<(), ExecError> {
     for target in &mut t.list {
         if let Target::Op(op) = target {
             f(op).map_err(|e| attribute(e, &op.name))?;
@@ -344,9 +421,17 @@ struct Sinks<'a> {
 
 fn attribute(e: ExecError, transform: &str) -> ExecError {
     match e {
-        ExecError::User { phase, element, message } => {
-            ExecError::Downstream(Box::new(Error::UserCode { transform: transform.to_string(), phase: phase.name(), element, message, replay: None }))
-        }
+        ExecError::User {
+            phase,
+            element,
+            message,
+        } => ExecError::Downstream(Box::new(Error::UserCode {
+            transform: transform.to_string(),
+            phase: phase.name(),
+            element,
+            message,
+            replay: None,
+        })),
         other => other,
     }
 }
@@ -354,31 +439,62 @@ fn attribute(e: ExecError, transform: &str) -> ExecError {
 fn unwrap_downstream(e: ExecError) -> Error {
     match e {
         ExecError::Downstream(e) => *e,
-        ExecError::User { phase, element, message } => Error::UserCode { transform: "?".into(), phase: phase.name(), element, message, replay: None },
+        ExecError::User {
+            phase,
+            element,
+            message,
+        } => Error::UserCode {
+            transform: "?".into(),
+            phase: phase.name(),
+            element,
+            message,
+            replay: None,
+        },
     }
 }
 
-fn deliver(targets: &mut Targets, mut batch: Box<dyn AnyBatch>, sinks: &mut Sinks<'_>, producer: &str) -> std::result::Result<(), ExecError> {
+fn deliver(
+    targets: &mut Targets,
+    mut batch: Box<dyn AnyBatch>,
+    sinks: &mut Sinks<'_>,
+    producer: &str,
+) -> std::result::Result<(), ExecError> {
     if batch.is_empty() {
         return Ok(());
     }
     if sinks.options.validate {
         if let Err((i, e)) = batch.round_trip() {
-            return Err(ExecError::Downstream(Box::new(Error::Coder { transform: producer.to_string(), element: batch.debug_element(i), message: e.to_string() })));
+            return Err(ExecError::Downstream(Box::new(Error::Coder {
+                transform: producer.to_string(),
+                element: batch.debug_element(i),
+                message: e.to_string(),
+            })));
         }
     }
     let n = targets.list.len();
     let mut batch = Some(batch);
     for (i, target) in targets.list.iter_mut().enumerate() {
-        let b = if i + 1 == n { batch.take().expect("last target takes the batch") } else { batch.as_ref().expect("batch kept for later targets").clone_batch() };
+        let b = if i + 1 == n {
+            batch.take().expect("last target takes the batch")
+        } else {
+            batch
+                .as_ref()
+                .expect("batch kept for later targets")
+                .clone_batch()
+        };
         match target {
             Target::Op(op) => op.process(b, sinks)?,
             Target::Partial(node) => {
                 let node = *node;
                 sinks.received[node] = true;
                 let n = &sinks.plan.nodes[node];
-                let NodeKind::Grouping { ops } = &n.kind else { unreachable!() };
-                let table = sinks.partials.entry(node).or_insert_with(|| ops.new_table(GroupingPhase::Partial));
+                let NodeKind::Grouping { ops } = &n.kind else {
+                    unreachable!()
+                };
+                let table = sinks
+                    .partials
+                    .entry(node)
+                    .or_insert_with(|| ops.new_table(GroupingPhase::Partial));
                 table.add(b).map_err(|e| attribute(e, &n.name))?;
                 if table.groups() > PARTIAL_FLUSH_GROUPS {
                     let out = table.finish().map_err(|e| attribute(e, &n.name))?;
@@ -391,8 +507,17 @@ fn deliver(targets: &mut Targets, mut batch: Box<dyn AnyBatch>, sinks: &mut Sink
             }
             Target::Buffer(pc) => sinks.buffers[*pc].push(b),
             Target::Capture(name) => {
-                let entry = sinks.captures.entry(name.clone()).or_insert_with(|| (b.element_type().to_string(), Vec::new()));
-                b.encode(&mut entry.1).map_err(|e| ExecError::Downstream(Box::new(Error::Coder { transform: format!("Capture[{name}]"), element: "?".into(), message: e.to_string() })))?;
+                let entry = sinks
+                    .captures
+                    .entry(name.clone())
+                    .or_insert_with(|| (b.element_type().to_string(), Vec::new()));
+                b.encode(&mut entry.1).map_err(|e| {
+                    ExecError::Downstream(Box::new(Error::Coder {
+                        transform: format!("Capture[{name}]"),
+                        element: "?".into(),
+                        message: e.to_string(),
+                    }))
+                })?;
             }
         }
     }
@@ -406,29 +531,69 @@ struct OpEmit<'o, 's, 'a> {
 }
 
 impl Emit for OpEmit<'_, '_, '_> {
-    fn emit(&mut self, output: usize, batch: Box<dyn AnyBatch>) -> std::result::Result<(), ExecError> {
+    fn emit(
+        &mut self,
+        output: usize,
+        batch: Box<dyn AnyBatch>,
+    ) -> std::result::Result<(), ExecError> {
         deliver(&mut self.outputs[output], batch, self.sinks, self.name)
     }
 
     fn empty_batch(&self, output: usize) -> Box<dyn AnyBatch> {
-        self.sinks.plan.pcollections[self.outputs[output].pc].element_type.new_batch()
+        self.sinks.plan.pcollections[self.outputs[output].pc]
+            .element_type
+            .new_batch()
     }
 }
 
 impl Operator {
-    fn process(&mut self, batch: Box<dyn AnyBatch>, sinks: &mut Sinks<'_>) -> std::result::Result<(), ExecError> {
+    fn process(
+        &mut self,
+        batch: Box<dyn AnyBatch>,
+        sinks: &mut Sinks<'_>,
+    ) -> std::result::Result<(), ExecError> {
         let keep = sinks.options.validate;
-        let Operator { name, dofn, tags, metrics, outputs } = self;
-        let mut emit = OpEmit { outputs, sinks, name };
-        let mut ctx = InvokeContext { emit: &mut emit, metrics, tags, keep_failed_element: keep };
-        dofn.process(batch, &mut ctx).map_err(|e| attribute(e, name))
+        let Operator {
+            name,
+            dofn,
+            tags,
+            metrics,
+            outputs,
+        } = self;
+        let mut emit = OpEmit {
+            outputs,
+            sinks,
+            name,
+        };
+        let mut ctx = InvokeContext {
+            emit: &mut emit,
+            metrics,
+            tags,
+            keep_failed_element: keep,
+        };
+        dofn.process(batch, &mut ctx)
+            .map_err(|e| attribute(e, name))
     }
 
     fn finish(&mut self, sinks: &mut Sinks<'_>) -> std::result::Result<(), ExecError> {
-        let Operator { name, dofn, tags, metrics, outputs } = self;
-        let mut emit = OpEmit { outputs, sinks, name };
-        let mut ctx = InvokeContext { emit: &mut emit, metrics, tags, keep_failed_element: false };
+        let Operator {
+            name,
+            dofn,
+            tags,
+            metrics,
+            outputs,
+        } = self;
+        let mut emit = OpEmit {
+            outputs,
+            sinks,
+            name,
+        };
+        let mut ctx = InvokeContext {
+            emit: &mut emit,
+            metrics,
+            tags,
+            keep_failed_element: false,
+        };
         dofn.finish_bundle(&mut ctx).map_err(|e| attribute(e, name))
     }
 }
-

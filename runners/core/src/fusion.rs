@@ -16,7 +16,10 @@ pub struct Stage {
 
 /// Whether PCollection `pc` is materialized: produced by a non-ParDo node.
 pub fn is_stage_root(plan: &ExecutablePlan, pc: usize) -> bool {
-    !matches!(plan.nodes[plan.pcollections[pc].producer].kind, NodeKind::ParDo { .. })
+    !matches!(
+        plan.nodes[plan.pcollections[pc].producer].kind,
+        NodeKind::ParDo { .. }
+    )
 }
 
 /// The stages of `plan`, in the order their roots are produced.
@@ -31,7 +34,8 @@ pub fn fuse(plan: &ExecutablePlan) -> Vec<Stage> {
             let mut frontier = vec![root];
             while let Some(pc) = frontier.pop() {
                 for &c in &plan.pcollections[pc].consumers {
-                    if matches!(plan.nodes[c].kind, NodeKind::ParDo { .. }) && !par_dos.contains(&c) {
+                    if matches!(plan.nodes[c].kind, NodeKind::ParDo { .. }) && !par_dos.contains(&c)
+                    {
                         par_dos.push(c);
                         frontier.extend(plan.nodes[c].outputs.iter().copied());
                     }
@@ -49,13 +53,22 @@ pub fn describe(plan: &ExecutablePlan) -> String {
     let mut s = String::new();
     for (i, stage) in fuse(plan).iter().enumerate() {
         let root = &plan.pcollections[stage.root];
-        let _ = writeln!(s, "stage {i}: from {} (produced by {})", root.name, plan.nodes[root.producer].name);
+        let _ = writeln!(
+            s,
+            "stage {i}: from {} (produced by {})",
+            root.name, plan.nodes[root.producer].name
+        );
         for &n in &stage.par_dos {
             let _ = writeln!(s, "  ParDo {}", plan.nodes[n].name);
         }
         let mut sinks = Vec::new();
         let mut pcs = vec![stage.root];
-        pcs.extend(stage.par_dos.iter().flat_map(|&n| plan.nodes[n].outputs.iter().copied()));
+        pcs.extend(
+            stage
+                .par_dos
+                .iter()
+                .flat_map(|&n| plan.nodes[n].outputs.iter().copied()),
+        );
         for pc in pcs {
             for &c in &plan.pcollections[pc].consumers {
                 let kind = match &plan.nodes[c].kind {

@@ -4,7 +4,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use tidewater::exec::{ElementType, ErasedDoFn, GroupingOps};
-use tidewater::plan::{urn, CapturePayload, CreatePayload, GroupingPayload, ParDoPayload, Plan, TransformSpec};
+use tidewater::plan::{
+    urn, CapturePayload, CreatePayload, GroupingPayload, ParDoPayload, Plan, TransformSpec,
+};
 use tidewater::registry::{self, DoFnFactory};
 use tidewater::{Error, Result};
 
@@ -14,7 +16,7 @@ pub struct PCollectionInfo {
     pub name: String,
     /// Its element type.
     pub element_type: Arc<dyn ElementType>,
-    /// The nodes that consume it, in plan order.
+    /// The nodes that consume it, in plan order, once per input they take it as.
     pub consumers: Vec<usize>,
     /// The node that produces it.
     pub producer: usize,
@@ -70,7 +72,12 @@ impl Node {
     /// A fresh DoFn instance of a ParDo node.
     pub fn instantiate(&self) -> Result<Box<dyn ErasedDoFn>> {
         match &self.kind {
-            NodeKind::ParDo { do_fn, factory, fields, .. } => factory(fields).map_err(|message| Error::FunctionPayload {
+            NodeKind::ParDo {
+                do_fn,
+                factory,
+                fields,
+                ..
+            } => factory(fields).map_err(|message| Error::FunctionPayload {
                 name: do_fn.clone(),
                 transform: self.name.clone(),
                 message,
@@ -88,9 +95,16 @@ pub struct ExecutablePlan {
     pub pcollections: Vec<PCollectionInfo>,
 }
 
-fn payload<T: serde::de::DeserializeOwned>(t: &TransformSpec, value: &serde_json::Value) -> Result<T> {
+fn payload<T: serde::de::DeserializeOwned>(
+    t: &TransformSpec,
+    value: &serde_json::Value,
+) -> Result<T> {
     serde_json::from_value(value.clone()).map_err(|e| Error::InvalidPlan {
-        message: format!("payload of transform '{}' ({}) is malformed: {e}", t.unique_name, t.spec.as_ref().map(|s| s.urn.as_str()).unwrap_or("")),
+        message: format!(
+            "payload of transform '{}' ({}) is malformed: {e}",
+            t.unique_name,
+            t.spec.as_ref().map(|s| s.urn.as_str()).unwrap_or("")
+        ),
     })
 }
 
@@ -105,54 +119,89 @@ pub fn translate(plan: &Plan) -> Result<ExecutablePlan> {
     let mut pc_index = BTreeMap::new();
     let mut pcollections = Vec::new();
     for (id, pc) in &c.pcollections {
-        let coder = c.coders.get(&pc.coder_id).ok_or_else(|| invalid(format!("PCollection '{id}' uses coder '{}', which is not defined", pc.coder_id)))?;
-        let Some(type_name) = &coder.rust_type else {
-            return Err(invalid(format!("PCollection '{id}' has coder '{}', which names no Rust type", pc.coder_id)));
-        };
-        let element_type = registry::element_type(type_name).ok_or_else(|| Error::UnknownFunction {
-            kind: "element type",
-            kind_snake: "element_type",
-            name: type_name.clone(),
-            transform: pc.unique_name.clone(),
+        let coder = c.coders.get(&pc.coder_id).ok_or_else(|| {
+            invalid(format!(
+                "PCollection '{id}' uses coder '{}', which is not defined",
+                pc.coder_id
+            ))
         })?;
+        let Some(type_name) = &coder.rust_type else {
+            return Err(invalid(format!(
+                "PCollection '{id}' has coder '{}', which names no Rust type",
+                pc.coder_id
+            )));
+        };
+        let element_type =
+            registry::element_type(type_name).ok_or_else(|| Error::UnknownFunction {
+                kind: "element type",
+                kind_snake: "element_type",
+                name: type_name.clone(),
+                transform: format!("PCollection '{}'", pc.unique_name),
+            })?;
         pc_index.insert(id.as_str(), pcollections.len());
-        pcollections.push(PCollectionInfo { name: pc.unique_name.clone(), element_type, consumers: Vec::new(), producer: usize::MAX });
+        pcollections.push(PCollectionInfo {
+            name: pc.unique_name.clone(),
+            element_type,
+            consumers: Vec::new(),
+            producer: usize::MAX,
+        });
     }
     // Primitive transforms.
     let mut nodes = Vec::new();
     for t in c.transforms.values() {
         let Some(spec) = &t.spec else { continue };
-        let lookup = |p: &String| pc_index.get(p.as_str()).copied().ok_or_else(|| invalid(format!("transform '{}' refers to undefined PCollection '{p}'", t.unique_name)));
+        let lookup = |p: &String| {
+            pc_index.get(p.as_str()).copied().ok_or_else(|| {
+                invalid(format!(
+                    "transform '{}' refers to undefined PCollection '{p}'",
+                    t.unique_name
+                ))
+            })
+        };
         let inputs: Vec<usize> = t.inputs.values().map(lookup).collect::<Result<_>>()?;
         let kind = match spec.urn.as_str() {
             urn::IMPULSE => NodeKind::Impulse,
-            urn::CREATE => NodeKind::Create { elements: payload::<CreatePayload>(t, &spec.payload)?.elements },
+            urn::CREATE => NodeKind::Create {
+                elements: payload::<CreatePayload>(t, &spec.payload)?.elements,
+            },
             urn::FLATTEN => NodeKind::Flatten,
-            urn::CAPTURE => NodeKind::Capture { name: payload::<CapturePayload>(t, &spec.payload)?.name },
+            urn::CAPTURE => NodeKind::Capture {
+                name: payload::<CapturePayload>(t, &spec.payload)?.name,
+            },
             urn::PAR_DO => {
                 let p: ParDoPayload = payload(t, &spec.payload)?;
-                let factory = registry::do_fn(&p.do_fn.name).ok_or_else(|| Error::UnknownFunction {
-                    kind: "DoFn",
-                    kind_snake: "do_fn",
-                    name: p.do_fn.name.clone(),
-                    transform: t.unique_name.clone(),
-                })?;
-                NodeKind::ParDo { do_fn: p.do_fn.name, factory, fields: p.do_fn.fields, output_tags: p.output_tags }
+                let factory =
+                    registry::do_fn(&p.do_fn.name).ok_or_else(|| Error::UnknownFunction {
+                        kind: "DoFn",
+                        kind_snake: "do_fn",
+                        name: p.do_fn.name.clone(),
+                        transform: format!("transform '{}'", t.unique_name),
+                    })?;
+                NodeKind::ParDo {
+                    do_fn: p.do_fn.name,
+                    factory,
+                    fields: p.do_fn.fields,
+                    output_tags: p.output_tags,
+                }
             }
             urn::GROUP_BY_KEY | urn::COMBINE_PER_KEY | urn::COMBINE_GLOBALLY => {
                 let p: GroupingPayload = payload(t, &spec.payload)?;
-                let factory = registry::grouping(&p.grouping.name).ok_or_else(|| Error::UnknownFunction {
-                    kind: "grouping",
-                    kind_snake: "grouping",
-                    name: p.grouping.name.clone(),
-                    transform: t.unique_name.clone(),
-                })?;
-                let ops = factory(&p.grouping.fields).map_err(|message| Error::FunctionPayload {
-                    name: p.grouping.name.clone(),
-                    transform: t.unique_name.clone(),
-                    message,
-                })?;
-                NodeKind::Grouping { ops: Arc::from(ops) }
+                let factory =
+                    registry::grouping(&p.grouping.name).ok_or_else(|| Error::UnknownFunction {
+                        kind: "grouping",
+                        kind_snake: "grouping",
+                        name: p.grouping.name.clone(),
+                        transform: format!("transform '{}'", t.unique_name),
+                    })?;
+                let ops =
+                    factory(&p.grouping.fields).map_err(|message| Error::FunctionPayload {
+                        name: p.grouping.name.clone(),
+                        transform: t.unique_name.clone(),
+                        message,
+                    })?;
+                NodeKind::Grouping {
+                    ops: Arc::from(ops),
+                }
             }
             other => {
                 return Err(Error::Unsupported {
@@ -166,6 +215,14 @@ pub fn translate(plan: &Plan) -> Result<ExecutablePlan> {
             }
         };
         let outputs: Vec<usize> = match &kind {
+            NodeKind::ParDo { output_tags, .. } if output_tags.len() != t.outputs.len() || output_tags.iter().any(|tag| !t.outputs.contains_key(tag)) => {
+                return Err(invalid(format!(
+                    "ParDo '{}' declares output tags [{}] but has outputs [{}]",
+                    t.unique_name,
+                    output_tags.join(", "),
+                    t.outputs.keys().cloned().collect::<Vec<_>>().join(", ")
+                )))
+            }
             NodeKind::ParDo { output_tags, .. } => output_tags
                 .iter()
                 .map(|tag| {
@@ -176,13 +233,21 @@ pub fn translate(plan: &Plan) -> Result<ExecutablePlan> {
                 .collect::<Result<_>>()?,
             _ => t.outputs.values().map(lookup).collect::<Result<_>>()?,
         };
-        let node = Node { name: t.unique_name.clone(), kind, inputs, outputs };
+        let node = Node {
+            name: t.unique_name.clone(),
+            kind,
+            inputs,
+            outputs,
+        };
         check_shape(&node, &pcollections)?;
         nodes.push(node);
     }
     let order = topological_order(&nodes, &pcollections)?;
     let mut slots: Vec<Option<Node>> = nodes.into_iter().map(Some).collect();
-    let nodes: Vec<Node> = order.iter().map(|&i| slots[i].take().expect("each node once")).collect();
+    let nodes: Vec<Node> = order
+        .iter()
+        .map(|&i| slots[i].take().expect("each node once"))
+        .collect();
     for pc in &mut pcollections {
         pc.consumers.clear();
     }
@@ -190,13 +255,16 @@ pub fn translate(plan: &Plan) -> Result<ExecutablePlan> {
         for &o in &n.outputs {
             pcollections[o].producer = i;
         }
+        // A Flatten may consume the same PCollection twice; each occurrence delivers
+        // the elements once.
         for &inp in &n.inputs {
-            if !pcollections[inp].consumers.contains(&i) {
-                pcollections[inp].consumers.push(i);
-            }
+            pcollections[inp].consumers.push(i);
         }
     }
-    Ok(ExecutablePlan { nodes, pcollections })
+    Ok(ExecutablePlan {
+        nodes,
+        pcollections,
+    })
 }
 
 /// Checks arity and element types of a node against its PCollections.
@@ -214,7 +282,10 @@ fn check_shape(n: &Node, pcs: &[PCollectionInfo]) -> Result<()> {
         Ok(())
     };
     let mismatch = |what: &str, want: &str, got: &str| {
-        Err(invalid(format!("transform '{}': {what} is a PCollection of {got}, but its function expects {want}", n.name)))
+        Err(invalid(format!(
+            "transform '{}': {what} is a PCollection of {got}, but its function expects {want}",
+            n.name
+        )))
     };
     match &n.kind {
         NodeKind::Impulse => {
@@ -225,7 +296,10 @@ fn check_shape(n: &Node, pcs: &[PCollectionInfo]) -> Result<()> {
         }
         NodeKind::Create { elements } => {
             arity(0, Some(1))?;
-            pcs[n.outputs[0]].element_type.batch_from_json(elements).map_err(|m| invalid(format!("Create '{}': {m}", n.name)))?;
+            pcs[n.outputs[0]]
+                .element_type
+                .batch_from_json(elements)
+                .map_err(|m| invalid(format!("Create '{}': {m}", n.name)))?;
         }
         NodeKind::Capture { .. } => arity(1, Some(0))?,
         NodeKind::Flatten => {
@@ -277,13 +351,19 @@ fn topological_order(nodes: &[Node], pcs: &[PCollectionInfo]) -> Result<Vec<usiz
         for &inp in &n.inputs {
             let p = producer[inp];
             if p == usize::MAX {
-                return Err(invalid(format!("transform '{}' consumes '{}', which no primitive produces", n.name, pcs[inp].name)));
+                return Err(invalid(format!(
+                    "transform '{}' consumes '{}', which no primitive produces",
+                    n.name, pcs[inp].name
+                )));
             }
             indegree[i] += 1;
             consumers[p].push(i);
         }
     }
-    let mut ready: Vec<usize> = (0..nodes.len()).filter(|&i| indegree[i] == 0).rev().collect();
+    let mut ready: Vec<usize> = (0..nodes.len())
+        .filter(|&i| indegree[i] == 0)
+        .rev()
+        .collect();
     let mut order = Vec::with_capacity(nodes.len());
     while let Some(i) = ready.pop() {
         order.push(i);
@@ -295,8 +375,14 @@ fn topological_order(nodes: &[Node], pcs: &[PCollectionInfo]) -> Result<Vec<usiz
         }
     }
     if order.len() != nodes.len() {
-        let stuck: Vec<&str> = (0..nodes.len()).filter(|i| !order.contains(i)).map(|i| nodes[i].name.as_str()).collect();
-        return Err(invalid(format!("the graph has a cycle through: {}", stuck.join(", "))));
+        let stuck: Vec<&str> = (0..nodes.len())
+            .filter(|i| !order.contains(i))
+            .map(|i| nodes[i].name.as_str())
+            .collect();
+        return Err(invalid(format!(
+            "the graph has a cycle through: {}",
+            stuck.join(", ")
+        )));
     }
     Ok(order)
 }

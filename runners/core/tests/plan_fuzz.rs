@@ -43,20 +43,39 @@ fn plan_json() -> String {
     let doubled = xs.map("Double", double);
     let parts = doubled.apply("Parity", Partition::of(2, parity));
     let both = parts.apply_flatten("Both");
-    both.with_keys("Key", key).group_by_key("Group").capture("groups");
-    both.with_keys("Key2", key).apply("Sum", Combine::per_key(Total)).capture("sums");
+    both.with_keys("Key", key)
+        .group_by_key("Group")
+        .capture("groups");
+    both.with_keys("Key2", key)
+        .apply("Sum", Combine::per_key(Total))
+        .capture("sums");
     xs.apply("Total", Combine::globally(Total)).capture("total");
     plan::encode(&p.to_plan().unwrap())
 }
 
 /// Decodes, translates and runs; any outcome but a panic is fine.
 fn survive(json: &str) {
-    let Ok(decoded) = plan::decode(json) else { return };
-    let Ok(exec) = translate(&decoded) else { return };
-    let _ = execute(&exec, &ExecOptions { shuffle_seed: Some(1), ..Default::default() });
+    let Ok(decoded) = plan::decode(json) else {
+        return;
+    };
+    let Ok(exec) = translate(&decoded) else {
+        return;
+    };
+    let _ = execute(
+        &exec,
+        &ExecOptions {
+            shuffle_seed: Some(1),
+            ..Default::default()
+        },
+    );
 }
 
-fn mutate_value(v: &mut serde_json::Value, path: &[usize], replacement: &serde_json::Value, remove: bool) {
+fn mutate_value(
+    v: &mut serde_json::Value,
+    path: &[usize],
+    replacement: &serde_json::Value,
+    remove: bool,
+) {
     use serde_json::Value;
     let Some((&step, rest)) = path.split_first() else {
         *v = replacement.clone();
@@ -135,5 +154,8 @@ fn the_unmutated_plan_runs() {
     let decoded = plan::decode(&plan_json()).unwrap();
     let r = execute(&translate(&decoded).unwrap(), &ExecOptions::default()).unwrap();
     assert_eq!(r.captured_values::<i64>("total").unwrap(), vec![190]);
-    assert_eq!(r.captured_values::<(i64, i64)>("sums").unwrap(), vec![(0, 126), (1, 114), (2, 140)]);
+    assert_eq!(
+        r.captured_values::<(i64, i64)>("sums").unwrap(),
+        vec![(0, 126), (1, 114), (2, 140)]
+    );
 }

@@ -26,7 +26,9 @@ impl Runner for DirectRunner {
     }
 
     fn capabilities(&self) -> Capabilities {
-        let features = Feature::ALL.into_iter().filter(|f| *f != Feature::UnknownTransform);
+        let features = Feature::ALL
+            .into_iter()
+            .filter(|f| *f != Feature::UnknownTransform);
         Capabilities::new(features, "the direct runner does not implement this")
     }
 
@@ -42,32 +44,54 @@ fn exec_options(options: &PipelineOptions) -> Result<ExecOptions> {
     let parse = |key: &str, default: usize| -> Result<usize> {
         match options.runner_option(key) {
             None => Ok(default),
-            Some(v) => v.parse::<usize>().ok().filter(|n| *n > 0).ok_or_else(|| Error::InvalidOption {
-                option: format!("--runner-option {key}={v}"),
-                message: "expected a positive integer".into(),
-            }),
+            Some(v) => {
+                v.parse::<usize>()
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .ok_or_else(|| Error::InvalidOption {
+                        option: format!("--runner-option {key}={v}"),
+                        message: "expected a positive integer".into(),
+                    })
+            }
         }
     };
     let lift = match options.runner_option("lift_combiners") {
         None | Some("true") => true,
         Some("false") => false,
         Some(v) => {
-            return Err(Error::InvalidOption { option: format!("--runner-option lift_combiners={v}"), message: "expected true or false".into() })
+            return Err(Error::InvalidOption {
+                option: format!("--runner-option lift_combiners={v}"),
+                message: "expected true or false".into(),
+            })
         }
     };
     Ok(ExecOptions {
         validate,
         shuffle_seed: validate.then_some(seed),
-        max_bundle_size: parse("bundle_size", if validate { VALIDATING_BUNDLE_SIZE } else { FAST_BUNDLE_SIZE })?,
+        max_bundle_size: parse(
+            "bundle_size",
+            if validate {
+                VALIDATING_BUNDLE_SIZE
+            } else {
+                FAST_BUNDLE_SIZE
+            },
+        )?,
         lift_combiners: lift,
-        replay_hint: validate.then(|| format!("direct runner seed {seed}; rerun with --seed={seed} to replay this order")),
+        replay_hint: validate.then(|| {
+            format!("direct runner seed {seed}; rerun with --seed={seed} to replay this order")
+        }),
     })
 }
 
 fn fresh_seed() -> u64 {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0));
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0),
+    );
     h.finish()
 }
 

@@ -2,7 +2,9 @@
 //! aborts the process or hangs.
 
 use serde::{Deserialize, Serialize};
-use tidewater::{plan, run_plan_json, DoFn, Error, ParDo, Pipeline, PipelineOptions, ProcessContext, UserError};
+use tidewater::{
+    plan, run_plan_json, DoFn, Error, ParDo, Pipeline, PipelineOptions, ProcessContext, UserError,
+};
 
 fn setup() {
     tidewater_runner_direct::register();
@@ -10,7 +12,10 @@ fn setup() {
 }
 
 fn options(seed: u64) -> PipelineOptions {
-    PipelineOptions { seed: Some(seed), ..Default::default() }
+    PipelineOptions {
+        seed: Some(seed),
+        ..Default::default()
+    }
 }
 
 fn double(x: i64) -> i64 {
@@ -52,7 +57,13 @@ struct Check {
 impl tidewater::PTransform<tidewater::PCollection<i64>> for Check {
     type Output = tidewater::PCollection<i64>;
     fn expand(self, xs: tidewater::PCollection<i64>) -> tidewater::PCollection<i64> {
-        xs.map("Double", double).apply("Validate", ParDo::of(FailOn { bad: 42, panic: self.panic }))
+        xs.map("Double", double).apply(
+            "Validate",
+            ParDo::of(FailOn {
+                bad: 42,
+                panic: self.panic,
+            }),
+        )
     }
 }
 
@@ -60,7 +71,9 @@ impl tidewater::PTransform<tidewater::PCollection<i64>> for Check {
 fn an_erroring_do_fn_names_transform_element_and_seed() {
     setup();
     let e = failing_pipeline(options(7), false).run().unwrap_err();
-    assert!(matches!(&e, Error::UserCode { transform, phase: "process", .. } if transform == "Outer/Validate"));
+    assert!(
+        matches!(&e, Error::UserCode { transform, phase: "process", .. } if transform == "Outer/Validate")
+    );
     insta::assert_snapshot!(e.to_string(), @"transform 'Outer/Validate' failed in process on element 42: 42 is not acceptable (direct runner seed 7; rerun with --seed=7 to replay this order)");
 }
 
@@ -74,7 +87,10 @@ fn a_panicking_do_fn_fails_the_pipeline_without_aborting() {
 #[test]
 fn without_validation_the_element_is_named_by_position() {
     setup();
-    let o = PipelineOptions { no_validate: true, ..Default::default() };
+    let o = PipelineOptions {
+        no_validate: true,
+        ..Default::default()
+    };
     let e = failing_pipeline(o, false).run().unwrap_err();
     insta::assert_snapshot!(e.to_string(), @"transform 'Outer/Validate' failed in process on element #21 of its batch (run with validation to see the element): 42 is not acceptable");
 }
@@ -87,7 +103,7 @@ fn an_unknown_function_name_says_how_to_register_it() {
     let json = json.replace("errors::FailOn", "errors::Missing");
     let e = run_plan_json(&json, &options(1)).unwrap_err();
     assert!(matches!(e, Error::UnknownFunction { kind: "DoFn", .. }));
-    insta::assert_snapshot!(e.to_string(), @"unknown DoFn 'errors::Missing' in transform 'Outer/Validate': this binary has not registered it. Functions and types register themselves when the pipeline that uses them is constructed; a binary that runs a plan it did not build must construct the same pipeline first (or call tidewater::registry::register_do_fn::<T>() for it)");
+    insta::assert_snapshot!(e.to_string(), @"unknown DoFn 'errors::Missing' in transform 'Outer/Validate': this binary has not registered it. Functions and types register themselves when the pipeline that uses them is constructed; a binary that runs a plan it did not build must construct the same pipeline first (or, for a DoFn struct, call tidewater::registry::register_do_fn::<T>())");
 }
 
 #[test]
@@ -106,9 +122,12 @@ fn a_type_mismatch_in_an_edited_plan_is_caught_before_running() {
         s.len() as i64
     }
     let p = Pipeline::new(options(1));
-    p.create("Words", vec!["a".to_string()]).map("Len", len).capture("lens");
+    p.create("Words", vec!["a".to_string()])
+        .map("Len", len)
+        .capture("lens");
     p.create("Numbers", vec![1i64]).capture("numbers");
-    let json = plan::encode(&p.to_plan().unwrap()).replace("\"input\": \"Words.main\"", "\"input\": \"Numbers.main\"");
+    let json = plan::encode(&p.to_plan().unwrap())
+        .replace("\"input\": \"Words.main\"", "\"input\": \"Numbers.main\"");
     let e = run_plan_json(&json, &options(1)).unwrap_err();
     insta::assert_snapshot!(e.to_string(), @"invalid plan: transform 'Len': the input is a PCollection of i64, but its function expects alloc::string::String");
 }
@@ -124,7 +143,9 @@ fn an_unknown_runner_lists_the_known_ones() {
 fn a_runner_refuses_unsupported_features_up_front_listing_each() {
     setup();
     let p = Pipeline::new(PipelineOptions::for_runner("native"));
-    p.create("Numbers", vec![1i64]).map("Double", double).capture("out");
+    p.create("Numbers", vec![1i64])
+        .map("Double", double)
+        .capture("out");
     insta::assert_snapshot!(p.run().unwrap_err().to_string(), @r"
     runner 'native' cannot run this pipeline:
       - Capture (used by 'Capture[out]'): the native runner is not implemented yet (it comes with the timely engine)
@@ -137,7 +158,8 @@ fn a_runner_refuses_unsupported_features_up_front_listing_each() {
 fn closures_are_refused_at_construction_with_a_fix() {
     let p = Pipeline::new(PipelineOptions::default());
     let offset = 3;
-    p.create("Numbers", vec![1i64]).map("AddOffset", move |x: i64| x + offset);
+    p.create("Numbers", vec![1i64])
+        .map("AddOffset", move |x: i64| x + offset);
     let e = p.to_plan().unwrap_err();
     insta::assert_snapshot!(e.to_string(), @"cannot construct transform 'AddOffset': map() was given a closure (errors::closures_are_refused_at_construction_with_a_fix::{{closure}}). Closures cannot travel in a plan: they have no stable name and what they capture cannot be serialized. Move the code into a named function item, e.g. `fn my_step(x: In) -> Out { ... }`, and pass `my_step`; for a function with parameters, implement DoFn on a struct with serde fields and use ParDo::of");
 }
@@ -147,6 +169,7 @@ fn closures_are_refused_at_construction_with_a_fix() {
 struct Lossy {
     a: i64,
     #[serde(skip_serializing)]
+    #[allow(dead_code)] // read through Debug only
     b: i64,
 }
 
@@ -158,7 +181,9 @@ fn to_lossy(x: i64) -> Lossy {
 fn an_element_that_does_not_survive_its_coder_is_caught() {
     setup();
     let p = Pipeline::new(options(1));
-    p.create("Numbers", vec![5i64]).map("ToLossy", to_lossy).capture("out");
+    p.create("Numbers", vec![5i64])
+        .map("ToLossy", to_lossy)
+        .capture("out");
     let e = p.run().unwrap_err();
     assert!(matches!(e, Error::Coder { .. }));
     insta::assert_snapshot!(e.to_string(), @"element of transform 'ToLossy' output does not round-trip through its coder: cannot decode tidewater::windowed_value::WindowedValue<errors::Lossy>: Serde Deserialization Error (element Lossy { a: 5, b: 5 })");

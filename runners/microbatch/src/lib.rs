@@ -11,7 +11,8 @@ use tidewater::{plan::Plan, Error, PipelineOptions, Result};
 /// The micro-batch runner.
 pub struct MicrobatchRunner;
 
-const NOT_YET: &str = "the microbatch runner is not implemented yet (it comes with the timely engine)";
+const NOT_YET: &str =
+    "the microbatch runner is not implemented yet (it comes with the timely engine)";
 
 impl Runner for MicrobatchRunner {
     fn name(&self) -> &'static str {

@@ -69,7 +69,9 @@ impl<T: Element> AnyBatch for Batch<T> {
         self.items.append(&mut other);
     }
     fn split_off(&mut self, at: usize) -> Box<dyn AnyBatch> {
-        Box::new(Batch { items: self.items.split_off(at) })
+        Box::new(Batch {
+            items: self.items.split_off(at),
+        })
     }
     fn shuffle(&mut self, rng: &mut SplitMix64) {
         rng.shuffle(&mut self.items);
@@ -107,7 +109,10 @@ pub fn downcast_batch<T: Element>(batch: Box<dyn AnyBatch>) -> Vec<WindowedValue
     let name = batch.element_type();
     match batch.into_any().downcast::<Batch<T>>() {
         Ok(b) => b.items,
-        Err(_) => panic!("batch of {name} where {} was expected", std::any::type_name::<T>()),
+        Err(_) => panic!(
+            "batch of {name} where {} was expected",
+            std::any::type_name::<T>()
+        ),
     }
 }
 
@@ -158,7 +163,10 @@ impl<T: Element> ElementType for TypedElementType<T> {
                 .map_err(|e| coder_error(format!("bad length prefix: {e}")))?;
             let len = len as usize;
             if rest.len() < len {
-                return Err(coder_error(format!("element of {len} bytes but {} remain", rest.len())));
+                return Err(coder_error(format!(
+                    "element of {len} bytes but {} remain",
+                    rest.len()
+                )));
             }
             items.push(coder::decode::<WindowedValue<T>>(&rest[..len])?);
             bytes = &rest[len..];

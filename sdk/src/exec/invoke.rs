@@ -70,7 +70,11 @@ pub trait ErasedDoFn: Send {
     /// `DoFn::start_bundle`.
     fn start_bundle(&mut self) -> Result<(), ExecError>;
     /// `DoFn::process` on every element of `input`.
-    fn process(&mut self, input: Box<dyn AnyBatch>, ctx: &mut InvokeContext<'_>) -> Result<(), ExecError>;
+    fn process(
+        &mut self,
+        input: Box<dyn AnyBatch>,
+        ctx: &mut InvokeContext<'_>,
+    ) -> Result<(), ExecError>;
     /// `DoFn::finish_bundle`, then flushes all outputs.
     fn finish_bundle(&mut self, ctx: &mut InvokeContext<'_>) -> Result<(), ExecError>;
     /// `DoFn::teardown`.
@@ -90,7 +94,6 @@ pub struct InvokeContext<'a> {
     pub keep_failed_element: bool,
 }
 
-
 /// Runs a typed [`DoFn`] behind [`ErasedDoFn`].
 pub struct DoFnInvoker<F: DoFn> {
     f: F,
@@ -101,7 +104,11 @@ pub struct DoFnInvoker<F: DoFn> {
 impl<F: DoFn> DoFnInvoker<F> {
     /// Wraps `f`.
     pub fn new(f: F) -> Self {
-        DoFnInvoker { f, main: Vec::new(), side: Vec::new() }
+        DoFnInvoker {
+            f,
+            main: Vec::new(),
+            side: Vec::new(),
+        }
     }
 }
 
@@ -115,11 +122,23 @@ fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
     }
 }
 
-fn call<R>(phase: Phase, element: impl FnOnce() -> Option<String>, f: impl FnOnce() -> Result<R, crate::UserError>) -> Result<R, ExecError> {
+fn call<R>(
+    phase: Phase,
+    element: impl FnOnce() -> Option<String>,
+    f: impl FnOnce() -> Result<R, crate::UserError>,
+) -> Result<R, ExecError> {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(r)) => Ok(r),
-        Ok(Err(e)) => Err(ExecError::User { phase, element: element(), message: e.to_string() }),
-        Err(p) => Err(ExecError::User { phase, element: element(), message: panic_message(p) }),
+        Ok(Err(e)) => Err(ExecError::User {
+            phase,
+            element: element(),
+            message: e.to_string(),
+        }),
+        Err(p) => Err(ExecError::User {
+            phase,
+            element: element(),
+            message: panic_message(p),
+        }),
     }
 }
 
@@ -140,10 +159,15 @@ impl<F: DoFn> ErasedDoFn for DoFnInvoker<F> {
         call(Phase::StartBundle, || None, || self.f.start_bundle())
     }
 
-    fn process(&mut self, input: Box<dyn AnyBatch>, ctx: &mut InvokeContext<'_>) -> Result<(), ExecError> {
+    fn process(
+        &mut self,
+        input: Box<dyn AnyBatch>,
+        ctx: &mut InvokeContext<'_>,
+    ) -> Result<(), ExecError> {
         let items = super::downcast_batch::<F::In>(input);
         if self.side.len() + 1 != ctx.tags.len() {
-            self.side.resize_with(ctx.tags.len().saturating_sub(1), || None);
+            self.side
+                .resize_with(ctx.tags.len().saturating_sub(1), || None);
         }
         if self.main.capacity() == 0 {
             self.main.reserve(BATCH_SIZE);
@@ -155,14 +179,27 @@ impl<F: DoFn> ErasedDoFn for DoFnInvoker<F> {
             let describe = || {
                 Some(match &kept {
                     Some(v) => format!("{v:?}"),
-                    None => format!("#{index} of its batch (run with validation to see the element)"),
+                    None => {
+                        format!("#{index} of its batch (run with validation to see the element)")
+                    }
                 })
             };
-            let crate::WindowedValue { value, timestamp, windows, pane } = wv;
+            let crate::WindowedValue {
+                value,
+                timestamp,
+                windows,
+                pane,
+            } = wv;
             let result = match &windows {
                 Windows::One(_) => {
                     let mut pc = ProcessContext {
-                        out: Outputs { main: &mut self.main, side: &mut self.side, tags: ctx.tags, emit: ctx.emit, failed: &mut failed },
+                        out: Outputs {
+                            main: &mut self.main,
+                            side: &mut self.side,
+                            tags: ctx.tags,
+                            emit: ctx.emit,
+                            failed: &mut failed,
+                        },
                         timestamp,
                         windows: &windows,
                         pane,
@@ -174,14 +211,22 @@ impl<F: DoFn> ErasedDoFn for DoFnInvoker<F> {
                 Windows::Many(ws) => ws.iter().try_for_each(|w| {
                     let one = Windows::One(*w);
                     let mut pc = ProcessContext {
-                        out: Outputs { main: &mut self.main, side: &mut self.side, tags: ctx.tags, emit: ctx.emit, failed: &mut failed },
+                        out: Outputs {
+                            main: &mut self.main,
+                            side: &mut self.side,
+                            tags: ctx.tags,
+                            emit: ctx.emit,
+                            failed: &mut failed,
+                        },
                         timestamp,
                         windows: &one,
                         pane,
                         skew,
                         metrics: ctx.metrics,
                     };
-                    call(Phase::Process, describe, || self.f.process(value.clone(), &mut pc))
+                    call(Phase::Process, describe, || {
+                        self.f.process(value.clone(), &mut pc)
+                    })
                 }),
             };
             result?;
@@ -189,21 +234,38 @@ impl<F: DoFn> ErasedDoFn for DoFnInvoker<F> {
                 return Err(with_element(e, describe));
             }
         }
-        let mut out = Outputs { main: &mut self.main, side: &mut self.side, tags: ctx.tags, emit: ctx.emit, failed: &mut failed };
+        let mut out = Outputs {
+            main: &mut self.main,
+            side: &mut self.side,
+            tags: ctx.tags,
+            emit: ctx.emit,
+            failed: &mut failed,
+        };
         out.flush_all();
         failed.map_or(Ok(()), Err)
     }
 
     fn finish_bundle(&mut self, ctx: &mut InvokeContext<'_>) -> Result<(), ExecError> {
         if self.side.len() + 1 != ctx.tags.len() {
-            self.side.resize_with(ctx.tags.len().saturating_sub(1), || None);
+            self.side
+                .resize_with(ctx.tags.len().saturating_sub(1), || None);
         }
         let mut failed = None;
         let mut fc = FinishBundleContext {
-            out: Outputs { main: &mut self.main, side: &mut self.side, tags: ctx.tags, emit: ctx.emit, failed: &mut failed },
+            out: Outputs {
+                main: &mut self.main,
+                side: &mut self.side,
+                tags: ctx.tags,
+                emit: ctx.emit,
+                failed: &mut failed,
+            },
             metrics: ctx.metrics,
         };
-        call(Phase::FinishBundle, || None, || self.f.finish_bundle(&mut fc))?;
+        call(
+            Phase::FinishBundle,
+            || None,
+            || self.f.finish_bundle(&mut fc),
+        )?;
         fc.out.flush_all();
         failed.map_or(Ok(()), Err)
     }
@@ -215,7 +277,15 @@ impl<F: DoFn> ErasedDoFn for DoFnInvoker<F> {
 
 fn with_element(e: ExecError, describe: impl FnOnce() -> Option<String>) -> ExecError {
     match e {
-        ExecError::User { phase, element: None, message } => ExecError::User { phase, element: describe(), message },
+        ExecError::User {
+            phase,
+            element: None,
+            message,
+        } => ExecError::User {
+            phase,
+            element: describe(),
+            message,
+        },
         other => other,
     }
 }

@@ -39,15 +39,31 @@ impl KeyIndex {
     /// The group number of `key`, and whether it is new.
     pub fn find_or_insert(&mut self, key: &[u8]) -> (usize, bool) {
         let hash = hash_bytes(key);
-        let KeyIndex { table, arena, groups } = self;
-        let eq = |s: &Slot| s.hash == hash && s.len as usize == key.len() && &arena[s.start as usize..s.start as usize + key.len()] == key;
+        let KeyIndex {
+            table,
+            arena,
+            groups,
+        } = self;
+        let eq = |s: &Slot| {
+            s.hash == hash
+                && s.len as usize == key.len()
+                && &arena[s.start as usize..s.start as usize + key.len()] == key
+        };
         match table.entry(hash, eq, |s| s.hash) {
             Entry::Occupied(e) => (e.get().group as usize, false),
             Entry::Vacant(e) => {
                 let g = *groups;
                 // Tables are flushed long before 4 GiB of keys or 4 billion groups.
-                let slot = Slot { hash, group: g as u32, start: arena.len() as u32, len: key.len() as u32 };
-                assert!(arena.len() + key.len() <= u32::MAX as usize && g < u32::MAX as usize, "grouping table overflow");
+                let slot = Slot {
+                    hash,
+                    group: g as u32,
+                    start: arena.len() as u32,
+                    len: key.len() as u32,
+                };
+                assert!(
+                    arena.len() + key.len() <= u32::MAX as usize && g < u32::MAX as usize,
+                    "grouping table overflow"
+                );
                 arena.extend_from_slice(key);
                 e.insert(slot);
                 *groups += 1;

@@ -16,7 +16,12 @@ pub struct DistributionData {
 
 impl DistributionData {
     fn of(v: i64) -> Self {
-        DistributionData { sum: v, count: 1, min: v, max: v }
+        DistributionData {
+            sum: v,
+            count: 1,
+            min: v,
+            max: v,
+        }
     }
 
     fn merge(&mut self, o: &DistributionData) {
@@ -50,7 +55,9 @@ impl StepMetrics {
     pub fn update_distribution(&mut self, name: &str, value: i64) {
         match self.distributions.iter_mut().find(|(k, _)| k == name) {
             Some((_, d)) => d.merge(&DistributionData::of(value)),
-            None => self.distributions.push((name.to_string(), DistributionData::of(value))),
+            None => self
+                .distributions
+                .push((name.to_string(), DistributionData::of(value))),
         }
     }
 
@@ -95,7 +102,12 @@ impl MetricResults {
 
     /// Counter `name` of `step`.
     pub fn counter(&self, step: &str, name: &str) -> Option<i64> {
-        self.steps.get(step)?.counters.iter().find(|(k, _)| k == name).map(|(_, v)| *v)
+        self.steps
+            .get(step)?
+            .counters
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| *v)
     }
 
     /// Counter `name` summed over every step.
@@ -110,7 +122,12 @@ impl MetricResults {
 
     /// Distribution `name` of `step`.
     pub fn distribution(&self, step: &str, name: &str) -> Option<DistributionData> {
-        self.steps.get(step)?.distributions.iter().find(|(k, _)| k == name).map(|(_, v)| *v)
+        self.steps
+            .get(step)?
+            .distributions
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| *v)
     }
 
     /// Adds another run's (or worker's) metrics.

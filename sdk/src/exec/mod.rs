@@ -16,7 +16,9 @@ mod rng;
 
 pub use batch::{downcast_batch, AnyBatch, Batch, ElementType, TypedElementType};
 pub use grouping::{GroupingOps, GroupingPhase, GroupingTable};
+pub use invoke::{
+    element_type_name, DoFnInvoker, Emit, ErasedDoFn, ExecError, InvokeContext, Phase, BATCH_SIZE,
+};
 pub use key_index::KeyIndex;
-pub use invoke::{element_type_name, DoFnInvoker, Emit, ErasedDoFn, ExecError, InvokeContext, Phase, BATCH_SIZE};
 pub use metrics::{DistributionData, MetricResults, StepMetrics};
 pub use rng::SplitMix64;

@@ -10,16 +10,33 @@ use crate::{Error, Result};
 /// ```
 pub fn decode(json: &str) -> Result<Plan> {
     let value: serde_json::Value =
-        serde_json::from_str(json).map_err(|e| Error::MalformedPlan { message: e.to_string() })?;
+        serde_json::from_str(json).map_err(|e| Error::MalformedPlan {
+            message: e.to_string(),
+        })?;
     match value.get("version") {
-        None => return Err(Error::MalformedPlan { message: "missing field `version` at the top level".into() }),
+        None => {
+            return Err(Error::MalformedPlan {
+                message: "missing field `version` at the top level".into(),
+            })
+        }
         Some(v) => match v.as_u64() {
             Some(PLAN_VERSION) => {}
-            Some(found) => return Err(Error::PlanVersion { found, supported: PLAN_VERSION }),
-            None => return Err(Error::MalformedPlan { message: format!("field `version` must be an unsigned integer, found {v}") }),
+            Some(found) => {
+                return Err(Error::PlanVersion {
+                    found,
+                    supported: PLAN_VERSION,
+                })
+            }
+            None => {
+                return Err(Error::MalformedPlan {
+                    message: format!("field `version` must be an unsigned integer, found {v}"),
+                })
+            }
         },
     }
-    let plan: Plan = serde_json::from_str(json).map_err(|e| Error::MalformedPlan { message: e.to_string() })?;
+    let plan: Plan = serde_json::from_str(json).map_err(|e| Error::MalformedPlan {
+        message: e.to_string(),
+    })?;
     check_references(&plan)?;
     Ok(plan)
 }
@@ -32,7 +49,21 @@ fn check_references(plan: &Plan) -> Result<()> {
             return invalid(format!("root transform '{id}' is not among the transforms"));
         }
     }
+    let mut parent = std::collections::BTreeMap::new();
     for (id, t) in &c.transforms {
+        if *id != t.unique_name {
+            return invalid(format!(
+                "transform id '{id}' differs from its unique name '{}'",
+                t.unique_name
+            ));
+        }
+        for sub in &t.subtransforms {
+            if let Some(other) = parent.insert(sub.as_str(), id.as_str()) {
+                return invalid(format!(
+                    "transform '{sub}' is a subtransform of both '{other}' and '{id}'"
+                ));
+            }
+        }
         for (name, pc) in t.inputs.iter().chain(t.outputs.iter()) {
             if !c.pcollections.contains_key(pc) {
                 return invalid(format!("transform '{id}' refers to PCollection '{pc}' (as '{name}'), which is not defined"));
@@ -40,26 +71,38 @@ fn check_references(plan: &Plan) -> Result<()> {
         }
         for sub in &t.subtransforms {
             if !c.transforms.contains_key(sub) {
-                return invalid(format!("transform '{id}' has subtransform '{sub}', which is not defined"));
+                return invalid(format!(
+                    "transform '{id}' has subtransform '{sub}', which is not defined"
+                ));
             }
             if sub == id {
                 return invalid(format!("transform '{id}' contains itself"));
             }
         }
         if t.spec.is_some() && !t.subtransforms.is_empty() {
-            return invalid(format!("transform '{id}' is both a primitive and a composite"));
+            return invalid(format!(
+                "transform '{id}' is both a primitive and a composite"
+            ));
         }
         if let Some(env) = &t.environment_id {
             if !c.environments.contains_key(env) {
-                return invalid(format!("transform '{id}' uses environment '{env}', which is not defined"));
+                return invalid(format!(
+                    "transform '{id}' uses environment '{env}', which is not defined"
+                ));
             }
         }
     }
     for (id, pc) in &c.pcollections {
         if !c.coders.contains_key(&pc.coder_id) {
-            return invalid(format!("PCollection '{id}' uses coder '{}', which is not defined", pc.coder_id));
+            return invalid(format!(
+                "PCollection '{id}' uses coder '{}', which is not defined",
+                pc.coder_id
+            ));
         }
-        if !c.windowing_strategies.contains_key(&pc.windowing_strategy_id) {
+        if !c
+            .windowing_strategies
+            .contains_key(&pc.windowing_strategy_id)
+        {
             return invalid(format!(
                 "PCollection '{id}' uses windowing strategy '{}', which is not defined",
                 pc.windowing_strategy_id
@@ -69,13 +112,18 @@ fn check_references(plan: &Plan) -> Result<()> {
     for (id, coder) in &c.coders {
         for comp in &coder.component_coder_ids {
             if !c.coders.contains_key(comp) {
-                return invalid(format!("coder '{id}' has component coder '{comp}', which is not defined"));
+                return invalid(format!(
+                    "coder '{id}' has component coder '{comp}', which is not defined"
+                ));
             }
         }
     }
     for (id, ws) in &c.windowing_strategies {
         if !c.coders.contains_key(&ws.window_coder_id) {
-            return invalid(format!("windowing strategy '{id}' uses window coder '{}', which is not defined", ws.window_coder_id));
+            return invalid(format!(
+                "windowing strategy '{id}' uses window coder '{}', which is not defined",
+                ws.window_coder_id
+            ));
         }
     }
     // Every PCollection has exactly one producer among the primitives.
@@ -86,7 +134,9 @@ fn check_references(plan: &Plan) -> Result<()> {
         }
         for pc in t.outputs.values() {
             if let Some(other) = producer.insert(pc.as_str(), id.as_str()) {
-                return invalid(format!("PCollection '{pc}' is produced by both '{other}' and '{id}'"));
+                return invalid(format!(
+                    "PCollection '{pc}' is produced by both '{other}' and '{id}'"
+                ));
             }
         }
     }

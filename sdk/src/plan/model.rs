@@ -106,7 +106,7 @@ pub struct WindowingStrategySpec {
     pub trigger: serde_json::Value,
     /// `DISCARDING` or `ACCUMULATING`.
     pub accumulation_mode: String,
-    /// Timestamp combiner: `END_OF_WINDOW`, `EARLIEST` or `LATEST`.
+    /// Timestamp combiner: `END_OF_WINDOW`, `EARLIEST_IN_PANE` or `LATEST_IN_PANE`.
     pub output_time: String,
     /// `EMIT_IF_NONEMPTY` or `EMIT_ALWAYS`.
     pub closing_behavior: String,

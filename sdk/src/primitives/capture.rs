@@ -18,7 +18,9 @@ pub struct Capture {
 impl Capture {
     /// Captures under `name`.
     pub fn named(name: &str) -> Self {
-        Capture { name: name.to_string() }
+        Capture {
+            name: name.to_string(),
+        }
     }
 }
 
@@ -26,8 +28,17 @@ impl<T: Element> PTransform<PCollection<T>> for Capture {
     type Output = ();
     fn expand(self, input: PCollection<T>) {
         let p = input.pipeline().clone();
-        let payload = serde_json::to_value(CapturePayload { name: self.name }).expect("strings serialize");
-        p.set_primitive(FunctionSpec { urn: urn::CAPTURE.into(), payload }, false, Vec::new(), IsBounded::Bounded);
+        let payload =
+            serde_json::to_value(CapturePayload { name: self.name }).expect("strings serialize");
+        p.set_primitive(
+            FunctionSpec {
+                urn: urn::CAPTURE.into(),
+                payload,
+            },
+            false,
+            Vec::new(),
+            IsBounded::Bounded,
+        );
     }
 }
 

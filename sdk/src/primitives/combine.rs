@@ -1,5 +1,7 @@
 use super::group_by_key::Groups;
-use crate::exec::{downcast_batch, AnyBatch, Batch, ExecError, GroupingOps, GroupingPhase, GroupingTable, Phase};
+use crate::exec::{
+    downcast_batch, AnyBatch, Batch, ExecError, GroupingOps, GroupingPhase, GroupingTable, Phase,
+};
 use crate::plan::{urn, FunctionSpec, GroupingPayload, UserFunction};
 use crate::registry;
 use crate::{BoundedWindow, Element, PCollection, PTransform, PaneInfo, WindowedValue, Windows};
@@ -137,7 +139,11 @@ pub struct CombineOps<S, F> {
     _s: PhantomData<fn() -> S>,
 }
 
-fn apply_combine<S: CombineShape<F>, F: CombineFn + Serialize + DeserializeOwned>(input: &PCollection<S::Input>, f: F, urn: &str) -> PCollection<S::Output> {
+fn apply_combine<S: CombineShape<F>, F: CombineFn + Serialize + DeserializeOwned>(
+    input: &PCollection<S::Input>,
+    f: F,
+    urn: &str,
+) -> PCollection<S::Output> {
     let p = input.pipeline().clone();
     let name = std::any::type_name::<CombineOps<S, F>>().to_string();
     registry::register_element_type::<(S::Key, F::Acc)>();
@@ -145,28 +151,48 @@ fn apply_combine<S: CombineShape<F>, F: CombineFn + Serialize + DeserializeOwned
         &name,
         Arc::new(|fields| {
             let f: F = serde_json::from_value(fields.clone()).map_err(|e| e.to_string())?;
-            Ok(Box::new(CombineOps::<S, F> { f: Arc::new(f), _s: PhantomData }) as Box<dyn GroupingOps>)
+            Ok(Box::new(CombineOps::<S, F> {
+                f: Arc::new(f),
+                _s: PhantomData,
+            }) as Box<dyn GroupingOps>)
         }),
     );
     let fields = serde_json::to_value(&f).unwrap_or_else(|e| {
-        p.record_error(format!("the fields of CombineFn {} do not serialize: {e}", std::any::type_name::<F>()));
+        p.record_error(format!(
+            "the fields of CombineFn {} do not serialize: {e}",
+            std::any::type_name::<F>()
+        ));
         serde_json::Value::Null
     });
-    let payload = GroupingPayload { grouping: UserFunction { name, fields } };
-    let spec = FunctionSpec { urn: urn.into(), payload: serde_json::to_value(payload).expect("payload serializes") };
+    let payload = GroupingPayload {
+        grouping: UserFunction { name, fields },
+    };
+    let spec = FunctionSpec {
+        urn: urn.into(),
+        payload: serde_json::to_value(payload).expect("payload serializes"),
+    };
     let bounded = p.is_bounded(&[input.id]);
-    let out = p.set_primitive(spec, true, crate::pipeline::output_types::<S::Output>("main"), bounded);
+    let out = p.set_primitive(
+        spec,
+        true,
+        crate::pipeline::output_types::<S::Output>("main"),
+        bounded,
+    );
     p.pcollection(out[0])
 }
 
-impl<K: Element, F: CombineFn + Serialize + DeserializeOwned> PTransform<PCollection<(K, F::In)>> for CombinePerKey<F> {
+impl<K: Element, F: CombineFn + Serialize + DeserializeOwned> PTransform<PCollection<(K, F::In)>>
+    for CombinePerKey<F>
+{
     type Output = PCollection<(K, F::Out)>;
     fn expand(self, input: PCollection<(K, F::In)>) -> PCollection<(K, F::Out)> {
         apply_combine::<PerKey<K>, F>(&input, self.f, urn::COMBINE_PER_KEY)
     }
 }
 
-impl<F: CombineFn + Serialize + DeserializeOwned> PTransform<PCollection<F::In>> for CombineGlobally<F> {
+impl<F: CombineFn + Serialize + DeserializeOwned> PTransform<PCollection<F::In>>
+    for CombineGlobally<F>
+{
     type Output = PCollection<F::Out>;
     fn expand(self, input: PCollection<F::In>) -> PCollection<F::Out> {
         apply_combine::<Globally, F>(&input, self.f, urn::COMBINE_GLOBALLY)
@@ -181,15 +207,25 @@ impl<S: CombineShape<F>, F: CombineFn> GroupingOps for CombineOps<S, F> {
         std::any::type_name::<S::Output>()
     }
     fn new_table(&self, phase: GroupingPhase) -> Box<dyn GroupingTable> {
-        Box::new(CombineTable::<S, F> { f: self.f.clone(), phase, groups: Groups::new(), _s: PhantomData })
+        Box::new(CombineTable::<S, F> {
+            f: self.f.clone(),
+            phase,
+            groups: Groups::new(),
+            _s: PhantomData,
+        })
     }
     fn liftable(&self) -> bool {
         true
     }
     fn empty_output(&self) -> Option<Box<dyn AnyBatch>> {
         let f = &self.f;
-        let out = catch_unwind(AssertUnwindSafe(|| S::empty_output(|| f.extract_output(f.create_accumulator())))).ok()??;
-        Some(Box::new(Batch { items: vec![WindowedValue::in_global_window(out)] }))
+        let out = catch_unwind(AssertUnwindSafe(|| {
+            S::empty_output(|| f.extract_output(f.create_accumulator()))
+        }))
+        .ok()??;
+        Some(Box::new(Batch {
+            items: vec![WindowedValue::in_global_window(out)],
+        }))
     }
 }
 
@@ -201,15 +237,32 @@ struct CombineTable<S: CombineShape<F>, F: CombineFn> {
 }
 
 impl<S: CombineShape<F>, F: CombineFn> CombineTable<S, F> {
-    fn add_inputs(&mut self, items: Vec<WindowedValue<S::Input>>) -> Result<(), ExecError> {
+    /// Runs `call` on the accumulator of (`w`, `k`); a panic is reported with the key.
+    fn update(
+        &mut self,
+        w: BoundedWindow,
+        k: S::Key,
+        call: impl FnOnce(&F, &mut F::Acc),
+    ) -> Result<(), ExecError> {
         let f = &*self.f;
+        let i = self.groups.index(w, k, || f.create_accumulator())?;
+        let acc = self.groups.value_mut(i);
+        catch_unwind(AssertUnwindSafe(|| call(f, acc))).map_err(|p| ExecError::User {
+            phase: Phase::Process,
+            element: Some(format!("with key {:?}", self.groups.key(i))),
+            message: format!("CombineFn {}", panic_message(p)),
+        })
+    }
+
+    fn add_inputs(&mut self, items: Vec<WindowedValue<S::Input>>) -> Result<(), ExecError> {
         for wv in items {
             let (k, x) = S::split(wv.value);
             match wv.windows {
-                Windows::One(w) => f.add_input(self.groups.slot(w, k, || f.create_accumulator())?, x),
+                Windows::One(w) => self.update(w, k, |f, acc| f.add_input(acc, x))?,
                 Windows::Many(ws) => {
                     for w in ws {
-                        f.add_input(self.groups.slot(w, k.clone(), || f.create_accumulator())?, x.clone());
+                        let x = x.clone();
+                        self.update(w, k.clone(), |f, acc| f.add_input(acc, x))?;
                     }
                 }
             }
@@ -217,38 +270,45 @@ impl<S: CombineShape<F>, F: CombineFn> CombineTable<S, F> {
         Ok(())
     }
 
-    fn merge_accumulators(&mut self, items: Vec<WindowedValue<(S::Key, F::Acc)>>) -> Result<(), ExecError> {
-        let f = &*self.f;
+    fn merge_accumulators(
+        &mut self,
+        items: Vec<WindowedValue<(S::Key, F::Acc)>>,
+    ) -> Result<(), ExecError> {
         for wv in items {
-            let (k, acc) = wv.value;
-            for w in wv.windows.iter() {
-                f.merge_accumulators(self.groups.slot(*w, k.clone(), || f.create_accumulator())?, acc.clone());
+            let (k, other) = wv.value;
+            match wv.windows {
+                Windows::One(w) => self.update(w, k, |f, acc| f.merge_accumulators(acc, other))?,
+                Windows::Many(ws) => {
+                    for w in ws {
+                        let other = other.clone();
+                        self.update(w, k.clone(), |f, acc| f.merge_accumulators(acc, other))?;
+                    }
+                }
             }
         }
         Ok(())
     }
 }
 
-fn guarded<R>(phase: Phase, f: impl FnOnce() -> Result<R, ExecError>) -> Result<R, ExecError> {
-    match catch_unwind(AssertUnwindSafe(f)) {
-        Ok(r) => r,
-        Err(p) => {
-            let message = p
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| p.downcast_ref::<String>().cloned())
-                .unwrap_or_default();
-            Err(ExecError::User { phase, element: None, message: format!("CombineFn panicked: {message}") })
-        }
-    }
+fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
+    let message = p
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_default();
+    format!("panicked: {message}")
 }
 
 impl<S: CombineShape<F>, F: CombineFn> GroupingTable for CombineTable<S, F> {
     fn add(&mut self, batch: Box<dyn AnyBatch>) -> Result<(), ExecError> {
-        guarded(Phase::Process, || match self.phase {
-            GroupingPhase::Full | GroupingPhase::Partial => self.add_inputs(downcast_batch::<S::Input>(batch)),
-            GroupingPhase::Final => self.merge_accumulators(downcast_batch::<(S::Key, F::Acc)>(batch)),
-        })
+        match self.phase {
+            GroupingPhase::Full | GroupingPhase::Partial => {
+                self.add_inputs(downcast_batch::<S::Input>(batch))
+            }
+            GroupingPhase::Final => {
+                self.merge_accumulators(downcast_batch::<(S::Key, F::Acc)>(batch))
+            }
+        }
     }
 
     fn groups(&self) -> usize {
@@ -256,33 +316,41 @@ impl<S: CombineShape<F>, F: CombineFn> GroupingTable for CombineTable<S, F> {
     }
 
     fn finish(&mut self) -> Result<Box<dyn AnyBatch>, ExecError> {
-        let f = self.f.clone();
-        let groups: Vec<_> = self.groups.drain().collect();
-        let phase = self.phase;
-        guarded(Phase::FinishBundle, move || {
-            let meta = |w: BoundedWindow| (w.max_timestamp(), Windows::One(w));
-            Ok(match phase {
-                GroupingPhase::Partial => {
-                    let items: Vec<_> = groups
-                        .into_iter()
-                        .map(|(k, w, acc)| {
-                            let (timestamp, windows) = meta(w);
-                            WindowedValue { value: (k, acc), timestamp, windows, pane: PaneInfo::NO_FIRING }
-                        })
-                        .collect();
-                    Box::new(Batch { items }) as Box<dyn AnyBatch>
+        let f = &*self.f;
+        let partial = self.phase == GroupingPhase::Partial;
+        let mut accumulators = Vec::new();
+        let mut outputs = Vec::new();
+        for (k, w, acc) in self.groups.drain() {
+            let (timestamp, windows) = (w.max_timestamp(), Windows::One(w));
+            if partial {
+                accumulators.push(WindowedValue {
+                    value: (k, acc),
+                    timestamp,
+                    windows,
+                    pane: PaneInfo::NO_FIRING,
+                });
+                continue;
+            }
+            let out = catch_unwind(AssertUnwindSafe(|| f.extract_output(acc))).map_err(|p| {
+                ExecError::User {
+                    phase: Phase::Process,
+                    element: Some(format!("with key {k:?}")),
+                    message: format!("CombineFn extract_output {}", panic_message(p)),
                 }
-                GroupingPhase::Full | GroupingPhase::Final => {
-                    let items: Vec<_> = groups
-                        .into_iter()
-                        .map(|(k, w, acc)| {
-                            let (timestamp, windows) = meta(w);
-                            WindowedValue { value: S::join(k, f.extract_output(acc)), timestamp, windows, pane: PaneInfo::ON_TIME_AND_ONLY_FIRING }
-                        })
-                        .collect();
-                    Box::new(Batch { items })
-                }
+            })?;
+            outputs.push(WindowedValue {
+                value: S::join(k, out),
+                timestamp,
+                windows,
+                pane: PaneInfo::ON_TIME_AND_ONLY_FIRING,
+            });
+        }
+        Ok(if partial {
+            Box::new(Batch {
+                items: accumulators,
             })
+        } else {
+            Box::new(Batch { items: outputs })
         })
     }
 }

@@ -26,15 +26,26 @@ impl<T: Element> PTransform<PBegin> for Create<T> {
     type Output = PCollection<T>;
     fn expand(self, input: PBegin) -> PCollection<T> {
         let p = input.pipeline().clone();
-        let elements = match self.elements.iter().map(serde_json::to_value).collect::<Result<Vec<_>, _>>() {
+        let elements = match self
+            .elements
+            .iter()
+            .map(serde_json::to_value)
+            .collect::<Result<Vec<_>, _>>()
+        {
             Ok(v) => v,
             Err(e) => {
-                p.record_error(format!("Create's elements must serialize to JSON to travel in the plan: {e}"));
+                p.record_error(format!(
+                    "Create's elements must serialize to JSON to travel in the plan: {e}"
+                ));
                 Vec::new()
             }
         };
-        let payload = serde_json::to_value(CreatePayload { elements }).expect("JSON values serialize");
-        let spec = FunctionSpec { urn: urn::CREATE.into(), payload };
+        let payload =
+            serde_json::to_value(CreatePayload { elements }).expect("JSON values serialize");
+        let spec = FunctionSpec {
+            urn: urn::CREATE.into(),
+            payload,
+        };
         let out = p.set_primitive(spec, false, output_types::<T>("main"), IsBounded::Bounded);
         p.pcollection(out[0])
     }
@@ -53,7 +64,10 @@ impl PTransform<PBegin> for Impulse {
     type Output = PCollection<()>;
     fn expand(self, input: PBegin) -> PCollection<()> {
         let p = input.pipeline().clone();
-        let spec = FunctionSpec { urn: urn::IMPULSE.into(), payload: serde_json::Value::Null };
+        let spec = FunctionSpec {
+            urn: urn::IMPULSE.into(),
+            payload: serde_json::Value::Null,
+        };
         let out = p.set_primitive(spec, false, output_types::<()>("main"), IsBounded::Bounded);
         p.pcollection(out[0])
     }

@@ -20,7 +20,15 @@ impl<T: Element> PTransform<Vec<PCollection<T>>> for Flatten {
         let p = inputs.pipeline().clone();
         let ids: Vec<usize> = inputs.iter().map(|c| c.id).collect();
         let bounded = p.is_bounded(&ids);
-        let out = p.set_primitive(FunctionSpec { urn: urn::FLATTEN.into(), payload: serde_json::Value::Null }, false, output_types::<T>("main"), bounded);
+        let out = p.set_primitive(
+            FunctionSpec {
+                urn: urn::FLATTEN.into(),
+                payload: serde_json::Value::Null,
+            },
+            false,
+            output_types::<T>("main"),
+            bounded,
+        );
         p.pcollection(out[0])
     }
 }
@@ -33,7 +41,12 @@ pub trait FlattenExt<T> {
 
 impl<T: Element> FlattenExt<T> for Vec<PCollection<T>> {
     fn apply_flatten(&self, name: &str) -> PCollection<T> {
-        assert!(!self.is_empty(), "Flatten '{name}' needs at least one input PCollection");
-        self.pipeline().clone().apply_transform(name, self.clone(), Flatten)
+        assert!(
+            !self.is_empty(),
+            "Flatten '{name}' needs at least one input PCollection"
+        );
+        self.pipeline()
+            .clone()
+            .apply_transform(name, self.clone(), Flatten)
     }
 }

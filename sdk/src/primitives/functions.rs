@@ -54,8 +54,19 @@ where
         register_element_type::<D::In>();
         let name = std::any::type_name::<D>().to_string();
         let d = self.do_fn;
-        registry::register_do_fn_factory(&name, Arc::new(move |_| Ok(Box::new(DoFnInvoker::new(d.clone())) as Box<dyn ErasedDoFn>)));
-        let out = apply_par_do(&p, input.id, UserFunction { name, fields: serde_json::Value::Null }, crate::pipeline::output_types::<D::Out>(crate::dofn::MAIN_TAG));
+        registry::register_do_fn_factory(
+            &name,
+            Arc::new(move |_| Ok(Box::new(DoFnInvoker::new(d.clone())) as Box<dyn ErasedDoFn>)),
+        );
+        let out = apply_par_do(
+            &p,
+            input.id,
+            UserFunction {
+                name,
+                fields: serde_json::Value::Null,
+            },
+            crate::pipeline::output_types::<D::Out>(crate::dofn::MAIN_TAG),
+        );
         p.pcollection(out[0])
     }
 }
@@ -173,9 +184,19 @@ impl<T: Element> PCollection<T> {
     /// let _ = p.create("More", vec![1u8]).map("Inc", |x: u8| x + 1);
     /// assert!(p.construction_errors()[0].contains("Move the code into a named function item"));
     /// ```
-    pub fn map<B: Element, F: Fn(T) -> B + Send + Sync + 'static>(&self, name: &str, f: F) -> PCollection<B> {
+    pub fn map<B: Element, F: Fn(T) -> B + Send + Sync + 'static>(
+        &self,
+        name: &str,
+        f: F,
+    ) -> PCollection<B> {
         let check = check_function_item::<F>("map");
-        self.apply(name, FunctionParDo { do_fn: MapFn::new(f), check })
+        self.apply(
+            name,
+            FunctionParDo {
+                do_fn: MapFn::new(f),
+                check,
+            },
+        )
     }
 
     /// Applies `f` to every element and outputs every item of what it returns.
@@ -192,7 +213,13 @@ impl<T: Element> PCollection<T> {
         F: Fn(T) -> I + Send + Sync + 'static,
     {
         let check = check_function_item::<F>("flat_map");
-        self.apply(name, FunctionParDo { do_fn: FlatMapFn::new(f), check })
+        self.apply(
+            name,
+            FunctionParDo {
+                do_fn: FlatMapFn::new(f),
+                check,
+            },
+        )
     }
 
     /// Keeps the elements for which `f` returns true.
@@ -202,9 +229,19 @@ impl<T: Element> PCollection<T> {
     /// let p = tidewater::Pipeline::new(Default::default());
     /// let evens = p.create("Xs", vec![1i64, 2]).filter("Even", even);
     /// ```
-    pub fn filter<F: Fn(&T) -> bool + Send + Sync + 'static>(&self, name: &str, f: F) -> PCollection<T> {
+    pub fn filter<F: Fn(&T) -> bool + Send + Sync + 'static>(
+        &self,
+        name: &str,
+        f: F,
+    ) -> PCollection<T> {
         let check = check_function_item::<F>("filter");
-        self.apply(name, FunctionParDo { do_fn: FilterFn::new(f), check })
+        self.apply(
+            name,
+            FunctionParDo {
+                do_fn: FilterFn::new(f),
+                check,
+            },
+        )
     }
 
     /// Pairs every element with the key `f` computes: `x` becomes `(f(&x), x)`.
@@ -214,8 +251,18 @@ impl<T: Element> PCollection<T> {
     /// let p = tidewater::Pipeline::new(Default::default());
     /// let keyed = p.create("Words", vec!["ab".to_string()]).with_keys("ByLetter", first_letter);
     /// ```
-    pub fn with_keys<K: Element, F: Fn(&T) -> K + Send + Sync + 'static>(&self, name: &str, f: F) -> PCollection<(K, T)> {
+    pub fn with_keys<K: Element, F: Fn(&T) -> K + Send + Sync + 'static>(
+        &self,
+        name: &str,
+        f: F,
+    ) -> PCollection<(K, T)> {
         let check = check_function_item::<F>("with_keys");
-        self.apply(name, FunctionParDo { do_fn: WithKeysFn::new(f), check })
+        self.apply(
+            name,
+            FunctionParDo {
+                do_fn: WithKeysFn::new(f),
+                check,
+            },
+        )
     }
 }

@@ -1,7 +1,12 @@
-use crate::exec::{downcast_batch, AnyBatch, Batch, ExecError, GroupingOps, GroupingPhase, GroupingTable, KeyIndex, Phase};
+use crate::exec::{
+    downcast_batch, AnyBatch, Batch, ExecError, GroupingOps, GroupingPhase, GroupingTable,
+    KeyIndex, Phase,
+};
 use crate::plan::{urn, FunctionSpec, GroupingPayload, UserFunction};
 use crate::registry;
-use crate::{coder, BoundedWindow, Element, PCollection, PTransform, PaneInfo, WindowedValue, Windows};
+use crate::{
+    coder, BoundedWindow, Element, PCollection, PTransform, PaneInfo, WindowedValue, Windows,
+};
 use std::marker::PhantomData;
 use std::sync::Arc;
 
@@ -22,11 +27,27 @@ impl<K: Element, V: Element> PTransform<PCollection<(K, V)>> for GroupByKey {
     fn expand(self, input: PCollection<(K, V)>) -> PCollection<(K, Vec<V>)> {
         let p = input.pipeline().clone();
         let name = std::any::type_name::<GroupByKeyOps<K, V>>().to_string();
-        registry::register_grouping(&name, Arc::new(|_| Ok(Box::new(GroupByKeyOps::<K, V>(PhantomData)) as Box<dyn GroupingOps>)));
-        let payload = GroupingPayload { grouping: UserFunction { name, fields: serde_json::Value::Null } };
-        let spec = FunctionSpec { urn: urn::GROUP_BY_KEY.into(), payload: serde_json::to_value(payload).expect("payload serializes") };
+        registry::register_grouping(
+            &name,
+            Arc::new(|_| Ok(Box::new(GroupByKeyOps::<K, V>(PhantomData)) as Box<dyn GroupingOps>)),
+        );
+        let payload = GroupingPayload {
+            grouping: UserFunction {
+                name,
+                fields: serde_json::Value::Null,
+            },
+        };
+        let spec = FunctionSpec {
+            urn: urn::GROUP_BY_KEY.into(),
+            payload: serde_json::to_value(payload).expect("payload serializes"),
+        };
         let bounded = p.is_bounded(&[input.id]);
-        let out = p.set_primitive(spec, false, crate::pipeline::output_types::<(K, Vec<V>)>("main"), bounded);
+        let out = p.set_primitive(
+            spec,
+            false,
+            crate::pipeline::output_types::<(K, Vec<V>)>("main"),
+            bounded,
+        );
         p.pcollection(out[0])
     }
 }
@@ -49,7 +70,9 @@ impl<K: Element, V: Element> GroupingOps for GroupByKeyOps<K, V> {
         std::any::type_name::<(K, Vec<V>)>()
     }
     fn new_table(&self, _phase: GroupingPhase) -> Box<dyn GroupingTable> {
-        Box::new(GroupByKeyTable::<K, V> { groups: Groups::new() })
+        Box::new(GroupByKeyTable::<K, V> {
+            groups: Groups::new(),
+        })
     }
     fn liftable(&self) -> bool {
         false
@@ -74,18 +97,47 @@ pub(crate) struct Groups<K, A> {
 
 impl<K: Element, A> Groups<K, A> {
     pub(crate) fn new() -> Self {
-        Groups { index: KeyIndex::default(), keys: Vec::new(), values: Vec::new(), key_buf: Vec::new() }
+        Groups {
+            index: KeyIndex::default(),
+            keys: Vec::new(),
+            values: Vec::new(),
+            key_buf: Vec::new(),
+        }
     }
 
     /// The value of the group of (`w`, `k`), created by `init` if new.
-    pub(crate) fn slot(&mut self, w: BoundedWindow, k: K, init: impl FnOnce() -> A) -> Result<&mut A, ExecError> {
+    pub(crate) fn slot(
+        &mut self,
+        w: BoundedWindow,
+        k: K,
+        init: impl FnOnce() -> A,
+    ) -> Result<&mut A, ExecError> {
+        let i = self.index(w, k, init)?;
+        Ok(&mut self.values[i])
+    }
+
+    /// The number of the group of (`w`, `k`), created with value `init()` if new.
+    pub(crate) fn index(
+        &mut self,
+        w: BoundedWindow,
+        k: K,
+        init: impl FnOnce() -> A,
+    ) -> Result<usize, ExecError> {
         group_key(&mut self.key_buf, &w, &k)?;
         let (i, new) = self.index.find_or_insert(&self.key_buf);
         if new {
             self.keys.push((k, w));
             self.values.push(init());
         }
-        Ok(&mut self.values[i])
+        Ok(i)
+    }
+
+    pub(crate) fn value_mut(&mut self, i: usize) -> &mut A {
+        &mut self.values[i]
+    }
+
+    pub(crate) fn key(&self, i: usize) -> &K {
+        &self.keys[i].0
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -95,16 +147,27 @@ impl<K: Element, A> Groups<K, A> {
     /// Every group, emptying the table.
     pub(crate) fn drain(&mut self) -> impl Iterator<Item = (K, BoundedWindow, A)> + '_ {
         self.index.clear();
-        self.keys.drain(..).zip(self.values.drain(..)).map(|((k, w), a)| (k, w, a))
+        self.keys
+            .drain(..)
+            .zip(self.values.drain(..))
+            .map(|((k, w), a)| (k, w, a))
     }
 }
 
 /// Encodes (window, key) into `buf`: the grouping key.
-pub(crate) fn group_key<K: Element>(buf: &mut Vec<u8>, window: &BoundedWindow, key: &K) -> Result<(), ExecError> {
+pub(crate) fn group_key<K: Element>(
+    buf: &mut Vec<u8>,
+    window: &BoundedWindow,
+    key: &K,
+) -> Result<(), ExecError> {
     buf.clear();
     coder::encode_into(window, buf)
         .and_then(|_| coder::encode_into(key, buf))
-        .map_err(|e| ExecError::User { phase: Phase::Process, element: Some(format!("{key:?}")), message: format!("key does not encode: {e}") })
+        .map_err(|e| ExecError::User {
+            phase: Phase::Process,
+            element: Some(format!("{key:?}")),
+            message: format!("key does not encode: {e}"),
+        })
 }
 
 impl<K: Element, V: Element> GroupingTable for GroupByKeyTable<K, V> {
@@ -131,7 +194,12 @@ impl<K: Element, V: Element> GroupingTable for GroupByKeyTable<K, V> {
         let items = self
             .groups
             .drain()
-            .map(|(k, w, vs)| WindowedValue { value: (k, vs), timestamp: w.max_timestamp(), windows: Windows::One(w), pane: PaneInfo::ON_TIME_AND_ONLY_FIRING })
+            .map(|(k, w, vs)| WindowedValue {
+                value: (k, vs),
+                timestamp: w.max_timestamp(),
+                windows: Windows::One(w),
+                pane: PaneInfo::ON_TIME_AND_ONLY_FIRING,
+            })
             .collect();
         Ok(Box::new(Batch { items }))
     }

@@ -10,12 +10,12 @@ mod pardo;
 mod partition;
 
 pub use capture::Capture;
-pub use combine::{Combine, CombineFn, CombineGlobally, CombineOps, CombinePerKey, CombineShape, Globally, PerKey};
+pub use combine::{
+    Combine, CombineFn, CombineGlobally, CombineOps, CombinePerKey, CombineShape, Globally, PerKey,
+};
 pub use create::{Create, Impulse};
 pub use flatten::{Flatten, FlattenExt};
 pub use functions::{FilterFn, FlatMapFn, MapFn, WithKeysFn};
 pub use group_by_key::{GroupByKey, GroupByKeyOps};
 pub use pardo::{PCollectionTuple, ParDo, ParDoWithOutputs};
 pub use partition::{Partition, PartitionFn};
-
-

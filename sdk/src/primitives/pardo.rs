@@ -40,7 +40,10 @@ impl<F: DoFn + Serialize + DeserializeOwned> ParDo<F> {
     /// The same ParDo with tagged outputs besides the main one: `tags` lists them,
     /// built with [`ParDoWithOutputs::and`].
     pub fn with_outputs(self) -> ParDoWithOutputs<F> {
-        ParDoWithOutputs { f: self.f, tags: Vec::new() }
+        ParDoWithOutputs {
+            f: self.f,
+            tags: Vec::new(),
+        }
     }
 }
 
@@ -77,7 +80,8 @@ pub struct ParDoWithOutputs<F> {
 impl<F> ParDoWithOutputs<F> {
     /// Declares the tagged output `tag`.
     pub fn and<T: Element>(mut self, tag: &TupleTag<T>) -> Self {
-        self.tags.push((tag.name().to_string(), register_element_type::<T>()));
+        self.tags
+            .push((tag.name().to_string(), register_element_type::<T>()));
         self
     }
 }
@@ -101,10 +105,18 @@ impl PCollectionTuple {
 
     fn by_name<T: Element>(&self, tag: &str) -> PCollection<T> {
         let Some(&id) = self.outputs.get(tag) else {
-            panic!("no output tagged '{tag}'; declared: {}", self.outputs.keys().cloned().collect::<Vec<_>>().join(", "));
+            panic!(
+                "no output tagged '{tag}'; declared: {}",
+                self.outputs.keys().cloned().collect::<Vec<_>>().join(", ")
+            );
         };
         let declared = self.pipeline.element_type_of(id);
-        assert_eq!(declared, std::any::type_name::<T>(), "output '{tag}' holds {declared}, not {}", std::any::type_name::<T>());
+        assert_eq!(
+            declared,
+            std::any::type_name::<T>(),
+            "output '{tag}' holds {declared}, not {}",
+            std::any::type_name::<T>()
+        );
         self.pipeline.pcollection(id)
     }
 }
@@ -117,14 +129,25 @@ impl POutput for PCollectionTuple {
 
 /// Adds a ParDo primitive running `do_fn` to the transform being expanded; returns the
 /// output ids in tag order.
-pub(crate) fn apply_par_do(p: &Pipeline, input: usize, do_fn: UserFunction, outputs: Vec<(String, String)>) -> Vec<usize> {
+pub(crate) fn apply_par_do(
+    p: &Pipeline,
+    input: usize,
+    do_fn: UserFunction,
+    outputs: Vec<(String, String)>,
+) -> Vec<usize> {
     for (i, (tag, _)) in outputs.iter().enumerate() {
         if outputs[..i].iter().any(|(t, _)| t == tag) {
             p.record_error(format!("output tag '{tag}' is declared twice"));
         }
     }
-    let payload = ParDoPayload { do_fn, output_tags: outputs.iter().map(|(t, _)| t.clone()).collect() };
-    let spec = FunctionSpec { urn: urn::PAR_DO.into(), payload: serde_json::to_value(payload).expect("payload serializes") };
+    let payload = ParDoPayload {
+        do_fn,
+        output_tags: outputs.iter().map(|(t, _)| t.clone()).collect(),
+    };
+    let spec = FunctionSpec {
+        urn: urn::PAR_DO.into(),
+        payload: serde_json::to_value(payload).expect("payload serializes"),
+    };
     let bounded = p.is_bounded(&[input]);
     p.set_primitive(spec, true, outputs, bounded)
 }
@@ -143,12 +166,19 @@ impl<F: DoFn + Serialize + DeserializeOwned> PTransform<PCollection<F::In>> for 
     fn expand(self, input: PCollection<F::In>) -> PCollection<F::Out> {
         let p = input.pipeline().clone();
         let do_fn = serde_do_fn(&p, &self.f);
-        let out = apply_par_do(&p, input.id, do_fn, crate::pipeline::output_types::<F::Out>(MAIN_TAG));
+        let out = apply_par_do(
+            &p,
+            input.id,
+            do_fn,
+            crate::pipeline::output_types::<F::Out>(MAIN_TAG),
+        );
         p.pcollection(out[0])
     }
 }
 
-impl<F: DoFn + Serialize + DeserializeOwned> PTransform<PCollection<F::In>> for ParDoWithOutputs<F> {
+impl<F: DoFn + Serialize + DeserializeOwned> PTransform<PCollection<F::In>>
+    for ParDoWithOutputs<F>
+{
     type Output = PCollectionTuple;
     fn expand(self, input: PCollection<F::In>) -> PCollectionTuple {
         let p = input.pipeline().clone();
@@ -157,6 +187,9 @@ impl<F: DoFn + Serialize + DeserializeOwned> PTransform<PCollection<F::In>> for 
         tags.extend(self.tags);
         let names: Vec<String> = tags.iter().map(|(t, _)| t.clone()).collect();
         let ids = apply_par_do(&p, input.id, do_fn, tags);
-        PCollectionTuple { pipeline: p, outputs: names.into_iter().zip(ids).collect() }
+        PCollectionTuple {
+            pipeline: p,
+            outputs: names.into_iter().zip(ids).collect(),
+        }
     }
 }

@@ -22,7 +22,10 @@ pub struct Partition<F> {
 
 impl Partition<()> {
     /// `n` partitions chosen by `f`.
-    pub fn of<T, F: Fn(&T, usize) -> usize + Send + Sync + 'static>(n: usize, f: F) -> Partition<F> {
+    pub fn of<T, F: Fn(&T, usize) -> usize + Send + Sync + 'static>(
+        n: usize,
+        f: F,
+    ) -> Partition<F> {
         Partition { n, f }
     }
 }
@@ -38,7 +41,12 @@ pub struct PartitionFn<F, T> {
 
 impl<F, T> Clone for PartitionFn<F, T> {
     fn clone(&self) -> Self {
-        PartitionFn { f: self.f.clone(), n: self.n, tags: self.tags.clone(), _t: PhantomData }
+        PartitionFn {
+            f: self.f.clone(),
+            n: self.n,
+            tags: self.tags.clone(),
+            _t: PhantomData,
+        }
     }
 }
 
@@ -49,13 +57,21 @@ impl<F: Fn(&T, usize) -> usize + Send + Sync + 'static, T: Element> DoFn for Par
         match (self.f)(&x, self.n) {
             0 => ctx.output(x),
             i if i < self.n => ctx.output_to(&self.tags[i - 1], x),
-            i => return Err(format!("the partition function returned {i}, but there are only {} partitions (0..{})", self.n, self.n).into()),
+            i => {
+                return Err(format!(
+                    "the partition function returned {i}, but there are only {} partitions (0..{})",
+                    self.n, self.n
+                )
+                .into())
+            }
         }
         Ok(())
     }
 }
 
-impl<T: Element, F: Fn(&T, usize) -> usize + Send + Sync + 'static> PTransform<PCollection<T>> for Partition<F> {
+impl<T: Element, F: Fn(&T, usize) -> usize + Send + Sync + 'static> PTransform<PCollection<T>>
+    for Partition<F>
+{
     type Output = Vec<PCollection<T>>;
     fn expand(self, input: PCollection<T>) -> Vec<PCollection<T>> {
         let p = input.pipeline().clone();
@@ -65,12 +81,34 @@ impl<T: Element, F: Fn(&T, usize) -> usize + Send + Sync + 'static> PTransform<P
         if self.n == 0 {
             p.record_error("a Partition needs at least one partition".into());
         }
-        let tags: Vec<TupleTag<T>> = (1..self.n.max(1)).map(|i| TupleTag::new(&i.to_string())).collect();
         let mut outputs = crate::pipeline::output_types::<T>(crate::dofn::MAIN_TAG);
-        outputs.extend(tags.iter().map(|t| (t.name().to_string(), registry::register_element_type::<T>())));
-        let d = PartitionFn { f: Arc::new(self.f), n: self.n.max(1), tags: Arc::new(tags), _t: PhantomData };
+        outputs.extend(
+            (1..self.n.max(1)).map(|i| (i.to_string(), registry::register_element_type::<T>())),
+        );
+        // The function travels by name, the partition count in the fields: one function
+        // can partition several PCollections differently.
+        let f = Arc::new(self.f);
         let name = std::any::type_name::<PartitionFn<F, T>>().to_string();
-        registry::register_do_fn_factory(&name, Arc::new(move |_| Ok(Box::new(DoFnInvoker::new(d.clone())) as Box<dyn ErasedDoFn>)));
+        registry::register_do_fn_factory(
+            &name,
+            Arc::new(move |fields| {
+                let n = fields
+                    .get("partitions")
+                    .and_then(|n| n.as_u64())
+                    .filter(|n| *n > 0)
+                    .ok_or_else(|| {
+                        format!("expected {{\"partitions\": <a positive integer>}}, got {fields}")
+                    })? as usize;
+                let tags = Arc::new((1..n).map(|i| TupleTag::new(&i.to_string())).collect());
+                let d = PartitionFn {
+                    f: f.clone(),
+                    n,
+                    tags,
+                    _t: PhantomData,
+                };
+                Ok(Box::new(DoFnInvoker::new(d)) as Box<dyn ErasedDoFn>)
+            }),
+        );
         let fields = serde_json::json!({ "partitions": self.n });
         let ids = apply_par_do(&p, input.id, UserFunction { name, fields }, outputs);
         ids.into_iter().map(|id| p.pcollection(id)).collect()
