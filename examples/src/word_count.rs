@@ -12,11 +12,31 @@ pub const SAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/data/sample.txt")
 /// assert_eq!(tidewater_examples::word_count::extract_words("To be, or not-to be".into()), vec!["To", "be", "or", "not", "to", "be"]);
 /// ```
 pub fn extract_words(line: String) -> Vec<String> {
-    line.split(|c: char| !(c.is_alphanumeric() || c == '\''))
-        .map(|w| w.trim_matches('\''))
-        .filter(|w| !w.is_empty())
-        .map(str::to_string)
-        .collect()
+    fn in_word(c: char) -> bool {
+        c.is_ascii_alphanumeric() || c == '\'' || (!c.is_ascii() && c.is_alphanumeric())
+    }
+    let mut words = Vec::with_capacity(line.len() / 4 + 1);
+    let mut push = |w: &str| {
+        let w = w.trim_matches('\'');
+        if !w.is_empty() {
+            words.push(w.to_string());
+        }
+    };
+    let mut start = None;
+    for (i, c) in line.char_indices() {
+        match (in_word(c), start) {
+            (true, None) => start = Some(i),
+            (false, Some(s)) => {
+                push(&line[s..i]);
+                start = None;
+            }
+            _ => {}
+        }
+    }
+    if let Some(s) = start {
+        push(&line[s..]);
+    }
+    words
 }
 
 /// `word: count`, a line of the output files.

@@ -29,16 +29,31 @@ impl CoderError {
 /// assert_eq!(tidewater::coder::decode::<String>(&buf).unwrap(), "hi");
 /// ```
 pub fn encode_into<T: Serialize + ?Sized>(value: &T, out: &mut Vec<u8>) -> Result<(), CoderError> {
-    let taken = std::mem::take(out);
-    match postcard::to_extend(value, taken) {
-        Ok(v) => {
-            *out = v;
-            Ok(())
-        }
-        Err(e) => Err(CoderError(format!(
-            "cannot encode {}: {e}",
-            std::any::type_name::<T>()
-        ))),
+    postcard::serialize_with_flavor(value, AppendTo(out))
+        .map_err(|e| CoderError(format!("cannot encode {}: {e}", std::any::type_name::<T>())))
+}
+
+/// A postcard output that appends to a borrowed vector, copying slices whole: keys are
+/// encoded on the hot path of every grouping.
+struct AppendTo<'a>(&'a mut Vec<u8>);
+
+impl postcard::ser_flavors::Flavor for AppendTo<'_> {
+    type Output = ();
+
+    #[inline]
+    fn try_extend(&mut self, data: &[u8]) -> postcard::Result<()> {
+        self.0.extend_from_slice(data);
+        Ok(())
+    }
+
+    #[inline]
+    fn try_push(&mut self, data: u8) -> postcard::Result<()> {
+        self.0.push(data);
+        Ok(())
+    }
+
+    fn finalize(self) -> postcard::Result<()> {
+        Ok(())
     }
 }
 

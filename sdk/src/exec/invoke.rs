@@ -4,7 +4,7 @@ use crate::{DoFn, Element, Windows};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 /// Elements per batch handed downstream.
-pub const BATCH_SIZE: usize = 1024;
+pub const BATCH_SIZE: usize = 256;
 
 /// The step of the DoFn lifecycle that failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
