@@ -553,29 +553,23 @@ impl Operator {
         sinks: &mut Sinks<'_>,
     ) -> std::result::Result<(), ExecError> {
         let keep = sinks.options.validate;
-        let Operator {
-            name,
-            dofn,
-            tags,
-            metrics,
-            outputs,
-        } = self;
-        let mut emit = OpEmit {
-            outputs,
-            sinks,
-            name,
-        };
-        let mut ctx = InvokeContext {
-            emit: &mut emit,
-            metrics,
-            tags,
-            keep_failed_element: keep,
-        };
-        dofn.process(batch, &mut ctx)
-            .map_err(|e| attribute(e, name))
+        self.invoke(sinks, keep, |dofn, ctx| dofn.process(batch, ctx))
     }
 
     fn finish(&mut self, sinks: &mut Sinks<'_>) -> std::result::Result<(), ExecError> {
+        self.invoke(sinks, false, |dofn, ctx| dofn.finish_bundle(ctx))
+    }
+
+    /// Calls the DoFn with a context whose outputs go to this operator's targets.
+    fn invoke(
+        &mut self,
+        sinks: &mut Sinks<'_>,
+        keep_failed_element: bool,
+        call: impl FnOnce(
+            &mut dyn ErasedDoFn,
+            &mut InvokeContext<'_>,
+        ) -> std::result::Result<(), ExecError>,
+    ) -> std::result::Result<(), ExecError> {
         let Operator {
             name,
             dofn,
@@ -592,8 +586,8 @@ impl Operator {
             emit: &mut emit,
             metrics,
             tags,
-            keep_failed_element: false,
+            keep_failed_element,
         };
-        dofn.finish_bundle(&mut ctx).map_err(|e| attribute(e, name))
+        call(dofn.as_mut(), &mut ctx).map_err(|e| attribute(e, name))
     }
 }

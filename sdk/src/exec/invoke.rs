@@ -142,6 +142,38 @@ fn call<R>(
     }
 }
 
+impl<F: DoFn> DoFnInvoker<F> {
+    /// `process` of one element in one window.
+    #[allow(clippy::too_many_arguments)]
+    fn process_in(
+        &mut self,
+        value: F::In,
+        timestamp: crate::Timestamp,
+        windows: &Windows,
+        pane: crate::PaneInfo,
+        ctx: &mut InvokeContext<'_>,
+        failed: &mut Option<ExecError>,
+        describe: &dyn Fn() -> Option<String>,
+    ) -> Result<(), ExecError> {
+        let skew = self.f.allowed_timestamp_skew();
+        let mut pc = ProcessContext {
+            out: Outputs {
+                main: &mut self.main,
+                side: &mut self.side,
+                tags: ctx.tags,
+                emit: ctx.emit,
+                failed,
+            },
+            timestamp,
+            windows,
+            pane,
+            skew,
+            metrics: ctx.metrics,
+        };
+        call(Phase::Process, describe, || self.f.process(value, &mut pc))
+    }
+}
+
 impl<F: DoFn> ErasedDoFn for DoFnInvoker<F> {
     fn input_type(&self) -> &'static str {
         std::any::type_name::<F::In>()
@@ -172,7 +204,6 @@ impl<F: DoFn> ErasedDoFn for DoFnInvoker<F> {
         if self.main.capacity() == 0 {
             self.main.reserve(BATCH_SIZE);
         }
-        let skew = self.f.allowed_timestamp_skew();
         let mut failed = None;
         for (index, wv) in items.into_iter().enumerate() {
             let kept = ctx.keep_failed_element.then(|| wv.value.clone());
@@ -191,42 +222,25 @@ impl<F: DoFn> ErasedDoFn for DoFnInvoker<F> {
                 pane,
             } = wv;
             let result = match &windows {
-                Windows::One(_) => {
-                    let mut pc = ProcessContext {
-                        out: Outputs {
-                            main: &mut self.main,
-                            side: &mut self.side,
-                            tags: ctx.tags,
-                            emit: ctx.emit,
-                            failed: &mut failed,
-                        },
-                        timestamp,
-                        windows: &windows,
-                        pane,
-                        skew,
-                        metrics: ctx.metrics,
-                    };
-                    call(Phase::Process, describe, || self.f.process(value, &mut pc))
-                }
+                Windows::One(_) => self.process_in(
+                    value,
+                    timestamp,
+                    &windows,
+                    pane,
+                    ctx,
+                    &mut failed,
+                    &describe,
+                ),
                 Windows::Many(ws) => ws.iter().try_for_each(|w| {
-                    let one = Windows::One(*w);
-                    let mut pc = ProcessContext {
-                        out: Outputs {
-                            main: &mut self.main,
-                            side: &mut self.side,
-                            tags: ctx.tags,
-                            emit: ctx.emit,
-                            failed: &mut failed,
-                        },
+                    self.process_in(
+                        value.clone(),
                         timestamp,
-                        windows: &one,
+                        &Windows::One(*w),
                         pane,
-                        skew,
-                        metrics: ctx.metrics,
-                    };
-                    call(Phase::Process, describe, || {
-                        self.f.process(value.clone(), &mut pc)
-                    })
+                        ctx,
+                        &mut failed,
+                        &describe,
+                    )
                 }),
             };
             result?;
