@@ -37,6 +37,7 @@ pub mod registry;
 pub mod runner;
 mod time;
 mod transform;
+mod trigger;
 mod window;
 mod windowed_value;
 
@@ -49,5 +50,6 @@ pub use primitives::*;
 pub use runner::{PipelineResult, Runner};
 pub use time::Timestamp;
 pub use transform::{PBegin, PInput, POutput, PTransform};
+pub use trigger::{TimeTransform, Trigger};
 pub use window::{BoundedWindow, GlobalWindow, PaneInfo, Timing, Windows};
 pub use windowed_value::WindowedValue;

@@ -1,0 +1,245 @@
+//! Triggers: when a grouping emits a pane for a window (Beam's triggers, as data).
+//!
+//! A trigger is plain data that travels in the plan; the state machines that evaluate
+//! it live in `tidewater-runners-core`, once for every runner.
+
+use serde::{Deserialize, Serialize};
+
+/// A transformation of the processing time at which an `AfterProcessingTime` trigger's
+/// first element arrived.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TimeTransform {
+    /// Adds `ms` milliseconds.
+    Delay {
+        /// The delay.
+        ms: i64,
+    },
+    /// Rounds up to the next `offset + k * period`.
+    AlignTo {
+        /// The period in ms (positive).
+        period_ms: i64,
+        /// The offset in ms, in `[0, period)`.
+        offset_ms: i64,
+    },
+}
+
+/// When to emit a pane (Beam's `Trigger`).
+///
+/// ```
+/// use tidewater::Trigger;
+/// let t = Trigger::after_watermark()
+///     .with_early_firings(Trigger::after_processing_time().plus_delay_of(1000))
+///     .with_late_firings(Trigger::after_count(1));
+/// assert!(matches!(t, Trigger::AfterWatermark { .. }));
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Trigger {
+    /// Fires once when the watermark passes the end of the window, then for every late
+    /// element: `Repeatedly(AfterWatermark)` (Beam's `DefaultTrigger`).
+    Default,
+    /// Never fires; only the final pane at window expiry (with `EMIT_ALWAYS` closing) or
+    /// nothing.
+    Never,
+    /// Fires when the watermark passes the end of the window, with optional early
+    /// firings before and late firings after.
+    AfterWatermark {
+        /// Fires repeatedly before the on-time pane.
+        early: Option<Box<Trigger>>,
+        /// Fires repeatedly after the on-time pane.
+        late: Option<Box<Trigger>>,
+    },
+    /// Fires once the processing time, transformed from the arrival of the pane's
+    /// first element, has passed.
+    AfterProcessingTime {
+        /// Applied in order to the first element's arrival time.
+        transforms: Vec<TimeTransform>,
+    },
+    /// Fires once the pane holds at least this many elements.
+    AfterCount {
+        /// The count.
+        count: u64,
+    },
+    /// Fires whenever the sub-trigger would, forever.
+    Repeatedly {
+        /// The repeated trigger.
+        trigger: Box<Trigger>,
+    },
+    /// Fires as the first sub-trigger, then as the second, and so on; finishes after
+    /// the last.
+    AfterEach {
+        /// The sub-triggers, in order.
+        triggers: Vec<Trigger>,
+    },
+    /// Fires when any sub-trigger fires; finishes then.
+    AfterFirst {
+        /// The sub-triggers.
+        triggers: Vec<Trigger>,
+    },
+    /// Fires when every sub-trigger has fired; finishes then.
+    AfterAll {
+        /// The sub-triggers.
+        triggers: Vec<Trigger>,
+    },
+    /// Fires as `main` until `until` fires, then fires a last time and finishes.
+    OrFinally {
+        /// The trigger firing until then.
+        main: Box<Trigger>,
+        /// The trigger that ends it.
+        until: Box<Trigger>,
+    },
+}
+
+impl Trigger {
+    /// `AfterWatermark.pastEndOfWindow()`.
+    pub fn after_watermark() -> Trigger {
+        Trigger::AfterWatermark {
+            early: None,
+            late: None,
+        }
+    }
+
+    /// Early firings for an `AfterWatermark` trigger (ignored on other triggers).
+    pub fn with_early_firings(self, early: Trigger) -> Trigger {
+        match self {
+            Trigger::AfterWatermark { late, .. } => Trigger::AfterWatermark {
+                early: Some(Box::new(early)),
+                late,
+            },
+            other => other,
+        }
+    }
+
+    /// Late firings for an `AfterWatermark` trigger (ignored on other triggers).
+    pub fn with_late_firings(self, late: Trigger) -> Trigger {
+        match self {
+            Trigger::AfterWatermark { early, .. } => Trigger::AfterWatermark {
+                early,
+                late: Some(Box::new(late)),
+            },
+            other => other,
+        }
+    }
+
+    /// `AfterProcessingTime.pastFirstElementInPane()`.
+    pub fn after_processing_time() -> Trigger {
+        Trigger::AfterProcessingTime {
+            transforms: Vec::new(),
+        }
+    }
+
+    /// Adds a delay to an `AfterProcessingTime` trigger.
+    pub fn plus_delay_of(self, ms: i64) -> Trigger {
+        self.with_time_transform(TimeTransform::Delay { ms })
+    }
+
+    /// Aligns an `AfterProcessingTime` trigger's firing time to `offset + k * period`.
+    pub fn aligned_to(self, period_ms: i64, offset_ms: i64) -> Trigger {
+        self.with_time_transform(TimeTransform::AlignTo {
+            period_ms,
+            offset_ms,
+        })
+    }
+
+    fn with_time_transform(self, t: TimeTransform) -> Trigger {
+        match self {
+            Trigger::AfterProcessingTime { mut transforms } => {
+                transforms.push(t);
+                Trigger::AfterProcessingTime { transforms }
+            }
+            other => other,
+        }
+    }
+
+    /// `AfterPane.elementCountAtLeast(count)`.
+    pub fn after_count(count: u64) -> Trigger {
+        Trigger::AfterCount { count }
+    }
+
+    /// `Repeatedly.forever(trigger)`.
+    pub fn repeatedly(trigger: Trigger) -> Trigger {
+        Trigger::Repeatedly {
+            trigger: Box::new(trigger),
+        }
+    }
+
+    /// `AfterEach.inOrder(triggers)`.
+    pub fn after_each(triggers: Vec<Trigger>) -> Trigger {
+        Trigger::AfterEach { triggers }
+    }
+
+    /// `AfterFirst.of(triggers)`.
+    pub fn after_first(triggers: Vec<Trigger>) -> Trigger {
+        Trigger::AfterFirst { triggers }
+    }
+
+    /// `AfterAll.of(triggers)`.
+    pub fn after_all(triggers: Vec<Trigger>) -> Trigger {
+        Trigger::AfterAll { triggers }
+    }
+
+    /// `trigger.orFinally(until)`.
+    pub fn or_finally(self, until: Trigger) -> Trigger {
+        Trigger::OrFinally {
+            main: Box::new(self),
+            until: Box::new(until),
+        }
+    }
+
+    /// Whether the trigger can ever fire more than the final pane; `Never` cannot.
+    /// A GroupByKey of an unbounded input in the global window needs a trigger that
+    /// fires before the end of time.
+    pub fn may_fire_before_end_of_global_window(&self) -> bool {
+        match self {
+            Trigger::Default | Trigger::Never => false,
+            Trigger::AfterWatermark { early, late: _ } => early
+                .as_ref()
+                .is_some_and(|e| e.may_fire_before_end_of_global_window()),
+            Trigger::AfterProcessingTime { .. } | Trigger::AfterCount { .. } => true,
+            Trigger::Repeatedly { trigger } => trigger.may_fire_before_end_of_global_window(),
+            Trigger::AfterEach { triggers } => triggers
+                .first()
+                .is_some_and(|t| t.may_fire_before_end_of_global_window()),
+            Trigger::AfterFirst { triggers } => triggers
+                .iter()
+                .any(|t| t.may_fire_before_end_of_global_window()),
+            Trigger::AfterAll { triggers } => triggers
+                .iter()
+                .all(|t| t.may_fire_before_end_of_global_window()),
+            Trigger::OrFinally { main, until } => {
+                main.may_fire_before_end_of_global_window()
+                    || until.may_fire_before_end_of_global_window()
+            }
+        }
+    }
+
+    /// Checks the trigger's parameters: counts and periods positive, composites not
+    /// empty. The error names the offending part.
+    pub fn validate(&self) -> Result<(), String> {
+        match self {
+            Trigger::Default | Trigger::Never => Ok(()),
+            Trigger::AfterWatermark { early, late } => {
+                early.iter().chain(late.iter()).try_for_each(|t| t.validate())
+            }
+            Trigger::AfterProcessingTime { transforms } => transforms.iter().try_for_each(|t| match t {
+                TimeTransform::Delay { ms } if *ms < 0 => Err(format!("AfterProcessingTime delay must not be negative, got {ms} ms")),
+                TimeTransform::AlignTo { period_ms, .. } if *period_ms <= 0 => Err(format!("AfterProcessingTime alignment period must be positive, got {period_ms} ms")),
+                TimeTransform::AlignTo { period_ms, offset_ms } if *offset_ms < 0 || offset_ms >= period_ms => {
+                    Err(format!("AfterProcessingTime alignment offset must be in [0, {period_ms}), got {offset_ms} ms"))
+                }
+                _ => Ok(()),
+            }),
+            Trigger::AfterCount { count: 0 } => Err("AfterCount needs a count of at least 1".into()),
+            Trigger::AfterCount { .. } => Ok(()),
+            Trigger::Repeatedly { trigger } => trigger.validate(),
+            Trigger::AfterEach { triggers } | Trigger::AfterFirst { triggers } | Trigger::AfterAll { triggers } => {
+                if triggers.is_empty() {
+                    return Err("a composite trigger (AfterEach, AfterFirst, AfterAll) needs at least one sub-trigger".into());
+                }
+                triggers.iter().try_for_each(|t| t.validate())
+            }
+            Trigger::OrFinally { main, until } => main.validate().and(until.validate()),
+        }
+    }
+}
