@@ -39,6 +39,7 @@ mod time;
 mod transform;
 mod trigger;
 mod window;
+mod windowing;
 mod windowed_value;
 
 pub use dofn::{DoFn, FinishBundleContext, ProcessContext, TupleTag, MAIN_TAG};
@@ -53,3 +54,4 @@ pub use transform::{PBegin, PInput, POutput, PTransform};
 pub use trigger::{TimeTransform, Trigger};
 pub use window::{BoundedWindow, GlobalWindow, PaneInfo, Timing, Windows};
 pub use windowed_value::WindowedValue;
+pub use windowing::{AccumulationMode, ClosingBehavior, CustomWindowFn, OnTimeBehavior, TimestampCombiner, WindowFn, WindowingStrategy};

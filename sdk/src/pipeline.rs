@@ -2,17 +2,29 @@
 
 use crate::plan::{
     self, urn, CoderSpec, Components, EnvironmentSpec, FunctionSpec, IsBounded, PCollectionSpec,
-    Plan, TransformSpec, WindowingStrategySpec,
+    Plan, TransformSpec,
 };
 use crate::runner::{self, PipelineResult};
 use crate::transform::{PBegin, PInput, POutput, PTransform};
-use crate::{Element, Error, PipelineOptions, Result};
+use crate::{Element, Error, PipelineOptions, Result, WindowingStrategy};
 use std::cell::RefCell;
 use std::collections::BTreeSet;
 use std::marker::PhantomData;
 use std::rc::Rc;
 
-const GLOBAL_WINDOWING: &str = "global";
+const GLOBAL_WINDOW_CODER: &str = "global_window";
+const INTERVAL_WINDOW_CODER: &str = "interval_window";
+static GLOBAL: std::sync::LazyLock<WindowingStrategy> = std::sync::LazyLock::new(WindowingStrategy::global);
+
+/// The id of the `n`th distinct windowing strategy: "global" for the default one, so
+/// that plans of unwindowed pipelines read plainly.
+fn windowing_id(n: usize, w: &WindowingStrategy) -> String {
+    if *w == *GLOBAL {
+        "global".into()
+    } else {
+        format!("windowing{n}")
+    }
+}
 const RUST_ENV: &str = "rust";
 
 struct TransformNode {
@@ -28,6 +40,7 @@ struct PCollectionNode {
     unique_name: String,
     element_type: String,
     bounded: IsBounded,
+    windowing: WindowingStrategy,
 }
 
 #[derive(Default)]
@@ -229,13 +242,31 @@ impl Pipeline {
     }
 
     /// Makes the transform being expanded a primitive with `spec`; returns its outputs,
-    /// one new PCollection per `(tag, element type)`.
+    /// one new PCollection per `(tag, element type)`, windowed like the first input (or
+    /// globally, for a root).
     pub(crate) fn set_primitive(
         &self,
         spec: FunctionSpec,
         runs_user_code: bool,
         output_types: Vec<(String, String)>,
         bounded: IsBounded,
+    ) -> Vec<usize> {
+        let windowing = {
+            let g = self.graph.borrow();
+            let id = *g.scopes.last().expect("set_primitive outside of apply");
+            g.transforms[id].inputs.first().map(|(_, pc)| g.pcollections[*pc].windowing.clone()).unwrap_or_else(WindowingStrategy::global)
+        };
+        self.set_primitive_windowed(spec, runs_user_code, output_types, bounded, windowing)
+    }
+
+    /// [`Pipeline::set_primitive`] with the outputs' windowing strategy given.
+    pub(crate) fn set_primitive_windowed(
+        &self,
+        spec: FunctionSpec,
+        runs_user_code: bool,
+        output_types: Vec<(String, String)>,
+        bounded: IsBounded,
+        windowing: WindowingStrategy,
     ) -> Vec<usize> {
         let mut g = self.graph.borrow_mut();
         let Some(&id) = g.scopes.last() else {
@@ -253,6 +284,7 @@ impl Pipeline {
                 unique_name,
                 element_type,
                 bounded,
+                windowing: windowing.clone(),
             });
             g.transforms[id].outputs.push((tag, pc));
             outs.push(pc);
@@ -280,6 +312,10 @@ impl Pipeline {
         } else {
             IsBounded::Unbounded
         }
+    }
+
+    pub(crate) fn windowing_of(&self, id: usize) -> WindowingStrategy {
+        self.graph.borrow().pcollections[id].windowing.clone()
     }
 
     pub(crate) fn element_type_of(&self, id: usize) -> String {
@@ -338,6 +374,7 @@ impl Graph {
                 },
             );
         }
+        let mut strategies: Vec<&WindowingStrategy> = Vec::new();
         for p in &self.pcollections {
             c.coders
                 .entry(p.element_type.clone())
@@ -346,42 +383,33 @@ impl Graph {
                     rust_type: Some(p.element_type.clone()),
                     component_coder_ids: Vec::new(),
                 });
+            let n = match strategies.iter().position(|w| **w == p.windowing) {
+                Some(n) => n,
+                None => {
+                    strategies.push(&p.windowing);
+                    strategies.len() - 1
+                }
+            };
             c.pcollections.insert(
                 p.unique_name.clone(),
                 PCollectionSpec {
                     unique_name: p.unique_name.clone(),
                     coder_id: p.element_type.clone(),
                     is_bounded: p.bounded,
-                    windowing_strategy_id: GLOBAL_WINDOWING.into(),
+                    windowing_strategy_id: windowing_id(n, &p.windowing),
                 },
             );
         }
-        c.coders.insert(
-            "global_window".into(),
-            CoderSpec {
-                urn: urn::GLOBAL_WINDOW_CODER.into(),
-                rust_type: None,
-                component_coder_ids: Vec::new(),
-            },
-        );
-        c.windowing_strategies.insert(
-            GLOBAL_WINDOWING.into(),
-            WindowingStrategySpec {
-                window_fn: FunctionSpec {
-                    urn: urn::GLOBAL_WINDOWS.into(),
-                    payload: serde_json::Value::Null,
-                },
-                merge_status: "NON_MERGING".into(),
-                window_coder_id: "global_window".into(),
-                trigger: serde_json::json!({ "default": {} }),
-                accumulation_mode: "DISCARDING".into(),
-                output_time: "END_OF_WINDOW".into(),
-                closing_behavior: "EMIT_IF_NONEMPTY".into(),
-                on_time_behavior: "FIRE_IF_NONEMPTY".into(),
-                allowed_lateness_ms: 0,
-                environment_id: RUST_ENV.into(),
-            },
-        );
+        for (coder, urn) in [(GLOBAL_WINDOW_CODER, urn::GLOBAL_WINDOW_CODER), (INTERVAL_WINDOW_CODER, urn::INTERVAL_WINDOW_CODER)] {
+            c.coders.insert(coder.into(), CoderSpec { urn: urn.into(), rust_type: None, component_coder_ids: Vec::new() });
+        }
+        if strategies.is_empty() {
+            strategies.push(&GLOBAL);
+        }
+        for (n, w) in strategies.into_iter().enumerate() {
+            let coder = if w.window_fn == crate::WindowFn::Global { GLOBAL_WINDOW_CODER } else { INTERVAL_WINDOW_CODER };
+            c.windowing_strategies.insert(windowing_id(n, w), plan::windowing_to_spec(w, coder, RUST_ENV));
+        }
         c.environments.insert(
             RUST_ENV.into(),
             EnvironmentSpec {

@@ -8,7 +8,7 @@
 //! decodes a plan, so the registry is complete wherever the plan is read.
 
 use crate::exec::{ElementType, ErasedDoFn, GroupingOps, TypedElementType};
-use crate::{DoFn, Element};
+use crate::{CustomWindowFn, DoFn, Element};
 use serde::de::DeserializeOwned;
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock, RwLock};
@@ -20,8 +20,12 @@ pub type DoFnFactory =
 pub type GroupingFactory =
     Arc<dyn Fn(&serde_json::Value) -> Result<Box<dyn GroupingOps>, String> + Send + Sync>;
 
+/// Builds a user WindowFn from its fields in the plan.
+pub type WindowFnFactory = Arc<dyn Fn(&serde_json::Value) -> Result<Arc<dyn CustomWindowFn>, String> + Send + Sync>;
+
 #[derive(Default)]
 struct Registry {
+    window_fns: HashMap<String, WindowFnFactory>,
     do_fns: HashMap<String, DoFnFactory>,
     groupings: HashMap<String, GroupingFactory>,
     types: HashMap<String, Arc<dyn ElementType>>,
@@ -116,4 +120,21 @@ pub fn grouping(name: &str) -> Option<GroupingFactory> {
 /// The element type named `name`.
 pub fn element_type(name: &str) -> Option<Arc<dyn ElementType>> {
     read().types.get(name).cloned()
+}
+
+/// Registers a user WindowFn whose fields deserialize with serde, under its type name.
+/// [`WindowFn::custom`](crate::WindowFn::custom) does this.
+pub fn register_window_fn<W: CustomWindowFn + DeserializeOwned>() -> String {
+    let name = std::any::type_name::<W>().to_string();
+    let factory: WindowFnFactory = Arc::new(|fields| {
+        let w: W = serde_json::from_value(fields.clone()).map_err(|e| e.to_string())?;
+        Ok(Arc::new(w) as Arc<dyn CustomWindowFn>)
+    });
+    write().window_fns.entry(name.clone()).or_insert(factory);
+    name
+}
+
+/// The user WindowFn factory named `name`.
+pub fn window_fn(name: &str) -> Option<WindowFnFactory> {
+    read().window_fns.get(name).cloned()
 }

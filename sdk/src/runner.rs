@@ -29,13 +29,17 @@ pub enum Feature {
     CombineGlobally,
     /// Returning a PCollection's elements in the result.
     Capture,
+    /// Assigning windows (`Window::into`).
+    WindowInto,
+    /// A scripted unbounded source.
+    TestStream,
     /// A transform the runner does not know at all.
     UnknownTransform,
 }
 
 impl Feature {
     /// Every feature, for capability matrices.
-    pub const ALL: [Feature; 10] = [
+    pub const ALL: [Feature; 12] = [
         Feature::Impulse,
         Feature::Create,
         Feature::ParDo,
@@ -45,6 +49,8 @@ impl Feature {
         Feature::CombinePerKey,
         Feature::CombineGlobally,
         Feature::Capture,
+        Feature::WindowInto,
+        Feature::TestStream,
         Feature::UnknownTransform,
     ];
 }
@@ -61,6 +67,8 @@ impl fmt::Display for Feature {
             Feature::CombinePerKey => "Combine.perKey",
             Feature::CombineGlobally => "Combine.globally",
             Feature::Capture => "Capture",
+            Feature::WindowInto => "Window.into",
+            Feature::TestStream => "TestStream",
             Feature::UnknownTransform => "unknown transform URN",
         };
         f.write_str(s)
@@ -87,6 +95,8 @@ pub fn plan_features(plan: &Plan) -> Vec<(Feature, String)> {
             urn::COMBINE_PER_KEY => Feature::CombinePerKey,
             urn::COMBINE_GLOBALLY => Feature::CombineGlobally,
             urn::CAPTURE => Feature::Capture,
+            urn::WINDOW_INTO => Feature::WindowInto,
+            urn::TEST_STREAM => Feature::TestStream,
             _ => Feature::UnknownTransform,
         };
         out.push((f, t.unique_name.clone()));

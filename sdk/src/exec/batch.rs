@@ -33,6 +33,10 @@ pub trait AnyBatch: Send + 'static {
     fn round_trip(&mut self) -> Result<(), (usize, CoderError)>;
     /// Debug form of element `i`.
     fn debug_element(&self, i: usize) -> String;
+    /// Replaces every element's windows by `f(timestamp, windows)` (window assignment).
+    fn assign_windows(&mut self, f: &mut dyn FnMut(crate::Timestamp, &crate::Windows) -> crate::Windows);
+    /// Sets the timestamps of the elements, in order (`ts.len() == self.len()`).
+    fn set_timestamps(&mut self, ts: &[crate::Timestamp]);
     /// Appends the encoding of every element (with its metadata) to `out`, each
     /// prefixed by its length.
     fn encode(&self, out: &mut Vec<u8>) -> Result<(), CoderError>;
@@ -84,6 +88,16 @@ impl<T: Element> AnyBatch for Batch<T> {
             *item = coder::decode(&buf).map_err(|e| (i, e))?;
         }
         Ok(())
+    }
+    fn assign_windows(&mut self, f: &mut dyn FnMut(crate::Timestamp, &crate::Windows) -> crate::Windows) {
+        for item in &mut self.items {
+            item.windows = f(item.timestamp, &item.windows);
+        }
+    }
+    fn set_timestamps(&mut self, ts: &[crate::Timestamp]) {
+        for (item, t) in self.items.iter_mut().zip(ts) {
+            item.timestamp = *t;
+        }
     }
     fn debug_element(&self, i: usize) -> String {
         format!("{:?}", self.items[i].value)

@@ -20,6 +20,9 @@ pub trait GroupingOps: Send + Sync {
     fn output_type(&self) -> &'static str;
     /// A table for one phase.
     fn new_table(&self, phase: GroupingPhase) -> Box<dyn GroupingTable>;
+    /// The per-(key, window) state the reducer fires panes from: in the `Full` phase it
+    /// takes inputs, in the `Final` phase (after lifting) accumulators.
+    fn new_reduce_state(&self, phase: GroupingPhase) -> Box<dyn super::ReduceFnState>;
     /// Whether the transform can be split into partial and final phases (a combine).
     fn liftable(&self) -> bool;
     /// What to output when the input is empty (Combine.globally's default value in

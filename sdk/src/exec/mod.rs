@@ -12,6 +12,7 @@ mod grouping;
 mod invoke;
 mod key_index;
 mod metrics;
+mod reduce_state;
 mod rng;
 
 pub use batch::{downcast_batch, AnyBatch, Batch, ElementType, TypedElementType};
@@ -20,5 +21,6 @@ pub use invoke::{
     element_type_name, DoFnInvoker, Emit, ErasedDoFn, ExecError, InvokeContext, Phase, BATCH_SIZE,
 };
 pub use key_index::KeyIndex;
+pub use reduce_state::{KeyId, ReduceFnState};
 pub use metrics::{DistributionData, MetricResults, StepMetrics};
 pub use rng::SplitMix64;

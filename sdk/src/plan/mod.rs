@@ -7,6 +7,6 @@ mod decode;
 mod encode;
 pub mod model;
 
-pub use decode::decode;
-pub use encode::encode;
+pub use decode::{decode, window_fn_from_spec, windowing_from_spec};
+pub use encode::{encode, window_fn_to_spec, windowing_to_spec};
 pub use model::*;

@@ -212,4 +212,18 @@ pub mod urn {
     pub const RUST_ENV: &str = "tidewater:env:rust_binary:v1";
     /// Coder of global windows.
     pub const GLOBAL_WINDOW_CODER: &str = "beam:coder:global_window:v1";
+    /// Coder of interval windows.
+    pub const INTERVAL_WINDOW_CODER: &str = "beam:coder:interval_window:v1";
+    /// Fixed windows; payload `{"size_ms", "offset_ms"}`.
+    pub const FIXED_WINDOWS: &str = "beam:window_fn:fixed_windows:v1";
+    /// Sliding windows; payload `{"size_ms", "period_ms", "offset_ms"}`.
+    pub const SLIDING_WINDOWS: &str = "beam:window_fn:sliding_windows:v1";
+    /// Session windows; payload `{"gap_ms"}`.
+    pub const SESSION_WINDOWS: &str = "beam:window_fn:session_windows:v1";
+    /// A registered user WindowFn; payload `{"name", "fields", "merging"}`.
+    pub const CUSTOM_WINDOWS: &str = "tidewater:window_fn:custom:v1";
+    /// A scripted unbounded source; payload `{"events": [...]}`.
+    pub const TEST_STREAM: &str = "beam:transform:teststream:v1";
+    /// Assigns windows; payload `{"window_fn": <FunctionSpec>}` or null to keep windows.
+    pub const WINDOW_INTO: &str = "beam:transform:window_into:v1";
 }

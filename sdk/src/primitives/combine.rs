@@ -145,6 +145,7 @@ fn apply_combine<S: CombineShape<F>, F: CombineFn + Serialize + DeserializeOwned
     urn: &str,
 ) -> PCollection<S::Output> {
     let p = input.pipeline().clone();
+    super::group_by_key::check_groupable(&p, input.id);
     let name = std::any::type_name::<CombineOps<S, F>>().to_string();
     registry::register_element_type::<(S::Key, F::Acc)>();
     registry::register_grouping(
@@ -216,6 +217,12 @@ impl<S: CombineShape<F>, F: CombineFn> GroupingOps for CombineOps<S, F> {
     }
     fn liftable(&self) -> bool {
         true
+    }
+    fn new_reduce_state(&self, phase: GroupingPhase) -> Box<dyn crate::exec::ReduceFnState> {
+        match phase {
+            GroupingPhase::Final => Box::new(super::reduce::ReduceTable::new(MergingAccumulators::<S, F> { f: self.f.clone(), _s: PhantomData })),
+            _ => Box::new(super::reduce::ReduceTable::new(Combining::<S, F> { f: self.f.clone(), _s: PhantomData })),
+        }
     }
     fn empty_output(&self) -> Option<Box<dyn AnyBatch>> {
         let f = &self.f;
@@ -352,5 +359,69 @@ impl<S: CombineShape<F>, F: CombineFn> GroupingTable for CombineTable<S, F> {
         } else {
             Box::new(Batch { items: outputs })
         })
+    }
+}
+
+/// A combine's reduction over inputs.
+struct Combining<S, F> {
+    f: Arc<F>,
+    _s: PhantomData<fn() -> S>,
+}
+
+impl<S: CombineShape<F>, F: CombineFn> super::reduce::Reduction for Combining<S, F> {
+    type Key = S::Key;
+    type Input = S::Input;
+    type Value = F::In;
+    type Acc = F::Acc;
+    type Output = S::Output;
+    fn split(&self, input: S::Input) -> (S::Key, F::In) {
+        S::split(input)
+    }
+    fn create(&self) -> F::Acc {
+        self.f.create_accumulator()
+    }
+    fn add(&self, acc: &mut F::Acc, v: F::In) {
+        self.f.add_input(acc, v)
+    }
+    fn merge(&self, acc: &mut F::Acc, other: F::Acc) {
+        self.f.merge_accumulators(acc, other)
+    }
+    fn output(&self, key: &S::Key, acc: &F::Acc) -> S::Output {
+        S::join(key.clone(), self.f.extract_output(acc.clone()))
+    }
+    fn take_output(&self, key: &S::Key, acc: F::Acc) -> S::Output {
+        S::join(key.clone(), self.f.extract_output(acc))
+    }
+}
+
+/// A combine's reduction over accumulators lifted before the shuffle.
+struct MergingAccumulators<S, F> {
+    f: Arc<F>,
+    _s: PhantomData<fn() -> S>,
+}
+
+impl<S: CombineShape<F>, F: CombineFn> super::reduce::Reduction for MergingAccumulators<S, F> {
+    type Key = S::Key;
+    type Input = (S::Key, F::Acc);
+    type Value = F::Acc;
+    type Acc = F::Acc;
+    type Output = S::Output;
+    fn split(&self, input: (S::Key, F::Acc)) -> (S::Key, F::Acc) {
+        input
+    }
+    fn create(&self) -> F::Acc {
+        self.f.create_accumulator()
+    }
+    fn add(&self, acc: &mut F::Acc, v: F::Acc) {
+        self.f.merge_accumulators(acc, v)
+    }
+    fn merge(&self, acc: &mut F::Acc, other: F::Acc) {
+        self.f.merge_accumulators(acc, other)
+    }
+    fn output(&self, key: &S::Key, acc: &F::Acc) -> S::Output {
+        S::join(key.clone(), self.f.extract_output(acc.clone()))
+    }
+    fn take_output(&self, key: &S::Key, acc: F::Acc) -> S::Output {
+        S::join(key.clone(), self.f.extract_output(acc))
     }
 }

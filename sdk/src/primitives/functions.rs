@@ -36,9 +36,15 @@ pub(crate) fn check_function_item<F: 'static>(method: &str) -> Result<(), String
 
 /// A ParDo whose DoFn wraps a function item; the DoFn is registered with a factory
 /// that shares the function.
-struct FunctionParDo<D> {
+pub(crate) struct FunctionParDo<D> {
     do_fn: D,
     check: Result<(), String>,
+}
+
+impl<D> FunctionParDo<D> {
+    pub(crate) fn new(do_fn: D, check: Result<(), String>) -> Self {
+        FunctionParDo { do_fn, check }
+    }
 }
 
 impl<D> PTransform<PCollection<D::In>> for FunctionParDo<D>

@@ -26,6 +26,7 @@ impl<K: Element, V: Element> PTransform<PCollection<(K, V)>> for GroupByKey {
     type Output = PCollection<(K, Vec<V>)>;
     fn expand(self, input: PCollection<(K, V)>) -> PCollection<(K, Vec<V>)> {
         let p = input.pipeline().clone();
+        check_groupable(&p, input.id);
         let name = std::any::type_name::<GroupByKeyOps<K, V>>().to_string();
         registry::register_grouping(
             &name,
@@ -49,6 +50,21 @@ impl<K: Element, V: Element> PTransform<PCollection<(K, V)>> for GroupByKey {
             bounded,
         );
         p.pcollection(out[0])
+    }
+}
+
+/// Refuses a grouping that could never fire: an unbounded input in the global window
+/// whose trigger only fires at the end of time (Beam refuses it too).
+pub(crate) fn check_groupable(p: &crate::Pipeline, input: usize) {
+    if p.is_bounded(&[input]) == crate::plan::IsBounded::Unbounded {
+        let w = p.windowing_of(input);
+        if w.window_fn == crate::WindowFn::Global && !w.trigger.may_fire_before_end_of_global_window() {
+            p.record_error(format!(
+                "grouping an unbounded PCollection in the global window with trigger {:?} would never emit anything: \
+                 window it first (Window::into) or set a trigger that fires before the end of the window",
+                w.trigger
+            ));
+        }
     }
 }
 
@@ -76,6 +92,9 @@ impl<K: Element, V: Element> GroupingOps for GroupByKeyOps<K, V> {
     }
     fn liftable(&self) -> bool {
         false
+    }
+    fn new_reduce_state(&self, _phase: GroupingPhase) -> Box<dyn crate::exec::ReduceFnState> {
+        buffering_state::<K, V>()
     }
     fn empty_output(&self) -> Option<Box<dyn AnyBatch>> {
         None
@@ -203,4 +222,37 @@ impl<K: Element, V: Element> GroupingTable for GroupByKeyTable<K, V> {
             .collect();
         Ok(Box::new(Batch { items }))
     }
+}
+
+/// GroupByKey's reduction: buffer the values.
+struct Buffering<K, V>(PhantomData<fn() -> (K, V)>);
+
+impl<K: Element, V: Element> super::reduce::Reduction for Buffering<K, V> {
+    type Key = K;
+    type Input = (K, V);
+    type Value = V;
+    type Acc = Vec<V>;
+    type Output = (K, Vec<V>);
+    fn split(&self, input: (K, V)) -> (K, V) {
+        input
+    }
+    fn create(&self) -> Vec<V> {
+        Vec::new()
+    }
+    fn add(&self, acc: &mut Vec<V>, v: V) {
+        acc.push(v);
+    }
+    fn merge(&self, acc: &mut Vec<V>, other: Vec<V>) {
+        acc.extend(other);
+    }
+    fn output(&self, key: &K, acc: &Vec<V>) -> (K, Vec<V>) {
+        (key.clone(), acc.clone())
+    }
+    fn take_output(&self, key: &K, acc: Vec<V>) -> (K, Vec<V>) {
+        (key.clone(), acc)
+    }
+}
+
+pub(crate) fn buffering_state<K: Element, V: Element>() -> Box<dyn crate::exec::ReduceFnState> {
+    Box::new(super::reduce::ReduceTable::new(Buffering::<K, V>(PhantomData)))
 }

@@ -8,6 +8,9 @@ mod functions;
 mod group_by_key;
 mod pardo;
 mod partition;
+mod reduce;
+mod test_stream;
+mod window_into;
 
 pub use capture::Capture;
 pub use combine::{
@@ -19,3 +22,5 @@ pub use functions::{FilterFn, FlatMapFn, MapFn, WithKeysFn};
 pub use group_by_key::{GroupByKey, GroupByKeyOps};
 pub use pardo::{PCollectionTuple, ParDo, ParDoWithOutputs};
 pub use partition::{Partition, PartitionFn};
+pub use test_stream::{TestStream, TestStreamEvent};
+pub use window_into::{Window, WithTimestampsFn};

@@ -1,0 +1,32 @@
+use super::{AnyBatch, ExecError};
+use crate::{BoundedWindow, PaneInfo, Timestamp};
+
+/// A key's number in a [`ReduceFnState`], given by the encoding of the key.
+pub type KeyId = u32;
+
+/// What a grouping keeps per key and window between firings: buffered values (for a
+/// GroupByKey) or an accumulator (for a Combine). Typed; the runner's reducer in
+/// `tidewater-runners-core` decides when to fire, what pane and timestamp a firing gets,
+/// and how windows merge, through this interface.
+pub trait ReduceFnState: Send {
+    /// Adds a batch of inputs. For each (element, window) `accept(key, window, timestamp)`
+    /// is asked first; an input it refuses (late data) is not stored.
+    fn add(
+        &mut self,
+        batch: Box<dyn AnyBatch>,
+        accept: &mut dyn FnMut(KeyId, BoundedWindow, Timestamp) -> bool,
+    ) -> Result<(), ExecError>;
+    /// Moves the contents of the `from` windows of `key` into window `into`.
+    fn merge(&mut self, key: KeyId, from: &[BoundedWindow], into: BoundedWindow) -> Result<(), ExecError>;
+    /// Whether (key, window) holds anything.
+    fn is_empty(&self, key: KeyId, window: BoundedWindow) -> bool;
+    /// Appends the pane's output for (key, window) to the output; with `clear` the
+    /// contents are then dropped (discarding mode).
+    fn emit(&mut self, key: KeyId, window: BoundedWindow, timestamp: Timestamp, pane: PaneInfo, clear: bool) -> Result<(), ExecError>;
+    /// Drops (key, window).
+    fn clear(&mut self, key: KeyId, window: BoundedWindow);
+    /// Everything emitted since the last call.
+    fn take_output(&mut self) -> Box<dyn AnyBatch>;
+    /// The key's debug form, for error messages.
+    fn key_debug(&self, key: KeyId) -> String;
+}

@@ -1,0 +1,160 @@
+//! The typed per-(key, window) state behind a GroupByKey or Combine: one generic table
+//! over a [`Reduction`] (buffering values, or combining them).
+
+use super::group_by_key::group_key;
+use crate::exec::{downcast_batch, AnyBatch, Batch, ExecError, KeyId, KeyIndex, Phase, ReduceFnState};
+use crate::{BoundedWindow, Element, PaneInfo, Timestamp, WindowedValue, Windows};
+use rustc_hash::FxHashMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// How a grouping folds its inputs per key and window.
+pub(crate) trait Reduction: Send + Sync + 'static {
+    /// Key.
+    type Key: Element;
+    /// An input element.
+    type Input: Element;
+    /// What an input adds.
+    type Value: Clone;
+    /// The state per key and window.
+    type Acc: Send;
+    /// An output element.
+    type Output: Element;
+    fn split(&self, input: Self::Input) -> (Self::Key, Self::Value);
+    fn create(&self) -> Self::Acc;
+    fn add(&self, acc: &mut Self::Acc, v: Self::Value);
+    fn merge(&self, acc: &mut Self::Acc, other: Self::Acc);
+    /// The output without consuming the state (accumulating mode).
+    fn output(&self, key: &Self::Key, acc: &Self::Acc) -> Self::Output;
+    /// The output, consuming the state (discarding mode).
+    fn take_output(&self, key: &Self::Key, acc: Self::Acc) -> Self::Output;
+}
+
+pub(crate) struct ReduceTable<R: Reduction> {
+    r: R,
+    index: KeyIndex,
+    keys: Vec<R::Key>,
+    groups: FxHashMap<(KeyId, BoundedWindow), R::Acc>,
+    key_buf: Vec<u8>,
+    out: Vec<WindowedValue<R::Output>>,
+}
+
+impl<R: Reduction> ReduceTable<R> {
+    pub(crate) fn new(r: R) -> Self {
+        ReduceTable { r, index: KeyIndex::default(), keys: Vec::new(), groups: FxHashMap::default(), key_buf: Vec::new(), out: Vec::new() }
+    }
+
+    fn guarded<T>(&self, key: KeyId, what: &str, f: impl FnOnce() -> T) -> Result<T, ExecError> {
+        catch_unwind(AssertUnwindSafe(f)).map_err(|p| {
+            let message = p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned()).unwrap_or_default();
+            ExecError::User { phase: Phase::Process, element: Some(format!("with key {}", self.key_debug(key))), message: format!("{what} panicked: {message}") }
+        })
+    }
+
+    fn add_one(&mut self, key: &R::Key, w: BoundedWindow, ts: Timestamp, v: R::Value, accept: &mut dyn FnMut(KeyId, BoundedWindow, Timestamp) -> bool) -> Result<(), ExecError> {
+        group_key(&mut self.key_buf, &BoundedWindow::Global, key)?;
+        let (id, new) = self.index.find_or_insert(&self.key_buf);
+        if new {
+            self.keys.push(key.clone());
+        }
+        let id = id as KeyId;
+        if !accept(id, w, ts) {
+            return Ok(());
+        }
+        let r = &self.r;
+        let acc = match self.groups.get_mut(&(id, w)) {
+            Some(acc) => acc,
+            None => {
+                let acc = catch_unwind(AssertUnwindSafe(|| r.create())).map_err(|_| ExecError::User {
+                    phase: Phase::Process,
+                    element: None,
+                    message: "creating an accumulator panicked".into(),
+                })?;
+                self.groups.entry((id, w)).or_insert(acc)
+            }
+        };
+        if let Err(p) = catch_unwind(AssertUnwindSafe(|| r.add(acc, v))) {
+            let message = p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned()).unwrap_or_default();
+            return Err(ExecError::User { phase: Phase::Process, element: Some(format!("with key {key:?}")), message: format!("adding an input panicked: {message}") });
+        }
+        Ok(())
+    }
+}
+
+impl<R: Reduction> ReduceFnState for ReduceTable<R> {
+    fn add(&mut self, batch: Box<dyn AnyBatch>, accept: &mut dyn FnMut(KeyId, BoundedWindow, Timestamp) -> bool) -> Result<(), ExecError> {
+        for wv in downcast_batch::<R::Input>(batch) {
+            let (k, v) = self.r.split(wv.value);
+            match wv.windows {
+                Windows::One(w) => self.add_one(&k, w, wv.timestamp, v, accept)?,
+                Windows::Many(ws) => {
+                    for w in ws {
+                        self.add_one(&k, w, wv.timestamp, v.clone(), accept)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn merge(&mut self, key: KeyId, from: &[BoundedWindow], into: BoundedWindow) -> Result<(), ExecError> {
+        let mut merged: Option<R::Acc> = self.groups.remove(&(key, into));
+        for w in from {
+            if *w == into {
+                continue;
+            }
+            if let Some(acc) = self.groups.remove(&(key, *w)) {
+                merged = Some(match merged {
+                    None => acc,
+                    Some(mut m) => {
+                        let r = &self.r;
+                        self.guarded(key, "merging accumulators", || r.merge(&mut m, acc))?;
+                        m
+                    }
+                });
+            }
+        }
+        if let Some(m) = merged {
+            self.groups.insert((key, into), m);
+        }
+        Ok(())
+    }
+
+    fn is_empty(&self, key: KeyId, window: BoundedWindow) -> bool {
+        !self.groups.contains_key(&(key, window))
+    }
+
+    fn emit(&mut self, key: KeyId, window: BoundedWindow, timestamp: Timestamp, pane: PaneInfo, clear: bool) -> Result<(), ExecError> {
+        let k = &self.keys[key as usize];
+        let value = if clear {
+            let acc = match self.groups.remove(&(key, window)) {
+                Some(acc) => acc,
+                None => {
+                    let r = &self.r;
+                    self.guarded(key, "creating an accumulator", || r.create())?
+                }
+            };
+            let r = &self.r;
+            self.guarded(key, "extracting the output", || r.take_output(k, acc))?
+        } else {
+            let r = &self.r;
+            match self.groups.get(&(key, window)) {
+                Some(acc) => self.guarded(key, "extracting the output", || r.output(k, acc))?,
+                None => self.guarded(key, "extracting the output", || r.take_output(k, r.create()))?,
+            }
+        };
+        self.out.push(WindowedValue { value, timestamp, windows: Windows::One(window), pane });
+        Ok(())
+    }
+
+    fn clear(&mut self, key: KeyId, window: BoundedWindow) {
+        self.groups.remove(&(key, window));
+    }
+
+    fn take_output(&mut self) -> Box<dyn AnyBatch> {
+        Box::new(Batch { items: std::mem::take(&mut self.out) })
+    }
+
+    fn key_debug(&self, key: KeyId) -> String {
+        self.keys.get(key as usize).map(|k| format!("{k:?}")).unwrap_or_else(|| format!("#{key}"))
+    }
+}

@@ -1,0 +1,158 @@
+use crate::plan::{urn, FunctionSpec, IsBounded};
+use crate::{AccumulationMode, ClosingBehavior, Element, OnTimeBehavior, PCollection, PTransform, Timestamp, TimestampCombiner, Trigger, WindowFn};
+
+/// Windows a PCollection and configures when groupings of it fire (Beam's `Window`).
+///
+/// ```
+/// use tidewater::{Trigger, Window, WindowFn};
+/// fn event_time(x: &i64) -> tidewater::Timestamp { tidewater::Timestamp(*x) }
+/// let p = tidewater::Pipeline::new(Default::default());
+/// let windowed = p.create("Xs", vec![1i64, 15])
+///     .with_timestamps("Stamp", event_time)
+///     .apply("Fixed10", Window::into(WindowFn::fixed(10))
+///         .triggering(Trigger::after_watermark().with_late_firings(Trigger::after_count(1)))
+///         .with_allowed_lateness(5)
+///         .accumulating_fired_panes());
+/// assert!(p.construction_errors().is_empty());
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct Window {
+    window_fn: Option<WindowFn>,
+    trigger: Option<Trigger>,
+    allowed_lateness_ms: Option<i64>,
+    accumulation_mode: Option<AccumulationMode>,
+    timestamp_combiner: Option<TimestampCombiner>,
+    closing_behavior: Option<ClosingBehavior>,
+    on_time_behavior: Option<OnTimeBehavior>,
+}
+
+impl Window {
+    /// Assigns windows with `window_fn`.
+    pub fn into(window_fn: WindowFn) -> Window {
+        Window { window_fn: Some(window_fn), ..Default::default() }
+    }
+
+    /// Keeps the windows; only changes the trigger or other settings.
+    pub fn configure() -> Window {
+        Window::default()
+    }
+
+    /// Sets the trigger.
+    pub fn triggering(mut self, trigger: Trigger) -> Window {
+        self.trigger = Some(trigger);
+        self
+    }
+
+    /// Sets the allowed lateness in ms.
+    pub fn with_allowed_lateness(mut self, ms: i64) -> Window {
+        self.allowed_lateness_ms = Some(ms);
+        self
+    }
+
+    /// Each pane holds only what arrived since the previous one.
+    pub fn discarding_fired_panes(mut self) -> Window {
+        self.accumulation_mode = Some(AccumulationMode::Discarding);
+        self
+    }
+
+    /// Each pane holds everything so far.
+    pub fn accumulating_fired_panes(mut self) -> Window {
+        self.accumulation_mode = Some(AccumulationMode::Accumulating);
+        self
+    }
+
+    /// Sets the output timestamp of groupings.
+    pub fn with_timestamp_combiner(mut self, tc: TimestampCombiner) -> Window {
+        self.timestamp_combiner = Some(tc);
+        self
+    }
+
+    /// Sets whether a final pane is emitted at expiry even if empty.
+    pub fn with_closing_behavior(mut self, b: ClosingBehavior) -> Window {
+        self.closing_behavior = Some(b);
+        self
+    }
+
+    /// Sets whether the on-time pane is emitted even if empty.
+    pub fn with_on_time_behavior(mut self, b: OnTimeBehavior) -> Window {
+        self.on_time_behavior = Some(b);
+        self
+    }
+}
+
+impl<T: Element> PTransform<PCollection<T>> for Window {
+    type Output = PCollection<T>;
+    fn expand(self, input: PCollection<T>) -> PCollection<T> {
+        let p = input.pipeline().clone();
+        let mut w = p.windowing_of(input.id);
+        if let Some(f) = &self.window_fn {
+            if let Err(m) = f.validate() {
+                p.record_error(m);
+            }
+            w.window_fn = f.clone();
+        }
+        if let Some(t) = self.trigger {
+            if let Err(m) = t.validate() {
+                p.record_error(m);
+            }
+            w.trigger = t;
+        }
+        if let Some(ms) = self.allowed_lateness_ms {
+            if ms < 0 {
+                p.record_error(format!("allowed lateness must not be negative, got {ms} ms"));
+            }
+            w.allowed_lateness_ms = ms;
+        }
+        w.accumulation_mode = self.accumulation_mode.unwrap_or(w.accumulation_mode);
+        w.timestamp_combiner = self.timestamp_combiner.unwrap_or(w.timestamp_combiner);
+        w.closing_behavior = self.closing_behavior.unwrap_or(w.closing_behavior);
+        w.on_time_behavior = self.on_time_behavior.unwrap_or(w.on_time_behavior);
+        let payload = match &self.window_fn {
+            Some(f) => serde_json::json!({ "window_fn": crate::plan::window_fn_to_spec(f) }),
+            None => serde_json::Value::Null,
+        };
+        let spec = FunctionSpec { urn: urn::WINDOW_INTO.into(), payload };
+        let bounded: IsBounded = p.is_bounded(&[input.id]);
+        let out = p.set_primitive_windowed(spec, self.window_fn.is_some(), crate::pipeline::output_types::<T>("main"), bounded, w);
+        p.pcollection(out[0])
+    }
+}
+
+/// The DoFn of [`PCollection::with_timestamps`].
+pub struct WithTimestampsFn<F, T> {
+    f: std::sync::Arc<F>,
+    _t: std::marker::PhantomData<fn(T)>,
+}
+
+impl<F, T> Clone for WithTimestampsFn<F, T> {
+    fn clone(&self) -> Self {
+        WithTimestampsFn { f: self.f.clone(), _t: std::marker::PhantomData }
+    }
+}
+
+impl<F: Fn(&T) -> Timestamp + Send + Sync + 'static, T: Element> crate::DoFn for WithTimestampsFn<F, T> {
+    type In = T;
+    type Out = T;
+    fn process(&mut self, x: T, ctx: &mut crate::ProcessContext<'_, T>) -> Result<(), crate::UserError> {
+        let ts = (self.f)(&x);
+        if ts < Timestamp::MIN || ts > Timestamp::MAX {
+            return Err(format!("timestamp {ts:?} is outside [{:?}, {:?}]", Timestamp::MIN, Timestamp::MAX).into());
+        }
+        ctx.output_with_timestamp(x, ts);
+        Ok(())
+    }
+}
+
+impl<T: Element> PCollection<T> {
+    /// Sets every element's timestamp to `f(&element)` (Beam's `WithTimestamps`).
+    ///
+    /// ```
+    /// fn at(x: &i64) -> tidewater::Timestamp { tidewater::Timestamp(*x * 1000) }
+    /// let p = tidewater::Pipeline::new(Default::default());
+    /// let stamped = p.create("Xs", vec![1i64]).with_timestamps("Stamp", at);
+    /// ```
+    pub fn with_timestamps<F: Fn(&T) -> Timestamp + Send + Sync + 'static>(&self, name: &str, f: F) -> PCollection<T> {
+        let check = super::functions::check_function_item::<F>("with_timestamps");
+        self.apply(name, super::functions::FunctionParDo::new(WithTimestampsFn { f: std::sync::Arc::new(f), _t: std::marker::PhantomData }, check))
+    }
+}

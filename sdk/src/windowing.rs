@@ -1,0 +1,236 @@
+//! Windowing: WindowFns and the windowing strategy of a PCollection.
+//!
+//! The WindowFns and the strategy are plain data that travel in the plan; assigning
+//! and merging windows happens in `tidewater-runners-core`, once for every runner.
+
+use crate::{BoundedWindow, Timestamp, Trigger};
+use serde::{Deserialize, Serialize};
+
+/// A user-defined WindowFn, registered by name like a DoFn.
+///
+/// ```
+/// use serde::{Deserialize, Serialize};
+/// use tidewater::{BoundedWindow, CustomWindowFn, Timestamp};
+/// /// Windows of one "day" of 1000 ms, starting at 0.
+/// #[derive(Serialize, Deserialize)]
+/// struct Days;
+/// impl CustomWindowFn for Days {
+///     fn assign(&self, ts: Timestamp) -> Vec<BoundedWindow> {
+///         let start = ts.millis().div_euclid(1000) * 1000;
+///         vec![BoundedWindow::Interval { start: Timestamp(start), end: Timestamp(start + 1000) }]
+///     }
+/// }
+/// ```
+pub trait CustomWindowFn: Send + Sync + 'static {
+    /// The windows of an element with timestamp `ts`.
+    fn assign(&self, ts: Timestamp) -> Vec<BoundedWindow>;
+    /// Whether windows of one key must be merged (like sessions).
+    fn is_merging(&self) -> bool {
+        false
+    }
+    /// For a merging WindowFn: which windows merge into which. `windows` are the
+    /// active windows of one key; each returned pair is (windows merged, result).
+    fn merge(&self, _windows: &[BoundedWindow]) -> Vec<(Vec<BoundedWindow>, BoundedWindow)> {
+        Vec::new()
+    }
+}
+
+/// How elements are assigned to windows (Beam's WindowFns).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WindowFn {
+    /// Everything in the one global window.
+    Global,
+    /// Fixed (tumbling) windows `[offset + k * size, offset + (k+1) * size)`.
+    Fixed {
+        /// Window size in ms.
+        size_ms: i64,
+        /// Offset in ms.
+        offset_ms: i64,
+    },
+    /// Sliding windows of `size` every `period`.
+    Sliding {
+        /// Window size in ms.
+        size_ms: i64,
+        /// Distance between window starts in ms.
+        period_ms: i64,
+        /// Offset in ms.
+        offset_ms: i64,
+    },
+    /// Per-key sessions: `[ts, ts + gap)` per element, overlapping ones merged.
+    Sessions {
+        /// The gap in ms.
+        gap_ms: i64,
+    },
+    /// A registered [`CustomWindowFn`].
+    Custom {
+        /// Registered name.
+        name: String,
+        /// Its fields.
+        fields: serde_json::Value,
+        /// Whether it merges.
+        merging: bool,
+    },
+}
+
+impl WindowFn {
+    /// Fixed windows of `size_ms`.
+    pub fn fixed(size_ms: i64) -> WindowFn {
+        WindowFn::Fixed { size_ms, offset_ms: 0 }
+    }
+
+    /// Sliding windows of `size_ms` every `period_ms`.
+    pub fn sliding(size_ms: i64, period_ms: i64) -> WindowFn {
+        WindowFn::Sliding { size_ms, period_ms, offset_ms: 0 }
+    }
+
+    /// Session windows with `gap_ms`.
+    pub fn sessions(gap_ms: i64) -> WindowFn {
+        WindowFn::Sessions { gap_ms }
+    }
+
+    /// A registered user WindowFn.
+    ///
+    /// ```
+    /// # use serde::{Deserialize, Serialize};
+    /// # use tidewater::{BoundedWindow, CustomWindowFn, Timestamp, WindowFn};
+    /// #[derive(Serialize, Deserialize)]
+    /// struct Everything;
+    /// impl CustomWindowFn for Everything {
+    ///     fn assign(&self, _ts: Timestamp) -> Vec<BoundedWindow> { vec![BoundedWindow::Global] }
+    /// }
+    /// assert!(!WindowFn::custom(Everything).is_merging());
+    /// ```
+    pub fn custom<W: CustomWindowFn + Serialize + serde::de::DeserializeOwned>(w: W) -> WindowFn {
+        let name = crate::registry::register_window_fn::<W>();
+        WindowFn::Custom { name, merging: w.is_merging(), fields: serde_json::to_value(&w).unwrap_or(serde_json::Value::Null) }
+    }
+
+    /// Sets the offset of fixed or sliding windows.
+    pub fn with_offset(self, offset: i64) -> WindowFn {
+        match self {
+            WindowFn::Fixed { size_ms, .. } => WindowFn::Fixed { size_ms, offset_ms: offset },
+            WindowFn::Sliding { size_ms, period_ms, .. } => WindowFn::Sliding { size_ms, period_ms, offset_ms: offset },
+            other => other,
+        }
+    }
+
+    /// Whether windows must be merged per key.
+    pub fn is_merging(&self) -> bool {
+        match self {
+            WindowFn::Sessions { .. } => true,
+            WindowFn::Custom { merging, .. } => *merging,
+            _ => false,
+        }
+    }
+
+    /// Checks sizes and gaps; the error says which parameter is wrong.
+    pub fn validate(&self) -> Result<(), String> {
+        match self {
+            WindowFn::Fixed { size_ms, offset_ms } => {
+                if *size_ms <= 0 {
+                    return Err(format!("fixed windows need a positive size, got {size_ms} ms"));
+                }
+                if *offset_ms < 0 || offset_ms >= size_ms {
+                    return Err(format!("fixed windows need an offset in [0, {size_ms}), got {offset_ms} ms"));
+                }
+                Ok(())
+            }
+            WindowFn::Sliding { size_ms, period_ms, offset_ms } => {
+                if *size_ms <= 0 {
+                    return Err(format!("sliding windows need a positive size, got {size_ms} ms"));
+                }
+                if *period_ms <= 0 {
+                    return Err(format!("sliding windows need a positive period, got {period_ms} ms"));
+                }
+                if *offset_ms < 0 || offset_ms >= period_ms {
+                    return Err(format!("sliding windows need an offset in [0, {period_ms}), got {offset_ms} ms"));
+                }
+                Ok(())
+            }
+            WindowFn::Sessions { gap_ms } if *gap_ms <= 0 => Err(format!("session windows need a positive gap, got {gap_ms} ms")),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Whether a trigger's panes accumulate or discard what earlier panes emitted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum AccumulationMode {
+    /// Each pane holds only what arrived since the previous pane.
+    Discarding,
+    /// Each pane holds everything so far.
+    Accumulating,
+}
+
+/// The timestamp of a grouping's output (Beam's `TimestampCombiner`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum TimestampCombiner {
+    /// The end of the window (its max timestamp).
+    EndOfWindow,
+    /// The earliest input timestamp in the pane.
+    EarliestInPane,
+    /// The latest input timestamp in the pane.
+    LatestInPane,
+}
+
+/// Whether a final pane is emitted at window expiry even if empty.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ClosingBehavior {
+    /// Only if the pane has new elements.
+    EmitIfNonempty,
+    /// Always.
+    EmitAlways,
+}
+
+/// Whether the on-time pane is emitted even if empty.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum OnTimeBehavior {
+    /// Always.
+    FireAlways,
+    /// Only if the pane has new elements.
+    FireIfNonempty,
+}
+
+/// How a PCollection is windowed and when groupings of it fire.
+///
+/// ```
+/// let ws = tidewater::WindowingStrategy::global();
+/// assert_eq!(ws.allowed_lateness_ms, 0);
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WindowingStrategy {
+    /// The WindowFn.
+    pub window_fn: WindowFn,
+    /// The trigger.
+    pub trigger: Trigger,
+    /// Accumulating or discarding panes.
+    pub accumulation_mode: AccumulationMode,
+    /// How late data may be before it is dropped, in ms.
+    pub allowed_lateness_ms: i64,
+    /// Output timestamps of groupings.
+    pub timestamp_combiner: TimestampCombiner,
+    /// Final pane at expiry.
+    pub closing_behavior: ClosingBehavior,
+    /// On-time pane when empty.
+    pub on_time_behavior: OnTimeBehavior,
+}
+
+impl WindowingStrategy {
+    /// The global window with the default trigger.
+    pub fn global() -> Self {
+        WindowingStrategy {
+            window_fn: WindowFn::Global,
+            trigger: Trigger::Default,
+            accumulation_mode: AccumulationMode::Discarding,
+            allowed_lateness_ms: 0,
+            timestamp_combiner: TimestampCombiner::EndOfWindow,
+            closing_behavior: ClosingBehavior::EmitIfNonempty,
+            on_time_behavior: OnTimeBehavior::FireAlways,
+        }
+    }
+}
