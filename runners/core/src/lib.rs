@@ -6,6 +6,7 @@
 pub mod executor;
 pub mod fusion;
 pub mod translate;
+pub mod triggers;
 
 pub use executor::{execute, ExecOptions};
 pub use translate::{translate, ExecutablePlan};
