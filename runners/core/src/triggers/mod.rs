@@ -8,7 +8,9 @@
 //! Beam's `FinishedTriggersBitSet`, plus the node's own bookkeeping), serializable and
 //! runner-neutral so that it can go into a checkpoint.
 //!
-//! The reducer drives the machine the way Beam's `ReduceFnRunner` drives a
+//! The reducer builds the machine with [`TriggerStateMachine::with_merging`] and its
+//! WindowFn's `is_merging()` (some composites behave differently under merging, as in
+//! Beam) and drives it the way Beam's `ReduceFnRunner` drives a
 //! `TriggerStateMachineRunner`:
 //!
 //! - [`TriggerStateMachine::on_element`] for every element added to a window (after
@@ -217,7 +219,7 @@ impl TriggerStateMachine {
     ///
     /// `trigger` should have passed [`Trigger::validate`]; an empty composite does not
     /// panic (`AfterEach` and `AfterFirst` of nothing never fire, `AfterAll` of nothing
-    /// is always ready).
+    /// fires at once and finishes).
     pub fn new(trigger: &Trigger) -> Self {
         Self::with_merging(trigger, false)
     }
@@ -278,11 +280,12 @@ impl TriggerStateMachine {
     /// trigger had finished), and call [`TriggerStateMachine::on_element`] on the
     /// result for the element that caused the merge: that is what requests the
     /// end-of-window timer of the merged window for `AfterWatermark`.
+    ///
+    /// The machine should come from [`TriggerStateMachine::with_merging`] with
+    /// `is_merging` true: one built by [`TriggerStateMachine::new`] merges states all
+    /// the same, but its `AfterEach` and `AfterWatermark` only fed the current
+    /// sub-trigger, so a sub-trigger a merge revives has missed elements.
     pub fn on_merge(&self, merging: &[TriggerState], ctx: &mut TriggerContext<'_>) -> TriggerState {
-        debug_assert!(
-            self.merging,
-            "on_merge on a trigger state machine compiled for a non-merging WindowFn: build it with TriggerStateMachine::with_merging(trigger, true)"
-        );
         let mut result = self.initial_state();
         self.merge(0, merging, &mut result, ctx);
         result
@@ -576,6 +579,33 @@ mod tests {
         m.on_element(&mut state, Timestamp(1), &mut ctx);
         m.on_element(&mut state, Timestamp(2), &mut ctx);
         assert_eq!(timers, vec![(TimeDomain::EventTime, Timestamp(9))]);
+    }
+
+    #[test]
+    fn empty_composites_do_not_panic() {
+        let ctx_window = iw(0, 10);
+        for (trigger, fires) in [
+            (Trigger::after_each(vec![]), false),
+            (Trigger::after_first(vec![]), false),
+            (Trigger::after_all(vec![]), true),
+        ] {
+            for merging in [false, true] {
+                let m = TriggerStateMachine::with_merging(&trigger, merging);
+                let mut state = m.initial_state();
+                let mut timers = Vec::new();
+                let mut ctx =
+                    TriggerContext::new(ctx_window, Timestamp::MIN, Timestamp(0), &mut timers);
+                m.on_element(&mut state, Timestamp(1), &mut ctx);
+                let merged = m.on_merge(&[state.clone(), state.clone()], &mut ctx);
+                // Merging finishes the vacuous AfterEach and AfterAll.
+                assert!(!m.should_fire(&merged, &ctx), "{trigger:?}");
+                assert_eq!(m.should_fire(&state, &ctx), fires, "{trigger:?}");
+                if fires {
+                    m.on_fire(&mut state, &mut ctx);
+                    assert!(m.is_finished(&state));
+                }
+            }
+        }
     }
 
     #[test]
