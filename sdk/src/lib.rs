@@ -39,8 +39,8 @@ mod time;
 mod transform;
 mod trigger;
 mod window;
-mod windowing;
 mod windowed_value;
+mod windowing;
 
 pub use dofn::{DoFn, FinishBundleContext, ProcessContext, TupleTag, MAIN_TAG};
 pub use element::{Element, KV};
@@ -54,4 +54,7 @@ pub use transform::{PBegin, PInput, POutput, PTransform};
 pub use trigger::{TimeTransform, Trigger};
 pub use window::{BoundedWindow, GlobalWindow, PaneInfo, Timing, Windows};
 pub use windowed_value::WindowedValue;
-pub use windowing::{AccumulationMode, ClosingBehavior, CustomWindowFn, OnTimeBehavior, TimestampCombiner, WindowFn, WindowingStrategy};
+pub use windowing::{
+    AccumulationMode, ClosingBehavior, CustomWindowFn, OnTimeBehavior, TimestampCombiner, WindowFn,
+    WindowingStrategy,
+};

@@ -14,7 +14,8 @@ use std::rc::Rc;
 
 const GLOBAL_WINDOW_CODER: &str = "global_window";
 const INTERVAL_WINDOW_CODER: &str = "interval_window";
-static GLOBAL: std::sync::LazyLock<WindowingStrategy> = std::sync::LazyLock::new(WindowingStrategy::global);
+static GLOBAL: std::sync::LazyLock<WindowingStrategy> =
+    std::sync::LazyLock::new(WindowingStrategy::global);
 
 /// The id of the `n`th distinct windowing strategy: "global" for the default one, so
 /// that plans of unwindowed pipelines read plainly.
@@ -254,7 +255,11 @@ impl Pipeline {
         let windowing = {
             let g = self.graph.borrow();
             let id = *g.scopes.last().expect("set_primitive outside of apply");
-            g.transforms[id].inputs.first().map(|(_, pc)| g.pcollections[*pc].windowing.clone()).unwrap_or_else(WindowingStrategy::global)
+            g.transforms[id]
+                .inputs
+                .first()
+                .map(|(_, pc)| g.pcollections[*pc].windowing.clone())
+                .unwrap_or_else(WindowingStrategy::global)
         };
         self.set_primitive_windowed(spec, runs_user_code, output_types, bounded, windowing)
     }
@@ -400,15 +405,32 @@ impl Graph {
                 },
             );
         }
-        for (coder, urn) in [(GLOBAL_WINDOW_CODER, urn::GLOBAL_WINDOW_CODER), (INTERVAL_WINDOW_CODER, urn::INTERVAL_WINDOW_CODER)] {
-            c.coders.insert(coder.into(), CoderSpec { urn: urn.into(), rust_type: None, component_coder_ids: Vec::new() });
+        for (coder, urn) in [
+            (GLOBAL_WINDOW_CODER, urn::GLOBAL_WINDOW_CODER),
+            (INTERVAL_WINDOW_CODER, urn::INTERVAL_WINDOW_CODER),
+        ] {
+            c.coders.insert(
+                coder.into(),
+                CoderSpec {
+                    urn: urn.into(),
+                    rust_type: None,
+                    component_coder_ids: Vec::new(),
+                },
+            );
         }
         if strategies.is_empty() {
             strategies.push(&GLOBAL);
         }
         for (n, w) in strategies.into_iter().enumerate() {
-            let coder = if w.window_fn == crate::WindowFn::Global { GLOBAL_WINDOW_CODER } else { INTERVAL_WINDOW_CODER };
-            c.windowing_strategies.insert(windowing_id(n, w), plan::windowing_to_spec(w, coder, RUST_ENV));
+            let coder = if w.window_fn == crate::WindowFn::Global {
+                GLOBAL_WINDOW_CODER
+            } else {
+                INTERVAL_WINDOW_CODER
+            };
+            c.windowing_strategies.insert(
+                windowing_id(n, w),
+                plan::windowing_to_spec(w, coder, RUST_ENV),
+            );
         }
         c.environments.insert(
             RUST_ENV.into(),

@@ -21,7 +21,8 @@ pub type GroupingFactory =
     Arc<dyn Fn(&serde_json::Value) -> Result<Box<dyn GroupingOps>, String> + Send + Sync>;
 
 /// Builds a user WindowFn from its fields in the plan.
-pub type WindowFnFactory = Arc<dyn Fn(&serde_json::Value) -> Result<Arc<dyn CustomWindowFn>, String> + Send + Sync>;
+pub type WindowFnFactory =
+    Arc<dyn Fn(&serde_json::Value) -> Result<Arc<dyn CustomWindowFn>, String> + Send + Sync>;
 
 #[derive(Default)]
 struct Registry {

@@ -76,12 +76,19 @@ pub enum WindowFn {
 impl WindowFn {
     /// Fixed windows of `size_ms`.
     pub fn fixed(size_ms: i64) -> WindowFn {
-        WindowFn::Fixed { size_ms, offset_ms: 0 }
+        WindowFn::Fixed {
+            size_ms,
+            offset_ms: 0,
+        }
     }
 
     /// Sliding windows of `size_ms` every `period_ms`.
     pub fn sliding(size_ms: i64, period_ms: i64) -> WindowFn {
-        WindowFn::Sliding { size_ms, period_ms, offset_ms: 0 }
+        WindowFn::Sliding {
+            size_ms,
+            period_ms,
+            offset_ms: 0,
+        }
     }
 
     /// Session windows with `gap_ms`.
@@ -103,14 +110,27 @@ impl WindowFn {
     /// ```
     pub fn custom<W: CustomWindowFn + Serialize + serde::de::DeserializeOwned>(w: W) -> WindowFn {
         let name = crate::registry::register_window_fn::<W>();
-        WindowFn::Custom { name, merging: w.is_merging(), fields: serde_json::to_value(&w).unwrap_or(serde_json::Value::Null) }
+        WindowFn::Custom {
+            name,
+            merging: w.is_merging(),
+            fields: serde_json::to_value(&w).unwrap_or(serde_json::Value::Null),
+        }
     }
 
     /// Sets the offset of fixed or sliding windows.
     pub fn with_offset(self, offset: i64) -> WindowFn {
         match self {
-            WindowFn::Fixed { size_ms, .. } => WindowFn::Fixed { size_ms, offset_ms: offset },
-            WindowFn::Sliding { size_ms, period_ms, .. } => WindowFn::Sliding { size_ms, period_ms, offset_ms: offset },
+            WindowFn::Fixed { size_ms, .. } => WindowFn::Fixed {
+                size_ms,
+                offset_ms: offset,
+            },
+            WindowFn::Sliding {
+                size_ms, period_ms, ..
+            } => WindowFn::Sliding {
+                size_ms,
+                period_ms,
+                offset_ms: offset,
+            },
             other => other,
         }
     }
@@ -129,26 +149,42 @@ impl WindowFn {
         match self {
             WindowFn::Fixed { size_ms, offset_ms } => {
                 if *size_ms <= 0 {
-                    return Err(format!("fixed windows need a positive size, got {size_ms} ms"));
+                    return Err(format!(
+                        "fixed windows need a positive size, got {size_ms} ms"
+                    ));
                 }
                 if *offset_ms < 0 || offset_ms >= size_ms {
-                    return Err(format!("fixed windows need an offset in [0, {size_ms}), got {offset_ms} ms"));
+                    return Err(format!(
+                        "fixed windows need an offset in [0, {size_ms}), got {offset_ms} ms"
+                    ));
                 }
                 Ok(())
             }
-            WindowFn::Sliding { size_ms, period_ms, offset_ms } => {
+            WindowFn::Sliding {
+                size_ms,
+                period_ms,
+                offset_ms,
+            } => {
                 if *size_ms <= 0 {
-                    return Err(format!("sliding windows need a positive size, got {size_ms} ms"));
+                    return Err(format!(
+                        "sliding windows need a positive size, got {size_ms} ms"
+                    ));
                 }
                 if *period_ms <= 0 {
-                    return Err(format!("sliding windows need a positive period, got {period_ms} ms"));
+                    return Err(format!(
+                        "sliding windows need a positive period, got {period_ms} ms"
+                    ));
                 }
                 if *offset_ms < 0 || offset_ms >= period_ms {
-                    return Err(format!("sliding windows need an offset in [0, {period_ms}), got {offset_ms} ms"));
+                    return Err(format!(
+                        "sliding windows need an offset in [0, {period_ms}), got {offset_ms} ms"
+                    ));
                 }
                 Ok(())
             }
-            WindowFn::Sessions { gap_ms } if *gap_ms <= 0 => Err(format!("session windows need a positive gap, got {gap_ms} ms")),
+            WindowFn::Sessions { gap_ms } if *gap_ms <= 0 => Err(format!(
+                "session windows need a positive gap, got {gap_ms} ms"
+            )),
             _ => Ok(()),
         }
     }

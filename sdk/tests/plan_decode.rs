@@ -52,7 +52,7 @@ fn another_version_is_refused() {
 #[test]
 fn unknown_and_missing_fields_are_named() {
     let json = small_plan_json().replacen("\"root_transform_ids\"", "\"roots\"", 1);
-    insta::assert_snapshot!(message(&json), @"malformed plan: unknown field `roots`, expected one of `version`, `components`, `root_transform_ids` at line 105 column 9");
+    insta::assert_snapshot!(message(&json), @"malformed plan: unknown field `roots`, expected one of `version`, `components`, `root_transform_ids` at line 106 column 9");
 }
 
 #[test]

@@ -1,8 +1,12 @@
-//! Executes a bounded plan in this process: stage by stage, bundle by bundle, with
-//! combiners lifted before the shuffle. The direct runner is this executor plus a
-//! validating schedule; the fault-tolerant runners reuse its operators.
+//! Executes a plan in this process, bounded or unbounded, in rounds: each round the
+//! sources produce their next data (a TestStream one scripted event), fused stages run
+//! bundle by bundle, groupings feed their reducers, and watermarks move downstream so
+//! that reducers fire their panes. Combiners are lifted before the shuffle where the
+//! windowing allows. The direct runner is this executor plus a validating schedule.
 
+use crate::reduce::Reducer;
 use crate::translate::{ExecutablePlan, NodeKind};
+use crate::windowing::WindowAssigner;
 use std::collections::{BTreeMap, HashMap};
 use tidewater::exec::{
     AnyBatch, Emit, ErasedDoFn, ExecError, GroupingPhase, GroupingTable, InvokeContext,
@@ -10,6 +14,7 @@ use tidewater::exec::{
 };
 use tidewater::runner::{PipelineResult, PipelineState};
 use tidewater::{Error, Result};
+use tidewater::{TestStreamEvent, Timestamp};
 
 /// A partial-combine table holding more groups than this is flushed early.
 const PARTIAL_FLUSH_GROUPS: usize = 100_000;
@@ -53,6 +58,12 @@ pub fn execute(plan: &ExecutablePlan, options: &ExecOptions) -> Result<PipelineR
         captures: BTreeMap::new(),
         metrics: MetricResults::default(),
         rng: options.shuffle_seed.map(SplitMix64::new),
+        lifted: plan.nodes.iter().map(|n| lifts(plan, n, options)).collect(),
+        reducers: (0..plan.nodes.len()).map(|_| None).collect(),
+        defaulted: vec![false; plan.nodes.len()],
+        watermarks: vec![Timestamp::MIN; plan.pcollections.len()],
+        cursors: vec![0; plan.nodes.len()],
+        processing_time: Timestamp(0),
     };
     // Every capture is in the result, even one that received nothing.
     for node in &plan.nodes {
@@ -113,39 +124,206 @@ struct Executor<'p> {
     captures: BTreeMap<String, (String, Vec<u8>)>,
     metrics: MetricResults,
     rng: Option<SplitMix64>,
+    /// Per node: a combine whose partial half runs in the producing stage.
+    lifted: Vec<bool>,
+    /// Per grouping node: its reducer.
+    reducers: Vec<Option<Reducer>>,
+    /// Per grouping node: Combine.globally's default was emitted.
+    defaulted: Vec<bool>,
+    /// Per PCollection: the output watermark of its producer.
+    watermarks: Vec<Timestamp>,
+    /// Per source node: how much of it has been produced.
+    cursors: Vec<usize>,
+    /// The simulated processing-time clock (TestStream advances it).
+    processing_time: Timestamp,
+}
+
+/// Whether a grouping combines partially before the shuffle: only a liftable combine
+/// whose panes do not depend on individual elements (default trigger, non-merging
+/// windows, output at the end of the window).
+fn lifts(plan: &ExecutablePlan, n: &crate::translate::Node, options: &ExecOptions) -> bool {
+    let NodeKind::Grouping { ops } = &n.kind else {
+        return false;
+    };
+    let w = &plan.pcollections[n.inputs[0]].windowing;
+    options.lift_combiners
+        && ops.liftable()
+        && w.trigger == tidewater::Trigger::Default
+        && !w.window_fn.is_merging()
+        && w.timestamp_combiner == tidewater::TimestampCombiner::EndOfWindow
 }
 
 impl Executor<'_> {
     fn run(&mut self) -> Result<()> {
-        for (i, node) in self.plan.nodes.iter().enumerate() {
-            match &node.kind {
-                NodeKind::Impulse => {
-                    let out = node.outputs[0];
-                    let batch = self.plan.pcollections[out]
-                        .element_type
-                        .batch_from_json(&[serde_json::Value::Null])
-                        .map_err(Error::Internal)?;
-                    self.buffers[out].push(batch);
-                    self.run_stage(out)?;
-                }
-                NodeKind::Create { elements } => {
-                    let out = node.outputs[0];
-                    let batch = self.plan.pcollections[out]
-                        .element_type
-                        .batch_from_json(elements)
-                        .map_err(|m| Error::InvalidPlan { message: m })?;
-                    self.buffers[out].push(batch);
-                    self.run_stage(out)?;
-                }
-                NodeKind::Grouping { .. } => {
-                    self.run_grouping(i)?;
-                    self.run_stage(node.outputs[0])?;
-                }
-                NodeKind::Flatten => self.run_stage(node.outputs[0])?,
-                NodeKind::ParDo { .. } | NodeKind::Capture { .. } => {}
+        for (i, n) in self.plan.nodes.iter().enumerate() {
+            if let NodeKind::Grouping { ops } = &n.kind {
+                let w = self.plan.pcollections[n.inputs[0]].windowing.clone();
+                let assigner = WindowAssigner::new(&w.window_fn, &n.name)?;
+                let phase = if self.lifted[i] {
+                    GroupingPhase::Final
+                } else {
+                    GroupingPhase::Full
+                };
+                self.reducers[i] = Some(Reducer::new(w, assigner, ops.new_reduce_state(phase)));
             }
         }
-        Ok(())
+        // Rounds until nothing moves: sources exhausted, every reducer quiet.
+        loop {
+            let mut progress = false;
+            for i in 0..self.plan.nodes.len() {
+                progress |= self.step(i)?;
+            }
+            if !progress {
+                return Ok(());
+            }
+        }
+    }
+
+    /// One node's part of a round; whether anything happened.
+    fn step(&mut self, i: usize) -> Result<bool> {
+        let node = &self.plan.nodes[i];
+        match &node.kind {
+            NodeKind::Impulse | NodeKind::Create { .. } => {
+                if self.cursors[i] > 0 {
+                    return Ok(false);
+                }
+                self.cursors[i] = 1;
+                let out = node.outputs[0];
+                let ty = &self.plan.pcollections[out].element_type;
+                let batch = match &node.kind {
+                    NodeKind::Create { elements } => ty
+                        .batch_from_json(elements)
+                        .map_err(|m| Error::InvalidPlan { message: m })?,
+                    _ => ty
+                        .batch_from_json(&[serde_json::Value::Null])
+                        .map_err(Error::Internal)?,
+                };
+                self.buffers[out].push(batch);
+                self.watermarks[out] = Timestamp::MAX;
+                self.run_stage(out)?;
+                Ok(true)
+            }
+            NodeKind::TestStream { events } => {
+                let out = node.outputs[0];
+                let Some(event) = events.get(self.cursors[i]) else {
+                    let done = self.watermarks[out] == Timestamp::MAX;
+                    self.watermarks[out] = Timestamp::MAX;
+                    return Ok(!done);
+                };
+                self.cursors[i] += 1;
+                match event {
+                    TestStreamEvent::Elements(values) => {
+                        let ty = &self.plan.pcollections[out].element_type;
+                        let json: Vec<serde_json::Value> =
+                            values.iter().map(|(v, _)| v.clone()).collect();
+                        let stamps: Vec<Timestamp> = values.iter().map(|(_, t)| *t).collect();
+                        let mut batch = ty
+                            .batch_from_json(&json)
+                            .map_err(|m| Error::InvalidPlan { message: m })?;
+                        batch.set_timestamps(&stamps);
+                        self.buffers[out].push(batch);
+                        self.run_stage(out)?;
+                    }
+                    TestStreamEvent::Watermark(t) => {
+                        self.watermarks[out] = self.watermarks[out].max(*t)
+                    }
+                    TestStreamEvent::ProcessingTime(ms) => {
+                        self.processing_time =
+                            Timestamp(self.processing_time.millis().saturating_add(*ms))
+                    }
+                }
+                Ok(true)
+            }
+            NodeKind::ParDo { .. } | NodeKind::WindowInto { .. } => {
+                let wm = self.watermarks[node.inputs[0]];
+                for &o in &node.outputs {
+                    self.watermarks[o] = wm;
+                }
+                Ok(false)
+            }
+            NodeKind::Flatten => {
+                let out = node.outputs[0];
+                self.watermarks[out] = node
+                    .inputs
+                    .iter()
+                    .map(|&p| self.watermarks[p])
+                    .min()
+                    .unwrap_or(Timestamp::MAX);
+                if self.buffers[out].is_empty() {
+                    return Ok(false);
+                }
+                self.run_stage(out)?;
+                Ok(true)
+            }
+            NodeKind::Grouping { .. } => self.step_grouping(i),
+            NodeKind::Capture { .. } => Ok(false),
+        }
+    }
+
+    fn step_grouping(&mut self, node: usize) -> Result<bool> {
+        let n = &self.plan.nodes[node];
+        let NodeKind::Grouping { ops } = &n.kind else {
+            unreachable!()
+        };
+        let attribute = |e: ExecError| unwrap_downstream(attribute(e, &n.name));
+        let mut progress = false;
+        let pending = std::mem::take(&mut self.pending[node]);
+        let mut reducer = self.reducers[node]
+            .take()
+            .expect("every grouping has a reducer");
+        let mut metrics = StepMetrics::default();
+        let result = (|| -> Result<()> {
+            if !pending.is_empty() {
+                progress = true;
+                // Accumulators are batches of (K, Acc), not of the input type; concatenate
+                // by appending to the first batch.
+                let mut iter = pending.into_iter();
+                let mut all = iter.next().expect("not empty");
+                for b in iter {
+                    all.append(b);
+                }
+                if let Some(rng) = &mut self.rng {
+                    all.shuffle(rng);
+                }
+                while !all.is_empty() {
+                    let rest = all.split_off(all.len().min(BATCH_SIZE));
+                    reducer.process(all, &mut metrics).map_err(attribute)?;
+                    all = rest;
+                }
+            }
+            let wm = self.watermarks[n.inputs[0]];
+            if wm > reducer.input_watermark() || reducer.has_due_timers(wm, self.processing_time) {
+                progress = true;
+            }
+            reducer
+                .advance(wm, self.processing_time)
+                .map_err(attribute)?;
+            let mut out = reducer.take_output();
+            if wm == Timestamp::MAX
+                && !self.received[node]
+                && !self.defaulted[node]
+                && self.plan.pcollections[n.inputs[0]].windowing.window_fn
+                    == tidewater::WindowFn::Global
+            {
+                self.defaulted[node] = true;
+                if let Some(default) = ops.empty_output() {
+                    out.append(default);
+                }
+            }
+            let o = n.outputs[0];
+            self.watermarks[o] = reducer.output_watermark();
+            if !out.is_empty() {
+                progress = true;
+                self.buffers[o].push(out);
+                self.run_stage(o)?;
+            }
+            Ok(())
+        })();
+        self.reducers[node] = Some(reducer);
+        if !metrics.is_empty() {
+            self.metrics.step_mut(&n.name).merge(&metrics);
+        }
+        result.map(|()| progress)
     }
 
     /// All of PCollection `pc`'s buffered batches as one batch, shuffled if the
@@ -182,50 +360,9 @@ impl Executor<'_> {
         sizes
     }
 
-    fn run_grouping(&mut self, node: usize) -> Result<()> {
-        let n = &self.plan.nodes[node];
-        let NodeKind::Grouping { ops } = &n.kind else {
-            unreachable!()
-        };
-        let lifted = ops.liftable() && self.options.lift_combiners;
-        let pending = std::mem::take(&mut self.pending[node]);
-        // Accumulators are batches of (K, Acc), not of the input type; concatenate by
-        // appending to the first batch.
-        let mut iter = pending.into_iter();
-        let mut all = match iter.next() {
-            Some(b) => b,
-            None => self.plan.pcollections[n.inputs[0]].element_type.new_batch(),
-        };
-        for b in iter {
-            all.append(b);
-        }
-        if let Some(rng) = &mut self.rng {
-            all.shuffle(rng);
-        }
-        let mut table = ops.new_table(if lifted {
-            GroupingPhase::Final
-        } else {
-            GroupingPhase::Full
-        });
-        let attribute = |e: ExecError| unwrap_downstream(attribute(e, &n.name));
-        while !all.is_empty() {
-            let rest = all.split_off(all.len().min(BATCH_SIZE));
-            table.add(all).map_err(attribute)?;
-            all = rest;
-        }
-        let mut out = table.finish().map_err(attribute)?;
-        if !self.received[node] {
-            if let Some(default) = ops.empty_output() {
-                out = default;
-            }
-        }
-        self.buffers[n.outputs[0]].push(out);
-        Ok(())
-    }
-
     fn run_stage(&mut self, root: usize) -> Result<()> {
         let mut input = self.take_all(root);
-        let mut targets = build_targets(self.plan, root, self.options)?;
+        let mut targets = build_targets(self.plan, root, &self.lifted)?;
         let result = self.run_bundles(&mut input, &mut targets);
         let teardown = teardown_all(&mut targets);
         self.collect_metrics(&mut targets);
@@ -316,29 +453,29 @@ struct Operator {
     outputs: Vec<Targets>,
 }
 
-fn build_targets(plan: &ExecutablePlan, pc: usize, options: &ExecOptions) -> Result<Targets> {
+fn build_targets(plan: &ExecutablePlan, pc: usize, lifted: &[bool]) -> Result<Targets> {
     let mut list = Vec::new();
     for &c in &plan.pcollections[pc].consumers {
         let node = &plan.nodes[c];
         list.push(match &node.kind {
-            NodeKind::ParDo { output_tags, .. } => Target::Op(Box::new(Operator {
-                name: node.name.clone(),
-                dofn: node.instantiate()?,
-                tags: output_tags.clone(),
-                metrics: StepMetrics::default(),
-                outputs: node
-                    .outputs
-                    .iter()
-                    .map(|&o| build_targets(plan, o, options))
-                    .collect::<Result<_>>()?,
-            })),
-            NodeKind::Grouping { ops } if ops.liftable() && options.lift_combiners => {
-                Target::Partial(c)
+            NodeKind::ParDo { .. } | NodeKind::WindowInto { .. } => {
+                Target::Op(Box::new(Operator {
+                    name: node.name.clone(),
+                    dofn: node.instantiate(&plan.pcollections)?,
+                    tags: node.kind.output_tags(),
+                    metrics: StepMetrics::default(),
+                    outputs: node
+                        .outputs
+                        .iter()
+                        .map(|&o| build_targets(plan, o, lifted))
+                        .collect::<Result<_>>()?,
+                }))
             }
+            NodeKind::Grouping { .. } if lifted[c] => Target::Partial(c),
             NodeKind::Grouping { .. } => Target::Pending(c),
             NodeKind::Flatten => Target::Buffer(node.outputs[0]),
             NodeKind::Capture { name } => Target::Capture(name.clone()),
-            NodeKind::Impulse | NodeKind::Create { .. } => {
+            NodeKind::Impulse | NodeKind::Create { .. } | NodeKind::TestStream { .. } => {
                 return Err(Error::Internal(format!(
                     "'{}' consumes an input",
                     node.name

@@ -16,17 +16,14 @@ pub struct Stage {
 
 /// Whether PCollection `pc` is materialized: produced by a non-ParDo node.
 pub fn is_stage_root(plan: &ExecutablePlan, pc: usize) -> bool {
-    !matches!(
-        plan.nodes[plan.pcollections[pc].producer].kind,
-        NodeKind::ParDo { .. }
-    )
+    !plan.nodes[plan.pcollections[pc].producer].kind.is_fusable()
 }
 
 /// The stages of `plan`, in the order their roots are produced.
 pub fn fuse(plan: &ExecutablePlan) -> Vec<Stage> {
     let mut stages = Vec::new();
     for node in &plan.nodes {
-        if matches!(node.kind, NodeKind::ParDo { .. }) {
+        if node.kind.is_fusable() {
             continue;
         }
         for &root in &node.outputs {
@@ -34,8 +31,7 @@ pub fn fuse(plan: &ExecutablePlan) -> Vec<Stage> {
             let mut frontier = vec![root];
             while let Some(pc) = frontier.pop() {
                 for &c in &plan.pcollections[pc].consumers {
-                    if matches!(plan.nodes[c].kind, NodeKind::ParDo { .. }) && !par_dos.contains(&c)
-                    {
+                    if plan.nodes[c].kind.is_fusable() && !par_dos.contains(&c) {
                         par_dos.push(c);
                         frontier.extend(plan.nodes[c].outputs.iter().copied());
                     }
@@ -59,7 +55,12 @@ pub fn describe(plan: &ExecutablePlan) -> String {
             root.name, plan.nodes[root.producer].name
         );
         for &n in &stage.par_dos {
-            let _ = writeln!(s, "  ParDo {}", plan.nodes[n].name);
+            let kind = if matches!(plan.nodes[n].kind, NodeKind::WindowInto { .. }) {
+                "WindowInto"
+            } else {
+                "ParDo"
+            };
+            let _ = writeln!(s, "  {kind} {}", plan.nodes[n].name);
         }
         let mut sinks = Vec::new();
         let mut pcs = vec![stage.root];
@@ -72,12 +73,14 @@ pub fn describe(plan: &ExecutablePlan) -> String {
         for pc in pcs {
             for &c in &plan.pcollections[pc].consumers {
                 let kind = match &plan.nodes[c].kind {
-                    NodeKind::ParDo { .. } => continue,
+                    NodeKind::ParDo { .. } | NodeKind::WindowInto { .. } => continue,
                     NodeKind::Grouping { ops } if ops.liftable() => "partial combine for",
                     NodeKind::Grouping { .. } => "shuffle to",
                     NodeKind::Flatten => "flatten into",
                     NodeKind::Capture { .. } => "capture by",
-                    NodeKind::Impulse | NodeKind::Create { .. } => "?",
+                    NodeKind::Impulse | NodeKind::Create { .. } | NodeKind::TestStream { .. } => {
+                        "?"
+                    }
                 };
                 sinks.push(format!("  -> {kind} {}", plan.nodes[c].name));
             }

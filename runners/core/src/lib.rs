@@ -5,8 +5,10 @@
 
 pub mod executor;
 pub mod fusion;
+pub mod reduce;
 pub mod translate;
 pub mod triggers;
+pub mod windowing;
 
 pub use executor::{execute, ExecOptions};
 pub use translate::{translate, ExecutablePlan};

@@ -20,6 +20,10 @@ pub struct PCollectionInfo {
     pub consumers: Vec<usize>,
     /// The node that produces it.
     pub producer: usize,
+    /// How it is windowed.
+    pub windowing: tidewater::WindowingStrategy,
+    /// Whether it is bounded.
+    pub bounded: bool,
 }
 
 /// What a node does.
@@ -49,6 +53,16 @@ pub enum NodeKind {
     },
     /// Union of the inputs.
     Flatten,
+    /// Assigns windows (none: keeps them).
+    WindowInto {
+        /// The assigner.
+        assigner: Option<crate::windowing::WindowAssigner>,
+    },
+    /// A scripted unbounded source.
+    TestStream {
+        /// The script.
+        events: Vec<tidewater::TestStreamEvent>,
+    },
     /// Returns the input in the result.
     Capture {
         /// Capture name.
@@ -68,10 +82,35 @@ pub struct Node {
     pub outputs: Vec<usize>,
 }
 
+impl NodeKind {
+    /// Whether the node runs element by element and fuses into stages (ParDo and
+    /// window assignment).
+    pub fn is_fusable(&self) -> bool {
+        matches!(self, NodeKind::ParDo { .. } | NodeKind::WindowInto { .. })
+    }
+
+    /// Output tags of a fusable node, in output order.
+    pub fn output_tags(&self) -> Vec<String> {
+        match self {
+            NodeKind::ParDo { output_tags, .. } => output_tags.clone(),
+            _ => vec![tidewater::MAIN_TAG.to_string()],
+        }
+    }
+}
+
 impl Node {
-    /// A fresh DoFn instance of a ParDo node.
-    pub fn instantiate(&self) -> Result<Box<dyn ErasedDoFn>> {
+    /// A fresh instance of a fusable node's function.
+    pub fn instantiate(
+        &self,
+        plan_pcollections: &[PCollectionInfo],
+    ) -> Result<Box<dyn ErasedDoFn>> {
         match &self.kind {
+            NodeKind::WindowInto { assigner } => {
+                Ok(Box::new(crate::windowing::AssignWindowsFn::new(
+                    assigner.clone(),
+                    plan_pcollections[self.inputs[0]].element_type.name(),
+                )))
+            }
             NodeKind::ParDo {
                 do_fn,
                 factory,
@@ -138,8 +177,20 @@ pub fn translate(plan: &Plan) -> Result<ExecutablePlan> {
                 name: type_name.clone(),
                 transform: format!("PCollection '{}'", pc.unique_name),
             })?;
+        let ws_spec = c
+            .windowing_strategies
+            .get(&pc.windowing_strategy_id)
+            .ok_or_else(|| {
+                invalid(format!(
+                    "PCollection '{id}' uses windowing strategy '{}', which is not defined",
+                    pc.windowing_strategy_id
+                ))
+            })?;
+        let windowing = tidewater::plan::windowing_from_spec(ws_spec, &pc.windowing_strategy_id)?;
         pc_index.insert(id.as_str(), pcollections.len());
         pcollections.push(PCollectionInfo {
+            windowing,
+            bounded: pc.is_bounded == tidewater::plan::IsBounded::Bounded,
             name: pc.unique_name.clone(),
             element_type,
             consumers: Vec::new(),
@@ -165,6 +216,32 @@ pub fn translate(plan: &Plan) -> Result<ExecutablePlan> {
                 elements: payload::<CreatePayload>(t, &spec.payload)?.elements,
             },
             urn::FLATTEN => NodeKind::Flatten,
+            urn::WINDOW_INTO => {
+                #[derive(serde::Deserialize)]
+                #[serde(deny_unknown_fields)]
+                struct Payload {
+                    window_fn: tidewater::plan::FunctionSpec,
+                }
+                let assigner = match &spec.payload {
+                    serde_json::Value::Null => None,
+                    p => {
+                        let p: Payload = payload(t, p)?;
+                        let w = tidewater::plan::window_fn_from_spec(&p.window_fn, &t.unique_name)?;
+                        Some(crate::windowing::WindowAssigner::new(&w, &t.unique_name)?)
+                    }
+                };
+                NodeKind::WindowInto { assigner }
+            }
+            urn::TEST_STREAM => {
+                #[derive(serde::Deserialize)]
+                #[serde(deny_unknown_fields)]
+                struct Payload {
+                    events: Vec<tidewater::TestStreamEvent>,
+                }
+                NodeKind::TestStream {
+                    events: payload::<Payload>(t, &spec.payload)?.events,
+                }
+            }
             urn::CAPTURE => NodeKind::Capture {
                 name: payload::<CapturePayload>(t, &spec.payload)?.name,
             },
@@ -294,6 +371,25 @@ fn check_shape(n: &Node, pcs: &[PCollectionInfo]) -> Result<()> {
                 return mismatch("the output", "()", ty(n.outputs[0]));
             }
         }
+        NodeKind::TestStream { events } => {
+            arity(0, Some(1))?;
+            for e in events {
+                if let tidewater::TestStreamEvent::Elements(values) = e {
+                    let json: Vec<serde_json::Value> =
+                        values.iter().map(|(v, _)| v.clone()).collect();
+                    pcs[n.outputs[0]]
+                        .element_type
+                        .batch_from_json(&json)
+                        .map_err(|m| invalid(format!("TestStream '{}': {m}", n.name)))?;
+                }
+            }
+        }
+        NodeKind::WindowInto { .. } => {
+            arity(1, Some(1))?;
+            if ty(n.inputs[0]) != ty(n.outputs[0]) {
+                return mismatch("the output", ty(n.inputs[0]), ty(n.outputs[0]));
+            }
+        }
         NodeKind::Create { elements } => {
             arity(0, Some(1))?;
             pcs[n.outputs[0]]
@@ -317,7 +413,7 @@ fn check_shape(n: &Node, pcs: &[PCollectionInfo]) -> Result<()> {
             if n.outputs.is_empty() {
                 return arity(1, Some(1));
             }
-            let f = n.instantiate()?;
+            let f = n.instantiate(pcs)?;
             if f.input_type() != ty(n.inputs[0]) {
                 return mismatch("the input", f.input_type(), ty(n.inputs[0]));
             }

@@ -34,7 +34,10 @@ pub trait AnyBatch: Send + 'static {
     /// Debug form of element `i`.
     fn debug_element(&self, i: usize) -> String;
     /// Replaces every element's windows by `f(timestamp, windows)` (window assignment).
-    fn assign_windows(&mut self, f: &mut dyn FnMut(crate::Timestamp, &crate::Windows) -> crate::Windows);
+    fn assign_windows(
+        &mut self,
+        f: &mut dyn FnMut(crate::Timestamp, &crate::Windows) -> crate::Windows,
+    );
     /// Sets the timestamps of the elements, in order (`ts.len() == self.len()`).
     fn set_timestamps(&mut self, ts: &[crate::Timestamp]);
     /// Appends the encoding of every element (with its metadata) to `out`, each
@@ -89,7 +92,10 @@ impl<T: Element> AnyBatch for Batch<T> {
         }
         Ok(())
     }
-    fn assign_windows(&mut self, f: &mut dyn FnMut(crate::Timestamp, &crate::Windows) -> crate::Windows) {
+    fn assign_windows(
+        &mut self,
+        f: &mut dyn FnMut(crate::Timestamp, &crate::Windows) -> crate::Windows,
+    ) {
         for item in &mut self.items {
             item.windows = f(item.timestamp, &item.windows);
         }

@@ -21,6 +21,6 @@ pub use invoke::{
     element_type_name, DoFnInvoker, Emit, ErasedDoFn, ExecError, InvokeContext, Phase, BATCH_SIZE,
 };
 pub use key_index::KeyIndex;
-pub use reduce_state::{KeyId, ReduceFnState};
 pub use metrics::{DistributionData, MetricResults, StepMetrics};
+pub use reduce_state::{KeyId, ReduceFnState};
 pub use rng::SplitMix64;

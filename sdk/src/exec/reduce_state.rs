@@ -17,12 +17,24 @@ pub trait ReduceFnState: Send {
         accept: &mut dyn FnMut(KeyId, BoundedWindow, Timestamp) -> bool,
     ) -> Result<(), ExecError>;
     /// Moves the contents of the `from` windows of `key` into window `into`.
-    fn merge(&mut self, key: KeyId, from: &[BoundedWindow], into: BoundedWindow) -> Result<(), ExecError>;
+    fn merge(
+        &mut self,
+        key: KeyId,
+        from: &[BoundedWindow],
+        into: BoundedWindow,
+    ) -> Result<(), ExecError>;
     /// Whether (key, window) holds anything.
     fn is_empty(&self, key: KeyId, window: BoundedWindow) -> bool;
     /// Appends the pane's output for (key, window) to the output; with `clear` the
     /// contents are then dropped (discarding mode).
-    fn emit(&mut self, key: KeyId, window: BoundedWindow, timestamp: Timestamp, pane: PaneInfo, clear: bool) -> Result<(), ExecError>;
+    fn emit(
+        &mut self,
+        key: KeyId,
+        window: BoundedWindow,
+        timestamp: Timestamp,
+        pane: PaneInfo,
+        clear: bool,
+    ) -> Result<(), ExecError>;
     /// Drops (key, window).
     fn clear(&mut self, key: KeyId, window: BoundedWindow);
     /// Everything emitted since the last call.

@@ -1,6 +1,6 @@
 use super::{urn, FunctionSpec, Plan, WindowingStrategySpec, PLAN_VERSION};
-use crate::{WindowFn, WindowingStrategy};
 use crate::{Error, Result};
+use crate::{WindowFn, WindowingStrategy};
 
 /// Reads a plan from JSON and checks that it is complete: the version matches and
 /// every id it uses is defined.
@@ -155,13 +155,20 @@ fn check_references(plan: &Plan) -> Result<()> {
 }
 
 fn enum_from<T: serde::de::DeserializeOwned>(what: &str, id: &str, s: &str) -> Result<T> {
-    serde_json::from_value(serde_json::Value::String(s.to_string()))
-        .map_err(|_| Error::InvalidPlan { message: format!("windowing strategy '{id}' has {what} '{s}', which is not one this binary knows") })
+    serde_json::from_value(serde_json::Value::String(s.to_string())).map_err(|_| {
+        Error::InvalidPlan {
+            message: format!(
+                "windowing strategy '{id}' has {what} '{s}', which is not one this binary knows"
+            ),
+        }
+    })
 }
 
 /// Reads a WindowFn spec.
 pub fn window_fn_from_spec(spec: &FunctionSpec, id: &str) -> Result<WindowFn> {
-    let bad = |e: serde_json::Error| Error::InvalidPlan { message: format!("window fn of '{id}' ({}) is malformed: {e}", spec.urn) };
+    let bad = |e: serde_json::Error| Error::InvalidPlan {
+        message: format!("window fn of '{id}' ({}) is malformed: {e}", spec.urn),
+    };
     #[derive(serde::Deserialize)]
     #[serde(deny_unknown_fields)]
     struct Fixed {
@@ -192,31 +199,59 @@ pub fn window_fn_from_spec(spec: &FunctionSpec, id: &str) -> Result<WindowFn> {
         urn::GLOBAL_WINDOWS => WindowFn::Global,
         urn::FIXED_WINDOWS => {
             let f: Fixed = serde_json::from_value(p).map_err(bad)?;
-            WindowFn::Fixed { size_ms: f.size_ms, offset_ms: f.offset_ms }
+            WindowFn::Fixed {
+                size_ms: f.size_ms,
+                offset_ms: f.offset_ms,
+            }
         }
         urn::SLIDING_WINDOWS => {
             let f: Sliding = serde_json::from_value(p).map_err(bad)?;
-            WindowFn::Sliding { size_ms: f.size_ms, period_ms: f.period_ms, offset_ms: f.offset_ms }
+            WindowFn::Sliding {
+                size_ms: f.size_ms,
+                period_ms: f.period_ms,
+                offset_ms: f.offset_ms,
+            }
         }
-        urn::SESSION_WINDOWS => WindowFn::Sessions { gap_ms: serde_json::from_value::<Sessions>(p).map_err(bad)?.gap_ms },
+        urn::SESSION_WINDOWS => WindowFn::Sessions {
+            gap_ms: serde_json::from_value::<Sessions>(p).map_err(bad)?.gap_ms,
+        },
         urn::CUSTOM_WINDOWS => {
             let f: Custom = serde_json::from_value(p).map_err(bad)?;
-            WindowFn::Custom { name: f.name, fields: f.fields, merging: f.merging }
+            WindowFn::Custom {
+                name: f.name,
+                fields: f.fields,
+                merging: f.merging,
+            }
         }
-        other => return Err(Error::InvalidPlan { message: format!("window fn of '{id}' has unknown URN '{other}'") }),
+        other => {
+            return Err(Error::InvalidPlan {
+                message: format!("window fn of '{id}' has unknown URN '{other}'"),
+            })
+        }
     };
-    w.validate().map_err(|m| Error::InvalidPlan { message: format!("window fn of '{id}': {m}") })?;
+    w.validate().map_err(|m| Error::InvalidPlan {
+        message: format!("window fn of '{id}': {m}"),
+    })?;
     Ok(w)
 }
 
 /// Reads a windowing strategy; `id` names it in errors.
 pub fn windowing_from_spec(spec: &WindowingStrategySpec, id: &str) -> Result<WindowingStrategy> {
     let window_fn = window_fn_from_spec(&spec.window_fn, id)?;
-    let trigger: crate::Trigger = serde_json::from_value(spec.trigger.clone())
-        .map_err(|e| Error::InvalidPlan { message: format!("trigger of windowing strategy '{id}' is malformed: {e}") })?;
-    trigger.validate().map_err(|m| Error::InvalidPlan { message: format!("trigger of windowing strategy '{id}': {m}") })?;
+    let trigger: crate::Trigger =
+        serde_json::from_value(spec.trigger.clone()).map_err(|e| Error::InvalidPlan {
+            message: format!("trigger of windowing strategy '{id}' is malformed: {e}"),
+        })?;
+    trigger.validate().map_err(|m| Error::InvalidPlan {
+        message: format!("trigger of windowing strategy '{id}': {m}"),
+    })?;
     if spec.allowed_lateness_ms < 0 {
-        return Err(Error::InvalidPlan { message: format!("windowing strategy '{id}' has negative allowed lateness {}", spec.allowed_lateness_ms) });
+        return Err(Error::InvalidPlan {
+            message: format!(
+                "windowing strategy '{id}' has negative allowed lateness {}",
+                spec.allowed_lateness_ms
+            ),
+        });
     }
     Ok(WindowingStrategy {
         window_fn,

@@ -26,21 +26,48 @@ pub fn window_fn_to_spec(w: &WindowFn) -> FunctionSpec {
     use serde_json::json;
     let (u, payload) = match w {
         WindowFn::Global => (urn::GLOBAL_WINDOWS, serde_json::Value::Null),
-        WindowFn::Fixed { size_ms, offset_ms } => (urn::FIXED_WINDOWS, json!({ "size_ms": size_ms, "offset_ms": offset_ms })),
-        WindowFn::Sliding { size_ms, period_ms, offset_ms } => {
-            (urn::SLIDING_WINDOWS, json!({ "size_ms": size_ms, "period_ms": period_ms, "offset_ms": offset_ms }))
-        }
+        WindowFn::Fixed { size_ms, offset_ms } => (
+            urn::FIXED_WINDOWS,
+            json!({ "size_ms": size_ms, "offset_ms": offset_ms }),
+        ),
+        WindowFn::Sliding {
+            size_ms,
+            period_ms,
+            offset_ms,
+        } => (
+            urn::SLIDING_WINDOWS,
+            json!({ "size_ms": size_ms, "period_ms": period_ms, "offset_ms": offset_ms }),
+        ),
         WindowFn::Sessions { gap_ms } => (urn::SESSION_WINDOWS, json!({ "gap_ms": gap_ms })),
-        WindowFn::Custom { name, fields, merging } => (urn::CUSTOM_WINDOWS, json!({ "name": name, "fields": fields, "merging": merging })),
+        WindowFn::Custom {
+            name,
+            fields,
+            merging,
+        } => (
+            urn::CUSTOM_WINDOWS,
+            json!({ "name": name, "fields": fields, "merging": merging }),
+        ),
     };
-    FunctionSpec { urn: u.into(), payload }
+    FunctionSpec {
+        urn: u.into(),
+        payload,
+    }
 }
 
 /// A windowing strategy as the plan's component.
-pub fn windowing_to_spec(w: &WindowingStrategy, window_coder_id: &str, environment_id: &str) -> WindowingStrategySpec {
+pub fn windowing_to_spec(
+    w: &WindowingStrategy,
+    window_coder_id: &str,
+    environment_id: &str,
+) -> WindowingStrategySpec {
     WindowingStrategySpec {
         window_fn: window_fn_to_spec(&w.window_fn),
-        merge_status: if w.window_fn.is_merging() { "NEEDS_MERGE" } else { "NON_MERGING" }.into(),
+        merge_status: if w.window_fn.is_merging() {
+            "NEEDS_MERGE"
+        } else {
+            "NON_MERGING"
+        }
+        .into(),
         window_coder_id: window_coder_id.into(),
         trigger: serde_json::to_value(&w.trigger).expect("triggers serialize"),
         accumulation_mode: enum_name(&w.accumulation_mode),

@@ -220,8 +220,16 @@ impl<S: CombineShape<F>, F: CombineFn> GroupingOps for CombineOps<S, F> {
     }
     fn new_reduce_state(&self, phase: GroupingPhase) -> Box<dyn crate::exec::ReduceFnState> {
         match phase {
-            GroupingPhase::Final => Box::new(super::reduce::ReduceTable::new(MergingAccumulators::<S, F> { f: self.f.clone(), _s: PhantomData })),
-            _ => Box::new(super::reduce::ReduceTable::new(Combining::<S, F> { f: self.f.clone(), _s: PhantomData })),
+            GroupingPhase::Final => Box::new(super::reduce::ReduceTable::new(
+                MergingAccumulators::<S, F> {
+                    f: self.f.clone(),
+                    _s: PhantomData,
+                },
+            )),
+            _ => Box::new(super::reduce::ReduceTable::new(Combining::<S, F> {
+                f: self.f.clone(),
+                _s: PhantomData,
+            })),
         }
     }
     fn empty_output(&self) -> Option<Box<dyn AnyBatch>> {

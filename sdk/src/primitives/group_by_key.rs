@@ -58,7 +58,9 @@ impl<K: Element, V: Element> PTransform<PCollection<(K, V)>> for GroupByKey {
 pub(crate) fn check_groupable(p: &crate::Pipeline, input: usize) {
     if p.is_bounded(&[input]) == crate::plan::IsBounded::Unbounded {
         let w = p.windowing_of(input);
-        if w.window_fn == crate::WindowFn::Global && !w.trigger.may_fire_before_end_of_global_window() {
+        if w.window_fn == crate::WindowFn::Global
+            && !w.trigger.may_fire_before_end_of_global_window()
+        {
             p.record_error(format!(
                 "grouping an unbounded PCollection in the global window with trigger {:?} would never emit anything: \
                  window it first (Window::into) or set a trigger that fires before the end of the window",
@@ -254,5 +256,7 @@ impl<K: Element, V: Element> super::reduce::Reduction for Buffering<K, V> {
 }
 
 pub(crate) fn buffering_state<K: Element, V: Element>() -> Box<dyn crate::exec::ReduceFnState> {
-    Box::new(super::reduce::ReduceTable::new(Buffering::<K, V>(PhantomData)))
+    Box::new(super::reduce::ReduceTable::new(Buffering::<K, V>(
+        PhantomData,
+    )))
 }

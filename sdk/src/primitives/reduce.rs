@@ -2,7 +2,9 @@
 //! over a [`Reduction`] (buffering values, or combining them).
 
 use super::group_by_key::group_key;
-use crate::exec::{downcast_batch, AnyBatch, Batch, ExecError, KeyId, KeyIndex, Phase, ReduceFnState};
+use crate::exec::{
+    downcast_batch, AnyBatch, Batch, ExecError, KeyId, KeyIndex, Phase, ReduceFnState,
+};
 use crate::{BoundedWindow, Element, PaneInfo, Timestamp, WindowedValue, Windows};
 use rustc_hash::FxHashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -40,17 +42,39 @@ pub(crate) struct ReduceTable<R: Reduction> {
 
 impl<R: Reduction> ReduceTable<R> {
     pub(crate) fn new(r: R) -> Self {
-        ReduceTable { r, index: KeyIndex::default(), keys: Vec::new(), groups: FxHashMap::default(), key_buf: Vec::new(), out: Vec::new() }
+        ReduceTable {
+            r,
+            index: KeyIndex::default(),
+            keys: Vec::new(),
+            groups: FxHashMap::default(),
+            key_buf: Vec::new(),
+            out: Vec::new(),
+        }
     }
 
     fn guarded<T>(&self, key: KeyId, what: &str, f: impl FnOnce() -> T) -> Result<T, ExecError> {
         catch_unwind(AssertUnwindSafe(f)).map_err(|p| {
-            let message = p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned()).unwrap_or_default();
-            ExecError::User { phase: Phase::Process, element: Some(format!("with key {}", self.key_debug(key))), message: format!("{what} panicked: {message}") }
+            let message = p
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            ExecError::User {
+                phase: Phase::Process,
+                element: Some(format!("with key {}", self.key_debug(key))),
+                message: format!("{what} panicked: {message}"),
+            }
         })
     }
 
-    fn add_one(&mut self, key: &R::Key, w: BoundedWindow, ts: Timestamp, v: R::Value, accept: &mut dyn FnMut(KeyId, BoundedWindow, Timestamp) -> bool) -> Result<(), ExecError> {
+    fn add_one(
+        &mut self,
+        key: &R::Key,
+        w: BoundedWindow,
+        ts: Timestamp,
+        v: R::Value,
+        accept: &mut dyn FnMut(KeyId, BoundedWindow, Timestamp) -> bool,
+    ) -> Result<(), ExecError> {
         group_key(&mut self.key_buf, &BoundedWindow::Global, key)?;
         let (id, new) = self.index.find_or_insert(&self.key_buf);
         if new {
@@ -64,24 +88,37 @@ impl<R: Reduction> ReduceTable<R> {
         let acc = match self.groups.get_mut(&(id, w)) {
             Some(acc) => acc,
             None => {
-                let acc = catch_unwind(AssertUnwindSafe(|| r.create())).map_err(|_| ExecError::User {
-                    phase: Phase::Process,
-                    element: None,
-                    message: "creating an accumulator panicked".into(),
-                })?;
+                let acc =
+                    catch_unwind(AssertUnwindSafe(|| r.create())).map_err(|_| ExecError::User {
+                        phase: Phase::Process,
+                        element: None,
+                        message: "creating an accumulator panicked".into(),
+                    })?;
                 self.groups.entry((id, w)).or_insert(acc)
             }
         };
         if let Err(p) = catch_unwind(AssertUnwindSafe(|| r.add(acc, v))) {
-            let message = p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned()).unwrap_or_default();
-            return Err(ExecError::User { phase: Phase::Process, element: Some(format!("with key {key:?}")), message: format!("adding an input panicked: {message}") });
+            let message = p
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            return Err(ExecError::User {
+                phase: Phase::Process,
+                element: Some(format!("with key {key:?}")),
+                message: format!("adding an input panicked: {message}"),
+            });
         }
         Ok(())
     }
 }
 
 impl<R: Reduction> ReduceFnState for ReduceTable<R> {
-    fn add(&mut self, batch: Box<dyn AnyBatch>, accept: &mut dyn FnMut(KeyId, BoundedWindow, Timestamp) -> bool) -> Result<(), ExecError> {
+    fn add(
+        &mut self,
+        batch: Box<dyn AnyBatch>,
+        accept: &mut dyn FnMut(KeyId, BoundedWindow, Timestamp) -> bool,
+    ) -> Result<(), ExecError> {
         for wv in downcast_batch::<R::Input>(batch) {
             let (k, v) = self.r.split(wv.value);
             match wv.windows {
@@ -96,7 +133,12 @@ impl<R: Reduction> ReduceFnState for ReduceTable<R> {
         Ok(())
     }
 
-    fn merge(&mut self, key: KeyId, from: &[BoundedWindow], into: BoundedWindow) -> Result<(), ExecError> {
+    fn merge(
+        &mut self,
+        key: KeyId,
+        from: &[BoundedWindow],
+        into: BoundedWindow,
+    ) -> Result<(), ExecError> {
         let mut merged: Option<R::Acc> = self.groups.remove(&(key, into));
         for w in from {
             if *w == into {
@@ -123,7 +165,14 @@ impl<R: Reduction> ReduceFnState for ReduceTable<R> {
         !self.groups.contains_key(&(key, window))
     }
 
-    fn emit(&mut self, key: KeyId, window: BoundedWindow, timestamp: Timestamp, pane: PaneInfo, clear: bool) -> Result<(), ExecError> {
+    fn emit(
+        &mut self,
+        key: KeyId,
+        window: BoundedWindow,
+        timestamp: Timestamp,
+        pane: PaneInfo,
+        clear: bool,
+    ) -> Result<(), ExecError> {
         let k = &self.keys[key as usize];
         let value = if clear {
             let acc = match self.groups.remove(&(key, window)) {
@@ -139,10 +188,17 @@ impl<R: Reduction> ReduceFnState for ReduceTable<R> {
             let r = &self.r;
             match self.groups.get(&(key, window)) {
                 Some(acc) => self.guarded(key, "extracting the output", || r.output(k, acc))?,
-                None => self.guarded(key, "extracting the output", || r.take_output(k, r.create()))?,
+                None => self.guarded(key, "extracting the output", || {
+                    r.take_output(k, r.create())
+                })?,
             }
         };
-        self.out.push(WindowedValue { value, timestamp, windows: Windows::One(window), pane });
+        self.out.push(WindowedValue {
+            value,
+            timestamp,
+            windows: Windows::One(window),
+            pane,
+        });
         Ok(())
     }
 
@@ -151,10 +207,15 @@ impl<R: Reduction> ReduceFnState for ReduceTable<R> {
     }
 
     fn take_output(&mut self) -> Box<dyn AnyBatch> {
-        Box::new(Batch { items: std::mem::take(&mut self.out) })
+        Box::new(Batch {
+            items: std::mem::take(&mut self.out),
+        })
     }
 
     fn key_debug(&self, key: KeyId) -> String {
-        self.keys.get(key as usize).map(|k| format!("{k:?}")).unwrap_or_else(|| format!("#{key}"))
+        self.keys
+            .get(key as usize)
+            .map(|k| format!("{k:?}"))
+            .unwrap_or_else(|| format!("#{key}"))
     }
 }

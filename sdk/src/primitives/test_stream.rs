@@ -44,7 +44,11 @@ impl<T: Element> Default for TestStream<T> {
 impl<T: Element> TestStream<T> {
     /// An empty script.
     pub fn new() -> Self {
-        TestStream { events: Vec::new(), error: None, _t: std::marker::PhantomData }
+        TestStream {
+            events: Vec::new(),
+            error: None,
+            _t: std::marker::PhantomData,
+        }
     }
 
     /// Adds elements with their event timestamps.
@@ -54,7 +58,9 @@ impl<T: Element> TestStream<T> {
             match serde_json::to_value(&v) {
                 Ok(j) => values.push((j, ts)),
                 Err(e) => {
-                    self.error.get_or_insert(format!("TestStream element {v:?} does not serialize to JSON: {e}"));
+                    self.error.get_or_insert(format!(
+                        "TestStream element {v:?} does not serialize to JSON: {e}"
+                    ));
                 }
             }
         }
@@ -69,7 +75,9 @@ impl<T: Element> TestStream<T> {
             _ => None,
         });
         if let Some(last) = last.filter(|l| *l > ts) {
-            self.error.get_or_insert(format!("TestStream watermark cannot go back from {last:?} to {ts:?}"));
+            self.error.get_or_insert(format!(
+                "TestStream watermark cannot go back from {last:?} to {ts:?}"
+            ));
         }
         self.events.push(TestStreamEvent::Watermark(ts));
         self
@@ -83,7 +91,9 @@ impl<T: Element> TestStream<T> {
     /// Advances processing time by `ms` (positive).
     pub fn advance_processing_time(mut self, ms: i64) -> Self {
         if ms <= 0 {
-            self.error.get_or_insert(format!("TestStream processing time must advance by a positive amount, got {ms} ms"));
+            self.error.get_or_insert(format!(
+                "TestStream processing time must advance by a positive amount, got {ms} ms"
+            ));
         }
         self.events.push(TestStreamEvent::ProcessingTime(ms));
         self
@@ -98,8 +108,16 @@ impl<T: Element> PTransform<PBegin> for TestStream<T> {
             p.record_error(e);
         }
         let payload = serde_json::json!({ "events": self.events });
-        let spec = FunctionSpec { urn: urn::TEST_STREAM.into(), payload };
-        let out = p.set_primitive(spec, false, crate::pipeline::output_types::<T>("main"), IsBounded::Unbounded);
+        let spec = FunctionSpec {
+            urn: urn::TEST_STREAM.into(),
+            payload,
+        };
+        let out = p.set_primitive(
+            spec,
+            false,
+            crate::pipeline::output_types::<T>("main"),
+            IsBounded::Unbounded,
+        );
         p.pcollection(out[0])
     }
 }

@@ -1,5 +1,8 @@
 use crate::plan::{urn, FunctionSpec, IsBounded};
-use crate::{AccumulationMode, ClosingBehavior, Element, OnTimeBehavior, PCollection, PTransform, Timestamp, TimestampCombiner, Trigger, WindowFn};
+use crate::{
+    AccumulationMode, ClosingBehavior, Element, OnTimeBehavior, PCollection, PTransform, Timestamp,
+    TimestampCombiner, Trigger, WindowFn,
+};
 
 /// Windows a PCollection and configures when groupings of it fire (Beam's `Window`).
 ///
@@ -29,7 +32,10 @@ pub struct Window {
 impl Window {
     /// Assigns windows with `window_fn`.
     pub fn into(window_fn: WindowFn) -> Window {
-        Window { window_fn: Some(window_fn), ..Default::default() }
+        Window {
+            window_fn: Some(window_fn),
+            ..Default::default()
+        }
     }
 
     /// Keeps the windows; only changes the trigger or other settings.
@@ -99,7 +105,9 @@ impl<T: Element> PTransform<PCollection<T>> for Window {
         }
         if let Some(ms) = self.allowed_lateness_ms {
             if ms < 0 {
-                p.record_error(format!("allowed lateness must not be negative, got {ms} ms"));
+                p.record_error(format!(
+                    "allowed lateness must not be negative, got {ms} ms"
+                ));
             }
             w.allowed_lateness_ms = ms;
         }
@@ -111,9 +119,18 @@ impl<T: Element> PTransform<PCollection<T>> for Window {
             Some(f) => serde_json::json!({ "window_fn": crate::plan::window_fn_to_spec(f) }),
             None => serde_json::Value::Null,
         };
-        let spec = FunctionSpec { urn: urn::WINDOW_INTO.into(), payload };
+        let spec = FunctionSpec {
+            urn: urn::WINDOW_INTO.into(),
+            payload,
+        };
         let bounded: IsBounded = p.is_bounded(&[input.id]);
-        let out = p.set_primitive_windowed(spec, self.window_fn.is_some(), crate::pipeline::output_types::<T>("main"), bounded, w);
+        let out = p.set_primitive_windowed(
+            spec,
+            self.window_fn.is_some(),
+            crate::pipeline::output_types::<T>("main"),
+            bounded,
+            w,
+        );
         p.pcollection(out[0])
     }
 }
@@ -126,17 +143,31 @@ pub struct WithTimestampsFn<F, T> {
 
 impl<F, T> Clone for WithTimestampsFn<F, T> {
     fn clone(&self) -> Self {
-        WithTimestampsFn { f: self.f.clone(), _t: std::marker::PhantomData }
+        WithTimestampsFn {
+            f: self.f.clone(),
+            _t: std::marker::PhantomData,
+        }
     }
 }
 
-impl<F: Fn(&T) -> Timestamp + Send + Sync + 'static, T: Element> crate::DoFn for WithTimestampsFn<F, T> {
+impl<F: Fn(&T) -> Timestamp + Send + Sync + 'static, T: Element> crate::DoFn
+    for WithTimestampsFn<F, T>
+{
     type In = T;
     type Out = T;
-    fn process(&mut self, x: T, ctx: &mut crate::ProcessContext<'_, T>) -> Result<(), crate::UserError> {
+    fn process(
+        &mut self,
+        x: T,
+        ctx: &mut crate::ProcessContext<'_, T>,
+    ) -> Result<(), crate::UserError> {
         let ts = (self.f)(&x);
         if ts < Timestamp::MIN || ts > Timestamp::MAX {
-            return Err(format!("timestamp {ts:?} is outside [{:?}, {:?}]", Timestamp::MIN, Timestamp::MAX).into());
+            return Err(format!(
+                "timestamp {ts:?} is outside [{:?}, {:?}]",
+                Timestamp::MIN,
+                Timestamp::MAX
+            )
+            .into());
         }
         ctx.output_with_timestamp(x, ts);
         Ok(())
@@ -151,8 +182,21 @@ impl<T: Element> PCollection<T> {
     /// let p = tidewater::Pipeline::new(Default::default());
     /// let stamped = p.create("Xs", vec![1i64]).with_timestamps("Stamp", at);
     /// ```
-    pub fn with_timestamps<F: Fn(&T) -> Timestamp + Send + Sync + 'static>(&self, name: &str, f: F) -> PCollection<T> {
+    pub fn with_timestamps<F: Fn(&T) -> Timestamp + Send + Sync + 'static>(
+        &self,
+        name: &str,
+        f: F,
+    ) -> PCollection<T> {
         let check = super::functions::check_function_item::<F>("with_timestamps");
-        self.apply(name, super::functions::FunctionParDo::new(WithTimestampsFn { f: std::sync::Arc::new(f), _t: std::marker::PhantomData }, check))
+        self.apply(
+            name,
+            super::functions::FunctionParDo::new(
+                WithTimestampsFn {
+                    f: std::sync::Arc::new(f),
+                    _t: std::marker::PhantomData,
+                },
+                check,
+            ),
+        )
     }
 }

@@ -1,0 +1,477 @@
+//! The group-also-by-window reducer (Beam's `ReduceFnRunner`): for each key and window
+//! it buffers or combines inputs, merges windows, drops late data, asks the trigger when
+//! to fire, and emits panes with their timing, index and timestamp. One reducer per
+//! grouping transform; every runner uses it.
+
+use crate::triggers::{TimeDomain, TriggerContext, TriggerState, TriggerStateMachine};
+use crate::windowing::{merge_windows, WindowAssigner};
+use std::collections::{BTreeMap, BTreeSet};
+use tidewater::exec::{AnyBatch, ExecError, KeyId, ReduceFnState, StepMetrics};
+use tidewater::{
+    AccumulationMode, BoundedWindow, ClosingBehavior, OnTimeBehavior, PaneInfo, Timestamp,
+    TimestampCombiner, Timing, WindowingStrategy,
+};
+
+/// Counter of elements dropped because their window had expired.
+pub const DROPPED_DUE_TO_LATENESS: &str = "dropped_due_to_lateness";
+/// Counter of elements dropped because their window's trigger had finished.
+pub const DROPPED_DUE_TO_CLOSED_WINDOW: &str = "dropped_due_to_closed_window";
+
+/// What the reducer keeps per active (key, window) besides the contents.
+#[derive(Clone, Debug)]
+struct WindowState {
+    trigger: TriggerState,
+    /// The trigger finished: later data for the window is dropped until it expires.
+    closed: bool,
+    panes: u64,
+    non_speculative_panes: i64,
+    last_timing: Option<Timing>,
+    /// Inputs arrived since the last pane.
+    new_data: bool,
+    /// Earliest and latest input timestamps of the pane (all panes when accumulating).
+    min_ts: Option<Timestamp>,
+    max_ts: Option<Timestamp>,
+}
+
+/// The reducer of one grouping transform.
+pub struct Reducer {
+    strategy: WindowingStrategy,
+    assigner: WindowAssigner,
+    trigger: TriggerStateMachine,
+    state: Box<dyn ReduceFnState>,
+    windows: BTreeMap<(KeyId, BoundedWindow), WindowState>,
+    event_timers: BTreeSet<(Timestamp, KeyId, BoundedWindow)>,
+    processing_timers: BTreeSet<(Timestamp, KeyId, BoundedWindow)>,
+    input_watermark: Timestamp,
+    output_watermark: Timestamp,
+    processing_time: Timestamp,
+}
+
+fn end_of(w: &BoundedWindow) -> Timestamp {
+    w.max_timestamp()
+}
+
+impl Reducer {
+    /// A reducer over `state` for `strategy`.
+    pub fn new(
+        strategy: WindowingStrategy,
+        assigner: WindowAssigner,
+        state: Box<dyn ReduceFnState>,
+    ) -> Self {
+        let trigger =
+            TriggerStateMachine::with_merging(&strategy.trigger, strategy.window_fn.is_merging());
+        Reducer {
+            strategy,
+            assigner,
+            trigger,
+            state,
+            windows: BTreeMap::new(),
+            event_timers: BTreeSet::new(),
+            processing_timers: BTreeSet::new(),
+            input_watermark: Timestamp::MIN,
+            output_watermark: Timestamp::MIN,
+            processing_time: Timestamp(0),
+        }
+    }
+
+    /// When a window's state is dropped: the end of the window plus the allowed lateness.
+    fn gc_time(&self, w: &BoundedWindow) -> Timestamp {
+        Timestamp(
+            end_of(w)
+                .millis()
+                .saturating_add(self.strategy.allowed_lateness_ms)
+                .min(Timestamp::MAX.millis()),
+        )
+    }
+
+    fn expired(&self, w: &BoundedWindow) -> bool {
+        self.gc_time(w) < self.input_watermark
+    }
+
+    /// The output watermark: the input watermark held back by windows that still hold
+    /// data to emit, never going backwards.
+    pub fn output_watermark(&self) -> Timestamp {
+        self.output_watermark
+    }
+
+    /// The input watermark the reducer has seen.
+    pub fn input_watermark(&self) -> Timestamp {
+        self.input_watermark
+    }
+
+    /// Adds a batch of inputs and fires the panes their triggers call for.
+    pub fn process(
+        &mut self,
+        batch: Box<dyn AnyBatch>,
+        metrics: &mut StepMetrics,
+    ) -> Result<(), ExecError> {
+        let mut arrivals = Vec::new();
+        let (mut late, mut closed) = (0i64, 0i64);
+        {
+            let windows = &self.windows;
+            let gc = |w: &BoundedWindow| {
+                Timestamp(
+                    end_of(w)
+                        .millis()
+                        .saturating_add(self.strategy.allowed_lateness_ms)
+                        .min(Timestamp::MAX.millis()),
+                )
+            };
+            let watermark = self.input_watermark;
+            self.state.add(batch, &mut |k, w, ts| {
+                if gc(&w) < watermark {
+                    late += 1;
+                    return false;
+                }
+                if windows.get(&(k, w)).is_some_and(|s| s.closed) {
+                    closed += 1;
+                    return false;
+                }
+                arrivals.push((k, w, ts));
+                true
+            })?;
+        }
+        if late > 0 {
+            metrics.inc_counter(DROPPED_DUE_TO_LATENESS, late);
+        }
+        if closed > 0 {
+            metrics.inc_counter(DROPPED_DUE_TO_CLOSED_WINDOW, closed);
+        }
+        for (k, w, ts) in arrivals {
+            let w = self.activate(k, w)?;
+            self.on_element(k, w, ts)?;
+        }
+        self.update_output_watermark();
+        Ok(())
+    }
+
+    /// Makes (k, w) active, merging it with k's other windows if the WindowFn merges;
+    /// returns the window the element now belongs to.
+    fn activate(&mut self, k: KeyId, w: BoundedWindow) -> Result<BoundedWindow, ExecError> {
+        if !self.windows.contains_key(&(k, w)) {
+            let st = self.new_window_state();
+            self.windows.insert((k, w), st);
+            self.set_window_timers(k, w);
+        }
+        if !self.strategy.window_fn.is_merging() {
+            return Ok(w);
+        }
+        let active: Vec<BoundedWindow> = self
+            .windows
+            .range((k, BoundedWindow::Global)..)
+            .take_while(|((key, _), _)| *key == k)
+            .map(|((_, w), _)| *w)
+            .collect();
+        let mut result = w;
+        for (from, into) in merge_windows(&self.assigner, &active) {
+            let states: Vec<WindowState> = from
+                .iter()
+                .filter_map(|f| self.windows.remove(&(k, *f)))
+                .collect();
+            for f in &from {
+                self.event_timers
+                    .retain(|(_, key, win)| !(*key == k && win == f));
+                self.processing_timers
+                    .retain(|(_, key, win)| !(*key == k && win == f));
+            }
+            self.state.merge(k, &from, into)?;
+            let mut timers = Vec::new();
+            let trigger = {
+                let trigger_states: Vec<TriggerState> =
+                    states.iter().map(|s| s.trigger.clone()).collect();
+                let mut ctx = TriggerContext {
+                    window: into,
+                    watermark: self.input_watermark,
+                    processing_time: self.processing_time,
+                    timers: &mut timers,
+                };
+                self.trigger.on_merge(&trigger_states, &mut ctx)
+            };
+            let merged = WindowState {
+                trigger,
+                closed: states.iter().any(|s| s.closed),
+                panes: states.iter().map(|s| s.panes).max().unwrap_or(0),
+                non_speculative_panes: states
+                    .iter()
+                    .map(|s| s.non_speculative_panes)
+                    .max()
+                    .unwrap_or(0),
+                last_timing: states
+                    .iter()
+                    .filter_map(|s| s.last_timing)
+                    .max_by_key(|t| timing_rank(*t)),
+                new_data: states.iter().any(|s| s.new_data),
+                min_ts: states.iter().filter_map(|s| s.min_ts).min(),
+                max_ts: states.iter().filter_map(|s| s.max_ts).max(),
+            };
+            self.windows.insert((k, into), merged);
+            self.add_timers(k, into, timers);
+            self.set_window_timers(k, into);
+            if from.contains(&result) {
+                result = into;
+            }
+        }
+        Ok(result)
+    }
+
+    fn new_window_state(&self) -> WindowState {
+        WindowState {
+            trigger: self.trigger.initial_state(),
+            closed: false,
+            panes: 0,
+            non_speculative_panes: 0,
+            last_timing: None,
+            new_data: false,
+            min_ts: None,
+            max_ts: None,
+        }
+    }
+
+    /// The end-of-window and garbage-collection timers every window has.
+    fn set_window_timers(&mut self, k: KeyId, w: BoundedWindow) {
+        self.event_timers.insert((end_of(&w), k, w));
+        let gc = self.gc_time(&w);
+        self.event_timers.insert((gc, k, w));
+    }
+
+    fn add_timers(&mut self, k: KeyId, w: BoundedWindow, timers: Vec<(TimeDomain, Timestamp)>) {
+        for (domain, t) in timers {
+            match domain {
+                TimeDomain::EventTime => self.event_timers.insert((t, k, w)),
+                TimeDomain::ProcessingTime => self.processing_timers.insert((t, k, w)),
+            };
+        }
+    }
+
+    fn on_element(&mut self, k: KeyId, w: BoundedWindow, ts: Timestamp) -> Result<(), ExecError> {
+        let mut timers = Vec::new();
+        let fire = {
+            let st = self.windows.get_mut(&(k, w)).expect("activated");
+            st.new_data = true;
+            st.min_ts = Some(st.min_ts.map_or(ts, |m| m.min(ts)));
+            st.max_ts = Some(st.max_ts.map_or(ts, |m| m.max(ts)));
+            let mut ctx = TriggerContext {
+                window: w,
+                watermark: self.input_watermark,
+                processing_time: self.processing_time,
+                timers: &mut timers,
+            };
+            self.trigger.on_element(&mut st.trigger, ts, &mut ctx);
+            self.trigger.should_fire(&st.trigger, &ctx)
+        };
+        self.add_timers(k, w, timers);
+        if fire {
+            self.fire(k, w, false)?;
+        }
+        Ok(())
+    }
+
+    /// Advances time: fires the panes whose timers are due, emits final panes and drops
+    /// the state of windows that expired.
+    pub fn advance(
+        &mut self,
+        input_watermark: Timestamp,
+        processing_time: Timestamp,
+    ) -> Result<(), ExecError> {
+        self.input_watermark = self.input_watermark.max(input_watermark);
+        self.processing_time = self.processing_time.max(processing_time);
+        loop {
+            // As in Beam, a timer fires once time has passed it.
+            let next_event = self
+                .event_timers
+                .first()
+                .copied()
+                .filter(|(t, _, _)| *t < self.input_watermark);
+            let next = match next_event {
+                Some(t) => {
+                    self.event_timers.remove(&t);
+                    Some(t)
+                }
+                None => match self
+                    .processing_timers
+                    .first()
+                    .copied()
+                    .filter(|(t, _, _)| *t < self.processing_time)
+                {
+                    Some(t) => {
+                        self.processing_timers.remove(&t);
+                        Some(t)
+                    }
+                    None => None,
+                },
+            };
+            let Some((_, k, w)) = next else { break };
+            if !self.windows.contains_key(&(k, w)) {
+                continue;
+            }
+            if self.expired(&w) {
+                self.expire(k, w)?;
+                continue;
+            }
+            let fire = {
+                let st = &self.windows[&(k, w)];
+                let mut none = Vec::new();
+                let ctx = TriggerContext {
+                    window: w,
+                    watermark: self.input_watermark,
+                    processing_time: self.processing_time,
+                    timers: &mut none,
+                };
+                !st.closed && self.trigger.should_fire(&st.trigger, &ctx)
+            };
+            if fire {
+                self.fire(k, w, false)?;
+            }
+        }
+        self.update_output_watermark();
+        Ok(())
+    }
+
+    /// The window expired: fire what the trigger still would, emit the final pane, drop
+    /// everything.
+    fn expire(&mut self, k: KeyId, w: BoundedWindow) -> Result<(), ExecError> {
+        let st = self.windows[&(k, w)].clone();
+        if !st.closed {
+            let mut none = Vec::new();
+            let ctx = TriggerContext {
+                window: w,
+                watermark: self.input_watermark,
+                processing_time: self.processing_time,
+                timers: &mut none,
+            };
+            let due = self.trigger.should_fire(&st.trigger, &ctx);
+            if due || st.new_data || self.strategy.closing_behavior == ClosingBehavior::EmitAlways {
+                self.fire(k, w, true)?;
+            }
+        }
+        self.state.clear(k, w);
+        self.windows.remove(&(k, w));
+        self.event_timers
+            .retain(|(_, key, win)| !(*key == k && *win == w));
+        self.processing_timers
+            .retain(|(_, key, win)| !(*key == k && *win == w));
+        Ok(())
+    }
+
+    fn fire(&mut self, k: KeyId, w: BoundedWindow, is_final: bool) -> Result<(), ExecError> {
+        let watermark = self.input_watermark;
+        let mut timers = Vec::new();
+        let (pane, timestamp, emit, finished) = {
+            let st = self.windows.get_mut(&(k, w)).expect("active window");
+            let timing = match st.last_timing {
+                Some(Timing::OnTime) | Some(Timing::Late) => Timing::Late,
+                _ if watermark < end_of(&w) => Timing::Early,
+                _ => Timing::OnTime,
+            };
+            let mut ctx = TriggerContext {
+                window: w,
+                watermark,
+                processing_time: self.processing_time,
+                timers: &mut timers,
+            };
+            self.trigger.on_fire(&mut st.trigger, &mut ctx);
+            let finished = self.trigger.is_finished(&st.trigger);
+            let emit = st.new_data
+                || (timing == Timing::OnTime
+                    && self.strategy.on_time_behavior == OnTimeBehavior::FireAlways
+                    && st.panes > 0)
+                || (is_final && self.strategy.closing_behavior == ClosingBehavior::EmitAlways);
+            let pane = PaneInfo {
+                timing,
+                is_first: st.panes == 0,
+                is_last: finished || is_final,
+                index: st.panes,
+                non_speculative_index: if timing == Timing::Early {
+                    -1
+                } else {
+                    st.non_speculative_panes
+                },
+            };
+            let timestamp = match self.strategy.timestamp_combiner {
+                TimestampCombiner::EndOfWindow => end_of(&w),
+                TimestampCombiner::EarliestInPane => st.min_ts.unwrap_or(end_of(&w)),
+                TimestampCombiner::LatestInPane => st.max_ts.unwrap_or(end_of(&w)).min(end_of(&w)),
+            };
+            if emit {
+                st.panes += 1;
+                if timing != Timing::Early {
+                    st.non_speculative_panes += 1;
+                }
+                st.last_timing = Some(timing);
+                st.new_data = false;
+                if self.strategy.accumulation_mode == AccumulationMode::Discarding {
+                    st.min_ts = None;
+                    st.max_ts = None;
+                }
+            }
+            if finished {
+                st.closed = true;
+            }
+            (pane, timestamp, emit, finished)
+        };
+        self.add_timers(k, w, timers);
+        if emit {
+            let clear = self.strategy.accumulation_mode == AccumulationMode::Discarding
+                || finished
+                || is_final;
+            self.state.emit(k, w, timestamp, pane, clear)?;
+        } else if finished {
+            self.state.clear(k, w);
+        }
+        Ok(())
+    }
+
+    fn update_output_watermark(&mut self) {
+        let hold = self
+            .windows
+            .iter()
+            .filter(|(_, s)| {
+                s.new_data
+                    || (!s.closed
+                        && self.strategy.accumulation_mode == AccumulationMode::Accumulating
+                        && s.panes == 0)
+            })
+            .map(|((_, w), s)| match self.strategy.timestamp_combiner {
+                TimestampCombiner::EndOfWindow => end_of(w),
+                TimestampCombiner::EarliestInPane | TimestampCombiner::LatestInPane => {
+                    s.min_ts.unwrap_or(end_of(w)).min(end_of(w))
+                }
+            })
+            .min();
+        let candidate = match hold {
+            Some(h) => h.min(self.input_watermark),
+            None => self.input_watermark,
+        };
+        self.output_watermark = self.output_watermark.max(candidate);
+    }
+
+    /// Everything emitted since the last call.
+    pub fn take_output(&mut self) -> Box<dyn AnyBatch> {
+        self.state.take_output()
+    }
+
+    /// Whether a timer is due at or before these times.
+    pub fn has_due_timers(&self, watermark: Timestamp, processing_time: Timestamp) -> bool {
+        self.event_timers
+            .first()
+            .is_some_and(|(t, _, _)| *t < watermark)
+            || self
+                .processing_timers
+                .first()
+                .is_some_and(|(t, _, _)| *t < processing_time)
+    }
+
+    /// The earliest pending processing-time timer.
+    pub fn next_processing_timer(&self) -> Option<Timestamp> {
+        self.processing_timers.first().map(|(t, _, _)| *t)
+    }
+}
+
+fn timing_rank(t: Timing) -> u8 {
+    match t {
+        Timing::Unknown => 0,
+        Timing::Early => 1,
+        Timing::OnTime => 2,
+        Timing::Late => 3,
+    }
+}

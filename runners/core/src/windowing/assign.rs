@@ -1,0 +1,186 @@
+use std::sync::Arc;
+use tidewater::exec::{AnyBatch, ErasedDoFn, ExecError, InvokeContext, Phase};
+use tidewater::{BoundedWindow, CustomWindowFn, Error, Result, Timestamp, WindowFn, Windows};
+
+/// Assigns windows to timestamps for one WindowFn.
+#[derive(Clone)]
+pub enum WindowAssigner {
+    /// The global window.
+    Global,
+    /// Fixed windows.
+    Fixed {
+        /// Size.
+        size: i64,
+        /// Offset.
+        offset: i64,
+    },
+    /// Sliding windows.
+    Sliding {
+        /// Size.
+        size: i64,
+        /// Period.
+        period: i64,
+        /// Offset.
+        offset: i64,
+    },
+    /// Sessions: `[ts, ts + gap)`, merged later per key.
+    Sessions {
+        /// Gap.
+        gap: i64,
+    },
+    /// A registered user WindowFn.
+    Custom(Arc<dyn CustomWindowFn>),
+}
+
+fn interval(start: i64, end: i64) -> BoundedWindow {
+    BoundedWindow::Interval {
+        start: Timestamp(start),
+        end: Timestamp(end),
+    }
+}
+
+impl WindowAssigner {
+    /// The assigner of `w`; a custom WindowFn is looked up in the registry.
+    pub fn new(w: &WindowFn, transform: &str) -> Result<Self> {
+        w.validate().map_err(|message| Error::InvalidPlan {
+            message: format!("transform '{transform}': {message}"),
+        })?;
+        Ok(match w {
+            WindowFn::Global => WindowAssigner::Global,
+            WindowFn::Fixed { size_ms, offset_ms } => WindowAssigner::Fixed {
+                size: *size_ms,
+                offset: *offset_ms,
+            },
+            WindowFn::Sliding {
+                size_ms,
+                period_ms,
+                offset_ms,
+            } => WindowAssigner::Sliding {
+                size: *size_ms,
+                period: *period_ms,
+                offset: *offset_ms,
+            },
+            WindowFn::Sessions { gap_ms } => WindowAssigner::Sessions { gap: *gap_ms },
+            WindowFn::Custom { name, fields, .. } => {
+                let factory =
+                    tidewater::registry::window_fn(name).ok_or_else(|| Error::UnknownFunction {
+                        kind: "WindowFn",
+                        kind_snake: "window_fn",
+                        name: name.clone(),
+                        transform: format!("transform '{transform}'"),
+                    })?;
+                WindowAssigner::Custom(factory(fields).map_err(|message| {
+                    Error::FunctionPayload {
+                        name: name.clone(),
+                        transform: transform.into(),
+                        message,
+                    }
+                })?)
+            }
+        })
+    }
+
+    /// The windows of an element at `ts`.
+    pub fn assign(&self, ts: Timestamp) -> Windows {
+        let t = ts.millis();
+        match self {
+            WindowAssigner::Global => Windows::One(BoundedWindow::Global),
+            WindowAssigner::Fixed { size, offset } => {
+                let start = t - (t - offset).rem_euclid(*size);
+                Windows::One(interval(start, start.saturating_add(*size)))
+            }
+            WindowAssigner::Sliding {
+                size,
+                period,
+                offset,
+            } => {
+                // Every window [start, start + size) with start = offset + k * period
+                // that contains t, latest start first (as Beam lists them).
+                let last_start = t - (t - offset).rem_euclid(*period);
+                let mut ws = Vec::new();
+                let mut start = last_start;
+                while start > t - size {
+                    ws.push(interval(start, start.saturating_add(*size)));
+                    start -= period;
+                }
+                if ws.len() == 1 {
+                    Windows::One(ws[0])
+                } else {
+                    Windows::Many(ws)
+                }
+            }
+            WindowAssigner::Sessions { gap } => Windows::One(interval(t, t.saturating_add(*gap))),
+            WindowAssigner::Custom(f) => {
+                let ws = f.assign(ts);
+                if ws.len() == 1 {
+                    Windows::One(ws[0])
+                } else {
+                    Windows::Many(ws)
+                }
+            }
+        }
+    }
+}
+
+/// The operator of `Window::into`: assigns windows to every element, keeping value and
+/// timestamp. Runs fused with the ParDos around it.
+pub struct AssignWindowsFn {
+    assigner: Option<WindowAssigner>,
+    element_type: &'static str,
+}
+
+impl AssignWindowsFn {
+    /// With `None`, windows are kept (a `Window::configure()`).
+    pub fn new(assigner: Option<WindowAssigner>, element_type: &'static str) -> Self {
+        AssignWindowsFn {
+            assigner,
+            element_type,
+        }
+    }
+}
+
+impl ErasedDoFn for AssignWindowsFn {
+    fn input_type(&self) -> &'static str {
+        self.element_type
+    }
+    fn output_type(&self) -> &'static str {
+        self.element_type
+    }
+    fn setup(&mut self) -> std::result::Result<(), ExecError> {
+        Ok(())
+    }
+    fn start_bundle(&mut self) -> std::result::Result<(), ExecError> {
+        Ok(())
+    }
+    fn process(
+        &mut self,
+        mut input: Box<dyn AnyBatch>,
+        ctx: &mut InvokeContext<'_>,
+    ) -> std::result::Result<(), ExecError> {
+        if let Some(a) = &self.assigner {
+            let custom = matches!(a, WindowAssigner::Custom(_));
+            let mut assign = || input.assign_windows(&mut |ts, _| a.assign(ts));
+            if custom {
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(assign)).map_err(|_| {
+                    ExecError::User {
+                        phase: Phase::Process,
+                        element: None,
+                        message: "the WindowFn panicked while assigning windows".into(),
+                    }
+                })?;
+            } else {
+                assign();
+            }
+        }
+        ctx.emit.emit(0, input)
+    }
+    fn finish_bundle(
+        &mut self,
+        _ctx: &mut InvokeContext<'_>,
+    ) -> std::result::Result<(), ExecError> {
+        Ok(())
+    }
+    fn teardown(&mut self) -> std::result::Result<(), ExecError> {
+        Ok(())
+    }
+}
