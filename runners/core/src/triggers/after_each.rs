@@ -190,7 +190,7 @@ mod tests {
         assert!(!t.is_finished(w));
         t.inject(&[4]);
         assert!(!t.should_fire(w));
-        t.advance_watermark(9);
+        t.advance_watermark(10);
         assert!(t.fire_if_should_fire(w));
         assert!(t.is_finished(w));
     }
@@ -203,7 +203,7 @@ mod tests {
         );
         t.inject(&[1]);
         t.inject(&[30]);
-        t.advance_watermark(10);
+        t.advance_watermark(11);
         assert!(t.fire_if_should_fire(iw(1, 11)));
         // [1, 11) is on AfterCount(1) now.
         t.inject(&[1]);
@@ -215,7 +215,7 @@ mod tests {
         let merged = iw(1, 18);
         assert!(!t.should_fire(merged));
         assert!(!t.is_finished(merged));
-        t.advance_watermark(17);
+        t.advance_watermark(18);
         assert!(t.should_fire(merged));
     }
 }

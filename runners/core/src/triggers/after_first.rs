@@ -100,7 +100,8 @@ mod tests {
         let mut t = Tester::new(count_or_processing_time(), WindowFn::Fixed(10));
         t.advance_processing_time(0);
         t.inject(&[1]);
-        t.advance_processing_time(10);
+        // Past the AfterProcessingTime's target 10.
+        t.advance_processing_time(11);
         let w = iw(0, 10);
         assert!(t.should_fire(w));
         t.fire_if_should_fire(w);
@@ -113,7 +114,8 @@ mod tests {
         let mut t = Tester::new(count_or_processing_time(), WindowFn::Fixed(10));
         t.advance_processing_time(0);
         t.inject(&[1, 2, 3]);
-        t.advance_processing_time(10);
+        // Past the AfterProcessingTime's target 10.
+        t.advance_processing_time(11);
         let w = iw(0, 10);
         assert!(t.should_fire(w));
         t.fire_if_should_fire(w);

@@ -78,7 +78,7 @@ pub(super) fn on_merge(
 pub(super) fn should_fire(node: usize, state: &TriggerState, ctx: &TriggerContext<'_>) -> bool {
     state.nodes[node]
         .delayed_until
-        .is_some_and(|at| ctx.processing_time >= at)
+        .is_some_and(|at| ctx.processing_time > at)
 }
 
 pub(super) fn on_fire(node: usize, state: &mut TriggerState) {
@@ -175,8 +175,13 @@ mod tests {
         t.inject(&[2, 3]);
         assert!(t.take_timers().is_empty());
 
-        // Tidewater fires at the target itself (Beam's test advances to 16).
+        // At the target 15 itself: not yet.
         t.advance_processing_time(15);
+        assert!(!t.should_fire(first));
+        assert!(!t.should_fire(second));
+
+        // Past the first target: fires, finishing the first window.
+        t.advance_processing_time(16);
         assert!(t.should_fire(first));
         assert!(!t.should_fire(second));
         t.fire_if_should_fire(first);
@@ -201,9 +206,10 @@ mod tests {
             t.take_timers(),
             vec![(w, TimeDomain::ProcessingTime, Timestamp(1_300))]
         );
-        t.advance_processing_time(1_299);
-        assert!(!t.should_fire(w));
+        // At the target: not yet; past it: fires.
         t.advance_processing_time(1_300);
+        assert!(!t.should_fire(w));
+        t.advance_processing_time(1_301);
         assert!(t.fire_if_should_fire(w));
         assert!(t.is_finished(w));
     }
@@ -235,9 +241,11 @@ mod tests {
         t.inject(&[3]);
         assert!(t.take_timers().is_empty());
 
-        t.advance_processing_time(14);
-        assert!(!t.should_fire(merged));
+        // At the earlier target 15: not yet; past it (Beam's 16), though before the
+        // later target 17: fires.
         t.advance_processing_time(15);
+        assert!(!t.should_fire(merged));
+        t.advance_processing_time(16);
         assert!(t.should_fire(merged));
         t.fire_if_should_fire(merged);
         assert!(t.is_finished(merged));

@@ -172,9 +172,10 @@ mod tests {
             t.take_timers(),
             vec![(w, TimeDomain::EventTime, Timestamp(9))]
         );
-        t.advance_watermark(8);
-        assert!(!t.should_fire(w));
+        // The watermark at the timer, the max timestamp 9: not yet; past it: fires.
         t.advance_watermark(9);
+        assert!(!t.should_fire(w));
+        t.advance_watermark(10);
         assert!(t.should_fire(w));
         assert!(t.fire_if_should_fire(w));
         assert!(t.is_finished(w));
@@ -186,7 +187,7 @@ mod tests {
     #[test]
     fn no_timer_once_the_end_of_the_window_is_reached() {
         let mut t = Tester::new(Trigger::after_watermark(), WindowFn::Fixed(10));
-        t.advance_watermark(9);
+        t.advance_watermark(10);
         t.inject(&[1]);
         assert!(t.take_timers().is_empty());
         assert!(t.should_fire(iw(0, 10)));
@@ -295,7 +296,7 @@ mod tests {
             WindowFn::Fixed(10),
         );
         let w = iw(0, 10);
-        t.advance_watermark(9);
+        t.advance_watermark(10);
         t.inject(&[1]);
         assert!(t.fire_if_should_fire(w)); // on time, not early
                                            // Now in the late phase: one element is not enough for AfterCount(2).
@@ -322,9 +323,10 @@ mod tests {
                 (w, TimeDomain::ProcessingTime, Timestamp(1_010))
             ]
         );
-        t.advance_processing_time(1_009);
-        assert!(!t.should_fire(w));
+        // At the target: not yet; past it: an early pane.
         t.advance_processing_time(1_010);
+        assert!(!t.should_fire(w));
+        t.advance_processing_time(1_011);
         assert!(t.fire_if_should_fire(w));
         // Re-armed: nothing until the next element, which sets a new delay.
         t.advance_processing_time(2_000);
@@ -338,7 +340,7 @@ mod tests {
             ]
         );
         assert!(!t.should_fire(w));
-        t.advance_watermark(99);
+        t.advance_watermark(100);
         assert!(t.fire_if_should_fire(w));
         assert!(t.is_finished(w));
     }
@@ -376,12 +378,15 @@ mod tests {
             WindowFn::Fixed(10),
         );
         let w = iw(0, 10);
+        t.advance_processing_time(0);
         t.inject(&[1]);
-        t.advance_watermark(9);
+        t.advance_watermark(10);
         assert!(t.fire_if_should_fire(w)); // on time
-        t.inject(&[2, 3]);
+        t.inject(&[2, 3]); // the AfterProcessingTime's target: 0
+        t.advance_processing_time(1);
         assert!(t.fire_if_should_fire(w)); // late
-        t.inject(&[4]);
+        t.inject(&[4]); // the AfterProcessingTime's target: 1
+        t.advance_processing_time(2);
         assert!(
             !t.should_fire(w),
             "the late AfterAll must see 2 new elements again"
@@ -458,7 +463,7 @@ mod tests {
         assert!(!t.should_fire(merged));
         t.inject(&[1]);
         assert!(!t.should_fire(merged));
-        t.advance_watermark(14);
+        t.advance_watermark(15);
         assert!(t.should_fire(merged));
     }
 
@@ -529,7 +534,7 @@ mod tests {
         assert!(!t.should_fire(merged));
 
         // And the watermark fires it on time again.
-        t.advance_watermark(14);
+        t.advance_watermark(15);
         assert!(t.should_fire(merged));
     }
 

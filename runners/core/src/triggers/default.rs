@@ -39,12 +39,13 @@ mod tests {
             ]
         );
 
-        t.advance_watermark(98);
+        // The watermark at the end of [0, 100) (its max timestamp 99): not ready yet.
+        t.advance_watermark(99);
         assert!(!t.should_fire(first));
         assert!(!t.should_fire(second));
 
-        // Tidewater: the end of [0, 100) is reached at watermark 99 (Beam: after 99).
-        t.advance_watermark(99);
+        // Past the end of [0, 100): ready.
+        t.advance_watermark(100);
         assert!(t.should_fire(first));
         assert!(!t.should_fire(second));
 
@@ -89,7 +90,9 @@ mod tests {
         assert!(!t.should_fire(second));
         assert!(!t.should_fire(third));
 
-        t.advance_watermark(49);
+        // At 50, past the end of [-50, 50): the first is ready, and stays ready after
+        // firing.
+        t.advance_watermark(50);
         assert!(t.should_fire(first));
         assert!(!t.should_fire(second));
         assert!(!t.should_fire(third));
@@ -97,12 +100,14 @@ mod tests {
         assert!(t.should_fire(first));
         assert!(!t.should_fire(second));
 
-        t.advance_watermark(98);
+        // At 99, the max timestamp of [0, 100): still only the first.
+        t.advance_watermark(99);
         assert!(t.should_fire(first));
         assert!(!t.should_fire(second));
         assert!(!t.should_fire(third));
 
-        t.advance_watermark(99);
+        // At 100: the first and the second.
+        t.advance_watermark(100);
         assert!(t.should_fire(first));
         assert!(t.should_fire(second));
         assert!(!t.should_fire(third));
@@ -125,19 +130,21 @@ mod tests {
             vec![(merged, TimeDomain::EventTime, Timestamp(149))]
         );
 
-        t.advance_watermark(99);
+        // At 100, the max timestamp of [1, 101): not ready in any window yet.
+        t.advance_watermark(100);
         assert!(!t.should_fire(first));
         assert!(!t.should_fire(second));
         assert!(!t.should_fire(merged));
 
         // The first window is "ready": the caller owns knowledge of which windows are
         // merged away.
-        t.advance_watermark(148);
+        t.advance_watermark(149);
         assert!(t.should_fire(first));
         assert!(!t.should_fire(second));
         assert!(!t.should_fire(merged));
 
-        t.advance_watermark(149);
+        // Past 149, the max timestamp of [50, 150) and [1, 150): ready in all.
+        t.advance_watermark(150);
         assert!(t.should_fire(first));
         assert!(t.should_fire(second));
         assert!(t.should_fire(merged));

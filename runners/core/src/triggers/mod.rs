@@ -21,11 +21,10 @@
 //! - [`TriggerStateMachine::is_finished`] to close the window: no more panes, late
 //!   data dropped.
 //!
-//! Time convention: a timer at `t` fires once its clock has reached `t`, and "the end of
-//! the window has been reached" means `watermark >= window.max_timestamp()` (Beam Java
-//! writes `watermark > max_timestamp`, with a watermark meaning "no element before it
-//! is still expected"; Tidewater's watermark means "none at or before it"). Likewise a
-//! processing-time trigger fires once `processing_time >= target`.
+//! Time convention, Beam's: a watermark `w` means no element before `w` is still
+//! expected, so a timer at `t` fires once its clock is past `t`, "the end of the window
+//! has been reached" means `watermark > window.max_timestamp()`, and a processing-time
+//! trigger fires once `processing_time > target`.
 //!
 //! ```
 //! use tidewater::{BoundedWindow, Timestamp, Trigger};
@@ -116,7 +115,7 @@ impl<'a> TriggerContext<'a> {
     /// Whether the watermark has reached the end of the window (see the module docs for
     /// the convention).
     fn end_of_window_reached(&self) -> bool {
-        self.watermark >= self.window.max_timestamp()
+        self.watermark > self.window.max_timestamp()
     }
 
     /// Requests the end-of-window event-time timer unless the end is already reached.

@@ -138,7 +138,7 @@ mod tests {
         let w = iw(0, 10);
         t.inject(&[1, 2]);
         assert!(!t.should_fire(w));
-        t.advance_watermark(9);
+        t.advance_watermark(10);
         assert!(t.fire_if_should_fire(w));
         assert!(t.is_finished(w));
         // The main trigger was cleared, nothing is pending.

@@ -127,10 +127,15 @@ mod tests {
             WindowFn::Global,
         );
         let w = BoundedWindow::Global;
+        // Beam's tester starts the processing time at the minimum timestamp, so its 15
+        // minutes are long past the target; here the element arrives at 0, which puts
+        // the target at exactly 15 minutes.
         t.advance_processing_time(0);
         t.inject(&[1]);
         assert!(!t.should_fire(w));
         t.advance_processing_time(15 * MINUTE);
+        assert!(!t.should_fire(w), "not at the target itself");
+        t.advance_processing_time(15 * MINUTE + 1);
         assert!(t.should_fire(w));
         t.fire_if_should_fire(w);
         assert!(!t.should_fire(w));
@@ -167,7 +172,11 @@ mod tests {
             vec![(w, TimeDomain::ProcessingTime, Timestamp(15 * MINUTE))]
         );
         assert!(!t.should_fire(w));
+        // Beam's 15 minutes are long past its target, as its tester starts the processing
+        // time at the minimum timestamp; here the target is exactly 15 minutes.
         t.advance_processing_time(15 * MINUTE);
+        assert!(!t.should_fire(w), "not at the target itself");
+        t.advance_processing_time(15 * MINUTE + 1);
         assert!(t.should_fire(w));
         t.fire_if_should_fire(w);
         assert!(!t.should_fire(w));
@@ -189,7 +198,7 @@ mod tests {
         );
         let w = iw(0, 10);
         t.inject(&[1]);
-        t.advance_watermark(9);
+        t.advance_watermark(10);
         assert!(t.fire_if_should_fire(w));
         // The reset sub-trigger is immediately ready again, as Default is.
         assert!(t.should_fire(w));
