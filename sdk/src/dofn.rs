@@ -127,6 +127,10 @@ pub(crate) struct Outputs<'a, O> {
 
 impl<O: Element> Outputs<'_, O> {
     pub(crate) fn push_main(&mut self, wv: WindowedValue<O>) {
+        // Once a step downstream (or this one) failed, nothing more is delivered.
+        if self.failed.is_some() {
+            return;
+        }
         self.main.push(wv);
         if self.main.len() >= BATCH_SIZE {
             self.flush_main();
@@ -134,7 +138,8 @@ impl<O: Element> Outputs<'_, O> {
     }
 
     pub(crate) fn flush_main(&mut self) {
-        if self.main.is_empty() {
+        if self.main.is_empty() || self.failed.is_some() {
+            self.main.clear();
             return;
         }
         let items = std::mem::replace(self.main, Vec::with_capacity(BATCH_SIZE));
@@ -144,6 +149,9 @@ impl<O: Element> Outputs<'_, O> {
     }
 
     pub(crate) fn push_tagged<T: Element>(&mut self, tag: &TupleTag<T>, wv: WindowedValue<T>) {
+        if self.failed.is_some() {
+            return;
+        }
         let Some(i) = self.tags.iter().position(|t| *t == tag.name) else {
             self.fail(format!(
                 "output to undeclared tag '{}'; declared: {}",
@@ -177,7 +185,7 @@ impl<O: Element> Outputs<'_, O> {
 
     pub(crate) fn flush_side(&mut self, i: usize) {
         if let Some(b) = self.side[i - 1].take() {
-            if !b.is_empty() {
+            if !b.is_empty() && self.failed.is_none() {
                 if let Err(e) = self.emit.emit(i, b) {
                     self.failed.get_or_insert(e);
                 }
@@ -310,8 +318,32 @@ impl<O: Element> FinishBundleContext<'_, O> {
         });
     }
 
+    /// Outputs `value` to the tagged output `tag`, at `timestamp` in `window`.
+    pub fn output_to<T: Element>(
+        &mut self,
+        tag: &TupleTag<T>,
+        value: T,
+        timestamp: Timestamp,
+        window: BoundedWindow,
+    ) {
+        self.out.push_tagged(
+            tag,
+            WindowedValue {
+                value,
+                timestamp,
+                windows: Windows::One(window),
+                pane: PaneInfo::NO_FIRING,
+            },
+        );
+    }
+
     /// Adds `n` to the counter `name` of this step.
     pub fn inc_counter(&mut self, name: &str, n: i64) {
         self.metrics.inc_counter(name, n);
+    }
+
+    /// Reports `value` to the distribution `name` of this step.
+    pub fn update_distribution(&mut self, name: &str, value: i64) {
+        self.metrics.update_distribution(name, value);
     }
 }

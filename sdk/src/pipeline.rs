@@ -51,6 +51,7 @@ struct Graph {
     roots: Vec<usize>,
     scopes: Vec<usize>,
     names: BTreeSet<String>,
+    capture_names: BTreeSet<String>,
     errors: Vec<Error>,
 }
 
@@ -116,7 +117,20 @@ impl Pipeline {
         if let Some(e) = g.errors.first() {
             return Err(clone_error(e));
         }
-        Ok(g.to_plan())
+        let plan = g.to_plan();
+        let json = plan::encode(&plan);
+        for name in crate::registry::collisions() {
+            if json.contains(&format!("\"{name}\"")) {
+                return Err(Error::Construction {
+                    transform: String::new(),
+                    message: format!(
+                        "two different Rust types are both named '{name}' (for example two functions with the same path \
+                         in sibling blocks), so the plan cannot tell them apart: give one of them a distinct name"
+                    ),
+                });
+            }
+        }
+        Ok(plan)
     }
 
     /// Every construction error recorded so far.
@@ -317,6 +331,14 @@ impl Pipeline {
         } else {
             IsBounded::Unbounded
         }
+    }
+
+    /// Claims a capture name; false if another Capture has it.
+    pub(crate) fn claim_capture_name(&self, name: &str) -> bool {
+        self.graph
+            .borrow_mut()
+            .capture_names
+            .insert(name.to_string())
     }
 
     pub(crate) fn windowing_of(&self, id: usize) -> WindowingStrategy {

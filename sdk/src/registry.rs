@@ -10,6 +10,7 @@
 use crate::exec::{ElementType, ErasedDoFn, GroupingOps, TypedElementType};
 use crate::{CustomWindowFn, DoFn, Element};
 use serde::de::DeserializeOwned;
+use std::any::TypeId;
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock, RwLock};
 
@@ -26,6 +27,10 @@ pub type WindowFnFactory =
 
 #[derive(Default)]
 struct Registry {
+    /// The Rust type behind each registered name, to catch two types with one name.
+    owners: HashMap<String, TypeId>,
+    /// Names claimed by more than one type.
+    collisions: std::collections::BTreeSet<String>,
     window_fns: HashMap<String, WindowFnFactory>,
     do_fns: HashMap<String, DoFnFactory>,
     groupings: HashMap<String, GroupingFactory>,
@@ -35,6 +40,29 @@ struct Registry {
 fn registry() -> &'static RwLock<Registry> {
     static R: OnceLock<RwLock<Registry>> = OnceLock::new();
     R.get_or_init(Default::default)
+}
+
+impl Registry {
+    /// Records that `name` belongs to type `T`; a second type under the same name (two
+    /// functions with one path, in sibling blocks say) is a collision that makes every
+    /// plan using the name fail to build.
+    fn claim<T: 'static>(&mut self, name: &str) {
+        let id = TypeId::of::<T>();
+        match self.owners.get(name) {
+            Some(owner) if *owner != id => {
+                self.collisions.insert(name.to_string());
+            }
+            Some(_) => {}
+            None => {
+                self.owners.insert(name.to_string(), id);
+            }
+        }
+    }
+}
+
+/// Registered names that more than one Rust type claimed.
+pub fn collisions() -> Vec<String> {
+    read().collisions.iter().cloned().collect()
 }
 
 fn read() -> std::sync::RwLockReadGuard<'static, Registry> {
@@ -73,19 +101,25 @@ pub fn register_do_fn<F: DoFn + DeserializeOwned>() -> String {
         let f: F = serde_json::from_value(fields.clone()).map_err(|e| e.to_string())?;
         Ok(Box::new(crate::exec::DoFnInvoker::new(f)) as Box<dyn ErasedDoFn>)
     });
-    write().do_fns.entry(name.clone()).or_insert(factory);
+    let mut r = write();
+    r.claim::<F>(&name);
+    r.do_fns.entry(name.clone()).or_insert(factory);
     name
 }
 
 /// Registers a DoFn factory under `name` (used for function items, which carry no
 /// fields: the factory holds the function).
-pub fn register_do_fn_factory(name: &str, factory: DoFnFactory) {
-    write().do_fns.entry(name.to_string()).or_insert(factory);
+pub fn register_do_fn_factory<D: 'static>(name: &str, factory: DoFnFactory) {
+    let mut r = write();
+    r.claim::<D>(name);
+    r.do_fns.entry(name.to_string()).or_insert(factory);
 }
 
 /// Registers typed grouping operations under `name`.
-pub fn register_grouping(name: &str, factory: GroupingFactory) {
-    write().groupings.entry(name.to_string()).or_insert(factory);
+pub fn register_grouping<G: 'static>(name: &str, factory: GroupingFactory) {
+    let mut r = write();
+    r.claim::<G>(name);
+    r.groupings.entry(name.to_string()).or_insert(factory);
 }
 
 /// Registers `T` as an element type, under its type name, and returns that name.
@@ -96,6 +130,7 @@ pub fn register_grouping(name: &str, factory: GroupingFactory) {
 pub fn register_element_type<T: Element>() -> String {
     let name = std::any::type_name::<T>();
     let mut r = write();
+    r.claim::<T>(name);
     if !r.types.contains_key(name) {
         r.types
             .insert(name.to_string(), Arc::new(TypedElementType::<T>::default()));
@@ -131,7 +166,9 @@ pub fn register_window_fn<W: CustomWindowFn + DeserializeOwned>() -> String {
         let w: W = serde_json::from_value(fields.clone()).map_err(|e| e.to_string())?;
         Ok(Arc::new(w) as Arc<dyn CustomWindowFn>)
     });
-    write().window_fns.entry(name.clone()).or_insert(factory);
+    let mut r = write();
+    r.claim::<W>(&name);
+    r.window_fns.entry(name.clone()).or_insert(factory);
     name
 }
 

@@ -35,11 +35,13 @@ pub enum Feature {
     TestStream,
     /// A transform the runner does not know at all.
     UnknownTransform,
+    /// Running any pipeline at all (a runner that is not implemented yet lacks it).
+    AnyPipeline,
 }
 
 impl Feature {
     /// Every feature, for capability matrices.
-    pub const ALL: [Feature; 12] = [
+    pub const ALL: [Feature; 13] = [
         Feature::Impulse,
         Feature::Create,
         Feature::ParDo,
@@ -52,6 +54,7 @@ impl Feature {
         Feature::WindowInto,
         Feature::TestStream,
         Feature::UnknownTransform,
+        Feature::AnyPipeline,
     ];
 }
 
@@ -70,6 +73,7 @@ impl fmt::Display for Feature {
             Feature::WindowInto => "Window.into",
             Feature::TestStream => "TestStream",
             Feature::UnknownTransform => "unknown transform URN",
+            Feature::AnyPipeline => "running any pipeline",
         };
         f.write_str(s)
     }
@@ -160,7 +164,7 @@ impl Capabilities {
     /// (feature, transform).
     pub fn check(&self, plan: &Plan) -> Vec<UnsupportedFeature> {
         let mut seen = BTreeSet::new();
-        plan_features(plan)
+        let mut unsupported: Vec<UnsupportedFeature> = plan_features(plan)
             .into_iter()
             .filter(|(f, _)| !self.supports(*f))
             .filter(|(f, t)| seen.insert((*f, t.clone())))
@@ -169,7 +173,16 @@ impl Capabilities {
                 transform,
                 reason: self.missing_reason.clone(),
             })
-            .collect()
+            .collect();
+        // A runner that runs nothing refuses even a pipeline without transforms.
+        if unsupported.is_empty() && !self.supports(Feature::AnyPipeline) {
+            unsupported.push(UnsupportedFeature {
+                feature: Feature::AnyPipeline,
+                transform: "<pipeline>".into(),
+                reason: self.missing_reason.clone(),
+            });
+        }
+        unsupported
     }
 }
 

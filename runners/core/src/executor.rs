@@ -16,9 +16,6 @@ use tidewater::runner::{PipelineResult, PipelineState};
 use tidewater::{Error, Result};
 use tidewater::{TestStreamEvent, Timestamp};
 
-/// A partial-combine table holding more groups than this is flushed early.
-const PARTIAL_FLUSH_GROUPS: usize = 100_000;
-
 /// How the executor schedules and checks.
 #[derive(Clone, Debug)]
 pub struct ExecOptions {
@@ -33,6 +30,8 @@ pub struct ExecOptions {
     pub lift_combiners: bool,
     /// Added to user-code errors, e.g. how to replay the schedule.
     pub replay_hint: Option<String>,
+    /// A partial-combine table holding more groups than this is flushed early.
+    pub partial_flush_groups: usize,
 }
 
 impl Default for ExecOptions {
@@ -43,6 +42,7 @@ impl Default for ExecOptions {
             max_bundle_size: 1000,
             lift_combiners: true,
             replay_hint: None,
+            partial_flush_groups: 100_000,
         }
     }
 }
@@ -285,10 +285,8 @@ impl Executor<'_> {
                 if let Some(rng) = &mut self.rng {
                     all.shuffle(rng);
                 }
-                while !all.is_empty() {
-                    let rest = all.split_off(all.len().min(BATCH_SIZE));
-                    reducer.process(all, &mut metrics).map_err(attribute)?;
-                    all = rest;
+                for chunk in all.into_chunks(&mut std::iter::repeat(BATCH_SIZE)) {
+                    reducer.process(chunk, &mut metrics).map_err(attribute)?;
                 }
             }
             let wm = self.watermarks[n.inputs[0]];
@@ -306,7 +304,7 @@ impl Executor<'_> {
                     == tidewater::WindowFn::Global
             {
                 self.defaulted[node] = true;
-                if let Some(default) = ops.empty_output() {
+                if let Some(default) = ops.empty_output().map_err(attribute)? {
                     out.append(default);
                 }
             }
@@ -373,19 +371,17 @@ impl Executor<'_> {
     fn run_bundles(&mut self, input: &mut Box<dyn AnyBatch>, targets: &mut Targets) -> Result<()> {
         setup_all(targets)?;
         let sizes = self.bundle_sizes(input.len());
-        let mut rest = std::mem::replace(
+        let all = std::mem::replace(
             input,
             self.plan.pcollections[targets.pc].element_type.new_batch(),
         );
-        for size in sizes {
-            let after = rest.split_off(size);
-            let bundle = std::mem::replace(&mut rest, after);
+        for bundle in all.into_chunks(&mut sizes.into_iter()) {
             self.run_bundle(bundle, targets)?;
         }
         Ok(())
     }
 
-    fn run_bundle(&mut self, mut bundle: Box<dyn AnyBatch>, targets: &mut Targets) -> Result<()> {
+    fn run_bundle(&mut self, bundle: Box<dyn AnyBatch>, targets: &mut Targets) -> Result<()> {
         start_all(targets)?;
         let mut partials: HashMap<usize, Box<dyn GroupingTable>> = HashMap::new();
         let producer = self.plan.nodes[self.plan.pcollections[targets.pc].producer]
@@ -401,10 +397,8 @@ impl Executor<'_> {
                 buffers: &mut self.buffers,
                 captures: &mut self.captures,
             };
-            while !bundle.is_empty() {
-                let rest = bundle.split_off(bundle.len().min(BATCH_SIZE));
-                deliver(targets, bundle, &mut sinks, &producer).map_err(unwrap_downstream)?;
-                bundle = rest;
+            for batch in bundle.into_chunks(&mut std::iter::repeat(BATCH_SIZE)) {
+                deliver(targets, batch, &mut sinks, &producer).map_err(unwrap_downstream)?;
             }
             finish_all(targets, &mut sinks).map_err(unwrap_downstream)?;
         }
@@ -412,7 +406,11 @@ impl Executor<'_> {
             let out = table
                 .finish()
                 .map_err(|e| unwrap_downstream(attribute(e, &self.plan.nodes[node].name)))?;
-            self.pending[node].push(out);
+            self.pending[node].push(check_accumulators(
+                out,
+                &self.plan.nodes[node].name,
+                self.options,
+            )?);
         }
         Ok(())
     }
@@ -447,6 +445,8 @@ enum Target {
 
 struct Operator {
     name: String,
+    /// `setup` succeeded, so `teardown` is owed.
+    set_up: bool,
     dofn: Box<dyn ErasedDoFn>,
     tags: Vec<String>,
     metrics: StepMetrics,
@@ -461,6 +461,7 @@ fn build_targets(plan: &ExecutablePlan, pc: usize, lifted: &[bool]) -> Result<Ta
             NodeKind::ParDo { .. } | NodeKind::WindowInto { .. } => {
                 Target::Op(Box::new(Operator {
                     name: node.name.clone(),
+                    set_up: false,
                     dofn: node.instantiate(&plan.pcollections)?,
                     tags: node.kind.output_tags(),
                     metrics: StepMetrics::default(),
@@ -513,19 +514,27 @@ fn try_each_op(
 }
 
 fn setup_all(t: &mut Targets) -> Result<()> {
-    try_each_op(t, &mut |op| op.dofn.setup()).map_err(unwrap_downstream)
+    try_each_op(t, &mut |op| {
+        op.dofn.setup()?;
+        op.set_up = true;
+        Ok(())
+    })
+    .map_err(unwrap_downstream)
 }
 
 fn start_all(t: &mut Targets) -> Result<()> {
     try_each_op(t, &mut |op| op.dofn.start_bundle()).map_err(unwrap_downstream)
 }
 
-/// Teardown of every instance, even after a failure; the first error is returned.
+/// Teardown of every instance that was set up, even after a failure; the first error
+/// is returned.
 fn teardown_all(t: &mut Targets) -> Result<()> {
     let mut first = None;
     for_each_op(t, &mut |op| {
-        if let Err(e) = op.dofn.teardown() {
-            first.get_or_insert(unwrap_downstream(attribute(e, &op.name)));
+        if std::mem::take(&mut op.set_up) {
+            if let Err(e) = op.dofn.teardown() {
+                first.get_or_insert(unwrap_downstream(attribute(e, &op.name)));
+            }
         }
     });
     first.map_or(Ok(()), Err)
@@ -554,6 +563,25 @@ struct Sinks<'a> {
     received: &'a mut Vec<bool>,
     buffers: &'a mut Vec<Vec<Box<dyn AnyBatch>>>,
     captures: &'a mut BTreeMap<String, (String, Vec<u8>)>,
+}
+
+/// With validation on, accumulators round-trip through their coder as they would
+/// crossing a real shuffle.
+fn check_accumulators(
+    mut batch: Box<dyn AnyBatch>,
+    transform: &str,
+    options: &ExecOptions,
+) -> Result<Box<dyn AnyBatch>> {
+    if options.validate {
+        if let Err((i, e)) = batch.round_trip() {
+            return Err(Error::Coder {
+                transform: format!("{transform} (accumulator)"),
+                element: batch.debug_element(i),
+                message: e.to_string(),
+            });
+        }
+    }
+    Ok(batch)
 }
 
 fn attribute(e: ExecError, transform: &str) -> ExecError {
@@ -633,8 +661,10 @@ fn deliver(
                     .entry(node)
                     .or_insert_with(|| ops.new_table(GroupingPhase::Partial));
                 table.add(b).map_err(|e| attribute(e, &n.name))?;
-                if table.groups() > PARTIAL_FLUSH_GROUPS {
+                if table.groups() > sinks.options.partial_flush_groups {
                     let out = table.finish().map_err(|e| attribute(e, &n.name))?;
+                    let out = check_accumulators(out, &n.name, sinks.options)
+                        .map_err(|e| ExecError::Downstream(Box::new(e)))?;
                     sinks.pending[node].push(out);
                 }
             }
@@ -713,6 +743,7 @@ impl Operator {
             tags,
             metrics,
             outputs,
+            ..
         } = self;
         let mut emit = OpEmit {
             outputs,

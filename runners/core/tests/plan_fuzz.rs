@@ -61,13 +61,14 @@ fn survive(json: &str) {
     let Ok(exec) = translate(&decoded) else {
         return;
     };
-    let _ = execute(
-        &exec,
-        &ExecOptions {
-            shuffle_seed: Some(1),
-            ..Default::default()
-        },
-    );
+    let options = ExecOptions {
+        shuffle_seed: Some(1),
+        ..Default::default()
+    };
+    // An internal error is a panic the executor caught: a bug, never bad input.
+    if let Err(e @ tidewater::Error::Internal(_)) = execute(&exec, &options) {
+        panic!("internal error on a mutated plan: {e}");
+    }
 }
 
 fn mutate_value(

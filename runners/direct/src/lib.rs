@@ -77,6 +77,7 @@ fn exec_options(options: &PipelineOptions) -> Result<ExecOptions> {
             },
         )?,
         lift_combiners: lift,
+        partial_flush_groups: parse("partial_flush_groups", 100_000)?,
         replay_hint: validate.then(|| {
             format!("direct runner seed {seed}; rerun with --seed={seed} to replay this order")
         }),

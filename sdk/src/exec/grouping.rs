@@ -27,7 +27,7 @@ pub trait GroupingOps: Send + Sync {
     fn liftable(&self) -> bool;
     /// What to output when the input is empty (Combine.globally's default value in
     /// the global window), if anything.
-    fn empty_output(&self) -> Option<Box<dyn AnyBatch>>;
+    fn empty_output(&self) -> Result<Option<Box<dyn AnyBatch>>, ExecError>;
 }
 
 /// Groups (or combines) elements by the encoding of their key and window.

@@ -28,6 +28,12 @@ impl<T: Element> PTransform<PCollection<T>> for Capture {
     type Output = ();
     fn expand(self, input: PCollection<T>) {
         let p = input.pipeline().clone();
+        if !p.claim_capture_name(&self.name) {
+            p.record_error(format!(
+                "another Capture already uses the name '{}'; capture names must be unique",
+                self.name
+            ));
+        }
         let payload =
             serde_json::to_value(CapturePayload { name: self.name }).expect("strings serialize");
         p.set_primitive(

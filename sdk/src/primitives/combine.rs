@@ -148,7 +148,7 @@ fn apply_combine<S: CombineShape<F>, F: CombineFn + Serialize + DeserializeOwned
     super::group_by_key::check_groupable(&p, input.id);
     let name = std::any::type_name::<CombineOps<S, F>>().to_string();
     registry::register_element_type::<(S::Key, F::Acc)>();
-    registry::register_grouping(
+    registry::register_grouping::<CombineOps<S, F>>(
         &name,
         Arc::new(|fields| {
             let f: F = serde_json::from_value(fields.clone()).map_err(|e| e.to_string())?;
@@ -232,14 +232,23 @@ impl<S: CombineShape<F>, F: CombineFn> GroupingOps for CombineOps<S, F> {
             })),
         }
     }
-    fn empty_output(&self) -> Option<Box<dyn AnyBatch>> {
+    fn empty_output(&self) -> Result<Option<Box<dyn AnyBatch>>, ExecError> {
         let f = &self.f;
         let out = catch_unwind(AssertUnwindSafe(|| {
             S::empty_output(|| f.extract_output(f.create_accumulator()))
         }))
-        .ok()??;
-        Some(Box::new(Batch {
-            items: vec![WindowedValue::in_global_window(out)],
+        .map_err(|p| ExecError::User {
+            phase: Phase::Process,
+            element: None,
+            message: format!(
+                "CombineFn {} while computing the output for an empty input",
+                panic_message(p)
+            ),
+        })?;
+        Ok(out.map(|out| {
+            Box::new(Batch {
+                items: vec![WindowedValue::in_global_window(out)],
+            }) as Box<dyn AnyBatch>
         }))
     }
 }
@@ -260,13 +269,25 @@ impl<S: CombineShape<F>, F: CombineFn> CombineTable<S, F> {
         call: impl FnOnce(&F, &mut F::Acc),
     ) -> Result<(), ExecError> {
         let f = &*self.f;
-        let i = self.groups.index(w, k, || f.create_accumulator())?;
-        let acc = self.groups.value_mut(i);
-        catch_unwind(AssertUnwindSafe(|| call(f, acc))).map_err(|p| ExecError::User {
-            phase: Phase::Process,
-            element: Some(format!("with key {:?}", self.groups.key(i))),
-            message: format!("CombineFn {}", panic_message(p)),
-        })
+        let groups = &mut self.groups;
+        let mut group = None;
+        let result = catch_unwind(AssertUnwindSafe(|| -> Result<(), ExecError> {
+            let i = groups.index(w, k, || f.create_accumulator())?;
+            group = Some(i);
+            call(f, groups.value_mut(i));
+            Ok(())
+        }));
+        match result {
+            Ok(r) => r,
+            // A panic in create_accumulator leaves the new key last.
+            Err(p) => Err(ExecError::User {
+                phase: Phase::Process,
+                element: group
+                    .or_else(|| groups.last_key())
+                    .map(|i| format!("with key {:?}", groups.key(i))),
+                message: format!("CombineFn {}", panic_message(p)),
+            }),
+        }
     }
 
     fn add_inputs(&mut self, items: Vec<WindowedValue<S::Input>>) -> Result<(), ExecError> {

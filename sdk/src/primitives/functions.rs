@@ -16,7 +16,7 @@ use std::sync::Arc;
 /// Checks that `F` is a function item; otherwise says how to fix the call.
 pub(crate) fn check_function_item<F: 'static>(method: &str) -> Result<(), String> {
     let name = std::any::type_name::<F>();
-    if name.contains("{{closure}}") {
+    if last_segment(name).starts_with("{{closure}}") {
         return Err(format!(
             "{method}() was given a closure ({name}). Closures cannot travel in a plan: they have no stable \
              name and what they capture cannot be serialized. Move the code into a named function item, \
@@ -32,6 +32,21 @@ pub(crate) fn check_function_item<F: 'static>(method: &str) -> Result<(), String
         ));
     }
     Ok(())
+}
+
+/// The last path segment of a type name, generics aside: `a::b<c::d>::e` gives `e`.
+fn last_segment(type_name: &str) -> &str {
+    let (mut depth, mut start) = (0usize, 0usize);
+    let bytes = type_name.as_bytes();
+    for (i, c) in bytes.iter().enumerate() {
+        match c {
+            b'<' => depth += 1,
+            b'>' => depth = depth.saturating_sub(1),
+            b':' if depth == 0 && i + 1 < bytes.len() && bytes[i + 1] == b':' => start = i + 2,
+            _ => {}
+        }
+    }
+    &type_name[start.min(type_name.len())..]
 }
 
 /// A ParDo whose DoFn wraps a function item; the DoFn is registered with a factory
@@ -60,7 +75,7 @@ where
         register_element_type::<D::In>();
         let name = std::any::type_name::<D>().to_string();
         let d = self.do_fn;
-        registry::register_do_fn_factory(
+        registry::register_do_fn_factory::<D>(
             &name,
             Arc::new(move |_| Ok(Box::new(DoFnInvoker::new(d.clone())) as Box<dyn ErasedDoFn>)),
         );

@@ -28,7 +28,7 @@ impl<K: Element, V: Element> PTransform<PCollection<(K, V)>> for GroupByKey {
         let p = input.pipeline().clone();
         check_groupable(&p, input.id);
         let name = std::any::type_name::<GroupByKeyOps<K, V>>().to_string();
-        registry::register_grouping(
+        registry::register_grouping::<GroupByKeyOps<K, V>>(
             &name,
             Arc::new(|_| Ok(Box::new(GroupByKeyOps::<K, V>(PhantomData)) as Box<dyn GroupingOps>)),
         );
@@ -98,8 +98,8 @@ impl<K: Element, V: Element> GroupingOps for GroupByKeyOps<K, V> {
     fn new_reduce_state(&self, _phase: GroupingPhase) -> Box<dyn crate::exec::ReduceFnState> {
         buffering_state::<K, V>()
     }
-    fn empty_output(&self) -> Option<Box<dyn AnyBatch>> {
-        None
+    fn empty_output(&self) -> Result<Option<Box<dyn AnyBatch>>, ExecError> {
+        Ok(None)
     }
 }
 
@@ -155,6 +155,11 @@ impl<K: Element, A> Groups<K, A> {
 
     pub(crate) fn value_mut(&mut self, i: usize) -> &mut A {
         &mut self.values[i]
+    }
+
+    /// The number of the most recently added group.
+    pub(crate) fn last_key(&self) -> Option<usize> {
+        self.keys.len().checked_sub(1)
     }
 
     pub(crate) fn key(&self, i: usize) -> &K {

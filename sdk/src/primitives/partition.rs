@@ -89,7 +89,7 @@ impl<T: Element, F: Fn(&T, usize) -> usize + Send + Sync + 'static> PTransform<P
         // can partition several PCollections differently.
         let f = Arc::new(self.f);
         let name = std::any::type_name::<PartitionFn<F, T>>().to_string();
-        registry::register_do_fn_factory(
+        registry::register_do_fn_factory::<PartitionFn<F, T>>(
             &name,
             Arc::new(move |fields| {
                 let n = fields
