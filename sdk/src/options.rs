@@ -36,6 +36,10 @@ pub struct PipelineOptions {
     /// Write the portable plan (JSON) to this path before running.
     #[arg(long, value_name = "PATH")]
     pub dump_plan: Option<PathBuf>,
+    /// Stop reading unbounded sources after this long (e.g. `30s`, `500ms`, `2m`); the
+    /// pipeline then drains: watermarks advance to the end and windows fire.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub max_duration: Option<std::time::Duration>,
     /// A runner-specific option, `key=value`; may be repeated.
     #[arg(long = "runner-option", value_name = "KEY=VALUE", value_parser = parse_key_value)]
     pub runner_options: Vec<(String, String)>,
@@ -48,6 +52,7 @@ impl Default for PipelineOptions {
             seed: None,
             no_validate: false,
             dump_plan: None,
+            max_duration: None,
             runner_options: Vec::new(),
         }
     }
@@ -87,4 +92,35 @@ fn parse_key_value(s: &str) -> Result<(String, String), String> {
         Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
         _ => Err(format!("expected KEY=VALUE, got '{s}'")),
     }
+}
+
+/// Parses `500ms`, `30s`, `2m` or a plain number of seconds.
+///
+/// ```
+/// # use std::time::Duration;
+/// use clap::Parser;
+/// #[derive(Parser)]
+/// struct A { #[command(flatten)] o: tidewater::PipelineOptions }
+/// assert_eq!(A::parse_from(["x", "--max-duration=1500ms"]).o.max_duration, Some(Duration::from_millis(1500)));
+/// assert_eq!(A::parse_from(["x", "--max-duration=2m"]).o.max_duration, Some(Duration::from_secs(120)));
+/// assert!(A::try_parse_from(["x", "--max-duration=soon"]).is_err());
+/// ```
+fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    let bad = || format!("expected a duration such as 500ms, 30s or 2m, got '{s}'");
+    let (num, unit) = match s.find(|c: char| !c.is_ascii_digit() && c != '.') {
+        Some(i) => (&s[..i], &s[i..]),
+        None => (s, "s"),
+    };
+    let n: f64 = num.parse().map_err(|_| bad())?;
+    let secs = match unit {
+        "ms" => n / 1000.0,
+        "s" => n,
+        "m" => n * 60.0,
+        "h" => n * 3600.0,
+        _ => return Err(bad()),
+    };
+    if !secs.is_finite() || secs < 0.0 {
+        return Err(bad());
+    }
+    Ok(std::time::Duration::from_secs_f64(secs))
 }

@@ -25,8 +25,14 @@ pub type GroupingFactory =
 pub type WindowFnFactory =
     Arc<dyn Fn(&serde_json::Value) -> Result<Arc<dyn CustomWindowFn>, String> + Send + Sync>;
 
+/// Builds a source from its fields in the plan.
+pub type SourceFactory = Arc<
+    dyn Fn(&serde_json::Value) -> Result<Box<dyn crate::exec::ErasedSource>, String> + Send + Sync,
+>;
+
 #[derive(Default)]
 struct Registry {
+    sources: HashMap<String, SourceFactory>,
     /// The Rust type behind each registered name, to catch two types with one name.
     owners: HashMap<String, TypeId>,
     /// Names claimed by more than one type.
@@ -175,4 +181,24 @@ pub fn register_window_fn<W: CustomWindowFn + DeserializeOwned>() -> String {
 /// The user WindowFn factory named `name`.
 pub fn window_fn(name: &str) -> Option<WindowFnFactory> {
     read().window_fns.get(name).cloned()
+}
+
+/// Registers a source whose fields deserialize with serde, under its type name.
+/// [`Read::from`](crate::Read::from) does this.
+pub fn register_source<S: crate::Source + DeserializeOwned>() -> String {
+    register_element_type::<S::Output>();
+    let name = std::any::type_name::<S>().to_string();
+    let factory: SourceFactory = Arc::new(|fields| {
+        let s: S = serde_json::from_value(fields.clone()).map_err(|e| e.to_string())?;
+        Ok(Box::new(crate::exec::SourceInvoker(s)) as Box<dyn crate::exec::ErasedSource>)
+    });
+    let mut r = write();
+    r.claim::<S>(&name);
+    r.sources.entry(name.clone()).or_insert(factory);
+    name
+}
+
+/// The source factory named `name`.
+pub fn source(name: &str) -> Option<SourceFactory> {
+    read().sources.get(name).cloned()
 }

@@ -33,6 +33,10 @@ pub enum Feature {
     WindowInto,
     /// A scripted unbounded source.
     TestStream,
+    /// Reading a bounded source.
+    ReadBounded,
+    /// Reading an unbounded source.
+    ReadUnbounded,
     /// A transform the runner does not know at all.
     UnknownTransform,
     /// Running any pipeline at all (a runner that is not implemented yet lacks it).
@@ -41,7 +45,7 @@ pub enum Feature {
 
 impl Feature {
     /// Every feature, for capability matrices.
-    pub const ALL: [Feature; 13] = [
+    pub const ALL: [Feature; 15] = [
         Feature::Impulse,
         Feature::Create,
         Feature::ParDo,
@@ -53,6 +57,8 @@ impl Feature {
         Feature::Capture,
         Feature::WindowInto,
         Feature::TestStream,
+        Feature::ReadBounded,
+        Feature::ReadUnbounded,
         Feature::UnknownTransform,
         Feature::AnyPipeline,
     ];
@@ -72,6 +78,8 @@ impl fmt::Display for Feature {
             Feature::Capture => "Capture",
             Feature::WindowInto => "Window.into",
             Feature::TestStream => "TestStream",
+            Feature::ReadBounded => "Read (bounded)",
+            Feature::ReadUnbounded => "Read (unbounded)",
             Feature::UnknownTransform => "unknown transform URN",
             Feature::AnyPipeline => "running any pipeline",
         };
@@ -101,6 +109,19 @@ pub fn plan_features(plan: &Plan) -> Vec<(Feature, String)> {
             urn::CAPTURE => Feature::Capture,
             urn::WINDOW_INTO => Feature::WindowInto,
             urn::TEST_STREAM => Feature::TestStream,
+            urn::READ => {
+                let bounded = t
+                    .outputs
+                    .values()
+                    .next()
+                    .and_then(|pc| plan.components.pcollections.get(pc))
+                    .is_some_and(|pc| pc.is_bounded == crate::plan::IsBounded::Bounded);
+                if bounded {
+                    Feature::ReadBounded
+                } else {
+                    Feature::ReadUnbounded
+                }
+            }
             _ => Feature::UnknownTransform,
         };
         out.push((f, t.unique_name.clone()));

@@ -16,6 +16,7 @@
 mod cogroup;
 mod count;
 mod distinct;
+mod generate;
 mod kv;
 mod numeric;
 mod sample;
@@ -25,6 +26,7 @@ mod top;
 pub use cogroup::{CoGroupByKey, CoGroupExt, CoGrouped, Union};
 pub use count::{Count, CountFn};
 pub use distinct::Distinct;
+pub use generate::{GenerateSequence, SequencePosition};
 pub use kv::{Keys, KvSwap, Values};
 pub use numeric::{Max, Mean, Min, Numeric, Sum};
 pub use sample::Sample;

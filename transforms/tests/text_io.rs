@@ -148,3 +148,52 @@ fn invalid_utf8_names_the_file_and_line() {
     );
     assert!(e.contains(&expected), "{e}");
 }
+
+#[test]
+fn generate_sequence_is_the_same_on_any_number_of_partitions() {
+    use tidewater::{ReadStatus, Source, Timestamp};
+    use tidewater_transforms::GenerateSequence;
+    let gen = GenerateSequence::new(10, Some(60))
+        .with_event_time(1_000, 5)
+        .with_out_of_orderness(7, 3)
+        .with_late_records(11, 100);
+    let read_all = |partitions: usize| {
+        let mut g = gen.clone();
+        let mut all = Vec::new();
+        for p in 0..partitions {
+            let mut pos = g.initial_position(p, partitions);
+            loop {
+                let mut out = Vec::new();
+                let status = g
+                    .read(p, partitions, &mut pos, 3, Timestamp(0), &mut out)
+                    .unwrap();
+                // Every record is at or after the watermark reported before it, unless late.
+                all.extend(out);
+                if status == ReadStatus::Done {
+                    assert_eq!(g.watermark(p, partitions, &pos), Timestamp::MAX);
+                    break;
+                }
+            }
+        }
+        all.sort();
+        all
+    };
+    let one = read_all(1);
+    assert_eq!(one.len(), 50);
+    assert_eq!(one, read_all(3));
+    assert_eq!(one, read_all(7));
+    // Offsets 21, 32, 43, 54 are late by 100 ms; the others are at most 7 ms early.
+    for (n, ts) in &one {
+        let nominal = 1_000 + (*n as i64 - 10) * 5;
+        let late = (*n - 10) % 11 == 0 && *n > 10;
+        let back = nominal - ts.millis();
+        assert!(
+            if late {
+                (100..=107).contains(&back)
+            } else {
+                (0..=7).contains(&back)
+            },
+            "{n}: {back}"
+        );
+    }
+}

@@ -32,6 +32,19 @@ pub struct ExecOptions {
     pub replay_hint: Option<String>,
     /// A partial-combine table holding more groups than this is flushed early.
     pub partial_flush_groups: usize,
+    /// The processing-time clock.
+    pub clock: Clock,
+    /// Stop reading sources after this long and drain.
+    pub max_duration: Option<std::time::Duration>,
+}
+
+/// Where processing time comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Clock {
+    /// Starts at 0 and moves only when a TestStream advances it: deterministic.
+    Simulated,
+    /// The wall clock.
+    Wall,
 }
 
 impl Default for ExecOptions {
@@ -43,6 +56,8 @@ impl Default for ExecOptions {
             lift_combiners: true,
             replay_hint: None,
             partial_flush_groups: 100_000,
+            clock: Clock::Simulated,
+            max_duration: None,
         }
     }
 }
@@ -64,6 +79,8 @@ pub fn execute(plan: &ExecutablePlan, options: &ExecOptions) -> Result<PipelineR
         watermarks: vec![Timestamp::MIN; plan.pcollections.len()],
         cursors: vec![0; plan.nodes.len()],
         processing_time: Timestamp(0),
+        sources: (0..plan.nodes.len()).map(|_| None).collect(),
+        started: std::time::Instant::now(),
     };
     // Every capture is in the result, even one that received nothing.
     for node in &plan.nodes {
@@ -134,8 +151,32 @@ struct Executor<'p> {
     watermarks: Vec<Timestamp>,
     /// Per source node: how much of it has been produced.
     cursors: Vec<usize>,
-    /// The simulated processing-time clock (TestStream advances it).
+    /// The processing-time clock (TestStream advances it when simulated).
     processing_time: Timestamp,
+    /// Per Read node: its readers.
+    sources: Vec<Option<SourceState>>,
+    started: std::time::Instant,
+}
+
+/// A Read node's partitions and where each stands.
+struct SourceState {
+    source: Box<dyn tidewater::exec::ErasedSource>,
+    positions: Vec<Vec<u8>>,
+    done: Vec<bool>,
+    idle: Vec<bool>,
+    watermarks: Vec<Timestamp>,
+}
+
+/// Partitions a source is split into by the in-process executor.
+const SOURCE_PARTITIONS: usize = 1;
+
+fn wall_clock() -> Timestamp {
+    Timestamp(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or(0),
+    )
 }
 
 /// Whether a grouping combines partially before the shuffle: only a liftable combine
@@ -167,16 +208,100 @@ impl Executor<'_> {
                 self.reducers[i] = Some(Reducer::new(w, assigner, ops.new_reduce_state(phase)));
             }
         }
+        for (i, n) in self.plan.nodes.iter().enumerate() {
+            if let NodeKind::Read { .. } = &n.kind {
+                let source = n.instantiate_source()?;
+                let partitions = source.partitions(SOURCE_PARTITIONS);
+                let positions = (0..partitions)
+                    .map(|p| source.initial_position(p, partitions))
+                    .collect::<std::result::Result<Vec<_>, _>>()
+                    .map_err(|e| unwrap_downstream(attribute(e, &n.name)))?;
+                self.sources[i] = Some(SourceState {
+                    source,
+                    positions,
+                    done: vec![false; partitions],
+                    idle: vec![false; partitions],
+                    watermarks: vec![Timestamp::MIN; partitions],
+                });
+            }
+        }
+        if self.options.clock == Clock::Wall {
+            self.processing_time = wall_clock();
+        }
         // Rounds until nothing moves: sources exhausted, every reducer quiet.
         loop {
+            if self.options.clock == Clock::Wall {
+                self.processing_time = self.processing_time.max(wall_clock());
+            }
+            if self
+                .options
+                .max_duration
+                .is_some_and(|d| self.started.elapsed() >= d)
+            {
+                for s in self.sources.iter_mut().flatten() {
+                    s.done.iter_mut().for_each(|d| *d = true);
+                }
+            }
             let mut progress = false;
             for i in 0..self.plan.nodes.len() {
                 progress |= self.step(i)?;
             }
             if !progress {
-                return Ok(());
+                // An idle unbounded source may have more later on the wall clock.
+                let waiting = self.options.clock == Clock::Wall
+                    && self
+                        .sources
+                        .iter()
+                        .flatten()
+                        .any(|s| s.done.iter().any(|d| !d));
+                if !waiting {
+                    return Ok(());
+                }
+                std::thread::sleep(std::time::Duration::from_millis(1));
             }
         }
+    }
+
+    fn step_read(&mut self, i: usize) -> Result<bool> {
+        let node = &self.plan.nodes[i];
+        let out = node.outputs[0];
+        let max = self.options.max_bundle_size.max(1);
+        let now = self.processing_time;
+        let state = self.sources[i].as_mut().expect("every Read has readers");
+        let partitions = state.positions.len();
+        let mut progress = false;
+        for p in 0..partitions {
+            if state.done[p] {
+                continue;
+            }
+            let read = state
+                .source
+                .read(p, partitions, &mut state.positions[p], max, now)
+                .map_err(|e| unwrap_downstream(attribute(e, &node.name)))?;
+            state.idle[p] = read.status == tidewater::ReadStatus::Idle;
+            state.done[p] = read.status == tidewater::ReadStatus::Done;
+            state.watermarks[p] = state.watermarks[p].max(read.watermark);
+            if !read.batch.is_empty() {
+                progress = true;
+                self.buffers[out].push(read.batch);
+            }
+        }
+        // Idle partitions do not hold the watermark back unless all are idle.
+        let live = |idle: bool| {
+            (0..partitions)
+                .filter(|&p| !state.done[p] && state.idle[p] == idle)
+                .map(|p| state.watermarks[p])
+                .min()
+        };
+        let wm = live(false).or_else(|| live(true)).unwrap_or(Timestamp::MAX);
+        if wm > self.watermarks[out] {
+            self.watermarks[out] = wm;
+            progress = true;
+        }
+        if !self.buffers[out].is_empty() {
+            self.run_stage(out)?;
+        }
+        Ok(progress)
     }
 
     /// One node's part of a round; whether anything happened.
@@ -256,6 +381,7 @@ impl Executor<'_> {
                 Ok(true)
             }
             NodeKind::Grouping { .. } => self.step_grouping(i),
+            NodeKind::Read { .. } => self.step_read(i),
             NodeKind::Capture { .. } => Ok(false),
         }
     }
@@ -476,7 +602,10 @@ fn build_targets(plan: &ExecutablePlan, pc: usize, lifted: &[bool]) -> Result<Ta
             NodeKind::Grouping { .. } => Target::Pending(c),
             NodeKind::Flatten => Target::Buffer(node.outputs[0]),
             NodeKind::Capture { name } => Target::Capture(name.clone()),
-            NodeKind::Impulse | NodeKind::Create { .. } | NodeKind::TestStream { .. } => {
+            NodeKind::Impulse
+            | NodeKind::Create { .. }
+            | NodeKind::TestStream { .. }
+            | NodeKind::Read { .. } => {
                 return Err(Error::Internal(format!(
                     "'{}' consumes an input",
                     node.name

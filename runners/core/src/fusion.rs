@@ -78,9 +78,10 @@ pub fn describe(plan: &ExecutablePlan) -> String {
                     NodeKind::Grouping { .. } => "shuffle to",
                     NodeKind::Flatten => "flatten into",
                     NodeKind::Capture { .. } => "capture by",
-                    NodeKind::Impulse | NodeKind::Create { .. } | NodeKind::TestStream { .. } => {
-                        "?"
-                    }
+                    NodeKind::Impulse
+                    | NodeKind::Create { .. }
+                    | NodeKind::TestStream { .. }
+                    | NodeKind::Read { .. } => "?",
                 };
                 sinks.push(format!("  -> {kind} {}", plan.nodes[c].name));
             }

@@ -10,5 +10,5 @@ pub mod translate;
 pub mod triggers;
 pub mod windowing;
 
-pub use executor::{execute, ExecOptions};
+pub use executor::{execute, Clock, ExecOptions};
 pub use translate::{translate, ExecutablePlan};

@@ -358,9 +358,13 @@ impl Reducer {
         let mut timers = Vec::new();
         let (pane, timestamp, emit, finished) = {
             let st = self.windows.get_mut(&(k, w)).expect("active window");
+            // Beam's PaneInfoTracker: late once an on-time or late pane went out, or once
+            // the output watermark passed the window (its on-time moment is gone
+            // downstream); early while the input watermark has not passed its end.
             let timing = match st.last_timing {
                 Some(Timing::OnTime) | Some(Timing::Late) => Timing::Late,
-                _ if watermark < end_of(&w) => Timing::Early,
+                _ if self.output_watermark > end_of(&w) => Timing::Late,
+                _ if watermark <= end_of(&w) => Timing::Early,
                 _ => Timing::OnTime,
             };
             let mut ctx = TriggerContext {

@@ -58,6 +58,15 @@ pub enum NodeKind {
         /// The assigner.
         assigner: Option<crate::windowing::WindowAssigner>,
     },
+    /// Reads a registered source.
+    Read {
+        /// The source's registered name.
+        name: String,
+        /// Builds an instance.
+        factory: tidewater::registry::SourceFactory,
+        /// Its fields.
+        fields: serde_json::Value,
+    },
     /// A scripted unbounded source.
     TestStream {
         /// The script.
@@ -99,6 +108,22 @@ impl NodeKind {
 }
 
 impl Node {
+    /// A fresh instance of a Read node's source.
+    pub fn instantiate_source(&self) -> Result<Box<dyn tidewater::exec::ErasedSource>> {
+        match &self.kind {
+            NodeKind::Read {
+                name,
+                factory,
+                fields,
+            } => factory(fields).map_err(|message| Error::FunctionPayload {
+                name: name.clone(),
+                transform: self.name.clone(),
+                message,
+            }),
+            _ => Err(Error::Internal(format!("'{}' is not a Read", self.name))),
+        }
+    }
+
     /// A fresh instance of a fusable node's function.
     pub fn instantiate(
         &self,
@@ -231,6 +256,26 @@ pub fn translate(plan: &Plan) -> Result<ExecutablePlan> {
                     }
                 };
                 NodeKind::WindowInto { assigner }
+            }
+            urn::READ => {
+                #[derive(serde::Deserialize)]
+                #[serde(deny_unknown_fields)]
+                struct Payload {
+                    source: tidewater::plan::UserFunction,
+                }
+                let p: Payload = payload(t, &spec.payload)?;
+                let factory =
+                    registry::source(&p.source.name).ok_or_else(|| Error::UnknownFunction {
+                        kind: "source",
+                        kind_snake: "source",
+                        name: p.source.name.clone(),
+                        transform: format!("transform '{}'", t.unique_name),
+                    })?;
+                NodeKind::Read {
+                    name: p.source.name,
+                    factory,
+                    fields: p.source.fields,
+                }
             }
             urn::TEST_STREAM => {
                 #[derive(serde::Deserialize)]
@@ -382,6 +427,13 @@ fn check_shape(n: &Node, pcs: &[PCollectionInfo]) -> Result<()> {
                         .batch_from_json(&json)
                         .map_err(|m| invalid(format!("TestStream '{}': {m}", n.name)))?;
                 }
+            }
+        }
+        NodeKind::Read { .. } => {
+            arity(0, Some(1))?;
+            let s = n.instantiate_source()?;
+            if s.output_type() != ty(n.outputs[0]) {
+                return mismatch("the output", s.output_type(), ty(n.outputs[0]));
             }
         }
         NodeKind::WindowInto { .. } => {

@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use tidewater::runner::{register_runner, Capabilities, Feature, PipelineResult, Runner};
 use tidewater::{plan::Plan, Error, PipelineOptions, Result};
-use tidewater_runners_core::{execute, translate, ExecOptions};
+use tidewater_runners_core::{execute, translate, Clock, ExecOptions};
 
 /// Bundle size limit with validation on (sizes are drawn from 1 to this).
 const VALIDATING_BUNDLE_SIZE: usize = 100;
@@ -34,11 +34,18 @@ impl Runner for DirectRunner {
 
     fn run(&self, plan: &Plan, options: &PipelineOptions) -> Result<PipelineResult> {
         let exec = translate(plan)?;
-        execute(&exec, &exec_options(options)?)
+        // A TestStream scripts processing time; otherwise it is the wall clock.
+        let uses_test_stream = exec.nodes.iter().any(|n| {
+            matches!(
+                n.kind,
+                tidewater_runners_core::translate::NodeKind::TestStream { .. }
+            )
+        });
+        execute(&exec, &exec_options(options, uses_test_stream)?)
     }
 }
 
-fn exec_options(options: &PipelineOptions) -> Result<ExecOptions> {
+fn exec_options(options: &PipelineOptions, uses_test_stream: bool) -> Result<ExecOptions> {
     let validate = !options.no_validate;
     let seed = options.seed.unwrap_or_else(fresh_seed);
     let parse = |key: &str, default: usize| -> Result<usize> {
@@ -78,6 +85,12 @@ fn exec_options(options: &PipelineOptions) -> Result<ExecOptions> {
         )?,
         lift_combiners: lift,
         partial_flush_groups: parse("partial_flush_groups", 100_000)?,
+        clock: if uses_test_stream {
+            Clock::Simulated
+        } else {
+            Clock::Wall
+        },
+        max_duration: options.max_duration,
         replay_hint: validate.then(|| {
             format!("direct runner seed {seed}; rerun with --seed={seed} to replay this order")
         }),

@@ -14,6 +14,7 @@ mod key_index;
 mod metrics;
 mod reduce_state;
 mod rng;
+mod source;
 
 pub use batch::{downcast_batch, AnyBatch, Batch, ElementType, TypedElementType};
 pub use grouping::{GroupingOps, GroupingPhase, GroupingTable};
@@ -24,3 +25,4 @@ pub use key_index::KeyIndex;
 pub use metrics::{DistributionData, MetricResults, StepMetrics};
 pub use reduce_state::{KeyId, ReduceFnState};
 pub use rng::SplitMix64;
+pub use source::{ErasedSource, SourceInvoker, SourceRead};

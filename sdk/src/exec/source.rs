@@ -1,0 +1,109 @@
+use super::{AnyBatch, Batch, ExecError, Phase};
+use crate::{coder, ReadStatus, Source, Timestamp, WindowedValue};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// One read of a partition.
+pub struct SourceRead {
+    /// The records, in the global window.
+    pub batch: Box<dyn AnyBatch>,
+    /// What the read found.
+    pub status: ReadStatus,
+    /// The partition's watermark after the read.
+    pub watermark: Timestamp,
+}
+
+/// A [`Source`] behind the erased interface runners drive; positions are encoded bytes,
+/// so a runner can snapshot them without knowing their type.
+pub trait ErasedSource: Send {
+    /// Name of the record type.
+    fn output_type(&self) -> &'static str;
+    /// Whether the source is finite.
+    fn is_bounded(&self) -> bool;
+    /// How many partitions to read, given a desired number.
+    fn partitions(&self, desired: usize) -> usize;
+    /// The encoded initial position of a partition.
+    fn initial_position(&self, partition: usize, partitions: usize) -> Result<Vec<u8>, ExecError>;
+    /// Reads up to `max` records from the encoded `position`, updating it.
+    fn read(
+        &mut self,
+        partition: usize,
+        partitions: usize,
+        position: &mut Vec<u8>,
+        max: usize,
+        now: Timestamp,
+    ) -> Result<SourceRead, ExecError>;
+}
+
+/// Runs a typed [`Source`] behind [`ErasedSource`].
+pub struct SourceInvoker<S: Source>(pub S);
+
+fn user_error(message: String) -> ExecError {
+    ExecError::User {
+        phase: Phase::Process,
+        element: None,
+        message,
+    }
+}
+
+impl<S: Source> ErasedSource for SourceInvoker<S> {
+    fn output_type(&self) -> &'static str {
+        std::any::type_name::<S::Output>()
+    }
+    fn is_bounded(&self) -> bool {
+        self.0.is_bounded()
+    }
+    fn partitions(&self, desired: usize) -> usize {
+        self.0.partitions(desired).max(1)
+    }
+    fn initial_position(&self, partition: usize, partitions: usize) -> Result<Vec<u8>, ExecError> {
+        let p = self.0.initial_position(partition, partitions);
+        let mut bytes = Vec::new();
+        coder::encode_into(&p, &mut bytes)
+            .map_err(|e| user_error(format!("source position does not encode: {e}")))?;
+        Ok(bytes)
+    }
+    fn read(
+        &mut self,
+        partition: usize,
+        partitions: usize,
+        position: &mut Vec<u8>,
+        max: usize,
+        now: Timestamp,
+    ) -> Result<SourceRead, ExecError> {
+        let mut pos: S::Position = coder::decode(position)
+            .map_err(|e| user_error(format!("source position does not decode: {e}")))?;
+        let mut out = Vec::new();
+        let src = &mut self.0;
+        let status = match catch_unwind(AssertUnwindSafe(|| {
+            src.read(partition, partitions, &mut pos, max, now, &mut out)
+        })) {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => {
+                return Err(user_error(format!(
+                    "reading partition {partition} at {pos:?} failed: {e}"
+                )))
+            }
+            Err(_) => {
+                return Err(user_error(format!(
+                    "reading partition {partition} at {pos:?} panicked"
+                )))
+            }
+        };
+        let watermark = self.0.watermark(partition, partitions, &pos);
+        position.clear();
+        coder::encode_into(&pos, position)
+            .map_err(|e| user_error(format!("source position does not encode: {e}")))?;
+        let items = out
+            .into_iter()
+            .map(|(value, ts)| WindowedValue {
+                timestamp: ts,
+                ..WindowedValue::in_global_window(value)
+            })
+            .collect();
+        Ok(SourceRead {
+            batch: Box::new(Batch { items }),
+            status,
+            watermark,
+        })
+    }
+}

@@ -1,0 +1,83 @@
+//! Sources: bounded and unbounded input with partitions, resumable positions and
+//! watermark estimates.
+
+use crate::{Element, Timestamp, UserError};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use std::fmt::Debug;
+
+/// What a read of a source partition found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadStatus {
+    /// More records may follow at once.
+    More,
+    /// Nothing is available now (a rate-limited or tailing source); the partition does
+    /// not hold back the watermark while idle.
+    Idle,
+    /// The partition is exhausted.
+    Done,
+}
+
+/// A source of records, split into partitions, each read from a resumable position.
+///
+/// The position is plain serializable data (an offset, a checkpoint mark): the
+/// fault-tolerant runners store it in snapshots and resume reading from it, so reading
+/// the same partition from the same position must give the same records.
+///
+/// ```
+/// use serde::{Deserialize, Serialize};
+/// use tidewater::{ReadStatus, Source, Timestamp, UserError};
+///
+/// /// The numbers below `n`, one per millisecond of event time.
+/// #[derive(Serialize, Deserialize)]
+/// struct Numbers { n: u64 }
+///
+/// impl Source for Numbers {
+///     type Output = u64;
+///     type Position = u64;
+///     fn is_bounded(&self) -> bool { true }
+///     fn initial_position(&self, partition: usize, _partitions: usize) -> u64 { partition as u64 }
+///     fn read(&mut self, _p: usize, partitions: usize, next: &mut u64, max: usize, _now: Timestamp,
+///             out: &mut Vec<(u64, Timestamp)>) -> Result<ReadStatus, UserError> {
+///         for _ in 0..max {
+///             if *next >= self.n { return Ok(ReadStatus::Done); }
+///             out.push((*next, Timestamp(*next as i64)));
+///             *next += partitions as u64;
+///         }
+///         Ok(ReadStatus::More)
+///     }
+///     fn watermark(&self, _p: usize, _partitions: usize, next: &u64) -> Timestamp { Timestamp(*next as i64) }
+/// }
+/// ```
+pub trait Source: Send + Sync + 'static {
+    /// The records.
+    type Output: Element;
+    /// Where a partition's reader stands.
+    type Position: Serialize + DeserializeOwned + Clone + Debug + Send + Sync + 'static;
+    /// Whether the source is finite.
+    fn is_bounded(&self) -> bool;
+    /// How many partitions to read in parallel, given a desired number.
+    fn partitions(&self, desired: usize) -> usize {
+        desired.max(1)
+    }
+    /// The position partition `partition` of `partitions` starts from.
+    fn initial_position(&self, partition: usize, partitions: usize) -> Self::Position;
+    /// Reads up to `max` records of the partition from `position` into `out` (record and
+    /// event timestamp), advancing `position`. `now` is the processing time.
+    fn read(
+        &mut self,
+        partition: usize,
+        partitions: usize,
+        position: &mut Self::Position,
+        max: usize,
+        now: Timestamp,
+        out: &mut Vec<(Self::Output, Timestamp)>,
+    ) -> Result<ReadStatus, UserError>;
+    /// The partition's watermark at `position`: no record earlier than it will follow.
+    fn watermark(
+        &self,
+        partition: usize,
+        partitions: usize,
+        position: &Self::Position,
+    ) -> Timestamp;
+}

@@ -1,0 +1,184 @@
+//! A deterministic generator source (Beam's `GenerateSequence`, with event times).
+
+use serde::{Deserialize, Serialize};
+use tidewater::{ReadStatus, Source, Timestamp, UserError};
+
+/// The numbers `from..to` (or from `from` on, unbounded), each with an event time that
+/// advances `event_interval_ms` per number, optionally rate-limited on the processing
+/// clock, with optional deterministic out-of-orderness and late records.
+///
+/// Given the same settings it produces the same numbers with the same timestamps at the
+/// same offsets on any number of partitions: partition `p` of `n` reads `from + p`,
+/// `from + p + n`, ... The position is the next offset to read (plus when reading
+/// started, for the rate limit), so a reader resumes exactly where it stood.
+///
+/// ```
+/// use tidewater::{Pipeline, Read};
+/// use tidewater_transforms::GenerateSequence;
+/// tidewater_runner_direct::register();
+/// let p = Pipeline::new(Default::default());
+/// p.apply("Numbers", Read::from(GenerateSequence::new(0, Some(100)))).capture("numbers");
+/// let r = p.run().unwrap();
+/// assert_eq!(r.captured_values::<u64>("numbers").unwrap(), (0..100).collect::<Vec<_>>());
+/// ```
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GenerateSequence {
+    /// First number.
+    pub from: u64,
+    /// One past the last number; `None` for an unbounded sequence.
+    pub to: Option<u64>,
+    /// Numbers per second of processing time; `None` for as fast as possible.
+    pub rate_per_sec: Option<f64>,
+    /// Event time of `from`, in ms.
+    pub start_ms: i64,
+    /// Event time between consecutive numbers, in ms.
+    pub event_interval_ms: i64,
+    /// Each number's event time is moved back by a pseudo-random amount in
+    /// `[0, out_of_orderness_ms]`; the watermark accounts for it.
+    pub out_of_orderness_ms: i64,
+    /// Every `late_every`-th number (if set) is moved back by `lateness_ms`, behind the
+    /// watermark: late data.
+    pub late_every: Option<u64>,
+    /// How far late numbers are moved back, in ms.
+    pub lateness_ms: i64,
+    /// Seed of the out-of-orderness.
+    pub seed: u64,
+}
+
+/// Where a partition's reader stands.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SequencePosition {
+    /// The next number to read.
+    pub next: u64,
+    /// Processing time of the first read, for the rate limit.
+    pub started_ms: Option<i64>,
+}
+
+fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+impl GenerateSequence {
+    /// The numbers `from..to` (unbounded if `to` is `None`), 1 ms of event time apart
+    /// from time 0, as fast as possible.
+    pub fn new(from: u64, to: Option<u64>) -> Self {
+        GenerateSequence {
+            from,
+            to,
+            rate_per_sec: None,
+            start_ms: 0,
+            event_interval_ms: 1,
+            out_of_orderness_ms: 0,
+            late_every: None,
+            lateness_ms: 0,
+            seed: 0,
+        }
+    }
+
+    /// At most `rate` numbers per second of processing time.
+    pub fn with_rate(mut self, rate: f64) -> Self {
+        self.rate_per_sec = Some(rate);
+        self
+    }
+
+    /// Event time of the first number and between numbers.
+    pub fn with_event_time(mut self, start_ms: i64, interval_ms: i64) -> Self {
+        self.start_ms = start_ms;
+        self.event_interval_ms = interval_ms;
+        self
+    }
+
+    /// Bounded out-of-orderness, seeded.
+    pub fn with_out_of_orderness(mut self, ms: i64, seed: u64) -> Self {
+        self.out_of_orderness_ms = ms;
+        self.seed = seed;
+        self
+    }
+
+    /// Every `every`-th number arrives `lateness_ms` behind the watermark.
+    pub fn with_late_records(mut self, every: u64, lateness_ms: i64) -> Self {
+        self.late_every = Some(every.max(1));
+        self.lateness_ms = lateness_ms;
+        self
+    }
+
+    fn nominal_time(&self, n: u64) -> i64 {
+        self.start_ms
+            .saturating_add(((n - self.from) as i64).saturating_mul(self.event_interval_ms))
+    }
+
+    /// The event time of number `n`.
+    pub fn event_time(&self, n: u64) -> Timestamp {
+        let mut t = self.nominal_time(n);
+        if self.out_of_orderness_ms > 0 {
+            t -= (mix(self.seed ^ n) % (self.out_of_orderness_ms as u64 + 1)) as i64;
+        }
+        if self
+            .late_every
+            .is_some_and(|k| n > self.from && (n - self.from).is_multiple_of(k))
+        {
+            t -= self.lateness_ms;
+        }
+        Timestamp(t)
+    }
+}
+
+impl Source for GenerateSequence {
+    type Output = u64;
+    type Position = SequencePosition;
+
+    fn is_bounded(&self) -> bool {
+        self.to.is_some()
+    }
+
+    fn initial_position(&self, partition: usize, _partitions: usize) -> SequencePosition {
+        SequencePosition {
+            next: self.from + partition as u64,
+            started_ms: None,
+        }
+    }
+
+    fn read(
+        &mut self,
+        _partition: usize,
+        partitions: usize,
+        pos: &mut SequencePosition,
+        max: usize,
+        now: Timestamp,
+        out: &mut Vec<(u64, Timestamp)>,
+    ) -> Result<ReadStatus, UserError> {
+        let started = *pos.started_ms.get_or_insert(now.millis());
+        let step = partitions as u64;
+        for _ in 0..max {
+            if self.to.is_some_and(|to| pos.next >= to) {
+                return Ok(ReadStatus::Done);
+            }
+            if let Some(rate) = self.rate_per_sec {
+                // Number k of this partition is due k / (rate / partitions) seconds in.
+                let k = (pos.next - self.from) / step;
+                let due = started as f64 + k as f64 * 1000.0 * step as f64 / rate;
+                if (now.millis() as f64) < due {
+                    return Ok(ReadStatus::Idle);
+                }
+            }
+            out.push((pos.next, self.event_time(pos.next)));
+            pos.next += step;
+        }
+        Ok(ReadStatus::More)
+    }
+
+    fn watermark(
+        &self,
+        _partition: usize,
+        _partitions: usize,
+        pos: &SequencePosition,
+    ) -> Timestamp {
+        if self.to.is_some_and(|to| pos.next >= to) {
+            return Timestamp::MAX;
+        }
+        Timestamp(self.nominal_time(pos.next) - self.out_of_orderness_ms)
+    }
+}

@@ -1,0 +1,84 @@
+//! The generator source on the direct runner: bounded in windows, and unbounded until
+//! --max-duration.
+
+use tidewater::{
+    BoundedWindow, PaneInfo, Pipeline, PipelineOptions, Read, Timestamp, Window, WindowFn,
+};
+use tidewater_transforms::{Count, GenerateSequence};
+
+fn options() -> PipelineOptions {
+    tidewater_runner_direct::register();
+    PipelineOptions {
+        seed: Some(5),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn a_bounded_sequence_counts_exactly_per_window() {
+    let p = Pipeline::new(options());
+    p.apply(
+        "Numbers",
+        Read::from(GenerateSequence::new(0, Some(1000)).with_event_time(0, 1)),
+    )
+    .apply("Fixed100", Window::into(WindowFn::fixed(100)))
+    .apply("Count", Count::globally())
+    .capture("counts");
+    let r = p.run().unwrap();
+    let mut got: Vec<(i64, u64, PaneInfo, Timestamp)> = r
+        .captured::<u64>("counts")
+        .unwrap()
+        .into_iter()
+        .map(|wv| {
+            let start = match wv.windows.iter().next() {
+                Some(BoundedWindow::Interval { start, .. }) => start.millis(),
+                other => panic!("{other:?}"),
+            };
+            (start, wv.value, wv.pane, wv.timestamp)
+        })
+        .collect();
+    got.sort_by_key(|g| g.0);
+    let expected: Vec<(i64, u64, PaneInfo, Timestamp)> = (0..10)
+        .map(|k| {
+            (
+                k * 100,
+                100,
+                PaneInfo::ON_TIME_AND_ONLY_FIRING,
+                Timestamp(k * 100 + 99),
+            )
+        })
+        .collect();
+    assert_eq!(got, expected);
+}
+
+#[test]
+fn an_unbounded_sequence_stops_at_max_duration_and_drains() {
+    let o = PipelineOptions {
+        max_duration: Some(std::time::Duration::from_millis(300)),
+        ..options()
+    };
+    let p = Pipeline::new(o);
+    p.apply(
+        "Numbers",
+        Read::from(GenerateSequence::new(0, None).with_rate(2_000.0)),
+    )
+    .apply("Fixed100", Window::into(WindowFn::fixed(100)))
+    .apply("Count", Count::globally())
+    .capture("counts");
+    let started = std::time::Instant::now();
+    let r = p.run().unwrap();
+    let elapsed = started.elapsed();
+    assert!(
+        elapsed >= std::time::Duration::from_millis(300),
+        "{elapsed:?}"
+    );
+    let counts = r.captured_values::<u64>("counts").unwrap();
+    let total: u64 = counts.iter().sum();
+    // About 2 numbers per ms for 300 ms were read; every one was counted once.
+    assert!(total > 100 && total < 2_000, "{total}");
+    // Windows of 100 numbers (1 ms apart in event time) are full except the last.
+    assert!(
+        counts.iter().filter(|c| **c == 100).count() as u64 >= total / 100 - 1,
+        "{counts:?}"
+    );
+}
