@@ -1,6 +1,8 @@
 //! Runnable Tidewater pipelines. Each binary takes `--runner` and the other
 //! [`PipelineOptions`](tidewater::PipelineOptions).
 
+pub mod stateful_word_count;
+pub mod streaming_word_count;
 pub mod word_count;
 
 /// Makes every runner this binary links selectable with `--runner`.

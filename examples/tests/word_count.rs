@@ -112,3 +112,87 @@ fn the_binary_reports_a_refused_runner_and_exits_non_zero() {
         "{stderr}"
     );
 }
+
+#[test]
+fn stateful_plan_snapshot() {
+    let p = Pipeline::new(PipelineOptions::default());
+    tidewater_examples::stateful_word_count::build(&p, "data/sample.txt");
+    insta::assert_snapshot!(
+        "stateful_wordcount_plan",
+        plan::encode(&p.to_plan().unwrap())
+    );
+}
+
+#[test]
+fn running_counts_reach_the_word_counts() {
+    tidewater_examples::register_runners();
+    let expected = oracle(&std::fs::read_to_string(word_count::SAMPLE).unwrap());
+    let p = Pipeline::new(PipelineOptions {
+        seed: Some(9),
+        ..Default::default()
+    });
+    tidewater_examples::stateful_word_count::build(&p, word_count::SAMPLE).capture("running");
+    let updates = p
+        .run()
+        .unwrap()
+        .captured_values::<(String, u64)>("running")
+        .unwrap();
+    // Every word gets exactly the updates 1, 2, ..., its count.
+    let mut want: Vec<(String, u64)> = expected
+        .iter()
+        .flat_map(|(w, c)| (1..=*c).map(move |i| (w.clone(), i)))
+        .collect();
+    want.sort();
+    let mut got = updates;
+    got.sort();
+    assert_eq!(got, want);
+}
+
+#[test]
+fn streaming_plan_snapshot() {
+    let p = Pipeline::new(PipelineOptions::default());
+    tidewater_examples::streaming_word_count::build(&p, 24_000, 2_000.0, 42);
+    insta::assert_snapshot!(
+        "streaming_wordcount_plan",
+        plan::encode(&p.to_plan().unwrap())
+    );
+}
+
+#[test]
+fn streaming_counts_add_up_per_window() {
+    tidewater_examples::register_runners();
+    let p = Pipeline::new(PipelineOptions {
+        seed: Some(4),
+        ..Default::default()
+    });
+    tidewater_examples::streaming_word_count::build(&p, 3_000, 0.0, 42).capture("counts");
+    let r = p.run().unwrap();
+    // Accumulating panes: each word's last pane in each window holds its full count.
+    let mut last: BTreeMap<(String, tidewater::BoundedWindow), (u64, u64)> = BTreeMap::new();
+    for wv in r.captured::<(String, u64)>("counts").unwrap() {
+        let w = *wv.windows.iter().next().unwrap();
+        let e = last.entry((wv.value.0.clone(), w)).or_insert((0, 0));
+        if wv.pane.index >= e.0 {
+            *e = (wv.pane.index, wv.value.1);
+        }
+    }
+    // The same words, counted in plain Rust: record i's words, at its event time.
+    let mut oracle: BTreeMap<(String, tidewater::BoundedWindow), u64> = BTreeMap::new();
+    let seq = tidewater_transforms::GenerateSequence::new(0, Some(3_000))
+        .with_event_time(0, 1)
+        .with_late_records(97, 12_000);
+    for i in 0..3_000u64 {
+        let t = seq.event_time(i).millis();
+        let start = t.div_euclid(10_000) * 10_000;
+        let w = tidewater::BoundedWindow::Interval {
+            start: tidewater::Timestamp(start),
+            end: tidewater::Timestamp(start + 10_000),
+        };
+        for word in tidewater_examples::streaming_word_count::words_of(42, i) {
+            *oracle.entry((word, w)).or_insert(0) += 1;
+        }
+    }
+    let got: BTreeMap<(String, tidewater::BoundedWindow), u64> =
+        last.into_iter().map(|(k, (_, c))| (k, c)).collect();
+    assert_eq!(got, oracle);
+}

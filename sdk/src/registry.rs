@@ -30,8 +30,16 @@ pub type SourceFactory = Arc<
     dyn Fn(&serde_json::Value) -> Result<Box<dyn crate::exec::ErasedSource>, String> + Send + Sync,
 >;
 
+/// Builds a stateful DoFn from its fields in the plan.
+pub type StatefulDoFnFactory = Arc<
+    dyn Fn(&serde_json::Value) -> Result<Box<dyn crate::exec::ErasedStatefulDoFn>, String>
+        + Send
+        + Sync,
+>;
+
 #[derive(Default)]
 struct Registry {
+    stateful_do_fns: HashMap<String, StatefulDoFnFactory>,
     sources: HashMap<String, SourceFactory>,
     /// The Rust type behind each registered name, to catch two types with one name.
     owners: HashMap<String, TypeId>,
@@ -201,4 +209,24 @@ pub fn register_source<S: crate::Source + DeserializeOwned>() -> String {
 /// The source factory named `name`.
 pub fn source(name: &str) -> Option<SourceFactory> {
     read().sources.get(name).cloned()
+}
+
+/// Registers a stateful DoFn whose fields deserialize with serde, under its type name.
+pub fn register_stateful_do_fn<F: crate::StatefulDoFn + DeserializeOwned>() -> String {
+    register_element_type::<(F::Key, F::Value)>();
+    register_element_type::<F::Out>();
+    let name = std::any::type_name::<F>().to_string();
+    let factory: StatefulDoFnFactory = Arc::new(|fields| {
+        let f: F = serde_json::from_value(fields.clone()).map_err(|e| e.to_string())?;
+        Ok(Box::new(crate::StatefulInvoker::new(f)) as Box<dyn crate::exec::ErasedStatefulDoFn>)
+    });
+    let mut r = write();
+    r.claim::<F>(&name);
+    r.stateful_do_fns.entry(name.clone()).or_insert(factory);
+    name
+}
+
+/// The stateful DoFn factory named `name`.
+pub fn stateful_do_fn(name: &str) -> Option<StatefulDoFnFactory> {
+    read().stateful_do_fns.get(name).cloned()
 }

@@ -33,6 +33,8 @@ pub enum Feature {
     WindowInto,
     /// A scripted unbounded source.
     TestStream,
+    /// A DoFn with state and timers.
+    StatefulParDo,
     /// Reading a bounded source.
     ReadBounded,
     /// Reading an unbounded source.
@@ -45,7 +47,7 @@ pub enum Feature {
 
 impl Feature {
     /// Every feature, for capability matrices.
-    pub const ALL: [Feature; 15] = [
+    pub const ALL: [Feature; 16] = [
         Feature::Impulse,
         Feature::Create,
         Feature::ParDo,
@@ -57,6 +59,7 @@ impl Feature {
         Feature::Capture,
         Feature::WindowInto,
         Feature::TestStream,
+        Feature::StatefulParDo,
         Feature::ReadBounded,
         Feature::ReadUnbounded,
         Feature::UnknownTransform,
@@ -78,6 +81,7 @@ impl fmt::Display for Feature {
             Feature::Capture => "Capture",
             Feature::WindowInto => "Window.into",
             Feature::TestStream => "TestStream",
+            Feature::StatefulParDo => "stateful ParDo (state and timers)",
             Feature::ReadBounded => "Read (bounded)",
             Feature::ReadUnbounded => "Read (unbounded)",
             Feature::UnknownTransform => "unknown transform URN",
@@ -109,6 +113,7 @@ pub fn plan_features(plan: &Plan) -> Vec<(Feature, String)> {
             urn::CAPTURE => Feature::Capture,
             urn::WINDOW_INTO => Feature::WindowInto,
             urn::TEST_STREAM => Feature::TestStream,
+            urn::STATEFUL_PAR_DO => Feature::StatefulParDo,
             urn::READ => {
                 let bounded = t
                     .outputs

@@ -5,13 +5,9 @@
 //! `cargo run --release -p tidewater-examples --bin streaming_wordcount -- --runner=direct`
 
 use clap::Parser;
-use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use tidewater::{
-    BoundedWindow, DoFn, ParDo, Pipeline, PipelineOptions, ProcessContext, Read, Trigger,
-    UserError, Window, WindowFn,
-};
-use tidewater_transforms::{Count, GenerateSequence};
+use tidewater::{BoundedWindow, Pipeline, PipelineOptions};
+use tidewater_examples::streaming_word_count;
 
 /// Counts generated words per 10-second window, pane by pane.
 #[derive(Parser)]
@@ -34,76 +30,11 @@ struct Args {
     top: usize,
 }
 
-const WORDS: [&str; 24] = [
-    "the", "tide", "water", "river", "sea", "stream", "flow", "wave", "current", "shore", "sand",
-    "salt", "moon", "ebb", "flood", "estuary", "delta", "channel", "harbour", "bay", "reef",
-    "surf", "swell", "foam",
-];
-
-/// The words of one generated record, chosen from the seed and the record's offset, so
-/// every run (and runner) sees the same text.
-#[derive(Serialize, Deserialize)]
-struct RecordWords {
-    seed: u64,
-}
-
-fn mix(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
-impl DoFn for RecordWords {
-    type In = u64;
-    type Out = String;
-    fn process(
-        &mut self,
-        offset: u64,
-        ctx: &mut ProcessContext<'_, String>,
-    ) -> Result<(), UserError> {
-        let n = 1 + mix(self.seed ^ offset) % 4;
-        for j in 0..n {
-            let h = mix(self.seed ^ offset.rotate_left(17) ^ j);
-            // The smaller of two draws favours the first words, as in natural text.
-            let i = ((h % WORDS.len() as u64).min((h >> 32) % WORDS.len() as u64)) as usize;
-            ctx.output(WORDS[i].to_string());
-        }
-        Ok(())
-    }
-}
-
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     tidewater_examples::register_runners();
-    let pace = if args.rate > 0.0 { args.rate } else { 2_000.0 };
-    let interval_ms = (1000.0 / pace).max(1.0) as i64;
-    let mut source = GenerateSequence::new(0, (args.records > 0).then_some(args.records))
-        .with_event_time(0, interval_ms)
-        .with_late_records(97, 12_000);
-    if args.rate > 0.0 {
-        source = source.with_rate(args.rate);
-    }
-    let trigger = Trigger::after_watermark()
-        .with_early_firings(Trigger::after_processing_time().plus_delay_of(1_000))
-        .with_late_firings(Trigger::after_count(1));
     let p = Pipeline::new(args.options.clone());
-    p.apply("Generate", Read::from(source))
-        .apply(
-            "Words",
-            ParDo::of(RecordWords {
-                seed: args.word_seed,
-            }),
-        )
-        .apply(
-            "Window",
-            Window::into(WindowFn::fixed(10_000))
-                .triggering(trigger)
-                .with_allowed_lateness(30_000)
-                .accumulating_fired_panes(),
-        )
-        .apply("CountWords", Count::per_element())
-        .capture("counts");
+    streaming_word_count::build(&p, args.records, args.rate, args.word_seed).capture("counts");
     let result = p.run()?;
     // Gather the panes of all words: (window start, pane index, timing) -> counts. Each
     // word (key) fires its own panes.

@@ -80,6 +80,7 @@ pub fn execute(plan: &ExecutablePlan, options: &ExecOptions) -> Result<PipelineR
         cursors: vec![0; plan.nodes.len()],
         processing_time: Timestamp(0),
         sources: (0..plan.nodes.len()).map(|_| None).collect(),
+        stateful: (0..plan.nodes.len()).map(|_| None).collect(),
         started: std::time::Instant::now(),
     };
     // Every capture is in the result, even one that received nothing.
@@ -155,6 +156,8 @@ struct Executor<'p> {
     processing_time: Timestamp,
     /// Per Read node: its readers.
     sources: Vec<Option<SourceState>>,
+    /// Per stateful ParDo node: its runner.
+    stateful: Vec<Option<crate::stateful::StatefulRunner>>,
     started: std::time::Instant,
 }
 
@@ -223,6 +226,19 @@ impl Executor<'_> {
                     idle: vec![false; partitions],
                     watermarks: vec![Timestamp::MIN; partitions],
                 });
+            }
+        }
+        for (i, n) in self.plan.nodes.iter().enumerate() {
+            if let NodeKind::Stateful { .. } = &n.kind {
+                let lateness = self.plan.pcollections[n.inputs[0]]
+                    .windowing
+                    .allowed_lateness_ms;
+                let state = Box::new(crate::state::InMemoryStateBackend::default());
+                self.stateful[i] = Some(crate::stateful::StatefulRunner::new(
+                    n.instantiate_stateful()?,
+                    state,
+                    lateness,
+                ));
             }
         }
         if self.options.clock == Clock::Wall {
@@ -382,8 +398,58 @@ impl Executor<'_> {
             }
             NodeKind::Grouping { .. } => self.step_grouping(i),
             NodeKind::Read { .. } => self.step_read(i),
+            NodeKind::Stateful { .. } => self.step_stateful(i),
             NodeKind::Capture { .. } => Ok(false),
         }
+    }
+
+    fn step_stateful(&mut self, node: usize) -> Result<bool> {
+        let n = &self.plan.nodes[node];
+        let attribute = |e: ExecError| unwrap_downstream(attribute(e, &n.name));
+        let mut runner = self.stateful[node]
+            .take()
+            .expect("every stateful ParDo has a runner");
+        let mut progress = false;
+        let result = (|| -> Result<()> {
+            let mut outputs = Vec::new();
+            let pending = std::mem::take(&mut self.pending[node]);
+            if !pending.is_empty() {
+                progress = true;
+                let all = self.concat(pending, n.inputs[0]);
+                for chunk in all.into_chunks(&mut std::iter::repeat(BATCH_SIZE)) {
+                    outputs.push(runner.process(chunk).map_err(attribute)?);
+                }
+            }
+            let wm = self.watermarks[n.inputs[0]];
+            if wm > runner.input_watermark() || runner.has_due_work(wm, self.processing_time) {
+                progress = true;
+            }
+            runner
+                .advance(wm, self.processing_time, &mut outputs)
+                .map_err(attribute)?;
+            let dropped = runner.take_dropped();
+            if dropped > 0 {
+                self.metrics
+                    .step_mut(&n.name)
+                    .inc_counter(crate::reduce::DROPPED_DUE_TO_LATENESS, dropped);
+            }
+            let o = n.outputs[0];
+            self.watermarks[o] = runner.output_watermark();
+            let mut any = false;
+            for out in outputs {
+                if !out.is_empty() {
+                    any = true;
+                    self.buffers[o].push(out);
+                }
+            }
+            if any {
+                progress = true;
+                self.run_stage(o)?;
+            }
+            Ok(())
+        })();
+        self.stateful[node] = Some(runner);
+        result.map(|()| progress)
     }
 
     fn step_grouping(&mut self, node: usize) -> Result<bool> {
@@ -599,7 +665,7 @@ fn build_targets(plan: &ExecutablePlan, pc: usize, lifted: &[bool]) -> Result<Ta
                 }))
             }
             NodeKind::Grouping { .. } if lifted[c] => Target::Partial(c),
-            NodeKind::Grouping { .. } => Target::Pending(c),
+            NodeKind::Grouping { .. } | NodeKind::Stateful { .. } => Target::Pending(c),
             NodeKind::Flatten => Target::Buffer(node.outputs[0]),
             NodeKind::Capture { name } => Target::Capture(name.clone()),
             NodeKind::Impulse

@@ -76,6 +76,7 @@ pub fn describe(plan: &ExecutablePlan) -> String {
                     NodeKind::ParDo { .. } | NodeKind::WindowInto { .. } => continue,
                     NodeKind::Grouping { ops } if ops.liftable() => "partial combine for",
                     NodeKind::Grouping { .. } => "shuffle to",
+                    NodeKind::Stateful { .. } => "shuffle to stateful",
                     NodeKind::Flatten => "flatten into",
                     NodeKind::Capture { .. } => "capture by",
                     NodeKind::Impulse

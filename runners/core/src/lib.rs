@@ -6,6 +6,8 @@
 pub mod executor;
 pub mod fusion;
 pub mod reduce;
+pub mod state;
+pub mod stateful;
 pub mod translate;
 pub mod triggers;
 pub mod windowing;

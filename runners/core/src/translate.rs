@@ -58,6 +58,15 @@ pub enum NodeKind {
         /// The assigner.
         assigner: Option<crate::windowing::WindowAssigner>,
     },
+    /// A DoFn with state and timers.
+    Stateful {
+        /// Registered name.
+        name: String,
+        /// Builds an instance.
+        factory: tidewater::registry::StatefulDoFnFactory,
+        /// Its fields.
+        fields: serde_json::Value,
+    },
     /// Reads a registered source.
     Read {
         /// The source's registered name.
@@ -108,6 +117,25 @@ impl NodeKind {
 }
 
 impl Node {
+    /// A fresh instance of a stateful ParDo node's DoFn.
+    pub fn instantiate_stateful(&self) -> Result<Box<dyn tidewater::exec::ErasedStatefulDoFn>> {
+        match &self.kind {
+            NodeKind::Stateful {
+                name,
+                factory,
+                fields,
+            } => factory(fields).map_err(|message| Error::FunctionPayload {
+                name: name.clone(),
+                transform: self.name.clone(),
+                message,
+            }),
+            _ => Err(Error::Internal(format!(
+                "'{}' is not a stateful ParDo",
+                self.name
+            ))),
+        }
+    }
+
     /// A fresh instance of a Read node's source.
     pub fn instantiate_source(&self) -> Result<Box<dyn tidewater::exec::ErasedSource>> {
         match &self.kind {
@@ -256,6 +284,27 @@ pub fn translate(plan: &Plan) -> Result<ExecutablePlan> {
                     }
                 };
                 NodeKind::WindowInto { assigner }
+            }
+            urn::STATEFUL_PAR_DO => {
+                #[derive(serde::Deserialize)]
+                #[serde(deny_unknown_fields)]
+                struct Payload {
+                    do_fn: tidewater::plan::UserFunction,
+                }
+                let p: Payload = payload(t, &spec.payload)?;
+                let factory = registry::stateful_do_fn(&p.do_fn.name).ok_or_else(|| {
+                    Error::UnknownFunction {
+                        kind: "stateful DoFn",
+                        kind_snake: "stateful_do_fn",
+                        name: p.do_fn.name.clone(),
+                        transform: format!("transform '{}'", t.unique_name),
+                    }
+                })?;
+                NodeKind::Stateful {
+                    name: p.do_fn.name,
+                    factory,
+                    fields: p.do_fn.fields,
+                }
             }
             urn::READ => {
                 #[derive(serde::Deserialize)]
@@ -427,6 +476,16 @@ fn check_shape(n: &Node, pcs: &[PCollectionInfo]) -> Result<()> {
                         .batch_from_json(&json)
                         .map_err(|m| invalid(format!("TestStream '{}': {m}", n.name)))?;
                 }
+            }
+        }
+        NodeKind::Stateful { .. } => {
+            arity(1, Some(1))?;
+            let f = n.instantiate_stateful()?;
+            if f.input_type() != ty(n.inputs[0]) {
+                return mismatch("the input", f.input_type(), ty(n.inputs[0]));
+            }
+            if f.output_type() != ty(n.outputs[0]) {
+                return mismatch("the output", f.output_type(), ty(n.outputs[0]));
             }
         }
         NodeKind::Read { .. } => {

@@ -15,6 +15,7 @@ mod metrics;
 mod reduce_state;
 mod rng;
 mod source;
+mod state;
 
 pub use batch::{downcast_batch, AnyBatch, Batch, ElementType, TypedElementType};
 pub use grouping::{GroupingOps, GroupingPhase, GroupingTable};
@@ -26,3 +27,4 @@ pub use metrics::{DistributionData, MetricResults, StepMetrics};
 pub use reduce_state::{KeyId, ReduceFnState};
 pub use rng::SplitMix64;
 pub use source::{ErasedSource, SourceInvoker, SourceRead};
+pub use state::{ErasedStatefulDoFn, FiredTimer, StateAccess, TimeDomain};

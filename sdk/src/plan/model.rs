@@ -222,6 +222,8 @@ pub mod urn {
     pub const SESSION_WINDOWS: &str = "beam:window_fn:session_windows:v1";
     /// A registered user WindowFn; payload `{"name", "fields", "merging"}`.
     pub const CUSTOM_WINDOWS: &str = "tidewater:window_fn:custom:v1";
+    /// A DoFn with state and timers per key and window; payload `{"do_fn": <UserFunction>}`.
+    pub const STATEFUL_PAR_DO: &str = "tidewater:transform:stateful_pardo:v1";
     /// Reads a registered source; payload `{"source": <UserFunction>}`.
     pub const READ: &str = "beam:transform:read:v1";
     /// A scripted unbounded source; payload `{"events": [...]}`.

@@ -10,6 +10,7 @@ mod pardo;
 mod partition;
 mod read;
 mod reduce;
+mod stateful_pardo;
 mod test_stream;
 mod window_into;
 
@@ -24,5 +25,6 @@ pub use group_by_key::{GroupByKey, GroupByKeyOps};
 pub use pardo::{PCollectionTuple, ParDo, ParDoWithOutputs};
 pub use partition::{Partition, PartitionFn};
 pub use read::Read;
+pub use stateful_pardo::StatefulParDo;
 pub use test_stream::{TestStream, TestStreamEvent};
 pub use window_into::{Window, WithTimestampsFn};

@@ -1,0 +1,40 @@
+//! The running count per word kept in state: (word, count so far) for every occurrence,
+//! the map-with-state example of Spark Streaming, Samza and Flink, in our API.
+
+use crate::word_count::extract_words;
+use serde::{Deserialize, Serialize};
+use tidewater::{PCollection, Pipeline, StateContext, StatefulDoFn, StatefulParDo, UserError};
+use tidewater_transforms::TextIO;
+
+/// Keeps the count of each word in value state.
+#[derive(Serialize, Deserialize)]
+pub struct RunningCount;
+
+impl StatefulDoFn for RunningCount {
+    type Key = String;
+    type Value = u64;
+    type Out = (String, u64);
+    fn process(
+        &mut self,
+        word: &String,
+        n: u64,
+        ctx: &mut StateContext<'_, (String, u64)>,
+    ) -> Result<(), UserError> {
+        let count = ctx.read_value::<u64>("count")?.unwrap_or(0) + n;
+        ctx.write_value("count", &count)?;
+        ctx.output((word.clone(), count));
+        Ok(())
+    }
+}
+
+fn one(word: String) -> (String, u64) {
+    (word, 1)
+}
+
+/// Reads `input` and emits (word, count so far) per word occurrence.
+pub fn build(p: &Pipeline, input: &str) -> PCollection<(String, u64)> {
+    p.apply("ReadLines", TextIO::read().from(input))
+        .flat_map("ExtractWords", extract_words)
+        .map("PairWithOne", one)
+        .apply("RunningCount", StatefulParDo::of(RunningCount))
+}

@@ -1,0 +1,111 @@
+//! State and timers of a window are dropped once it expires.
+
+use serde::{Deserialize, Serialize};
+use tidewater::exec::{Batch, StateAccess};
+use tidewater::{
+    BoundedWindow, StateContext, StatefulDoFn, StatefulInvoker, Timestamp, UserError,
+    WindowedValue, Windows,
+};
+use tidewater_runners_core::state::{InMemoryStateBackend, StateBackend};
+use tidewater_runners_core::stateful::StatefulRunner;
+
+#[derive(Serialize, Deserialize)]
+struct Remember;
+
+impl StatefulDoFn for Remember {
+    type Key = String;
+    type Value = i64;
+    type Out = i64;
+    fn process(
+        &mut self,
+        _k: &String,
+        v: i64,
+        ctx: &mut StateContext<'_, i64>,
+    ) -> Result<(), UserError> {
+        ctx.bag_add("seen", &v)?;
+        ctx.write_value("last", &v)?;
+        ctx.set_event_timer_with_output("late", Timestamp(v + 100), Timestamp(v))
+    }
+}
+
+fn element(k: &str, v: i64, w: BoundedWindow) -> WindowedValue<(String, i64)> {
+    WindowedValue {
+        value: (k.to_string(), v),
+        timestamp: Timestamp(v),
+        windows: Windows::One(w),
+        pane: tidewater::PaneInfo::NO_FIRING,
+    }
+}
+
+#[test]
+fn expired_windows_lose_their_state_and_timers() {
+    let w = |s: i64| BoundedWindow::Interval {
+        start: Timestamp(s),
+        end: Timestamp(s + 10),
+    };
+    let mut runner = StatefulRunner::new(
+        Box::new(StatefulInvoker::new(Remember)),
+        Box::new(InMemoryStateBackend::default()),
+        100,
+    );
+    let batch = Batch {
+        items: vec![
+            element("a", 1, w(0)),
+            element("b", 2, w(0)),
+            element("a", 15, w(10)),
+        ],
+    };
+    runner.process(Box::new(batch)).unwrap();
+    assert_eq!(runner.state_cells(), 6);
+    let mut out = Vec::new();
+    runner
+        .advance(Timestamp(50), Timestamp(0), &mut out)
+        .unwrap();
+    assert_eq!(
+        runner.output_watermark(),
+        Timestamp(1),
+        "pending timers hold the output watermark at their output times"
+    );
+    // [0, 10) expires once the watermark passes 9 + 100; [10, 20) once it passes 119.
+    runner
+        .advance(Timestamp(109), Timestamp(0), &mut out)
+        .unwrap();
+    assert_eq!(runner.state_cells(), 6);
+    assert_eq!(
+        runner.output_watermark(),
+        Timestamp(15),
+        "the timers of a and b fired; a's in [10, 20) holds"
+    );
+    runner
+        .advance(Timestamp(110), Timestamp(0), &mut out)
+        .unwrap();
+    assert_eq!(runner.state_cells(), 2);
+    runner
+        .advance(Timestamp(120), Timestamp(0), &mut out)
+        .unwrap();
+    assert_eq!(runner.state_cells(), 0);
+    assert!(
+        !runner.has_due_work(Timestamp::MAX, Timestamp::MAX),
+        "no timers left"
+    );
+}
+
+#[test]
+fn a_snapshot_restores_every_cell() {
+    let mut s = InMemoryStateBackend::default();
+    let g = BoundedWindow::Global;
+    s.put(b"k", &g, "v", vec![1]);
+    s.bag_add(b"k", &g, "bag", vec![2]);
+    s.bag_add(b"k", &g, "bag", vec![3]);
+    s.map_put(b"k", &g, "map", vec![4], vec![5]);
+    let mut t = InMemoryStateBackend::default();
+    t.restore(&s.snapshot()).unwrap();
+    assert_eq!(t.get(b"k", &g, "v"), Some(&[1u8][..]));
+    assert_eq!(t.bag(b"k", &g, "bag"), vec![&[2u8][..], &[3u8][..]]);
+    assert_eq!(
+        t.map_entries(b"k", &g, "map"),
+        vec![(&[4u8][..], &[5u8][..])]
+    );
+    assert!(t.restore(b"\xff\xff").is_err());
+    let _unused: Option<&dyn StateAccess> = None;
+}

@@ -1,0 +1,108 @@
+use super::{AnyBatch, ExecError};
+use crate::{BoundedWindow, Timestamp};
+
+/// The time domain of a timer.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+pub enum TimeDomain {
+    /// Fires when the input watermark passes it.
+    EventTime,
+    /// Fires when processing time passes it.
+    ProcessingTime,
+}
+
+/// Where a stateful DoFn's state and timers live, addressed by (encoded key, window,
+/// name). Implemented by the runner's state backend; values are encoded bytes, so the
+/// backend can snapshot them without knowing their types.
+pub trait StateAccess {
+    /// A value cell.
+    fn get(&self, key: &[u8], window: &BoundedWindow, name: &str) -> Option<&[u8]>;
+    /// Writes a value cell.
+    fn put(&mut self, key: &[u8], window: &BoundedWindow, name: &str, value: Vec<u8>);
+    /// The entries of a bag cell, in insertion order.
+    fn bag(&self, key: &[u8], window: &BoundedWindow, name: &str) -> Vec<&[u8]>;
+    /// Appends to a bag cell.
+    fn bag_add(&mut self, key: &[u8], window: &BoundedWindow, name: &str, value: Vec<u8>);
+    /// An entry of a map cell (sets are maps to nothing).
+    fn map_get(
+        &self,
+        key: &[u8],
+        window: &BoundedWindow,
+        name: &str,
+        entry: &[u8],
+    ) -> Option<&[u8]>;
+    /// Writes an entry of a map cell; returns whether it was new.
+    fn map_put(
+        &mut self,
+        key: &[u8],
+        window: &BoundedWindow,
+        name: &str,
+        entry: Vec<u8>,
+        value: Vec<u8>,
+    ) -> bool;
+    /// Removes an entry of a map cell.
+    fn map_remove(&mut self, key: &[u8], window: &BoundedWindow, name: &str, entry: &[u8]);
+    /// The entries of a map cell, ordered by encoded entry key.
+    fn map_entries(&self, key: &[u8], window: &BoundedWindow, name: &str) -> Vec<(&[u8], &[u8])>;
+    /// Drops a cell of any kind.
+    fn clear(&mut self, key: &[u8], window: &BoundedWindow, name: &str);
+    /// Sets (or resets) timer `name`; the error says why it cannot be set (its window
+    /// has expired).
+    fn set_timer(
+        &mut self,
+        key: &[u8],
+        window: &BoundedWindow,
+        name: &str,
+        domain: TimeDomain,
+        at: Timestamp,
+        output: Timestamp,
+    ) -> Result<(), String>;
+    /// Clears timer `name`.
+    fn clear_timer(&mut self, key: &[u8], window: &BoundedWindow, name: &str, domain: TimeDomain);
+    /// Current processing time.
+    fn processing_time(&self) -> Timestamp;
+    /// Current input watermark.
+    fn input_watermark(&self) -> Timestamp;
+    /// Whether `window` has expired: its state is gone and input for it is dropped.
+    fn is_expired(&self, window: &BoundedWindow) -> bool;
+    /// Counts an input dropped because its window expired.
+    fn drop_late(&mut self);
+}
+
+/// A timer that fired.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FiredTimer {
+    /// The encoded key.
+    pub key: Vec<u8>,
+    /// The window.
+    pub window: BoundedWindow,
+    /// The timer's name.
+    pub name: String,
+    /// Its domain.
+    pub domain: TimeDomain,
+    /// When it was set to fire.
+    pub at: Timestamp,
+    /// The timestamp of its outputs.
+    pub output: Timestamp,
+}
+
+/// A stateful DoFn behind the erased interface a runner drives.
+pub trait ErasedStatefulDoFn: Send {
+    /// Name of the input element type (`(K, V)`).
+    fn input_type(&self) -> &'static str;
+    /// Name of the output element type.
+    fn output_type(&self) -> &'static str;
+    /// Processes a batch of `(K, V)` elements; returns the outputs.
+    fn process(
+        &mut self,
+        input: Box<dyn AnyBatch>,
+        state: &mut dyn StateAccess,
+    ) -> Result<Box<dyn AnyBatch>, ExecError>;
+    /// Runs a fired timer; returns the outputs.
+    fn on_timer(
+        &mut self,
+        timer: &FiredTimer,
+        state: &mut dyn StateAccess,
+    ) -> Result<Box<dyn AnyBatch>, ExecError>;
+}

@@ -1,0 +1,53 @@
+use crate::plan::{urn, FunctionSpec, UserFunction};
+use crate::{PCollection, PTransform, StatefulDoFn};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+/// Applies a [`StatefulDoFn`] to a keyed PCollection.
+///
+/// ```
+/// # use serde::{Deserialize, Serialize};
+/// # use tidewater::{StateContext, StatefulDoFn, UserError};
+/// # #[derive(Serialize, Deserialize)] struct RunningCount;
+/// # impl StatefulDoFn for RunningCount { type Key = String; type Value = u64; type Out = (String, u64);
+/// #   fn process(&mut self, w: &String, n: u64, ctx: &mut StateContext<'_, (String, u64)>) -> Result<(), UserError> {
+/// #     let c = ctx.read_value::<u64>("c")?.unwrap_or(0) + n; ctx.write_value("c", &c)?; ctx.output((w.clone(), c)); Ok(()) } }
+/// let p = tidewater::Pipeline::new(Default::default());
+/// let running = p.create("Words", vec![("a".to_string(), 1u64)]).apply("Running", tidewater::StatefulParDo::of(RunningCount));
+/// ```
+pub struct StatefulParDo<F> {
+    f: F,
+}
+
+impl StatefulParDo<()> {
+    /// A stateful ParDo of `f`; its fields travel in the plan.
+    pub fn of<F: StatefulDoFn + Serialize + DeserializeOwned>(f: F) -> StatefulParDo<F> {
+        StatefulParDo { f }
+    }
+}
+
+impl<F: StatefulDoFn + Serialize + DeserializeOwned> PTransform<PCollection<(F::Key, F::Value)>>
+    for StatefulParDo<F>
+{
+    type Output = PCollection<F::Out>;
+    fn expand(self, input: PCollection<(F::Key, F::Value)>) -> PCollection<F::Out> {
+        let p = input.pipeline().clone();
+        let name = crate::registry::register_stateful_do_fn::<F>();
+        let fields = serde_json::to_value(&self.f).unwrap_or_else(|e| {
+            p.record_error(format!("the fields of {name} do not serialize: {e}"));
+            serde_json::Value::Null
+        });
+        let payload = serde_json::json!({ "do_fn": UserFunction { name, fields } });
+        let bounded = p.is_bounded(&[input.id]);
+        let out = p.set_primitive(
+            FunctionSpec {
+                urn: urn::STATEFUL_PAR_DO.into(),
+                payload,
+            },
+            true,
+            crate::pipeline::output_types::<F::Out>("main"),
+            bounded,
+        );
+        p.pcollection(out[0])
+    }
+}
