@@ -218,9 +218,29 @@ pub struct ProcessContext<'a, O> {
     pub(crate) pane: PaneInfo,
     pub(crate) skew: i64,
     pub(crate) metrics: &'a mut StepMetrics,
+    pub(crate) side_inputs: &'a dyn crate::SideInputReader,
 }
 
 impl<O: Element> ProcessContext<'_, O> {
+    /// The value of side input `view` for the window being processed: the side input's
+    /// window that holds the end of this one. The ParDo must declare it with
+    /// `with_side_input(&view)`.
+    pub fn side_input<T: 'static>(
+        &self,
+        view: &crate::PCollectionView<T>,
+    ) -> Result<&T, UserError> {
+        let w = self.window();
+        let any = self.side_inputs.get(view.tag(), &w)?;
+        any.downcast_ref::<T>().ok_or_else(|| {
+            format!(
+                "side input '{}' does not hold a {}",
+                view.tag(),
+                std::any::type_name::<T>()
+            )
+            .into()
+        })
+    }
+
     /// Outputs `value` to the main output with the input's timestamp and windows.
     pub fn output(&mut self, value: O) {
         let wv = WindowedValue {

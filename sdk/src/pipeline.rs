@@ -333,6 +333,13 @@ impl Pipeline {
         }
     }
 
+    /// Adds inputs (side inputs) to the transform being expanded.
+    pub(crate) fn add_inputs(&self, inputs: Vec<(String, usize)>) {
+        let mut g = self.graph.borrow_mut();
+        let id = *g.scopes.last().expect("add_inputs outside of apply");
+        g.transforms[id].inputs.extend(inputs);
+    }
+
     /// Claims a capture name; false if another Capture has it.
     pub(crate) fn claim_capture_name(&self, name: &str) -> bool {
         self.graph

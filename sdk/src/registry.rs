@@ -37,8 +37,14 @@ pub type StatefulDoFnFactory = Arc<
         + Sync,
 >;
 
+/// Builds a side input's view function from its fields.
+pub type ViewFactory = Arc<
+    dyn Fn(&serde_json::Value) -> Result<Arc<dyn crate::side_input::ViewOps>, String> + Send + Sync,
+>;
+
 #[derive(Default)]
 struct Registry {
+    views: HashMap<String, ViewFactory>,
     stateful_do_fns: HashMap<String, StatefulDoFnFactory>,
     sources: HashMap<String, SourceFactory>,
     /// The Rust type behind each registered name, to catch two types with one name.
@@ -229,4 +235,16 @@ pub fn register_stateful_do_fn<F: crate::StatefulDoFn + DeserializeOwned>() -> S
 /// The stateful DoFn factory named `name`.
 pub fn stateful_do_fn(name: &str) -> Option<StatefulDoFnFactory> {
     read().stateful_do_fns.get(name).cloned()
+}
+
+/// Registers a side-input view function under `name`.
+pub fn register_view<O: 'static>(name: &str, factory: ViewFactory) {
+    let mut r = write();
+    r.claim::<O>(name);
+    r.views.entry(name.to_string()).or_insert(factory);
+}
+
+/// The view factory named `name`.
+pub fn view(name: &str) -> Option<ViewFactory> {
+    read().views.get(name).cloned()
 }

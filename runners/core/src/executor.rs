@@ -81,6 +81,11 @@ pub fn execute(plan: &ExecutablePlan, options: &ExecOptions) -> Result<PipelineR
         processing_time: Timestamp(0),
         sources: (0..plan.nodes.len()).map(|_| None).collect(),
         stateful: (0..plan.nodes.len()).map(|_| None).collect(),
+        side_data: plan
+            .nodes
+            .iter()
+            .map(|n| (0..n.inputs.len()).map(|_| Vec::new()).collect())
+            .collect(),
         started: std::time::Instant::now(),
     };
     // Every capture is in the result, even one that received nothing.
@@ -156,6 +161,8 @@ struct Executor<'p> {
     processing_time: Timestamp,
     /// Per Read node: its readers.
     sources: Vec<Option<SourceState>>,
+    /// Per node, per input index: the side-input batches received so far.
+    side_data: Vec<Vec<Vec<Box<dyn AnyBatch>>>>,
     /// Per stateful ParDo node: its runner.
     stateful: Vec<Option<crate::stateful::StatefulRunner>>,
     started: std::time::Instant,
@@ -375,6 +382,9 @@ impl Executor<'_> {
                 }
                 Ok(true)
             }
+            NodeKind::ParDo { side_inputs, .. } if !side_inputs.is_empty() => {
+                self.step_side_input_pardo(i)
+            }
             NodeKind::ParDo { .. } | NodeKind::WindowInto { .. } => {
                 let wm = self.watermarks[node.inputs[0]];
                 for &o in &node.outputs {
@@ -401,6 +411,90 @@ impl Executor<'_> {
             NodeKind::Stateful { .. } => self.step_stateful(i),
             NodeKind::Capture { .. } => Ok(false),
         }
+    }
+
+    /// A ParDo with side inputs: runs the held main-input elements whose side inputs
+    /// are ready (each side input's watermark passed the side window the element's
+    /// window maps to), holds the rest, and holds back its output watermark for them.
+    fn step_side_input_pardo(&mut self, node: usize) -> Result<bool> {
+        let n = &self.plan.nodes[node];
+        let NodeKind::ParDo { side_inputs, .. } = &n.kind else {
+            unreachable!()
+        };
+        let main = n.inputs[0];
+        let mut held = {
+            let pending = std::mem::take(&mut self.pending[node]);
+            self.concat(pending, main)
+        };
+        let mappers: Vec<crate::side_inputs::WindowMapper> = n.inputs[1..]
+            .iter()
+            .map(|&pc| {
+                crate::side_inputs::WindowMapper::new(
+                    &self.plan.pcollections[pc].windowing.window_fn,
+                    &n.name,
+                )
+            })
+            .collect::<Result<_>>()?;
+        let side_wms: Vec<Timestamp> = n.inputs[1..]
+            .iter()
+            .map(|&pc| self.watermarks[pc])
+            .collect();
+        let ready = held.take_where(&mut |windows, _| {
+            windows.iter().all(|w| {
+                mappers
+                    .iter()
+                    .zip(&side_wms)
+                    .all(|(m, wm)| m.is_ready(w, *wm))
+            })
+        });
+        let mut progress = false;
+        if !ready.is_empty() {
+            progress = true;
+            let sides = crate::side_inputs::SideInputs::build(
+                side_inputs.iter().enumerate().map(|(k, (tag, view))| {
+                    let j = k + 1;
+                    let ty = &self.plan.pcollections[n.inputs[j]].element_type;
+                    let mut all = ty.new_batch();
+                    for b in &self.side_data[node][j] {
+                        all.append(b.clone_batch());
+                    }
+                    (tag.clone(), mappers[k].clone(), view.clone(), all)
+                }),
+                &ready,
+            );
+            let op = Operator {
+                name: n.name.clone(),
+                set_up: false,
+                dofn: n.instantiate(&self.plan.pcollections)?,
+                tags: n.kind.output_tags(),
+                metrics: StepMetrics::default(),
+                outputs: n
+                    .outputs
+                    .iter()
+                    .map(|&o| build_targets(self.plan, o, &self.lifted))
+                    .collect::<Result<_>>()?,
+                sides: Some(std::sync::Arc::new(sides)),
+            };
+            let mut targets = Targets {
+                pc: main,
+                list: vec![Target::Op(Box::new(op))],
+            };
+            let mut ready = ready;
+            let result = self.run_bundles(&mut ready, &mut targets);
+            let teardown = teardown_all(&mut targets);
+            self.collect_metrics(&mut targets);
+            result?;
+            teardown?;
+        }
+        let hold = held.min_timestamp();
+        let wm = hold.map_or(self.watermarks[main], |h| h.min(self.watermarks[main]));
+        for &o in &n.outputs {
+            self.watermarks[o] = self.watermarks[o].max(wm);
+        }
+        if !held.is_empty() {
+            self.pending[node].push(held);
+        }
+        Ok(progress)
     }
 
     fn step_stateful(&mut self, node: usize) -> Result<bool> {
@@ -588,6 +682,7 @@ impl Executor<'_> {
                 received: &mut self.received,
                 buffers: &mut self.buffers,
                 captures: &mut self.captures,
+                side_data: &mut self.side_data,
             };
             for batch in bundle.into_chunks(&mut std::iter::repeat(BATCH_SIZE)) {
                 deliver(targets, batch, &mut sinks, &producer).map_err(unwrap_downstream)?;
@@ -633,6 +728,8 @@ enum Target {
     Buffer(usize),
     /// Encoded into the result.
     Capture(String),
+    /// Side input `.1` (an index into the node's inputs) of ParDo node `.0`.
+    Side(usize, usize),
 }
 
 struct Operator {
@@ -643,12 +740,34 @@ struct Operator {
     tags: Vec<String>,
     metrics: StepMetrics,
     outputs: Vec<Targets>,
+    /// Side inputs, for a ParDo that has them.
+    sides: Option<std::sync::Arc<crate::side_inputs::SideInputs>>,
 }
 
 fn build_targets(plan: &ExecutablePlan, pc: usize, lifted: &[bool]) -> Result<Targets> {
     let mut list = Vec::new();
+    let mut seen_side_pardos = Vec::new();
     for &c in &plan.pcollections[pc].consumers {
         let node = &plan.nodes[c];
+        // A ParDo with side inputs holds its main input until the side inputs are
+        // ready and collects each side input whole.
+        if let NodeKind::ParDo { side_inputs, .. } = &node.kind {
+            if !side_inputs.is_empty() {
+                if !seen_side_pardos.contains(&c) {
+                    seen_side_pardos.push(c);
+                    for (j, &input) in node.inputs.iter().enumerate() {
+                        if input == pc {
+                            list.push(if j == 0 {
+                                Target::Pending(c)
+                            } else {
+                                Target::Side(c, j)
+                            });
+                        }
+                    }
+                }
+                continue;
+            }
+        }
         list.push(match &node.kind {
             NodeKind::ParDo { .. } | NodeKind::WindowInto { .. } => {
                 Target::Op(Box::new(Operator {
@@ -657,6 +776,7 @@ fn build_targets(plan: &ExecutablePlan, pc: usize, lifted: &[bool]) -> Result<Ta
                     dofn: node.instantiate(&plan.pcollections)?,
                     tags: node.kind.output_tags(),
                     metrics: StepMetrics::default(),
+                    sides: None,
                     outputs: node
                         .outputs
                         .iter()
@@ -758,6 +878,7 @@ struct Sinks<'a> {
     received: &'a mut Vec<bool>,
     buffers: &'a mut Vec<Vec<Box<dyn AnyBatch>>>,
     captures: &'a mut BTreeMap<String, (String, Vec<u8>)>,
+    side_data: &'a mut Vec<Vec<Vec<Box<dyn AnyBatch>>>>,
 }
 
 /// With validation on, accumulators round-trip through their coder as they would
@@ -868,6 +989,7 @@ fn deliver(
                 sinks.pending[*node].push(b);
             }
             Target::Buffer(pc) => sinks.buffers[*pc].push(b),
+            Target::Side(node, j) => sinks.side_data[*node][*j].push(b),
             Target::Capture(name) => {
                 let entry = sinks
                     .captures
@@ -938,8 +1060,13 @@ impl Operator {
             tags,
             metrics,
             outputs,
+            sides,
             ..
         } = self;
+        let side_inputs: &dyn tidewater::SideInputReader = match sides.as_deref() {
+            Some(s) => s,
+            None => &tidewater::NoSideInputs,
+        };
         let mut emit = OpEmit {
             outputs,
             sinks,
@@ -950,6 +1077,7 @@ impl Operator {
             metrics,
             tags,
             keep_failed_element,
+            side_inputs,
         };
         call(dofn.as_mut(), &mut ctx).map_err(|e| attribute(e, name))
     }

@@ -6,6 +6,7 @@
 pub mod executor;
 pub mod fusion;
 pub mod reduce;
+pub mod side_inputs;
 pub mod state;
 pub mod stateful;
 pub mod translate;

@@ -45,6 +45,8 @@ pub enum NodeKind {
         fields: serde_json::Value,
         /// Output tags in output order.
         output_tags: Vec<String>,
+        /// Side inputs: tag and view function; node input `1 + i` is side input `i`.
+        side_inputs: Vec<(String, Arc<dyn tidewater::ViewOps>)>,
     },
     /// GroupByKey or Combine.
     Grouping {
@@ -104,7 +106,11 @@ impl NodeKind {
     /// Whether the node runs element by element and fuses into stages (ParDo and
     /// window assignment).
     pub fn is_fusable(&self) -> bool {
-        matches!(self, NodeKind::ParDo { .. } | NodeKind::WindowInto { .. })
+        match self {
+            NodeKind::ParDo { side_inputs, .. } => side_inputs.is_empty(),
+            NodeKind::WindowInto { .. } => true,
+            _ => false,
+        }
     }
 
     /// Output tags of a fusable node, in output order.
@@ -262,7 +268,7 @@ pub fn translate(plan: &Plan) -> Result<ExecutablePlan> {
                 ))
             })
         };
-        let inputs: Vec<usize> = t.inputs.values().map(lookup).collect::<Result<_>>()?;
+        let mut inputs: Vec<usize> = t.inputs.values().map(lookup).collect::<Result<_>>()?;
         let kind = match spec.urn.as_str() {
             urn::IMPULSE => NodeKind::Impulse,
             urn::CREATE => NodeKind::Create {
@@ -348,11 +354,50 @@ pub fn translate(plan: &Plan) -> Result<ExecutablePlan> {
                         name: p.do_fn.name.clone(),
                         transform: format!("transform '{}'", t.unique_name),
                     })?;
+                // The main input first, then the side inputs in declaration order.
+                let mut side_inputs = Vec::new();
+                if !p.side_inputs.is_empty() {
+                    let main = t
+                        .inputs
+                        .iter()
+                        .find(|(k, _)| !p.side_inputs.iter().any(|s| &s.tag == *k))
+                        .map(|(_, v)| v)
+                        .ok_or_else(|| {
+                            invalid(format!("ParDo '{}' has no main input", t.unique_name))
+                        })?;
+                    inputs = vec![lookup(main)?];
+                    for side in &p.side_inputs {
+                        let pc = t.inputs.get(&side.tag).ok_or_else(|| {
+                            invalid(format!(
+                                "ParDo '{}' declares side input '{}' but has no input of that name",
+                                t.unique_name, side.tag
+                            ))
+                        })?;
+                        inputs.push(lookup(pc)?);
+                        let factory = registry::view(&side.view.name).ok_or_else(|| {
+                            Error::UnknownFunction {
+                                kind: "side input view",
+                                kind_snake: "view",
+                                name: side.view.name.clone(),
+                                transform: format!("transform '{}'", t.unique_name),
+                            }
+                        })?;
+                        let ops = factory(&side.view.fields).map_err(|message| {
+                            Error::FunctionPayload {
+                                name: side.view.name.clone(),
+                                transform: t.unique_name.clone(),
+                                message,
+                            }
+                        })?;
+                        side_inputs.push((side.tag.clone(), ops));
+                    }
+                }
                 NodeKind::ParDo {
                     do_fn: p.do_fn.name,
                     factory,
                     fields: p.do_fn.fields,
                     output_tags: p.output_tags,
+                    side_inputs,
                 }
             }
             urn::GROUP_BY_KEY | urn::COMBINE_PER_KEY | urn::COMBINE_GLOBALLY => {
@@ -519,8 +564,8 @@ fn check_shape(n: &Node, pcs: &[PCollectionInfo]) -> Result<()> {
                 }
             }
         }
-        NodeKind::ParDo { .. } => {
-            arity(1, None)?;
+        NodeKind::ParDo { side_inputs, .. } => {
+            arity(1 + side_inputs.len(), None)?;
             if n.outputs.is_empty() {
                 return arity(1, Some(1));
             }

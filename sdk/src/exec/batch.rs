@@ -44,6 +44,15 @@ pub trait AnyBatch: Send + 'static {
         &mut self,
         f: &mut dyn FnMut(crate::Timestamp, &crate::Windows) -> crate::Windows,
     );
+    /// The elements in window `w` (copies; with their other windows dropped).
+    fn in_window(&self, w: &crate::BoundedWindow) -> Box<dyn AnyBatch>;
+    /// Moves the elements for which `take(windows, timestamp)` holds into a new batch.
+    fn take_where(
+        &mut self,
+        take: &mut dyn FnMut(&crate::Windows, crate::Timestamp) -> bool,
+    ) -> Box<dyn AnyBatch>;
+    /// The smallest timestamp, if any.
+    fn min_timestamp(&self) -> Option<crate::Timestamp>;
     /// Sets the timestamps of the elements, in order (`ts.len() == self.len()`).
     fn set_timestamps(&mut self, ts: &[crate::Timestamp]);
     /// Appends the encoding of every element (with its metadata) to `out`, each
@@ -128,6 +137,33 @@ impl<T: Element> AnyBatch for Batch<T> {
         for item in &mut self.items {
             item.windows = f(item.timestamp, &item.windows);
         }
+    }
+    fn in_window(&self, w: &crate::BoundedWindow) -> Box<dyn AnyBatch> {
+        let items = self
+            .items
+            .iter()
+            .filter(|wv| wv.windows.iter().any(|x| x == w))
+            .map(|wv| WindowedValue {
+                value: wv.value.clone(),
+                timestamp: wv.timestamp,
+                windows: crate::Windows::One(*w),
+                pane: wv.pane,
+            })
+            .collect();
+        Box::new(Batch { items })
+    }
+    fn take_where(
+        &mut self,
+        take: &mut dyn FnMut(&crate::Windows, crate::Timestamp) -> bool,
+    ) -> Box<dyn AnyBatch> {
+        let (taken, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.items)
+            .into_iter()
+            .partition(|wv| take(&wv.windows, wv.timestamp));
+        self.items = kept;
+        Box::new(Batch { items: taken })
+    }
+    fn min_timestamp(&self) -> Option<crate::Timestamp> {
+        self.items.iter().map(|wv| wv.timestamp).min()
     }
     fn set_timestamps(&mut self, ts: &[crate::Timestamp]) {
         for (item, t) in self.items.iter_mut().zip(ts) {

@@ -92,6 +92,8 @@ pub struct InvokeContext<'a> {
     /// Keep a copy of each element while it is processed so that a failure can show it
     /// (validation mode); otherwise a failure names the element's position.
     pub keep_failed_element: bool,
+    /// The side inputs of this step.
+    pub side_inputs: &'a dyn crate::SideInputReader,
 }
 
 /// Runs a typed [`DoFn`] behind [`ErasedDoFn`].
@@ -169,6 +171,7 @@ impl<F: DoFn> DoFnInvoker<F> {
             pane,
             skew,
             metrics: ctx.metrics,
+            side_inputs: ctx.side_inputs,
         };
         call(Phase::Process, describe, || self.f.process(value, &mut pc))
     }

@@ -162,6 +162,19 @@ pub struct ParDoPayload {
     pub do_fn: UserFunction,
     /// Output tags in output-index order; the first is the main output.
     pub output_tags: Vec<String>,
+    /// Side inputs: each is also an input of the transform under its tag.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub side_inputs: Vec<SideInputSpec>,
+}
+
+/// A side input of a ParDo.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SideInputSpec {
+    /// The input tag (and the view's tag).
+    pub tag: String,
+    /// The registered view function that builds the value per window.
+    pub view: UserFunction,
 }
 
 /// Payload of the grouping transforms (GroupByKey, Combine.perKey, Combine.globally).

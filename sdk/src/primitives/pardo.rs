@@ -1,5 +1,5 @@
 use crate::dofn::MAIN_TAG;
-use crate::plan::{urn, FunctionSpec, ParDoPayload, UserFunction};
+use crate::plan::{urn, FunctionSpec, ParDoPayload, SideInputSpec, UserFunction};
 use crate::registry::{self, register_element_type};
 use crate::transform::POutput;
 use crate::{DoFn, Element, PCollection, PTransform, Pipeline, TupleTag};
@@ -27,12 +27,36 @@ use std::collections::BTreeMap;
 /// ```
 pub struct ParDo<F> {
     f: F,
+    sides: Vec<Side>,
+}
+
+/// A declared side input: tag, side PCollection, view function name.
+#[derive(Clone)]
+pub(crate) struct Side {
+    tag: String,
+    pcollection: usize,
+    view: String,
+}
+
+fn side_of<T>(view: &crate::PCollectionView<T>) -> Side {
+    let (pcollection, name) = view
+        .source()
+        .cloned()
+        .expect("a view made by as_singleton/as_iterable/as_map/as_multimap");
+    Side {
+        tag: view.tag().to_string(),
+        pcollection,
+        view: name,
+    }
 }
 
 impl ParDo<()> {
     /// A ParDo of `f`; its struct fields travel in the plan.
     pub fn of<F: DoFn + Serialize + DeserializeOwned>(f: F) -> ParDo<F> {
-        ParDo { f }
+        ParDo {
+            f,
+            sides: Vec::new(),
+        }
     }
 }
 
@@ -43,7 +67,14 @@ impl<F: DoFn + Serialize + DeserializeOwned> ParDo<F> {
         ParDoWithOutputs {
             f: self.f,
             tags: Vec::new(),
+            sides: self.sides,
         }
+    }
+
+    /// Declares a side input the DoFn reads with `ctx.side_input(&view)`.
+    pub fn with_side_input<T>(mut self, view: &crate::PCollectionView<T>) -> Self {
+        self.sides.push(side_of(view));
+        self
     }
 }
 
@@ -75,6 +106,7 @@ impl<F: DoFn + Serialize + DeserializeOwned> ParDo<F> {
 pub struct ParDoWithOutputs<F> {
     f: F,
     tags: Vec<(String, String)>,
+    sides: Vec<Side>,
 }
 
 impl<F> ParDoWithOutputs<F> {
@@ -135,6 +167,22 @@ pub(crate) fn apply_par_do(
     do_fn: UserFunction,
     outputs: Vec<(String, String)>,
 ) -> Vec<usize> {
+    apply_par_do_with_sides(p, input, do_fn, outputs, &[])
+}
+
+pub(crate) fn apply_par_do_with_sides(
+    p: &Pipeline,
+    input: usize,
+    do_fn: UserFunction,
+    outputs: Vec<(String, String)>,
+    sides: &[Side],
+) -> Vec<usize> {
+    p.add_inputs(
+        sides
+            .iter()
+            .map(|s| (s.tag.clone(), s.pcollection))
+            .collect(),
+    );
     for (i, (tag, _)) in outputs.iter().enumerate() {
         if outputs[..i].iter().any(|(t, _)| t == tag) {
             p.record_error(format!("output tag '{tag}' is declared twice"));
@@ -143,6 +191,16 @@ pub(crate) fn apply_par_do(
     let payload = ParDoPayload {
         do_fn,
         output_tags: outputs.iter().map(|(t, _)| t.clone()).collect(),
+        side_inputs: sides
+            .iter()
+            .map(|s| SideInputSpec {
+                tag: s.tag.clone(),
+                view: UserFunction {
+                    name: s.view.clone(),
+                    fields: serde_json::Value::Null,
+                },
+            })
+            .collect(),
     };
     let spec = FunctionSpec {
         urn: urn::PAR_DO.into(),
@@ -166,11 +224,12 @@ impl<F: DoFn + Serialize + DeserializeOwned> PTransform<PCollection<F::In>> for 
     fn expand(self, input: PCollection<F::In>) -> PCollection<F::Out> {
         let p = input.pipeline().clone();
         let do_fn = serde_do_fn(&p, &self.f);
-        let out = apply_par_do(
+        let out = apply_par_do_with_sides(
             &p,
             input.id,
             do_fn,
             crate::pipeline::output_types::<F::Out>(MAIN_TAG),
+            &self.sides,
         );
         p.pcollection(out[0])
     }
@@ -186,7 +245,7 @@ impl<F: DoFn + Serialize + DeserializeOwned> PTransform<PCollection<F::In>>
         let mut tags = crate::pipeline::output_types::<F::Out>(MAIN_TAG);
         tags.extend(self.tags);
         let names: Vec<String> = tags.iter().map(|(t, _)| t.clone()).collect();
-        let ids = apply_par_do(&p, input.id, do_fn, tags);
+        let ids = apply_par_do_with_sides(&p, input.id, do_fn, tags, &self.sides);
         PCollectionTuple {
             pipeline: p,
             outputs: names.into_iter().zip(ids).collect(),

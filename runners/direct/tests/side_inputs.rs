@@ -1,0 +1,248 @@
+//! Side inputs on the direct runner: each view kind, windowed side inputs, and main
+//! input waiting for its side input's window.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use tidewater::{
+    BoundedWindow, Combine, CombineFn, DoFn, PCollectionView, ParDo, Pipeline, PipelineOptions,
+    ProcessContext, TestStream, Timestamp, UserError, Window, WindowFn,
+};
+
+fn options(seed: u64) -> PipelineOptions {
+    tidewater_runner_direct::register();
+    PipelineOptions {
+        seed: Some(seed),
+        ..Default::default()
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+struct Total;
+impl CombineFn for Total {
+    type In = i64;
+    type Acc = i64;
+    type Out = i64;
+    fn create_accumulator(&self) -> i64 {
+        0
+    }
+    fn add_input(&self, a: &mut i64, x: i64) {
+        *a += x;
+    }
+    fn merge_accumulators(&self, a: &mut i64, b: i64) {
+        *a += b;
+    }
+    fn extract_output(&self, a: i64) -> i64 {
+        a
+    }
+}
+
+/// Pairs each element with what every view says.
+#[derive(Serialize, Deserialize)]
+struct Annotate {
+    total: PCollectionView<i64>,
+    all: PCollectionView<Vec<i64>>,
+    names: PCollectionView<BTreeMap<i64, String>>,
+    tags: PCollectionView<BTreeMap<i64, Vec<String>>>,
+}
+
+impl DoFn for Annotate {
+    type In = i64;
+    type Out = (i64, i64, usize, String, Vec<String>);
+    fn process(
+        &mut self,
+        x: i64,
+        ctx: &mut ProcessContext<'_, Self::Out>,
+    ) -> Result<(), UserError> {
+        let total = *ctx.side_input(&self.total)?;
+        let n = ctx.side_input(&self.all)?.len();
+        let name = ctx
+            .side_input(&self.names)?
+            .get(&x)
+            .cloned()
+            .unwrap_or_default();
+        let mut tags = ctx
+            .side_input(&self.tags)?
+            .get(&x)
+            .cloned()
+            .unwrap_or_default();
+        tags.sort();
+        ctx.output((x, total, n, name, tags));
+        Ok(())
+    }
+}
+
+#[test]
+fn every_view_kind_in_the_global_window() {
+    for seed in 1..4 {
+        let p = Pipeline::new(options(seed));
+        let xs = p.create("Xs", vec![1i64, 2, 3]);
+        let total = xs.apply("Total", Combine::globally(Total)).as_singleton();
+        let all = xs.as_iterable();
+        let names = p
+            .create(
+                "Names",
+                vec![(1i64, "one".to_string()), (2, "two".to_string())],
+            )
+            .as_map();
+        let tags = p
+            .create(
+                "Tags",
+                vec![
+                    (1i64, "odd".to_string()),
+                    (1, "first".to_string()),
+                    (2, "even".to_string()),
+                ],
+            )
+            .as_multimap();
+        let view = Annotate {
+            total: total.clone(),
+            all: all.clone(),
+            names: names.clone(),
+            tags: tags.clone(),
+        };
+        xs.apply(
+            "Annotate",
+            ParDo::of(view)
+                .with_side_input(&total)
+                .with_side_input(&all)
+                .with_side_input(&names)
+                .with_side_input(&tags),
+        )
+        .capture("out");
+        let got = p
+            .run()
+            .unwrap()
+            .captured_values::<(i64, i64, usize, String, Vec<String>)>("out")
+            .unwrap();
+        assert_eq!(
+            got,
+            vec![
+                (1, 6, 3, "one".into(), vec!["first".into(), "odd".into()]),
+                (2, 6, 3, "two".into(), vec!["even".into()]),
+                (3, 6, 3, String::new(), vec![]),
+            ],
+            "seed {seed}"
+        );
+    }
+}
+
+/// Adds the side input's value (the window's total) to each element.
+#[derive(Serialize, Deserialize)]
+struct AddWindowTotal {
+    total: PCollectionView<i64>,
+}
+
+impl DoFn for AddWindowTotal {
+    type In = i64;
+    type Out = (i64, i64);
+    fn process(
+        &mut self,
+        x: i64,
+        ctx: &mut ProcessContext<'_, (i64, i64)>,
+    ) -> Result<(), UserError> {
+        let t = *ctx.side_input(&self.total)?;
+        ctx.output((x, t));
+        Ok(())
+    }
+}
+
+fn at(x: &i64) -> Timestamp {
+    Timestamp(*x)
+}
+
+#[test]
+fn a_windowed_side_input_is_read_in_the_main_elements_window() {
+    let p = Pipeline::new(options(1));
+    let xs = p
+        .create("Xs", vec![1i64, 4, 12, 25])
+        .with_timestamps("Stamp", at)
+        .apply("Fixed10", Window::into(WindowFn::fixed(10)));
+    let totals = xs
+        .apply("Total", Combine::globally(Total))
+        .as_singleton_with_default(-1);
+    xs.apply(
+        "Add",
+        ParDo::of(AddWindowTotal {
+            total: totals.clone(),
+        })
+        .with_side_input(&totals),
+    )
+    .capture("out");
+    let got = p
+        .run()
+        .unwrap()
+        .captured_values::<(i64, i64)>("out")
+        .unwrap();
+    assert_eq!(got, vec![(1, 5), (4, 5), (12, 12), (25, 25)]);
+}
+
+#[test]
+fn main_input_waits_until_its_side_window_is_complete() {
+    let p = Pipeline::new(options(1));
+    // Main elements arrive first; the side input's data for [0, 10) arrives later, and
+    // only the watermark passing 9 completes it.
+    let main = TestStream::new()
+        .add_elements(vec![(2i64, Timestamp(2)), (15, Timestamp(15))])
+        .advance_watermark_to_infinity();
+    let side = TestStream::new()
+        .advance_watermark_to(Timestamp(0))
+        .add_elements(vec![(100i64, Timestamp(1))])
+        .add_elements(vec![(20i64, Timestamp(5)), (7, Timestamp(17))])
+        .advance_watermark_to(Timestamp(10))
+        .advance_watermark_to_infinity();
+    let xs = p
+        .apply("Main", main)
+        .apply("MainWindows", Window::into(WindowFn::fixed(10)));
+    let totals = p
+        .apply("Side", side)
+        .apply("SideWindows", Window::into(WindowFn::fixed(10)))
+        .apply("Total", Combine::globally(Total))
+        .as_singleton();
+    xs.apply(
+        "Add",
+        ParDo::of(AddWindowTotal {
+            total: totals.clone(),
+        })
+        .with_side_input(&totals),
+    )
+    .capture("out");
+    let got = p
+        .run()
+        .unwrap()
+        .captured_values::<(i64, i64)>("out")
+        .unwrap();
+    assert_eq!(got, vec![(2, 120), (15, 7)]);
+}
+
+#[test]
+fn a_singleton_with_several_elements_is_an_error() {
+    let p = Pipeline::new(options(1));
+    let xs = p.create("Xs", vec![1i64, 2]);
+    let view = xs.as_singleton();
+    xs.apply(
+        "Add",
+        ParDo::of(AddWindowTotal {
+            total: view.clone(),
+        })
+        .with_side_input(&view),
+    )
+    .capture("out");
+    let e = p.run().unwrap_err().to_string();
+    assert!(
+        e.contains("transform 'Add' failed in process on element"),
+        "{e}"
+    );
+    assert!(e.contains("side input 'side:Xs.main:singleton' in window Global: the singleton side input has 2 elements in this window; a singleton needs exactly one"), "{e}");
+}
+
+#[test]
+fn an_undeclared_side_input_says_how_to_declare_it() {
+    let p = Pipeline::new(options(1));
+    let xs = p.create("Xs", vec![1i64]);
+    let view = xs.as_singleton();
+    xs.apply("Add", ParDo::of(AddWindowTotal { total: view }))
+        .capture("out");
+    let e = p.run().unwrap_err().to_string();
+    assert!(e.contains("side input 'side:Xs.main:singleton' was not declared on this ParDo: add .with_side_input(&view)"), "{e}");
+    let _ = BoundedWindow::Global;
+}
