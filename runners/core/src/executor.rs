@@ -460,7 +460,7 @@ impl Executor<'_> {
                     }
                     (tag.clone(), mappers[k].clone(), view.clone(), all)
                 }),
-                &ready,
+                ready.as_ref(),
             );
             let op = Operator {
                 name: n.name.clone(),

@@ -58,19 +58,9 @@ impl SideInputs {
     /// `main` map to. Each side input is (tag, mapper, view function, all its elements).
     pub fn build(
         sides: impl Iterator<Item = (String, WindowMapper, Arc<dyn ViewOps>, Box<dyn AnyBatch>)>,
-        main: &Box<dyn AnyBatch>,
+        main: &dyn AnyBatch,
     ) -> Self {
-        let mut main_windows: Vec<BoundedWindow> = Vec::new();
-        let mut collect = |w: BoundedWindow| {
-            if !main_windows.contains(&w) {
-                main_windows.push(w);
-            }
-        };
-        let mut probe = main.clone_batch();
-        let _ = probe.take_where(&mut |ws, _| {
-            ws.iter().for_each(|w| collect(*w));
-            false
-        });
+        let main_windows = main.distinct_windows();
         let mut by_tag = HashMap::new();
         for (tag, mapper, view, all) in sides {
             let mut values = HashMap::new();

@@ -53,6 +53,8 @@ pub trait AnyBatch: Send + 'static {
     ) -> Box<dyn AnyBatch>;
     /// The smallest timestamp, if any.
     fn min_timestamp(&self) -> Option<crate::Timestamp>;
+    /// The distinct windows of the elements, in first-seen order.
+    fn distinct_windows(&self) -> Vec<crate::BoundedWindow>;
     /// Sets the timestamps of the elements, in order (`ts.len() == self.len()`).
     fn set_timestamps(&mut self, ts: &[crate::Timestamp]);
     /// Appends the encoding of every element (with its metadata) to `out`, each
@@ -164,6 +166,15 @@ impl<T: Element> AnyBatch for Batch<T> {
     }
     fn min_timestamp(&self) -> Option<crate::Timestamp> {
         self.items.iter().map(|wv| wv.timestamp).min()
+    }
+    fn distinct_windows(&self) -> Vec<crate::BoundedWindow> {
+        let mut seen = Vec::new();
+        for w in self.items.iter().flat_map(|wv| wv.windows.iter()) {
+            if !seen.contains(w) {
+                seen.push(*w);
+            }
+        }
+        seen
     }
     fn set_timestamps(&mut self, ts: &[crate::Timestamp]) {
         for (item, t) in self.items.iter_mut().zip(ts) {
