@@ -2,19 +2,28 @@
 //! side only gets an empty vector for the other.
 
 use crate::case::RunResult;
+use crate::cases::panes::{event_time, fired, iw, keyed, kvs, same_outputs, ONLY};
 use crate::check::{captured, eq, metadata_eq, succeeded};
 use crate::Case;
-use tidewater::runner::Feature::{Capture, Create, Flatten, GroupByKey, ParDo};
-use tidewater::{BoundedWindow, GlobalWindow, PaneInfo, Pipeline};
+use tidewater::runner::Feature::{Capture, Create, Flatten, GroupByKey, ParDo, WindowInto};
+use tidewater::{BoundedWindow, GlobalWindow, PaneInfo, Pipeline, Window, WindowFn};
 use tidewater_transforms::CoGroupExt;
 
 pub(crate) fn cases() -> Vec<Case> {
-    vec![Case {
-        name: "cogroup_by_key/join",
-        features: &[Create, ParDo, Flatten, GroupByKey, Capture],
-        build: join,
-        check: check_join,
-    }]
+    vec![
+        Case {
+            name: "cogroup_by_key/join",
+            features: &[Create, ParDo, Flatten, GroupByKey, Capture],
+            build: join,
+            check: check_join,
+        },
+        Case {
+            name: "cogroup_by_key/fixed_windows",
+            features: &[Create, ParDo, WindowInto, Flatten, GroupByKey, Capture],
+            build: windowed_join,
+            check: check_windowed_join,
+        },
+    ]
 }
 
 type Joined = (String, (Vec<String>, Vec<u32>));
@@ -71,5 +80,48 @@ fn check_join(r: RunResult) -> Result<(), String> {
         GlobalWindow::MAX_TIMESTAMP,
         BoundedWindow::Global,
         PaneInfo::ON_TIME_AND_ONLY_FIRING,
+    )
+}
+
+type Sides = (Vec<i64>, Vec<i64>);
+
+/// Both sides in fixed windows of 10: values meet only within a key *and* a window; a
+/// (key, window) on one side only gets an empty vector for the other.
+fn windowed_join(p: &Pipeline) {
+    let left = p
+        .create("Left", kvs(&[("a", 1), ("a", 12), ("b", 5)]))
+        .with_timestamps("StampLeft", event_time)
+        .apply("WindowLeft", Window::into(WindowFn::fixed(10)));
+    let right = p
+        .create("Right", kvs(&[("a", 3), ("a", 4), ("c", 15)]))
+        .with_timestamps("StampRight", event_time)
+        .apply("WindowRight", Window::into(WindowFn::fixed(10)));
+    let joined: tidewater::PCollection<(String, Sides)> = (left, right).apply_cogroup("Join");
+    joined.capture("joined");
+}
+
+fn check_windowed_join(r: RunResult) -> Result<(), String> {
+    let r = succeeded(r)?;
+    let sorted = |(mut a, mut b): Sides| {
+        a.sort_unstable();
+        b.sort_unstable();
+        (a, b)
+    };
+    let got: Vec<_> = fired::<(String, Sides)>(&r, "joined")?
+        .into_iter()
+        .map(|mut f| {
+            f.value.1 = sorted(f.value.1);
+            f
+        })
+        .collect();
+    same_outputs(
+        "capture 'joined'",
+        got,
+        vec![
+            keyed("a", (vec![1], vec![3, 4]), iw(0, 10), 9, ONLY),
+            keyed("a", (vec![12], vec![]), iw(10, 20), 19, ONLY),
+            keyed("b", (vec![5], vec![]), iw(0, 10), 9, ONLY),
+            keyed("c", (vec![], vec![15]), iw(10, 20), 19, ONLY),
+        ],
     )
 }

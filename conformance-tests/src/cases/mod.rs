@@ -8,6 +8,7 @@ mod combine;
 mod count;
 mod create;
 mod distinct;
+mod event_time;
 mod failures;
 mod flatten;
 mod group_by_key;
@@ -15,11 +16,14 @@ mod impulse;
 mod kv;
 mod metrics;
 mod numeric;
+mod panes;
 mod pardo;
 mod partition;
 mod sample;
 mod text_io;
 mod top;
+mod triggers;
+mod windowing;
 
 /// Every case, in matrix order; names are unique.
 pub fn all_cases() -> Vec<Case> {
@@ -33,6 +37,10 @@ pub fn all_cases() -> Vec<Case> {
         partition::cases(),
         metrics::cases(),
         failures::cases(),
+        // event time
+        windowing::cases(),
+        triggers::cases(),
+        event_time::cases(),
         // tidewater_transforms
         count::cases(),
         numeric::cases(),
