@@ -20,6 +20,7 @@ mod generate;
 mod kv;
 mod numeric;
 mod sample;
+mod tail;
 pub mod text_io;
 mod top;
 
@@ -30,5 +31,6 @@ pub use generate::{GenerateSequence, SequencePosition};
 pub use kv::{Keys, KvSwap, Values};
 pub use numeric::{Max, Mean, Min, Numeric, Sum};
 pub use sample::Sample;
+pub use tail::{TailFile, TailPosition};
 pub use text_io::TextIO;
 pub use top::Top;

@@ -82,3 +82,38 @@ fn an_unbounded_sequence_stops_at_max_duration_and_drains() {
         "{counts:?}"
     );
 }
+
+#[test]
+fn a_tailed_file_yields_lines_appended_while_running() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("log.txt");
+    std::fs::write(&path, "first\nsecond\n").unwrap();
+    let writer_path = path.clone();
+    let writer = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(150));
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&writer_path)
+            .unwrap();
+        f.write_all(b"third\nfour").unwrap();
+        f.flush().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        f.write_all(b"th\n").unwrap();
+    });
+    let o = PipelineOptions {
+        max_duration: Some(std::time::Duration::from_millis(600)),
+        ..options()
+    };
+    let p = Pipeline::new(o);
+    p.apply(
+        "Tail",
+        Read::from(tidewater_transforms::TailFile::new(path.to_str().unwrap())),
+    )
+    .capture("lines");
+    let r = p.run().unwrap();
+    writer.join().unwrap();
+    let mut lines = r.captured_values::<String>("lines").unwrap();
+    lines.sort();
+    assert_eq!(lines, vec!["first", "fourth", "second", "third"]);
+}
