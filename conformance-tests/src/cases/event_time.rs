@@ -37,6 +37,12 @@ pub(crate) fn cases() -> Vec<Case> {
             check: check_dropped_past_lateness,
         },
         Case {
+            name: "late_data/sliding_windows_drop_only_expired_windows",
+            features: STREAMING,
+            build: sliding_lateness,
+            check: check_sliding_lateness,
+        },
+        Case {
             name: "late_data/first_pane_of_a_late_window_is_late",
             features: STREAMING,
             build: late_first_pane,
@@ -134,6 +140,38 @@ fn check_dropped_past_lateness(r: RunResult) -> Result<(), String> {
         ],
     )?;
     counter_eq(&r, "Group", DROPPED_LATE, 3)
+}
+
+// ---------------------------------------------------------------------------------------
+// Sliding windows of 10 every 5, no allowed lateness: lateness is decided per window. At
+// watermark 12, an element at 8 is too late for [0, 10) (expired at 9) but not for
+// [5, 15); only the expired (element, window) is dropped and counted.
+
+fn sliding_lateness(p: &Pipeline) {
+    let events = TestStream::new()
+        .advance_watermark_to(Timestamp(12))
+        .add_elements(vec![at("a", 8)])
+        .add_elements(vec![at("a", 13)])
+        .advance_watermark_to_infinity();
+    group_by_key(
+        &stream(p, events),
+        "",
+        Window::into(WindowFn::sliding(10, 5)),
+        "groups",
+    );
+}
+
+fn check_sliding_lateness(r: RunResult) -> Result<(), String> {
+    let r = succeeded(r)?;
+    groups_eq(
+        &r,
+        "groups",
+        vec![
+            group("a", &[8, 13], iw(5, 15), 14, ONLY),
+            group("a", &[13], iw(10, 20), 19, ONLY),
+        ],
+    )?;
+    counter_eq(&r, "Group", DROPPED_LATE, 1)
 }
 
 // ---------------------------------------------------------------------------------------

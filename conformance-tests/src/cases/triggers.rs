@@ -13,16 +13,18 @@
 
 use crate::case::RunResult;
 use crate::cases::panes::{
-    at, counter_eq, early, group, groups_eq, iw, late, on_time, DROPPED_CLOSED, DROPPED_LATE, ONLY,
+    at, counter_eq, early, group, groups_eq, iw, keyed, keyed_eq, late, on_time, DROPPED_CLOSED,
+    DROPPED_LATE, ONLY,
 };
 use crate::check::succeeded;
 use crate::Case;
+use serde::{Deserialize, Serialize};
 use tidewater::runner::Feature::{
-    Capture, GroupByKey, TestStream as TestStreamFeature, WindowInto,
+    Capture, CombinePerKey, GroupByKey, TestStream as TestStreamFeature, WindowInto,
 };
 use tidewater::{
-    ClosingBehavior, GlobalWindow, PCollection, Pipeline, TestStream, Timestamp, Trigger, Window,
-    WindowFn,
+    BoundedWindow, ClosingBehavior, Combine, CombineFn, GlobalWindow, PCollection, Pipeline,
+    TestStream, Timestamp, Trigger, Window, WindowFn,
 };
 
 const STREAMING: &[tidewater::runner::Feature] =
@@ -53,6 +55,24 @@ pub(crate) fn cases() -> Vec<Case> {
             features: STREAMING,
             build: early_on_time_late_accumulating,
             check: check_early_on_time_late_accumulating,
+        },
+        Case {
+            name: "triggers/late_firings_after_processing_time",
+            features: STREAMING,
+            build: late_processing_time,
+            check: check_late_processing_time,
+        },
+        Case {
+            name: "triggers/global_window_early_processing_time",
+            features: &[
+                TestStreamFeature,
+                WindowInto,
+                GroupByKey,
+                CombinePerKey,
+                Capture,
+            ],
+            build: global_early_processing_time,
+            check: check_global_early_processing_time,
         },
         Case {
             name: "triggers/after_processing_time_aligned",
@@ -292,6 +312,125 @@ fn check_early_on_time_late_accumulating(r: RunResult) -> Result<(), String> {
 }
 
 // ---------------------------------------------------------------------------------------
+// Late firings on processing time (10 ms after the first late element of a pane),
+// accumulating, with ClosingBehavior::EmitAlways: the final pane at expiry repeats
+// everything (as in Beam's TestStreamTest.testLateDataAccumulating).
+
+fn late_processing_time(p: &Pipeline) {
+    let events = TestStream::new()
+        .add_elements(vec![at("a", 1)])
+        .advance_watermark_to(Timestamp(10))
+        // Late, at processing time 0: the late trigger waits until 10 has passed.
+        .add_elements(vec![at("a", 2)])
+        .add_elements(vec![at("a", 3)])
+        .advance_processing_time(10)
+        // 11: a late pane.
+        .advance_processing_time(1)
+        // Expiry: nothing new, but EmitAlways.
+        .advance_watermark_to_infinity();
+    grouped(
+        p,
+        events,
+        Window::into(WindowFn::fixed(10))
+            .triggering(
+                Trigger::after_watermark()
+                    .with_late_firings(Trigger::after_processing_time().plus_delay_of(10)),
+            )
+            .with_allowed_lateness(100)
+            .accumulating_fired_panes()
+            .with_closing_behavior(ClosingBehavior::EmitAlways),
+        "groups",
+    );
+}
+
+fn check_late_processing_time(r: RunResult) -> Result<(), String> {
+    let r = succeeded(r)?;
+    groups_eq(
+        &r,
+        "groups",
+        vec![
+            group("a", &[1], iw(0, 10), 9, on_time(0, false)),
+            group("a", &[1, 2, 3], iw(0, 10), 9, late(1, 1, false)),
+            group("a", &[1, 2, 3], iw(0, 10), 9, late(2, 2, true)),
+        ],
+    )
+}
+
+// ---------------------------------------------------------------------------------------
+// The global window of a stream with early firings 5 ms of processing time after the
+// first element of a pane, accumulating (as in Beam's
+// TestStreamTest.testProcessingTimeTrigger): early sums 3 and 6, then the on-time pane
+// at the end of the global window, with nothing new, repeats 6 (OnTimeBehavior
+// FireAlways).
+
+fn global_early_processing_time(p: &Pipeline) {
+    let events = TestStream::new()
+        // Processing time 0: waits until 5 has passed.
+        .add_elements(vec![at("a", 1), at("a", 2)])
+        .advance_processing_time(12)
+        // At 12: waits until 17.
+        .add_elements(vec![at("a", 3)])
+        .advance_processing_time(6)
+        .advance_watermark_to_infinity();
+    let window = Window::into(WindowFn::Global)
+        .triggering(
+            Trigger::after_watermark()
+                .with_early_firings(Trigger::after_processing_time().plus_delay_of(5)),
+        )
+        .accumulating_fired_panes();
+    let windowed = p.apply("Events", events).apply("Window", window);
+    windowed.group_by_key("Group").capture("groups");
+    windowed
+        .apply("Sum", Combine::per_key(SumFn))
+        .capture("sums");
+}
+
+fn check_global_early_processing_time(r: RunResult) -> Result<(), String> {
+    let r = succeeded(r)?;
+    let end = GlobalWindow::MAX_TIMESTAMP.millis();
+    let global = BoundedWindow::Global;
+    groups_eq(
+        &r,
+        "groups",
+        vec![
+            group("a", &[1, 2], global, end, early(0, false)),
+            group("a", &[1, 2, 3], global, end, early(1, false)),
+            group("a", &[1, 2, 3], global, end, on_time(2, true)),
+        ],
+    )?;
+    keyed_eq(
+        &r,
+        "sums",
+        vec![
+            keyed("a", 3i64, global, end, early(0, false)),
+            keyed("a", 6, global, end, early(1, false)),
+            keyed("a", 6, global, end, on_time(2, true)),
+        ],
+    )
+}
+
+#[derive(Serialize, Deserialize)]
+struct SumFn;
+
+impl CombineFn for SumFn {
+    type In = i64;
+    type Acc = i64;
+    type Out = i64;
+    fn create_accumulator(&self) -> i64 {
+        0
+    }
+    fn add_input(&self, acc: &mut i64, x: i64) {
+        *acc += x
+    }
+    fn merge_accumulators(&self, acc: &mut i64, other: i64) {
+        *acc += other
+    }
+    fn extract_output(&self, acc: i64) -> i64 {
+        acc
+    }
+}
+
+// ---------------------------------------------------------------------------------------
 // AfterProcessingTime aligned to multiples of 100 ms of processing time, repeatedly, in
 // the global window of an unbounded stream; and the same with a delay of 80 first.
 
@@ -339,7 +478,7 @@ fn processing_time_aligned(p: &Pipeline) {
 fn check_processing_time_aligned(r: RunResult) -> Result<(), String> {
     let r = succeeded(r)?;
     let end = GlobalWindow::MAX_TIMESTAMP.millis();
-    let global = tidewater::BoundedWindow::Global;
+    let global = BoundedWindow::Global;
     groups_eq(
         &r,
         "aligned",
