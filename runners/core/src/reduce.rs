@@ -187,19 +187,19 @@ impl Reducer {
                 };
                 self.trigger.on_merge(&trigger_states, &mut ctx)
             };
+            // Pane numbering continues in a window that absorbed others; a merge that
+            // makes a new window starts its panes afresh (Beam keeps pane state per
+            // window).
+            let kept = from
+                .iter()
+                .position(|f| *f == into)
+                .and_then(|p| states.get(p).filter(|_| states.len() == from.len()));
             let merged = WindowState {
                 trigger,
                 closed: states.iter().any(|s| s.closed),
-                panes: states.iter().map(|s| s.panes).max().unwrap_or(0),
-                non_speculative_panes: states
-                    .iter()
-                    .map(|s| s.non_speculative_panes)
-                    .max()
-                    .unwrap_or(0),
-                last_timing: states
-                    .iter()
-                    .filter_map(|s| s.last_timing)
-                    .max_by_key(|t| timing_rank(*t)),
+                panes: kept.map_or(0, |s| s.panes),
+                non_speculative_panes: kept.map_or(0, |s| s.non_speculative_panes),
+                last_timing: kept.and_then(|s| s.last_timing),
                 new_data: states.iter().any(|s| s.new_data),
                 min_ts: states.iter().filter_map(|s| s.min_ts).min(),
                 max_ts: states.iter().filter_map(|s| s.max_ts).max(),
@@ -248,8 +248,12 @@ impl Reducer {
         let fire = {
             let st = self.windows.get_mut(&(k, w)).expect("activated");
             st.new_data = true;
-            st.min_ts = Some(st.min_ts.map_or(ts, |m| m.min(ts)));
-            st.max_ts = Some(st.max_ts.map_or(ts, |m| m.max(ts)));
+            // Late input (behind the output watermark) gets no hold, so it does not
+            // move the pane's output time (Beam's WatermarkHold).
+            if ts >= self.output_watermark {
+                st.min_ts = Some(st.min_ts.map_or(ts, |m| m.min(ts)));
+                st.max_ts = Some(st.max_ts.map_or(ts, |m| m.max(ts)));
+            }
             let mut ctx = TriggerContext {
                 window: w,
                 watermark: self.input_watermark,
@@ -330,19 +334,11 @@ impl Reducer {
     /// The window expired: fire what the trigger still would, emit the final pane, drop
     /// everything.
     fn expire(&mut self, k: KeyId, w: BoundedWindow) -> Result<(), ExecError> {
-        let st = self.windows[&(k, w)].clone();
-        if !st.closed {
-            let mut none = Vec::new();
-            let ctx = TriggerContext {
-                window: w,
-                watermark: self.input_watermark,
-                processing_time: self.processing_time,
-                timers: &mut none,
-            };
-            let due = self.trigger.should_fire(&st.trigger, &ctx);
-            if due || st.new_data || self.strategy.closing_behavior == ClosingBehavior::EmitAlways {
-                self.fire(k, w, true)?;
-            }
+        // Beam builds the final pane at expiry whatever the trigger says; whether it is
+        // emitted is decided like every pane (new data, an on-time pane under
+        // FIRE_ALWAYS, or EMIT_ALWAYS at closing).
+        if !self.windows[&(k, w)].closed {
+            self.fire(k, w, true)?;
         }
         self.state.clear(k, w);
         self.windows.remove(&(k, w));
@@ -403,10 +399,10 @@ impl Reducer {
                 }
                 st.last_timing = Some(timing);
                 st.new_data = false;
-                if self.strategy.accumulation_mode == AccumulationMode::Discarding {
-                    st.min_ts = None;
-                    st.max_ts = None;
-                }
+                // The output time of a pane comes from the input since the previous
+                // pane, in either accumulation mode (Beam's holds are per pane).
+                st.min_ts = None;
+                st.max_ts = None;
             }
             if finished {
                 st.closed = true;
@@ -468,14 +464,5 @@ impl Reducer {
     /// The earliest pending processing-time timer.
     pub fn next_processing_timer(&self) -> Option<Timestamp> {
         self.processing_timers.first().map(|(t, _, _)| *t)
-    }
-}
-
-fn timing_rank(t: Timing) -> u8 {
-    match t {
-        Timing::Unknown => 0,
-        Timing::Early => 1,
-        Timing::OnTime => 2,
-        Timing::Late => 3,
     }
 }
