@@ -5,7 +5,7 @@
 use crate::state::StateBackend;
 use std::collections::{BTreeMap, BTreeSet};
 use tidewater::exec::{
-    AnyBatch, ErasedStatefulDoFn, ExecError, FiredTimer, StateAccess, TimeDomain,
+    AnyBatch, ErasedStatefulDoFn, ExecError, FiredTimer, StateAccess, StateCells, TimeDomain,
 };
 use tidewater::{BoundedWindow, Timestamp};
 
@@ -129,7 +129,7 @@ impl Access<'_> {
     }
 }
 
-impl StateAccess for Access<'_> {
+impl StateCells for Access<'_> {
     fn get(&self, key: &[u8], window: &BoundedWindow, name: &str) -> Option<&[u8]> {
         self.state.get(key, window, name)
     }
@@ -173,6 +173,9 @@ impl StateAccess for Access<'_> {
     fn clear(&mut self, key: &[u8], window: &BoundedWindow, name: &str) {
         self.state.clear(key, window, name)
     }
+}
+
+impl StateAccess for Access<'_> {
     fn set_timer(
         &mut self,
         key: &[u8],

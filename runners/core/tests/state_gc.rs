@@ -2,11 +2,12 @@
 
 use serde::{Deserialize, Serialize};
 use tidewater::exec::{Batch, StateAccess};
+
 use tidewater::{
     BoundedWindow, StateContext, StatefulDoFn, StatefulInvoker, Timestamp, UserError,
     WindowedValue, Windows,
 };
-use tidewater_runners_core::state::{InMemoryStateBackend, StateBackend};
+use tidewater_runners_core::state::{InMemoryStateBackend, StateBackend, StateCells};
 use tidewater_runners_core::stateful::StatefulRunner;
 
 #[derive(Serialize, Deserialize)]

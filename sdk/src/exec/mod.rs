@@ -27,4 +27,4 @@ pub use metrics::{DistributionData, MetricResults, StepMetrics};
 pub use reduce_state::{KeyId, ReduceFnState};
 pub use rng::SplitMix64;
 pub use source::{ErasedSource, SourceInvoker, SourceRead};
-pub use state::{ErasedStatefulDoFn, FiredTimer, StateAccess, TimeDomain};
+pub use state::{ErasedStatefulDoFn, FiredTimer, StateAccess, StateCells, TimeDomain};

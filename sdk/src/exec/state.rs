@@ -12,10 +12,9 @@ pub enum TimeDomain {
     ProcessingTime,
 }
 
-/// Where a stateful DoFn's state and timers live, addressed by (encoded key, window,
-/// name). Implemented by the runner's state backend; values are encoded bytes, so the
-/// backend can snapshot them without knowing their types.
-pub trait StateAccess {
+/// Named state cells addressed by (encoded key, window, name), with values as encoded
+/// bytes: what a stateful DoFn's state is made of, whatever backend holds it.
+pub trait StateCells {
     /// A value cell.
     fn get(&self, key: &[u8], window: &BoundedWindow, name: &str) -> Option<&[u8]>;
     /// Writes a value cell.
@@ -47,6 +46,11 @@ pub trait StateAccess {
     fn map_entries(&self, key: &[u8], window: &BoundedWindow, name: &str) -> Vec<(&[u8], &[u8])>;
     /// Drops a cell of any kind.
     fn clear(&mut self, key: &[u8], window: &BoundedWindow, name: &str);
+}
+
+/// What a stateful DoFn call sees: its cells plus timers and the clocks. Implemented by
+/// the runner, over its state backend.
+pub trait StateAccess: StateCells {
     /// Sets (or resets) timer `name`; the error says why it cannot be set (its window
     /// has expired).
     fn set_timer(

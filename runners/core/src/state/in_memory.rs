@@ -1,6 +1,7 @@
 use super::StateBackend;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use tidewater::exec::StateCells;
 use tidewater::BoundedWindow;
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -22,7 +23,7 @@ enum Cell {
 ///
 /// ```
 /// use tidewater::BoundedWindow;
-/// use tidewater_runners_core::state::{InMemoryStateBackend, StateBackend};
+/// use tidewater_runners_core::state::{InMemoryStateBackend, StateBackend, StateCells};
 /// let mut s = InMemoryStateBackend::default();
 /// s.put(b"k", &BoundedWindow::Global, "count", vec![3]);
 /// let snap = s.snapshot();
@@ -44,7 +45,7 @@ fn id(key: &[u8], window: &BoundedWindow, name: &str) -> CellId {
     }
 }
 
-impl StateBackend for InMemoryStateBackend {
+impl StateCells for InMemoryStateBackend {
     fn get(&self, key: &[u8], window: &BoundedWindow, name: &str) -> Option<&[u8]> {
         match self.cells.get(&id(key, window, name)) {
             Some(Cell::Value(v)) => Some(v),
@@ -119,6 +120,9 @@ impl StateBackend for InMemoryStateBackend {
     fn clear(&mut self, key: &[u8], window: &BoundedWindow, name: &str) {
         self.cells.remove(&id(key, window, name));
     }
+}
+
+impl StateBackend for InMemoryStateBackend {
     fn clear_window(&mut self, key: &[u8], window: &BoundedWindow) {
         let from = CellId {
             key: key.to_vec(),

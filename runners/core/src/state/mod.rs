@@ -3,44 +3,14 @@
 mod in_memory;
 
 pub use in_memory::InMemoryStateBackend;
+pub use tidewater::exec::StateCells;
 use tidewater::BoundedWindow;
 
 /// The cells of stateful transforms, addressed by (encoded key, window, name), with
 /// values as encoded bytes. A backend can snapshot everything to bytes and restore it:
 /// the fault-tolerant runners checkpoint through this, and a snapshot taken by one
 /// runner restores in another.
-pub trait StateBackend: Send {
-    /// A value cell.
-    fn get(&self, key: &[u8], window: &BoundedWindow, name: &str) -> Option<&[u8]>;
-    /// Writes a value cell.
-    fn put(&mut self, key: &[u8], window: &BoundedWindow, name: &str, value: Vec<u8>);
-    /// A bag cell's entries in insertion order.
-    fn bag(&self, key: &[u8], window: &BoundedWindow, name: &str) -> Vec<&[u8]>;
-    /// Appends to a bag cell.
-    fn bag_add(&mut self, key: &[u8], window: &BoundedWindow, name: &str, value: Vec<u8>);
-    /// An entry of a map cell.
-    fn map_get(
-        &self,
-        key: &[u8],
-        window: &BoundedWindow,
-        name: &str,
-        entry: &[u8],
-    ) -> Option<&[u8]>;
-    /// Writes an entry of a map cell; whether it was new.
-    fn map_put(
-        &mut self,
-        key: &[u8],
-        window: &BoundedWindow,
-        name: &str,
-        entry: Vec<u8>,
-        value: Vec<u8>,
-    ) -> bool;
-    /// Removes an entry of a map cell.
-    fn map_remove(&mut self, key: &[u8], window: &BoundedWindow, name: &str, entry: &[u8]);
-    /// A map cell's entries ordered by encoded entry key.
-    fn map_entries(&self, key: &[u8], window: &BoundedWindow, name: &str) -> Vec<(&[u8], &[u8])>;
-    /// Drops a cell.
-    fn clear(&mut self, key: &[u8], window: &BoundedWindow, name: &str);
+pub trait StateBackend: StateCells + Send {
     /// Drops every cell of (key, window): window expiry.
     fn clear_window(&mut self, key: &[u8], window: &BoundedWindow);
     /// Number of cells held.
