@@ -20,6 +20,9 @@ mod panes;
 mod pardo;
 mod partition;
 mod sample;
+mod side_inputs;
+mod sources;
+mod state;
 mod text_io;
 mod top;
 mod triggers;
@@ -41,6 +44,10 @@ pub fn all_cases() -> Vec<Case> {
         windowing::cases(),
         triggers::cases(),
         event_time::cases(),
+        // state, timers, side inputs and sources
+        state::cases(),
+        side_inputs::cases(),
+        sources::cases(),
         // tidewater_transforms
         count::cases(),
         numeric::cases(),
