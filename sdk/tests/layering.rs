@@ -66,6 +66,16 @@ fn crates_depend_only_downward() {
             ],
         ),
         (
+            "examples/nexmark",
+            &[
+                "tidewater",
+                "tidewater-transforms",
+                runners[0],
+                runners[1],
+                runners[2],
+            ],
+        ),
+        (
             "conformance-tests",
             &[
                 "tidewater",

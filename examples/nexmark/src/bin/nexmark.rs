@@ -1,0 +1,85 @@
+//! Runs Nexmark queries: `cargo run --release -p tidewater-nexmark --bin nexmark -- --query all --events 100000 --verify`.
+
+use anyhow::bail;
+use clap::Parser;
+use std::time::Instant;
+use tidewater::{Element, PCollection, Pipeline, PipelineOptions, Read};
+use tidewater_nexmark::{checksum, oracle, queries, sorted_by_encoding, Event, NexmarkSource};
+
+/// Nexmark queries on any runner.
+#[derive(Parser)]
+#[command(name = "nexmark")]
+struct Args {
+    #[command(flatten)]
+    options: PipelineOptions,
+    /// Query number, or `all`.
+    #[arg(long, default_value = "all")]
+    query: String,
+    /// Events to generate.
+    #[arg(long, default_value_t = 100_000)]
+    events: u64,
+    /// Events per second of event time.
+    #[arg(long, default_value_t = 10_000)]
+    rate: usize,
+    /// Compare each query's output with its plain-Rust oracle.
+    #[arg(long)]
+    verify: bool,
+}
+
+fn run<T: Element + PartialEq>(
+    args: &Args,
+    name: &str,
+    build: fn(&PCollection<Event>) -> PCollection<T>,
+    oracle: fn(&[Event]) -> Vec<T>,
+) -> anyhow::Result<()> {
+    let source = NexmarkSource::new(args.events, args.rate);
+    let p = Pipeline::new(args.options.clone());
+    let events = p.apply("Events", Read::from(source.clone()));
+    build(&events).capture("out");
+    let started = Instant::now();
+    let result = p.run()?;
+    let secs = started.elapsed().as_secs_f64();
+    let out = result.captured_values::<T>("out")?;
+    println!(
+        "{name}: events={} outputs={} time={secs:.3}s events/s={:.0} checksum={:016x}",
+        args.events,
+        out.len(),
+        args.events as f64 / secs,
+        checksum(&out)
+    );
+    if args.verify {
+        let expected = sorted_by_encoding(oracle(&source.all_events()));
+        if out != expected {
+            bail!("{name}: the output differs from the oracle ({} vs {} records, checksums {:016x} vs {:016x})", out.len(), expected.len(), checksum(&out), checksum(&expected));
+        }
+        println!("{name}: verified against the oracle");
+    }
+    Ok(())
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    tidewater_nexmark::register_runners();
+    let all = args.query == "all";
+    let want = |q: &str| all || args.query == q;
+    let mut ran = false;
+    if want("0") {
+        run(&args, "Q0", queries::q0, oracle::q0)?;
+        ran = true;
+    }
+    if want("1") {
+        run(&args, "Q1", queries::q1, oracle::q1)?;
+        ran = true;
+    }
+    if want("2") {
+        run(&args, "Q2", queries::q2, oracle::q2)?;
+        ran = true;
+    }
+    if !ran {
+        bail!(
+            "unknown query '{}': implemented so far are 0, 1, 2 and all",
+            args.query
+        );
+    }
+    Ok(())
+}
