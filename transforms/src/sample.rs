@@ -8,6 +8,12 @@ use tidewater::{coder, Combine, CombineFn, CombineGlobally, CombinePerKey, Eleme
 /// elements of lowest priority are the sample (bottom-k sampling). The result is the
 /// same whatever the order or bundling of the input — so the same on every runner.
 ///
+/// Identical elements share a priority, so the sample is uniform over *distinct*
+/// elements: a value that occurs many times is not more likely to be chosen than one
+/// that occurs once (and when chosen, its copies come together). Beam's `Sample` is
+/// uniform over occurrences but not deterministic; to sample occurrences, pair each
+/// element with something that tells copies apart (an offset, an id) first.
+///
 /// ```
 /// use tidewater_transforms::Sample;
 /// let p = tidewater::Pipeline::new(Default::default());
