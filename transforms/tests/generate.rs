@@ -102,7 +102,7 @@ fn a_tailed_file_yields_lines_appended_while_running() {
         f.write_all(b"th\n").unwrap();
     });
     let o = PipelineOptions {
-        max_duration: Some(std::time::Duration::from_millis(600)),
+        max_duration: Some(std::time::Duration::from_millis(1500)),
         ..options()
     };
     let p = Pipeline::new(o);
