@@ -48,6 +48,11 @@ fn q2_selects_the_bids_of_every_123rd_auction() {
 }
 
 #[test]
+fn q3_joins_local_sellers_with_their_category_10_auctions() {
+    check(queries::q3, oracle::q3);
+}
+
+#[test]
 fn the_source_gives_the_same_events_on_any_number_of_partitions() {
     use tidewater::{ReadStatus, Source, Timestamp};
     let source = NexmarkSource::new(1_000, 1_000);

@@ -75,6 +75,10 @@ fn main() -> anyhow::Result<()> {
         run(&args, "Q2", queries::q2, oracle::q2)?;
         ran = true;
     }
+    if want("3") {
+        run(&args, "Q3", queries::q3, oracle::q3)?;
+        ran = true;
+    }
     if !ran {
         bail!(
             "unknown query '{}': implemented so far are 0, 1, 2 and all",

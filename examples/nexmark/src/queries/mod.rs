@@ -3,10 +3,12 @@
 mod q0;
 mod q1;
 mod q2;
+mod q3;
 
 pub use q0::q0;
 pub use q1::{q1, ConvertedBid};
 pub use q2::{q2, SKIP_FACTOR};
+pub use q3::{q3, NameCityStateId, Q3_CATEGORY, Q3_STATES};
 
 use crate::{Bid, Event};
 
