@@ -1,7 +1,9 @@
 //! Plain-Rust computations of each query over the generated events: loops and maps,
 //! no SDK. Tests compare the pipelines' outputs with these exactly.
 
-use crate::queries::{ConvertedBid, NameCityStateId, Q3_CATEGORY, Q3_STATES, SKIP_FACTOR};
+use crate::queries::{
+    ConvertedBid, IdNameReserve, NameCityStateId, Q3_CATEGORY, Q3_STATES, Q8_WINDOW_MS, SKIP_FACTOR,
+};
 use crate::Event;
 use std::collections::BTreeMap;
 
@@ -66,4 +68,41 @@ pub fn q3(events: &[Event]) -> Vec<NameCityStateId> {
         }
     }
     out
+}
+
+/// The start of the fixed window of `size_ms` holding `ts`.
+pub fn fixed_window_start(ts: u64, size_ms: i64) -> i64 {
+    let ts = ts as i64;
+    ts - ts.rem_euclid(size_ms)
+}
+
+/// Q8 with fixed windows of `window_ms`: for each auction, its seller's name if the
+/// seller registered in the auction's window.
+pub fn q8_windowed(events: &[Event], window_ms: i64) -> Vec<IdNameReserve> {
+    let mut persons = BTreeMap::new();
+    for e in events {
+        if let Event::Person(p) = e {
+            persons.insert((fixed_window_start(p.date_time, window_ms), p.id), p);
+        }
+    }
+    let mut out = Vec::new();
+    for e in events {
+        if let Event::Auction(a) = e {
+            let window_start = fixed_window_start(a.date_time, window_ms);
+            if let Some(p) = persons.get(&(window_start, a.seller)) {
+                out.push(IdNameReserve {
+                    window_start,
+                    id: p.id,
+                    name: p.name.clone(),
+                    reserve: a.reserve,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Q8 with Beam's 10 s windows.
+pub fn q8(events: &[Event]) -> Vec<IdNameReserve> {
+    q8_windowed(events, Q8_WINDOW_MS)
 }

@@ -53,6 +53,24 @@ fn q3_joins_local_sellers_with_their_category_10_auctions() {
 }
 
 #[test]
+fn q8_joins_new_persons_with_their_auctions_in_10s_windows() {
+    check(queries::q8, oracle::q8);
+}
+
+fn q8_1s(events: &PCollection<Event>) -> PCollection<queries::IdNameReserve> {
+    queries::q8_windowed(events, 1_000)
+}
+
+fn oracle_q8_1s(events: &[Event]) -> Vec<queries::IdNameReserve> {
+    oracle::q8_windowed(events, 1_000)
+}
+
+#[test]
+fn q8_joins_new_persons_with_their_auctions_in_1s_windows() {
+    check(q8_1s, oracle_q8_1s);
+}
+
+#[test]
 fn the_source_gives_the_same_events_on_any_number_of_partitions() {
     use tidewater::{ReadStatus, Source, Timestamp};
     let source = NexmarkSource::new(1_000, 1_000);
