@@ -2,7 +2,8 @@
 //! no SDK. Tests compare the pipelines' outputs with these exactly.
 
 use crate::queries::{
-    ConvertedBid, IdNameReserve, NameCityStateId, Q3_CATEGORY, Q3_STATES, Q8_WINDOW_MS, SKIP_FACTOR,
+    AuctionCount, ConvertedBid, IdNameReserve, NameCityStateId, Q3_CATEGORY, Q3_STATES,
+    Q5_PERIOD_MS, Q5_WINDOW_MS, Q8_WINDOW_MS, SKIP_FACTOR,
 };
 use crate::Event;
 use std::collections::BTreeMap;
@@ -105,4 +106,48 @@ pub fn q8_windowed(events: &[Event], window_ms: i64) -> Vec<IdNameReserve> {
 /// Q8 with Beam's 10 s windows.
 pub fn q8(events: &[Event]) -> Vec<IdNameReserve> {
     q8_windowed(events, Q8_WINDOW_MS)
+}
+
+/// The starts of the sliding windows (`size_ms` long, every `period_ms`) holding `ts`.
+pub fn sliding_window_starts(ts: u64, size_ms: i64, period_ms: i64) -> Vec<i64> {
+    let ts = ts as i64;
+    let mut starts = Vec::new();
+    let mut s = ts - ts.rem_euclid(period_ms);
+    while s > ts - size_ms {
+        starts.push(s);
+        s -= period_ms;
+    }
+    starts
+}
+
+/// Q5 with sliding windows of `size_ms` every `period_ms`: per window, the auctions
+/// with the most bids (all of them on a tie).
+pub fn q5_windowed(events: &[Event], size_ms: i64, period_ms: i64) -> Vec<AuctionCount> {
+    let mut counts: BTreeMap<i64, BTreeMap<usize, u64>> = BTreeMap::new();
+    for e in events {
+        if let Event::Bid(b) = e {
+            for s in sliding_window_starts(b.date_time, size_ms, period_ms) {
+                *counts.entry(s).or_default().entry(b.auction).or_default() += 1;
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for (window_start, per_auction) in counts {
+        let max = per_auction.values().copied().max().unwrap_or(0);
+        for (auction, count) in per_auction {
+            if count == max {
+                out.push(AuctionCount {
+                    window_start,
+                    auction,
+                    count,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Q5 with Beam's 10 s windows every 2 s.
+pub fn q5(events: &[Event]) -> Vec<AuctionCount> {
+    q5_windowed(events, Q5_WINDOW_MS, Q5_PERIOD_MS)
 }

@@ -79,6 +79,10 @@ fn main() -> anyhow::Result<()> {
         run(&args, "Q3", queries::q3, oracle::q3)?;
         ran = true;
     }
+    if want("5") {
+        run(&args, "Q5", queries::q5, oracle::q5)?;
+        ran = true;
+    }
     if want("8") {
         run(&args, "Q8", queries::q8, oracle::q8)?;
         ran = true;
