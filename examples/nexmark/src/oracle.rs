@@ -2,8 +2,8 @@
 //! no SDK. Tests compare the pipelines' outputs with these exactly.
 
 use crate::queries::{
-    AuctionCount, ConvertedBid, IdNameReserve, NameCityStateId, Q3_CATEGORY, Q3_STATES,
-    Q5_PERIOD_MS, Q5_WINDOW_MS, Q8_WINDOW_MS, SKIP_FACTOR,
+    AuctionCount, BidsPerSession, ConvertedBid, IdNameReserve, NameCityStateId, Q11_GAP_MS,
+    Q3_CATEGORY, Q3_STATES, Q5_PERIOD_MS, Q5_WINDOW_MS, Q8_WINDOW_MS, SKIP_FACTOR,
 };
 use crate::Event;
 use std::collections::BTreeMap;
@@ -150,4 +150,44 @@ pub fn q5_windowed(events: &[Event], size_ms: i64, period_ms: i64) -> Vec<Auctio
 /// Q5 with Beam's 10 s windows every 2 s.
 pub fn q5(events: &[Event]) -> Vec<AuctionCount> {
     q5_windowed(events, Q5_WINDOW_MS, Q5_PERIOD_MS)
+}
+
+/// Q11 with session gap `gap_ms`: per bidder, its bid times sorted; a bid at `t` opens
+/// `[t, t + gap)` and joins the current session if it starts before that session ends.
+pub fn q11_with_gap(events: &[Event], gap_ms: i64) -> Vec<BidsPerSession> {
+    let mut times: BTreeMap<usize, Vec<i64>> = BTreeMap::new();
+    for e in events {
+        if let Event::Bid(b) = e {
+            times.entry(b.bidder).or_default().push(b.date_time as i64);
+        }
+    }
+    let mut out = Vec::new();
+    for (bidder, mut ts) in times {
+        ts.sort();
+        let mut session: Option<BidsPerSession> = None;
+        for t in ts {
+            match &mut session {
+                Some(s) if t < s.end => {
+                    s.end = s.end.max(t + gap_ms);
+                    s.count += 1;
+                }
+                _ => {
+                    out.extend(session.take());
+                    session = Some(BidsPerSession {
+                        bidder,
+                        start: t,
+                        end: t + gap_ms,
+                        count: 1,
+                    });
+                }
+            }
+        }
+        out.extend(session);
+    }
+    out
+}
+
+/// Q11 with Beam's 10 s gap.
+pub fn q11(events: &[Event]) -> Vec<BidsPerSession> {
+    q11_with_gap(events, Q11_GAP_MS)
 }

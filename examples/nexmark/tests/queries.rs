@@ -94,6 +94,31 @@ fn q8_joins_new_persons_with_their_auctions_in_1s_windows() {
 }
 
 #[test]
+fn q11_counts_bids_per_bidder_session() {
+    check(queries::q11, oracle::q11);
+}
+
+fn q11_short(events: &PCollection<Event>) -> PCollection<queries::BidsPerSession> {
+    queries::q11_with_gap(events, 200)
+}
+
+fn oracle_q11_short(events: &[Event]) -> Vec<queries::BidsPerSession> {
+    oracle::q11_with_gap(events, 200)
+}
+
+#[test]
+fn q11_counts_bids_per_bidder_session_with_a_short_gap() {
+    // With a 200 ms gap most bidders have several sessions.
+    let out = oracle_q11_short(&NexmarkSource::new(3_000, 1_000).all_events());
+    let bidders: std::collections::BTreeSet<usize> = out.iter().map(|s| s.bidder).collect();
+    assert!(
+        out.len() > bidders.len() + 10,
+        "too few bidders with several sessions"
+    );
+    check(q11_short, oracle_q11_short);
+}
+
+#[test]
 fn the_source_gives_the_same_events_on_any_number_of_partitions() {
     use tidewater::{ReadStatus, Source, Timestamp};
     let source = NexmarkSource::new(1_000, 1_000);

@@ -87,6 +87,10 @@ fn main() -> anyhow::Result<()> {
         run(&args, "Q8", queries::q8, oracle::q8)?;
         ran = true;
     }
+    if want("11") {
+        run(&args, "Q11", queries::q11, oracle::q11)?;
+        ran = true;
+    }
     if !ran {
         bail!(
             "unknown query '{}': implemented so far are 0, 1, 2 and all",
