@@ -3,9 +3,9 @@
 
 use crate::queries::{
     AuctionCount, BidsPerSession, ConvertedBid, IdNameReserve, NameCityStateId, Q11_GAP_MS,
-    Q3_CATEGORY, Q3_STATES, Q5_PERIOD_MS, Q5_WINDOW_MS, Q8_WINDOW_MS, SKIP_FACTOR,
+    Q3_CATEGORY, Q3_STATES, Q5_PERIOD_MS, Q5_WINDOW_MS, Q7_WINDOW_MS, Q8_WINDOW_MS, SKIP_FACTOR,
 };
-use crate::Event;
+use crate::{Bid, Event};
 use std::collections::BTreeMap;
 
 /// Q0: the events.
@@ -190,4 +190,31 @@ pub fn q11_with_gap(events: &[Event], gap_ms: i64) -> Vec<BidsPerSession> {
 /// Q11 with Beam's 10 s gap.
 pub fn q11(events: &[Event]) -> Vec<BidsPerSession> {
     q11_with_gap(events, Q11_GAP_MS)
+}
+
+/// Q7 with fixed windows of `window_ms`: the bids whose price is their window's maximum.
+pub fn q7_windowed(events: &[Event], window_ms: i64) -> Vec<Bid> {
+    let mut max: BTreeMap<i64, usize> = BTreeMap::new();
+    for e in events {
+        if let Event::Bid(b) = e {
+            let m = max
+                .entry(fixed_window_start(b.date_time, window_ms))
+                .or_default();
+            *m = (*m).max(b.price);
+        }
+    }
+    let mut out = Vec::new();
+    for e in events {
+        if let Event::Bid(b) = e {
+            if max[&fixed_window_start(b.date_time, window_ms)] == b.price {
+                out.push(b.clone());
+            }
+        }
+    }
+    out
+}
+
+/// Q7 with Beam's 10 s windows.
+pub fn q7(events: &[Event]) -> Vec<Bid> {
+    q7_windowed(events, Q7_WINDOW_MS)
 }

@@ -76,6 +76,24 @@ fn q5_keeps_every_tied_auction_in_small_sliding_windows() {
 }
 
 #[test]
+fn q7_keeps_the_highest_bid_per_10s_window() {
+    check(queries::q7, oracle::q7);
+}
+
+fn q7_100ms(events: &PCollection<Event>) -> PCollection<tidewater_nexmark::Bid> {
+    queries::q7_windowed(events, 100)
+}
+
+fn oracle_q7_100ms(events: &[Event]) -> Vec<tidewater_nexmark::Bid> {
+    oracle::q7_windowed(events, 100)
+}
+
+#[test]
+fn q7_keeps_the_highest_bid_per_100ms_window() {
+    check(q7_100ms, oracle_q7_100ms);
+}
+
+#[test]
 fn q8_joins_new_persons_with_their_auctions_in_10s_windows() {
     check(queries::q8, oracle::q8);
 }

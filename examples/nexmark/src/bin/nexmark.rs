@@ -83,6 +83,10 @@ fn main() -> anyhow::Result<()> {
         run(&args, "Q5", queries::q5, oracle::q5)?;
         ran = true;
     }
+    if want("7") {
+        run(&args, "Q7", queries::q7, oracle::q7)?;
+        ran = true;
+    }
     if want("8") {
         run(&args, "Q8", queries::q8, oracle::q8)?;
         ran = true;

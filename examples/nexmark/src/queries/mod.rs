@@ -6,6 +6,7 @@ mod q11;
 mod q2;
 mod q3;
 mod q5;
+mod q7;
 mod q8;
 
 pub use q0::q0;
@@ -14,6 +15,7 @@ pub use q11::{q11, q11_with_gap, BidsPerSession, Q11_GAP_MS};
 pub use q2::{q2, SKIP_FACTOR};
 pub use q3::{q3, NameCityStateId, Q3_CATEGORY, Q3_STATES};
 pub use q5::{q5, q5_windowed, AuctionCount, MaxAuctions, Q5_PERIOD_MS, Q5_WINDOW_MS};
+pub use q7::{q7, q7_windowed, Q7_WINDOW_MS};
 pub use q8::{q8, q8_windowed, IdNameReserve, Q8_WINDOW_MS};
 
 use crate::{Bid, Event};
