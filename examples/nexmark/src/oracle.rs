@@ -2,8 +2,9 @@
 //! no SDK. Tests compare the pipelines' outputs with these exactly.
 
 use crate::queries::{
-    AuctionCount, BidsPerSession, ConvertedBid, IdNameReserve, NameCityStateId, Q11_GAP_MS,
-    Q3_CATEGORY, Q3_STATES, Q5_PERIOD_MS, Q5_WINDOW_MS, Q7_WINDOW_MS, Q8_WINDOW_MS, SKIP_FACTOR,
+    AuctionCount, BidTimeType, BidsPerSession, ConvertedBid, IdNameReserve, NameCityStateId,
+    Q14Bid, Q11_GAP_MS, Q3_CATEGORY, Q3_STATES, Q5_PERIOD_MS, Q5_WINDOW_MS, Q7_WINDOW_MS,
+    Q8_WINDOW_MS, SKIP_FACTOR,
 };
 use crate::{Bid, Event};
 use std::collections::BTreeMap;
@@ -217,4 +218,37 @@ pub fn q7_windowed(events: &[Event], window_ms: i64) -> Vec<Bid> {
 /// Q7 with Beam's 10 s windows.
 pub fn q7(events: &[Event]) -> Vec<Bid> {
     q7_windowed(events, Q7_WINDOW_MS)
+}
+
+/// Q14: bids with `0.908 * price` in (1,000,000, 50,000,000), with the converted price,
+/// the time of day (hours 8-18 day, 0-6 and 20-23 night, else other) and the number of
+/// 'c's in `extra`.
+pub fn q14(events: &[Event]) -> Vec<Q14Bid> {
+    let mut out = Vec::new();
+    for e in events {
+        if let Event::Bid(b) = e {
+            let price = 0.908 * b.price as f64;
+            if price <= 1_000_000.0 || price >= 50_000_000.0 {
+                continue;
+            }
+            let hour = b.date_time / 3_600_000 % 24;
+            let bid_time_type = if (8..=18).contains(&hour) {
+                BidTimeType::DayTime
+            } else if hour <= 6 || hour >= 20 {
+                BidTimeType::NightTime
+            } else {
+                BidTimeType::OtherTime
+            };
+            out.push(Q14Bid {
+                auction: b.auction,
+                bidder: b.bidder,
+                price,
+                bid_time_type,
+                date_time: b.date_time,
+                extra: b.extra.clone(),
+                c_counts: b.extra.chars().filter(|c| *c == 'c').count(),
+            });
+        }
+    }
+    out
 }

@@ -7,10 +7,20 @@ fn check<T: Element + PartialEq>(
     build: fn(&PCollection<Event>) -> PCollection<T>,
     oracle: fn(&[Event]) -> Vec<T>,
 ) {
+    let sources = [500u64, 3_000, 6_000].map(|events| NexmarkSource::new(events, 1_000));
+    check_sources(build, oracle, &sources);
+}
+
+/// Pipeline vs oracle on each source, with seeds 1, 2, 3, ...
+fn check_sources<T: Element + PartialEq>(
+    build: fn(&PCollection<Event>) -> PCollection<T>,
+    oracle: fn(&[Event]) -> Vec<T>,
+    sources: &[NexmarkSource],
+) {
     tidewater_nexmark::register_runners();
     let mut found = 0;
-    for (events, seed) in [(500u64, 1u64), (3_000, 2), (6_000, 3)] {
-        let source = NexmarkSource::new(events, 1_000);
+    for (source, seed) in sources.iter().zip(1u64..) {
+        let events = source.events;
         let p = Pipeline::new(PipelineOptions {
             seed: Some(seed),
             ..Default::default()
@@ -134,6 +144,24 @@ fn q11_counts_bids_per_bidder_session_with_a_short_gap() {
         "too few bidders with several sessions"
     );
     check(q11_short, oracle_q11_short);
+}
+
+#[test]
+fn q14_filters_and_computes_bids_at_every_time_of_day() {
+    check(queries::q14, oracle::q14);
+    // 3,000 events at 1,000 per second across each hour boundary where the time of day
+    // changes (7 -> 8, 18 -> 19, 19 -> 20, 6 -> 7), and at midnight.
+    let sources = [7u64, 18, 19, 6, 0].map(|hour| NexmarkSource {
+        base_time_ms: (hour * 3_600 + 3_599) * 1_000 - 1_500,
+        ..NexmarkSource::new(3_000, 1_000)
+    });
+    let kinds: std::collections::BTreeSet<_> = sources
+        .iter()
+        .flat_map(|s| oracle::q14(&s.all_events()))
+        .map(|b| b.bid_time_type)
+        .collect();
+    assert_eq!(kinds.len(), 3, "every time of day occurs: {kinds:?}");
+    check_sources(queries::q14, oracle::q14, &sources);
 }
 
 #[test]

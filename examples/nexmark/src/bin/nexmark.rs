@@ -95,6 +95,10 @@ fn main() -> anyhow::Result<()> {
         run(&args, "Q11", queries::q11, oracle::q11)?;
         ran = true;
     }
+    if want("14") {
+        run(&args, "Q14", queries::q14, oracle::q14)?;
+        ran = true;
+    }
     if !ran {
         bail!(
             "unknown query '{}': implemented so far are 0, 1, 2 and all",
