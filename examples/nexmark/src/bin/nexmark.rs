@@ -101,7 +101,7 @@ fn main() -> anyhow::Result<()> {
     }
     if !ran {
         bail!(
-            "unknown query '{}': implemented so far are 0, 1, 2 and all",
+            "unknown query '{}': implemented so far are 0, 1, 2, 3, 5, 7, 8, 11, 14 and all",
             args.query
         );
     }
