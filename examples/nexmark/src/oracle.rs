@@ -3,8 +3,8 @@
 
 use crate::queries::{
     AuctionCount, BidTimeType, BidsPerSession, ConvertedBid, IdNameReserve, NameCityStateId,
-    Q14Bid, Q11_GAP_MS, Q3_CATEGORY, Q3_STATES, Q5_PERIOD_MS, Q5_WINDOW_MS, Q7_WINDOW_MS,
-    Q8_WINDOW_MS, SKIP_FACTOR,
+    Q14Bid, WinningBid, Q11_GAP_MS, Q3_CATEGORY, Q3_STATES, Q5_PERIOD_MS, Q5_WINDOW_MS,
+    Q7_WINDOW_MS, Q8_WINDOW_MS, SKIP_FACTOR,
 };
 use crate::{Bid, Event};
 use std::collections::BTreeMap;
@@ -251,4 +251,46 @@ pub fn q14(events: &[Event]) -> Vec<Q14Bid> {
         }
     }
     out
+}
+
+/// Q9: per auction, its highest valid bid (before expiry, at least the reserve): higher
+/// price, then earlier time, then smaller bidder, then smaller extra.
+pub fn q9(events: &[Event]) -> Vec<WinningBid> {
+    let mut best: BTreeMap<usize, &Bid> = BTreeMap::new();
+    let mut auctions = BTreeMap::new();
+    for e in events {
+        if let Event::Auction(a) = e {
+            auctions.insert(a.id, a);
+        }
+    }
+    for e in events {
+        if let Event::Bid(b) = e {
+            let Some(a) = auctions.get(&b.auction) else {
+                continue;
+            };
+            if b.date_time >= a.expires || b.price < a.reserve {
+                continue;
+            }
+            let key = |x: &Bid| {
+                (
+                    x.price,
+                    std::cmp::Reverse(x.date_time),
+                    std::cmp::Reverse(x.bidder),
+                    std::cmp::Reverse(x.extra.clone()),
+                )
+            };
+            match best.get(&b.auction) {
+                Some(old) if key(old) >= key(b) => {}
+                _ => {
+                    best.insert(b.auction, b);
+                }
+            }
+        }
+    }
+    best.into_iter()
+        .map(|(id, b)| WinningBid {
+            auction: auctions[&id].clone(),
+            bid: b.clone(),
+        })
+        .collect()
 }

@@ -128,6 +128,11 @@ fn q8_joins_new_persons_with_their_auctions_in_1s_windows() {
 }
 
 #[test]
+fn q9_finds_the_winning_bid_of_every_auction() {
+    check(queries::q9, oracle::q9);
+}
+
+#[test]
 fn q11_counts_bids_per_bidder_session() {
     check(queries::q11, oracle::q11);
 }

@@ -91,6 +91,10 @@ fn main() -> anyhow::Result<()> {
         run(&args, "Q8", queries::q8, oracle::q8)?;
         ran = true;
     }
+    if want("9") {
+        run(&args, "Q9", queries::q9, oracle::q9)?;
+        ran = true;
+    }
     if want("11") {
         run(&args, "Q11", queries::q11, oracle::q11)?;
         ran = true;
@@ -101,7 +105,7 @@ fn main() -> anyhow::Result<()> {
     }
     if !ran {
         bail!(
-            "unknown query '{}': implemented so far are 0, 1, 2, 3, 5, 7, 8, 11, 14 and all",
+            "unknown query '{}': implemented so far are 0, 1, 2, 3, 5, 7, 8, 9, 11, 14 and all",
             args.query
         );
     }

@@ -9,6 +9,7 @@ mod q3;
 mod q5;
 mod q7;
 mod q8;
+mod q9;
 
 pub use q0::q0;
 pub use q1::{q1, ConvertedBid};
@@ -19,6 +20,7 @@ pub use q3::{q3, NameCityStateId, Q3_CATEGORY, Q3_STATES};
 pub use q5::{q5, q5_windowed, AuctionCount, MaxAuctions, Q5_PERIOD_MS, Q5_WINDOW_MS};
 pub use q7::{q7, q7_windowed, Q7_WINDOW_MS};
 pub use q8::{q8, q8_windowed, IdNameReserve, Q8_WINDOW_MS};
+pub use q9::{q9, WinningBid};
 
 use crate::{Bid, Event};
 

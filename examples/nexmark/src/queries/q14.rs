@@ -68,9 +68,10 @@ fn q14_bid(e: Event) -> Option<Q14Bid> {
     bids_of(e).and_then(filter_and_compute)
 }
 
-/// Q14, filter and compute (the Flink / RisingWave Nexmark Q14; Beam has none): the bids
-/// with `0.908 * price` strictly between 1,000,000 and 50,000,000, with the converted
-/// price, the time of day and the number of `'c'`s in `extra`. One FlatMap.
+/// Q14, filter and compute (the Flink / RisingWave Nexmark Q14; Beam's Query14 is a
+/// Reshuffle stress test instead): the bids with `0.908 * price` strictly between
+/// 1,000,000 and 50,000,000, with the converted price, the time of day and the number
+/// of `'c'`s in `extra`. One FlatMap.
 pub fn q14(events: &PCollection<Event>) -> PCollection<Q14Bid> {
     events.flat_map("Q14.FilterAndCompute", q14_bid)
 }

@@ -1,0 +1,137 @@
+use crate::{Auction, Bid, Event};
+use serde::{Deserialize, Serialize};
+use std::cmp::Reverse;
+use tidewater::{
+    FlattenExt, PCollection, StateContext, StatefulDoFn, StatefulParDo, Timestamp, UserError,
+};
+
+/// Q9's output: a closed auction and its winning bid.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WinningBid {
+    /// The auction.
+    pub auction: Auction,
+    /// Its winning bid.
+    pub bid: Bid,
+}
+
+/// One side of the join, keyed by auction id.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum AuctionOrBid {
+    /// A new auction.
+    Auction(Auction),
+    /// A bid on it.
+    Bid(Bid),
+}
+
+fn auction_by_id(e: Event) -> Option<(usize, AuctionOrBid)> {
+    match e {
+        Event::Auction(a) => Some((a.id, AuctionOrBid::Auction(a))),
+        _ => None,
+    }
+}
+
+fn bid_by_auction(e: Event) -> Option<(usize, AuctionOrBid)> {
+    match e {
+        Event::Bid(b) => Some((b.auction, AuctionOrBid::Bid(b))),
+        _ => None,
+    }
+}
+
+/// Whether `bid` can win `auction`: placed before it expires, at least the reserve.
+pub fn is_valid(auction: &Auction, bid: &Bid) -> bool {
+    bid.date_time < auction.expires && bid.price >= auction.reserve
+}
+
+/// Bids rank by price, then earlier time (Beam's `PRICE_THEN_DESCENDING_TIME`); the
+/// smaller bidder, then the smaller extra break the remaining ties deterministically.
+pub fn rank(bid: &Bid) -> (usize, Reverse<u64>, Reverse<usize>, Reverse<&str>) {
+    (
+        bid.price,
+        Reverse(bid.date_time),
+        Reverse(bid.bidder),
+        Reverse(bid.extra.as_str()),
+    )
+}
+
+/// Per auction id: the auction in value state, bids that came before it in bag state,
+/// the best valid bid so far in value state, and a timer at the auction's expiry that
+/// emits the winner.
+#[derive(Serialize, Deserialize)]
+pub struct WinningBids;
+
+impl WinningBids {
+    fn consider(
+        ctx: &mut StateContext<'_, WinningBid>,
+        auction: &Auction,
+        bid: Bid,
+    ) -> Result<(), UserError> {
+        if !is_valid(auction, &bid) {
+            return Ok(());
+        }
+        let better = match ctx.read_value::<Bid>("best")? {
+            Some(best) => rank(&bid) > rank(&best),
+            None => true,
+        };
+        if better {
+            ctx.write_value("best", &bid)?;
+        }
+        Ok(())
+    }
+}
+
+impl StatefulDoFn for WinningBids {
+    type Key = usize;
+    type Value = AuctionOrBid;
+    type Out = WinningBid;
+
+    fn process(
+        &mut self,
+        _id: &usize,
+        value: AuctionOrBid,
+        ctx: &mut StateContext<'_, WinningBid>,
+    ) -> Result<(), UserError> {
+        match value {
+            AuctionOrBid::Auction(auction) => {
+                for bid in ctx.bag_read::<Bid>("pending")? {
+                    Self::consider(ctx, &auction, bid)?;
+                }
+                ctx.clear("pending");
+                ctx.set_event_timer("close", Timestamp(auction.expires as i64))?;
+                ctx.write_value("auction", &auction)?;
+            }
+            AuctionOrBid::Bid(bid) => match ctx.read_value::<Auction>("auction")? {
+                Some(auction) => Self::consider(ctx, &auction, bid)?,
+                None => ctx.bag_add("pending", &bid)?,
+            },
+        }
+        Ok(())
+    }
+
+    fn on_timer(
+        &mut self,
+        _id: &usize,
+        _name: &str,
+        ctx: &mut StateContext<'_, WinningBid>,
+    ) -> Result<(), UserError> {
+        let auction = ctx.read_value::<Auction>("auction")?;
+        if let (Some(auction), Some(bid)) = (auction, ctx.read_value::<Bid>("best")?) {
+            ctx.output(WinningBid { auction, bid });
+        }
+        // Keep the auction (so that later bids are not buffered as pending) but not
+        // the best bid: later bids are past the expiry and never valid.
+        ctx.clear("best");
+        Ok(())
+    }
+}
+
+/// Q9, winning bids: for every auction, the highest valid bid (placed before the
+/// auction expires, at least its reserve; the earliest on a price tie), emitted when
+/// the watermark passes the auction's expiry. A stateful join in the global window of
+/// auctions and bids keyed by auction id, with an event-time timer per auction.
+pub fn q9(events: &PCollection<Event>) -> PCollection<WinningBid> {
+    let auctions = events.flat_map("Q9.Auctions", auction_by_id);
+    let bids = events.flat_map("Q9.Bids", bid_by_auction);
+    vec![auctions, bids]
+        .apply_flatten("Q9.Both")
+        .apply("Q9.WinningBids", StatefulParDo::of(WinningBids))
+}
