@@ -2,9 +2,9 @@
 //! no SDK. Tests compare the pipelines' outputs with these exactly.
 
 use crate::queries::{
-    AuctionCount, BidTimeType, BidsPerSession, ConvertedBid, IdNameReserve, NameCityStateId,
-    Q14Bid, WinningBid, Q11_GAP_MS, Q3_CATEGORY, Q3_STATES, Q5_PERIOD_MS, Q5_WINDOW_MS,
-    Q7_WINDOW_MS, Q8_WINDOW_MS, SKIP_FACTOR,
+    AuctionCount, BidTimeType, BidsPerSession, CategoryPrice, ConvertedBid, IdNameReserve,
+    NameCityStateId, Q14Bid, WinningBid, Q11_GAP_MS, Q3_CATEGORY, Q3_STATES, Q4_PERIOD_MS,
+    Q4_WINDOW_MS, Q5_PERIOD_MS, Q5_WINDOW_MS, Q7_WINDOW_MS, Q8_WINDOW_MS, SKIP_FACTOR,
 };
 use crate::{Bid, Event};
 use std::collections::BTreeMap;
@@ -293,4 +293,29 @@ pub fn q9(events: &[Event]) -> Vec<WinningBid> {
             bid: b.clone(),
         })
         .collect()
+}
+
+/// Q4 with sliding windows of `size_ms` every `period_ms`: Q9's winners, each at its
+/// auction's `expires - 1`; per window and category, the rounded mean winning price.
+pub fn q4_windowed(events: &[Event], size_ms: i64, period_ms: i64) -> Vec<CategoryPrice> {
+    let mut sums: BTreeMap<(i64, usize), (u64, u64)> = BTreeMap::new();
+    for w in q9(events) {
+        for s in sliding_window_starts(w.auction.expires - 1, size_ms, period_ms) {
+            let acc = sums.entry((s, w.auction.category)).or_default();
+            acc.0 += w.bid.price as u64;
+            acc.1 += 1;
+        }
+    }
+    sums.into_iter()
+        .map(|((window_start, category), (sum, n))| CategoryPrice {
+            window_start,
+            category,
+            price: (sum as f64 / n as f64).round() as u64,
+        })
+        .collect()
+}
+
+/// Q4 with Beam's 10 s windows every 5 s.
+pub fn q4(events: &[Event]) -> Vec<CategoryPrice> {
+    q4_windowed(events, Q4_WINDOW_MS, Q4_PERIOD_MS)
 }

@@ -69,6 +69,24 @@ fn q3_joins_local_sellers_with_their_category_10_auctions() {
 }
 
 #[test]
+fn q4_averages_winning_prices_per_category_and_sliding_window() {
+    check(queries::q4, oracle::q4);
+}
+
+fn q4_small(events: &PCollection<Event>) -> PCollection<queries::CategoryPrice> {
+    queries::q4_windowed(events, 1_000, 500)
+}
+
+fn oracle_q4_small(events: &[Event]) -> Vec<queries::CategoryPrice> {
+    oracle::q4_windowed(events, 1_000, 500)
+}
+
+#[test]
+fn q4_averages_winning_prices_in_1s_windows() {
+    check(q4_small, oracle_q4_small);
+}
+
+#[test]
 fn q5_finds_the_hottest_auctions_per_sliding_window() {
     check(queries::q5, oracle::q5);
 }

@@ -79,6 +79,10 @@ fn main() -> anyhow::Result<()> {
         run(&args, "Q3", queries::q3, oracle::q3)?;
         ran = true;
     }
+    if want("4") {
+        run(&args, "Q4", queries::q4, oracle::q4)?;
+        ran = true;
+    }
     if want("5") {
         run(&args, "Q5", queries::q5, oracle::q5)?;
         ran = true;
@@ -105,7 +109,7 @@ fn main() -> anyhow::Result<()> {
     }
     if !ran {
         bail!(
-            "unknown query '{}': implemented so far are 0, 1, 2, 3, 5, 7, 8, 9, 11, 14 and all",
+            "unknown query '{}': implemented so far are 0, 1, 2, 3, 4, 5, 7, 8, 9, 11, 14 and all",
             args.query
         );
     }

@@ -96,7 +96,10 @@ impl StatefulDoFn for WinningBids {
                     Self::consider(ctx, &auction, bid)?;
                 }
                 ctx.clear("pending");
-                ctx.set_event_timer("close", Timestamp(auction.expires as i64))?;
+                // The auction's window is [date_time, expires): it closes once the
+                // watermark passes expires - 1, and the winner is stamped there (Beam's
+                // end-of-window timestamp of the auction window).
+                ctx.set_event_timer("close", Timestamp(auction.expires as i64 - 1))?;
                 ctx.write_value("auction", &auction)?;
             }
             AuctionOrBid::Bid(bid) => match ctx.read_value::<Auction>("auction")? {
@@ -126,8 +129,9 @@ impl StatefulDoFn for WinningBids {
 
 /// Q9, winning bids: for every auction, the highest valid bid (placed before the
 /// auction expires, at least its reserve; the earliest on a price tie), emitted when
-/// the watermark passes the auction's expiry. A stateful join in the global window of
-/// auctions and bids keyed by auction id, with an event-time timer per auction.
+/// the watermark passes the auction's expiry, with timestamp `expires - 1`. A stateful
+/// join in the global window of auctions and bids keyed by auction id, with an
+/// event-time timer per auction.
 pub fn q9(events: &PCollection<Event>) -> PCollection<WinningBid> {
     let auctions = events.flat_map("Q9.Auctions", auction_by_id);
     let bids = events.flat_map("Q9.Bids", bid_by_auction);
