@@ -3,8 +3,9 @@
 
 use crate::queries::{
     AuctionCount, BidTimeType, BidsPerSession, CategoryPrice, ConvertedBid, IdNameReserve,
-    NameCityStateId, Q14Bid, WinningBid, Q11_GAP_MS, Q3_CATEGORY, Q3_STATES, Q4_PERIOD_MS,
-    Q4_WINDOW_MS, Q5_PERIOD_MS, Q5_WINDOW_MS, Q7_WINDOW_MS, Q8_WINDOW_MS, SKIP_FACTOR,
+    NameCityStateId, Q14Bid, SellerPrice, WinningBid, Q11_GAP_MS, Q3_CATEGORY, Q3_STATES,
+    Q4_PERIOD_MS, Q4_WINDOW_MS, Q5_PERIOD_MS, Q5_WINDOW_MS, Q6_LAST_AUCTIONS, Q7_WINDOW_MS,
+    Q8_WINDOW_MS, SKIP_FACTOR,
 };
 use crate::{Bid, Event};
 use std::collections::BTreeMap;
@@ -318,4 +319,27 @@ pub fn q4_windowed(events: &[Event], size_ms: i64, period_ms: i64) -> Vec<Catego
 /// Q4 with Beam's 10 s windows every 5 s.
 pub fn q4(events: &[Event]) -> Vec<CategoryPrice> {
     q4_windowed(events, Q4_WINDOW_MS, Q4_PERIOD_MS)
+}
+
+/// Q6: per seller, the integer mean winning price of their last 10 auctions, ordered
+/// by winning bid time, then price.
+pub fn q6(events: &[Event]) -> Vec<SellerPrice> {
+    let mut sales: BTreeMap<usize, Vec<(u64, usize)>> = BTreeMap::new();
+    for w in q9(events) {
+        sales
+            .entry(w.auction.seller)
+            .or_default()
+            .push((w.bid.date_time, w.bid.price));
+    }
+    let mut out = Vec::new();
+    for (seller, mut s) in sales {
+        s.sort();
+        let last = &s[s.len().saturating_sub(Q6_LAST_AUCTIONS)..];
+        let sum: u64 = last.iter().map(|x| x.1 as u64).sum();
+        out.push(SellerPrice {
+            seller,
+            price: sum / last.len() as u64,
+        });
+    }
+    out
 }

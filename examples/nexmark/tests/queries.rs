@@ -110,6 +110,23 @@ fn q5_keeps_every_tied_auction_in_small_sliding_windows() {
 }
 
 #[test]
+fn q6_averages_the_last_10_selling_prices_per_seller() {
+    check(queries::q6, oracle::q6);
+    // Sellers with more than 10 sales, so that "the last 10" matters.
+    let source = NexmarkSource::new(30_000, 1_000);
+    let events = source.all_events();
+    let mut sales = std::collections::BTreeMap::new();
+    for w in oracle::q9(&events) {
+        *sales.entry(w.auction.seller).or_insert(0) += 1;
+    }
+    assert!(
+        sales.values().any(|n| *n > 10),
+        "no seller with more than 10 sales"
+    );
+    check_sources(queries::q6, oracle::q6, &[source]);
+}
+
+#[test]
 fn q7_keeps_the_highest_bid_per_10s_window() {
     check(queries::q7, oracle::q7);
 }

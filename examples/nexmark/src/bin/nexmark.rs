@@ -87,6 +87,10 @@ fn main() -> anyhow::Result<()> {
         run(&args, "Q5", queries::q5, oracle::q5)?;
         ran = true;
     }
+    if want("6") {
+        run(&args, "Q6", queries::q6, oracle::q6)?;
+        ran = true;
+    }
     if want("7") {
         run(&args, "Q7", queries::q7, oracle::q7)?;
         ran = true;
@@ -109,7 +113,7 @@ fn main() -> anyhow::Result<()> {
     }
     if !ran {
         bail!(
-            "unknown query '{}': implemented so far are 0, 1, 2, 3, 4, 5, 7, 8, 9, 11, 14 and all",
+            "unknown query '{}': implemented so far are 0-9, 11, 14 and all",
             args.query
         );
     }

@@ -1,0 +1,79 @@
+use super::q9::{q9, WinningBid};
+use crate::Event;
+use serde::{Deserialize, Serialize};
+use tidewater::{Combine, CombineFn, PCollection};
+
+/// Q6 averages over each seller's last this many closed auctions (Beam: 10).
+pub const Q6_LAST_AUCTIONS: usize = 10;
+
+/// Q6's output: a seller's average selling price.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct SellerPrice {
+    /// The seller.
+    pub seller: usize,
+    /// Integer mean of the winning prices of their last auctions.
+    pub price: u64,
+}
+
+fn seller_sale(w: WinningBid) -> (usize, (u64, usize)) {
+    (w.auction.seller, (w.bid.date_time, w.bid.price))
+}
+
+/// The mean price of the `n` latest (time, price) sales, by time then price (Beam's
+/// `MovingMeanSellingPrice` with `ASCENDING_TIME_THEN_PRICE`); integer division.
+#[derive(Serialize, Deserialize)]
+pub struct MovingMeanSellingPrice {
+    n: usize,
+}
+
+impl MovingMeanSellingPrice {
+    fn keep_latest(&self, acc: &mut Vec<(u64, usize)>) {
+        acc.sort();
+        let extra = acc.len().saturating_sub(self.n);
+        acc.drain(..extra);
+    }
+}
+
+impl CombineFn for MovingMeanSellingPrice {
+    type In = (u64, usize);
+    type Acc = Vec<(u64, usize)>;
+    type Out = u64;
+    fn create_accumulator(&self) -> Self::Acc {
+        Vec::new()
+    }
+    fn add_input(&self, acc: &mut Self::Acc, sale: (u64, usize)) {
+        acc.push(sale);
+        self.keep_latest(acc);
+    }
+    fn merge_accumulators(&self, acc: &mut Self::Acc, other: Self::Acc) {
+        acc.extend(other);
+        self.keep_latest(acc);
+    }
+    fn extract_output(&self, acc: Self::Acc) -> u64 {
+        if acc.is_empty() {
+            return 0;
+        }
+        acc.iter().map(|s| s.1 as u64).sum::<u64>() / acc.len() as u64
+    }
+}
+
+fn seller_price((seller, price): (usize, u64)) -> SellerPrice {
+    SellerPrice { seller, price }
+}
+
+/// Q6, average selling price by seller: per seller, the mean winning price of their
+/// last [`Q6_LAST_AUCTIONS`] closed auctions (by winning bid time). Q9 -> key by seller
+/// -> Combine.perKey(moving mean). Beam re-triggers on every winning bid with
+/// accumulating panes; the pane boundaries of such a trigger depend on bundling, so we
+/// compute the final pane only (the global window's default trigger).
+pub fn q6(events: &PCollection<Event>) -> PCollection<SellerPrice> {
+    q9(events)
+        .map("Q6.BySeller", seller_sale)
+        .apply(
+            "Q6.MovingMean",
+            Combine::per_key(MovingMeanSellingPrice {
+                n: Q6_LAST_AUCTIONS,
+            }),
+        )
+        .map("Q6.Project", seller_price)
+}
