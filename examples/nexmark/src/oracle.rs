@@ -3,9 +3,9 @@
 
 use crate::queries::{
     AuctionCount, BidTimeType, BidsPerSession, CategoryPrice, ConvertedBid, IdNameReserve,
-    NameCityStateId, Q14Bid, SellerPrice, WinningBid, Q11_GAP_MS, Q3_CATEGORY, Q3_STATES,
-    Q4_PERIOD_MS, Q4_WINDOW_MS, Q5_PERIOD_MS, Q5_WINDOW_MS, Q6_LAST_AUCTIONS, Q7_WINDOW_MS,
-    Q8_WINDOW_MS, SKIP_FACTOR,
+    NameCityStateId, Q14Bid, SellerPrice, WinningBid, Q11_GAP_MS, Q13_SIDE_ROWS, Q3_CATEGORY,
+    Q3_STATES, Q4_PERIOD_MS, Q4_WINDOW_MS, Q5_PERIOD_MS, Q5_WINDOW_MS, Q6_LAST_AUCTIONS,
+    Q7_WINDOW_MS, Q8_WINDOW_MS, SKIP_FACTOR,
 };
 use crate::{Bid, Event};
 use std::collections::BTreeMap;
@@ -340,6 +340,20 @@ pub fn q6(events: &[Event]) -> Vec<SellerPrice> {
             seller,
             price: sum / last.len() as u64,
         });
+    }
+    out
+}
+
+/// Q13: every bid with `extra` replaced by `(bidder % 500).to_string()`, the side
+/// table's value for that row.
+pub fn q13(events: &[Event]) -> Vec<Bid> {
+    let mut out = Vec::new();
+    for e in events {
+        if let Event::Bid(b) = e {
+            let mut b = b.clone();
+            b.extra = (b.bidder % Q13_SIDE_ROWS).to_string();
+            out.push(b);
+        }
     }
     out
 }

@@ -193,6 +193,11 @@ fn q11_counts_bids_per_bidder_session_with_a_short_gap() {
 }
 
 #[test]
+fn q13_joins_bids_with_a_bounded_side_input() {
+    check(queries::q13, oracle::q13);
+}
+
+#[test]
 fn q14_filters_and_computes_bids_at_every_time_of_day() {
     check(queries::q14, oracle::q14);
     // 3,000 events at 1,000 per second across each hour boundary where the time of day

@@ -107,13 +107,17 @@ fn main() -> anyhow::Result<()> {
         run(&args, "Q11", queries::q11, oracle::q11)?;
         ran = true;
     }
+    if want("13") {
+        run(&args, "Q13", queries::q13, oracle::q13)?;
+        ran = true;
+    }
     if want("14") {
         run(&args, "Q14", queries::q14, oracle::q14)?;
         ran = true;
     }
     if !ran {
         bail!(
-            "unknown query '{}': implemented so far are 0-9, 11, 14 and all",
+            "unknown query '{}': implemented so far are 0-9, 11, 13, 14 and all",
             args.query
         );
     }
