@@ -96,7 +96,8 @@ impl Source for TailFile {
         file.seek(SeekFrom::Start(offset))
             .map_err(|e| format!("cannot seek in '{}': {e}", self.path))?;
         let mut buf = Vec::new();
-        file.take(len - offset)
+        // A bounded chunk: a large existing file is consumed over several reads.
+        file.take((len - offset).min(1 << 20))
             .read_to_end(&mut buf)
             .map_err(|e| format!("cannot read tailed file '{}': {e}", self.path))?;
         let mut consumed = 0usize;

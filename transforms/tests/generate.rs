@@ -117,3 +117,28 @@ fn a_tailed_file_yields_lines_appended_while_running() {
     lines.sort();
     assert_eq!(lines, vec!["first", "fourth", "second", "third"]);
 }
+
+#[test]
+fn on_the_simulated_clock_an_idle_source_is_drained_not_dropped() {
+    use tidewater::TestStream;
+    let p = Pipeline::new(options());
+    // A TestStream makes the clock simulated; the rate-limited generator then never gets
+    // past its first number, and must be drained, not silently dropped.
+    p.apply(
+        "Script",
+        TestStream::new()
+            .add_elements(vec![(1u64, Timestamp(1))])
+            .advance_watermark_to_infinity(),
+    )
+    .capture("scripted");
+    p.apply(
+        "Numbers",
+        Read::from(GenerateSequence::new(0, None).with_rate(10.0)),
+    )
+    .apply("Fixed10", Window::into(WindowFn::fixed(10)))
+    .apply("Count", Count::globally())
+    .capture("counts");
+    let r = p.run().unwrap();
+    assert_eq!(r.captured_values::<u64>("scripted").unwrap(), vec![1]);
+    assert_eq!(r.captured_values::<u64>("counts").unwrap(), vec![1]);
+}

@@ -860,8 +860,9 @@ impl StatefulDoFn for RearmAfterExpiry {
         _name: &str,
         ctx: &mut StateContext<'_, i64>,
     ) -> Result<(), UserError> {
-        let end = ctx.window().max_timestamp();
-        ctx.set_event_timer("again", end)
+        // One past the window's expiry (allowed lateness 0): refused.
+        let after = tidewater::Timestamp(ctx.window().max_timestamp().millis() + 1);
+        ctx.set_event_timer("again", after)
     }
 }
 
@@ -882,7 +883,7 @@ fn check_rearm_after_expiry(r: RunResult) -> Result<(), String> {
             transform: "Rearm",
             phase: "process",
             element: Some("timer 'end' of key \"a\""),
-            message: &["cannot set timer 'again' in window Interval { start: 0ms, end: 10ms }: the window expired when the watermark passed 9ms (watermark now 50ms)"],
+            message: &["cannot set event-time timer 'again' at 10ms: it is after window Interval { start: 0ms, end: 10ms } expires at 9ms"],
         },
     )
 }

@@ -270,17 +270,26 @@ impl Executor<'_> {
                 progress |= self.step(i)?;
             }
             if !progress {
-                // An idle unbounded source may have more later on the wall clock.
-                let waiting = self.options.clock == Clock::Wall
-                    && self
-                        .sources
-                        .iter()
-                        .flatten()
-                        .any(|s| s.done.iter().any(|d| !d));
-                if !waiting {
+                let unfinished = self
+                    .sources
+                    .iter()
+                    .flatten()
+                    .any(|s| s.done.iter().any(|d| !d));
+                if !unfinished {
                     return Ok(());
                 }
-                std::thread::sleep(std::time::Duration::from_millis(1));
+                match self.options.clock {
+                    // An idle source may have more later on the wall clock.
+                    Clock::Wall => std::thread::sleep(std::time::Duration::from_millis(1)),
+                    // On the simulated clock an idle source stays idle: drain it, so its
+                    // watermark reaches the end and its windows fire, rather than stop
+                    // with their data unemitted.
+                    Clock::Simulated => {
+                        for s in self.sources.iter_mut().flatten() {
+                            s.done.iter_mut().for_each(|d| *d = true);
+                        }
+                    }
+                }
             }
         }
     }
@@ -506,6 +515,7 @@ impl Executor<'_> {
         let mut progress = false;
         let result = (|| -> Result<()> {
             let mut outputs = Vec::new();
+            runner.set_processing_time(self.processing_time);
             let pending = std::mem::take(&mut self.pending[node]);
             if !pending.is_empty() {
                 progress = true;
@@ -558,6 +568,7 @@ impl Executor<'_> {
             .take()
             .expect("every grouping has a reducer");
         let mut metrics = StepMetrics::default();
+        reducer.set_processing_time(self.processing_time);
         let result = (|| -> Result<()> {
             if !pending.is_empty() {
                 progress = true;

@@ -42,6 +42,8 @@ pub struct Reducer {
     windows: BTreeMap<(KeyId, BoundedWindow), WindowState>,
     event_timers: BTreeSet<(Timestamp, KeyId, BoundedWindow)>,
     processing_timers: BTreeSet<(Timestamp, KeyId, BoundedWindow)>,
+    /// The timers of each window, so that dropping a window does not scan all timers.
+    timers_of: BTreeMap<(KeyId, BoundedWindow), BTreeSet<(TimeDomain, Timestamp)>>,
     input_watermark: Timestamp,
     output_watermark: Timestamp,
     processing_time: Timestamp,
@@ -68,6 +70,7 @@ impl Reducer {
             windows: BTreeMap::new(),
             event_timers: BTreeSet::new(),
             processing_timers: BTreeSet::new(),
+            timers_of: BTreeMap::new(),
             input_watermark: Timestamp::MIN,
             output_watermark: Timestamp::MIN,
             processing_time: Timestamp(0),
@@ -97,6 +100,12 @@ impl Reducer {
     /// The input watermark the reducer has seen.
     pub fn input_watermark(&self) -> Timestamp {
         self.input_watermark
+    }
+
+    /// Moves the processing-time clock forward (before processing elements, so that
+    /// processing-time triggers measure from now).
+    pub fn set_processing_time(&mut self, now: Timestamp) {
+        self.processing_time = self.processing_time.max(now);
     }
 
     /// Adds a batch of inputs and fires the panes their triggers call for.
@@ -156,10 +165,13 @@ impl Reducer {
         if !self.strategy.window_fn.is_merging() {
             return Ok(w);
         }
+        // As in Beam, a window whose trigger finished takes no part in merging: new input
+        // next to a closed session starts a new one.
         let active: Vec<BoundedWindow> = self
             .windows
             .range((k, BoundedWindow::Global)..)
             .take_while(|((key, _), _)| *key == k)
+            .filter(|(_, st)| !st.closed)
             .map(|((_, w), _)| *w)
             .collect();
         let mut result = w;
@@ -169,10 +181,7 @@ impl Reducer {
                 .filter_map(|f| self.windows.remove(&(k, *f)))
                 .collect();
             for f in &from {
-                self.event_timers
-                    .retain(|(_, key, win)| !(*key == k && win == f));
-                self.processing_timers
-                    .retain(|(_, key, win)| !(*key == k && win == f));
+                self.remove_timers(k, *f);
             }
             self.state.merge(k, &from, into)?;
             let mut timers = Vec::new();
@@ -229,12 +238,24 @@ impl Reducer {
 
     /// The end-of-window and garbage-collection timers every window has.
     fn set_window_timers(&mut self, k: KeyId, w: BoundedWindow) {
-        self.event_timers.insert((end_of(&w), k, w));
         let gc = self.gc_time(&w);
-        self.event_timers.insert((gc, k, w));
+        self.add_timers(
+            k,
+            w,
+            vec![
+                (TimeDomain::EventTime, end_of(&w)),
+                (TimeDomain::EventTime, gc),
+            ],
+        );
     }
 
     fn add_timers(&mut self, k: KeyId, w: BoundedWindow, timers: Vec<(TimeDomain, Timestamp)>) {
+        if !timers.is_empty() {
+            self.timers_of
+                .entry((k, w))
+                .or_default()
+                .extend(timers.iter().copied());
+        }
         for (domain, t) in timers {
             match domain {
                 TimeDomain::EventTime => self.event_timers.insert((t, k, w)),
@@ -342,11 +363,19 @@ impl Reducer {
         }
         self.state.clear(k, w);
         self.windows.remove(&(k, w));
-        self.event_timers
-            .retain(|(_, key, win)| !(*key == k && *win == w));
-        self.processing_timers
-            .retain(|(_, key, win)| !(*key == k && *win == w));
+        self.remove_timers(k, w);
         Ok(())
+    }
+
+    /// Drops every timer of (k, w), through the per-window index (no scan of all
+    /// timers).
+    fn remove_timers(&mut self, k: KeyId, w: BoundedWindow) {
+        for (domain, t) in self.timers_of.remove(&(k, w)).unwrap_or_default() {
+            match domain {
+                TimeDomain::EventTime => self.event_timers.remove(&(t, k, w)),
+                TimeDomain::ProcessingTime => self.processing_timers.remove(&(t, k, w)),
+            };
+        }
     }
 
     fn fire(&mut self, k: KeyId, w: BoundedWindow, is_final: bool) -> Result<(), ExecError> {

@@ -68,23 +68,23 @@ impl Timers {
     }
 
     fn clear_window(&mut self, key: &[u8], window: &BoundedWindow) {
+        let from = (key.to_vec(), *window, String::new(), TimeDomain::EventTime);
         let ids: Vec<TimerId> = self
             .by_id
-            .keys()
-            .filter(|(k, w, _, _)| k == key && w == window)
-            .cloned()
+            .range(from..)
+            .take_while(|((k, w, _, _), _)| k == key && w == window)
+            .map(|(id, _)| id.clone())
             .collect();
         for id in ids {
             self.clear(&id);
         }
     }
 
-    fn earliest_event_output(&self) -> Option<Timestamp> {
-        self.by_id
-            .iter()
-            .filter(|(id, _)| id.3 == TimeDomain::EventTime)
-            .map(|(_, (_, o))| *o)
-            .min()
+    /// The earliest output timestamp of any pending timer: a processing-time timer's
+    /// output (the timestamp of the element that set it) holds the watermark too, so
+    /// that what it emits is not late downstream.
+    fn earliest_output(&self) -> Option<Timestamp> {
+        self.by_id.values().map(|(_, o)| *o).min()
     }
 }
 
@@ -185,13 +185,10 @@ impl StateAccess for Access<'_> {
         at: Timestamp,
         output: Timestamp,
     ) -> Result<(), String> {
+        // As in Beam, only the timer's time is checked against the window's expiry: a
+        // timer set from on_timer while the watermark jumped past the window still
+        // fires (in time order) before the window's state is dropped.
         let gc = gc_time(window, self.lateness);
-        if gc < self.watermark {
-            return Err(format!(
-                "cannot set timer '{name}' in window {window:?}: the window expired when the watermark passed {gc:?} (watermark now {:?})",
-                self.watermark
-            ));
-        }
         if domain == TimeDomain::EventTime && at > gc {
             return Err(format!("cannot set event-time timer '{name}' at {at:?}: it is after window {window:?} expires at {gc:?}"));
         }
@@ -261,6 +258,12 @@ impl StatefulRunner {
         )
     }
 
+    /// Moves the processing-time clock forward (before processing elements, so that
+    /// timers they set are relative to now).
+    pub fn set_processing_time(&mut self, now: Timestamp) {
+        self.processing_time = self.processing_time.max(now);
+    }
+
     /// Processes elements; returns the outputs.
     pub fn process(&mut self, batch: Box<dyn AnyBatch>) -> Result<Box<dyn AnyBatch>, ExecError> {
         let (dofn, mut access) = self.access();
@@ -297,7 +300,7 @@ impl StatefulRunner {
             self.state.clear_window(&first.1, &first.2);
             self.timers.clear_window(&first.1, &first.2);
         }
-        let hold = self.timers.earliest_event_output();
+        let hold = self.timers.earliest_output();
         let candidate = hold.map_or(self.input_watermark, |h| h.min(self.input_watermark));
         self.output_watermark = self.output_watermark.max(candidate);
         Ok(())

@@ -246,3 +246,44 @@ fn an_undeclared_side_input_says_how_to_declare_it() {
     assert!(e.contains("side input 'side:Xs.main:singleton' was not declared on this ParDo: add .with_side_input(&view)"), "{e}");
     let _ = BoundedWindow::Global;
 }
+
+#[test]
+fn a_side_input_fired_several_times_uses_its_latest_pane() {
+    use tidewater::Trigger;
+    let p = Pipeline::new(options(1));
+    let side = TestStream::new()
+        .add_elements(vec![(1i64, Timestamp(1))])
+        .add_elements(vec![(2i64, Timestamp(2))])
+        .add_elements(vec![(3i64, Timestamp(3))])
+        .advance_watermark_to_infinity();
+    let totals = p
+        .apply("Side", side)
+        .apply(
+            "Fixed10",
+            Window::into(WindowFn::fixed(10))
+                .triggering(Trigger::repeatedly(Trigger::after_count(1)))
+                .accumulating_fired_panes(),
+        )
+        .apply("Total", Combine::globally(Total))
+        .as_singleton();
+    let main = TestStream::new()
+        .add_elements(vec![(7i64, Timestamp(7))])
+        .advance_watermark_to_infinity();
+    p.apply("Main", main)
+        .apply("MainWindows", Window::into(WindowFn::fixed(10)))
+        .apply(
+            "Add",
+            ParDo::of(AddWindowTotal {
+                total: totals.clone(),
+            })
+            .with_side_input(&totals),
+        )
+        .capture("out");
+    let got = p
+        .run()
+        .unwrap()
+        .captured_values::<(i64, i64)>("out")
+        .unwrap();
+    // Panes 1, 3, 6 (accumulating) and the on-time pane 6: the latest pane says 6.
+    assert_eq!(got, vec![(7, 6)]);
+}

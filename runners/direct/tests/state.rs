@@ -239,8 +239,9 @@ impl StatefulDoFn for RearmAfterExpiry {
         _name: &str,
         ctx: &mut StateContext<'_, i64>,
     ) -> Result<(), UserError> {
-        let end = ctx.window().max_timestamp();
-        ctx.set_event_timer("again", end)
+        // One past the window's expiry (allowed lateness 0): refused.
+        let after = tidewater::Timestamp(ctx.window().max_timestamp().millis() + 1);
+        ctx.set_event_timer("again", after)
     }
 }
 
@@ -261,7 +262,52 @@ fn a_timer_set_in_an_expired_window_is_an_error() {
         "{e}"
     );
     assert!(
-        e.to_string().contains("cannot set timer 'again' in window Interval { start: 0ms, end: 10ms }: the window expired when the watermark passed 9ms (watermark now 50ms)"),
+        e.to_string().contains("cannot set event-time timer 'again' at 10ms: it is after window Interval { start: 0ms, end: 10ms } expires at 9ms"),
         "{e}"
+    );
+}
+
+/// Sets a second timer from the first one's callback.
+#[derive(Serialize, Deserialize)]
+struct Chain;
+
+impl StatefulDoFn for Chain {
+    type Key = String;
+    type Value = i64;
+    type Out = String;
+    fn process(
+        &mut self,
+        _k: &String,
+        v: i64,
+        ctx: &mut StateContext<'_, String>,
+    ) -> Result<(), UserError> {
+        ctx.set_event_timer("first", Timestamp(v + 10))
+    }
+    fn on_timer(
+        &mut self,
+        _k: &String,
+        name: &str,
+        ctx: &mut StateContext<'_, String>,
+    ) -> Result<(), UserError> {
+        ctx.output(format!("{name}@{:?}", ctx.timestamp()));
+        if name == "first" {
+            let next = Timestamp(ctx.timestamp().millis() + 10);
+            ctx.set_event_timer("second", next)?;
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn a_timer_set_from_a_timer_fires_even_when_the_watermark_jumps_to_the_end() {
+    // A bounded input: the watermark goes from MIN to MAX in one step.
+    let p = Pipeline::new(options(1));
+    p.create("Xs", vec![("a".to_string(), 5i64)])
+        .apply("Chain", StatefulParDo::of(Chain))
+        .capture("fired");
+    let got = p.run().unwrap().captured_values::<String>("fired").unwrap();
+    assert_eq!(
+        got,
+        vec!["first@15ms".to_string(), "second@25ms".to_string()]
     );
 }

@@ -44,7 +44,8 @@ pub trait AnyBatch: Send + 'static {
         &mut self,
         f: &mut dyn FnMut(crate::Timestamp, &crate::Windows) -> crate::Windows,
     );
-    /// The elements in window `w` (copies; with their other windows dropped).
+    /// The elements in window `w` of its latest pane (copies; with their other windows
+    /// dropped): a side input's value for the window.
     fn in_window(&self, w: &crate::BoundedWindow) -> Box<dyn AnyBatch>;
     /// Moves the elements for which `take(windows, timestamp)` holds into a new batch.
     fn take_where(
@@ -141,10 +142,17 @@ impl<T: Element> AnyBatch for Batch<T> {
         }
     }
     fn in_window(&self, w: &crate::BoundedWindow) -> Box<dyn AnyBatch> {
-        let items = self
+        // Of a side input fired several times in the window, the latest pane counts.
+        let latest = self
             .items
             .iter()
             .filter(|wv| wv.windows.iter().any(|x| x == w))
+            .map(|wv| wv.pane.index)
+            .max();
+        let items = self
+            .items
+            .iter()
+            .filter(|wv| wv.windows.iter().any(|x| x == w) && Some(wv.pane.index) == latest)
             .map(|wv| WindowedValue {
                 value: wv.value.clone(),
                 timestamp: wv.timestamp,

@@ -32,6 +32,9 @@ impl<F: StatefulDoFn + Serialize + DeserializeOwned> PTransform<PCollection<(F::
     type Output = PCollection<F::Out>;
     fn expand(self, input: PCollection<(F::Key, F::Value)>) -> PCollection<F::Out> {
         let p = input.pipeline().clone();
+        if p.windowing_of(input.id).window_fn.is_merging() {
+            p.record_error("a stateful ParDo cannot run over merging windows (sessions): state is kept per window, and merging windows have none until they merge (Beam refuses it too); window the input with non-merging windows".into());
+        }
         let name = crate::registry::register_stateful_do_fn::<F>();
         let fields = serde_json::to_value(&self.f).unwrap_or_else(|e| {
             p.record_error(format!("the fields of {name} do not serialize: {e}"));
