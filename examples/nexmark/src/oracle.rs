@@ -357,3 +357,47 @@ pub fn q13(events: &[Event]) -> Vec<Bid> {
     }
     out
 }
+
+/// Q12 on [`q12_test_stream`](crate::queries::q12_test_stream)`(events, batch, step_ms)`
+/// with panes of `delay_ms`: batch `k` arrives at processing time `k * step_ms`; a
+/// bidder's pane opens with its first bid and fires once the clock is past its opening
+/// time + `delay_ms` (before the next batch arrives). At the end of the global window
+/// every bidder gets an on-time pane: what is left, or an empty pane (count 0) under
+/// the default `OnTimeBehavior::FireAlways`.
+pub fn q12_scripted(
+    events: &[Event],
+    batch: usize,
+    step_ms: i64,
+    delay_ms: i64,
+) -> Vec<(usize, u64)> {
+    // bidder -> (pane opened at, bids in the pane)
+    let mut open: BTreeMap<usize, (i64, u64)> = BTreeMap::new();
+    let mut seen = std::collections::BTreeSet::new();
+    let mut out = Vec::new();
+    let mut fire_due = |open: &mut BTreeMap<usize, (i64, u64)>, now: i64| {
+        open.retain(|bidder, (opened, n)| {
+            let due = now > *opened + delay_ms;
+            if due {
+                out.push((*bidder, *n));
+            }
+            !due
+        });
+    };
+    let chunks: Vec<&[Event]> = events.chunks(batch.max(1)).collect();
+    for (k, chunk) in chunks.iter().enumerate() {
+        let now = k as i64 * step_ms;
+        fire_due(&mut open, now);
+        for e in *chunk {
+            if let Event::Bid(b) = e {
+                open.entry(b.bidder).or_insert((now, 0)).1 += 1;
+                seen.insert(b.bidder);
+            }
+        }
+    }
+    // The script advances the clock once more after the last batch.
+    fire_due(&mut open, chunks.len() as i64 * step_ms);
+    for bidder in seen {
+        out.push((bidder, open.get(&bidder).map_or(0, |o| o.1)));
+    }
+    out
+}

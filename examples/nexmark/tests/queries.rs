@@ -192,6 +192,47 @@ fn q11_counts_bids_per_bidder_session_with_a_short_gap() {
     check(q11_short, oracle_q11_short);
 }
 
+/// Q12 under a scripted clock: batches of `batch` events, `step_ms` of processing time
+/// apart, panes of `delay_ms`.
+fn check_q12(batch: usize, step_ms: i64, delay_ms: i64) {
+    tidewater_nexmark::register_runners();
+    let mut several = false;
+    for (events, seed) in [(500u64, 1u64), (3_000, 2), (6_000, 3)] {
+        let events = NexmarkSource::new(events, 1_000).all_events();
+        let p = Pipeline::new(PipelineOptions {
+            seed: Some(seed),
+            ..Default::default()
+        });
+        let stream = p.apply("Events", queries::q12_test_stream(&events, batch, step_ms));
+        queries::q12_with_delay(&stream, delay_ms).capture("out");
+        let got = p
+            .run()
+            .unwrap()
+            .captured_values::<(usize, u64)>("out")
+            .unwrap();
+        let expected = sorted_by_encoding(oracle::q12_scripted(&events, batch, step_ms, delay_ms));
+        let bidders: std::collections::BTreeSet<usize> = expected.iter().map(|x| x.0).collect();
+        several |= expected.len() > bidders.len();
+        assert!(
+            got == expected,
+            "{} events, seed {seed}: {} outputs vs {} expected",
+            events.len(),
+            got.len(),
+            expected.len()
+        );
+    }
+    assert!(
+        several,
+        "no bidder had several panes: the trigger went unchecked"
+    );
+}
+
+#[test]
+fn q12_counts_bids_per_bidder_per_processing_time_pane() {
+    check_q12(50, 1_000, 2_500);
+    check_q12(100, 1_000, queries::Q12_DELAY_MS);
+}
+
 #[test]
 fn q13_joins_bids_with_a_bounded_side_input() {
     check(queries::q13, oracle::q13);

@@ -3,6 +3,7 @@
 mod q0;
 mod q1;
 mod q11;
+mod q12;
 mod q13;
 mod q14;
 mod q2;
@@ -17,6 +18,7 @@ mod q9;
 pub use q0::q0;
 pub use q1::{q1, ConvertedBid};
 pub use q11::{q11, q11_with_gap, BidsPerSession, Q11_GAP_MS};
+pub use q12::{q12, q12_test_stream, q12_with_delay, Q12_DELAY_MS};
 pub use q13::{q13, q13_side_rows, Q13_SIDE_ROWS};
 pub use q14::{bid_time_type, q14, q14_price, BidTimeType, Q14Bid};
 pub use q2::{q2, SKIP_FACTOR};

@@ -1,0 +1,56 @@
+use super::bids_of;
+use crate::{Bid, Event};
+use tidewater::{PCollection, TestStream, Timestamp, Trigger, Window};
+use tidewater_transforms::Count;
+
+/// Q12's processing-time pane length (Beam's window size: 10 s).
+pub const Q12_DELAY_MS: i64 = 10_000;
+
+fn bidder_of(b: Bid) -> usize {
+    b.bidder
+}
+
+/// Q12 with panes of `delay_ms` of processing time: bids per bidder in the global
+/// window, a pane firing `delay_ms` of processing time after its first bid (Beam's
+/// `Repeatedly(AfterProcessingTime.pastFirstElementInPane().plusDelayOf(..))`,
+/// discarding), counted per bidder: (bidder, bids in the pane).
+pub fn q12_with_delay(events: &PCollection<Event>, delay_ms: i64) -> PCollection<(usize, u64)> {
+    events
+        .flat_map("Q12.Bids", bids_of)
+        .map("Q12.Bidder", bidder_of)
+        .apply(
+            "Q12.ProcessingTimePanes",
+            Window::configure()
+                .triggering(Trigger::repeatedly(
+                    Trigger::after_processing_time().plus_delay_of(delay_ms),
+                ))
+                .discarding_fired_panes()
+                .with_allowed_lateness(0),
+        )
+        .apply("Q12.Count", Count::per_element())
+}
+
+/// Q12, processing-time windows: bids per bidder per processing-time pane of
+/// [`Q12_DELAY_MS`]. Its output depends on the processing clock: tests and `--verify`
+/// run it on [`q12_test_stream`], where the clock is scripted.
+pub fn q12(events: &PCollection<Event>) -> PCollection<(usize, u64)> {
+    q12_with_delay(events, Q12_DELAY_MS)
+}
+
+/// The events as a TestStream: `batch` events at a time, each batch followed by the
+/// watermark at its last event's time and `step_ms` of processing time; then the end.
+pub fn q12_test_stream(events: &[Event], batch: usize, step_ms: i64) -> TestStream<Event> {
+    let mut stream = TestStream::new();
+    for chunk in events.chunks(batch.max(1)) {
+        let elements = chunk
+            .iter()
+            .map(|e| (e.clone(), Timestamp(e.timestamp() as i64)))
+            .collect();
+        let last = Timestamp(chunk[chunk.len() - 1].timestamp() as i64);
+        stream = stream
+            .add_elements(elements)
+            .advance_watermark_to(last)
+            .advance_processing_time(step_ms);
+    }
+    stream.advance_watermark_to_infinity()
+}
