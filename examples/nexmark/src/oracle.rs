@@ -3,9 +3,9 @@
 
 use crate::queries::{
     AuctionCount, BidTimeType, BidsPerSession, CategoryPrice, ConvertedBid, IdNameReserve,
-    NameCityStateId, Q14Bid, SellerPrice, WinningBid, Q11_GAP_MS, Q13_SIDE_ROWS, Q3_CATEGORY,
-    Q3_STATES, Q4_PERIOD_MS, Q4_WINDOW_MS, Q5_PERIOD_MS, Q5_WINDOW_MS, Q6_LAST_AUCTIONS,
-    Q7_WINDOW_MS, Q8_WINDOW_MS, SKIP_FACTOR,
+    NameCityStateId, OutputFile, Q14Bid, SellerPrice, WinningBid, Q10_SHARDS, Q10_WINDOW_MS,
+    Q11_GAP_MS, Q13_SIDE_ROWS, Q3_CATEGORY, Q3_STATES, Q4_PERIOD_MS, Q4_WINDOW_MS, Q5_PERIOD_MS,
+    Q5_WINDOW_MS, Q6_LAST_AUCTIONS, Q7_WINDOW_MS, Q8_WINDOW_MS, SKIP_FACTOR,
 };
 use crate::{Bid, Event};
 use std::collections::BTreeMap;
@@ -400,4 +400,55 @@ pub fn q12_scripted(
         out.push((bidder, open.get(&bidder).map_or(0, |o| o.1)));
     }
     out
+}
+
+/// Q10: per (fixed window, shard = auction % shards) holding bids, the file name and
+/// its lines `auction,bidder,price,date_time`, sorted.
+pub fn q10_files(events: &[Event]) -> BTreeMap<String, Vec<String>> {
+    let mut files: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for e in events {
+        if let Event::Bid(b) = e {
+            let start = fixed_window_start(b.date_time, Q10_WINDOW_MS);
+            let name = format!(
+                "bids-{start:013}-{:05}-of-{Q10_SHARDS:05}.csv",
+                b.auction % Q10_SHARDS
+            );
+            files.entry(name).or_default().push(format!(
+                "{},{},{},{}",
+                b.auction, b.bidder, b.price, b.date_time
+            ));
+        }
+    }
+    for lines in files.values_mut() {
+        lines.sort();
+    }
+    files
+}
+
+/// Q10's output records: one per file of [`q10_files`].
+pub fn q10(events: &[Event]) -> Vec<OutputFile> {
+    let mut out = Vec::new();
+    for e in events {
+        if let Event::Bid(b) = e {
+            out.push((
+                fixed_window_start(b.date_time, Q10_WINDOW_MS),
+                b.auction % Q10_SHARDS,
+            ));
+        }
+    }
+    out.sort();
+    out.dedup();
+    let files = q10_files(events);
+    out.into_iter()
+        .map(|(window_start, shard)| {
+            let name = format!("bids-{window_start:013}-{shard:05}-of-{Q10_SHARDS:05}.csv");
+            let lines = files[&name].len();
+            OutputFile {
+                window_start,
+                shard,
+                name,
+                lines,
+            }
+        })
+        .collect()
 }

@@ -167,6 +167,66 @@ fn q9_finds_the_winning_bid_of_every_auction() {
     check(queries::q9, oracle::q9);
 }
 
+/// A fresh, empty directory under the system's temp dir.
+fn fresh_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("tidewater-nexmark-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn q10_writes_the_bids_of_each_window_into_sharded_files() {
+    tidewater_nexmark::register_runners();
+    // 1,000 events per second: 25,000 events span three 10 s windows.
+    for (events, seed) in [(500u64, 1u64), (6_000, 2), (25_000, 3)] {
+        let source = NexmarkSource::new(events, 1_000);
+        let dir = fresh_dir(&format!("q10-{events}"));
+        let p = Pipeline::new(PipelineOptions {
+            seed: Some(seed),
+            ..Default::default()
+        });
+        let stream = p.apply("Events", Read::from(source.clone()));
+        queries::q10(&stream, dir.to_str().unwrap()).capture("out");
+        let got = p
+            .run()
+            .unwrap()
+            .captured_values::<queries::OutputFile>("out")
+            .unwrap();
+        let all = source.all_events();
+        assert_eq!(
+            got,
+            sorted_by_encoding(oracle::q10(&all)),
+            "{events} events: files"
+        );
+        let expected = oracle::q10_files(&all);
+        let mut on_disk: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|f| f.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        on_disk.sort();
+        assert_eq!(
+            on_disk,
+            expected.keys().cloned().collect::<Vec<_>>(),
+            "{events} events: names"
+        );
+        for (name, lines) in &expected {
+            let text = std::fs::read_to_string(dir.join(name)).unwrap();
+            assert_eq!(
+                text.lines().collect::<Vec<_>>(),
+                *lines,
+                "{events} events: {name}"
+            );
+        }
+        if events == 25_000 {
+            let windows: std::collections::BTreeSet<i64> =
+                got.iter().map(|f| f.window_start).collect();
+            assert_eq!(windows.len(), 3, "three windows");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
+
 #[test]
 fn q11_counts_bids_per_bidder_session() {
     check(queries::q11, oracle::q11);
