@@ -5,7 +5,7 @@ use std::io::{BufRead, BufReader, Write as _};
 use std::path::{Path, PathBuf};
 use tidewater::{
     Combine, CombineFn, DoFn, Impulse, PBegin, PCollection, PInput, PTransform, ParDo,
-    ProcessContext, UserError,
+    ProcessContext, Trigger, UserError, Window, WindowFn,
 };
 
 /// Entry points: `TextIO::read().from(pattern)` and `TextIO::write().to(prefix)`.
@@ -214,7 +214,14 @@ impl PTransform<PCollection<String>> for Write {
             suffix: self.suffix,
             shards: self.shards.max(1),
         };
+        // As Beam's WriteFiles without windowed writes: every window goes into the same
+        // files, so the input is first re-windowed into the global window (otherwise each
+        // window would write, and overwrite, the same shard names).
         input
+            .apply(
+                "GlobalWindow",
+                Window::into(WindowFn::Global).triggering(Trigger::Default),
+            )
             .apply(
                 "AssignShard",
                 ParDo::of(AssignShard {

@@ -197,3 +197,32 @@ fn generate_sequence_is_the_same_on_any_number_of_partitions() {
         );
     }
 }
+
+#[test]
+fn a_windowed_input_is_written_whole_into_the_same_shards() {
+    use tidewater::{Timestamp, Window, WindowFn};
+    fn at(line: &String) -> Timestamp {
+        Timestamp(line.parse().unwrap())
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = dir.path().join("out").to_str().unwrap().to_string();
+    let p = Pipeline::new(options());
+    p.create(
+        "Lines",
+        ["1", "2", "15", "25"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+    )
+    .with_timestamps("Stamp", at)
+    .apply("Fixed10", Window::into(WindowFn::fixed(10)))
+    .apply(
+        "Write",
+        TextIO::write()
+            .to(&prefix)
+            .with_suffix(".txt")
+            .with_num_shards(2),
+    );
+    p.run().unwrap();
+    assert_eq!(read_shards(&prefix, 2), vec!["1", "15", "2", "25"]);
+}

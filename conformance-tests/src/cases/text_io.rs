@@ -5,7 +5,9 @@ use crate::case::RunResult;
 use crate::check::{eq, succeeded, values, values_eq};
 use crate::{scratch, Case};
 use std::path::Path;
-use tidewater::runner::Feature::{Capture, CombineGlobally, Create, GroupByKey, Impulse, ParDo};
+use tidewater::runner::Feature::{
+    Capture, CombineGlobally, Create, GroupByKey, Impulse, ParDo, WindowInto,
+};
 use tidewater::Pipeline;
 use tidewater_transforms::TextIO;
 
@@ -19,7 +21,14 @@ pub(crate) fn cases() -> Vec<Case> {
         },
         Case {
             name: "text_io/write",
-            features: &[Create, ParDo, GroupByKey, CombineGlobally, Capture],
+            features: &[
+                Create,
+                ParDo,
+                WindowInto,
+                GroupByKey,
+                CombineGlobally,
+                Capture,
+            ],
             build: write,
             check: check_write,
         },
