@@ -201,6 +201,7 @@ fn generate_sequence_is_the_same_on_any_number_of_partitions() {
 #[test]
 fn a_windowed_input_is_written_whole_into_the_same_shards() {
     use tidewater::{Timestamp, Window, WindowFn};
+    #[allow(clippy::ptr_arg)] // with_timestamps hands the element by reference
     fn at(line: &String) -> Timestamp {
         Timestamp(line.parse().unwrap())
     }
