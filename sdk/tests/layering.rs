@@ -80,6 +80,7 @@ fn crates_depend_only_downward() {
             &[
                 "tidewater",
                 "tidewater-transforms",
+                "tidewater-nexmark",
                 runners[0],
                 runners[1],
                 runners[2],

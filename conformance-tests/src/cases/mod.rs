@@ -15,6 +15,7 @@ mod group_by_key;
 mod impulse;
 mod kv;
 mod metrics;
+mod nexmark;
 mod numeric;
 mod panes;
 mod pardo;
@@ -57,6 +58,8 @@ pub fn all_cases() -> Vec<Case> {
         sample::cases(),
         cogroup::cases(),
         text_io::cases(),
+        // workloads
+        nexmark::cases(),
     ]
     .concat()
 }
