@@ -17,17 +17,33 @@ fn check_sources<T: Element + PartialEq>(
     oracle: fn(&[Event]) -> Vec<T>,
     sources: &[NexmarkSource],
 ) {
+    check_sources_seeing(build, oracle, sources, NexmarkSource::all_events, &[]);
+}
+
+/// Pipeline vs oracle on each source, with seeds 1, 2, 3, ... and these runner options;
+/// the oracle sees the events `seen` gives.
+fn check_sources_seeing<T: Element + PartialEq>(
+    build: fn(&PCollection<Event>) -> PCollection<T>,
+    oracle: fn(&[Event]) -> Vec<T>,
+    sources: &[NexmarkSource],
+    seen: fn(&NexmarkSource) -> Vec<Event>,
+    runner_options: &[(&str, &str)],
+) {
     tidewater_nexmark::register_runners();
     let mut found = 0;
     for (source, seed) in sources.iter().zip(1u64..) {
         let events = source.events;
         let p = Pipeline::new(PipelineOptions {
             seed: Some(seed),
+            runner_options: runner_options
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
             ..Default::default()
         });
         build(&p.apply("Events", Read::from(source.clone()))).capture("out");
         let got = p.run().unwrap().captured_values::<T>("out").unwrap();
-        let expected = sorted_by_encoding(oracle(&source.all_events()));
+        let expected = sorted_by_encoding(oracle(&seen(source)));
         found += expected.len();
         assert!(
             got == expected,
@@ -352,4 +368,133 @@ fn the_source_gives_the_same_events_on_any_number_of_partitions() {
     }
     // Event times follow the rate: 1,000 events per second from time 0.
     assert_eq!(expected[999].timestamp(), 999);
+}
+
+/// 3,000 and 6,000 events at 1,000 per second, each event's time moved back by up to
+/// `bound_ms` (seeded), the watermark trailing by the bound: out of order, none late.
+fn out_of_order_sources(bound_ms: u64) -> Vec<NexmarkSource> {
+    let sources: Vec<NexmarkSource> = [(3_000u64, 7u64), (6_000, 8)]
+        .into_iter()
+        .map(|(events, seed)| NexmarkSource::new(events, 1_000).with_out_of_order(bound_ms, seed))
+        .collect();
+    for s in &sources {
+        let times: Vec<u64> = s.all_events().iter().map(Event::timestamp).collect();
+        assert!(
+            times.windows(2).any(|w| w[1] < w[0]),
+            "the stream is out of order"
+        );
+    }
+    sources
+}
+
+#[test]
+fn out_of_order_events_are_behind_no_watermark_and_late_ones_are() {
+    use tidewater::{Source, Timestamp};
+    use tidewater_nexmark::NexmarkPosition;
+    // From time 1,000 s, so that no time saturates at 0.
+    let source = NexmarkSource {
+        base_time_ms: 1_000_000,
+        ..NexmarkSource::new(2_000, 1_000)
+    }
+    .with_out_of_order(500, 3)
+    .with_late_events(50, 2_000);
+    let events = source.all_events();
+    let mut late = 0;
+    for (n, e) in events.iter().enumerate() {
+        let n = n as u64;
+        let t = Timestamp(e.timestamp() as i64);
+        // The watermark before event n is read, and after it (partition 0 of 1).
+        let before = source.watermark(0, 1, &NexmarkPosition { next: n });
+        let after = source.watermark(0, 1, &NexmarkPosition { next: n + 1 });
+        if source.is_late(n) {
+            late += 1;
+            assert!(t < before, "late event {n} at {t:?} is behind {before:?}");
+            assert!(t < after);
+        } else {
+            assert!(t >= before, "event {n} at {t:?} is behind {before:?}");
+        }
+    }
+    assert_eq!(late, 39);
+    // The same events at the same times on any number of partitions.
+    let p = Pipeline::new(PipelineOptions {
+        seed: Some(5),
+        ..Default::default()
+    });
+    p.apply("Events", Read::from(source.clone())).capture("out");
+    let got = p.run().unwrap().captured_values::<Event>("out").unwrap();
+    assert!(got == sorted_by_encoding(events));
+}
+
+#[test]
+fn q5_out_of_order() {
+    let sources = out_of_order_sources(2_000);
+    check_sources(queries::q5, oracle::q5, &sources);
+    check_sources(q5_small, oracle_q5_small, &sources);
+}
+
+#[test]
+fn q7_out_of_order() {
+    let sources = out_of_order_sources(2_000);
+    check_sources(queries::q7, oracle::q7, &sources);
+    check_sources(q7_100ms, oracle_q7_100ms, &sources);
+}
+
+#[test]
+fn q8_out_of_order() {
+    let sources = out_of_order_sources(2_000);
+    check_sources(queries::q8, oracle::q8, &sources);
+    check_sources(q8_1s, oracle_q8_1s, &sources);
+}
+
+#[test]
+fn q11_out_of_order() {
+    let sources = out_of_order_sources(2_000);
+    check_sources(queries::q11, oracle::q11, &sources);
+    check_sources(q11_short, oracle_q11_short, &sources);
+}
+
+/// Late events (every 40th, 3 s behind its time, 1 s of out-of-orderness) reach a query
+/// in the global window like any other: nothing expires there, so the oracle keeps them.
+#[test]
+fn global_window_queries_keep_late_events() {
+    let sources: Vec<NexmarkSource> = [(6_000u64, 11u64), (30_000, 12)]
+        .into_iter()
+        .map(|(events, seed)| {
+            NexmarkSource::new(events, 1_000)
+                .with_out_of_order(1_000, seed)
+                .with_late_events(40, 3_000)
+        })
+        .collect();
+    check_sources(queries::q1, oracle::q1, &sources);
+    check_sources(queries::q3, oracle::q3, &sources);
+}
+
+/// 6,000 and 3,000 events at 1,000 per second from time 1,000 s, up to 500 ms out of
+/// order, and every 40th event 5 s late: behind the watermark by more than 4 s.
+fn late_sources() -> Vec<NexmarkSource> {
+    [(6_000u64, 21u64), (3_000, 22)]
+        .into_iter()
+        .map(|(events, seed)| {
+            NexmarkSource {
+                base_time_ms: 1_000_000,
+                ..NexmarkSource::new(events, 1_000)
+            }
+            .with_out_of_order(500, seed)
+            .with_late_events(40, 5_000)
+        })
+        .collect()
+}
+
+/// With no allowed lateness, a late event's windows (of at most 1 s, or sessions with a
+/// 200 ms gap) have expired when it arrives 5 s late: grouping drops it, and the oracle
+/// sees only the on-time events. On bundles of the default size and of 10,000.
+#[test]
+fn windowed_queries_drop_late_events() {
+    let sources = late_sources();
+    for options in [&[][..], &[("bundle_size", "10000")][..]] {
+        let on_time = NexmarkSource::on_time_events;
+        check_sources_seeing(q5_small, oracle_q5_small, &sources, on_time, options);
+        check_sources_seeing(q8_1s, oracle_q8_1s, &sources, on_time, options);
+        check_sources_seeing(q11_short, oracle_q11_short, &sources, on_time, options);
+    }
 }
