@@ -496,5 +496,6 @@ fn windowed_queries_drop_late_events() {
         check_sources_seeing(q5_small, oracle_q5_small, &sources, on_time, options);
         check_sources_seeing(q8_1s, oracle_q8_1s, &sources, on_time, options);
         check_sources_seeing(q11_short, oracle_q11_short, &sources, on_time, options);
+        check_sources_seeing(q7_100ms, oracle_q7_100ms, &sources, on_time, options);
     }
 }
