@@ -24,6 +24,20 @@ struct Args {
     /// Compare each query's output with its plain-Rust oracle.
     #[arg(long)]
     verify: bool,
+    /// Move each event's time back by up to this many ms (seeded by `--seed`, 0 if
+    /// absent); the watermark trails by the bound, so no event is late.
+    #[arg(long, default_value_t = 0)]
+    out_of_order_ms: u64,
+}
+
+/// The events the options describe.
+fn source(args: &Args) -> NexmarkSource {
+    let s = NexmarkSource::new(args.events, args.rate);
+    if args.out_of_order_ms > 0 {
+        s.with_out_of_order(args.out_of_order_ms, args.options.seed.unwrap_or(0))
+    } else {
+        s
+    }
 }
 
 fn run<T: Element + PartialEq>(
@@ -32,7 +46,7 @@ fn run<T: Element + PartialEq>(
     build: fn(&PCollection<Event>) -> PCollection<T>,
     oracle: fn(&[Event]) -> Vec<T>,
 ) -> anyhow::Result<()> {
-    let source = NexmarkSource::new(args.events, args.rate);
+    let source = source(args);
     let p = Pipeline::new(args.options.clone());
     let events = p.apply("Events", Read::from(source.clone()));
     build(&events).capture("out");
@@ -80,7 +94,7 @@ fn q10_to_temp_dir(events: &PCollection<Event>) -> PCollection<queries::OutputFi
 /// with a scripted clock: one second of events (`--rate` of them) per second of
 /// processing time.
 fn run_q12(args: &Args) -> anyhow::Result<()> {
-    let events = NexmarkSource::new(args.events, args.rate).all_events();
+    let events = source(args).all_events();
     let p = Pipeline::new(args.options.clone());
     let stream = p.apply(
         "Events",

@@ -38,18 +38,27 @@ pub fn q12(events: &PCollection<Event>) -> PCollection<(usize, u64)> {
 }
 
 /// The events as a TestStream: `batch` events at a time, each batch followed by the
-/// watermark at its last event's time and `step_ms` of processing time; then the end.
+/// watermark at the earliest event time still to come (so out-of-order events are not
+/// late) and `step_ms` of processing time; then the end.
 pub fn q12_test_stream(events: &[Event], batch: usize, step_ms: i64) -> TestStream<Event> {
     let mut stream = TestStream::new();
+    // min_after[i]: the earliest event time from event i on.
+    let mut min_after = vec![u64::MAX; events.len() + 1];
+    for i in (0..events.len()).rev() {
+        min_after[i] = min_after[i + 1].min(events[i].timestamp());
+    }
+    let mut done = 0usize;
+    let mut watermark = 0u64;
     for chunk in events.chunks(batch.max(1)) {
         let elements = chunk
             .iter()
             .map(|e| (e.clone(), Timestamp(e.timestamp() as i64)))
             .collect();
-        let last = Timestamp(chunk[chunk.len() - 1].timestamp() as i64);
+        done += chunk.len();
+        watermark = watermark.max(min_after[done].min(chunk[chunk.len() - 1].timestamp()));
         stream = stream
             .add_elements(elements)
-            .advance_watermark_to(last)
+            .advance_watermark_to(Timestamp(watermark as i64))
             .advance_processing_time(step_ms);
     }
     stream.advance_watermark_to_infinity()
