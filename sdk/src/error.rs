@@ -125,6 +125,13 @@ pub enum Error {
         /// What is wrong with its value.
         message: String,
     },
+    /// A checkpoint or snapshot cannot be used: corrupt, truncated, of another plan or
+    /// of another format version. Never turned into wrong results.
+    #[error("checkpoint cannot be restored: {message}")]
+    Checkpoint {
+        /// What is wrong with it, and where.
+        message: String,
+    },
     /// The runner itself failed; a bug, never bad input.
     #[error("internal error in runner: {0}")]
     Internal(String),

@@ -4,13 +4,13 @@
 //! that reducers fire their panes. Combiners are lifted before the shuffle where the
 //! windowing allows. The direct runner is this executor plus a validating schedule.
 
-use crate::reduce::Reducer;
+use crate::fusion::lifts;
+use crate::keyed::{KeyGroups, KeyedOperator};
 use crate::translate::{ExecutablePlan, NodeKind};
-use crate::windowing::WindowAssigner;
 use std::collections::{BTreeMap, HashMap};
 use tidewater::exec::{
     AnyBatch, Emit, ErasedDoFn, ExecError, GroupingPhase, GroupingTable, InvokeContext,
-    MetricResults, SplitMix64, StepMetrics, BATCH_SIZE,
+    MetricResults, SplitMix64, StepMetrics, BATCH_SIZE, DEFAULT_MAX_KEY_GROUPS,
 };
 use tidewater::runner::{PipelineResult, PipelineState};
 use tidewater::{Error, Result};
@@ -69,18 +69,19 @@ pub fn execute(plan: &ExecutablePlan, options: &ExecOptions) -> Result<PipelineR
         options,
         buffers: (0..plan.pcollections.len()).map(|_| Vec::new()).collect(),
         pending: (0..plan.nodes.len()).map(|_| Vec::new()).collect(),
-        received: vec![false; plan.nodes.len()],
         captures: BTreeMap::new(),
         metrics: MetricResults::default(),
         rng: options.shuffle_seed.map(SplitMix64::new),
-        lifted: plan.nodes.iter().map(|n| lifts(plan, n, options)).collect(),
-        reducers: (0..plan.nodes.len()).map(|_| None).collect(),
-        defaulted: vec![false; plan.nodes.len()],
+        lifted: plan
+            .nodes
+            .iter()
+            .map(|n| lifts(plan, n, options.lift_combiners))
+            .collect(),
+        keyed: (0..plan.nodes.len()).map(|_| None).collect(),
         watermarks: vec![Timestamp::MIN; plan.pcollections.len()],
         cursors: vec![0; plan.nodes.len()],
         processing_time: Timestamp(0),
         sources: (0..plan.nodes.len()).map(|_| None).collect(),
-        stateful: (0..plan.nodes.len()).map(|_| None).collect(),
         side_data: plan
             .nodes
             .iter()
@@ -140,19 +141,16 @@ struct Executor<'p> {
     options: &'p ExecOptions,
     /// Materialized batches per PCollection (stage roots).
     buffers: Vec<Vec<Box<dyn AnyBatch>>>,
-    /// Inputs (or lifted accumulators) waiting at each grouping node.
+    /// Inputs (or lifted accumulators) waiting at each keyed node, and main input held
+    /// at each ParDo with side inputs.
     pending: Vec<Vec<Box<dyn AnyBatch>>>,
-    /// Whether a grouping node received any input (for Combine.globally's default).
-    received: Vec<bool>,
     captures: BTreeMap<String, (String, Vec<u8>)>,
     metrics: MetricResults,
     rng: Option<SplitMix64>,
     /// Per node: a combine whose partial half runs in the producing stage.
     lifted: Vec<bool>,
-    /// Per grouping node: its reducer.
-    reducers: Vec<Option<Reducer>>,
-    /// Per grouping node: Combine.globally's default was emitted.
-    defaulted: Vec<bool>,
+    /// Per grouping or stateful ParDo node: its keyed operator.
+    keyed: Vec<Option<Box<dyn KeyedOperator>>>,
     /// Per PCollection: the output watermark of its producer.
     watermarks: Vec<Timestamp>,
     /// Per source node: how much of it has been produced.
@@ -163,8 +161,6 @@ struct Executor<'p> {
     sources: Vec<Option<SourceState>>,
     /// Per node, per input index: the side-input batches received so far.
     side_data: Vec<Vec<Vec<Box<dyn AnyBatch>>>>,
-    /// Per stateful ParDo node: its runner.
-    stateful: Vec<Option<crate::stateful::StatefulRunner>>,
     started: std::time::Instant,
 }
 
@@ -189,33 +185,16 @@ fn wall_clock() -> Timestamp {
     )
 }
 
-/// Whether a grouping combines partially before the shuffle: only a liftable combine
-/// whose panes do not depend on individual elements (default trigger, non-merging
-/// windows, output at the end of the window).
-fn lifts(plan: &ExecutablePlan, n: &crate::translate::Node, options: &ExecOptions) -> bool {
-    let NodeKind::Grouping { ops } = &n.kind else {
-        return false;
-    };
-    let w = &plan.pcollections[n.inputs[0]].windowing;
-    options.lift_combiners
-        && ops.liftable()
-        && w.trigger == tidewater::Trigger::Default
-        && !w.window_fn.is_merging()
-        && w.timestamp_combiner == tidewater::TimestampCombiner::EndOfWindow
-}
-
 impl Executor<'_> {
     fn run(&mut self) -> Result<()> {
         for (i, n) in self.plan.nodes.iter().enumerate() {
-            if let NodeKind::Grouping { ops } = &n.kind {
-                let w = self.plan.pcollections[n.inputs[0]].windowing.clone();
-                let assigner = WindowAssigner::new(&w.window_fn, &n.name)?;
-                let phase = if self.lifted[i] {
-                    GroupingPhase::Final
-                } else {
-                    GroupingPhase::Full
-                };
-                self.reducers[i] = Some(Reducer::new(w, assigner, ops.new_reduce_state(phase)));
+            if let NodeKind::Grouping { .. } | NodeKind::Stateful { .. } = &n.kind {
+                self.keyed[i] = Some(crate::keyed::instantiate(
+                    self.plan,
+                    i,
+                    self.lifted[i],
+                    &KeyGroups::all(DEFAULT_MAX_KEY_GROUPS),
+                )?);
             }
         }
         for (i, n) in self.plan.nodes.iter().enumerate() {
@@ -233,19 +212,6 @@ impl Executor<'_> {
                     idle: vec![false; partitions],
                     watermarks: vec![Timestamp::MIN; partitions],
                 });
-            }
-        }
-        for (i, n) in self.plan.nodes.iter().enumerate() {
-            if let NodeKind::Stateful { .. } = &n.kind {
-                let lateness = self.plan.pcollections[n.inputs[0]]
-                    .windowing
-                    .allowed_lateness_ms;
-                let state = Box::new(crate::state::InMemoryStateBackend::default());
-                self.stateful[i] = Some(crate::stateful::StatefulRunner::new(
-                    n.instantiate_stateful()?,
-                    state,
-                    lateness,
-                ));
             }
         }
         if self.options.clock == Clock::Wall {
@@ -415,9 +381,8 @@ impl Executor<'_> {
                 self.run_stage(out)?;
                 Ok(true)
             }
-            NodeKind::Grouping { .. } => self.step_grouping(i),
+            NodeKind::Grouping { .. } | NodeKind::Stateful { .. } => self.step_keyed(i),
             NodeKind::Read { .. } => self.step_read(i),
-            NodeKind::Stateful { .. } => self.step_stateful(i),
             NodeKind::Capture { .. } => Ok(false),
         }
     }
@@ -506,74 +471,21 @@ impl Executor<'_> {
         Ok(progress)
     }
 
-    fn step_stateful(&mut self, node: usize) -> Result<bool> {
+    /// A grouping or stateful ParDo: its keyed operator takes the waiting input, moves
+    /// to the input watermark and the processing time, and what fired runs downstream.
+    fn step_keyed(&mut self, node: usize) -> Result<bool> {
         let n = &self.plan.nodes[node];
         let attribute = |e: ExecError| unwrap_downstream(attribute(e, &n.name));
-        let mut runner = self.stateful[node]
+        let mut op = self.keyed[node]
             .take()
-            .expect("every stateful ParDo has a runner");
+            .expect("every keyed node has an operator");
         let mut progress = false;
         let result = (|| -> Result<()> {
-            let mut outputs = Vec::new();
-            runner.set_processing_time(self.processing_time);
             let pending = std::mem::take(&mut self.pending[node]);
             if !pending.is_empty() {
                 progress = true;
-                let all = self.concat(pending, n.inputs[0]);
-                for chunk in all.into_chunks(&mut std::iter::repeat(BATCH_SIZE)) {
-                    outputs.push(runner.process(chunk).map_err(attribute)?);
-                }
-            }
-            let wm = self.watermarks[n.inputs[0]];
-            if wm > runner.input_watermark() || runner.has_due_work(wm, self.processing_time) {
-                progress = true;
-            }
-            runner
-                .advance(wm, self.processing_time, &mut outputs)
-                .map_err(attribute)?;
-            let dropped = runner.take_dropped();
-            if dropped > 0 {
-                self.metrics
-                    .step_mut(&n.name)
-                    .inc_counter(crate::reduce::DROPPED_DUE_TO_LATENESS, dropped);
-            }
-            let o = n.outputs[0];
-            self.watermarks[o] = runner.output_watermark();
-            let mut any = false;
-            for out in outputs {
-                if !out.is_empty() {
-                    any = true;
-                    self.buffers[o].push(out);
-                }
-            }
-            if any {
-                progress = true;
-                self.run_stage(o)?;
-            }
-            Ok(())
-        })();
-        self.stateful[node] = Some(runner);
-        result.map(|()| progress)
-    }
-
-    fn step_grouping(&mut self, node: usize) -> Result<bool> {
-        let n = &self.plan.nodes[node];
-        let NodeKind::Grouping { ops } = &n.kind else {
-            unreachable!()
-        };
-        let attribute = |e: ExecError| unwrap_downstream(attribute(e, &n.name));
-        let mut progress = false;
-        let pending = std::mem::take(&mut self.pending[node]);
-        let mut reducer = self.reducers[node]
-            .take()
-            .expect("every grouping has a reducer");
-        let mut metrics = StepMetrics::default();
-        reducer.set_processing_time(self.processing_time);
-        let result = (|| -> Result<()> {
-            if !pending.is_empty() {
-                progress = true;
-                // Accumulators are batches of (K, Acc), not of the input type; concatenate
-                // by appending to the first batch.
+                // Lifted accumulators are batches of (K, Acc), not of the input type;
+                // concatenate by appending to the first batch.
                 let mut iter = pending.into_iter();
                 let mut all = iter.next().expect("not empty");
                 for b in iter {
@@ -582,42 +494,28 @@ impl Executor<'_> {
                 if let Some(rng) = &mut self.rng {
                     all.shuffle(rng);
                 }
-                for chunk in all.into_chunks(&mut std::iter::repeat(BATCH_SIZE)) {
-                    reducer.process(chunk, &mut metrics).map_err(attribute)?;
-                }
+                op.process(all, self.processing_time).map_err(attribute)?;
             }
             let wm = self.watermarks[n.inputs[0]];
-            if wm > reducer.input_watermark() || reducer.has_due_timers(wm, self.processing_time) {
+            if op.has_due_work(wm, self.processing_time) {
                 progress = true;
             }
-            reducer
-                .advance(wm, self.processing_time)
-                .map_err(attribute)?;
-            let mut out = reducer.take_output();
-            if wm == Timestamp::MAX
-                && !self.received[node]
-                && !self.defaulted[node]
-                && self.plan.pcollections[n.inputs[0]].windowing.window_fn
-                    == tidewater::WindowFn::Global
-            {
-                self.defaulted[node] = true;
-                if let Some(default) = ops.empty_output().map_err(attribute)? {
-                    out.append(default);
-                }
-            }
+            op.advance(wm, self.processing_time).map_err(attribute)?;
             let o = n.outputs[0];
-            self.watermarks[o] = reducer.output_watermark();
-            if !out.is_empty() {
+            self.watermarks[o] = op.output_watermark();
+            let outputs = op.take_output();
+            if !outputs.is_empty() {
                 progress = true;
-                self.buffers[o].push(out);
+                self.buffers[o].extend(outputs);
                 self.run_stage(o)?;
             }
             Ok(())
         })();
-        self.reducers[node] = Some(reducer);
+        let metrics = op.take_metrics();
         if !metrics.is_empty() {
             self.metrics.step_mut(&n.name).merge(&metrics);
         }
+        self.keyed[node] = Some(op);
         result.map(|()| progress)
     }
 
@@ -690,7 +588,6 @@ impl Executor<'_> {
                 options: self.options,
                 partials: &mut partials,
                 pending: &mut self.pending,
-                received: &mut self.received,
                 buffers: &mut self.buffers,
                 captures: &mut self.captures,
                 side_data: &mut self.side_data,
@@ -886,7 +783,6 @@ struct Sinks<'a> {
     options: &'a ExecOptions,
     partials: &'a mut HashMap<usize, Box<dyn GroupingTable>>,
     pending: &'a mut Vec<Vec<Box<dyn AnyBatch>>>,
-    received: &'a mut Vec<bool>,
     buffers: &'a mut Vec<Vec<Box<dyn AnyBatch>>>,
     captures: &'a mut BTreeMap<String, (String, Vec<u8>)>,
     side_data: &'a mut Vec<Vec<Vec<Box<dyn AnyBatch>>>>,
@@ -978,7 +874,6 @@ fn deliver(
             Target::Op(op) => op.process(b, sinks)?,
             Target::Partial(node) => {
                 let node = *node;
-                sinks.received[node] = true;
                 let n = &sinks.plan.nodes[node];
                 let NodeKind::Grouping { ops } = &n.kind else {
                     unreachable!()
@@ -995,10 +890,7 @@ fn deliver(
                     sinks.pending[node].push(out);
                 }
             }
-            Target::Pending(node) => {
-                sinks.received[*node] = true;
-                sinks.pending[*node].push(b);
-            }
+            Target::Pending(node) => sinks.pending[*node].push(b),
             Target::Buffer(pc) => sinks.buffers[*pc].push(b),
             Target::Side(node, j) => sinks.side_data[*node][*j].push(b),
             Target::Capture(name) => {

@@ -14,6 +14,22 @@ pub struct Stage {
     pub par_dos: Vec<usize>,
 }
 
+/// Whether grouping node `n` combines partially before the shuffle (combiner lifting):
+/// only a liftable combine whose panes do not depend on individual elements (default
+/// trigger, non-merging windows, output at the end of the window), and only if the
+/// runner lifts at all.
+pub fn lifts(plan: &ExecutablePlan, n: &crate::translate::Node, lift_combiners: bool) -> bool {
+    let NodeKind::Grouping { ops } = &n.kind else {
+        return false;
+    };
+    let w = &plan.pcollections[n.inputs[0]].windowing;
+    lift_combiners
+        && ops.liftable()
+        && w.trigger == tidewater::Trigger::Default
+        && !w.window_fn.is_merging()
+        && w.timestamp_combiner == tidewater::TimestampCombiner::EndOfWindow
+}
+
 /// Whether PCollection `pc` is materialized: produced by a non-ParDo node.
 pub fn is_stage_root(plan: &ExecutablePlan, pc: usize) -> bool {
     !plan.nodes[plan.pcollections[pc].producer].kind.is_fusable()
@@ -74,7 +90,9 @@ pub fn describe(plan: &ExecutablePlan) -> String {
             for &c in &plan.pcollections[pc].consumers {
                 let kind = match &plan.nodes[c].kind {
                     NodeKind::ParDo { .. } | NodeKind::WindowInto { .. } => continue,
-                    NodeKind::Grouping { ops } if ops.liftable() => "partial combine for",
+                    NodeKind::Grouping { .. } if lifts(plan, &plan.nodes[c], true) => {
+                        "partial combine for"
+                    }
                     NodeKind::Grouping { .. } => "shuffle to",
                     NodeKind::Stateful { .. } => "shuffle to stateful",
                     NodeKind::Flatten => "flatten into",

@@ -5,10 +5,13 @@
 
 pub mod executor;
 pub mod fusion;
+pub mod keyed;
 pub mod reduce;
 pub mod side_inputs;
+pub mod snapshot;
 pub mod state;
 pub mod stateful;
+pub mod timers;
 pub mod translate;
 pub mod triggers;
 pub mod windowing;

@@ -3,10 +3,13 @@
 //! to fire, and emits panes with their timing, index and timestamp. One reducer per
 //! grouping transform; every runner uses it.
 
+use crate::snapshot::Scope;
+use crate::timers::{Timer, TimerService};
 use crate::triggers::{TimeDomain, TriggerContext, TriggerState, TriggerStateMachine};
-use crate::windowing::{merge_windows, WindowAssigner};
-use std::collections::{BTreeMap, BTreeSet};
-use tidewater::exec::{AnyBatch, ExecError, KeyId, ReduceFnState, StepMetrics};
+use crate::windowing::{gc_time, merge_windows, WindowAssigner};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use tidewater::exec::{key_group_of, AnyBatch, ExecError, KeyId, ReduceFnState, StepMetrics};
 use tidewater::{
     AccumulationMode, BoundedWindow, ClosingBehavior, OnTimeBehavior, PaneInfo, Timestamp,
     TimestampCombiner, Timing, WindowingStrategy,
@@ -18,7 +21,7 @@ pub const DROPPED_DUE_TO_LATENESS: &str = "dropped_due_to_lateness";
 pub const DROPPED_DUE_TO_CLOSED_WINDOW: &str = "dropped_due_to_closed_window";
 
 /// What the reducer keeps per active (key, window) besides the contents.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 struct WindowState {
     trigger: TriggerState,
     /// The trigger finished: later data for the window is dropped until it expires.
@@ -40,13 +43,78 @@ pub struct Reducer {
     trigger: TriggerStateMachine,
     state: Box<dyn ReduceFnState>,
     windows: BTreeMap<(KeyId, BoundedWindow), WindowState>,
-    event_timers: BTreeSet<(Timestamp, KeyId, BoundedWindow)>,
-    processing_timers: BTreeSet<(Timestamp, KeyId, BoundedWindow)>,
-    /// The timers of each window, so that dropping a window does not scan all timers.
-    timers_of: BTreeMap<(KeyId, BoundedWindow), BTreeSet<(TimeDomain, Timestamp)>>,
+    /// End-of-window, garbage-collection and trigger timers; a timer is named by its
+    /// time, so setting one twice keeps one.
+    timers: TimerService<KeyId, Timestamp>,
     input_watermark: Timestamp,
     output_watermark: Timestamp,
     processing_time: Timestamp,
+    /// A union part set the clocks (later ones lower the watermarks).
+    restored_clocks: bool,
+}
+
+/// One (key, window) of a reducer in a snapshot.
+#[derive(Serialize, Deserialize)]
+struct WindowEntry {
+    key: Vec<u8>,
+    window: BoundedWindow,
+    state: WindowState,
+    contents: Option<Vec<u8>>,
+    timers: Vec<(TimeDomain, Timestamp)>,
+}
+
+/// An operator's clocks in a snapshot.
+#[derive(Serialize, Deserialize)]
+pub(crate) struct Clocks {
+    pub(crate) input_watermark: Timestamp,
+    pub(crate) output_watermark: Timestamp,
+    pub(crate) processing_time: Timestamp,
+}
+
+impl Clocks {
+    /// Restores clocks from a union part: the first part sets them; every later one
+    /// (from another old instance) lowers the watermarks to the earliest and raises
+    /// processing time to the latest.
+    pub(crate) fn restore(
+        self,
+        restored: &mut bool,
+        input_watermark: &mut Timestamp,
+        output_watermark: &mut Timestamp,
+        processing_time: &mut Timestamp,
+    ) {
+        if std::mem::replace(restored, true) {
+            *input_watermark = (*input_watermark).min(self.input_watermark);
+            *output_watermark = (*output_watermark).min(self.output_watermark);
+            *processing_time = (*processing_time).max(self.processing_time);
+        } else {
+            *input_watermark = self.input_watermark;
+            *output_watermark = self.output_watermark;
+            *processing_time = self.processing_time;
+        }
+    }
+}
+
+/// Encodes a snapshot part of an operator.
+pub(crate) fn encode_part<T: Serialize>(v: &T) -> Vec<u8> {
+    postcard::to_allocvec(v).expect("snapshot parts are plain data")
+}
+
+/// Decodes a snapshot part; corruption is a checkpoint error.
+pub(crate) fn decode_part<T: serde::de::DeserializeOwned>(
+    bytes: &[u8],
+    what: &str,
+) -> Result<T, ExecError> {
+    tidewater::coder::decode(bytes).map_err(|e| {
+        ExecError::Downstream(Box::new(tidewater::Error::Checkpoint {
+            message: format!("{what} does not decode: {e}"),
+        }))
+    })
+}
+
+pub(crate) fn unexpected_scope(scope: Scope, of: &str) -> ExecError {
+    ExecError::Downstream(Box::new(tidewater::Error::Checkpoint {
+        message: format!("{of} has no state of scope {scope:?}"),
+    }))
 }
 
 fn end_of(w: &BoundedWindow) -> Timestamp {
@@ -68,23 +136,17 @@ impl Reducer {
             trigger,
             state,
             windows: BTreeMap::new(),
-            event_timers: BTreeSet::new(),
-            processing_timers: BTreeSet::new(),
-            timers_of: BTreeMap::new(),
+            timers: TimerService::default(),
             input_watermark: Timestamp::MIN,
             output_watermark: Timestamp::MIN,
             processing_time: Timestamp(0),
+            restored_clocks: false,
         }
     }
 
     /// When a window's state is dropped: the end of the window plus the allowed lateness.
     fn gc_time(&self, w: &BoundedWindow) -> Timestamp {
-        Timestamp(
-            end_of(w)
-                .millis()
-                .saturating_add(self.strategy.allowed_lateness_ms)
-                .min(Timestamp::MAX.millis()),
-        )
+        gc_time(w, self.strategy.allowed_lateness_ms)
     }
 
     fn expired(&self, w: &BoundedWindow) -> bool {
@@ -118,14 +180,8 @@ impl Reducer {
         let (mut late, mut closed) = (0i64, 0i64);
         {
             let windows = &self.windows;
-            let gc = |w: &BoundedWindow| {
-                Timestamp(
-                    end_of(w)
-                        .millis()
-                        .saturating_add(self.strategy.allowed_lateness_ms)
-                        .min(Timestamp::MAX.millis()),
-                )
-            };
+            let lateness = self.strategy.allowed_lateness_ms;
+            let gc = |w: &BoundedWindow| gc_time(w, lateness);
             let watermark = self.input_watermark;
             self.state.add(batch, &mut |k, w, ts| {
                 if gc(&w) < watermark {
@@ -250,17 +306,15 @@ impl Reducer {
     }
 
     fn add_timers(&mut self, k: KeyId, w: BoundedWindow, timers: Vec<(TimeDomain, Timestamp)>) {
-        if !timers.is_empty() {
-            self.timers_of
-                .entry((k, w))
-                .or_default()
-                .extend(timers.iter().copied());
-        }
-        for (domain, t) in timers {
-            match domain {
-                TimeDomain::EventTime => self.event_timers.insert((t, k, w)),
-                TimeDomain::ProcessingTime => self.processing_timers.insert((t, k, w)),
-            };
+        for (domain, at) in timers {
+            self.timers.set(Timer {
+                key: k,
+                window: w,
+                name: at,
+                domain,
+                at,
+                output: at,
+            });
         }
     }
 
@@ -301,31 +355,19 @@ impl Reducer {
         self.input_watermark = self.input_watermark.max(input_watermark);
         self.processing_time = self.processing_time.max(processing_time);
         loop {
-            // As in Beam, a timer fires once time has passed it.
-            let next_event = self
-                .event_timers
-                .first()
-                .copied()
-                .filter(|(t, _, _)| *t < self.input_watermark);
-            let next = match next_event {
-                Some(t) => {
-                    self.event_timers.remove(&t);
-                    Some(t)
-                }
-                None => match self
-                    .processing_timers
-                    .first()
-                    .copied()
-                    .filter(|(t, _, _)| *t < self.processing_time)
-                {
-                    Some(t) => {
-                        self.processing_timers.remove(&t);
-                        Some(t)
-                    }
-                    None => None,
-                },
+            let next = self
+                .timers
+                .pop_due(TimeDomain::EventTime, self.input_watermark)
+                .or_else(|| {
+                    self.timers
+                        .pop_due(TimeDomain::ProcessingTime, self.processing_time)
+                });
+            let Some(Timer {
+                key: k, window: w, ..
+            }) = next
+            else {
+                break;
             };
-            let Some((_, k, w)) = next else { break };
             if !self.windows.contains_key(&(k, w)) {
                 continue;
             }
@@ -370,12 +412,7 @@ impl Reducer {
     /// Drops every timer of (k, w), through the per-window index (no scan of all
     /// timers).
     fn remove_timers(&mut self, k: KeyId, w: BoundedWindow) {
-        for (domain, t) in self.timers_of.remove(&(k, w)).unwrap_or_default() {
-            match domain {
-                TimeDomain::EventTime => self.event_timers.remove(&(t, k, w)),
-                TimeDomain::ProcessingTime => self.processing_timers.remove(&(t, k, w)),
-            };
-        }
+        self.timers.delete_window(&k, w);
     }
 
     fn fire(&mut self, k: KeyId, w: BoundedWindow, is_final: bool) -> Result<(), ExecError> {
@@ -481,17 +518,78 @@ impl Reducer {
 
     /// Whether a timer is due at or before these times.
     pub fn has_due_timers(&self, watermark: Timestamp, processing_time: Timestamp) -> bool {
-        self.event_timers
-            .first()
-            .is_some_and(|(t, _, _)| *t < watermark)
+        self.timers.has_due(TimeDomain::EventTime, watermark)
             || self
-                .processing_timers
-                .first()
-                .is_some_and(|(t, _, _)| *t < processing_time)
+                .timers
+                .has_due(TimeDomain::ProcessingTime, processing_time)
     }
 
     /// The earliest pending processing-time timer.
     pub fn next_processing_timer(&self) -> Option<Timestamp> {
-        self.processing_timers.first().map(|(t, _, _)| *t)
+        self.timers.next(TimeDomain::ProcessingTime)
+    }
+
+    /// The reducer's keyed state (windows, trigger states, contents, timers) as one
+    /// part per key group that holds any.
+    pub fn snapshot_key_groups(
+        &self,
+        max_key_groups: u32,
+    ) -> Result<Vec<(Scope, Vec<u8>)>, ExecError> {
+        let mut groups: BTreeMap<u32, Vec<WindowEntry>> = BTreeMap::new();
+        for (&(k, w), st) in &self.windows {
+            let key = self.state.key_bytes(k).to_vec();
+            let entry = WindowEntry {
+                contents: self.state.encode_contents(k, w)?,
+                timers: self
+                    .timers
+                    .of(&k, w)
+                    .into_iter()
+                    .map(|t| (t.domain, t.at))
+                    .collect(),
+                state: st.clone(),
+                window: w,
+                key,
+            };
+            groups
+                .entry(key_group_of(&entry.key, max_key_groups))
+                .or_default()
+                .push(entry);
+        }
+        Ok(groups
+            .into_iter()
+            .map(|(g, entries)| (Scope::KeyGroup(g), encode_part(&entries)))
+            .collect())
+    }
+
+    /// Adds a key group written by [`Reducer::snapshot_key_groups`].
+    pub fn restore_key_group(&mut self, bytes: &[u8]) -> Result<(), ExecError> {
+        for e in decode_part::<Vec<WindowEntry>>(bytes, "reducer key group")? {
+            let k = self.state.intern_key(&e.key)?;
+            if let Some(c) = &e.contents {
+                self.state.restore_contents(k, e.window, c)?;
+            }
+            self.windows.insert((k, e.window), e.state);
+            self.add_timers(k, e.window, e.timers);
+        }
+        Ok(())
+    }
+
+    /// The clocks, for a snapshot.
+    pub(crate) fn clocks(&self) -> Clocks {
+        Clocks {
+            input_watermark: self.input_watermark,
+            output_watermark: self.output_watermark,
+            processing_time: self.processing_time,
+        }
+    }
+
+    /// Restores the clocks of one old instance (see [`Clocks::restore`]).
+    pub(crate) fn restore_clocks(&mut self, c: Clocks) {
+        c.restore(
+            &mut self.restored_clocks,
+            &mut self.input_watermark,
+            &mut self.output_watermark,
+            &mut self.processing_time,
+        );
     }
 }

@@ -2,90 +2,28 @@
 //! processing-time timers, watermark holds from pending timers, and garbage collection
 //! of a window's state and timers once it expires.
 
+use crate::reduce::{decode_part, encode_part, unexpected_scope, Clocks};
+use crate::snapshot::Scope;
 use crate::state::StateBackend;
+use crate::timers::{Timer, TimerService};
+use crate::windowing::gc_time;
+use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use tidewater::exec::{
-    AnyBatch, ErasedStatefulDoFn, ExecError, FiredTimer, StateAccess, StateCells, TimeDomain,
+    key_group_of, AnyBatch, ErasedStatefulDoFn, ExecError, FiredTimer, StateAccess, StateCells,
+    TimeDomain,
 };
 use tidewater::{BoundedWindow, Timestamp};
 
-type TimerId = (Vec<u8>, BoundedWindow, String, TimeDomain);
+/// Timers keyed by encoded key, named by the DoFn's timer ids.
+type Timers = TimerService<Vec<u8>, String>;
 
-/// Pending timers, by id and by firing time.
-#[derive(Default)]
-struct Timers {
-    by_id: BTreeMap<TimerId, (Timestamp, Timestamp)>,
-    queue: BTreeSet<(TimeDomain, Timestamp, Vec<u8>, BoundedWindow, String)>,
-}
-
-impl Timers {
-    fn set(&mut self, id: TimerId, at: Timestamp, output: Timestamp) {
-        self.clear(&id);
-        self.queue
-            .insert((id.3, at, id.0.clone(), id.1, id.2.clone()));
-        self.by_id.insert(id, (at, output));
-    }
-
-    fn clear(&mut self, id: &TimerId) {
-        if let Some((at, _)) = self.by_id.remove(id) {
-            self.queue
-                .remove(&(id.3, at, id.0.clone(), id.1, id.2.clone()));
-        }
-    }
-
-    /// The earliest timer of `domain` due before `now`, removed.
-    fn pop_due(&mut self, domain: TimeDomain, now: Timestamp) -> Option<FiredTimer> {
-        let first = self
-            .queue
-            .range(
-                (
-                    domain,
-                    Timestamp(i64::MIN),
-                    Vec::new(),
-                    BoundedWindow::Global,
-                    String::new(),
-                )..,
-            )
-            .next()
-            .cloned()?;
-        if first.0 != domain || first.1 >= now {
-            return None;
-        }
-        self.queue.remove(&first);
-        let (_, at, key, window, name) = first;
-        let (_, output) = self
-            .by_id
-            .remove(&(key.clone(), window, name.clone(), domain))
-            .unwrap_or((at, at));
-        Some(FiredTimer {
-            key,
-            window,
-            name,
-            domain,
-            at,
-            output,
-        })
-    }
-
-    fn clear_window(&mut self, key: &[u8], window: &BoundedWindow) {
-        let from = (key.to_vec(), *window, String::new(), TimeDomain::EventTime);
-        let ids: Vec<TimerId> = self
-            .by_id
-            .range(from..)
-            .take_while(|((k, w, _, _), _)| k == key && w == window)
-            .map(|(id, _)| id.clone())
-            .collect();
-        for id in ids {
-            self.clear(&id);
-        }
-    }
-
-    /// The earliest output timestamp of any pending timer: a processing-time timer's
-    /// output (the timestamp of the element that set it) holds the watermark too, so
-    /// that what it emits is not late downstream.
-    fn earliest_output(&self) -> Option<Timestamp> {
-        self.by_id.values().map(|(_, o)| *o).min()
-    }
+/// One key group of a stateful runner in a snapshot.
+#[derive(Serialize, Deserialize)]
+struct KeyGroupState {
+    cells: Vec<u8>,
+    timers: Vec<Timer<Vec<u8>, String>>,
+    live: Vec<(Timestamp, Vec<u8>, BoundedWindow)>,
 }
 
 /// The runner of one stateful ParDo.
@@ -100,15 +38,10 @@ pub struct StatefulRunner {
     output_watermark: Timestamp,
     processing_time: Timestamp,
     dropped: i64,
-}
-
-fn gc_time(w: &BoundedWindow, lateness: i64) -> Timestamp {
-    Timestamp(
-        w.max_timestamp()
-            .millis()
-            .saturating_add(lateness)
-            .min(Timestamp::MAX.millis()),
-    )
+    /// A union part set the clocks (later ones lower the watermarks).
+    restored_clocks: bool,
+    /// Outputs not yet taken.
+    output: Vec<Box<dyn AnyBatch>>,
 }
 
 /// The state and timers a DoFn call sees.
@@ -193,16 +126,19 @@ impl StateAccess for Access<'_> {
             return Err(format!("cannot set event-time timer '{name}' at {at:?}: it is after window {window:?} expires at {gc:?}"));
         }
         self.touch(key, window);
-        self.timers.set(
-            (key.to_vec(), *window, name.to_string(), domain),
+        self.timers.set(Timer {
+            key: key.to_vec(),
+            window: *window,
+            name: name.to_string(),
+            domain,
             at,
             output,
-        );
+        });
         Ok(())
     }
     fn clear_timer(&mut self, key: &[u8], window: &BoundedWindow, name: &str, domain: TimeDomain) {
         self.timers
-            .clear(&(key.to_vec(), *window, name.to_string(), domain));
+            .delete(&key.to_vec(), *window, &name.to_string(), domain);
     }
     fn processing_time(&self) -> Timestamp {
         self.processing_time
@@ -235,6 +171,8 @@ impl StatefulRunner {
             output_watermark: Timestamp::MIN,
             processing_time: Timestamp(0),
             dropped: 0,
+            restored_clocks: false,
+            output: Vec::new(),
         }
     }
 
@@ -288,7 +226,15 @@ impl StatefulRunner {
                     self.timers
                         .pop_due(TimeDomain::ProcessingTime, self.processing_time)
                 });
-            let Some(timer) = fired else { break };
+            let Some(t) = fired else { break };
+            let timer = FiredTimer {
+                key: t.key,
+                window: t.window,
+                name: t.name,
+                domain: t.domain,
+                at: t.at,
+                output: t.output,
+            };
             let (dofn, mut access) = self.access();
             outputs.push(dofn.on_timer(&timer, &mut access)?);
         }
@@ -298,7 +244,7 @@ impl StatefulRunner {
             }
             self.live.remove(&first);
             self.state.clear_window(&first.1, &first.2);
-            self.timers.clear_window(&first.1, &first.2);
+            self.timers.delete_window(&first.1, first.2);
         }
         let hold = self.timers.earliest_output();
         let candidate = hold.map_or(self.input_watermark, |h| h.min(self.input_watermark));
@@ -308,14 +254,10 @@ impl StatefulRunner {
 
     /// Whether a timer is due or a window expires at these times.
     pub fn has_due_work(&self, watermark: Timestamp, processing_time: Timestamp) -> bool {
-        let due = |d: TimeDomain, now: Timestamp| {
-            self.timers
-                .queue
-                .iter()
-                .any(|(dom, at, ..)| *dom == d && *at < now)
-        };
-        due(TimeDomain::EventTime, watermark)
-            || due(TimeDomain::ProcessingTime, processing_time)
+        self.timers.has_due(TimeDomain::EventTime, watermark)
+            || self
+                .timers
+                .has_due(TimeDomain::ProcessingTime, processing_time)
             || self.live.first().is_some_and(|f| f.0 < watermark)
     }
 
@@ -333,5 +275,104 @@ impl StatefulRunner {
     /// Cells held (for tests of garbage collection).
     pub fn state_cells(&self) -> usize {
         self.state.len()
+    }
+
+    /// Keeps `out` for [`StatefulRunner::take_outputs`] unless it is empty.
+    pub fn push_output(&mut self, out: Box<dyn AnyBatch>) {
+        if !out.is_empty() {
+            self.output.push(out);
+        }
+    }
+
+    /// The outputs kept since the last call.
+    pub fn take_outputs(&mut self) -> Vec<Box<dyn AnyBatch>> {
+        std::mem::take(&mut self.output)
+    }
+
+    /// The earliest pending processing-time timer.
+    pub fn next_processing_timer(&self) -> Option<Timestamp> {
+        self.timers.next(TimeDomain::ProcessingTime)
+    }
+
+    /// The runner's keyed state (cells, timers, live windows) as one part per key group
+    /// that holds any, plus its clocks as a union part.
+    pub fn snapshot(
+        &self,
+        max_key_groups: u32,
+        instance: u32,
+    ) -> Result<Vec<(Scope, Vec<u8>)>, ExecError> {
+        let mut groups: BTreeMap<u32, KeyGroupState> = BTreeMap::new();
+        let mut group = |key: &[u8]| {
+            let g = key_group_of(key, max_key_groups);
+            groups.entry(g).or_insert_with(|| KeyGroupState {
+                cells: Vec::new(),
+                timers: Vec::new(),
+                live: Vec::new(),
+            });
+            g
+        };
+        let cells = self.state.snapshot_by(&mut group);
+        let mut live_groups = Vec::new();
+        for (gc, key, w) in &self.live {
+            live_groups.push((group(key), (*gc, key.clone(), *w)));
+        }
+        let mut timer_groups = Vec::new();
+        for (key, w) in self.timers.windows() {
+            let g = group(key);
+            timer_groups.extend(self.timers.of(key, *w).into_iter().map(|t| (g, t)));
+        }
+        for (g, c) in cells {
+            groups.get_mut(&g).expect("grouped").cells = c;
+        }
+        for (g, l) in live_groups {
+            groups.get_mut(&g).expect("grouped").live.push(l);
+        }
+        for (g, t) in timer_groups {
+            groups.get_mut(&g).expect("grouped").timers.push(t);
+        }
+        let mut parts: Vec<(Scope, Vec<u8>)> = groups
+            .into_iter()
+            .map(|(g, st)| (Scope::KeyGroup(g), encode_part(&st)))
+            .collect();
+        parts.push((
+            Scope::Union(instance),
+            encode_part(&Clocks {
+                input_watermark: self.input_watermark,
+                output_watermark: self.output_watermark,
+                processing_time: self.processing_time,
+            }),
+        ));
+        Ok(parts)
+    }
+
+    /// Adds a part written by [`StatefulRunner::snapshot`]: parts of several old
+    /// instances may be restored into one. Of several union parts, the earliest
+    /// watermarks count.
+    pub fn restore(&mut self, scope: Scope, bytes: &[u8]) -> Result<(), ExecError> {
+        match scope {
+            Scope::KeyGroup(_) => {
+                let st: KeyGroupState = decode_part(bytes, "stateful ParDo key group")?;
+                if !st.cells.is_empty() {
+                    self.state.restore_add(&st.cells).map_err(|e| {
+                        ExecError::Downstream(Box::new(tidewater::Error::Checkpoint { message: e }))
+                    })?;
+                }
+                for t in st.timers {
+                    self.timers.set(t);
+                }
+                self.live.extend(st.live);
+            }
+            Scope::Union(_) => {
+                let c: Clocks = decode_part(bytes, "stateful ParDo clocks")?;
+                c.restore(
+                    &mut self.restored_clocks,
+                    &mut self.input_watermark,
+                    &mut self.output_watermark,
+                    &mut self.processing_time,
+                );
+            }
+            other => return Err(unexpected_scope(other, "a stateful ParDo")),
+        }
+        Ok(())
     }
 }

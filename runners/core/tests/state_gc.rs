@@ -99,14 +99,20 @@ fn a_snapshot_restores_every_cell() {
     s.bag_add(b"k", &g, "bag", vec![2]);
     s.bag_add(b"k", &g, "bag", vec![3]);
     s.map_put(b"k", &g, "map", vec![4], vec![5]);
+    s.put(b"other", &g, "v", vec![6]);
+    let parts = s.snapshot_by(&mut |key| u32::from(key == b"k"));
+    assert_eq!(parts.len(), 2);
     let mut t = InMemoryStateBackend::default();
-    t.restore(&s.snapshot()).unwrap();
+    t.restore_add(&parts[&1]).unwrap();
+    assert_eq!(t.get(b"other", &g, "v"), None);
+    t.restore_add(&parts[&0]).unwrap();
+    assert_eq!(t.get(b"other", &g, "v"), Some(&[6u8][..]));
     assert_eq!(t.get(b"k", &g, "v"), Some(&[1u8][..]));
     assert_eq!(t.bag(b"k", &g, "bag"), vec![&[2u8][..], &[3u8][..]]);
     assert_eq!(
         t.map_entries(b"k", &g, "map"),
         vec![(&[4u8][..], &[5u8][..])]
     );
-    assert!(t.restore(b"\xff\xff").is_err());
+    assert!(t.restore_add(b"\xff\xff").is_err());
     let _unused: Option<&dyn StateAccess> = None;
 }

@@ -15,6 +15,8 @@ pub trait AnyBatch: Send + 'static {
     /// The registered name of the element type.
     fn element_type(&self) -> &'static str;
     /// For downcasting to `Batch<T>`.
+    fn as_any(&self) -> &dyn Any;
+    /// For downcasting to `Batch<T>`.
     fn as_any_mut(&mut self) -> &mut dyn Any;
     /// For downcasting to `Batch<T>` by value.
     fn into_any(self: Box<Self>) -> Box<dyn Any>;
@@ -76,6 +78,9 @@ impl<T: Element> AnyBatch for Batch<T> {
     }
     fn element_type(&self) -> &'static str {
         std::any::type_name::<T>()
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
     }
     fn as_any_mut(&mut self) -> &mut dyn Any {
         self

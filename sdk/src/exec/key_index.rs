@@ -16,7 +16,8 @@ use std::hash::Hasher;
 pub struct KeyIndex {
     table: HashTable<Slot>,
     arena: Vec<u8>,
-    groups: usize,
+    /// Where each group's key lies in the arena, by group number.
+    spans: Vec<(u32, u32)>,
 }
 
 /// A table entry carries the hash and where the key lies, so a probe compares hashes
@@ -42,7 +43,7 @@ impl KeyIndex {
         let KeyIndex {
             table,
             arena,
-            groups,
+            spans,
         } = self;
         let eq = |s: &Slot| {
             s.hash == hash
@@ -52,7 +53,7 @@ impl KeyIndex {
         match table.entry(hash, eq, |s| s.hash) {
             Entry::Occupied(e) => (e.get().group as usize, false),
             Entry::Vacant(e) => {
-                let g = *groups;
+                let g = spans.len();
                 // Tables are flushed long before 4 GiB of keys or 4 billion groups.
                 let slot = Slot {
                     hash,
@@ -66,7 +67,7 @@ impl KeyIndex {
                 );
                 arena.extend_from_slice(key);
                 e.insert(slot);
-                *groups += 1;
+                spans.push((slot.start, slot.len));
                 (g, true)
             }
         }
@@ -74,18 +75,30 @@ impl KeyIndex {
 
     /// Number of groups.
     pub fn len(&self) -> usize {
-        self.groups
+        self.spans.len()
     }
 
     /// No groups.
     pub fn is_empty(&self) -> bool {
-        self.groups == 0
+        self.spans.is_empty()
+    }
+
+    /// The bytes of group `group`.
+    ///
+    /// ```
+    /// let mut index = tidewater::exec::KeyIndex::default();
+    /// let (g, _) = index.find_or_insert(b"key");
+    /// assert_eq!(index.key(g), b"key");
+    /// ```
+    pub fn key(&self, group: usize) -> &[u8] {
+        let (start, len) = self.spans[group];
+        &self.arena[start as usize..(start + len) as usize]
     }
 
     /// Forgets every group.
     pub fn clear(&mut self) {
         self.table.clear();
         self.arena.clear();
-        self.groups = 0;
+        self.spans.clear();
     }
 }

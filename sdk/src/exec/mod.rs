@@ -11,6 +11,7 @@ mod batch;
 mod grouping;
 mod invoke;
 mod key_index;
+mod keys;
 mod metrics;
 mod reduce_state;
 mod rng;
@@ -23,6 +24,10 @@ pub use invoke::{
     element_type_name, DoFnInvoker, Emit, ErasedDoFn, ExecError, InvokeContext, Phase, BATCH_SIZE,
 };
 pub use key_index::KeyIndex;
+pub use keys::{
+    encode_key, key_group, key_group_of, key_group_worker, key_groups_of_worker, key_hash,
+    pair_key_ops, KeyOps, KeyedBy, DEFAULT_MAX_KEY_GROUPS,
+};
 pub use metrics::{DistributionData, MetricResults, StepMetrics};
 pub use reduce_state::{KeyId, ReduceFnState};
 pub use rng::SplitMix64;

@@ -41,4 +41,24 @@ pub trait ReduceFnState: Send {
     fn take_output(&mut self) -> Box<dyn AnyBatch>;
     /// The key's debug form, for error messages.
     fn key_debug(&self, key: KeyId) -> String;
+    /// The canonical encoding of the key (see [`super::encode_key`]): what key groups
+    /// and snapshots are computed from.
+    fn key_bytes(&self, key: KeyId) -> &[u8];
+    /// The encoded contents of (key, window) (buffered values or accumulator), if any:
+    /// what a snapshot keeps.
+    fn encode_contents(
+        &self,
+        key: KeyId,
+        window: BoundedWindow,
+    ) -> Result<Option<Vec<u8>>, ExecError>;
+    /// The number of the key with canonical encoding `key` (decoded and added if new).
+    fn intern_key(&mut self, key: &[u8]) -> Result<KeyId, ExecError>;
+    /// Sets the contents of (key, window) from what [`ReduceFnState::encode_contents`]
+    /// wrote: restoring a snapshot.
+    fn restore_contents(
+        &mut self,
+        key: KeyId,
+        window: BoundedWindow,
+        contents: &[u8],
+    ) -> Result<(), ExecError>;
 }

@@ -1,9 +1,8 @@
 //! The typed per-(key, window) state behind a GroupByKey or Combine: one generic table
 //! over a [`Reduction`] (buffering values, or combining them).
 
-use super::group_by_key::group_key;
 use crate::exec::{
-    downcast_batch, AnyBatch, Batch, ExecError, KeyId, KeyIndex, Phase, ReduceFnState,
+    downcast_batch, encode_key, AnyBatch, Batch, ExecError, KeyId, KeyIndex, Phase, ReduceFnState,
 };
 use crate::{BoundedWindow, Element, PaneInfo, Timestamp, WindowedValue, Windows};
 use rustc_hash::FxHashMap;
@@ -17,8 +16,8 @@ pub(crate) trait Reduction: Send + Sync + 'static {
     type Input: Element;
     /// What an input adds.
     type Value: Clone;
-    /// The state per key and window.
-    type Acc: Send;
+    /// The state per key and window; it is encoded into snapshots.
+    type Acc: Send + serde::Serialize + serde::de::DeserializeOwned;
     /// An output element.
     type Output: Element;
     fn split(&self, input: Self::Input) -> (Self::Key, Self::Value);
@@ -75,7 +74,8 @@ impl<R: Reduction> ReduceTable<R> {
         v: R::Value,
         accept: &mut dyn FnMut(KeyId, BoundedWindow, Timestamp) -> bool,
     ) -> Result<(), ExecError> {
-        group_key(&mut self.key_buf, &BoundedWindow::Global, key)?;
+        self.key_buf.clear();
+        encode_key(key, &mut self.key_buf)?;
         let (id, new) = self.index.find_or_insert(&self.key_buf);
         if new {
             self.keys.push(key.clone());
@@ -217,5 +217,59 @@ impl<R: Reduction> ReduceFnState for ReduceTable<R> {
             .get(key as usize)
             .map(|k| format!("{k:?}"))
             .unwrap_or_else(|| format!("#{key}"))
+    }
+
+    fn key_bytes(&self, key: KeyId) -> &[u8] {
+        self.index.key(key as usize)
+    }
+
+    fn encode_contents(
+        &self,
+        key: KeyId,
+        window: BoundedWindow,
+    ) -> Result<Option<Vec<u8>>, ExecError> {
+        let Some(acc) = self.groups.get(&(key, window)) else {
+            return Ok(None);
+        };
+        let mut out = Vec::new();
+        crate::coder::encode_into(acc, &mut out).map_err(|e| ExecError::User {
+            phase: Phase::Process,
+            element: Some(format!("with key {}", self.key_debug(key))),
+            message: format!("the state of window {window:?} does not encode: {e}"),
+        })?;
+        Ok(Some(out))
+    }
+
+    fn intern_key(&mut self, key: &[u8]) -> Result<KeyId, ExecError> {
+        let (id, new) = self.index.find_or_insert(key);
+        if new {
+            match crate::coder::decode::<R::Key>(key) {
+                Ok(k) => self.keys.push(k),
+                Err(e) => {
+                    return Err(ExecError::Downstream(Box::new(crate::Error::Checkpoint {
+                        message: format!("a key in the snapshot does not decode: {e}"),
+                    })))
+                }
+            }
+        }
+        Ok(id as KeyId)
+    }
+
+    fn restore_contents(
+        &mut self,
+        key: KeyId,
+        window: BoundedWindow,
+        contents: &[u8],
+    ) -> Result<(), ExecError> {
+        let acc: R::Acc = crate::coder::decode(contents).map_err(|e| {
+            ExecError::Downstream(Box::new(crate::Error::Checkpoint {
+                message: format!(
+                    "the state of key {} in window {window:?} does not decode: {e}",
+                    self.key_debug(key)
+                ),
+            }))
+        })?;
+        self.groups.insert((key, window), acc);
+        Ok(())
     }
 }

@@ -18,19 +18,25 @@ enum Cell {
     Map(BTreeMap<Vec<u8>, Vec<u8>>),
 }
 
-/// Cells in an ordered map in memory; snapshots are the postcard encoding of the map
-/// with a CRC-free length check (the checkpoint store adds checksums).
+/// Cells in an ordered map in memory; a snapshot part is the postcard encoding of the
+/// cells of one group (the snapshot format adds checksums).
 ///
 /// ```
 /// use tidewater::BoundedWindow;
 /// use tidewater_runners_core::state::{InMemoryStateBackend, StateBackend, StateCells};
 /// let mut s = InMemoryStateBackend::default();
 /// s.put(b"k", &BoundedWindow::Global, "count", vec![3]);
-/// let snap = s.snapshot();
+/// s.put(b"l", &BoundedWindow::Global, "count", vec![4]);
+/// let parts = s.snapshot_by(&mut |key| u32::from(key[0]));
+/// assert_eq!(parts.len(), 2);
 /// let mut t = InMemoryStateBackend::default();
-/// t.restore(&snap).unwrap();
+/// for part in parts.values() {
+///     t.restore_add(part).unwrap();
+/// }
 /// assert_eq!(t.get(b"k", &BoundedWindow::Global, "count"), Some(&[3u8][..]));
-/// assert!(t.restore(&snap[..snap.len() - 1]).is_err());
+/// assert_eq!(t.get(b"l", &BoundedWindow::Global, "count"), Some(&[4u8][..]));
+/// let part = &parts[&u32::from(b'k')];
+/// assert!(t.restore_add(&part[..part.len() - 1]).is_err());
 /// ```
 #[derive(Default)]
 pub struct InMemoryStateBackend {
@@ -142,16 +148,29 @@ impl StateBackend for InMemoryStateBackend {
     fn len(&self) -> usize {
         self.cells.len()
     }
-    fn snapshot(&self) -> Vec<u8> {
-        postcard::to_allocvec(&self.cells).expect("cells encode: they are bytes and windows")
+    fn snapshot_by(&self, group_of: &mut dyn FnMut(&[u8]) -> u32) -> BTreeMap<u32, Vec<u8>> {
+        let mut groups: BTreeMap<u32, Vec<(&CellId, &Cell)>> = BTreeMap::new();
+        for (id, cell) in &self.cells {
+            groups
+                .entry(group_of(&id.key))
+                .or_default()
+                .push((id, cell));
+        }
+        groups
+            .into_iter()
+            .map(|(g, cells)| {
+                let bytes = postcard::to_allocvec(&cells).expect("cells encode: bytes and windows");
+                (g, bytes)
+            })
+            .collect()
     }
-    fn restore(&mut self, bytes: &[u8]) -> Result<(), String> {
-        let (cells, rest) = postcard::take_from_bytes(bytes)
+    fn restore_add(&mut self, bytes: &[u8]) -> Result<(), String> {
+        let (cells, rest): (Vec<(CellId, Cell)>, _) = postcard::take_from_bytes(bytes)
             .map_err(|e| format!("state snapshot is corrupt: {e}"))?;
         if !rest.is_empty() {
             return Err(format!("state snapshot has {} trailing bytes", rest.len()));
         }
-        self.cells = cells;
+        self.cells.extend(cells);
         Ok(())
     }
 }

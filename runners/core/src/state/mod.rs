@@ -3,6 +3,7 @@
 mod in_memory;
 
 pub use in_memory::InMemoryStateBackend;
+use std::collections::BTreeMap;
 pub use tidewater::exec::StateCells;
 use tidewater::BoundedWindow;
 
@@ -19,8 +20,11 @@ pub trait StateBackend: StateCells + Send {
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
-    /// Everything, as bytes.
-    fn snapshot(&self) -> Vec<u8>;
-    /// Replaces everything with a snapshot; a corrupt snapshot is an error, never a panic.
-    fn restore(&mut self, bytes: &[u8]) -> Result<(), String>;
+    /// The cells, as one encoded part per group, where `group_of` gives the group of
+    /// an encoded key (its key group): what a snapshot keeps.
+    fn snapshot_by(&self, group_of: &mut dyn FnMut(&[u8]) -> u32) -> BTreeMap<u32, Vec<u8>>;
+    /// Adds the cells of a part written by [`StateBackend::snapshot_by`]; parts of
+    /// several groups, from several backends, can be restored into one. A corrupt part
+    /// is an error, never a panic.
+    fn restore_add(&mut self, bytes: &[u8]) -> Result<(), String>;
 }

@@ -65,14 +65,7 @@ mod tester;
 use serde::{Deserialize, Serialize};
 use tidewater::{BoundedWindow, TimeTransform, Timestamp, Trigger};
 
-/// The clock a timer is set in (Beam's `TimeDomain`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub enum TimeDomain {
-    /// The input watermark of the grouping.
-    EventTime,
-    /// The wall clock of the worker.
-    ProcessingTime,
-}
+pub use tidewater::exec::TimeDomain;
 
 /// What a trigger sees for one window, and the timers it may request.
 #[derive(Debug)]

@@ -1,0 +1,304 @@
+//! The runner-neutral snapshot format: what every runner writes at a checkpoint and
+//! reads back on recovery, so that a snapshot taken by one runner, at one parallelism,
+//! restores in another.
+//!
+//! A snapshot is a set of independent **parts**. Each part belongs to one transform
+//! (by its unique name in the plan) and has a [`Scope`] that says how it is
+//! redistributed on restore:
+//!
+//! - [`Scope::KeyGroup`]: keyed state of one key group (windows, trigger states,
+//!   accumulators, state cells, timers). It goes to whichever worker owns the key group
+//!   at restore time, so the number of workers may change.
+//! - [`Scope::Union`]: a small per-instance record (watermarks, clocks) that every new
+//!   instance receives from every old one (Flink's union list state); operators take
+//!   the minimum watermark.
+//! - [`Scope::Broadcast`]: state every instance holds a full copy of (side-input data);
+//!   one copy is restored by every instance.
+//! - [`Scope::List`]: non-keyed elements (main input held for side inputs, in-flight
+//!   data) that may go to any instance (Flink's operator list state).
+//! - [`Scope::Partition`]: a source partition's position and watermark.
+//!
+//! Encoding, version 1: the magic `TWSNAP`, the version (u16 big-endian), the CRC-32
+//! of the header (u32 big-endian), a postcard header (plan hash, maximum key groups,
+//! epoch, part count), then the parts, each a postcard part header (transform, scope,
+//! length, CRC-32 of transform, scope and bytes) followed by its bytes. A part can also be encoded alone ([`Part::encode`]), so that a store
+//! may write each part to its own file off the hot path, and so that a large keyed
+//! state can later live in an embedded store and be referenced by part.
+//!
+//! A snapshot of another plan, another format version, a truncated snapshot or a part
+//! whose checksum does not match is refused with [`Error::Checkpoint`], never restored.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use tidewater::exec::key_hash;
+use tidewater::plan::Plan;
+use tidewater::{Error, Result};
+
+/// The snapshot format version this build writes and reads.
+pub const FORMAT_VERSION: u16 = 1;
+
+const MAGIC: &[u8; 6] = b"TWSNAP";
+
+/// How a part is redistributed on restore (see the module documentation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Scope {
+    /// Keyed state of one key group.
+    KeyGroup(u32),
+    /// Per-instance scalars every new instance receives from every old instance.
+    Union(u32),
+    /// A full copy held by every instance; one copy is restored everywhere.
+    Broadcast,
+    /// Non-keyed elements of one old instance; any new instance may take them.
+    List(u32),
+    /// A source partition.
+    Partition(u32),
+}
+
+/// One part of a snapshot.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Part {
+    /// The transform's unique name in the plan.
+    pub transform: String,
+    /// How the part is redistributed.
+    pub scope: Scope,
+    /// The part's bytes, in the format of the operator that wrote it.
+    pub bytes: Vec<u8>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Header {
+    plan_hash: u64,
+    max_key_groups: u32,
+    epoch: u64,
+    parts: u64,
+}
+
+#[derive(Serialize, Deserialize)]
+struct PartHeader {
+    transform: String,
+    scope: Scope,
+    len: u64,
+    /// CRC-32 of the transform name, the scope and the bytes.
+    crc: u32,
+}
+
+fn part_crc(transform: &str, scope: Scope, body: &[u8]) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    h.update(&postcard::to_allocvec(&(transform, scope)).expect("part ids encode"));
+    h.update(body);
+    h.finalize()
+}
+
+/// A consistent snapshot of a whole pipeline at one epoch (checkpoint id, batch id).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Snapshot {
+    /// [`plan_hash`] of the plan it was taken from.
+    pub plan_hash: u64,
+    /// The number of key groups keyed state was split into.
+    pub max_key_groups: u32,
+    /// The epoch (checkpoint or batch id) it completes.
+    pub epoch: u64,
+    /// The parts, in the order they were added.
+    pub parts: Vec<Part>,
+}
+
+/// The hash that ties a snapshot to its plan: the fixed key hash of the plan's JSON.
+pub fn plan_hash(plan: &Plan) -> u64 {
+    key_hash(tidewater::plan::encode(plan).as_bytes())
+}
+
+fn corrupt(message: String) -> Error {
+    Error::Checkpoint { message }
+}
+
+fn take<'a, T: Deserialize<'a>>(bytes: &mut &'a [u8], what: &str) -> Result<T> {
+    let (v, rest) = postcard::take_from_bytes::<T>(bytes)
+        .map_err(|e| corrupt(format!("{what} is truncated or corrupt: {e}")))?;
+    *bytes = rest;
+    Ok(v)
+}
+
+fn take_crc(bytes: &mut &[u8]) -> Result<u32> {
+    if bytes.len() < 4 {
+        return Err(corrupt("the snapshot header is truncated".into()));
+    }
+    let crc = u32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
+    *bytes = &bytes[4..];
+    Ok(crc)
+}
+
+impl Part {
+    /// The part alone, with its header and checksum.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        let header = PartHeader {
+            transform: self.transform.clone(),
+            scope: self.scope,
+            len: self.bytes.len() as u64,
+            crc: part_crc(&self.transform, self.scope, &self.bytes),
+        };
+        out.extend(postcard::to_allocvec(&header).expect("part headers encode"));
+        out.extend_from_slice(&self.bytes);
+    }
+
+    /// Reads one part from the front of `bytes`, checking its checksum.
+    pub fn decode(bytes: &mut &[u8]) -> Result<Part> {
+        let header: PartHeader = take(bytes, "a part header")?;
+        let len = usize::try_from(header.len).unwrap_or(usize::MAX);
+        if bytes.len() < len {
+            return Err(corrupt(format!(
+                "part {:?} of '{}' is truncated: {} of {len} bytes",
+                header.scope,
+                header.transform,
+                bytes.len()
+            )));
+        }
+        let (body, rest) = bytes.split_at(len);
+        if part_crc(&header.transform, header.scope, body) != header.crc {
+            return Err(corrupt(format!(
+                "part {:?} of '{}' is corrupt: its checksum does not match",
+                header.scope, header.transform
+            )));
+        }
+        *bytes = rest;
+        Ok(Part {
+            transform: header.transform,
+            scope: header.scope,
+            bytes: body.to_vec(),
+        })
+    }
+}
+
+impl Snapshot {
+    /// The whole snapshot as bytes.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = MAGIC.to_vec();
+        out.extend(FORMAT_VERSION.to_be_bytes());
+        let header = Header {
+            plan_hash: self.plan_hash,
+            max_key_groups: self.max_key_groups,
+            epoch: self.epoch,
+            parts: self.parts.len() as u64,
+        };
+        let header = postcard::to_allocvec(&header).expect("headers encode");
+        out.extend(crc32fast::hash(&header).to_be_bytes());
+        out.extend(header);
+        for p in &self.parts {
+            p.encode(&mut out);
+        }
+        out
+    }
+
+    /// Reads a snapshot, refusing one of another plan than `plan_hash`, another
+    /// version, or with any corrupt or truncated part.
+    pub fn decode(mut bytes: &[u8], plan_hash: u64) -> Result<Snapshot> {
+        if bytes.len() < MAGIC.len() + 2 || &bytes[..MAGIC.len()] != MAGIC {
+            return Err(corrupt("not a Tidewater snapshot (bad magic)".into()));
+        }
+        let version = u16::from_be_bytes([bytes[MAGIC.len()], bytes[MAGIC.len() + 1]]);
+        if version != FORMAT_VERSION {
+            return Err(corrupt(format!(
+                "snapshot format version {version}; this build reads version {FORMAT_VERSION}"
+            )));
+        }
+        bytes = &bytes[MAGIC.len() + 2..];
+        let crc = take_crc(&mut bytes)?;
+        let before = bytes;
+        let header: Header = take(&mut bytes, "the snapshot header")?;
+        if crc32fast::hash(&before[..before.len() - bytes.len()]) != crc {
+            return Err(corrupt(
+                "the snapshot header is corrupt: its checksum does not match".into(),
+            ));
+        }
+        if header.plan_hash != plan_hash {
+            return Err(corrupt(format!(
+                "the snapshot was taken from another plan (plan hash {:016x}, this plan {plan_hash:016x}); \
+                 a pipeline resumes only from its own snapshots",
+                header.plan_hash
+            )));
+        }
+        if header.max_key_groups == 0 {
+            return Err(corrupt("the snapshot has 0 key groups".into()));
+        }
+        let mut parts = Vec::new();
+        for _ in 0..header.parts {
+            parts.push(Part::decode(&mut bytes)?);
+        }
+        if !bytes.is_empty() {
+            return Err(corrupt(format!(
+                "{} unexpected bytes after the last part",
+                bytes.len()
+            )));
+        }
+        Ok(Snapshot {
+            plan_hash: header.plan_hash,
+            max_key_groups: header.max_key_groups,
+            epoch: header.epoch,
+            parts,
+        })
+    }
+
+    /// The parts of `transform`, by scope; several parts with one scope (a union or a
+    /// broadcast written by several instances) keep their order.
+    pub fn parts_of(&self, transform: &str) -> BTreeMap<Scope, Vec<&[u8]>> {
+        let mut out: BTreeMap<Scope, Vec<&[u8]>> = BTreeMap::new();
+        for p in self.parts.iter().filter(|p| p.transform == transform) {
+            out.entry(p.scope).or_default().push(&p.bytes);
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Snapshot {
+        Snapshot {
+            plan_hash: 42,
+            max_key_groups: 128,
+            epoch: 7,
+            parts: vec![
+                Part {
+                    transform: "Count".into(),
+                    scope: Scope::KeyGroup(3),
+                    bytes: vec![1, 2, 3],
+                },
+                Part {
+                    transform: "Count".into(),
+                    scope: Scope::Union(0),
+                    bytes: vec![9; 40],
+                },
+            ],
+        }
+    }
+
+    #[test]
+    fn round_trips() {
+        let s = sample();
+        assert_eq!(Snapshot::decode(&s.encode(), 42).unwrap(), s);
+    }
+
+    #[test]
+    fn every_truncation_and_every_flipped_byte_is_a_checkpoint_error() {
+        let bytes = sample().encode();
+        for n in 0..bytes.len() {
+            let e = Snapshot::decode(&bytes[..n], 42).unwrap_err();
+            assert!(
+                matches!(e, Error::Checkpoint { .. }),
+                "truncated at {n}: {e}"
+            );
+        }
+        for i in 0..bytes.len() {
+            let mut b = bytes.clone();
+            b[i] ^= 0x40;
+            let e = Snapshot::decode(&b, 42).unwrap_err();
+            assert!(matches!(e, Error::Checkpoint { .. }), "byte {i}: {e}");
+        }
+    }
+
+    #[test]
+    fn another_plan_is_refused_with_a_clear_message() {
+        let e = Snapshot::decode(&sample().encode(), 43).unwrap_err();
+        insta::assert_snapshot!(e.to_string(), @"checkpoint cannot be restored: the snapshot was taken from another plan (plan hash 000000000000002a, this plan 000000000000002b); a pipeline resumes only from its own snapshots");
+    }
+}
