@@ -2,7 +2,11 @@
 //!
 //! Every element type uses one coder: serde into postcard's compact, deterministic
 //! binary form. Keys are grouped by these bytes, so a key type must serialize the
-//! same value to the same bytes (no `HashMap` keys, for example).
+//! same value to the same bytes. A keyed transform (GroupByKey, Combine.perKey, a
+//! stateful ParDo) refuses at construction a key type with a float (`0.0` and `-0.0`
+//! are equal but encode differently) or a `HashMap`/`HashSet` (equal maps encode their
+//! entries in different orders) written in it. A `HashMap` inside a field of your own
+//! struct cannot be seen from the type's name: use a `BTreeMap` there yourself.
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;

@@ -29,6 +29,7 @@ mod dofn;
 mod element;
 mod error;
 pub mod exec;
+mod key_check;
 mod options;
 mod pipeline;
 pub mod plan;

@@ -49,7 +49,9 @@ pub trait CombineFn: Send + Sync + 'static {
 pub struct Combine;
 
 impl Combine {
-    /// Combines the values of each key and window: `(K, In)` becomes `(K, Out)`.
+    /// Combines the values of each key and window: `(K, In)` becomes `(K, Out)`. Like
+    /// [`GroupByKey`](crate::GroupByKey), it refuses a key type with a float or a
+    /// `HashMap`/`HashSet` in it.
     ///
     /// ```
     /// # use serde::{Deserialize, Serialize};
@@ -187,6 +189,7 @@ impl<K: Element, F: CombineFn + Serialize + DeserializeOwned> PTransform<PCollec
 {
     type Output = PCollection<(K, F::Out)>;
     fn expand(self, input: PCollection<(K, F::In)>) -> PCollection<(K, F::Out)> {
+        crate::key_check::check_key_type::<K>(input.pipeline(), "Combine.perKey");
         apply_combine::<PerKey<K>, F>(&input, self.f, urn::COMBINE_PER_KEY)
     }
 }

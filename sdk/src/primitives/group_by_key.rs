@@ -13,8 +13,9 @@ use std::sync::Arc;
 /// Groups the values of each key and window: `(K, V)` becomes `(K, Vec<V>)`.
 ///
 /// Keys are grouped by their encoding, so a key type must encode equal keys to equal
-/// bytes. In the global window of a bounded input there is one output per key, on time,
-/// at the end of the window.
+/// bytes: a key type with a float or a `HashMap`/`HashSet` in it is refused at
+/// construction (see the [`coder`] module). In the global window of a bounded input
+/// there is one output per key, on time, at the end of the window.
 ///
 /// ```
 /// let p = tidewater::Pipeline::new(Default::default());
@@ -27,6 +28,7 @@ impl<K: Element, V: Element> PTransform<PCollection<(K, V)>> for GroupByKey {
     fn expand(self, input: PCollection<(K, V)>) -> PCollection<(K, Vec<V>)> {
         let p = input.pipeline().clone();
         check_groupable(&p, input.id);
+        crate::key_check::check_key_type::<K>(&p, "GroupByKey");
         let name = std::any::type_name::<GroupByKeyOps<K, V>>().to_string();
         registry::register_grouping::<GroupByKeyOps<K, V>>(
             &name,

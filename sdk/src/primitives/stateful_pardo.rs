@@ -3,7 +3,9 @@ use crate::{PCollection, PTransform, StatefulDoFn};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-/// Applies a [`StatefulDoFn`] to a keyed PCollection.
+/// Applies a [`StatefulDoFn`] to a keyed PCollection. State is kept per encoded key, so
+/// like [`GroupByKey`](crate::GroupByKey) it refuses a key type with a float or a
+/// `HashMap`/`HashSet` in it.
 ///
 /// ```
 /// # use serde::{Deserialize, Serialize};
@@ -35,6 +37,7 @@ impl<F: StatefulDoFn + Serialize + DeserializeOwned> PTransform<PCollection<(F::
         if p.windowing_of(input.id).window_fn.is_merging() {
             p.record_error("a stateful ParDo cannot run over merging windows (sessions): state is kept per window, and merging windows have none until they merge (Beam refuses it too); window the input with non-merging windows".into());
         }
+        crate::key_check::check_key_type::<F::Key>(&p, "StatefulParDo");
         let name = crate::registry::register_stateful_do_fn::<F>();
         let fields = serde_json::to_value(&self.f).unwrap_or_else(|e| {
             p.record_error(format!("the fields of {name} do not serialize: {e}"));
