@@ -188,3 +188,63 @@ fn an_element_that_does_not_survive_its_coder_is_caught() {
     assert!(matches!(e, Error::Coder { .. }));
     insta::assert_snapshot!(e.to_string(), @"element of transform 'ToLossy' output does not round-trip through its coder: cannot decode tidewater::windowed_value::WindowedValue<errors::Lossy>: Serde Deserialization Error (element Lossy { a: 5, b: 5 })");
 }
+
+fn basket(i: i64) -> (std::collections::HashMap<String, i64>, i64) {
+    let items = (0..5).map(|k| (format!("item{k}"), k)).collect();
+    (items, i)
+}
+
+fn signed_zero(i: i64) -> (f64, i64) {
+    (if i % 2 == 0 { 0.0 } else { -0.0 }, i)
+}
+
+#[test]
+fn keys_that_do_not_encode_deterministically_are_refused_before_running() {
+    setup();
+    // Without the check, the 50 equal HashMap keys formed up to 50 groups, and 0.0 and
+    // -0.0 two: refused even with validation off.
+    let no_validate = PipelineOptions {
+        no_validate: true,
+        ..Default::default()
+    };
+    let p = Pipeline::new(no_validate.clone());
+    let xs = p.create("Numbers", (0..50).collect::<Vec<i64>>());
+    xs.map("Basket", basket).group_by_key("Group");
+    let e = p.run().unwrap_err();
+    assert!(matches!(&e, Error::Construction { transform, .. } if transform == "Group"));
+    insta::assert_snapshot!(e.to_string(), @"cannot construct transform 'Group': the key type HashMap<String, i64> of GroupByKey does not encode deterministically, and keys are grouped by their encoded bytes: a HashMap in the key (equal ones encode their entries in different orders: use a BTreeMap instead)");
+
+    let p = Pipeline::new(no_validate);
+    let xs = p.create("Numbers", (0..50).collect::<Vec<i64>>());
+    xs.map("SignedZero", signed_zero).group_by_key("Group");
+    insta::assert_snapshot!(p.run().unwrap_err().to_string(), @"cannot construct transform 'Group': the key type f64 of GroupByKey does not encode deterministically, and keys are grouped by their encoded bytes: f64 at key (floats that are equal can encode differently, as 0.0 and -0.0 do: use an integer, e.g. cents, or the float's bits normalized into an integer)");
+}
+
+fn by_parity(i: i64) -> (i64, std::collections::HashMap<String, i64>) {
+    (i % 2, basket(i).0)
+}
+
+#[test]
+fn hash_maps_as_values_are_grouped() {
+    setup();
+    // Validation off: its round-trip compares each element's Debug form before and
+    // after decoding, and a decoded HashMap of several entries prints in another order.
+    let p = Pipeline::new(PipelineOptions {
+        no_validate: true,
+        ..Default::default()
+    });
+    let xs = p.create("Numbers", (0..50).collect::<Vec<i64>>());
+    xs.map("ByParity", by_parity)
+        .group_by_key("Group")
+        .capture("groups");
+    let result = p.run().unwrap();
+    let mut groups = result
+        .captured_values::<(i64, Vec<std::collections::HashMap<String, i64>>)>("groups")
+        .unwrap();
+    groups.sort_by_key(|(k, _)| *k);
+    let sizes: Vec<(i64, usize)> = groups.iter().map(|(k, vs)| (*k, vs.len())).collect();
+    assert_eq!(sizes, [(0, 25), (1, 25)]);
+    assert!(groups
+        .iter()
+        .all(|(_, vs)| vs.iter().all(|m| *m == basket(0).0)));
+}
