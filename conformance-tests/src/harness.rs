@@ -28,6 +28,9 @@ pub struct MatrixConfig {
     /// A single run that takes longer fails, so that a hanging runner cannot hang the
     /// suite.
     pub timeout: Duration,
+    /// Runner options (`--runner-option KEY=VALUE`) every run gets, e.g. the direct
+    /// runner's `checkpoint_every=1`.
+    pub runner_options: Vec<(String, String)>,
 }
 
 impl Default for MatrixConfig {
@@ -35,6 +38,7 @@ impl Default for MatrixConfig {
         MatrixConfig {
             seeds: vec![1, 2, 3],
             timeout: Duration::from_secs(120),
+            runner_options: Vec::new(),
         }
     }
 }
@@ -73,7 +77,12 @@ pub fn run_case(case: &Case, runner: &str, config: &MatrixConfig) -> Outcome {
         config.seeds.iter().copied().map(Some).collect()
     };
     for seed in seeds {
-        match run_once_with_timeout(*case, runner, seed, config.timeout) {
+        let options = PipelineOptions {
+            seed,
+            runner_options: config.runner_options.clone(),
+            ..PipelineOptions::for_runner(runner)
+        };
+        match run_once_with_timeout(*case, options, config.timeout) {
             Outcome::Pass => {}
             Outcome::Fail(reason) => {
                 return Outcome::Fail(match seed {
@@ -90,18 +99,12 @@ pub fn run_case(case: &Case, runner: &str, config: &MatrixConfig) -> Outcome {
 
 /// [`run_once`] on its own thread, so that a run that hangs fails after `timeout`
 /// instead of hanging the suite (the thread is left behind).
-fn run_once_with_timeout(
-    case: Case,
-    runner: &str,
-    seed: Option<u64>,
-    timeout: Duration,
-) -> Outcome {
+fn run_once_with_timeout(case: Case, options: PipelineOptions, timeout: Duration) -> Outcome {
     let (tx, rx) = mpsc::channel();
-    let runner_name = runner.to_string();
     let spawned = std::thread::Builder::new()
-        .name(format!("{}@{runner}", case.name))
+        .name(format!("{}@{}", case.name, options.runner))
         .spawn(move || {
-            let _ = tx.send(run_once(&case, &runner_name, seed));
+            let _ = tx.send(run_with(&case, options));
         });
     if let Err(e) = spawned {
         return Outcome::Fail(format!("cannot start a thread for the run: {e}"));
@@ -120,11 +123,20 @@ fn run_once_with_timeout(
 
 /// Builds, checks the declaration, runs and checks `case` on `runner` with `seed`.
 pub fn run_once(case: &Case, runner: &str, seed: Option<u64>) -> Outcome {
+    run_with(
+        case,
+        PipelineOptions {
+            seed,
+            ..PipelineOptions::for_runner(runner)
+        },
+    )
+}
+
+/// Builds, checks the declaration, runs and checks `case` with `options`.
+pub fn run_with(case: &Case, options: PipelineOptions) -> Outcome {
     let _cleanup = crate::scratch::Cleanup;
-    let options = PipelineOptions {
-        seed,
-        ..PipelineOptions::for_runner(runner)
-    };
+    let runner = options.runner.clone();
+    let runner = runner.as_str();
     let p = Pipeline::new(options);
     if let Err(message) = guard(|| (case.build)(&p)) {
         return Outcome::Fail(format!("building the pipeline panicked: {message}"));

@@ -4,6 +4,7 @@
 //!
 //!     cargo run -p tidewater-conformance -- --runner all
 //!     cargo run -p tidewater-conformance -- --runner direct --case group_by_key --seed 7
+//!     cargo run -p tidewater-conformance -- --runner direct --runner-option checkpoint_every=1
 
 use clap::Parser;
 use std::fmt::Write as _;
@@ -27,6 +28,11 @@ struct Args {
     /// Seconds a single run may take before it counts as failed.
     #[arg(long, default_value_t = 120)]
     timeout_secs: u64,
+    /// A runner option every run gets, `KEY=VALUE` (may be repeated), e.g.
+    /// `--runner-option checkpoint_every=1` to snapshot and restore the direct runner
+    /// at every step.
+    #[arg(long = "runner-option", value_name = "KEY=VALUE", value_parser = tidewater::parse_key_value)]
+    runner_options: Vec<(String, String)>,
     /// List the cases with their declared features and exit.
     #[arg(long)]
     list: bool,
@@ -79,6 +85,7 @@ fn main() -> ExitCode {
             .seed
             .map_or_else(|| MatrixConfig::default().seeds, |s| vec![s]),
         timeout: std::time::Duration::from_secs(args.timeout_secs),
+        runner_options: args.runner_options.clone(),
     };
     let matrix = harness::with_quiet_panics(|| harness::run_matrix(&cases, &runners, &config));
     let matrix = match matrix {

@@ -88,3 +88,24 @@ fn unimplemented_runners_refuse_every_case() {
 fn rendered_matrix() {
     insta::assert_snapshot!(matrix().render());
 }
+
+/// Every case again on the direct runner while it snapshots its whole state at every
+/// step, throws it away, and restores it redistributed over 1 to 4 virtual workers:
+/// each semantic case is then also a test of snapshot, rescale and restore.
+#[test]
+fn direct_runner_passes_every_case_restoring_from_a_snapshot_at_every_step() {
+    register_runners();
+    let config = MatrixConfig {
+        runner_options: vec![("checkpoint_every".into(), "1".into())],
+        ..MatrixConfig::default()
+    };
+    let m = harness::with_quiet_panics(|| {
+        harness::run_matrix(&all_cases(), &["direct".to_string()], &config)
+    })
+    .expect("the direct runner is registered");
+    let not_passed = describe(m.cells().filter(|(_, _, o)| !o.is_pass()));
+    assert!(
+        not_passed.is_empty(),
+        "direct cells that did not pass with checkpoint_every=1:\n{not_passed}"
+    );
+}

@@ -50,7 +50,7 @@ pub use dofn::{DoFn, FinishBundleContext, ProcessContext, TupleTag, MAIN_TAG};
 pub use element::{Element, KV};
 pub use error::{Error, Result, UserError};
 pub use exec::TimeDomain;
-pub use options::PipelineOptions;
+pub use options::{parse_key_value, PipelineOptions};
 pub use pipeline::{run_plan_json, PCollection, Pipeline};
 pub use primitives::*;
 pub use runner::{PipelineResult, Runner};

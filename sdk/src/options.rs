@@ -87,7 +87,13 @@ impl PipelineOptions {
     }
 }
 
-fn parse_key_value(s: &str) -> Result<(String, String), String> {
+/// Parses a `KEY=VALUE` runner option, for binaries that take `--runner-option`.
+///
+/// ```
+/// assert_eq!(tidewater::parse_key_value("a=b=c"), Ok(("a".into(), "b=c".into())));
+/// assert!(tidewater::parse_key_value("=b").is_err());
+/// ```
+pub fn parse_key_value(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
         Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
         _ => Err(format!("expected KEY=VALUE, got '{s}'")),

@@ -11,6 +11,27 @@ fn check<T: Element + PartialEq>(
     check_sources(build, oracle, &sources);
 }
 
+/// Options with `seed`, `runner_options`, and the runner options in the environment
+/// variable `TIDEWATER_TEST_RUNNER_OPTIONS` (`k=v,k=v`): CI runs these tests once more
+/// with `checkpoint_every=1`, so that every query is also checked while the direct
+/// runner snapshots and restores its whole state at every step.
+fn options(seed: u64, runner_options: &[(&str, &str)]) -> PipelineOptions {
+    let mut all: Vec<(String, String)> = runner_options
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    if let Ok(env) = std::env::var("TIDEWATER_TEST_RUNNER_OPTIONS") {
+        for kv in env.split(',').filter(|kv| !kv.is_empty()) {
+            all.push(tidewater::parse_key_value(kv).expect("TIDEWATER_TEST_RUNNER_OPTIONS"));
+        }
+    }
+    PipelineOptions {
+        seed: Some(seed),
+        runner_options: all,
+        ..Default::default()
+    }
+}
+
 /// Pipeline vs oracle on each source, with seeds 1, 2, 3, ...
 fn check_sources<T: Element + PartialEq>(
     build: fn(&PCollection<Event>) -> PCollection<T>,
@@ -33,14 +54,7 @@ fn check_sources_seeing<T: Element + PartialEq>(
     let mut found = 0;
     for (source, seed) in sources.iter().zip(1u64..) {
         let events = source.events;
-        let p = Pipeline::new(PipelineOptions {
-            seed: Some(seed),
-            runner_options: runner_options
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-            ..Default::default()
-        });
+        let p = Pipeline::new(options(seed, runner_options));
         build(&p.apply("Events", Read::from(source.clone()))).capture("out");
         let got = p.run().unwrap().captured_values::<T>("out").unwrap();
         let expected = sorted_by_encoding(oracle(&seen(source)));
@@ -198,10 +212,7 @@ fn q10_writes_the_bids_of_each_window_into_sharded_files() {
     for (events, seed) in [(500u64, 1u64), (6_000, 2), (25_000, 3)] {
         let source = NexmarkSource::new(events, 1_000);
         let dir = fresh_dir(&format!("q10-{events}"));
-        let p = Pipeline::new(PipelineOptions {
-            seed: Some(seed),
-            ..Default::default()
-        });
+        let p = Pipeline::new(options(seed, &[]));
         let stream = p.apply("Events", Read::from(source.clone()));
         queries::q10(&stream, dir.to_str().unwrap()).capture("out");
         let got = p
@@ -275,10 +286,7 @@ fn check_q12(batch: usize, step_ms: i64, delay_ms: i64) {
     let mut several = false;
     for (events, seed) in [(500u64, 1u64), (3_000, 2), (6_000, 3)] {
         let events = NexmarkSource::new(events, 1_000).all_events();
-        let p = Pipeline::new(PipelineOptions {
-            seed: Some(seed),
-            ..Default::default()
-        });
+        let p = Pipeline::new(options(seed, &[]));
         let stream = p.apply("Events", queries::q12_test_stream(&events, batch, step_ms));
         queries::q12_with_delay(&stream, delay_ms).capture("out");
         let got = p
@@ -416,10 +424,7 @@ fn out_of_order_events_are_behind_no_watermark_and_late_ones_are() {
     }
     assert_eq!(late, 39);
     // The same events at the same times on any number of partitions.
-    let p = Pipeline::new(PipelineOptions {
-        seed: Some(5),
-        ..Default::default()
-    });
+    let p = Pipeline::new(options(5, &[]));
     p.apply("Events", Read::from(source.clone())).capture("out");
     let got = p.run().unwrap().captured_values::<Event>("out").unwrap();
     assert!(got == sorted_by_encoding(events));

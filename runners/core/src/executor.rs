@@ -4,8 +4,11 @@
 //! that reducers fire their panes. Combiners are lifted before the shuffle where the
 //! windowing allows. The direct runner is this executor plus a validating schedule.
 
+use crate::checkpoint::{keyed_parts, rescale_through};
 use crate::fusion::lifts;
 use crate::keyed::{KeyGroups, KeyedOperator};
+use crate::snapshot::{Part, Scope, Snapshot};
+use crate::source_driver::SourceDriver;
 use crate::translate::{ExecutablePlan, NodeKind};
 use std::collections::{BTreeMap, HashMap};
 use tidewater::exec::{
@@ -36,6 +39,13 @@ pub struct ExecOptions {
     pub clock: Clock,
     /// Stop reading sources after this long and drain.
     pub max_duration: Option<std::time::Duration>,
+    /// Every this many rounds, snapshot every operator, source and held input into the
+    /// snapshot format, throw the in-memory state away and restore it, with keyed state
+    /// redistributed over a number of virtual workers drawn from the seed and merged
+    /// back: every step then also tests snapshot and restore.
+    pub checkpoint_every: Option<usize>,
+    /// The number of key groups keyed state is split into.
+    pub max_key_groups: u32,
 }
 
 /// Where processing time comes from.
@@ -58,6 +68,8 @@ impl Default for ExecOptions {
             partial_flush_groups: 100_000,
             clock: Clock::Simulated,
             max_duration: None,
+            checkpoint_every: None,
+            max_key_groups: DEFAULT_MAX_KEY_GROUPS,
         }
     }
 }
@@ -157,20 +169,48 @@ struct Executor<'p> {
     cursors: Vec<usize>,
     /// The processing-time clock (TestStream advances it when simulated).
     processing_time: Timestamp,
-    /// Per Read node: its readers.
-    sources: Vec<Option<SourceState>>,
+    /// Per Read node: its source driver.
+    sources: Vec<Option<SourceDriver>>,
     /// Per node, per input index: the side-input batches received so far.
     side_data: Vec<Vec<Vec<Box<dyn AnyBatch>>>>,
     started: std::time::Instant,
 }
 
-/// A Read node's partitions and where each stands.
-struct SourceState {
-    source: Box<dyn tidewater::exec::ErasedSource>,
-    positions: Vec<Vec<u8>>,
-    done: Vec<bool>,
-    idle: Vec<bool>,
+/// The transform name of the direct scheduler's own part of a snapshot (no transform
+/// has an empty name).
+const SCHEDULER: &str = "";
+
+/// What the scheduler keeps between rounds.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct SchedulerState {
+    processing_time: Timestamp,
+    /// Per node: how far a Create, Impulse or TestStream got.
+    cursors: Vec<usize>,
+    /// Per PCollection: its producer's output watermark.
     watermarks: Vec<Timestamp>,
+}
+
+/// The elements of `batches`, encoded back to back.
+fn encode_batches(batches: &[Box<dyn AnyBatch>], transform: &str) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    for b in batches {
+        b.encode(&mut out).map_err(|e| Error::Coder {
+            transform: transform.to_string(),
+            element: "?".into(),
+            message: e.to_string(),
+        })?;
+    }
+    Ok(out)
+}
+
+fn decode_batch(
+    ty: &dyn tidewater::exec::ElementType,
+    bytes: &[u8],
+    transform: &str,
+) -> Result<Box<dyn AnyBatch>> {
+    ty.decode_batch(bytes).map_err(|e| Error::Checkpoint {
+        message: format!("elements held at '{transform}' do not decode: {e}"),
+    })
 }
 
 /// Partitions a source is split into by the in-process executor.
@@ -193,32 +233,33 @@ impl Executor<'_> {
                     self.plan,
                     i,
                     self.lifted[i],
-                    &KeyGroups::all(DEFAULT_MAX_KEY_GROUPS),
+                    &KeyGroups::all(self.options.max_key_groups),
                 )?);
             }
         }
         for (i, n) in self.plan.nodes.iter().enumerate() {
             if let NodeKind::Read { .. } = &n.kind {
                 let source = n.instantiate_source()?;
-                let partitions = source.partitions(SOURCE_PARTITIONS);
-                let positions = (0..partitions)
-                    .map(|p| source.initial_position(p, partitions))
-                    .collect::<std::result::Result<Vec<_>, _>>()
-                    .map_err(|e| unwrap_downstream(attribute(e, &n.name)))?;
-                self.sources[i] = Some(SourceState {
-                    source,
-                    positions,
-                    done: vec![false; partitions],
-                    idle: vec![false; partitions],
-                    watermarks: vec![Timestamp::MIN; partitions],
-                });
+                self.sources[i] = Some(
+                    SourceDriver::start(source, SOURCE_PARTITIONS)
+                        .map_err(|e| unwrap_downstream(attribute(e, &n.name)))?,
+                );
             }
         }
         if self.options.clock == Clock::Wall {
             self.processing_time = wall_clock();
         }
         // Rounds until nothing moves: sources exhausted, every reducer quiet.
+        let mut round = 0u64;
         loop {
+            round += 1;
+            if self
+                .options
+                .checkpoint_every
+                .is_some_and(|n| round.is_multiple_of(n as u64))
+            {
+                self.checkpoint_and_restore(round)?;
+            }
             if self.options.clock == Clock::Wall {
                 self.processing_time = self.processing_time.max(wall_clock());
             }
@@ -227,20 +268,17 @@ impl Executor<'_> {
                 .max_duration
                 .is_some_and(|d| self.started.elapsed() >= d)
             {
-                for s in self.sources.iter_mut().flatten() {
-                    s.done.iter_mut().for_each(|d| *d = true);
-                }
+                self.sources
+                    .iter_mut()
+                    .flatten()
+                    .for_each(SourceDriver::finish);
             }
             let mut progress = false;
             for i in 0..self.plan.nodes.len() {
                 progress |= self.step(i)?;
             }
             if !progress {
-                let unfinished = self
-                    .sources
-                    .iter()
-                    .flatten()
-                    .any(|s| s.done.iter().any(|d| !d));
+                let unfinished = self.sources.iter().flatten().any(|s| !s.is_done());
                 if !unfinished {
                     return Ok(());
                 }
@@ -250,14 +288,164 @@ impl Executor<'_> {
                     // On the simulated clock an idle source stays idle: drain it, so its
                     // watermark reaches the end and its windows fire, rather than stop
                     // with their data unemitted.
-                    Clock::Simulated => {
-                        for s in self.sources.iter_mut().flatten() {
-                            s.done.iter_mut().for_each(|d| *d = true);
-                        }
-                    }
+                    Clock::Simulated => self
+                        .sources
+                        .iter_mut()
+                        .flatten()
+                        .for_each(SourceDriver::finish),
                 }
             }
         }
+    }
+
+    /// Snapshots everything that holds state between rounds (keyed operators, sources,
+    /// main input held for side inputs and the side data, the scheduler's clocks and
+    /// cursors) in the snapshot format, throws it away, and restores it from the bytes;
+    /// keyed state goes through a rescale to a number of virtual workers and back.
+    fn checkpoint_and_restore(&mut self, round: u64) -> Result<()> {
+        let plan = self.plan;
+        let max = self.options.max_key_groups;
+        let mut snapshot = Snapshot {
+            plan_hash: plan.plan_hash,
+            max_key_groups: max,
+            epoch: round,
+            parts: Vec::new(),
+        };
+        // Between rounds nothing is in flight: every stage has run, every keyed input
+        // was processed. Only main input held for side inputs waits.
+        if let Some(pc) = self.buffers.iter().position(|b| !b.is_empty()) {
+            return Err(Error::Internal(format!(
+                "data of '{}' in flight at a checkpoint",
+                plan.pcollections[pc].name
+            )));
+        }
+        let part = |n: &crate::translate::Node, scope, bytes| Part {
+            transform: n.name.clone(),
+            scope,
+            bytes,
+        };
+        for (i, n) in plan.nodes.iter().enumerate() {
+            match &n.kind {
+                NodeKind::Grouping { .. } | NodeKind::Stateful { .. } => {
+                    if !self.pending[i].is_empty() {
+                        return Err(Error::Internal(format!(
+                            "input of '{}' in flight at a checkpoint",
+                            n.name
+                        )));
+                    }
+                    let op = self.keyed[i].as_deref().expect("keyed operator");
+                    snapshot.parts.extend(keyed_parts(&n.name, op, max, 0)?);
+                }
+                NodeKind::Read { .. } => {
+                    let driver = self.sources[i].as_ref().expect("source driver");
+                    for (scope, bytes) in driver.snapshot() {
+                        snapshot.parts.push(part(n, scope, bytes));
+                    }
+                }
+                NodeKind::ParDo { side_inputs, .. } if !side_inputs.is_empty() => {
+                    let held = encode_batches(&self.pending[i], &n.name)?;
+                    snapshot.parts.push(part(n, Scope::List(0), held));
+                    let sides = self.side_data[i]
+                        .iter()
+                        .map(|batches| encode_batches(batches, &n.name))
+                        .collect::<Result<Vec<_>>>()?;
+                    let bytes = postcard::to_allocvec(&sides).expect("bytes encode");
+                    snapshot.parts.push(part(n, Scope::Broadcast, bytes));
+                }
+                _ => {}
+            }
+        }
+        let scheduler = SchedulerState {
+            processing_time: self.processing_time,
+            cursors: self.cursors.clone(),
+            watermarks: self.watermarks.clone(),
+        };
+        snapshot.parts.push(Part {
+            transform: SCHEDULER.into(),
+            scope: Scope::Union(0),
+            bytes: postcard::to_allocvec(&scheduler).expect("clocks encode"),
+        });
+
+        // Everything goes; only the bytes remain.
+        let bytes = snapshot.encode();
+        drop(snapshot);
+        let snapshot = Snapshot::decode(&bytes, plan.plan_hash)?;
+        let workers = 1 + match &mut self.rng {
+            Some(rng) => rng.below(4) as usize,
+            None => (round % 4) as usize,
+        };
+        for (i, n) in plan.nodes.iter().enumerate() {
+            let parts = snapshot.parts_of(&n.name);
+            match &n.kind {
+                NodeKind::Grouping { .. } | NodeKind::Stateful { .. } => {
+                    self.keyed[i] = Some(rescale_through(
+                        plan,
+                        i,
+                        self.lifted[i],
+                        &snapshot,
+                        workers,
+                    )?);
+                }
+                NodeKind::Read { .. } => {
+                    let partitions: Vec<(u32, &[u8])> = parts
+                        .iter()
+                        .flat_map(|(scope, bytes)| match scope {
+                            Scope::Partition(p) => bytes.iter().map(|b| (*p, *b)).collect(),
+                            _ => Vec::new(),
+                        })
+                        .collect();
+                    self.sources[i] = Some(
+                        SourceDriver::restore(n.instantiate_source()?, &partitions)
+                            .map_err(|e| unwrap_downstream(attribute(e, &n.name)))?,
+                    );
+                }
+                NodeKind::ParDo { side_inputs, .. } if !side_inputs.is_empty() => {
+                    let one = |scope: Scope| -> Result<&[u8]> {
+                        parts
+                            .get(&scope)
+                            .and_then(|p| p.first().copied())
+                            .ok_or_else(|| Error::Checkpoint {
+                                message: format!("'{}' has no {scope:?} part", n.name),
+                            })
+                    };
+                    let held_type = &plan.pcollections[n.inputs[0]].element_type;
+                    let held = decode_batch(held_type.as_ref(), one(Scope::List(0))?, &n.name)?;
+                    self.pending[i] = if held.is_empty() { vec![] } else { vec![held] };
+                    let sides: Vec<Vec<u8>> = tidewater::coder::decode(one(Scope::Broadcast)?)
+                        .map_err(|e| Error::Checkpoint {
+                            message: format!("the side data of '{}': {e}", n.name),
+                        })?;
+                    self.side_data[i] = sides
+                        .iter()
+                        .enumerate()
+                        .map(|(j, bytes)| {
+                            if j == 0 {
+                                return Ok(Vec::new());
+                            }
+                            let ty = &plan.pcollections[n.inputs[j]].element_type;
+                            let b = decode_batch(ty.as_ref(), bytes, &n.name)?;
+                            Ok(if b.is_empty() { vec![] } else { vec![b] })
+                        })
+                        .collect::<Result<_>>()?;
+                }
+                _ => {}
+            }
+        }
+        let scheduler = snapshot
+            .parts_of(SCHEDULER)
+            .get(&Scope::Union(0))
+            .and_then(|p| p.first().copied())
+            .ok_or_else(|| Error::Checkpoint {
+                message: "the scheduler's part is missing".into(),
+            })?;
+        let scheduler: SchedulerState =
+            tidewater::coder::decode(scheduler).map_err(|e| Error::Checkpoint {
+                message: format!("the scheduler's part: {e}"),
+            })?;
+        self.processing_time = scheduler.processing_time;
+        self.cursors = scheduler.cursors;
+        self.watermarks = scheduler.watermarks;
+        Ok(())
     }
 
     fn step_read(&mut self, i: usize) -> Result<bool> {
@@ -265,33 +453,11 @@ impl Executor<'_> {
         let out = node.outputs[0];
         let max = self.options.max_bundle_size.max(1);
         let now = self.processing_time;
-        let state = self.sources[i].as_mut().expect("every Read has readers");
-        let partitions = state.positions.len();
-        let mut progress = false;
-        for p in 0..partitions {
-            if state.done[p] {
-                continue;
-            }
-            let read = state
-                .source
-                .read(p, partitions, &mut state.positions[p], max, now)
-                .map_err(|e| unwrap_downstream(attribute(e, &node.name)))?;
-            state.idle[p] = read.status == tidewater::ReadStatus::Idle;
-            state.done[p] = read.status == tidewater::ReadStatus::Done;
-            state.watermarks[p] = state.watermarks[p].max(read.watermark);
-            if !read.batch.is_empty() {
-                progress = true;
-                self.buffers[out].push(read.batch);
-            }
-        }
-        // Idle partitions do not hold the watermark back unless all are idle.
-        let live = |idle: bool| {
-            (0..partitions)
-                .filter(|&p| !state.done[p] && state.idle[p] == idle)
-                .map(|p| state.watermarks[p])
-                .min()
-        };
-        let wm = live(false).or_else(|| live(true)).unwrap_or(Timestamp::MAX);
+        let driver = self.sources[i].as_mut().expect("every Read has a driver");
+        let mut progress = driver
+            .read(max, now, &mut self.buffers[out])
+            .map_err(|e| unwrap_downstream(attribute(e, &node.name)))?;
+        let wm = driver.watermark();
         if wm > self.watermarks[out] {
             self.watermarks[out] = wm;
             progress = true;

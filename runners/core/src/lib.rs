@@ -3,12 +3,14 @@
 //! bundles, grouping by encoded key with combiners lifted before the shuffle, and
 //! metrics. A runner decides only scheduling, parallelism, data movement and recovery.
 
+pub mod checkpoint;
 pub mod executor;
 pub mod fusion;
 pub mod keyed;
 pub mod reduce;
 pub mod side_inputs;
 pub mod snapshot;
+pub mod source_driver;
 pub mod state;
 pub mod stateful;
 pub mod timers;

@@ -191,6 +191,8 @@ pub struct ExecutablePlan {
     pub nodes: Vec<Node>,
     /// PCollections.
     pub pcollections: Vec<PCollectionInfo>,
+    /// The hash of the plan it was translated from, which ties snapshots to it.
+    pub plan_hash: u64,
 }
 
 fn payload<T: serde::de::DeserializeOwned>(
@@ -480,6 +482,7 @@ pub fn translate(plan: &Plan) -> Result<ExecutablePlan> {
     Ok(ExecutablePlan {
         nodes,
         pcollections,
+        plan_hash: crate::snapshot::plan_hash(plan),
     })
 }
 

@@ -6,14 +6,23 @@
 //! seed (`--seed`, printed on failure so the order can be replayed), and a failing DoFn
 //! is reported with its element's debug form. `--no-validate` turns all of that off for
 //! speed. Everything with semantics lives in `tidewater-runners-core`.
+//!
+//! Runner options (`--runner-option KEY=VALUE`): `bundle_size`, `lift_combiners`,
+//! `partial_flush_groups`, `max_key_groups` (default 128), and `checkpoint_every=N`:
+//! every N rounds, snapshot every operator, source and held input in the runner-neutral
+//! snapshot format, throw the in-memory state away and restore it, with keyed state
+//! redistributed over 1 to 4 virtual workers (drawn from the seed) and merged back.
 
 use std::sync::Arc;
+use tidewater::exec::DEFAULT_MAX_KEY_GROUPS;
 use tidewater::runner::{register_runner, Capabilities, Feature, PipelineResult, Runner};
 use tidewater::{plan::Plan, Error, PipelineOptions, Result};
 use tidewater_runners_core::{execute, translate, Clock, ExecOptions};
 
 /// Bundle size limit with validation on (sizes are drawn from 1 to this).
 const VALIDATING_BUNDLE_SIZE: usize = 100;
+/// The most key groups a job may have (Flink's limit on maxParallelism).
+const MAX_KEY_GROUPS_LIMIT: u32 = 32_768;
 /// Bundle size with validation off.
 const FAST_BUNDLE_SIZE: usize = 10_000;
 
@@ -48,20 +57,29 @@ impl Runner for DirectRunner {
 fn exec_options(options: &PipelineOptions, uses_test_stream: bool) -> Result<ExecOptions> {
     let validate = !options.no_validate;
     let seed = options.seed.unwrap_or_else(fresh_seed);
-    let parse = |key: &str, default: usize| -> Result<usize> {
+    let parse_opt = |key: &str| -> Result<Option<usize>> {
         match options.runner_option(key) {
-            None => Ok(default),
-            Some(v) => {
-                v.parse::<usize>()
-                    .ok()
-                    .filter(|n| *n > 0)
-                    .ok_or_else(|| Error::InvalidOption {
-                        option: format!("--runner-option {key}={v}"),
-                        message: "expected a positive integer".into(),
-                    })
-            }
+            None => Ok(None),
+            Some(v) => v
+                .parse::<usize>()
+                .ok()
+                .filter(|n| *n > 0)
+                .map(Some)
+                .ok_or_else(|| Error::InvalidOption {
+                    option: format!("--runner-option {key}={v}"),
+                    message: "expected a positive integer".into(),
+                }),
         }
     };
+    let parse = |key: &str, default: usize| Ok::<_, Error>(parse_opt(key)?.unwrap_or(default));
+    let max_key_groups = parse("max_key_groups", DEFAULT_MAX_KEY_GROUPS as usize)?;
+    let max_key_groups = u32::try_from(max_key_groups)
+        .ok()
+        .filter(|m| *m <= MAX_KEY_GROUPS_LIMIT)
+        .ok_or_else(|| Error::InvalidOption {
+            option: format!("--runner-option max_key_groups={max_key_groups}"),
+            message: format!("at most {MAX_KEY_GROUPS_LIMIT}"),
+        })?;
     let lift = match options.runner_option("lift_combiners") {
         None | Some("true") => true,
         Some("false") => false,
@@ -91,6 +109,8 @@ fn exec_options(options: &PipelineOptions, uses_test_stream: bool) -> Result<Exe
             Clock::Wall
         },
         max_duration: options.max_duration,
+        checkpoint_every: parse_opt("checkpoint_every")?,
+        max_key_groups,
         replay_hint: validate.then(|| {
             format!("direct runner seed {seed}; rerun with --seed={seed} to replay this order")
         }),

@@ -1,0 +1,125 @@
+//! Taking keyed operators apart into snapshot parts and putting them back together
+//! for another assignment of key groups: what every runner does at a checkpoint and at
+//! recovery, and what the direct runner does at every step to validate both.
+
+use crate::keyed::{instantiate, KeyGroups, KeyedOperator};
+use crate::snapshot::{Part, Scope, Snapshot};
+use crate::translate::ExecutablePlan;
+use tidewater::exec::{key_groups_of_worker, ExecError};
+use tidewater::{Error, Result};
+
+/// The parts of a keyed operator instance, named after its transform.
+pub fn keyed_parts(
+    transform: &str,
+    op: &dyn KeyedOperator,
+    max_key_groups: u32,
+    instance: u32,
+) -> Result<Vec<Part>> {
+    let parts = op
+        .snapshot(max_key_groups, instance)
+        .map_err(|e| exec_error(e, transform))?;
+    Ok(parts
+        .into_iter()
+        .map(|(scope, bytes)| Part {
+            transform: transform.to_string(),
+            scope,
+            bytes,
+        })
+        .collect())
+}
+
+/// The keyed operator of plan node `node` for an instance owning `key_groups`, restored
+/// from `snapshot`: its own key groups and every union part.
+pub fn restore_keyed(
+    plan: &ExecutablePlan,
+    node: usize,
+    lifted: bool,
+    snapshot: &Snapshot,
+    key_groups: &KeyGroups,
+) -> Result<Box<dyn KeyedOperator>> {
+    let name = &plan.nodes[node].name;
+    if snapshot.max_key_groups != key_groups.max {
+        return Err(Error::Checkpoint {
+            message: format!(
+                "the snapshot has {} key groups, the job {}: the number of key groups is fixed for the life of a job",
+                snapshot.max_key_groups, key_groups.max
+            ),
+        });
+    }
+    let mut op = instantiate(plan, node, lifted, key_groups)?;
+    for (scope, parts) in snapshot.parts_of(name) {
+        let take = match scope {
+            Scope::KeyGroup(g) => key_groups.owned.contains(&g),
+            Scope::Union(_) => true,
+            other => {
+                return Err(Error::Checkpoint {
+                    message: format!("'{name}' is keyed and has no state of scope {other:?}"),
+                })
+            }
+        };
+        if take {
+            for bytes in parts {
+                op.restore(scope, bytes).map_err(|e| exec_error(e, name))?;
+            }
+        }
+    }
+    Ok(op)
+}
+
+/// Restores node `node`'s keyed operator from `snapshot` as `workers` instances, each
+/// owning its range of key groups, then snapshots them all and restores the union into
+/// one instance owning every key group: a rescale down and back up, which must give
+/// back exactly the state it started from.
+pub fn rescale_through(
+    plan: &ExecutablePlan,
+    node: usize,
+    lifted: bool,
+    snapshot: &Snapshot,
+    workers: usize,
+) -> Result<Box<dyn KeyedOperator>> {
+    let max = snapshot.max_key_groups;
+    let name = &plan.nodes[node].name;
+    let mut parts = Vec::new();
+    for w in 0..workers {
+        let key_groups = KeyGroups {
+            max,
+            owned: key_groups_of_worker(w, workers, max),
+        };
+        let op = restore_keyed(plan, node, lifted, snapshot, &key_groups)?;
+        parts.extend(keyed_parts(name, op.as_ref(), max, w as u32)?);
+    }
+    let merged = Snapshot {
+        parts,
+        ..snapshot.clone_header()
+    };
+    restore_keyed(plan, node, lifted, &merged, &KeyGroups::all(max))
+}
+
+impl Snapshot {
+    /// A snapshot with this one's plan hash, key groups and epoch, and no parts.
+    pub fn clone_header(&self) -> Snapshot {
+        Snapshot {
+            plan_hash: self.plan_hash,
+            max_key_groups: self.max_key_groups,
+            epoch: self.epoch,
+            parts: Vec::new(),
+        }
+    }
+}
+
+fn exec_error(e: ExecError, transform: &str) -> Error {
+    match e {
+        ExecError::Downstream(e) => *e,
+        ExecError::User {
+            phase,
+            element,
+            message,
+        } => Error::UserCode {
+            transform: transform.to_string(),
+            phase: phase.name(),
+            element,
+            message,
+            replay: None,
+        },
+    }
+}
