@@ -5,16 +5,14 @@
 //! windowing allows. The direct runner is this executor plus a validating schedule.
 
 use crate::checkpoint::{keyed_parts, rescale_through};
-use crate::fusion::lifts;
+use crate::fusion::{stage_graph, Exit, ExitKind, StageGraph};
 use crate::keyed::{KeyGroups, KeyedOperator};
 use crate::snapshot::{Part, Scope, Snapshot};
 use crate::source_driver::SourceDriver;
+use crate::stage::{FusedStage, StageOptions, StageOutput};
 use crate::translate::{ExecutablePlan, NodeKind};
-use std::collections::{BTreeMap, HashMap};
-use tidewater::exec::{
-    AnyBatch, Emit, ErasedDoFn, ExecError, GroupingPhase, GroupingTable, InvokeContext,
-    MetricResults, SplitMix64, StepMetrics, BATCH_SIZE, DEFAULT_MAX_KEY_GROUPS,
-};
+use std::collections::BTreeMap;
+use tidewater::exec::{AnyBatch, ExecError, MetricResults, SplitMix64, DEFAULT_MAX_KEY_GROUPS};
 use tidewater::runner::{PipelineResult, PipelineState};
 use tidewater::{Error, Result};
 use tidewater::{TestStreamEvent, Timestamp};
@@ -76,6 +74,15 @@ impl Default for ExecOptions {
 
 /// Runs `plan` to completion.
 pub fn execute(plan: &ExecutablePlan, options: &ExecOptions) -> Result<PipelineResult> {
+    let graph = stage_graph(plan, options.lift_combiners);
+    let mut stage_of = vec![None; plan.pcollections.len()];
+    let mut side_input_stage = vec![None; plan.nodes.len()];
+    for (i, s) in graph.stages.iter().enumerate() {
+        match s.side_input_par_do {
+            Some(n) => side_input_stage[n] = Some(i),
+            None => stage_of[s.input] = Some(i),
+        }
+    }
     let mut ex = Executor {
         plan,
         options,
@@ -84,11 +91,11 @@ pub fn execute(plan: &ExecutablePlan, options: &ExecOptions) -> Result<PipelineR
         captures: BTreeMap::new(),
         metrics: MetricResults::default(),
         rng: options.shuffle_seed.map(SplitMix64::new),
-        lifted: plan
-            .nodes
-            .iter()
-            .map(|n| lifts(plan, n, options.lift_combiners))
-            .collect(),
+        lifted: graph.lifted.clone(),
+        stage_of,
+        side_input_stage,
+        stages: (0..graph.stages.len()).map(|_| None).collect(),
+        graph,
         keyed: (0..plan.nodes.len()).map(|_| None).collect(),
         watermarks: vec![Timestamp::MIN; plan.pcollections.len()],
         cursors: vec![0; plan.nodes.len()],
@@ -112,6 +119,13 @@ pub fn execute(plan: &ExecutablePlan, options: &ExecOptions) -> Result<PipelineR
         }
     }
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| ex.run()));
+    // Every DoFn that was set up is torn down, after a failure too; a teardown error
+    // counts only if the run succeeded.
+    let teardown = ex.teardown();
+    let result = match result {
+        Ok(Ok(())) => Ok(teardown),
+        other => other,
+    };
     match result {
         Ok(Ok(())) => Ok(PipelineResult {
             state: PipelineState::Done,
@@ -161,6 +175,14 @@ struct Executor<'p> {
     rng: Option<SplitMix64>,
     /// Per node: a combine whose partial half runs in the producing stage.
     lifted: Vec<bool>,
+    /// The stages, as the stage graph defines them.
+    graph: StageGraph,
+    /// Per stage: its instance, built once.
+    stages: Vec<Option<FusedStage>>,
+    /// Per PCollection: the stage it feeds, if any.
+    stage_of: Vec<Option<usize>>,
+    /// Per ParDo with side inputs: the stage it heads.
+    side_input_stage: Vec<Option<usize>>,
     /// Per grouping or stateful ParDo node: its keyed operator.
     keyed: Vec<Option<Box<dyn KeyedOperator>>>,
     /// Per PCollection: the output watermark of its producer.
@@ -227,6 +249,13 @@ fn wall_clock() -> Timestamp {
 
 impl Executor<'_> {
     fn run(&mut self) -> Result<()> {
+        let stage_options = StageOptions {
+            validate: self.options.validate,
+            partial_flush_groups: self.options.partial_flush_groups,
+        };
+        for (i, stage) in self.graph.stages.iter().enumerate() {
+            self.stages[i] = Some(FusedStage::new(self.plan, stage, stage_options)?);
+        }
         for (i, n) in self.plan.nodes.iter().enumerate() {
             if let NodeKind::Grouping { .. } | NodeKind::Stateful { .. } = &n.kind {
                 self.keyed[i] = Some(crate::keyed::instantiate(
@@ -602,29 +631,13 @@ impl Executor<'_> {
                 }),
                 ready.as_ref(),
             );
-            let op = Operator {
-                name: n.name.clone(),
-                set_up: false,
-                dofn: n.instantiate(&self.plan.pcollections)?,
-                tags: n.kind.output_tags(),
-                metrics: StepMetrics::default(),
-                outputs: n
-                    .outputs
-                    .iter()
-                    .map(|&o| build_targets(self.plan, o, &self.lifted))
-                    .collect::<Result<_>>()?,
-                sides: Some(std::sync::Arc::new(sides)),
-            };
-            let mut targets = Targets {
-                pc: main,
-                list: vec![Target::Op(Box::new(op))],
-            };
-            let mut ready = ready;
-            let result = self.run_bundles(&mut ready, &mut targets);
-            let teardown = teardown_all(&mut targets);
-            self.collect_metrics(&mut targets);
-            result?;
-            teardown?;
+            let stage =
+                self.side_input_stage[node].expect("a ParDo with side inputs heads a stage");
+            self.stages[stage]
+                .as_mut()
+                .expect("every stage is built before it runs")
+                .set_side_inputs(std::sync::Arc::new(sides));
+            self.run_bundles(stage, ready)?;
         }
         let hold = held.min_timestamp();
         let wm = hold.map_or(self.watermarks[main], |h| h.min(self.watermarks[main]));
@@ -719,435 +732,112 @@ impl Executor<'_> {
         sizes
     }
 
-    fn run_stage(&mut self, root: usize) -> Result<()> {
-        let mut input = self.take_all(root);
-        let mut targets = build_targets(self.plan, root, &self.lifted)?;
-        let result = self.run_bundles(&mut input, &mut targets);
-        let teardown = teardown_all(&mut targets);
-        self.collect_metrics(&mut targets);
-        result?;
-        teardown
+    /// Runs the stage fed by PCollection `pc` over everything buffered for it.
+    fn run_stage(&mut self, pc: usize) -> Result<()> {
+        let Some(stage) = self.stage_of[pc] else {
+            // Nothing consumes it inside a stage (an unconsumed output).
+            self.buffers[pc].clear();
+            return Ok(());
+        };
+        let input = self.take_all(pc);
+        self.run_bundles(stage, input)
     }
 
-    fn run_bundles(&mut self, input: &mut Box<dyn AnyBatch>, targets: &mut Targets) -> Result<()> {
-        setup_all(targets)?;
+    /// Runs `input` through stage `stage` in bundles of the schedule's sizes.
+    fn run_bundles(&mut self, stage: usize, input: Box<dyn AnyBatch>) -> Result<()> {
         let sizes = self.bundle_sizes(input.len());
-        let all = std::mem::replace(
-            input,
-            self.plan.pcollections[targets.pc].element_type.new_batch(),
-        );
-        for bundle in all.into_chunks(&mut sizes.into_iter()) {
-            self.run_bundle(bundle, targets)?;
-        }
-        Ok(())
-    }
-
-    fn run_bundle(&mut self, bundle: Box<dyn AnyBatch>, targets: &mut Targets) -> Result<()> {
-        start_all(targets)?;
-        let mut partials: HashMap<usize, Box<dyn GroupingTable>> = HashMap::new();
-        let producer = self.plan.nodes[self.plan.pcollections[targets.pc].producer]
-            .name
-            .clone();
-        {
-            let mut sinks = Sinks {
-                plan: self.plan,
-                options: self.options,
-                partials: &mut partials,
-                pending: &mut self.pending,
-                buffers: &mut self.buffers,
-                captures: &mut self.captures,
-                side_data: &mut self.side_data,
+        for bundle in input.into_chunks(&mut sizes.into_iter()) {
+            let Executor {
+                plan,
+                stages,
+                graph,
+                pending,
+                buffers,
+                side_data,
+                captures,
+                ..
+            } = self;
+            let mut out = DirectOutput {
+                plan,
+                exits: &graph.stages[stage].exits,
+                pending,
+                buffers,
+                side_data,
+                captures,
             };
-            for batch in bundle.into_chunks(&mut std::iter::repeat(BATCH_SIZE)) {
-                deliver(targets, batch, &mut sinks, &producer).map_err(unwrap_downstream)?;
-            }
-            finish_all(targets, &mut sinks).map_err(unwrap_downstream)?;
-        }
-        for (node, mut table) in partials {
-            let out = table
-                .finish()
-                .map_err(|e| unwrap_downstream(attribute(e, &self.plan.nodes[node].name)))?;
-            self.pending[node].push(check_accumulators(
-                out,
-                &self.plan.nodes[node].name,
-                self.options,
-            )?);
+            let result = stages[stage]
+                .as_mut()
+                .expect("every stage is built before it runs")
+                .run_bundle(bundle, &mut out);
+            self.collect_metrics(stage);
+            result?;
         }
         Ok(())
     }
 
-    fn collect_metrics(&mut self, targets: &mut Targets) {
-        for_each_op(targets, &mut |op| {
-            if !op.metrics.is_empty() {
-                self.metrics.step_mut(&op.name).merge(&op.metrics);
+    fn collect_metrics(&mut self, stage: usize) {
+        if let Some(s) = self.stages[stage].as_mut() {
+            for (name, m) in s.take_metrics() {
+                self.metrics.step_mut(&name).merge(&m);
             }
-        });
+        }
     }
-}
 
-/// Where a PCollection's batches go inside a stage.
-struct Targets {
-    pc: usize,
-    list: Vec<Target>,
-}
-
-enum Target {
-    /// A fused ParDo.
-    Op(Box<Operator>),
-    /// The partial (pre-shuffle) half of a lifted combine.
-    Partial(usize),
-    /// Waits at a grouping node for the shuffle.
-    Pending(usize),
-    /// Materialized as a stage root (Flatten's output).
-    Buffer(usize),
-    /// Encoded into the result.
-    Capture(String),
-    /// Side input `.1` (an index into the node's inputs) of ParDo node `.0`.
-    Side(usize, usize),
-}
-
-struct Operator {
-    name: String,
-    /// `setup` succeeded, so `teardown` is owed.
-    set_up: bool,
-    dofn: Box<dyn ErasedDoFn>,
-    tags: Vec<String>,
-    metrics: StepMetrics,
-    outputs: Vec<Targets>,
-    /// Side inputs, for a ParDo that has them.
-    sides: Option<std::sync::Arc<crate::side_inputs::SideInputs>>,
-}
-
-fn build_targets(plan: &ExecutablePlan, pc: usize, lifted: &[bool]) -> Result<Targets> {
-    let mut list = Vec::new();
-    let mut seen_side_pardos = Vec::new();
-    for &c in &plan.pcollections[pc].consumers {
-        let node = &plan.nodes[c];
-        // A ParDo with side inputs holds its main input until the side inputs are
-        // ready and collects each side input whole.
-        if let NodeKind::ParDo { side_inputs, .. } = &node.kind {
-            if !side_inputs.is_empty() {
-                if !seen_side_pardos.contains(&c) {
-                    seen_side_pardos.push(c);
-                    for (j, &input) in node.inputs.iter().enumerate() {
-                        if input == pc {
-                            list.push(if j == 0 {
-                                Target::Pending(c)
-                            } else {
-                                Target::Side(c, j)
-                            });
-                        }
-                    }
+    /// Tears down every stage; the first error.
+    fn teardown(&mut self) -> Result<()> {
+        let mut first = Ok(());
+        for s in self.stages.iter_mut().flatten() {
+            if let Err(e) = s.teardown() {
+                if first.is_ok() {
+                    first = Err(e);
                 }
-                continue;
             }
         }
-        list.push(match &node.kind {
-            NodeKind::ParDo { .. } | NodeKind::WindowInto { .. } => {
-                Target::Op(Box::new(Operator {
-                    name: node.name.clone(),
-                    set_up: false,
-                    dofn: node.instantiate(&plan.pcollections)?,
-                    tags: node.kind.output_tags(),
-                    metrics: StepMetrics::default(),
-                    sides: None,
-                    outputs: node
-                        .outputs
-                        .iter()
-                        .map(|&o| build_targets(plan, o, lifted))
-                        .collect::<Result<_>>()?,
-                }))
-            }
-            NodeKind::Grouping { .. } if lifted[c] => Target::Partial(c),
-            NodeKind::Grouping { .. } | NodeKind::Stateful { .. } => Target::Pending(c),
-            NodeKind::Flatten => Target::Buffer(node.outputs[0]),
-            NodeKind::Capture { name } => Target::Capture(name.clone()),
-            NodeKind::Impulse
-            | NodeKind::Create { .. }
-            | NodeKind::TestStream { .. }
-            | NodeKind::Read { .. } => {
-                return Err(Error::Internal(format!(
-                    "'{}' consumes an input",
-                    node.name
-                )))
-            }
-        });
-    }
-    Ok(Targets { pc, list })
-}
-
-fn for_each_op(t: &mut Targets, f: &mut dyn FnMut(&mut Operator)) {
-    for target in &mut t.list {
-        if let Target::Op(op) = target {
-            f(op);
-            for o in &mut op.outputs {
-                for_each_op(o, f);
-            }
-        }
+        first
     }
 }
 
-fn try_each_op(
-    t: &mut Targets,
-    f: &mut dyn FnMut(&mut Operator) -> std::result::Result<(), ExecError>,
-) -> std::result::Result<(), ExecError> {
-    for target in &mut t.list {
-        if let Target::Op(op) = target {
-            f(op).map_err(|e| attribute(e, &op.name))?;
-            for o in &mut op.outputs {
-                try_each_op(o, f)?;
-            }
-        }
-    }
-    Ok(())
-}
-
-fn setup_all(t: &mut Targets) -> Result<()> {
-    try_each_op(t, &mut |op| {
-        op.dofn.setup()?;
-        op.set_up = true;
-        Ok(())
-    })
-    .map_err(unwrap_downstream)
-}
-
-fn start_all(t: &mut Targets) -> Result<()> {
-    try_each_op(t, &mut |op| op.dofn.start_bundle()).map_err(unwrap_downstream)
-}
-
-/// Teardown of every instance that was set up, even after a failure; the first error
-/// is returned.
-fn teardown_all(t: &mut Targets) -> Result<()> {
-    let mut first = None;
-    for_each_op(t, &mut |op| {
-        if std::mem::take(&mut op.set_up) {
-            if let Err(e) = op.dofn.teardown() {
-                first.get_or_insert(unwrap_downstream(attribute(e, &op.name)));
-            }
-        }
-    });
-    first.map_or(Ok(()), Err)
-}
-
-/// finish_bundle in topological (pre-order) order, so what an upstream step emits from
-/// finish_bundle reaches downstream steps before they finish.
-fn finish_all(t: &mut Targets, sinks: &mut Sinks<'_>) -> std::result::Result<(), ExecError> {
-    for target in &mut t.list {
-        if let Target::Op(op) = target {
-            op.finish(sinks)?;
-            for o in &mut op.outputs {
-                finish_all(o, sinks)?;
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Everything outside the operator tree that a stage writes to.
-struct Sinks<'a> {
+/// Where the direct runner's stages deliver: keyed input waits at its node, side
+/// inputs and held main input at their ParDo, Flatten's input in its buffer, captures
+/// are encoded into the result.
+struct DirectOutput<'a> {
     plan: &'a ExecutablePlan,
-    options: &'a ExecOptions,
-    partials: &'a mut HashMap<usize, Box<dyn GroupingTable>>,
+    exits: &'a [Exit],
     pending: &'a mut Vec<Vec<Box<dyn AnyBatch>>>,
     buffers: &'a mut Vec<Vec<Box<dyn AnyBatch>>>,
-    captures: &'a mut BTreeMap<String, (String, Vec<u8>)>,
     side_data: &'a mut Vec<Vec<Vec<Box<dyn AnyBatch>>>>,
+    captures: &'a mut BTreeMap<String, (String, Vec<u8>)>,
 }
 
-/// With validation on, accumulators round-trip through their coder as they would
-/// crossing a real shuffle.
-fn check_accumulators(
-    mut batch: Box<dyn AnyBatch>,
-    transform: &str,
-    options: &ExecOptions,
-) -> Result<Box<dyn AnyBatch>> {
-    if options.validate {
-        if let Err((i, e)) = batch.round_trip() {
-            return Err(Error::Coder {
-                transform: format!("{transform} (accumulator)"),
-                element: batch.debug_element(i),
-                message: e.to_string(),
-            });
-        }
-    }
-    Ok(batch)
-}
-
-fn attribute(e: ExecError, transform: &str) -> ExecError {
-    match e {
-        ExecError::User {
-            phase,
-            element,
-            message,
-        } => ExecError::Downstream(Box::new(Error::UserCode {
-            transform: transform.to_string(),
-            phase: phase.name(),
-            element,
-            message,
-            replay: None,
-        })),
-        other => other,
-    }
-}
-
-fn unwrap_downstream(e: ExecError) -> Error {
-    match e {
-        ExecError::Downstream(e) => *e,
-        ExecError::User {
-            phase,
-            element,
-            message,
-        } => Error::UserCode {
-            transform: "?".into(),
-            phase: phase.name(),
-            element,
-            message,
-            replay: None,
-        },
-    }
-}
-
-fn deliver(
-    targets: &mut Targets,
-    mut batch: Box<dyn AnyBatch>,
-    sinks: &mut Sinks<'_>,
-    producer: &str,
-) -> std::result::Result<(), ExecError> {
-    if batch.is_empty() {
-        return Ok(());
-    }
-    if sinks.options.validate {
-        if let Err((i, e)) = batch.round_trip() {
-            return Err(ExecError::Downstream(Box::new(Error::Coder {
-                transform: producer.to_string(),
-                element: batch.debug_element(i),
-                message: e.to_string(),
-            })));
-        }
-    }
-    let n = targets.list.len();
-    let mut batch = Some(batch);
-    for (i, target) in targets.list.iter_mut().enumerate() {
-        let b = if i + 1 == n {
-            batch.take().expect("last target takes the batch")
-        } else {
-            batch
-                .as_ref()
-                .expect("batch kept for later targets")
-                .clone_batch()
-        };
-        match target {
-            Target::Op(op) => op.process(b, sinks)?,
-            Target::Partial(node) => {
-                let node = *node;
-                let n = &sinks.plan.nodes[node];
-                let NodeKind::Grouping { ops } = &n.kind else {
-                    unreachable!()
-                };
-                let table = sinks
-                    .partials
-                    .entry(node)
-                    .or_insert_with(|| ops.new_table(GroupingPhase::Partial));
-                table.add(b).map_err(|e| attribute(e, &n.name))?;
-                if table.groups() > sinks.options.partial_flush_groups {
-                    let out = table.finish().map_err(|e| attribute(e, &n.name))?;
-                    let out = check_accumulators(out, &n.name, sinks.options)
-                        .map_err(|e| ExecError::Downstream(Box::new(e)))?;
-                    sinks.pending[node].push(out);
-                }
+impl StageOutput for DirectOutput<'_> {
+    fn emit(&mut self, exit: usize, batch: Box<dyn AnyBatch>) -> Result<()> {
+        let e = &self.exits[exit];
+        match &e.kind {
+            ExitKind::Shuffle | ExitKind::PartialCombine | ExitKind::HeldMain => {
+                self.pending[e.node].push(batch)
             }
-            Target::Pending(node) => sinks.pending[*node].push(b),
-            Target::Buffer(pc) => sinks.buffers[*pc].push(b),
-            Target::Side(node, j) => sinks.side_data[*node][*j].push(b),
-            Target::Capture(name) => {
-                let entry = sinks
+            ExitKind::SideInput => self.side_data[e.node][e.input].push(batch),
+            ExitKind::Flatten => self.buffers[self.plan.nodes[e.node].outputs[0]].push(batch),
+            ExitKind::Capture(name) => {
+                let entry = self
                     .captures
                     .entry(name.clone())
-                    .or_insert_with(|| (b.element_type().to_string(), Vec::new()));
-                b.encode(&mut entry.1).map_err(|e| {
-                    ExecError::Downstream(Box::new(Error::Coder {
-                        transform: format!("Capture[{name}]"),
-                        element: "?".into(),
-                        message: e.to_string(),
-                    }))
+                    .or_insert_with(|| (batch.element_type().to_string(), Vec::new()));
+                batch.encode(&mut entry.1).map_err(|err| Error::Coder {
+                    transform: format!("Capture[{name}]"),
+                    element: "?".into(),
+                    message: err.to_string(),
                 })?;
             }
         }
-    }
-    Ok(())
-}
-
-struct OpEmit<'o, 's, 'a> {
-    outputs: &'o mut [Targets],
-    sinks: &'s mut Sinks<'a>,
-    name: &'o str,
-}
-
-impl Emit for OpEmit<'_, '_, '_> {
-    fn emit(
-        &mut self,
-        output: usize,
-        batch: Box<dyn AnyBatch>,
-    ) -> std::result::Result<(), ExecError> {
-        deliver(&mut self.outputs[output], batch, self.sinks, self.name)
-    }
-
-    fn empty_batch(&self, output: usize) -> Box<dyn AnyBatch> {
-        self.sinks.plan.pcollections[self.outputs[output].pc]
-            .element_type
-            .new_batch()
+        Ok(())
     }
 }
 
-impl Operator {
-    fn process(
-        &mut self,
-        batch: Box<dyn AnyBatch>,
-        sinks: &mut Sinks<'_>,
-    ) -> std::result::Result<(), ExecError> {
-        let keep = sinks.options.validate;
-        self.invoke(sinks, keep, |dofn, ctx| dofn.process(batch, ctx))
-    }
+fn attribute(e: ExecError, transform: &str) -> ExecError {
+    crate::stage::attribute(e, transform)
+}
 
-    fn finish(&mut self, sinks: &mut Sinks<'_>) -> std::result::Result<(), ExecError> {
-        self.invoke(sinks, false, |dofn, ctx| dofn.finish_bundle(ctx))
-    }
-
-    /// Calls the DoFn with a context whose outputs go to this operator's targets.
-    fn invoke(
-        &mut self,
-        sinks: &mut Sinks<'_>,
-        keep_failed_element: bool,
-        call: impl FnOnce(
-            &mut dyn ErasedDoFn,
-            &mut InvokeContext<'_>,
-        ) -> std::result::Result<(), ExecError>,
-    ) -> std::result::Result<(), ExecError> {
-        let Operator {
-            name,
-            dofn,
-            tags,
-            metrics,
-            outputs,
-            sides,
-            ..
-        } = self;
-        let side_inputs: &dyn tidewater::SideInputReader = match sides.as_deref() {
-            Some(s) => s,
-            None => &tidewater::NoSideInputs,
-        };
-        let mut emit = OpEmit {
-            outputs,
-            sinks,
-            name,
-        };
-        let mut ctx = InvokeContext {
-            emit: &mut emit,
-            metrics,
-            tags,
-            keep_failed_element,
-            side_inputs,
-        };
-        call(dofn.as_mut(), &mut ctx).map_err(|e| attribute(e, name))
-    }
+fn unwrap_downstream(e: ExecError) -> Error {
+    crate::stage::unwrap_downstream(e)
 }

@@ -11,6 +11,7 @@ pub mod reduce;
 pub mod side_inputs;
 pub mod snapshot;
 pub mod source_driver;
+pub mod stage;
 pub mod state;
 pub mod stateful;
 pub mod timers;

@@ -4,8 +4,8 @@
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use tidewater::{
-    BoundedWindow, Combine, CombineFn, DoFn, PCollectionView, ParDo, Pipeline, PipelineOptions,
-    ProcessContext, TestStream, Timestamp, UserError, Window, WindowFn,
+    BoundedWindow, Combine, CombineFn, DoFn, FlattenExt, PCollectionView, ParDo, Pipeline,
+    PipelineOptions, ProcessContext, TestStream, Timestamp, Trigger, UserError, Window, WindowFn,
 };
 
 fn options(seed: u64) -> PipelineOptions {
@@ -286,4 +286,45 @@ fn a_side_input_fired_several_times_uses_its_latest_pane() {
         .unwrap();
     // Panes 1, 3, 6 (accumulating) and the on-time pane 6: the latest pane says 6.
     assert_eq!(got, vec![(7, 6)]);
+}
+
+fn negate(x: (i64, i64)) -> (i64, i64) {
+    (x.0, -x.1)
+}
+
+fn key_by_parity(x: i64) -> (i64, i64) {
+    (x % 2, x)
+}
+
+/// The stage graph is what runs: a lifted combine shows its partial half in the
+/// producing stage, a combine with a trigger shuffles whole elements, a ParDo with
+/// side inputs heads its own stage over its held main input and fuses what follows.
+#[test]
+fn the_stage_graph_shows_what_runs() {
+    let p = Pipeline::new(options(1));
+    let xs = p
+        .create("Xs", vec![1i64, 2, 3])
+        .apply("Fixed10", Window::into(WindowFn::fixed(10)));
+    let totals = xs.apply("Total", Combine::globally(Total)).as_singleton();
+    let early = xs
+        .map("ByParity", key_by_parity)
+        .apply(
+            "Early",
+            Window::into(WindowFn::fixed(10))
+                .triggering(Trigger::repeatedly(Trigger::after_count(1)))
+                .accumulating_fired_panes(),
+        )
+        .apply("EarlySums", Combine::per_key(Total));
+    let added = xs
+        .apply(
+            "Add",
+            ParDo::of(AddWindowTotal {
+                total: totals.clone(),
+            })
+            .with_side_input(&totals),
+        )
+        .map("Negate", negate);
+    vec![added, early].apply_flatten("Both").capture("out");
+    let plan = tidewater_runners_core::translate(&p.to_plan().unwrap()).unwrap();
+    insta::assert_snapshot!(tidewater_runners_core::fusion::describe(&plan));
 }
