@@ -3,6 +3,7 @@
 //! recovery, and what the direct runner does at every step to validate both.
 
 use crate::keyed::{instantiate, KeyGroups, KeyedOperator};
+use crate::side_inputs::SideInputRunner;
 use crate::snapshot::{Part, Scope, Snapshot};
 use crate::translate::ExecutablePlan;
 use tidewater::exec::{key_groups_of_worker, ExecError};
@@ -93,6 +94,46 @@ pub fn rescale_through(
         ..snapshot.clone_header()
     };
     restore_keyed(plan, node, lifted, &merged, &KeyGroups::all(max))
+}
+
+/// The runner of ParDo-with-side-inputs node `node` restored from `snapshot`: one copy
+/// of the side data (broadcast) and the held main input of the old instances in
+/// `lists` (all of them if `None`).
+pub fn restore_side_input_runner(
+    plan: &ExecutablePlan,
+    node: usize,
+    snapshot: &Snapshot,
+    lists: Option<&[u32]>,
+) -> Result<SideInputRunner> {
+    let name = &plan.nodes[node].name;
+    let mut runner = SideInputRunner::new(plan, node)?;
+    let mut broadcast = false;
+    for (scope, parts) in snapshot.parts_of(name) {
+        let take: &[&[u8]] = match scope {
+            Scope::List(i) if lists.is_none_or(|l| l.contains(&i)) => &parts,
+            Scope::List(_) => &[],
+            Scope::Broadcast => {
+                broadcast = true;
+                &parts[..1]
+            }
+            other => {
+                return Err(Error::Checkpoint {
+                    message: format!("'{name}' has no state of scope {other:?}"),
+                })
+            }
+        };
+        for bytes in take {
+            runner
+                .restore(scope, bytes)
+                .map_err(|e| exec_error(e, name))?;
+        }
+    }
+    if !broadcast {
+        return Err(Error::Checkpoint {
+            message: format!("the side data of '{name}' is missing from the snapshot"),
+        });
+    }
+    Ok(runner)
 }
 
 impl Snapshot {

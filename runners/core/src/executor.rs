@@ -4,9 +4,10 @@
 //! that reducers fire their panes. Combiners are lifted before the shuffle where the
 //! windowing allows. The direct runner is this executor plus a validating schedule.
 
-use crate::checkpoint::{keyed_parts, rescale_through};
+use crate::checkpoint::{keyed_parts, rescale_through, restore_side_input_runner};
 use crate::fusion::{stage_graph, Exit, ExitKind, StageGraph};
 use crate::keyed::{KeyGroups, KeyedOperator};
+use crate::side_inputs::SideInputRunner;
 use crate::snapshot::{Part, Scope, Snapshot};
 use crate::source_driver::SourceDriver;
 use crate::stage::{FusedStage, StageOptions, StageOutput};
@@ -101,11 +102,7 @@ pub fn execute(plan: &ExecutablePlan, options: &ExecOptions) -> Result<PipelineR
         cursors: vec![0; plan.nodes.len()],
         processing_time: Timestamp(0),
         sources: (0..plan.nodes.len()).map(|_| None).collect(),
-        side_data: plan
-            .nodes
-            .iter()
-            .map(|n| (0..n.inputs.len()).map(|_| Vec::new()).collect())
-            .collect(),
+        side_runners: (0..plan.nodes.len()).map(|_| None).collect(),
         started: std::time::Instant::now(),
     };
     // Every capture is in the result, even one that received nothing.
@@ -193,8 +190,8 @@ struct Executor<'p> {
     processing_time: Timestamp,
     /// Per Read node: its source driver.
     sources: Vec<Option<SourceDriver>>,
-    /// Per node, per input index: the side-input batches received so far.
-    side_data: Vec<Vec<Vec<Box<dyn AnyBatch>>>>,
+    /// Per ParDo with side inputs: its side data and held main input.
+    side_runners: Vec<Option<SideInputRunner>>,
     started: std::time::Instant,
 }
 
@@ -210,29 +207,6 @@ struct SchedulerState {
     cursors: Vec<usize>,
     /// Per PCollection: its producer's output watermark.
     watermarks: Vec<Timestamp>,
-}
-
-/// The elements of `batches`, encoded back to back.
-fn encode_batches(batches: &[Box<dyn AnyBatch>], transform: &str) -> Result<Vec<u8>> {
-    let mut out = Vec::new();
-    for b in batches {
-        b.encode(&mut out).map_err(|e| Error::Coder {
-            transform: transform.to_string(),
-            element: "?".into(),
-            message: e.to_string(),
-        })?;
-    }
-    Ok(out)
-}
-
-fn decode_batch(
-    ty: &dyn tidewater::exec::ElementType,
-    bytes: &[u8],
-    transform: &str,
-) -> Result<Box<dyn AnyBatch>> {
-    ty.decode_batch(bytes).map_err(|e| Error::Checkpoint {
-        message: format!("elements held at '{transform}' do not decode: {e}"),
-    })
 }
 
 /// Partitions a source is split into by the in-process executor.
@@ -255,6 +229,9 @@ impl Executor<'_> {
         };
         for (i, stage) in self.graph.stages.iter().enumerate() {
             self.stages[i] = Some(FusedStage::new(self.plan, stage, stage_options)?);
+            if let Some(n) = stage.side_input_par_do {
+                self.side_runners[n] = Some(SideInputRunner::new(self.plan, n)?);
+            }
         }
         for (i, n) in self.plan.nodes.iter().enumerate() {
             if let NodeKind::Grouping { .. } | NodeKind::Stateful { .. } = &n.kind {
@@ -372,14 +349,10 @@ impl Executor<'_> {
                     }
                 }
                 NodeKind::ParDo { side_inputs, .. } if !side_inputs.is_empty() => {
-                    let held = encode_batches(&self.pending[i], &n.name)?;
-                    snapshot.parts.push(part(n, Scope::List(0), held));
-                    let sides = self.side_data[i]
-                        .iter()
-                        .map(|batches| encode_batches(batches, &n.name))
-                        .collect::<Result<Vec<_>>>()?;
-                    let bytes = postcard::to_allocvec(&sides).expect("bytes encode");
-                    snapshot.parts.push(part(n, Scope::Broadcast, bytes));
+                    let runner = self.side_runners[i].as_ref().expect("side-input runner");
+                    for (scope, bytes) in runner.snapshot(0)? {
+                        snapshot.parts.push(part(n, scope, bytes));
+                    }
                 }
                 _ => {}
             }
@@ -429,33 +402,8 @@ impl Executor<'_> {
                     );
                 }
                 NodeKind::ParDo { side_inputs, .. } if !side_inputs.is_empty() => {
-                    let one = |scope: Scope| -> Result<&[u8]> {
-                        parts
-                            .get(&scope)
-                            .and_then(|p| p.first().copied())
-                            .ok_or_else(|| Error::Checkpoint {
-                                message: format!("'{}' has no {scope:?} part", n.name),
-                            })
-                    };
-                    let held_type = &plan.pcollections[n.inputs[0]].element_type;
-                    let held = decode_batch(held_type.as_ref(), one(Scope::List(0))?, &n.name)?;
-                    self.pending[i] = if held.is_empty() { vec![] } else { vec![held] };
-                    let sides: Vec<Vec<u8>> = tidewater::coder::decode(one(Scope::Broadcast)?)
-                        .map_err(|e| Error::Checkpoint {
-                            message: format!("the side data of '{}': {e}", n.name),
-                        })?;
-                    self.side_data[i] = sides
-                        .iter()
-                        .enumerate()
-                        .map(|(j, bytes)| {
-                            if j == 0 {
-                                return Ok(Vec::new());
-                            }
-                            let ty = &plan.pcollections[n.inputs[j]].element_type;
-                            let b = decode_batch(ty.as_ref(), bytes, &n.name)?;
-                            Ok(if b.is_empty() { vec![] } else { vec![b] })
-                        })
-                        .collect::<Result<_>>()?;
+                    self.side_runners[i] =
+                        Some(restore_side_input_runner(plan, i, &snapshot, None)?);
                 }
                 _ => {}
             }
@@ -582,70 +530,34 @@ impl Executor<'_> {
         }
     }
 
-    /// A ParDo with side inputs: runs the held main-input elements whose side inputs
-    /// are ready (each side input's watermark passed the side window the element's
-    /// window maps to), holds the rest, and holds back its output watermark for them.
+    /// A ParDo with side inputs: runs the held main input whose side inputs are ready,
+    /// and holds back its output watermark for the rest.
     fn step_side_input_pardo(&mut self, node: usize) -> Result<bool> {
         let n = &self.plan.nodes[node];
-        let NodeKind::ParDo { side_inputs, .. } = &n.kind else {
-            unreachable!()
-        };
-        let main = n.inputs[0];
-        let mut held = {
-            let pending = std::mem::take(&mut self.pending[node]);
-            self.concat(pending, main)
-        };
-        let mappers: Vec<crate::side_inputs::WindowMapper> = n.inputs[1..]
-            .iter()
-            .map(|&pc| {
-                crate::side_inputs::WindowMapper::new(
-                    &self.plan.pcollections[pc].windowing.window_fn,
-                    &n.name,
-                )
-            })
-            .collect::<Result<_>>()?;
+        let main_wm = self.watermarks[n.inputs[0]];
         let side_wms: Vec<Timestamp> = n.inputs[1..]
             .iter()
             .map(|&pc| self.watermarks[pc])
             .collect();
-        let ready = held.take_where(&mut |windows, _| {
-            windows.iter().all(|w| {
-                mappers
-                    .iter()
-                    .zip(&side_wms)
-                    .all(|(m, wm)| m.is_ready(w, *wm))
-            })
-        });
+        let runner = side_runner(&mut self.side_runners, node);
+        let ready = runner.advance(main_wm, &side_wms);
         let mut progress = false;
-        if !ready.is_empty() {
+        if let Some((mut ready, sides)) = ready {
             progress = true;
-            let sides = crate::side_inputs::SideInputs::build(
-                side_inputs.iter().enumerate().map(|(k, (tag, view))| {
-                    let j = k + 1;
-                    let ty = &self.plan.pcollections[n.inputs[j]].element_type;
-                    let mut all = ty.new_batch();
-                    for b in &self.side_data[node][j] {
-                        all.append(b.clone_batch());
-                    }
-                    (tag.clone(), mappers[k].clone(), view.clone(), all)
-                }),
-                ready.as_ref(),
-            );
+            if let Some(rng) = &mut self.rng {
+                ready.shuffle(rng);
+            }
             let stage =
                 self.side_input_stage[node].expect("a ParDo with side inputs heads a stage");
             self.stages[stage]
                 .as_mut()
                 .expect("every stage is built before it runs")
-                .set_side_inputs(std::sync::Arc::new(sides));
+                .set_side_inputs(sides);
             self.run_bundles(stage, ready)?;
         }
-        let hold = held.min_timestamp();
-        let wm = hold.map_or(self.watermarks[main], |h| h.min(self.watermarks[main]));
+        let wm = side_runner(&mut self.side_runners, node).output_watermark();
         for &o in &n.outputs {
             self.watermarks[o] = self.watermarks[o].max(wm);
-        }
-        if !held.is_empty() {
-            self.pending[node].push(held);
         }
         Ok(progress)
     }
@@ -753,7 +665,7 @@ impl Executor<'_> {
                 graph,
                 pending,
                 buffers,
-                side_data,
+                side_runners,
                 captures,
                 ..
             } = self;
@@ -762,7 +674,7 @@ impl Executor<'_> {
                 exits: &graph.stages[stage].exits,
                 pending,
                 buffers,
-                side_data,
+                side_runners,
                 captures,
             };
             let result = stages[stage]
@@ -805,7 +717,7 @@ struct DirectOutput<'a> {
     exits: &'a [Exit],
     pending: &'a mut Vec<Vec<Box<dyn AnyBatch>>>,
     buffers: &'a mut Vec<Vec<Box<dyn AnyBatch>>>,
-    side_data: &'a mut Vec<Vec<Vec<Box<dyn AnyBatch>>>>,
+    side_runners: &'a mut Vec<Option<SideInputRunner>>,
     captures: &'a mut BTreeMap<String, (String, Vec<u8>)>,
 }
 
@@ -813,10 +725,9 @@ impl StageOutput for DirectOutput<'_> {
     fn emit(&mut self, exit: usize, batch: Box<dyn AnyBatch>) -> Result<()> {
         let e = &self.exits[exit];
         match &e.kind {
-            ExitKind::Shuffle | ExitKind::PartialCombine | ExitKind::HeldMain => {
-                self.pending[e.node].push(batch)
-            }
-            ExitKind::SideInput => self.side_data[e.node][e.input].push(batch),
+            ExitKind::Shuffle | ExitKind::PartialCombine => self.pending[e.node].push(batch),
+            ExitKind::HeldMain => side_runner(self.side_runners, e.node).add_main(batch),
+            ExitKind::SideInput => side_runner(self.side_runners, e.node).add_side(e.input, batch),
             ExitKind::Flatten => self.buffers[self.plan.nodes[e.node].outputs[0]].push(batch),
             ExitKind::Capture(name) => {
                 let entry = self
@@ -832,6 +743,12 @@ impl StageOutput for DirectOutput<'_> {
         }
         Ok(())
     }
+}
+
+fn side_runner(runners: &mut [Option<SideInputRunner>], node: usize) -> &mut SideInputRunner {
+    runners[node]
+        .as_mut()
+        .expect("every ParDo with side inputs has a runner")
 }
 
 fn attribute(e: ExecError, transform: &str) -> ExecError {

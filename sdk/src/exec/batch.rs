@@ -49,6 +49,11 @@ pub trait AnyBatch: Send + 'static {
     /// The elements in window `w` of its latest pane (copies; with their other windows
     /// dropped): a side input's value for the window.
     fn in_window(&self, w: &crate::BoundedWindow) -> Box<dyn AnyBatch>;
+    /// The elements by window: an element in several windows is copied into each, with
+    /// that window alone.
+    fn explode_by_window(self: Box<Self>) -> Vec<(crate::BoundedWindow, Box<dyn AnyBatch>)>;
+    /// The elements grouped by their (whole) set of windows, in first-seen order.
+    fn group_by_windows(self: Box<Self>) -> Vec<(crate::Windows, Box<dyn AnyBatch>)>;
     /// Moves the elements for which `take(windows, timestamp)` holds into a new batch.
     fn take_where(
         &mut self,
@@ -166,6 +171,52 @@ impl<T: Element> AnyBatch for Batch<T> {
             })
             .collect();
         Box::new(Batch { items })
+    }
+    fn explode_by_window(self: Box<Self>) -> Vec<(crate::BoundedWindow, Box<dyn AnyBatch>)> {
+        let mut out: Vec<(crate::BoundedWindow, Vec<WindowedValue<T>>)> = Vec::new();
+        let mut index = rustc_hash::FxHashMap::default();
+        let mut push = |w: crate::BoundedWindow, wv: WindowedValue<T>| {
+            let i = *index.entry(w).or_insert_with(|| {
+                out.push((w, Vec::new()));
+                out.len() - 1
+            });
+            out[i].1.push(wv);
+        };
+        for wv in self.items {
+            match &wv.windows {
+                crate::Windows::One(w) => push(*w, wv),
+                crate::Windows::Many(ws) => {
+                    for w in ws.clone() {
+                        push(
+                            w,
+                            WindowedValue {
+                                value: wv.value.clone(),
+                                timestamp: wv.timestamp,
+                                windows: crate::Windows::One(w),
+                                pane: wv.pane,
+                            },
+                        );
+                    }
+                }
+            }
+        }
+        out.into_iter()
+            .map(|(w, items)| (w, Box::new(Batch { items }) as Box<dyn AnyBatch>))
+            .collect()
+    }
+    fn group_by_windows(self: Box<Self>) -> Vec<(crate::Windows, Box<dyn AnyBatch>)> {
+        let mut out: Vec<(crate::Windows, Vec<WindowedValue<T>>)> = Vec::new();
+        let mut index = rustc_hash::FxHashMap::default();
+        for wv in self.items {
+            let i = *index.entry(wv.windows.clone()).or_insert_with(|| {
+                out.push((wv.windows.clone(), Vec::new()));
+                out.len() - 1
+            });
+            out[i].1.push(wv);
+        }
+        out.into_iter()
+            .map(|(w, items)| (w, Box::new(Batch { items }) as Box<dyn AnyBatch>))
+            .collect()
     }
     fn take_where(
         &mut self,
