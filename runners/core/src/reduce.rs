@@ -564,6 +564,18 @@ impl Reducer {
     /// Adds a key group written by [`Reducer::snapshot_key_groups`].
     pub fn restore_key_group(&mut self, bytes: &[u8]) -> Result<(), ExecError> {
         for e in decode_part::<Vec<WindowEntry>>(bytes, "reducer key group")? {
+            // The trigger's methods index its state by node: a state of another shape
+            // would panic at the next element or timer.
+            if !self.trigger.is_state_for(&e.state.trigger) {
+                return Err(ExecError::Downstream(Box::new(
+                    tidewater::Error::Checkpoint {
+                        message: format!(
+                            "the trigger state of window {:?} does not fit the trigger",
+                            e.window
+                        ),
+                    },
+                )));
+            }
             let k = self.state.intern_key(&e.key)?;
             if let Some(c) = &e.contents {
                 self.state.restore_contents(k, e.window, c)?;
