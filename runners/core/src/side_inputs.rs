@@ -219,9 +219,7 @@ impl SideInputRunner {
             let mut values = HashMap::new();
             for w in ready.iter().flat_map(|(ws, _)| ws.iter()) {
                 let sw = side.mapper.side_window(w);
-                if !values.contains_key(&sw) {
-                    values.insert(sw, side.value(sw));
-                }
+                values.entry(sw).or_insert_with(|| side.value(sw));
             }
             by_tag.insert(side.tag.clone(), (side.mapper.clone(), values));
         }
