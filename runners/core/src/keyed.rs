@@ -11,10 +11,8 @@
 //! Every engine drives them the same way; the direct runner drives one instance per
 //! transform, a distributed engine one per worker, each owning a range of key groups.
 
-use crate::reduce::{
-    decode_part, encode_part, unexpected_scope, Clocks, Reducer, DROPPED_DUE_TO_LATENESS,
-};
-use crate::snapshot::Scope;
+use crate::reduce::{unexpected_scope, Clocks, Reducer, DROPPED_DUE_TO_LATENESS};
+use crate::snapshot::{decode_part, encode_part, Scope};
 use crate::translate::{ExecutablePlan, NodeKind};
 use crate::windowing::WindowAssigner;
 use serde::{Deserialize, Serialize};

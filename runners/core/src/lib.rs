@@ -1,10 +1,15 @@
-//! Semantics every Tidewater runner shares, like Beam's runners-core: translating the
-//! decoded plan into executable units, fusing ParDos into stages, invoking DoFns over
-//! bundles, grouping by encoded key with combiners lifted before the shuffle, and
-//! metrics. A runner decides only scheduling, parallelism, data movement and recovery.
+//! Semantics every Tidewater runner shares, like Beam's runners-core, as the parts an
+//! engine hosts: the plan translated ([`translate`]) and fused into a stage graph
+//! ([`fusion`]); fused stages built once per worker ([`stage`]); keyed operators behind
+//! one interface ([`keyed`]: group-also-by-window over the [`reduce`]r and the
+//! [`triggers`], the [`stateful`] DoFn runner, sharing one [`timers`] service); the
+//! [`side_inputs`] runner; the [`source_driver`] and the [`test_stream`] driver; the
+//! watermark rules of steps that hold nothing ([`watermarks`]); keys and key groups
+//! (in `tidewater::exec`); and the runner-neutral [`snapshot`] format with the
+//! [`checkpoint`] helpers that split and merge keyed state by key group. A runner
+//! decides only scheduling, parallelism, data movement and recovery.
 
 pub mod checkpoint;
-pub mod executor;
 pub mod fusion;
 pub mod keyed;
 pub mod reduce;
@@ -14,10 +19,11 @@ pub mod source_driver;
 pub mod stage;
 pub mod state;
 pub mod stateful;
+pub mod test_stream;
 pub mod timers;
 pub mod translate;
 pub mod triggers;
+pub mod watermarks;
 pub mod windowing;
 
-pub use executor::{execute, Clock, ExecOptions};
 pub use translate::{translate, ExecutablePlan};

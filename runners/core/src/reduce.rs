@@ -3,7 +3,7 @@
 //! to fire, and emits panes with their timing, index and timestamp. One reducer per
 //! grouping transform; every runner uses it.
 
-use crate::snapshot::Scope;
+use crate::snapshot::{decode_part, encode_part, Scope};
 use crate::timers::{Timer, TimerService};
 use crate::triggers::{TimeDomain, TriggerContext, TriggerState, TriggerStateMachine};
 use crate::windowing::{gc_time, merge_windows, WindowAssigner};
@@ -92,23 +92,6 @@ impl Clocks {
             *processing_time = self.processing_time;
         }
     }
-}
-
-/// Encodes a snapshot part of an operator.
-pub(crate) fn encode_part<T: Serialize>(v: &T) -> Vec<u8> {
-    postcard::to_allocvec(v).expect("snapshot parts are plain data")
-}
-
-/// Decodes a snapshot part; corruption is a checkpoint error.
-pub(crate) fn decode_part<T: serde::de::DeserializeOwned>(
-    bytes: &[u8],
-    what: &str,
-) -> Result<T, ExecError> {
-    tidewater::coder::decode(bytes).map_err(|e| {
-        ExecError::Downstream(Box::new(tidewater::Error::Checkpoint {
-            message: format!("{what} does not decode: {e}"),
-        }))
-    })
 }
 
 pub(crate) fn unexpected_scope(scope: Scope, of: &str) -> ExecError {

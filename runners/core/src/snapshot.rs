@@ -248,6 +248,23 @@ impl Snapshot {
     }
 }
 
+/// Encodes the contents of a snapshot part (postcard).
+pub fn encode_part<T: Serialize>(v: &T) -> Vec<u8> {
+    postcard::to_allocvec(v).expect("snapshot parts are plain data")
+}
+
+/// Decodes the contents of a snapshot part; corruption is a checkpoint error.
+pub fn decode_part<T: serde::de::DeserializeOwned>(
+    bytes: &[u8],
+    what: &str,
+) -> std::result::Result<T, tidewater::exec::ExecError> {
+    tidewater::coder::decode(bytes).map_err(|e| {
+        tidewater::exec::ExecError::Downstream(Box::new(Error::Checkpoint {
+            message: format!("{what} does not decode: {e}"),
+        }))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,8 +6,7 @@
 //! [`Scope::Partition`] part each), so a restored source reads exactly the partitions
 //! it read before, from where it stood.
 
-use crate::reduce::{decode_part, encode_part};
-use crate::snapshot::Scope;
+use crate::snapshot::{decode_part, encode_part, Scope};
 use serde::{Deserialize, Serialize};
 use tidewater::exec::{AnyBatch, ErasedSource, ExecError};
 use tidewater::{ReadStatus, Timestamp};

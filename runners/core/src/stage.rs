@@ -500,7 +500,7 @@ fn internal_panic(transform: &str, p: Box<dyn std::any::Any + Send>) -> ExecErro
 }
 
 /// Names the transform in a user-code error.
-pub(crate) fn attribute(e: ExecError, transform: &str) -> ExecError {
+pub fn attribute(e: ExecError, transform: &str) -> ExecError {
     match e {
         ExecError::User {
             phase,
@@ -518,7 +518,7 @@ pub(crate) fn attribute(e: ExecError, transform: &str) -> ExecError {
 }
 
 /// The error inside an [`ExecError`].
-pub(crate) fn unwrap_downstream(e: ExecError) -> Error {
+pub fn unwrap_downstream(e: ExecError) -> Error {
     match e {
         ExecError::Downstream(e) => *e,
         ExecError::User {

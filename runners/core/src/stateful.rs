@@ -2,8 +2,8 @@
 //! processing-time timers, watermark holds from pending timers, and garbage collection
 //! of a window's state and timers once it expires.
 
-use crate::reduce::{decode_part, encode_part, unexpected_scope, Clocks};
-use crate::snapshot::Scope;
+use crate::reduce::{unexpected_scope, Clocks};
+use crate::snapshot::{decode_part, encode_part, Scope};
 use crate::state::StateBackend;
 use crate::timers::{Timer, TimerService};
 use crate::windowing::gc_time;

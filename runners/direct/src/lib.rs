@@ -17,7 +17,11 @@ use std::sync::Arc;
 use tidewater::exec::DEFAULT_MAX_KEY_GROUPS;
 use tidewater::runner::{register_runner, Capabilities, Feature, PipelineResult, Runner};
 use tidewater::{plan::Plan, Error, PipelineOptions, Result};
-use tidewater_runners_core::{execute, translate, Clock, ExecOptions};
+use tidewater_runners_core::translate;
+
+mod scheduler;
+
+pub use scheduler::{execute, Clock, ExecOptions};
 
 /// Bundle size limit with validation on (sizes are drawn from 1 to this).
 const VALIDATING_BUNDLE_SIZE: usize = 100;

@@ -4,7 +4,8 @@
 use proptest::prelude::*;
 use serde::{Deserialize, Serialize};
 use tidewater::{plan, Combine, CombineFn, FlattenExt, Partition, Pipeline, PipelineOptions};
-use tidewater_runners_core::{execute, translate, ExecOptions};
+use tidewater_runner_direct::{execute, ExecOptions};
+use tidewater_runners_core::translate;
 
 fn double(x: i64) -> i64 {
     2 * x

@@ -1,22 +1,27 @@
-//! Executes a plan in this process, bounded or unbounded, in rounds: each round the
-//! sources produce their next data (a TestStream one scripted event), fused stages run
-//! bundle by bundle, groupings feed their reducers, and watermarks move downstream so
-//! that reducers fire their panes. Combiners are lifted before the shuffle where the
-//! windowing allows. The direct runner is this executor plus a validating schedule.
+//! The direct runner's scheduler: runs a plan in this process, bounded or unbounded,
+//! in rounds over core's parts. Each round the sources produce their next data (a
+//! TestStream one scripted event), the fused stages run bundle by bundle (in an order
+//! and in bundle sizes drawn from the seed), keyed operators take what their exits
+//! delivered and move to the new watermarks, and what they fire runs downstream.
+//! Every semantic rule it applies lives in `tidewater-runners-core`; this file only
+//! decides order, bundles, and when to snapshot and restore (`checkpoint_every`).
 
-use crate::checkpoint::{keyed_parts, rescale_through, restore_side_input_runner};
-use crate::fusion::{stage_graph, Exit, ExitKind, StageGraph};
-use crate::keyed::{KeyGroups, KeyedOperator};
-use crate::side_inputs::SideInputRunner;
-use crate::snapshot::{Part, Scope, Snapshot};
-use crate::source_driver::SourceDriver;
-use crate::stage::{FusedStage, StageOptions, StageOutput};
-use crate::translate::{ExecutablePlan, NodeKind};
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use tidewater::exec::{AnyBatch, ExecError, MetricResults, SplitMix64, DEFAULT_MAX_KEY_GROUPS};
 use tidewater::runner::{PipelineResult, PipelineState};
+use tidewater::Timestamp;
 use tidewater::{Error, Result};
-use tidewater::{TestStreamEvent, Timestamp};
+use tidewater_runners_core::checkpoint::{keyed_parts, rescale_through, restore_side_input_runner};
+use tidewater_runners_core::fusion::{stage_graph, Exit, ExitKind, StageGraph};
+use tidewater_runners_core::keyed::{KeyGroups, KeyedOperator};
+use tidewater_runners_core::side_inputs::SideInputRunner;
+use tidewater_runners_core::snapshot::{decode_part, encode_part, Part, Scope, Snapshot};
+use tidewater_runners_core::source_driver::SourceDriver;
+use tidewater_runners_core::stage::{FusedStage, StageOptions, StageOutput};
+use tidewater_runners_core::test_stream::{initial_batch, TestStreamDriver, TestStreamStep};
+use tidewater_runners_core::translate::{ExecutablePlan, NodeKind};
+use tidewater_runners_core::watermarks;
 
 /// How the executor schedules and checks.
 #[derive(Clone, Debug)]
@@ -200,7 +205,7 @@ struct Executor<'p> {
 const SCHEDULER: &str = "";
 
 /// What the scheduler keeps between rounds.
-#[derive(serde::Serialize, serde::Deserialize)]
+#[derive(Serialize, Deserialize)]
 struct SchedulerState {
     processing_time: Timestamp,
     /// Per node: how far a Create, Impulse or TestStream got.
@@ -235,7 +240,7 @@ impl Executor<'_> {
         }
         for (i, n) in self.plan.nodes.iter().enumerate() {
             if let NodeKind::Grouping { .. } | NodeKind::Stateful { .. } = &n.kind {
-                self.keyed[i] = Some(crate::keyed::instantiate(
+                self.keyed[i] = Some(tidewater_runners_core::keyed::instantiate(
                     self.plan,
                     i,
                     self.lifted[i],
@@ -325,7 +330,7 @@ impl Executor<'_> {
                 plan.pcollections[pc].name
             )));
         }
-        let part = |n: &crate::translate::Node, scope, bytes| Part {
+        let part = |n: &tidewater_runners_core::translate::Node, scope, bytes| Part {
             transform: n.name.clone(),
             scope,
             bytes,
@@ -365,7 +370,7 @@ impl Executor<'_> {
         snapshot.parts.push(Part {
             transform: SCHEDULER.into(),
             scope: Scope::Union(0),
-            bytes: postcard::to_allocvec(&scheduler).expect("clocks encode"),
+            bytes: encode_part(&scheduler),
         });
 
         // Everything goes; only the bytes remain.
@@ -416,9 +421,7 @@ impl Executor<'_> {
                 message: "the scheduler's part is missing".into(),
             })?;
         let scheduler: SchedulerState =
-            tidewater::coder::decode(scheduler).map_err(|e| Error::Checkpoint {
-                message: format!("the scheduler's part: {e}"),
-            })?;
+            decode_part(scheduler, "the scheduler's part").map_err(unwrap_downstream)?;
         self.processing_time = scheduler.processing_time;
         self.cursors = scheduler.cursors;
         self.watermarks = scheduler.watermarks;
@@ -455,47 +458,33 @@ impl Executor<'_> {
                 }
                 self.cursors[i] = 1;
                 let out = node.outputs[0];
-                let ty = &self.plan.pcollections[out].element_type;
-                let batch = match &node.kind {
-                    NodeKind::Create { elements } => ty
-                        .batch_from_json(elements)
-                        .map_err(|m| Error::InvalidPlan { message: m })?,
-                    _ => ty
-                        .batch_from_json(&[serde_json::Value::Null])
-                        .map_err(Error::Internal)?,
-                };
-                self.buffers[out].push(batch);
+                self.buffers[out].push(initial_batch(self.plan, i)?);
                 self.watermarks[out] = Timestamp::MAX;
                 self.run_stage(out)?;
                 Ok(true)
             }
-            NodeKind::TestStream { events } => {
+            NodeKind::TestStream { .. } => {
                 let out = node.outputs[0];
-                let Some(event) = events.get(self.cursors[i]) else {
-                    let done = self.watermarks[out] == Timestamp::MAX;
-                    self.watermarks[out] = Timestamp::MAX;
-                    return Ok(!done);
-                };
-                self.cursors[i] += 1;
-                match event {
-                    TestStreamEvent::Elements(values) => {
-                        let ty = &self.plan.pcollections[out].element_type;
-                        let json: Vec<serde_json::Value> =
-                            values.iter().map(|(v, _)| v.clone()).collect();
-                        let stamps: Vec<Timestamp> = values.iter().map(|(_, t)| *t).collect();
-                        let mut batch = ty
-                            .batch_from_json(&json)
-                            .map_err(|m| Error::InvalidPlan { message: m })?;
-                        batch.set_timestamps(&stamps);
+                let mut driver = TestStreamDriver::new(self.plan, i)?;
+                driver.position = self.cursors[i];
+                let step = driver.next_step()?;
+                self.cursors[i] = driver.position;
+                match step {
+                    TestStreamStep::Elements(batch) => {
                         self.buffers[out].push(batch);
                         self.run_stage(out)?;
                     }
-                    TestStreamEvent::Watermark(t) => {
-                        self.watermarks[out] = self.watermarks[out].max(*t)
+                    TestStreamStep::Watermark(t) => {
+                        self.watermarks[out] = self.watermarks[out].max(t)
                     }
-                    TestStreamEvent::ProcessingTime(ms) => {
+                    TestStreamStep::ProcessingTime(ms) => {
                         self.processing_time =
-                            Timestamp(self.processing_time.millis().saturating_add(*ms))
+                            Timestamp(self.processing_time.millis().saturating_add(ms))
+                    }
+                    TestStreamStep::End => {
+                        let done = self.watermarks[out] == Timestamp::MAX;
+                        self.watermarks[out] = Timestamp::MAX;
+                        return Ok(!done);
                     }
                 }
                 Ok(true)
@@ -504,7 +493,7 @@ impl Executor<'_> {
                 self.step_side_input_pardo(i)
             }
             NodeKind::ParDo { .. } | NodeKind::WindowInto { .. } => {
-                let wm = self.watermarks[node.inputs[0]];
+                let wm = watermarks::par_do_output(self.watermarks[node.inputs[0]]);
                 for &o in &node.outputs {
                     self.watermarks[o] = wm;
                 }
@@ -512,12 +501,8 @@ impl Executor<'_> {
             }
             NodeKind::Flatten => {
                 let out = node.outputs[0];
-                self.watermarks[out] = node
-                    .inputs
-                    .iter()
-                    .map(|&p| self.watermarks[p])
-                    .min()
-                    .unwrap_or(Timestamp::MAX);
+                self.watermarks[out] =
+                    watermarks::flatten_output(node.inputs.iter().map(|&p| self.watermarks[p]));
                 if self.buffers[out].is_empty() {
                     return Ok(false);
                 }
@@ -752,9 +737,9 @@ fn side_runner(runners: &mut [Option<SideInputRunner>], node: usize) -> &mut Sid
 }
 
 fn attribute(e: ExecError, transform: &str) -> ExecError {
-    crate::stage::attribute(e, transform)
+    tidewater_runners_core::stage::attribute(e, transform)
 }
 
 fn unwrap_downstream(e: ExecError) -> Error {
-    crate::stage::unwrap_downstream(e)
+    tidewater_runners_core::stage::unwrap_downstream(e)
 }

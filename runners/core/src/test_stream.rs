@@ -1,0 +1,83 @@
+//! The TestStream driver: replays a scripted stream one event at a time, for every
+//! runner — elements with their timestamps, watermark advances, and processing-time
+//! advances (which only a simulated clock follows).
+
+use crate::translate::{ExecutablePlan, NodeKind};
+use tidewater::exec::AnyBatch;
+use tidewater::{Error, Result, TestStreamEvent, Timestamp};
+
+/// What the next event of a TestStream does.
+pub enum TestStreamStep {
+    /// Elements arrive.
+    Elements(Box<dyn AnyBatch>),
+    /// The watermark moves to this time (never backwards).
+    Watermark(Timestamp),
+    /// Processing time moves forward by this many milliseconds.
+    ProcessingTime(i64),
+    /// The script is over: the watermark goes to the end of time.
+    End,
+}
+
+/// Replays the TestStream of a plan node; its position is the index of the next event.
+pub struct TestStreamDriver {
+    events: Vec<TestStreamEvent>,
+    element_type: std::sync::Arc<dyn tidewater::exec::ElementType>,
+    /// The next event.
+    pub position: usize,
+}
+
+impl TestStreamDriver {
+    /// The driver of TestStream node `node`, at its first event.
+    pub fn new(plan: &ExecutablePlan, node: usize) -> Result<Self> {
+        let n = &plan.nodes[node];
+        let NodeKind::TestStream { events } = &n.kind else {
+            return Err(Error::Internal(format!("'{}' is not a TestStream", n.name)));
+        };
+        Ok(TestStreamDriver {
+            events: events.clone(),
+            element_type: plan.pcollections[n.outputs[0]].element_type.clone(),
+            position: 0,
+        })
+    }
+
+    /// The next event, and moves past it.
+    pub fn next_step(&mut self) -> Result<TestStreamStep> {
+        let Some(event) = self.events.get(self.position) else {
+            return Ok(TestStreamStep::End);
+        };
+        self.position += 1;
+        Ok(match event {
+            TestStreamEvent::Elements(values) => {
+                let json: Vec<serde_json::Value> = values.iter().map(|(v, _)| v.clone()).collect();
+                let stamps: Vec<Timestamp> = values.iter().map(|(_, t)| *t).collect();
+                let mut batch = self
+                    .element_type
+                    .batch_from_json(&json)
+                    .map_err(|m| Error::InvalidPlan { message: m })?;
+                batch.set_timestamps(&stamps);
+                TestStreamStep::Elements(batch)
+            }
+            TestStreamEvent::Watermark(t) => TestStreamStep::Watermark(*t),
+            TestStreamEvent::ProcessingTime(ms) => TestStreamStep::ProcessingTime(*ms),
+        })
+    }
+}
+
+/// The one batch an Impulse (one `()`) or a Create (its elements) produces, in the
+/// global window; after it, its output watermark is the end of time.
+pub fn initial_batch(plan: &ExecutablePlan, node: usize) -> Result<Box<dyn AnyBatch>> {
+    let n = &plan.nodes[node];
+    let ty = &plan.pcollections[n.outputs[0]].element_type;
+    match &n.kind {
+        NodeKind::Create { elements } => ty
+            .batch_from_json(elements)
+            .map_err(|m| Error::InvalidPlan { message: m }),
+        NodeKind::Impulse => ty
+            .batch_from_json(&[serde_json::Value::Null])
+            .map_err(Error::Internal),
+        _ => Err(Error::Internal(format!(
+            "'{}' is not a Create or an Impulse",
+            n.name
+        ))),
+    }
+}
