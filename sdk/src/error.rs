@@ -88,7 +88,8 @@ pub enum Error {
     UserCode {
         /// Full name of the transform.
         transform: String,
-        /// The lifecycle step: setup, start_bundle, process, finish_bundle, teardown.
+        /// The lifecycle step: setup, start_bundle, process, finish_bundle, teardown, or a
+        /// sink's write, stage, commit, abort.
         phase: &'static str,
         /// The element's debug form, or its position.
         element: Option<String>,

@@ -30,6 +30,11 @@ pub type SourceFactory = Arc<
     dyn Fn(&serde_json::Value) -> Result<Box<dyn crate::exec::ErasedSource>, String> + Send + Sync,
 >;
 
+/// Builds a sink from its fields in the plan.
+pub type SinkFactory = Arc<
+    dyn Fn(&serde_json::Value) -> Result<Box<dyn crate::exec::ErasedSink>, String> + Send + Sync,
+>;
+
 /// Builds a stateful DoFn from its fields in the plan.
 pub type StatefulDoFnFactory = Arc<
     dyn Fn(&serde_json::Value) -> Result<Box<dyn crate::exec::ErasedStatefulDoFn>, String>
@@ -47,6 +52,7 @@ struct Registry {
     views: HashMap<String, ViewFactory>,
     stateful_do_fns: HashMap<String, StatefulDoFnFactory>,
     sources: HashMap<String, SourceFactory>,
+    sinks: HashMap<String, SinkFactory>,
     /// The Rust type behind each registered name, to catch two types with one name.
     owners: HashMap<String, TypeId>,
     /// Names claimed by more than one type.
@@ -215,6 +221,26 @@ pub fn register_source<S: crate::Source + DeserializeOwned>() -> String {
 /// The source factory named `name`.
 pub fn source(name: &str) -> Option<SourceFactory> {
     read().sources.get(name).cloned()
+}
+
+/// Registers a sink whose fields deserialize with serde, under its type name.
+/// [`WriteToSink`](crate::WriteToSink) does this.
+pub fn register_sink<S: crate::Sink + DeserializeOwned>() -> String {
+    register_element_type::<S::In>();
+    let name = std::any::type_name::<S>().to_string();
+    let factory: SinkFactory = Arc::new(|fields| {
+        let s: S = serde_json::from_value(fields.clone()).map_err(|e| e.to_string())?;
+        Ok(Box::new(crate::exec::SinkInvoker(s)) as Box<dyn crate::exec::ErasedSink>)
+    });
+    let mut r = write();
+    r.claim::<S>(&name);
+    r.sinks.entry(name.clone()).or_insert(factory);
+    name
+}
+
+/// The sink factory named `name`.
+pub fn sink(name: &str) -> Option<SinkFactory> {
+    read().sinks.get(name).cloned()
 }
 
 /// Registers a stateful DoFn whose fields deserialize with serde, under its type name.

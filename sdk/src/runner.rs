@@ -39,6 +39,8 @@ pub enum Feature {
     ReadBounded,
     /// Reading an unbounded source.
     ReadUnbounded,
+    /// Writing into an exactly-once sink (two-phase commit per epoch).
+    Sink,
     /// A transform the runner does not know at all.
     UnknownTransform,
     /// Running any pipeline at all (a runner that is not implemented yet lacks it).
@@ -47,7 +49,7 @@ pub enum Feature {
 
 impl Feature {
     /// Every feature, for capability matrices.
-    pub const ALL: [Feature; 16] = [
+    pub const ALL: [Feature; 17] = [
         Feature::Impulse,
         Feature::Create,
         Feature::ParDo,
@@ -62,6 +64,7 @@ impl Feature {
         Feature::StatefulParDo,
         Feature::ReadBounded,
         Feature::ReadUnbounded,
+        Feature::Sink,
         Feature::UnknownTransform,
         Feature::AnyPipeline,
     ];
@@ -84,6 +87,7 @@ impl fmt::Display for Feature {
             Feature::StatefulParDo => "stateful ParDo (state and timers)",
             Feature::ReadBounded => "Read (bounded)",
             Feature::ReadUnbounded => "Read (unbounded)",
+            Feature::Sink => "Sink (exactly once, two-phase commit)",
             Feature::UnknownTransform => "unknown transform URN",
             Feature::AnyPipeline => "running any pipeline",
         };
@@ -114,6 +118,7 @@ pub fn plan_features(plan: &Plan) -> Vec<(Feature, String)> {
             urn::WINDOW_INTO => Feature::WindowInto,
             urn::TEST_STREAM => Feature::TestStream,
             urn::STATEFUL_PAR_DO => Feature::StatefulParDo,
+            urn::SINK => Feature::Sink,
             urn::READ => {
                 let bounded = t
                     .outputs

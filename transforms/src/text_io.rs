@@ -4,8 +4,8 @@ use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Write as _};
 use std::path::{Path, PathBuf};
 use tidewater::{
-    Combine, CombineFn, DoFn, Impulse, PBegin, PCollection, PInput, PTransform, ParDo,
-    ProcessContext, Trigger, UserError, Window, WindowFn,
+    Combine, CombineFn, DoFn, FlattenExt, Impulse, PBegin, PCollection, PInput, PTransform, ParDo,
+    ProcessContext, Sink, Trigger, Txn, UserError, Window, WindowFn, WindowedValue,
 };
 
 /// Entry points: `TextIO::read().from(pattern)` and `TextIO::write().to(prefix)`.
@@ -191,7 +191,8 @@ fn parent_dir(prefix: &str) -> PathBuf {
 }
 
 impl PTransform<PCollection<String>> for Write {
-    /// The names of the files written, once all are in place.
+    /// The names of the files written; they are in place once the epoch that wrote
+    /// them commits (for a bounded job, when it ends).
     type Output = PCollection<String>;
     fn expand(self, input: PCollection<String>) -> PCollection<String> {
         let p = input.pipeline().clone();
@@ -217,7 +218,7 @@ impl PTransform<PCollection<String>> for Write {
         // As Beam's WriteFiles without windowed writes: every window goes into the same
         // files, so the input is first re-windowed into the global window (otherwise each
         // window would write, and overwrite, the same shard names).
-        input
+        let shards = input
             .apply(
                 "GlobalWindow",
                 Window::into(WindowFn::Global).triggering(Trigger::Default),
@@ -228,10 +229,17 @@ impl PTransform<PCollection<String>> for Write {
                     shards: spec.shards,
                 }),
             )
-            .group_by_key("GroupByShard")
-            .apply("WriteShards", ParDo::of(WriteShard { spec: spec.clone() }))
-            .apply("CollectShards", Combine::globally(CollectFn))
-            .apply("Finalize", ParDo::of(Finalize { spec }))
+            .group_by_key("GroupByShard");
+        // Every shard is written, empty or not: the shards no line went to are found
+        // once all are grouped.
+        let written = shards
+            .apply("ShardNumbers", ParDo::of(ShardNumber))
+            .apply("CollectShards", Combine::globally(CollectFn));
+        let empty = written.apply("EmptyShards", ParDo::of(EmptyShards { spec: spec.clone() }));
+        vec![shards, empty]
+            .apply_flatten("AllShards")
+            .write_to("WriteShards", ShardSink { spec: spec.clone() });
+        written.apply("FileNames", ParDo::of(FileNames { spec }))
     }
 }
 
@@ -247,30 +255,80 @@ impl ShardSpec {
         shard_name(&self.prefix, i, self.shards, &self.suffix)
     }
 
-    /// Writes `lines` to a temporary file next to shard `i` and renames it into place,
-    /// so a reader never sees a partial shard.
-    fn write(&self, i: u32, lines: &[String]) -> Result<String, UserError> {
+    /// The hidden file that holds shard `i` of transaction `txn` until it commits.
+    fn staged_path(&self, i: u32, txn: &Txn) -> PathBuf {
         let name = self.name(i);
         let final_path = PathBuf::from(&name);
         let file_name = final_path
             .file_name()
             .map(|f| f.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let tmp = parent_dir(&name).join(format!(".{file_name}.tmp-{}", std::process::id()));
-        let write = || -> std::io::Result<()> {
-            let mut w = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
-            for l in lines {
-                w.write_all(l.as_bytes())?;
-                w.write_all(b"\n")?;
+        parent_dir(&name).join(format!(".{file_name}.{}.staged", txn.id()))
+    }
+}
+
+/// Writes each epoch's shards to hidden staged files (synced to disk) and renames them
+/// into place at commit: a reader never sees a partial shard, and a shard is in place
+/// exactly once whatever crashes in between.
+#[derive(Serialize, Deserialize)]
+struct ShardSink {
+    spec: ShardSpec,
+}
+
+impl Sink for ShardSink {
+    type In = (u32, Vec<String>);
+
+    fn write(
+        &mut self,
+        txn: &Txn,
+        shards: Vec<WindowedValue<(u32, Vec<String>)>>,
+    ) -> Result<(), UserError> {
+        for wv in shards {
+            let (i, lines) = wv.value;
+            let path = self.spec.staged_path(i, txn);
+            // A shard's lines arrive once per epoch (one pane of the global window);
+            // the file is created afresh, so a replayed epoch starts over.
+            let write = || -> std::io::Result<()> {
+                let mut w = std::io::BufWriter::new(std::fs::File::create(&path)?);
+                for l in &lines {
+                    w.write_all(l.as_bytes())?;
+                    w.write_all(b"\n")?;
+                }
+                w.into_inner().map_err(|e| e.into_error())?.sync_all()
+            };
+            write().map_err(|e| {
+                let _ = std::fs::remove_file(&path);
+                format!("cannot write output file '{}': {e}", self.spec.name(i))
+            })?;
+        }
+        Ok(())
+    }
+
+    fn stage(&mut self, _txn: &Txn) -> Result<(), UserError> {
+        // Each staged file was synced when written.
+        Ok(())
+    }
+
+    fn commit(&mut self, txn: &Txn) -> Result<(), UserError> {
+        for i in 0..self.spec.shards {
+            let staged = self.spec.staged_path(i, txn);
+            if staged.exists() {
+                std::fs::rename(&staged, self.spec.name(i)).map_err(|e| {
+                    format!(
+                        "cannot move output file '{}' into place: {e}",
+                        self.spec.name(i)
+                    )
+                })?;
             }
-            w.into_inner().map_err(|e| e.into_error())?.sync_all()?;
-            std::fs::rename(&tmp, &final_path)
-        };
-        write().map_err(|e| {
-            let _ = std::fs::remove_file(&tmp);
-            format!("cannot write output file '{name}': {e}")
-        })?;
-        Ok(name)
+        }
+        Ok(())
+    }
+
+    fn abort(&mut self, txn: &Txn) -> Result<(), UserError> {
+        for i in 0..self.spec.shards {
+            let _ = std::fs::remove_file(self.spec.staged_path(i, txn));
+        }
+        Ok(())
     }
 }
 
@@ -298,20 +356,18 @@ impl DoFn for AssignShard {
     }
 }
 
+/// The shard number of a group of lines.
 #[derive(Serialize, Deserialize)]
-struct WriteShard {
-    spec: ShardSpec,
-}
+struct ShardNumber;
 
-impl DoFn for WriteShard {
+impl DoFn for ShardNumber {
     type In = (u32, Vec<String>);
     type Out = u32;
     fn process(
         &mut self,
-        (i, lines): (u32, Vec<String>),
+        (i, _): (u32, Vec<String>),
         ctx: &mut ProcessContext<'_, u32>,
     ) -> Result<(), UserError> {
-        self.spec.write(i, &lines)?;
         ctx.output(i);
         Ok(())
     }
@@ -339,24 +395,44 @@ impl CombineFn for CollectFn {
     }
 }
 
-/// Writes the shards no element went to (empty), then outputs every file name.
+/// The shards no line went to, each with no lines.
 #[derive(Serialize, Deserialize)]
-struct Finalize {
+struct EmptyShards {
     spec: ShardSpec,
 }
 
-impl DoFn for Finalize {
+impl DoFn for EmptyShards {
+    type In = Vec<u32>;
+    type Out = (u32, Vec<String>);
+    fn process(
+        &mut self,
+        written: Vec<u32>,
+        ctx: &mut ProcessContext<'_, (u32, Vec<String>)>,
+    ) -> Result<(), UserError> {
+        for i in 0..self.spec.shards {
+            if !written.contains(&i) {
+                ctx.output((i, Vec::new()));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The name of every shard file.
+#[derive(Serialize, Deserialize)]
+struct FileNames {
+    spec: ShardSpec,
+}
+
+impl DoFn for FileNames {
     type In = Vec<u32>;
     type Out = String;
     fn process(
         &mut self,
-        written: Vec<u32>,
+        _: Vec<u32>,
         ctx: &mut ProcessContext<'_, String>,
     ) -> Result<(), UserError> {
         for i in 0..self.spec.shards {
-            if !written.contains(&i) {
-                self.spec.write(i, &[])?;
-            }
             ctx.output(self.spec.name(i));
         }
         Ok(())

@@ -125,7 +125,8 @@ fn an_unwritable_output_fails_naming_the_file_and_keeps_what_was_there() {
     p.create("Lines", vec!["a".to_string()])
         .apply("Write", TextIO::write().to(&prefix));
     let e = p.run().unwrap_err().to_string();
-    let expected = format!("transform 'Write/WriteShards' failed in process on element (0, [\"a\"]): cannot write output file '{shard}': ");
+    // The shard is staged, then cannot move into place at commit.
+    let expected = format!("transform 'Write/WriteShards' failed in commit: transaction e0-i0: cannot move output file '{shard}' into place: ");
     assert!(e.starts_with(&expected), "{e}");
     assert_eq!(
         std::fs::read_to_string(std::path::Path::new(&shard).join("keep")).unwrap(),

@@ -6,7 +6,7 @@ use crate::check::{eq, succeeded, values, values_eq};
 use crate::{scratch, Case};
 use std::path::Path;
 use tidewater::runner::Feature::{
-    Capture, CombineGlobally, Create, GroupByKey, Impulse, ParDo, WindowInto,
+    Capture, CombineGlobally, Create, Flatten, GroupByKey, Impulse, ParDo, Sink, WindowInto,
 };
 use tidewater::Pipeline;
 use tidewater_transforms::TextIO;
@@ -27,6 +27,8 @@ pub(crate) fn cases() -> Vec<Case> {
                 WindowInto,
                 GroupByKey,
                 CombineGlobally,
+                Flatten,
+                Sink,
                 Capture,
             ],
             build: write,

@@ -31,6 +31,8 @@ pub enum ExitKind {
     Flatten,
     /// Returned in the result under this name.
     Capture(String),
+    /// Written into an exactly-once sink, in the current epoch's transaction.
+    Sink,
 }
 
 /// Where data leaves a stage.
@@ -168,6 +170,7 @@ fn walk(plan: &ExecutablePlan, lifted: &[bool], pc: usize, stage: &mut Stage) {
             NodeKind::Grouping { .. } | NodeKind::Stateful { .. } => ExitKind::Shuffle,
             NodeKind::Flatten => ExitKind::Flatten,
             NodeKind::Capture { name } => ExitKind::Capture(name.clone()),
+            NodeKind::Sink { .. } => ExitKind::Sink,
             NodeKind::Impulse
             | NodeKind::Create { .. }
             | NodeKind::TestStream { .. }
@@ -237,6 +240,7 @@ pub fn describe(plan: &ExecutablePlan) -> String {
                 ExitKind::HeldMain => "held main input of",
                 ExitKind::Flatten => "flatten into",
                 ExitKind::Capture(_) => "capture by",
+                ExitKind::Sink => "write to sink",
             };
             let _ = writeln!(s, "  -> {kind} {}", plan.nodes[e.node].name);
         }

@@ -14,6 +14,7 @@ pub mod fusion;
 pub mod keyed;
 pub mod reduce;
 pub mod side_inputs;
+pub mod sink_host;
 pub mod snapshot;
 pub mod source_driver;
 pub mod stage;

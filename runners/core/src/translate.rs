@@ -83,6 +83,15 @@ pub enum NodeKind {
         /// The script.
         events: Vec<tidewater::TestStreamEvent>,
     },
+    /// Writes the input into an exactly-once sink.
+    Sink {
+        /// The sink's registered name.
+        name: String,
+        /// Builds an instance.
+        factory: tidewater::registry::SinkFactory,
+        /// Its fields.
+        fields: serde_json::Value,
+    },
     /// Returns the input in the result.
     Capture {
         /// Capture name.
@@ -123,6 +132,22 @@ impl NodeKind {
 }
 
 impl Node {
+    /// A fresh instance of a sink node's sink.
+    pub fn instantiate_sink(&self) -> Result<Box<dyn tidewater::exec::ErasedSink>> {
+        match &self.kind {
+            NodeKind::Sink {
+                name,
+                factory,
+                fields,
+            } => factory(fields).map_err(|message| Error::FunctionPayload {
+                name: name.clone(),
+                transform: self.name.clone(),
+                message,
+            }),
+            _ => Err(Error::Internal(format!("'{}' is not a sink", self.name))),
+        }
+    }
+
     /// A fresh instance of a stateful ParDo node's DoFn.
     pub fn instantiate_stateful(&self) -> Result<Box<dyn tidewater::exec::ErasedStatefulDoFn>> {
         match &self.kind {
@@ -344,6 +369,26 @@ pub fn translate(plan: &Plan) -> Result<ExecutablePlan> {
                     events: payload::<Payload>(t, &spec.payload)?.events,
                 }
             }
+            urn::SINK => {
+                #[derive(serde::Deserialize)]
+                #[serde(deny_unknown_fields)]
+                struct Payload {
+                    sink: tidewater::plan::UserFunction,
+                }
+                let p: Payload = payload(t, &spec.payload)?;
+                let factory =
+                    registry::sink(&p.sink.name).ok_or_else(|| Error::UnknownFunction {
+                        kind: "sink",
+                        kind_snake: "sink",
+                        name: p.sink.name.clone(),
+                        transform: format!("transform '{}'", t.unique_name),
+                    })?;
+                NodeKind::Sink {
+                    name: p.sink.name,
+                    factory,
+                    fields: p.sink.fields,
+                }
+            }
             urn::CAPTURE => NodeKind::Capture {
                 name: payload::<CapturePayload>(t, &spec.payload)?.name,
             },
@@ -557,6 +602,13 @@ fn check_shape(n: &Node, pcs: &[PCollectionInfo]) -> Result<()> {
                 .map_err(|m| invalid(format!("Create '{}': {m}", n.name)))?;
         }
         NodeKind::Capture { .. } => arity(1, Some(0))?,
+        NodeKind::Sink { .. } => {
+            arity(1, Some(0))?;
+            let s = n.instantiate_sink()?;
+            if s.input_type() != ty(n.inputs[0]) {
+                return mismatch("the input", s.input_type(), ty(n.inputs[0]));
+            }
+        }
         NodeKind::Flatten => {
             if n.inputs.is_empty() || n.outputs.len() != 1 {
                 return arity(1, Some(1));

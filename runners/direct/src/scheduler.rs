@@ -16,6 +16,7 @@ use tidewater_runners_core::checkpoint::{keyed_parts, rescale_through, restore_s
 use tidewater_runners_core::fusion::{stage_graph, Exit, ExitKind, StageGraph};
 use tidewater_runners_core::keyed::{KeyGroups, KeyedOperator};
 use tidewater_runners_core::side_inputs::SideInputRunner;
+use tidewater_runners_core::sink_host::SinkHost;
 use tidewater_runners_core::snapshot::{decode_part, encode_part, Part, Scope, Snapshot};
 use tidewater_runners_core::source_driver::SourceDriver;
 use tidewater_runners_core::stage::{FusedStage, StageOptions, StageOutput};
@@ -108,6 +109,7 @@ pub fn execute(plan: &ExecutablePlan, options: &ExecOptions) -> Result<PipelineR
         processing_time: Timestamp(0),
         sources: (0..plan.nodes.len()).map(|_| None).collect(),
         side_runners: (0..plan.nodes.len()).map(|_| None).collect(),
+        sinks: (0..plan.nodes.len()).map(|_| None).collect(),
         started: std::time::Instant::now(),
     };
     // Every capture is in the result, even one that received nothing.
@@ -123,6 +125,11 @@ pub fn execute(plan: &ExecutablePlan, options: &ExecOptions) -> Result<PipelineR
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| ex.run()));
     // Every DoFn that was set up is torn down, after a failure too; a teardown error
     // counts only if the run succeeded.
+    if !matches!(result, Ok(Ok(()))) {
+        for host in ex.sinks.iter_mut().flatten() {
+            let _ = host.abort_open();
+        }
+    }
     let teardown = ex.teardown();
     let result = match result {
         Ok(Ok(())) => Ok(teardown),
@@ -197,6 +204,8 @@ struct Executor<'p> {
     sources: Vec<Option<SourceDriver>>,
     /// Per ParDo with side inputs: its side data and held main input.
     side_runners: Vec<Option<SideInputRunner>>,
+    /// Per sink node: its one instance.
+    sinks: Vec<Option<SinkHost>>,
     started: std::time::Instant,
 }
 
@@ -257,6 +266,11 @@ impl Executor<'_> {
                 );
             }
         }
+        for (i, n) in self.plan.nodes.iter().enumerate() {
+            if let NodeKind::Sink { .. } = &n.kind {
+                self.sinks[i] = Some(SinkHost::new(self.plan, i, 0, 0)?);
+            }
+        }
         if self.options.clock == Clock::Wall {
             self.processing_time = wall_clock();
         }
@@ -291,6 +305,12 @@ impl Executor<'_> {
             if !progress {
                 let unfinished = self.sources.iter().flatten().any(|s| !s.is_done());
                 if !unfinished {
+                    // The job's last epoch ends and, nothing being left to fail, is
+                    // committed.
+                    for host in self.sinks.iter_mut().flatten() {
+                        host.end_epoch()?;
+                        host.commit_through(u64::MAX)?;
+                    }
                     return Ok(());
                 }
                 match self.options.clock {
@@ -353,6 +373,13 @@ impl Executor<'_> {
                         snapshot.parts.push(part(n, scope, bytes));
                     }
                 }
+                NodeKind::Sink { .. } => {
+                    let host = self.sinks[i].as_mut().expect("sink instance");
+                    host.end_epoch()?;
+                    for (scope, bytes) in host.snapshot() {
+                        snapshot.parts.push(part(n, scope, bytes));
+                    }
+                }
                 NodeKind::ParDo { side_inputs, .. } if !side_inputs.is_empty() => {
                     let runner = self.side_runners[i].as_ref().expect("side-input runner");
                     for (scope, bytes) in runner.snapshot(0)? {
@@ -409,6 +436,15 @@ impl Executor<'_> {
                 NodeKind::ParDo { side_inputs, .. } if !side_inputs.is_empty() => {
                     self.side_runners[i] =
                         Some(restore_side_input_runner(plan, i, &snapshot, None)?);
+                }
+                NodeKind::Sink { .. } => {
+                    // The snapshot is durable: restoring commits what it staged.
+                    let lists: Vec<&[u8]> = parts
+                        .iter()
+                        .filter(|(scope, _)| matches!(scope, Scope::List(_)))
+                        .flat_map(|(_, b)| b.iter().copied())
+                        .collect();
+                    self.sinks[i] = Some(SinkHost::restore(plan, i, 0, &lists)?);
                 }
                 _ => {}
             }
@@ -511,7 +547,7 @@ impl Executor<'_> {
             }
             NodeKind::Grouping { .. } | NodeKind::Stateful { .. } => self.step_keyed(i),
             NodeKind::Read { .. } => self.step_read(i),
-            NodeKind::Capture { .. } => Ok(false),
+            NodeKind::Capture { .. } | NodeKind::Sink { .. } => Ok(false),
         }
     }
 
@@ -651,6 +687,7 @@ impl Executor<'_> {
                 pending,
                 buffers,
                 side_runners,
+                sinks,
                 captures,
                 ..
             } = self;
@@ -660,6 +697,7 @@ impl Executor<'_> {
                 pending,
                 buffers,
                 side_runners,
+                sinks,
                 captures,
             };
             let result = stages[stage]
@@ -703,6 +741,7 @@ struct DirectOutput<'a> {
     pending: &'a mut Vec<Vec<Box<dyn AnyBatch>>>,
     buffers: &'a mut Vec<Vec<Box<dyn AnyBatch>>>,
     side_runners: &'a mut Vec<Option<SideInputRunner>>,
+    sinks: &'a mut Vec<Option<SinkHost>>,
     captures: &'a mut BTreeMap<String, (String, Vec<u8>)>,
 }
 
@@ -714,6 +753,10 @@ impl StageOutput for DirectOutput<'_> {
             ExitKind::HeldMain => side_runner(self.side_runners, e.node).add_main(batch),
             ExitKind::SideInput => side_runner(self.side_runners, e.node).add_side(e.input, batch),
             ExitKind::Flatten => self.buffers[self.plan.nodes[e.node].outputs[0]].push(batch),
+            ExitKind::Sink => self.sinks[e.node]
+                .as_mut()
+                .expect("every sink has an instance")
+                .write(batch)?,
             ExitKind::Capture(name) => {
                 let entry = self
                     .captures

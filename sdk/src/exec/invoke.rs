@@ -19,6 +19,14 @@ pub enum Phase {
     FinishBundle,
     /// `teardown`.
     Teardown,
+    /// A sink's `write`.
+    SinkWrite,
+    /// A sink's `stage`.
+    SinkStage,
+    /// A sink's `commit`.
+    SinkCommit,
+    /// A sink's `abort`.
+    SinkAbort,
 }
 
 impl Phase {
@@ -30,6 +38,10 @@ impl Phase {
             Phase::Process => "process",
             Phase::FinishBundle => "finish_bundle",
             Phase::Teardown => "teardown",
+            Phase::SinkWrite => "write",
+            Phase::SinkStage => "stage",
+            Phase::SinkCommit => "commit",
+            Phase::SinkAbort => "abort",
         }
     }
 }

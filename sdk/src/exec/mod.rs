@@ -15,6 +15,7 @@ mod keys;
 mod metrics;
 mod reduce_state;
 mod rng;
+mod sink;
 mod source;
 mod state;
 
@@ -31,5 +32,6 @@ pub use keys::{
 pub use metrics::{DistributionData, MetricResults, StepMetrics};
 pub use reduce_state::{KeyId, ReduceFnState};
 pub use rng::SplitMix64;
+pub use sink::{ErasedSink, SinkInvoker};
 pub use source::{ErasedSource, SourceInvoker, SourceRead};
 pub use state::{ErasedStatefulDoFn, FiredTimer, StateAccess, StateCells, TimeDomain};

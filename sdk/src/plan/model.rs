@@ -237,6 +237,8 @@ pub mod urn {
     pub const CUSTOM_WINDOWS: &str = "tidewater:window_fn:custom:v1";
     /// A DoFn with state and timers per key and window; payload `{"do_fn": <UserFunction>}`.
     pub const STATEFUL_PAR_DO: &str = "tidewater:transform:stateful_pardo:v1";
+    /// Writes into a registered exactly-once sink; payload `{"sink": <UserFunction>}`.
+    pub const SINK: &str = "tidewater:transform:sink:v1";
     /// Reads a registered source; payload `{"source": <UserFunction>}`.
     pub const READ: &str = "beam:transform:read:v1";
     /// A scripted unbounded source; payload `{"events": [...]}`.

@@ -1,0 +1,137 @@
+//! The sink commit protocol, once for every runner: an instance of a sink writes each
+//! epoch into its own transaction, stages it when the epoch ends, and commits it when
+//! the checkpoint holding the epoch is durable (Flink's two-phase commit). Staged
+//! transactions are kept in the snapshot, so that an instance restored from it
+//! commits them again (commits are idempotent) and nothing staged is lost.
+//!
+//! The runner calls [`SinkHost::write`] with the epoch's data, [`SinkHost::end_epoch`]
+//! at the checkpoint barrier (before snapshotting), [`SinkHost::commit_through`] once
+//! that checkpoint is durable, and [`SinkHost::abort_open`] when the job fails. A
+//! bounded job on the direct runner is one epoch, committed when the job ends.
+
+use crate::snapshot::{decode_part, encode_part, Scope};
+use crate::translate::ExecutablePlan;
+use tidewater::exec::{AnyBatch, ErasedSink, ExecError};
+use tidewater::{Error, Result, Txn};
+
+/// One instance of a sink.
+pub struct SinkHost {
+    transform: String,
+    sink: Box<dyn ErasedSink>,
+    instance: u32,
+    /// The epoch being written.
+    epoch: u64,
+    /// Whether the current epoch's transaction got any data.
+    open: bool,
+    /// Staged transactions waiting for their checkpoint to be durable.
+    staged: Vec<Txn>,
+}
+
+/// What a snapshot keeps of a sink instance.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct SinkSnapshot {
+    next_epoch: u64,
+    staged: Vec<Txn>,
+}
+
+impl SinkHost {
+    /// Instance `instance` of the sink of plan node `node`, writing epoch `epoch`.
+    pub fn new(plan: &ExecutablePlan, node: usize, instance: u32, epoch: u64) -> Result<Self> {
+        let n = &plan.nodes[node];
+        Ok(SinkHost {
+            transform: n.name.clone(),
+            sink: n.instantiate_sink()?,
+            instance,
+            epoch,
+            open: false,
+            staged: Vec::new(),
+        })
+    }
+
+    fn txn(&self) -> Txn {
+        Txn {
+            epoch: self.epoch,
+            instance: self.instance,
+        }
+    }
+
+    fn err(&self, e: ExecError) -> Error {
+        crate::stage::unwrap_downstream(crate::stage::attribute(e, &self.transform))
+    }
+
+    /// Writes a batch into the current epoch's transaction.
+    pub fn write(&mut self, batch: Box<dyn AnyBatch>) -> Result<()> {
+        let txn = self.txn();
+        self.open = true;
+        self.sink.write(&txn, batch).map_err(|e| self.err(e))
+    }
+
+    /// The current epoch ends (a checkpoint barrier): its transaction is staged, and
+    /// the next epoch begins. Call before snapshotting, so the snapshot records it.
+    pub fn end_epoch(&mut self) -> Result<()> {
+        if std::mem::take(&mut self.open) {
+            let txn = self.txn();
+            self.sink.stage(&txn).map_err(|e| self.err(e))?;
+            self.staged.push(txn);
+        }
+        self.epoch += 1;
+        Ok(())
+    }
+
+    /// The checkpoint of `epoch` is durable: commits every staged transaction up to it.
+    pub fn commit_through(&mut self, epoch: u64) -> Result<()> {
+        let (due, later): (Vec<Txn>, Vec<Txn>) =
+            self.staged.drain(..).partition(|t| t.epoch <= epoch);
+        self.staged = later;
+        for txn in due {
+            self.sink.commit(&txn).map_err(|e| self.err(e))?;
+        }
+        Ok(())
+    }
+
+    /// The job failed: the open transaction is discarded.
+    pub fn abort_open(&mut self) -> Result<()> {
+        if std::mem::take(&mut self.open) {
+            let txn = self.txn();
+            self.sink.abort(&txn).map_err(|e| self.err(e))?;
+        }
+        Ok(())
+    }
+
+    /// The epoch being written.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// The staged transactions, as a list part of this instance.
+    pub fn snapshot(&self) -> Vec<(Scope, Vec<u8>)> {
+        vec![(
+            Scope::List(self.instance),
+            encode_part(&SinkSnapshot {
+                next_epoch: self.epoch,
+                staged: self.staged.clone(),
+            }),
+        )]
+    }
+
+    /// Instance `instance` restored from the list parts of a snapshot (all of those
+    /// it takes over): every transaction they recorded as staged is committed (again),
+    /// and writing goes on at the latest epoch any of them reached.
+    pub fn restore(
+        plan: &ExecutablePlan,
+        node: usize,
+        instance: u32,
+        parts: &[&[u8]],
+    ) -> Result<Self> {
+        let mut host = SinkHost::new(plan, node, instance, 0)?;
+        for bytes in parts {
+            let s: SinkSnapshot = decode_part(bytes, "a sink's transactions")
+                .map_err(crate::stage::unwrap_downstream)?;
+            host.epoch = host.epoch.max(s.next_epoch);
+            for txn in s.staged {
+                host.sink.commit(&txn).map_err(|e| host.err(e))?;
+            }
+        }
+        Ok(host)
+    }
+}

@@ -1,0 +1,67 @@
+use super::{downcast_batch, AnyBatch, ExecError, Phase};
+use crate::{Sink, Txn};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// A [`Sink`] behind the erased interface runners drive.
+pub trait ErasedSink: Send {
+    /// Name of the element type written.
+    fn input_type(&self) -> &'static str;
+    /// See [`Sink::write`].
+    fn write(&mut self, txn: &Txn, batch: Box<dyn AnyBatch>) -> Result<(), ExecError>;
+    /// See [`Sink::stage`].
+    fn stage(&mut self, txn: &Txn) -> Result<(), ExecError>;
+    /// See [`Sink::commit`].
+    fn commit(&mut self, txn: &Txn) -> Result<(), ExecError>;
+    /// See [`Sink::abort`].
+    fn abort(&mut self, txn: &Txn) -> Result<(), ExecError>;
+}
+
+/// Runs a typed [`Sink`] behind [`ErasedSink`], turning errors and panics into
+/// [`ExecError`]s that name the transaction.
+pub struct SinkInvoker<S: Sink>(pub S);
+
+fn call(
+    phase: Phase,
+    txn: &Txn,
+    f: impl FnOnce() -> Result<(), crate::UserError>,
+) -> Result<(), ExecError> {
+    let message = match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(())) => return Ok(()),
+        Ok(Err(e)) => e.to_string(),
+        Err(p) => format!(
+            "panicked: {}",
+            p.downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default()
+        ),
+    };
+    Err(ExecError::User {
+        phase,
+        element: None,
+        message: format!("transaction {}: {message}", txn.id()),
+    })
+}
+
+impl<S: Sink> ErasedSink for SinkInvoker<S> {
+    fn input_type(&self) -> &'static str {
+        std::any::type_name::<S::In>()
+    }
+    fn write(&mut self, txn: &Txn, batch: Box<dyn AnyBatch>) -> Result<(), ExecError> {
+        let items = downcast_batch::<S::In>(batch);
+        let s = &mut self.0;
+        call(Phase::SinkWrite, txn, || s.write(txn, items))
+    }
+    fn stage(&mut self, txn: &Txn) -> Result<(), ExecError> {
+        let s = &mut self.0;
+        call(Phase::SinkStage, txn, || s.stage(txn))
+    }
+    fn commit(&mut self, txn: &Txn) -> Result<(), ExecError> {
+        let s = &mut self.0;
+        call(Phase::SinkCommit, txn, || s.commit(txn))
+    }
+    fn abort(&mut self, txn: &Txn) -> Result<(), ExecError> {
+        let s = &mut self.0;
+        call(Phase::SinkAbort, txn, || s.abort(txn))
+    }
+}

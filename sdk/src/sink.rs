@@ -1,0 +1,124 @@
+//! Sinks that write exactly once: a two-phase commit per epoch, as Flink's
+//! `TwoPhaseCommitSinkFunction`.
+//!
+//! A runner cuts a job's output into **epochs** (a checkpoint interval, a micro-batch;
+//! on the direct runner a bounded pipeline is one epoch). Each sink instance writes an
+//! epoch's elements into a transaction ([`Txn`]: the epoch and the instance), **stages**
+//! it when the epoch ends (durable, not yet visible), and **commits** it once the
+//! checkpoint that contains the epoch is durable; a transaction of an epoch that will
+//! be replayed is **aborted**. After a crash, the runner commits again every
+//! transaction the restored checkpoint recorded as staged, so `commit` must be
+//! idempotent: committing a committed transaction is a no-op. A transaction written
+//! again (the same epoch replayed after a crash) starts afresh.
+
+use crate::plan::{urn, FunctionSpec, IsBounded, UserFunction};
+use crate::{Element, PCollection, PTransform, UserError, WindowedValue};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+/// A transaction of a sink: one epoch of one sink instance.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Txn {
+    /// The epoch (checkpoint or batch id).
+    pub epoch: u64,
+    /// The sink instance (worker) that writes it.
+    pub instance: u32,
+}
+
+impl Txn {
+    /// A stable name for the transaction, usable in file names and database ids.
+    ///
+    /// ```
+    /// assert_eq!(tidewater::Txn { epoch: 7, instance: 2 }.id(), "e7-i2");
+    /// ```
+    pub fn id(&self) -> String {
+        format!("e{}-i{}", self.epoch, self.instance)
+    }
+}
+
+/// A sink that writes exactly once (see the module documentation).
+///
+/// ```
+/// use serde::{Deserialize, Serialize};
+/// use tidewater::{Sink, Txn, UserError, WindowedValue};
+///
+/// /// Prints each epoch's lines once the epoch is committed.
+/// #[derive(Serialize, Deserialize, Default)]
+/// struct PrintOnCommit {
+///     #[serde(skip)]
+///     pending: std::collections::BTreeMap<Txn, Vec<String>>,
+/// }
+///
+/// impl Sink for PrintOnCommit {
+///     type In = String;
+///     fn write(&mut self, txn: &Txn, xs: Vec<WindowedValue<String>>) -> Result<(), UserError> {
+///         self.pending.entry(*txn).or_default().extend(xs.into_iter().map(|x| x.value));
+///         Ok(())
+///     }
+///     fn stage(&mut self, _txn: &Txn) -> Result<(), UserError> { Ok(()) }
+///     fn commit(&mut self, txn: &Txn) -> Result<(), UserError> {
+///         for line in self.pending.remove(txn).unwrap_or_default() { println!("{line}"); }
+///         Ok(())
+///     }
+///     fn abort(&mut self, txn: &Txn) -> Result<(), UserError> {
+///         self.pending.remove(txn);
+///         Ok(())
+///     }
+/// }
+/// ```
+pub trait Sink: Send + 'static {
+    /// The elements written.
+    type In: Element;
+    /// Adds elements to transaction `txn`, opened by its first write.
+    fn write(&mut self, txn: &Txn, elements: Vec<WindowedValue<Self::In>>)
+        -> Result<(), UserError>;
+    /// Makes `txn` durable but not yet visible: after this returns it survives a crash,
+    /// and any instance can commit it knowing only its id.
+    fn stage(&mut self, txn: &Txn) -> Result<(), UserError>;
+    /// Makes `txn` visible. Idempotent: committing it again is a no-op.
+    fn commit(&mut self, txn: &Txn) -> Result<(), UserError>;
+    /// Discards `txn`, open or staged. Idempotent.
+    fn abort(&mut self, txn: &Txn) -> Result<(), UserError>;
+}
+
+/// Writes a PCollection into a [`Sink`], exactly once per epoch. See
+/// [`PCollection::write_to`].
+pub struct WriteToSink<S> {
+    sink: S,
+}
+
+impl<S: Sink + Serialize + DeserializeOwned> WriteToSink<S> {
+    /// Writes into `sink`; its fields travel in the plan.
+    pub fn new(sink: S) -> Self {
+        WriteToSink { sink }
+    }
+}
+
+impl<S: Sink + Serialize + DeserializeOwned> PTransform<PCollection<S::In>> for WriteToSink<S> {
+    type Output = ();
+    fn expand(self, input: PCollection<S::In>) {
+        let p = input.pipeline().clone();
+        let name = crate::registry::register_sink::<S>();
+        let fields = serde_json::to_value(&self.sink).unwrap_or_else(|e| {
+            p.record_error(format!("the fields of {name} do not serialize: {e}"));
+            serde_json::Value::Null
+        });
+        let payload = serde_json::json!({ "sink": UserFunction { name, fields } });
+        p.set_primitive(
+            FunctionSpec {
+                urn: urn::SINK.into(),
+                payload,
+            },
+            false,
+            Vec::new(),
+            IsBounded::Bounded,
+        );
+    }
+}
+
+impl<T: Element> PCollection<T> {
+    /// Writes the elements into `sink`, exactly once per epoch.
+    pub fn write_to<S: Sink<In = T> + Serialize + DeserializeOwned>(&self, name: &str, sink: S) {
+        self.apply(name, WriteToSink::new(sink))
+    }
+}
