@@ -49,6 +49,9 @@ pub trait KeyedOperator: Send {
     fn next_wakeup(&self) -> Option<Timestamp>;
     /// Everything emitted since the last call.
     fn take_output(&mut self) -> Vec<Box<dyn AnyBatch>>;
+    /// The keys holding state or timers: a key is forgotten once its last window and
+    /// timers are gone, so this follows the live keys, not every key ever seen.
+    fn live_keys(&self) -> usize;
     /// Counters since the last call.
     fn take_metrics(&mut self) -> StepMetrics;
     /// The state as snapshot parts: one per key group that holds any, and the
@@ -205,6 +208,10 @@ impl KeyedOperator for GroupAlsoByWindow {
         std::mem::take(&mut self.output)
     }
 
+    fn live_keys(&self) -> usize {
+        self.reducer.live_keys()
+    }
+
     fn take_metrics(&mut self) -> StepMetrics {
         std::mem::take(&mut self.metrics)
     }
@@ -299,6 +306,10 @@ impl KeyedOperator for crate::stateful::StatefulRunner {
 
     fn take_output(&mut self) -> Vec<Box<dyn AnyBatch>> {
         self.take_outputs()
+    }
+
+    fn live_keys(&self) -> usize {
+        crate::stateful::StatefulRunner::live_keys(self)
     }
 
     fn take_metrics(&mut self) -> StepMetrics {

@@ -389,6 +389,15 @@ impl Reducer {
         self.state.clear(k, w);
         self.windows.remove(&(k, w));
         self.remove_timers(k, w);
+        // A key with no window left is forgotten, so memory follows the live keys.
+        let more = self
+            .windows
+            .range((k, BoundedWindow::Global)..)
+            .next()
+            .is_some_and(|((key, _), _)| *key == k);
+        if !more {
+            self.state.forget_key(k);
+        }
         Ok(())
     }
 
@@ -505,6 +514,11 @@ impl Reducer {
             || self
                 .timers
                 .has_due(TimeDomain::ProcessingTime, processing_time)
+    }
+
+    /// The keys the reducer knows: those with a window (for memory checks).
+    pub fn live_keys(&self) -> usize {
+        self.state.live_keys()
     }
 
     /// The earliest pending processing-time timer.

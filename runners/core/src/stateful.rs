@@ -272,6 +272,14 @@ impl StatefulRunner {
         self.output_watermark
     }
 
+    /// The keys with a live window (state or timers).
+    pub fn live_keys(&self) -> usize {
+        let mut keys: Vec<&[u8]> = self.live.iter().map(|(_, k, _)| k.as_slice()).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        keys.len()
+    }
+
     /// Cells held (for tests of garbage collection).
     pub fn state_cells(&self) -> usize {
         self.state.len()

@@ -778,3 +778,31 @@ fn late_timer_holds_depend_on_the_keys_sharing_an_instance() {
     assert_eq!(one.outputs, two.outputs);
     assert_eq!(one.clocks, two.clocks);
 }
+
+/// A key is forgotten once its last window (and its timers) are gone, so a long run
+/// holds only the keys still alive; so is a key seen only in late input.
+#[test]
+fn keys_are_forgotten_once_their_windows_expire() {
+    for case in [
+        gbk_fixed(),
+        combine_accumulating(),
+        gbk_sessions(),
+        stateful(),
+    ] {
+        let mut op = case.instantiate(&KeyGroups::all(128));
+        for window in 0..50i64 {
+            let at = window * 10;
+            let input: Vec<(u8, i64, i64)> = (0..=255u8).map(|k| (k, at + 1, 1)).collect();
+            op.process(case.batch(&input), Timestamp(at)).unwrap();
+            assert!(op.live_keys() <= 256, "{}: {}", case.name(), op.live_keys());
+            op.advance(Timestamp(at + 1), Timestamp(at)).unwrap();
+            op.take_output();
+        }
+        op.advance(Timestamp(1_000), Timestamp(1_000)).unwrap();
+        assert_eq!(op.live_keys(), 0, "{}", case.name());
+        // Late input for a new key leaves nothing behind either.
+        op.process(case.batch(&[(7, 0, 1)]), Timestamp(1_000))
+            .unwrap();
+        assert_eq!(op.live_keys(), 0, "{}", case.name());
+    }
+}

@@ -276,6 +276,7 @@ impl Executor<'_> {
         }
         // Rounds until nothing moves: sources exhausted, every reducer quiet.
         let mut round = 0u64;
+        let mut idle = std::time::Duration::ZERO;
         loop {
             round += 1;
             if self
@@ -302,6 +303,9 @@ impl Executor<'_> {
             for i in 0..self.plan.nodes.len() {
                 progress |= self.step(i)?;
             }
+            if progress {
+                idle = std::time::Duration::ZERO;
+            }
             if !progress {
                 let unfinished = self.sources.iter().flatten().any(|s| !s.is_done());
                 if !unfinished {
@@ -315,7 +319,10 @@ impl Executor<'_> {
                 }
                 match self.options.clock {
                     // An idle source may have more later on the wall clock.
-                    Clock::Wall => std::thread::sleep(std::time::Duration::from_millis(1)),
+                    Clock::Wall => {
+                        idle = self.sleep_while_idle(idle);
+                        continue;
+                    }
                     // On the simulated clock an idle source stays idle: drain it, so its
                     // watermark reaches the end and its windows fire, rather than stop
                     // with their data unemitted.
@@ -327,6 +334,30 @@ impl Executor<'_> {
                 }
             }
         }
+    }
+
+    /// Nothing moved and a source may have more later: sleeps, longer the longer the
+    /// runner stays idle (1 ms doubling to 50 ms, to poll sources without spinning),
+    /// never past the next processing-time timer. Returns the sleep taken.
+    fn sleep_while_idle(&self, previous: std::time::Duration) -> std::time::Duration {
+        const FIRST: std::time::Duration = std::time::Duration::from_millis(1);
+        const LONGEST: std::time::Duration = std::time::Duration::from_millis(50);
+        let mut sleep = (previous * 2).clamp(FIRST, LONGEST);
+        let next_timer = self
+            .keyed
+            .iter()
+            .flatten()
+            .filter_map(|op| op.next_wakeup())
+            .min();
+        if let Some(t) = next_timer {
+            let until = t.millis().saturating_sub(wall_clock().millis()).max(0) as u64;
+            sleep = sleep.min(std::time::Duration::from_millis(until.max(1)));
+        }
+        if let Some(d) = self.options.max_duration {
+            sleep = sleep.min(d.saturating_sub(self.started.elapsed()).max(FIRST));
+        }
+        std::thread::sleep(sleep);
+        sleep
     }
 
     /// Snapshots everything that holds state between rounds (keyed operators, sources,

@@ -51,6 +51,11 @@ pub trait ReduceFnState: Send {
         key: KeyId,
         window: BoundedWindow,
     ) -> Result<Option<Vec<u8>>, ExecError>;
+    /// Forgets `key`, which holds no window any more: its number may be reused, so a
+    /// long run keeps only the keys that are alive.
+    fn forget_key(&mut self, key: KeyId);
+    /// The keys known (not forgotten).
+    fn live_keys(&self) -> usize;
     /// The number of the key with canonical encoding `key` (decoded and added if new).
     fn intern_key(&mut self, key: &[u8]) -> Result<KeyId, ExecError>;
     /// Sets the contents of (key, window) from what [`ReduceFnState::encode_contents`]

@@ -51,6 +51,15 @@ impl<R: Reduction> ReduceTable<R> {
         }
     }
 
+    /// Records the key of number `id` (new, or reused after a key was forgotten).
+    fn set_key(&mut self, id: usize, key: R::Key) {
+        if id == self.keys.len() {
+            self.keys.push(key);
+        } else {
+            self.keys[id] = key;
+        }
+    }
+
     fn guarded<T>(&self, key: KeyId, what: &str, f: impl FnOnce() -> T) -> Result<T, ExecError> {
         catch_unwind(AssertUnwindSafe(f)).map_err(|p| {
             let message = p
@@ -78,10 +87,14 @@ impl<R: Reduction> ReduceTable<R> {
         encode_key(key, &mut self.key_buf)?;
         let (id, new) = self.index.find_or_insert(&self.key_buf);
         if new {
-            self.keys.push(key.clone());
+            self.set_key(id, key.clone());
         }
         let id = id as KeyId;
         if !accept(id, w, ts) {
+            if new {
+                // Late input of a key seen for the first time leaves nothing behind.
+                self.index.remove(id as usize);
+            }
             return Ok(());
         }
         let r = &self.r;
@@ -240,11 +253,19 @@ impl<R: Reduction> ReduceFnState for ReduceTable<R> {
         Ok(Some(out))
     }
 
+    fn live_keys(&self) -> usize {
+        self.index.len()
+    }
+
+    fn forget_key(&mut self, key: KeyId) {
+        self.index.remove(key as usize);
+    }
+
     fn intern_key(&mut self, key: &[u8]) -> Result<KeyId, ExecError> {
         let (id, new) = self.index.find_or_insert(key);
         if new {
             match crate::coder::decode::<R::Key>(key) {
-                Ok(k) => self.keys.push(k),
+                Ok(k) => self.set_key(id, k),
                 Err(e) => {
                     return Err(ExecError::Downstream(Box::new(crate::Error::Checkpoint {
                         message: format!("a key in the snapshot does not decode: {e}"),
