@@ -1,14 +1,37 @@
 //! Word-count benchmark: generated text (seeded, Zipf-like vocabulary), words/s and
-//! peak RSS. `cargo run --release -p tidewater-examples --bin bench -- --words 10000000`.
+//! peak RSS. `cargo run --release -p tidewater-examples --bin bench -- --words 10000000`;
+//! `--workload stateful` measures the stateful word count instead of the lifted Count.
 
 use anyhow::{bail, Context};
-use clap::Parser;
+use clap::{Parser, ValueEnum};
+use rustc_hash::FxHashMap;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::Instant;
-use tidewater::{Pipeline, PipelineOptions};
+use tidewater::{DoFn, ParDo, Pipeline, PipelineOptions, ProcessContext, UserError};
+use tidewater_examples::stateful_word_count;
 use tidewater_examples::word_count::CountWords;
 use tidewater_transforms::TextIO;
+
+/// The pipeline measured.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Workload {
+    /// Word count with Count.perElement (a lifted combine).
+    Count,
+    /// The stateful word count: a StatefulParDo keeping a running count per word.
+    Stateful,
+}
+
+impl Workload {
+    fn name(self) -> &'static str {
+        match self {
+            Workload::Count => "count",
+            Workload::Stateful => "stateful",
+        }
+    }
+}
 
 /// Runs word count over generated text and reports throughput.
 #[derive(Parser)]
@@ -17,6 +40,9 @@ struct Args {
     /// Runner to measure.
     #[arg(long, default_value = "direct")]
     runner: String,
+    /// Pipeline to measure.
+    #[arg(long, value_enum, default_value_t = Workload::Count)]
+    workload: Workload,
     /// Words to generate.
     #[arg(long, default_value_t = 10_000_000)]
     words: u64,
@@ -93,17 +119,61 @@ fn generate(path: &PathBuf, words: u64, seed: u64, vocab_size: usize) -> anyhow:
     Ok(written)
 }
 
-/// Words in a file as the word count's tokenizer sees them, read a line at a time so
-/// the check does not inflate the peak RSS the benchmark reports.
-fn count_words(path: &PathBuf) -> anyhow::Result<u64> {
+/// Occurrences of each word in a file as the word count's tokenizer sees them, read a
+/// line at a time so the check does not inflate the peak RSS the benchmark reports.
+fn count_words(path: &PathBuf) -> anyhow::Result<HashMap<String, u64>> {
     use std::io::BufRead;
     let file =
         std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let mut n = 0;
+    let mut counts = HashMap::new();
     for line in std::io::BufReader::new(file).lines() {
-        n += tidewater_examples::word_count::extract_words(line?).len() as u64;
+        for w in tidewater_examples::word_count::extract_words(line?) {
+            *counts.entry(w).or_insert(0) += 1;
+        }
     }
-    Ok(n)
+    Ok(counts)
+}
+
+/// Keeps the running counts that reached a word's number of occurrences: the stateful
+/// word count's last update of each word, if it counted right. Only these are
+/// captured, so the result stays small and the check is exact; the map hashes with Fx
+/// so that the check costs little next to what is measured.
+#[derive(Serialize, Deserialize)]
+struct KeepFinal {
+    expected: FxHashMap<String, u64>,
+}
+
+impl DoFn for KeepFinal {
+    type In = (String, u64);
+    type Out = (String, u64);
+    fn process(
+        &mut self,
+        update: (String, u64),
+        ctx: &mut ProcessContext<'_, (String, u64)>,
+    ) -> Result<(), UserError> {
+        if self.expected.get(&update.0) == Some(&update.1) {
+            ctx.output(update);
+        }
+        Ok(())
+    }
+}
+
+/// Builds the workload's pipeline over `input`, capturing `(word, count)` as "counts".
+fn build(p: &Pipeline, workload: Workload, input: &str, expected: &HashMap<String, u64>) {
+    match workload {
+        Workload::Count => p
+            .apply("ReadLines", TextIO::read().from(input))
+            .apply("CountWords", CountWords)
+            .capture("counts"),
+        Workload::Stateful => stateful_word_count::build(p, input)
+            .apply(
+                "KeepFinal",
+                ParDo::of(KeepFinal {
+                    expected: expected.iter().map(|(w, n)| (w.clone(), *n)).collect(),
+                }),
+            )
+            .capture("counts"),
+    }
 }
 
 fn peak_rss_mb() -> Option<f64> {
@@ -116,7 +186,7 @@ fn peak_rss_mb() -> Option<f64> {
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     tidewater_examples::register_runners();
-    let (path, words) = match &args.input {
+    let (path, expected) = match &args.input {
         Some(p) => (p.clone(), count_words(p)?),
         None => {
             let path = std::env::temp_dir().join(format!(
@@ -133,10 +203,12 @@ fn main() -> anyhow::Result<()> {
                     t.elapsed().as_secs_f64()
                 );
             }
-            let n = count_words(&path)?;
-            (path, n)
+            let expected = count_words(&path)?;
+            (path, expected)
         }
     };
+    let words: u64 = expected.values().sum();
+    let input = path.to_str().context("non-UTF-8 path")?;
     for rep in 1..=args.reps {
         let options = PipelineOptions {
             runner: args.runner.clone(),
@@ -144,23 +216,29 @@ fn main() -> anyhow::Result<()> {
             ..Default::default()
         };
         let p = Pipeline::new(options);
-        let counts = p
-            .apply(
-                "ReadLines",
-                TextIO::read().from(path.to_str().context("non-UTF-8 path")?),
-            )
-            .apply("CountWords", CountWords);
-        counts.capture("counts");
+        build(&p, args.workload, input, &expected);
         let t = Instant::now();
         let result = p.run()?;
         let secs = t.elapsed().as_secs_f64();
-        let counts = result.captured::<(String, u64)>("counts")?;
-        let total: u64 = counts.iter().map(|wv| wv.value.1).sum();
+        let counts = result.captured_values::<(String, u64)>("counts")?;
+        let total: u64 = counts.iter().map(|(_, c)| c).sum();
         if total != words {
             bail!("counted {total} words but the input has {words}");
         }
+        let wrong = counts
+            .iter()
+            .filter(|(w, c)| expected.get(w) != Some(c))
+            .count();
+        if wrong > 0 || counts.len() != expected.len() {
+            bail!(
+                "{} counts for {} words, {wrong} of them wrong",
+                counts.len(),
+                expected.len()
+            );
+        }
         println!(
-            "rep {rep}: runner={} validate={} words={words} distinct={} time={secs:.3}s words/s={:.2}M peak_rss={:.0}MB",
+            "rep {rep}: workload={} runner={} validate={} words={words} distinct={} time={secs:.3}s words/s={:.2}M peak_rss={:.0}MB",
+            args.workload.name(),
             args.runner,
             args.validate,
             counts.len(),
