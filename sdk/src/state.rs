@@ -65,6 +65,8 @@ pub struct StateContext<'a, O> {
     window: BoundedWindow,
     timestamp: Timestamp,
     out: &'a mut Vec<WindowedValue<O>>,
+    /// Where writes encode their values; reused from call to call.
+    scratch: &'a mut Vec<u8>,
 }
 
 fn encode<T: serde::Serialize>(v: &T) -> Result<Vec<u8>, UserError> {
@@ -110,8 +112,9 @@ impl<O: Element> StateContext<'_, O> {
 
     /// Writes value state `name`.
     pub fn write_value<T: Element>(&mut self, name: &str, v: &T) -> Result<(), UserError> {
-        let b = encode(v)?;
-        self.state.put(self.key, &self.window, name, b);
+        self.scratch.clear();
+        coder::encode_into(v, self.scratch)?;
+        self.state.put(self.key, &self.window, name, self.scratch);
         Ok(())
     }
 
@@ -122,9 +125,20 @@ impl<O: Element> StateContext<'_, O> {
 
     /// Adds to bag state `name`.
     pub fn bag_add<T: Element>(&mut self, name: &str, v: &T) -> Result<(), UserError> {
-        let b = encode(v)?;
-        self.state.bag_add(self.key, &self.window, name, b);
+        self.scratch.clear();
+        coder::encode_into(v, self.scratch)?;
+        self.state
+            .bag_add(self.key, &self.window, name, self.scratch);
         Ok(())
+    }
+
+    /// Encodes `k` then `v` into the scratch buffer; the end of `k`.
+    fn encode_entry<K: Element, V: Element>(&mut self, k: &K, v: &V) -> Result<usize, UserError> {
+        self.scratch.clear();
+        coder::encode_into(k, self.scratch)?;
+        let end = self.scratch.len();
+        coder::encode_into(v, self.scratch)?;
+        Ok(end)
     }
 
     /// Bag state `name`, in insertion order.
@@ -167,7 +181,8 @@ impl<O: Element> StateContext<'_, O> {
         k: &K,
         v: &V,
     ) -> Result<(), UserError> {
-        let (kb, vb) = (encode(k)?, encode(v)?);
+        let end = self.encode_entry(k, v)?;
+        let (kb, vb) = self.scratch.split_at(end);
         self.state.map_put(self.key, &self.window, name, kb, vb);
         Ok(())
     }
@@ -188,8 +203,10 @@ impl<O: Element> StateContext<'_, O> {
 
     /// Removes entry `k` of map state `name`.
     pub fn map_remove<K: Element>(&mut self, name: &str, k: &K) -> Result<(), UserError> {
-        let kb = encode(k)?;
-        self.state.map_remove(self.key, &self.window, name, &kb);
+        self.scratch.clear();
+        coder::encode_into(k, self.scratch)?;
+        self.state
+            .map_remove(self.key, &self.window, name, self.scratch);
         Ok(())
     }
 
@@ -207,10 +224,11 @@ impl<O: Element> StateContext<'_, O> {
 
     /// Adds `v` to set state `name`; whether it was new.
     pub fn set_add<T: Element>(&mut self, name: &str, v: &T) -> Result<bool, UserError> {
-        let b = encode(v)?;
+        self.scratch.clear();
+        coder::encode_into(v, self.scratch)?;
         Ok(self
             .state
-            .map_put(self.key, &self.window, name, b, Vec::new()))
+            .map_put(self.key, &self.window, name, self.scratch, &[]))
     }
 
     /// Whether set state `name` holds `v`.
@@ -284,6 +302,8 @@ impl<O: Element> StateContext<'_, O> {
 pub struct StatefulInvoker<F: StatefulDoFn> {
     f: F,
     key_buf: Vec<u8>,
+    /// The [`StateContext`]'s encoding buffer, kept between calls.
+    scratch: Vec<u8>,
 }
 
 impl<F: StatefulDoFn> StatefulInvoker<F> {
@@ -292,6 +312,7 @@ impl<F: StatefulDoFn> StatefulInvoker<F> {
         StatefulInvoker {
             f,
             key_buf: Vec::new(),
+            scratch: Vec::new(),
         }
     }
 }
@@ -326,8 +347,10 @@ impl<F: StatefulDoFn> ErasedStatefulDoFn for StatefulInvoker<F> {
         input: Box<dyn AnyBatch>,
         state: &mut dyn StateAccess,
     ) -> Result<Box<dyn AnyBatch>, ExecError> {
-        let mut out = Vec::new();
-        for wv in crate::exec::downcast_batch::<(F::Key, F::Value)>(input) {
+        let input = crate::exec::downcast_batch::<(F::Key, F::Value)>(input);
+        // Most stateful DoFns output about once per input.
+        let mut out = Vec::with_capacity(input.len());
+        for wv in input {
             let (k, v) = wv.value;
             self.key_buf.clear();
             coder::encode_into(&k, &mut self.key_buf).map_err(|e| {
@@ -337,20 +360,26 @@ impl<F: StatefulDoFn> ErasedStatefulDoFn for StatefulInvoker<F> {
                     format!("key does not encode: {e}"),
                 )
             })?;
-            for w in wv.windows.iter() {
+            // The value is cloned for every window but the last, which takes it.
+            let windows = wv.windows.iter();
+            let last = windows.len().saturating_sub(1);
+            let mut v = Some(v);
+            for (i, w) in windows.enumerate() {
                 if state.is_expired(w) {
                     state.drop_late();
                     continue;
                 }
+                let v = if i == last { v.take() } else { v.clone() };
+                let v = v.expect("the value is kept until the last window");
                 let mut ctx = StateContext {
                     state: &mut *state,
                     key: &self.key_buf,
                     window: *w,
                     timestamp: wv.timestamp,
                     out: &mut out,
+                    scratch: &mut self.scratch,
                 };
                 let f = &mut self.f;
-                let v = v.clone();
                 match catch_unwind(AssertUnwindSafe(|| f.process(&k, v, &mut ctx))) {
                     Ok(Ok(())) => {}
                     Ok(Err(e)) => {
@@ -392,6 +421,7 @@ impl<F: StatefulDoFn> ErasedStatefulDoFn for StatefulInvoker<F> {
             window: timer.window,
             timestamp: timer.output,
             out: &mut out,
+            scratch: &mut self.scratch,
         };
         let f = &mut self.f;
         let describe = || Some(format!("timer '{}' of key {k:?}", timer.name));

@@ -66,14 +66,14 @@ impl StateCells for Access<'_> {
     fn get(&self, key: &[u8], window: &BoundedWindow, name: &str) -> Option<&[u8]> {
         self.state.get(key, window, name)
     }
-    fn put(&mut self, key: &[u8], window: &BoundedWindow, name: &str, value: Vec<u8>) {
+    fn put(&mut self, key: &[u8], window: &BoundedWindow, name: &str, value: &[u8]) {
         self.touch(key, window);
         self.state.put(key, window, name, value)
     }
     fn bag(&self, key: &[u8], window: &BoundedWindow, name: &str) -> Vec<&[u8]> {
         self.state.bag(key, window, name)
     }
-    fn bag_add(&mut self, key: &[u8], window: &BoundedWindow, name: &str, value: Vec<u8>) {
+    fn bag_add(&mut self, key: &[u8], window: &BoundedWindow, name: &str, value: &[u8]) {
         self.touch(key, window);
         self.state.bag_add(key, window, name, value)
     }
@@ -91,8 +91,8 @@ impl StateCells for Access<'_> {
         key: &[u8],
         window: &BoundedWindow,
         name: &str,
-        entry: Vec<u8>,
-        value: Vec<u8>,
+        entry: &[u8],
+        value: &[u8],
     ) -> bool {
         self.touch(key, window);
         self.state.map_put(key, window, name, entry, value)

@@ -95,11 +95,11 @@ fn expired_windows_lose_their_state_and_timers() {
 fn a_snapshot_restores_every_cell() {
     let mut s = InMemoryStateBackend::default();
     let g = BoundedWindow::Global;
-    s.put(b"k", &g, "v", vec![1]);
-    s.bag_add(b"k", &g, "bag", vec![2]);
-    s.bag_add(b"k", &g, "bag", vec![3]);
-    s.map_put(b"k", &g, "map", vec![4], vec![5]);
-    s.put(b"other", &g, "v", vec![6]);
+    s.put(b"k", &g, "v", &[1]);
+    s.bag_add(b"k", &g, "bag", &[2]);
+    s.bag_add(b"k", &g, "bag", &[3]);
+    s.map_put(b"k", &g, "map", &[4], &[5]);
+    s.put(b"other", &g, "v", &[6]);
     let parts = s.snapshot_by(&mut |key| u32::from(key == b"k"));
     assert_eq!(parts.len(), 2);
     let mut t = InMemoryStateBackend::default();

@@ -13,16 +13,18 @@ pub enum TimeDomain {
 }
 
 /// Named state cells addressed by (encoded key, window, name), with values as encoded
-/// bytes: what a stateful DoFn's state is made of, whatever backend holds it.
+/// bytes: what a stateful DoFn's state is made of, whatever backend holds it. Writes
+/// take borrowed bytes, so that a backend can overwrite a cell in place and the caller
+/// can encode into a buffer it reuses.
 pub trait StateCells {
     /// A value cell.
     fn get(&self, key: &[u8], window: &BoundedWindow, name: &str) -> Option<&[u8]>;
     /// Writes a value cell.
-    fn put(&mut self, key: &[u8], window: &BoundedWindow, name: &str, value: Vec<u8>);
+    fn put(&mut self, key: &[u8], window: &BoundedWindow, name: &str, value: &[u8]);
     /// The entries of a bag cell, in insertion order.
     fn bag(&self, key: &[u8], window: &BoundedWindow, name: &str) -> Vec<&[u8]>;
     /// Appends to a bag cell.
-    fn bag_add(&mut self, key: &[u8], window: &BoundedWindow, name: &str, value: Vec<u8>);
+    fn bag_add(&mut self, key: &[u8], window: &BoundedWindow, name: &str, value: &[u8]);
     /// An entry of a map cell (sets are maps to nothing).
     fn map_get(
         &self,
@@ -37,8 +39,8 @@ pub trait StateCells {
         key: &[u8],
         window: &BoundedWindow,
         name: &str,
-        entry: Vec<u8>,
-        value: Vec<u8>,
+        entry: &[u8],
+        value: &[u8],
     ) -> bool;
     /// Removes an entry of a map cell.
     fn map_remove(&mut self, key: &[u8], window: &BoundedWindow, name: &str, entry: &[u8]);

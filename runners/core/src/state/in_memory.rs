@@ -25,8 +25,8 @@ enum Cell {
 /// use tidewater::BoundedWindow;
 /// use tidewater_runners_core::state::{InMemoryStateBackend, StateBackend, StateCells};
 /// let mut s = InMemoryStateBackend::default();
-/// s.put(b"k", &BoundedWindow::Global, "count", vec![3]);
-/// s.put(b"l", &BoundedWindow::Global, "count", vec![4]);
+/// s.put(b"k", &BoundedWindow::Global, "count", &[3]);
+/// s.put(b"l", &BoundedWindow::Global, "count", &[4]);
 /// let parts = s.snapshot_by(&mut |key| u32::from(key[0]));
 /// assert_eq!(parts.len(), 2);
 /// let mut t = InMemoryStateBackend::default();
@@ -58,8 +58,9 @@ impl StateCells for InMemoryStateBackend {
             _ => None,
         }
     }
-    fn put(&mut self, key: &[u8], window: &BoundedWindow, name: &str, value: Vec<u8>) {
-        self.cells.insert(id(key, window, name), Cell::Value(value));
+    fn put(&mut self, key: &[u8], window: &BoundedWindow, name: &str, value: &[u8]) {
+        self.cells
+            .insert(id(key, window, name), Cell::Value(value.to_vec()));
     }
     fn bag(&self, key: &[u8], window: &BoundedWindow, name: &str) -> Vec<&[u8]> {
         match self.cells.get(&id(key, window, name)) {
@@ -67,7 +68,8 @@ impl StateCells for InMemoryStateBackend {
             _ => Vec::new(),
         }
     }
-    fn bag_add(&mut self, key: &[u8], window: &BoundedWindow, name: &str, value: Vec<u8>) {
+    fn bag_add(&mut self, key: &[u8], window: &BoundedWindow, name: &str, value: &[u8]) {
+        let value = value.to_vec();
         match self
             .cells
             .entry(id(key, window, name))
@@ -94,9 +96,10 @@ impl StateCells for InMemoryStateBackend {
         key: &[u8],
         window: &BoundedWindow,
         name: &str,
-        entry: Vec<u8>,
-        value: Vec<u8>,
+        entry: &[u8],
+        value: &[u8],
     ) -> bool {
+        let (entry, value) = (entry.to_vec(), value.to_vec());
         match self
             .cells
             .entry(id(key, window, name))
