@@ -44,7 +44,9 @@ pub struct StatefulRunner {
     output: Vec<Box<dyn AnyBatch>>,
 }
 
-/// The state and timers a DoFn call sees.
+/// The state and timers a DoFn call sees. Windows that get state are recorded in
+/// `live` after the call (the backend reports them), windows that get a timer as it is
+/// set.
 struct Access<'a> {
     state: &'a mut dyn StateBackend,
     timers: &'a mut Timers,
@@ -55,11 +57,14 @@ struct Access<'a> {
     dropped: &'a mut i64,
 }
 
-impl Access<'_> {
-    fn touch(&mut self, key: &[u8], window: &BoundedWindow) {
-        self.live
-            .insert((gc_time(window, self.lateness), key.to_vec(), *window));
-    }
+/// Records that (key, window) holds state or timers, so that it is expired in time.
+fn touch(
+    live: &mut BTreeSet<(Timestamp, Vec<u8>, BoundedWindow)>,
+    lateness: i64,
+    key: &[u8],
+    window: &BoundedWindow,
+) {
+    live.insert((gc_time(window, lateness), key.to_vec(), *window));
 }
 
 impl StateCells for Access<'_> {
@@ -67,14 +72,12 @@ impl StateCells for Access<'_> {
         self.state.get(key, window, name)
     }
     fn put(&mut self, key: &[u8], window: &BoundedWindow, name: &str, value: &[u8]) {
-        self.touch(key, window);
         self.state.put(key, window, name, value)
     }
     fn bag(&self, key: &[u8], window: &BoundedWindow, name: &str) -> Vec<&[u8]> {
         self.state.bag(key, window, name)
     }
     fn bag_add(&mut self, key: &[u8], window: &BoundedWindow, name: &str, value: &[u8]) {
-        self.touch(key, window);
         self.state.bag_add(key, window, name, value)
     }
     fn map_get(
@@ -94,7 +97,6 @@ impl StateCells for Access<'_> {
         entry: &[u8],
         value: &[u8],
     ) -> bool {
-        self.touch(key, window);
         self.state.map_put(key, window, name, entry, value)
     }
     fn map_remove(&mut self, key: &[u8], window: &BoundedWindow, name: &str, entry: &[u8]) {
@@ -125,8 +127,7 @@ impl StateAccess for Access<'_> {
         if domain == TimeDomain::EventTime && at > gc {
             return Err(format!("cannot set event-time timer '{name}' at {at:?}: it is after window {window:?} expires at {gc:?}"));
         }
-        self.touch(key, window);
-        self.timers.set(Timer {
+        let first = self.timers.set(Timer {
             key: key.to_vec(),
             window: *window,
             name: name.to_string(),
@@ -134,6 +135,9 @@ impl StateAccess for Access<'_> {
             at,
             output,
         });
+        if first {
+            touch(self.live, self.lateness, key, window);
+        }
         Ok(())
     }
     fn clear_timer(&mut self, key: &[u8], window: &BoundedWindow, name: &str, domain: TimeDomain) {
@@ -205,7 +209,16 @@ impl StatefulRunner {
     /// Processes elements; returns the outputs.
     pub fn process(&mut self, batch: Box<dyn AnyBatch>) -> Result<Box<dyn AnyBatch>, ExecError> {
         let (dofn, mut access) = self.access();
-        dofn.process(batch, &mut access)
+        let out = dofn.process(batch, &mut access);
+        self.note_new_windows();
+        out
+    }
+
+    /// Adds the windows that got their first state in the last DoFn call to `live`.
+    fn note_new_windows(&mut self) {
+        let (live, lateness) = (&mut self.live, self.allowed_lateness_ms);
+        self.state
+            .drain_new_windows(&mut |key, window| touch(live, lateness, key, window));
     }
 
     /// Advances time: fires due timers in time order, then drops the state and timers
@@ -236,7 +249,9 @@ impl StatefulRunner {
                 output: t.output,
             };
             let (dofn, mut access) = self.access();
-            outputs.push(dofn.on_timer(&timer, &mut access)?);
+            let out = dofn.on_timer(&timer, &mut access);
+            self.note_new_windows();
+            outputs.push(out?);
         }
         while let Some(first) = self.live.first().cloned() {
             if first.0 >= self.input_watermark {

@@ -51,15 +51,18 @@ impl<K, N> Default for TimerService<K, N> {
 }
 
 impl<K: Ord + Clone, N: Ord + Clone> TimerService<K, N> {
-    /// Sets (or resets) a timer.
-    pub fn set(&mut self, t: Timer<K, N>) {
+    /// Sets (or resets) a timer; whether it is the first pending timer of its (key,
+    /// window).
+    pub fn set(&mut self, t: Timer<K, N>) -> bool {
         let timers = self.of_window.entry((t.key.clone(), t.window)).or_default();
+        let first = timers.is_empty();
         if let Some((at, output)) = timers.insert((t.name.clone(), t.domain), (t.at, t.output)) {
             self.queues[d(t.domain)].remove(&(at, t.key.clone(), t.window, t.name.clone()));
             release(&mut self.holds, output);
         }
         *self.holds.entry(t.output).or_default() += 1;
         self.queues[d(t.domain)].insert((t.at, t.key, t.window, t.name));
+        first
     }
 
     /// Deletes a timer, if set.

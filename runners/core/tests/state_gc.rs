@@ -116,3 +116,71 @@ fn a_snapshot_restores_every_cell() {
     assert!(t.restore_add(b"\xff\xff").is_err());
     let _unused: Option<&dyn StateAccess> = None;
 }
+
+/// Keeps the last value in value state only: no timer makes its windows live.
+#[derive(Serialize, Deserialize)]
+struct Last;
+
+impl StatefulDoFn for Last {
+    type Key = String;
+    type Value = i64;
+    type Out = i64;
+    fn process(
+        &mut self,
+        _k: &String,
+        v: i64,
+        ctx: &mut StateContext<'_, i64>,
+    ) -> Result<(), UserError> {
+        let before = ctx.read_value::<i64>("last")?;
+        ctx.write_value("last", &v)?;
+        ctx.output(before.unwrap_or(-1));
+        Ok(())
+    }
+}
+
+#[test]
+fn windows_with_only_state_expire_also_after_a_restore() {
+    let w = |s: i64| BoundedWindow::Interval {
+        start: Timestamp(s),
+        end: Timestamp(s + 10),
+    };
+    let runner = || {
+        StatefulRunner::new(
+            Box::new(StatefulInvoker::new(Last)),
+            Box::new(InMemoryStateBackend::default()),
+            0,
+        )
+    };
+    let mut first = runner();
+    let batch = Batch {
+        items: vec![
+            element("a", 1, w(0)),
+            element("a", 2, w(0)),
+            element("b", 3, w(0)),
+            element("a", 15, w(10)),
+        ],
+    };
+    let out = first.process(Box::new(batch)).unwrap();
+    let out = tidewater::exec::downcast_batch::<i64>(out);
+    assert_eq!(
+        out.iter().map(|wv| wv.value).collect::<Vec<_>>(),
+        vec![-1, 1, -1, -1]
+    );
+    assert_eq!(first.state_cells(), 3);
+    let mut second = runner();
+    for (scope, bytes) in first.snapshot(8, 0).unwrap() {
+        second.restore(scope, &bytes).unwrap();
+    }
+    assert_eq!(second.state_cells(), 3);
+    assert!(second.has_due_work(Timestamp(10), Timestamp(0)));
+    let mut out = Vec::new();
+    second
+        .advance(Timestamp(10), Timestamp(0), &mut out)
+        .unwrap();
+    assert_eq!(second.state_cells(), 1, "[0, 10) expired, [10, 20) holds");
+    second
+        .advance(Timestamp(20), Timestamp(0), &mut out)
+        .unwrap();
+    assert_eq!(second.state_cells(), 0);
+    assert!(!second.has_due_work(Timestamp::MAX, Timestamp::MAX));
+}

@@ -1,14 +1,25 @@
 use super::StateBackend;
+use hashbrown::hash_table::{Entry, HashTable};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::hash::{Hash, Hasher};
 use tidewater::exec::StateCells;
 use tidewater::BoundedWindow;
 
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+/// A cell's address as a snapshot part writes it.
+#[derive(Deserialize)]
 struct CellId {
     key: Vec<u8>,
     window: BoundedWindow,
     name: String,
+}
+
+/// [`CellId`] borrowed: the same encoding, written without copying.
+#[derive(Serialize)]
+struct CellIdRef<'a> {
+    key: &'a [u8],
+    window: BoundedWindow,
+    name: &'a str,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -18,8 +29,75 @@ enum Cell {
     Map(BTreeMap<Vec<u8>, Vec<u8>>),
 }
 
-/// Cells in an ordered map in memory; a snapshot part is the postcard encoding of the
-/// cells of one group (the snapshot format adds checksums).
+/// A state name, interned: its index in [`Names`].
+type NameId = u32;
+
+/// The state names seen, interned for the backend's lifetime: a DoFn's state names
+/// are few and fixed, so a cell keeps a number and a lookup compares numbers.
+#[derive(Default)]
+struct Names {
+    names: Vec<Box<str>>,
+    /// By name, once there are too many names to scan.
+    index: rustc_hash::FxHashMap<Box<str>, NameId>,
+}
+
+/// Up to this many names are found by scanning.
+const SCANNED_NAMES: usize = 8;
+
+impl Names {
+    fn find(&self, name: &str) -> Option<NameId> {
+        if self.names.len() <= SCANNED_NAMES {
+            self.names
+                .iter()
+                .position(|n| **n == *name)
+                .map(|i| i as NameId)
+        } else {
+            self.index.get(name).copied()
+        }
+    }
+
+    fn intern(&mut self, name: &str) -> NameId {
+        if let Some(id) = self.find(name) {
+            return id;
+        }
+        let id = NameId::try_from(self.names.len()).expect("fewer than 2^32 state names");
+        self.names.push(name.into());
+        if self.names.len() > SCANNED_NAMES {
+            if self.index.is_empty() {
+                for (i, n) in self.names.iter().enumerate() {
+                    self.index.insert(n.clone(), i as NameId);
+                }
+            } else {
+                self.index.insert(name.into(), id);
+            }
+        }
+        id
+    }
+
+    fn name(&self, id: NameId) -> &str {
+        &self.names[id as usize]
+    }
+}
+
+/// The cells of one (key, window), by name.
+struct WindowCells {
+    hash: u64,
+    key: Box<[u8]>,
+    window: BoundedWindow,
+    cells: Vec<(NameId, Cell)>,
+}
+
+fn hash_of(key: &[u8], window: &BoundedWindow) -> u64 {
+    let mut h = rustc_hash::FxHasher::default();
+    h.write(key);
+    window.hash(&mut h);
+    h.finish()
+}
+
+/// Cells in memory: a hash table from (encoded key, window) to that window's few cells,
+/// looked up with borrowed keys, so reading or overwriting a cell allocates nothing.
+/// A snapshot part is the postcard encoding of the cells of one group, ordered by
+/// (key, window, name) whatever the table's order (the snapshot format adds checksums).
 ///
 /// ```
 /// use tidewater::BoundedWindow;
@@ -40,43 +118,107 @@ enum Cell {
 /// ```
 #[derive(Default)]
 pub struct InMemoryStateBackend {
-    cells: BTreeMap<CellId, Cell>,
+    windows: HashTable<WindowCells>,
+    names: Names,
+    /// Cells held, over all windows.
+    cells: usize,
+    /// (key, window) pairs that got their first cell since they were last drained.
+    new_windows: Vec<(Vec<u8>, BoundedWindow)>,
 }
 
-fn id(key: &[u8], window: &BoundedWindow, name: &str) -> CellId {
-    CellId {
-        key: key.to_vec(),
-        window: *window,
-        name: name.to_string(),
+impl InMemoryStateBackend {
+    fn window(&self, key: &[u8], window: &BoundedWindow) -> Option<&WindowCells> {
+        let hash = hash_of(key, window);
+        self.windows.find(hash, |w| {
+            w.hash == hash && w.window == *window && *w.key == *key
+        })
+    }
+
+    fn cell(&self, key: &[u8], window: &BoundedWindow, name: &str) -> Option<&Cell> {
+        let id = self.names.find(name)?;
+        let w = self.window(key, window)?;
+        w.cells.iter().find(|(n, _)| *n == id).map(|(_, c)| c)
+    }
+
+    fn cell_mut(&mut self, key: &[u8], window: &BoundedWindow, name: &str) -> Option<&mut Cell> {
+        let id = self.names.find(name)?;
+        let hash = hash_of(key, window);
+        let w = self.windows.find_mut(hash, |w| {
+            w.hash == hash && w.window == *window && *w.key == *key
+        })?;
+        w.cells.iter_mut().find(|(n, _)| *n == id).map(|(_, c)| c)
+    }
+
+    /// Cell `name` of (key, window), made by `make` if absent. A write (not a restore)
+    /// that gives (key, window) its first cell records it for
+    /// [`StateBackend::drain_new_windows`].
+    fn cell_or_insert(
+        &mut self,
+        key: &[u8],
+        window: &BoundedWindow,
+        name: &str,
+        restoring: bool,
+        make: impl FnOnce() -> Cell,
+    ) -> &mut Cell {
+        let id = self.names.intern(name);
+        let hash = hash_of(key, window);
+        let w = match self.windows.entry(
+            hash,
+            |w| w.hash == hash && w.window == *window && *w.key == *key,
+            |w| w.hash,
+        ) {
+            Entry::Occupied(e) => e.into_mut(),
+            Entry::Vacant(e) => {
+                if !restoring {
+                    self.new_windows.push((key.to_vec(), *window));
+                }
+                e.insert(WindowCells {
+                    hash,
+                    key: key.into(),
+                    window: *window,
+                    cells: Vec::with_capacity(1),
+                })
+                .into_mut()
+            }
+        };
+        let i = match w.cells.iter().position(|(n, _)| *n == id) {
+            Some(i) => i,
+            None => {
+                self.cells += 1;
+                w.cells.push((id, make()));
+                w.cells.len() - 1
+            }
+        };
+        &mut w.cells[i].1
     }
 }
 
 impl StateCells for InMemoryStateBackend {
     fn get(&self, key: &[u8], window: &BoundedWindow, name: &str) -> Option<&[u8]> {
-        match self.cells.get(&id(key, window, name)) {
+        match self.cell(key, window, name) {
             Some(Cell::Value(v)) => Some(v),
             _ => None,
         }
     }
     fn put(&mut self, key: &[u8], window: &BoundedWindow, name: &str, value: &[u8]) {
-        self.cells
-            .insert(id(key, window, name), Cell::Value(value.to_vec()));
+        match self.cell_or_insert(key, window, name, false, || Cell::Value(Vec::new())) {
+            Cell::Value(v) => {
+                v.clear();
+                v.extend_from_slice(value);
+            }
+            other => *other = Cell::Value(value.to_vec()),
+        }
     }
     fn bag(&self, key: &[u8], window: &BoundedWindow, name: &str) -> Vec<&[u8]> {
-        match self.cells.get(&id(key, window, name)) {
+        match self.cell(key, window, name) {
             Some(Cell::Bag(b)) => b.iter().map(Vec::as_slice).collect(),
             _ => Vec::new(),
         }
     }
     fn bag_add(&mut self, key: &[u8], window: &BoundedWindow, name: &str, value: &[u8]) {
-        let value = value.to_vec();
-        match self
-            .cells
-            .entry(id(key, window, name))
-            .or_insert_with(|| Cell::Bag(Vec::new()))
-        {
-            Cell::Bag(b) => b.push(value),
-            other => *other = Cell::Bag(vec![value]),
+        match self.cell_or_insert(key, window, name, false, || Cell::Bag(Vec::new())) {
+            Cell::Bag(b) => b.push(value.to_vec()),
+            other => *other = Cell::Bag(vec![value.to_vec()]),
         }
     }
     fn map_get(
@@ -86,7 +228,7 @@ impl StateCells for InMemoryStateBackend {
         name: &str,
         entry: &[u8],
     ) -> Option<&[u8]> {
-        match self.cells.get(&id(key, window, name)) {
+        match self.cell(key, window, name) {
             Some(Cell::Map(m)) => m.get(entry).map(Vec::as_slice),
             _ => None,
         }
@@ -99,26 +241,31 @@ impl StateCells for InMemoryStateBackend {
         entry: &[u8],
         value: &[u8],
     ) -> bool {
-        let (entry, value) = (entry.to_vec(), value.to_vec());
-        match self
-            .cells
-            .entry(id(key, window, name))
-            .or_insert_with(|| Cell::Map(BTreeMap::new()))
-        {
-            Cell::Map(m) => m.insert(entry, value).is_none(),
+        match self.cell_or_insert(key, window, name, false, || Cell::Map(BTreeMap::new())) {
+            Cell::Map(m) => match m.get_mut(entry) {
+                Some(v) => {
+                    v.clear();
+                    v.extend_from_slice(value);
+                    false
+                }
+                None => {
+                    m.insert(entry.to_vec(), value.to_vec());
+                    true
+                }
+            },
             other => {
-                *other = Cell::Map(BTreeMap::from([(entry, value)]));
+                *other = Cell::Map(BTreeMap::from([(entry.to_vec(), value.to_vec())]));
                 true
             }
         }
     }
     fn map_remove(&mut self, key: &[u8], window: &BoundedWindow, name: &str, entry: &[u8]) {
-        if let Some(Cell::Map(m)) = self.cells.get_mut(&id(key, window, name)) {
+        if let Some(Cell::Map(m)) = self.cell_mut(key, window, name) {
             m.remove(entry);
         }
     }
     fn map_entries(&self, key: &[u8], window: &BoundedWindow, name: &str) -> Vec<(&[u8], &[u8])> {
-        match self.cells.get(&id(key, window, name)) {
+        match self.cell(key, window, name) {
             Some(Cell::Map(m)) => m
                 .iter()
                 .map(|(k, v)| (k.as_slice(), v.as_slice()))
@@ -127,41 +274,65 @@ impl StateCells for InMemoryStateBackend {
         }
     }
     fn clear(&mut self, key: &[u8], window: &BoundedWindow, name: &str) {
-        self.cells.remove(&id(key, window, name));
+        let Some(id) = self.names.find(name) else {
+            return;
+        };
+        let hash = hash_of(key, window);
+        let Ok(mut e) = self.windows.find_entry(hash, |w| {
+            w.hash == hash && w.window == *window && *w.key == *key
+        }) else {
+            return;
+        };
+        let cells = &mut e.get_mut().cells;
+        if let Some(i) = cells.iter().position(|(n, _)| *n == id) {
+            cells.swap_remove(i);
+            self.cells -= 1;
+        }
+        // A window without cells takes no room.
+        if e.get().cells.is_empty() {
+            e.remove();
+        }
     }
 }
 
 impl StateBackend for InMemoryStateBackend {
     fn clear_window(&mut self, key: &[u8], window: &BoundedWindow) {
-        let from = CellId {
-            key: key.to_vec(),
-            window: *window,
-            name: String::new(),
-        };
-        let doomed: Vec<CellId> = self
-            .cells
-            .range(from..)
-            .take_while(|(c, _)| c.key == key && c.window == *window)
-            .map(|(c, _)| c.clone())
-            .collect();
-        for c in doomed {
-            self.cells.remove(&c);
+        let hash = hash_of(key, window);
+        if let Ok(e) = self.windows.find_entry(hash, |w| {
+            w.hash == hash && w.window == *window && *w.key == *key
+        }) {
+            let (w, _) = e.remove();
+            self.cells -= w.cells.len();
         }
     }
     fn len(&self) -> usize {
-        self.cells.len()
+        self.cells
+    }
+    fn drain_new_windows(&mut self, f: &mut dyn FnMut(&[u8], &BoundedWindow)) {
+        for (key, window) in self.new_windows.drain(..) {
+            f(&key, &window);
+        }
     }
     fn snapshot_by(&self, group_of: &mut dyn FnMut(&[u8]) -> u32) -> BTreeMap<u32, Vec<u8>> {
-        let mut groups: BTreeMap<u32, Vec<(&CellId, &Cell)>> = BTreeMap::new();
-        for (id, cell) in &self.cells {
-            groups
-                .entry(group_of(&id.key))
-                .or_default()
-                .push((id, cell));
+        let mut groups: BTreeMap<u32, Vec<(CellIdRef<'_>, &Cell)>> = BTreeMap::new();
+        for w in &self.windows {
+            let part = groups.entry(group_of(&w.key)).or_default();
+            for (name, cell) in &w.cells {
+                let id = CellIdRef {
+                    key: &w.key,
+                    window: w.window,
+                    name: self.names.name(*name),
+                };
+                part.push((id, cell));
+            }
         }
         groups
             .into_iter()
-            .map(|(g, cells)| {
+            .map(|(g, mut cells)| {
+                // The table's order depends on hashing: a part is in address order.
+                cells.sort_unstable_by(|(a, _), (b, _)| {
+                    (a.key, a.window, a.name).cmp(&(b.key, b.window, b.name))
+                });
                 let bytes = postcard::to_allocvec(&cells).expect("cells encode: bytes and windows");
                 (g, bytes)
             })
@@ -173,7 +344,162 @@ impl StateBackend for InMemoryStateBackend {
         if !rest.is_empty() {
             return Err(format!("state snapshot has {} trailing bytes", rest.len()));
         }
-        self.cells.extend(cells);
+        for (id, cell) in cells {
+            let mut cell = Some(cell);
+            let slot = self.cell_or_insert(&id.key, &id.window, &id.name, true, || {
+                cell.take().expect("made once")
+            });
+            if let Some(cell) = cell {
+                *slot = cell;
+            }
+        }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tidewater::Timestamp;
+
+    fn w(start: i64) -> BoundedWindow {
+        BoundedWindow::Interval {
+            start: Timestamp(start),
+            end: Timestamp(start + 10),
+        }
+    }
+
+    /// Cells of several keys, windows and kinds, written in the order of `keys`.
+    fn filled(keys: &[&[u8]]) -> InMemoryStateBackend {
+        let mut s = InMemoryStateBackend::default();
+        for k in keys {
+            for win in [w(10), BoundedWindow::Global, w(0)] {
+                s.put(k, &win, "v", k);
+                s.bag_add(k, &win, "bag", &[1]);
+                s.map_put(k, &win, "map", &[2], &[3]);
+            }
+        }
+        s
+    }
+
+    #[test]
+    fn snapshot_parts_are_in_address_order_whatever_the_table_order() {
+        let keys: Vec<Vec<u8>> = (0u32..200).map(|i| i.to_be_bytes().to_vec()).collect();
+        let forward: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+        let backward: Vec<&[u8]> = forward.iter().rev().copied().collect();
+        let group = &mut |key: &[u8]| u32::from(key[3] % 3);
+        let parts = filled(&forward).snapshot_by(group);
+        assert_eq!(parts, filled(&backward).snapshot_by(group));
+        // The encoding of the ordered map this backend replaced: (address, cell) pairs
+        // ordered by (key, window, name).
+        #[derive(Serialize, PartialEq, Eq, PartialOrd, Ord)]
+        struct Address {
+            key: Vec<u8>,
+            window: BoundedWindow,
+            name: String,
+        }
+        let mut expected: BTreeMap<u32, BTreeMap<Address, Cell>> = BTreeMap::new();
+        for k in &keys {
+            for win in [w(10), BoundedWindow::Global, w(0)] {
+                let cells = expected.entry(group(k)).or_default();
+                let at = |name: &str| Address {
+                    key: k.clone(),
+                    window: win,
+                    name: name.into(),
+                };
+                cells.insert(at("v"), Cell::Value(k.clone()));
+                cells.insert(at("bag"), Cell::Bag(vec![vec![1]]));
+                cells.insert(at("map"), Cell::Map(BTreeMap::from([(vec![2], vec![3])])));
+            }
+        }
+        for (g, cells) in expected {
+            let cells: Vec<(Address, Cell)> = cells.into_iter().collect();
+            assert_eq!(parts[&g], postcard::to_allocvec(&cells).unwrap());
+        }
+    }
+
+    #[test]
+    fn cells_are_counted_cleared_and_expired() {
+        let mut s = filled(&[b"a", b"b"]);
+        assert_eq!(s.len(), 18);
+        s.clear(b"a", &w(0), "bag");
+        s.clear(b"a", &w(0), "bag");
+        s.clear(b"a", &w(0), "never written");
+        assert_eq!(s.len(), 17);
+        assert!(s.bag(b"a", &w(0), "bag").is_empty());
+        assert_eq!(s.get(b"a", &w(0), "v"), Some(&b"a"[..]));
+        s.clear_window(b"a", &w(0));
+        assert_eq!(s.len(), 15);
+        assert_eq!(s.get(b"a", &w(0), "v"), None);
+        assert_eq!(s.get(b"a", &w(10), "v"), Some(&b"a"[..]));
+        assert_eq!(s.get(b"b", &w(0), "v"), Some(&b"b"[..]));
+        s.clear(b"b", &w(0), "v");
+        s.clear(b"b", &w(0), "bag");
+        s.clear(b"b", &w(0), "map");
+        assert_eq!(s.len(), 12);
+        assert!(
+            s.window(b"b", &w(0)).is_none(),
+            "an emptied window is dropped"
+        );
+    }
+
+    #[test]
+    fn a_cell_changes_kind_when_written_as_another() {
+        let mut s = InMemoryStateBackend::default();
+        let g = BoundedWindow::Global;
+        s.put(b"k", &g, "x", &[1, 2, 3]);
+        s.put(b"k", &g, "x", &[4]);
+        assert_eq!(s.get(b"k", &g, "x"), Some(&[4u8][..]));
+        s.bag_add(b"k", &g, "x", &[5]);
+        assert_eq!(s.get(b"k", &g, "x"), None);
+        assert_eq!(s.bag(b"k", &g, "x"), vec![&[5u8][..]]);
+        assert!(s.map_put(b"k", &g, "x", &[6], &[7]));
+        assert!(!s.map_put(b"k", &g, "x", &[6], &[8]));
+        assert_eq!(s.map_get(b"k", &g, "x", &[6]), Some(&[8u8][..]));
+        assert_eq!(s.len(), 1);
+    }
+
+    #[test]
+    fn only_writes_that_give_a_window_its_first_cell_are_reported() {
+        let mut s = InMemoryStateBackend::default();
+        let mut drained = Vec::new();
+        let mut drain = |s: &mut InMemoryStateBackend| {
+            s.drain_new_windows(&mut |k, win| drained.push((k.to_vec(), *win)));
+        };
+        s.put(b"a", &w(0), "v", &[1]);
+        s.put(b"a", &w(0), "v", &[2]);
+        s.bag_add(b"a", &w(0), "bag", &[2]);
+        s.map_put(b"a", &w(10), "map", &[2], &[3]);
+        s.put(b"b", &w(0), "v", &[1]);
+        drain(&mut s);
+        drain(&mut s);
+        let mut t = InMemoryStateBackend::default();
+        for part in s.snapshot_by(&mut |_| 0).values() {
+            t.restore_add(part).unwrap();
+        }
+        drain(&mut t);
+        assert_eq!(t.len(), 4);
+        assert_eq!(
+            drained,
+            vec![
+                (b"a".to_vec(), w(0)),
+                (b"a".to_vec(), w(10)),
+                (b"b".to_vec(), w(0))
+            ]
+        );
+    }
+
+    #[test]
+    fn many_names_are_found_through_the_index() {
+        let mut s = InMemoryStateBackend::default();
+        let g = BoundedWindow::Global;
+        for i in 0..3 * SCANNED_NAMES as u8 {
+            s.put(b"k", &g, &format!("n{i}"), &[i]);
+        }
+        for i in 0..3 * SCANNED_NAMES as u8 {
+            assert_eq!(s.get(b"k", &g, &format!("n{i}")), Some(&[i][..]));
+        }
+        assert_eq!(s.get(b"k", &g, "n99"), None);
+        assert_eq!(s.len(), 3 * SCANNED_NAMES);
     }
 }

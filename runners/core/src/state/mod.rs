@@ -20,6 +20,11 @@ pub trait StateBackend: StateCells + Send {
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
+    /// Hands `f` each (key, window) that got its first cell through a write since the
+    /// last call, and forgets them: a runner learns from this which windows to expire,
+    /// rather than on every write. Cells added by [`StateBackend::restore_add`] are not
+    /// reported (a snapshot carries its runner's own record of them).
+    fn drain_new_windows(&mut self, f: &mut dyn FnMut(&[u8], &BoundedWindow));
     /// The cells, as one encoded part per group, where `group_of` gives the group of
     /// an encoded key (its key group): what a snapshot keeps.
     fn snapshot_by(&self, group_of: &mut dyn FnMut(&[u8]) -> u32) -> BTreeMap<u32, Vec<u8>>;
