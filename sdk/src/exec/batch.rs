@@ -101,7 +101,12 @@ impl<T: Element> AnyBatch for Batch<T> {
     }
     fn append(&mut self, other: Box<dyn AnyBatch>) {
         let mut other = downcast_batch::<T>(other);
-        self.items.append(&mut other);
+        // Appending to nothing takes the other's elements where they lie.
+        if self.items.is_empty() && other.capacity() >= self.items.capacity() {
+            self.items = other;
+        } else {
+            self.items.append(&mut other);
+        }
     }
     fn split_off(&mut self, at: usize) -> Box<dyn AnyBatch> {
         Box::new(Batch {
@@ -115,16 +120,29 @@ impl<T: Element> AnyBatch for Batch<T> {
         self: Box<Self>,
         sizes: &mut dyn Iterator<Item = usize>,
     ) -> Vec<Box<dyn AnyBatch>> {
-        let mut left = self.items.len();
-        let mut items = self.items.into_iter();
-        let mut out: Vec<Box<dyn AnyBatch>> = Vec::new();
-        while left > 0 {
-            let n = sizes.next().unwrap_or(left).clamp(1, left);
-            out.push(Box::new(Batch {
-                items: items.by_ref().take(n).collect(),
-            }));
-            left -= n;
+        let mut items = self.items;
+        let len = items.len();
+        let mut starts = Vec::new();
+        let mut start = 0;
+        while start < len {
+            starts.push(start);
+            start += sizes.next().unwrap_or(len).clamp(1, len - start);
         }
+        // One chunk is the batch itself. Otherwise the chunks are cut off the end, each
+        // copied once, and the first keeps the allocation, shrunk to fit.
+        let mut out: Vec<Box<dyn AnyBatch>> = Vec::with_capacity(starts.len());
+        for &s in starts.iter().skip(1).rev() {
+            out.push(Box::new(Batch {
+                items: items.split_off(s),
+            }));
+        }
+        if !items.is_empty() {
+            if !out.is_empty() {
+                items.shrink_to_fit();
+            }
+            out.push(Box::new(Batch { items }));
+        }
+        out.reverse();
         out
     }
     fn round_trip(&mut self) -> Result<(), (usize, CoderError)> {
@@ -337,4 +355,49 @@ impl<T: Element> ElementType for TypedElementType<T> {
 
 fn coder_error(msg: String) -> CoderError {
     CoderError::new(msg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn batch(n: i64) -> Box<dyn AnyBatch> {
+        Box::new(Batch {
+            items: (0..n).map(WindowedValue::in_global_window).collect(),
+        })
+    }
+
+    fn values(b: Box<dyn AnyBatch>) -> Vec<i64> {
+        downcast_batch::<i64>(b)
+            .into_iter()
+            .map(|wv| wv.value)
+            .collect()
+    }
+
+    #[test]
+    fn chunks_are_consecutive_and_the_last_takes_the_rest() {
+        let chunks = |n: i64, sizes: &[usize]| -> Vec<Vec<i64>> {
+            batch(n)
+                .into_chunks(&mut sizes.iter().copied())
+                .into_iter()
+                .map(values)
+                .collect()
+        };
+        assert_eq!(chunks(5, &[2, 2]), vec![vec![0, 1], vec![2, 3], vec![4]]);
+        assert_eq!(chunks(5, &[2, 0, 9]), vec![vec![0, 1], vec![2], vec![3, 4]]);
+        assert_eq!(chunks(3, &[]), vec![vec![0, 1, 2]]);
+        assert_eq!(chunks(3, &[3, 3]), vec![vec![0, 1, 2]]);
+        assert!(chunks(0, &[2]).is_empty());
+        let mut ones = std::iter::repeat(1);
+        assert_eq!(batch(1000).into_chunks(&mut ones).len(), 1000);
+    }
+
+    #[test]
+    fn append_keeps_the_order() {
+        let mut all = batch(0);
+        all.append(batch(2));
+        all.append(batch(3));
+        all.append(batch(0));
+        assert_eq!(values(all), vec![0, 1, 0, 1, 2]);
+    }
 }
