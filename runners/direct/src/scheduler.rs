@@ -13,7 +13,7 @@ use tidewater::runner::{PipelineResult, PipelineState};
 use tidewater::Timestamp;
 use tidewater::{Error, Result};
 use tidewater_runners_core::checkpoint::{keyed_parts, rescale_through, restore_side_input_runner};
-use tidewater_runners_core::fusion::{stage_graph, Exit, ExitKind, StageGraph};
+use tidewater_runners_core::fusion::{stage_graph, ExitKind, StageGraph};
 use tidewater_runners_core::keyed::{KeyGroups, KeyedOperator};
 use tidewater_runners_core::side_inputs::SideInputRunner;
 use tidewater_runners_core::sink_host::SinkHost;
@@ -711,41 +711,47 @@ impl Executor<'_> {
     fn run_bundles(&mut self, stage: usize, input: Box<dyn AnyBatch>) -> Result<()> {
         let sizes = self.bundle_sizes(input.len());
         for bundle in input.into_chunks(&mut sizes.into_iter()) {
-            let Executor {
-                plan,
-                stages,
-                graph,
-                pending,
-                buffers,
-                side_runners,
-                sinks,
-                captures,
-                ..
-            } = self;
-            let mut out = DirectOutput {
-                plan,
-                exits: &graph.stages[stage].exits,
-                pending,
-                buffers,
-                side_runners,
-                sinks,
-                captures,
-            };
-            let result = stages[stage]
-                .as_mut()
-                .expect("every stage is built before it runs")
-                .run_bundle(bundle, &mut out);
-            self.collect_metrics(stage);
-            result?;
+            self.output().run(stage, bundle)?;
         }
         Ok(())
     }
 
-    fn collect_metrics(&mut self, stage: usize) {
-        if let Some(s) = self.stages[stage].as_mut() {
-            for (name, m) in s.take_metrics() {
-                self.metrics.step_mut(&name).merge(&m);
-            }
+    /// Where stages deliver. Without validation, keyed input goes straight into its
+    /// operator and what that emits runs downstream at once, so that no step holds a
+    /// whole bundle's worth of data in front of a keyed step or behind it; with
+    /// validation it waits at the node, to be shuffled as a whole.
+    fn output(&mut self) -> DirectOutput<'_> {
+        let Executor {
+            plan,
+            options,
+            stages,
+            graph,
+            stage_of,
+            keyed,
+            pending,
+            buffers,
+            side_runners,
+            sinks,
+            captures,
+            metrics,
+            processing_time,
+            ..
+        } = self;
+        DirectOutput {
+            plan,
+            graph,
+            stage_of,
+            stages,
+            keyed,
+            push: !options.validate,
+            max_bundle_size: options.max_bundle_size.max(1),
+            processing_time: *processing_time,
+            metrics,
+            pending,
+            buffers,
+            side_runners,
+            sinks,
+            captures,
         }
     }
 
@@ -768,7 +774,16 @@ impl Executor<'_> {
 /// are encoded into the result.
 struct DirectOutput<'a> {
     plan: &'a ExecutablePlan,
-    exits: &'a [Exit],
+    graph: &'a StageGraph,
+    stage_of: &'a [Option<usize>],
+    /// Every stage but those running (taken out while they run).
+    stages: &'a mut Vec<Option<FusedStage>>,
+    keyed: &'a mut Vec<Option<Box<dyn KeyedOperator>>>,
+    /// Keyed input goes straight into its operator.
+    push: bool,
+    max_bundle_size: usize,
+    processing_time: Timestamp,
+    metrics: &'a mut MetricResults,
     pending: &'a mut Vec<Vec<Box<dyn AnyBatch>>>,
     buffers: &'a mut Vec<Vec<Box<dyn AnyBatch>>>,
     side_runners: &'a mut Vec<Option<SideInputRunner>>,
@@ -776,10 +791,49 @@ struct DirectOutput<'a> {
     captures: &'a mut BTreeMap<String, (String, Vec<u8>)>,
 }
 
-impl StageOutput for DirectOutput<'_> {
-    fn emit(&mut self, exit: usize, batch: Box<dyn AnyBatch>) -> Result<()> {
-        let e = &self.exits[exit];
+impl DirectOutput<'_> {
+    /// Runs one bundle through `stage`, delivering to this output.
+    fn run(&mut self, stage: usize, bundle: Box<dyn AnyBatch>) -> Result<()> {
+        let mut s = self.stages[stage]
+            .take()
+            .expect("every stage is built before it runs, and runs once at a time");
+        let result = s.run_bundle(bundle, &mut StageDelivery { out: self, stage });
+        for (name, m) in s.take_metrics() {
+            self.metrics.step_mut(&name).merge(&m);
+        }
+        self.stages[stage] = Some(s);
+        result
+    }
+
+    /// Keyed input straight into its operator; what it emits runs downstream now.
+    fn push_keyed(&mut self, node: usize, batch: Box<dyn AnyBatch>) -> Result<()> {
+        let n = &self.plan.nodes[node];
+        let op = self.keyed[node]
+            .as_mut()
+            .expect("every keyed node has an operator");
+        op.process(batch, self.processing_time)
+            .map_err(|e| unwrap_downstream(attribute(e, &n.name)))?;
+        let outputs = op.take_output();
+        let m = op.take_metrics();
+        if !m.is_empty() {
+            self.metrics.step_mut(&n.name).merge(&m);
+        }
+        let Some(stage) = self.stage_of[n.outputs[0]] else {
+            return Ok(());
+        };
+        for out in outputs {
+            let size = self.max_bundle_size;
+            for bundle in out.into_chunks(&mut std::iter::repeat(size)) {
+                self.run(stage, bundle)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn emit(&mut self, stage: usize, exit: usize, batch: Box<dyn AnyBatch>) -> Result<()> {
+        let e = &self.graph.stages[stage].exits[exit];
         match &e.kind {
+            ExitKind::Shuffle if self.push => self.push_keyed(e.node, batch)?,
             ExitKind::Shuffle | ExitKind::PartialCombine => self.pending[e.node].push(batch),
             ExitKind::HeldMain => side_runner(self.side_runners, e.node).add_main(batch),
             ExitKind::SideInput => side_runner(self.side_runners, e.node).add_side(e.input, batch),
@@ -801,6 +855,18 @@ impl StageOutput for DirectOutput<'_> {
             }
         }
         Ok(())
+    }
+}
+
+/// The output of one running stage.
+struct StageDelivery<'o, 'a> {
+    out: &'o mut DirectOutput<'a>,
+    stage: usize,
+}
+
+impl StageOutput for StageDelivery<'_, '_> {
+    fn emit(&mut self, exit: usize, batch: Box<dyn AnyBatch>) -> Result<()> {
+        self.out.emit(self.stage, exit, batch)
     }
 }
 
