@@ -31,6 +31,9 @@ pub struct MatrixConfig {
     /// Runner options (`--runner-option KEY=VALUE`) every run gets, e.g. the direct
     /// runner's `checkpoint_every=1`.
     pub runner_options: Vec<(String, String)>,
+    /// Runs with `--no-validate` (the direct runner's fast path: no coder round-trips,
+    /// natural order, keyed input pushed straight into its operator).
+    pub no_validate: bool,
 }
 
 impl Default for MatrixConfig {
@@ -39,6 +42,7 @@ impl Default for MatrixConfig {
             seeds: vec![1, 2, 3],
             timeout: Duration::from_secs(120),
             runner_options: Vec::new(),
+            no_validate: false,
         }
     }
 }
@@ -80,6 +84,7 @@ pub fn run_case(case: &Case, runner: &str, config: &MatrixConfig) -> Outcome {
         let options = PipelineOptions {
             seed,
             runner_options: config.runner_options.clone(),
+            no_validate: config.no_validate,
             ..PipelineOptions::for_runner(runner)
         };
         match run_once_with_timeout(*case, options, config.timeout) {

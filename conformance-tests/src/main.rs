@@ -33,6 +33,9 @@ struct Args {
     /// at every step.
     #[arg(long = "runner-option", value_name = "KEY=VALUE", value_parser = tidewater::parse_key_value)]
     runner_options: Vec<(String, String)>,
+    /// Run without the direct runner's validation (its fast path).
+    #[arg(long)]
+    no_validate: bool,
     /// List the cases with their declared features and exit.
     #[arg(long)]
     list: bool,
@@ -86,6 +89,7 @@ fn main() -> ExitCode {
             .map_or_else(|| MatrixConfig::default().seeds, |s| vec![s]),
         timeout: std::time::Duration::from_secs(args.timeout_secs),
         runner_options: args.runner_options.clone(),
+        no_validate: args.no_validate,
     };
     let matrix = harness::with_quiet_panics(|| harness::run_matrix(&cases, &runners, &config));
     let matrix = match matrix {
