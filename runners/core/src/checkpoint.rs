@@ -149,18 +149,5 @@ impl Snapshot {
 }
 
 fn exec_error(e: ExecError, transform: &str) -> Error {
-    match e {
-        ExecError::Downstream(e) => *e,
-        ExecError::User {
-            phase,
-            element,
-            message,
-        } => Error::UserCode {
-            transform: transform.to_string(),
-            phase: phase.name(),
-            element,
-            message,
-            replay: None,
-        },
-    }
+    crate::stage::unwrap_downstream(crate::stage::attribute(e, transform))
 }

@@ -220,6 +220,40 @@ pub struct ExecutablePlan {
     pub plan_hash: u64,
 }
 
+/// The registered function a payload `{"<field>": UserFunction}` names: its name, its
+/// factory and its fields; an unknown name says what kind of function it should be.
+fn registered<F>(
+    t: &TransformSpec,
+    value: &serde_json::Value,
+    field: &str,
+    (kind, kind_snake): (&'static str, &'static str),
+    lookup: fn(&str) -> Option<F>,
+) -> Result<(String, F, serde_json::Value)> {
+    let mut p: BTreeMap<String, tidewater::plan::UserFunction> = payload(t, value)?;
+    let f = match (p.remove(field), p.keys().next()) {
+        (Some(f), None) => f,
+        (_, Some(other)) => {
+            return Err(invalid(format!(
+                "transform '{}': unknown payload field '{other}' (expected only '{field}')",
+                t.unique_name
+            )))
+        }
+        (None, None) => {
+            return Err(invalid(format!(
+                "transform '{}': the payload has no '{field}'",
+                t.unique_name
+            )))
+        }
+    };
+    let factory = lookup(&f.name).ok_or_else(|| Error::UnknownFunction {
+        kind,
+        kind_snake,
+        name: f.name.clone(),
+        transform: format!("transform '{}'", t.unique_name),
+    })?;
+    Ok((f.name, factory, f.fields))
+}
+
 fn payload<T: serde::de::DeserializeOwned>(
     t: &TransformSpec,
     value: &serde_json::Value,
@@ -319,44 +353,31 @@ pub fn translate(plan: &Plan) -> Result<ExecutablePlan> {
                 NodeKind::WindowInto { assigner }
             }
             urn::STATEFUL_PAR_DO => {
-                #[derive(serde::Deserialize)]
-                #[serde(deny_unknown_fields)]
-                struct Payload {
-                    do_fn: tidewater::plan::UserFunction,
-                }
-                let p: Payload = payload(t, &spec.payload)?;
-                let factory = registry::stateful_do_fn(&p.do_fn.name).ok_or_else(|| {
-                    Error::UnknownFunction {
-                        kind: "stateful DoFn",
-                        kind_snake: "stateful_do_fn",
-                        name: p.do_fn.name.clone(),
-                        transform: format!("transform '{}'", t.unique_name),
-                    }
-                })?;
+                let (name, factory, fields) = registered(
+                    t,
+                    &spec.payload,
+                    "do_fn",
+                    ("stateful DoFn", "stateful_do_fn"),
+                    registry::stateful_do_fn,
+                )?;
                 NodeKind::Stateful {
-                    name: p.do_fn.name,
+                    name,
                     factory,
-                    fields: p.do_fn.fields,
+                    fields,
                 }
             }
             urn::READ => {
-                #[derive(serde::Deserialize)]
-                #[serde(deny_unknown_fields)]
-                struct Payload {
-                    source: tidewater::plan::UserFunction,
-                }
-                let p: Payload = payload(t, &spec.payload)?;
-                let factory =
-                    registry::source(&p.source.name).ok_or_else(|| Error::UnknownFunction {
-                        kind: "source",
-                        kind_snake: "source",
-                        name: p.source.name.clone(),
-                        transform: format!("transform '{}'", t.unique_name),
-                    })?;
+                let (name, factory, fields) = registered(
+                    t,
+                    &spec.payload,
+                    "source",
+                    ("source", "source"),
+                    registry::source,
+                )?;
                 NodeKind::Read {
-                    name: p.source.name,
+                    name,
                     factory,
-                    fields: p.source.fields,
+                    fields,
                 }
             }
             urn::TEST_STREAM => {
@@ -370,23 +391,12 @@ pub fn translate(plan: &Plan) -> Result<ExecutablePlan> {
                 }
             }
             urn::SINK => {
-                #[derive(serde::Deserialize)]
-                #[serde(deny_unknown_fields)]
-                struct Payload {
-                    sink: tidewater::plan::UserFunction,
-                }
-                let p: Payload = payload(t, &spec.payload)?;
-                let factory =
-                    registry::sink(&p.sink.name).ok_or_else(|| Error::UnknownFunction {
-                        kind: "sink",
-                        kind_snake: "sink",
-                        name: p.sink.name.clone(),
-                        transform: format!("transform '{}'", t.unique_name),
-                    })?;
+                let (name, factory, fields) =
+                    registered(t, &spec.payload, "sink", ("sink", "sink"), registry::sink)?;
                 NodeKind::Sink {
-                    name: p.sink.name,
+                    name,
                     factory,
-                    fields: p.sink.fields,
+                    fields,
                 }
             }
             urn::CAPTURE => NodeKind::Capture {
