@@ -80,4 +80,26 @@ pub trait Source: Send + Sync + 'static {
         partitions: usize,
         position: &Self::Position,
     ) -> Timestamp;
+    /// How many records the partition has ready at `position` right now, if the source
+    /// knows (a run with Spark's "available now" trigger reads up to there). `None`:
+    /// unknown.
+    fn available(
+        &self,
+        _partition: usize,
+        _partitions: usize,
+        _position: &Self::Position,
+    ) -> Option<u64> {
+        None
+    }
+    /// Called once a checkpoint holding `position` is durable: the source may release
+    /// what comes before it (commit offsets to a broker, delete consumed files). It will
+    /// never be asked to read before `position` again.
+    fn finalize(
+        &mut self,
+        _partition: usize,
+        _partitions: usize,
+        _position: &Self::Position,
+    ) -> Result<(), UserError> {
+        Ok(())
+    }
 }

@@ -261,7 +261,7 @@ impl Executor<'_> {
             if let NodeKind::Read { .. } = &n.kind {
                 let source = n.instantiate_source()?;
                 self.sources[i] = Some(
-                    SourceDriver::start(source, SOURCE_PARTITIONS)
+                    SourceDriver::start(source, SOURCE_PARTITIONS, 0, 1)
                         .map_err(|e| unwrap_downstream(attribute(e, &n.name)))?,
                 );
             }
@@ -460,9 +460,14 @@ impl Executor<'_> {
                         })
                         .collect();
                     self.sources[i] = Some(
-                        SourceDriver::restore(n.instantiate_source()?, &partitions)
+                        SourceDriver::restore(n.instantiate_source()?, &partitions, 0, 1)
                             .map_err(|e| unwrap_downstream(attribute(e, &n.name)))?,
                     );
+                    // The snapshot holding these positions is durable.
+                    let driver = self.sources[i].as_mut().expect("restored");
+                    driver
+                        .finalize()
+                        .map_err(|e| unwrap_downstream(attribute(e, &n.name)))?;
                 }
                 NodeKind::ParDo { side_inputs, .. } if !side_inputs.is_empty() => {
                     self.side_runners[i] =

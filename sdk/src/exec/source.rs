@@ -23,6 +23,20 @@ pub trait ErasedSource: Send {
     fn partitions(&self, desired: usize) -> usize;
     /// The encoded initial position of a partition.
     fn initial_position(&self, partition: usize, partitions: usize) -> Result<Vec<u8>, ExecError>;
+    /// Records ready at the encoded `position`, if the source knows.
+    fn available(
+        &self,
+        partition: usize,
+        partitions: usize,
+        position: &[u8],
+    ) -> Result<Option<u64>, ExecError>;
+    /// The checkpoint holding the encoded `position` is durable.
+    fn finalize(
+        &mut self,
+        partition: usize,
+        partitions: usize,
+        position: &[u8],
+    ) -> Result<(), ExecError>;
     /// Reads up to `max` records from the encoded `position`, updating it.
     fn read(
         &mut self,
@@ -61,6 +75,43 @@ impl<S: Source> ErasedSource for SourceInvoker<S> {
         coder::encode_into(&p, &mut bytes)
             .map_err(|e| user_error(format!("source position does not encode: {e}")))?;
         Ok(bytes)
+    }
+    fn available(
+        &self,
+        partition: usize,
+        partitions: usize,
+        position: &[u8],
+    ) -> Result<Option<u64>, ExecError> {
+        let pos: S::Position = coder::decode(position)
+            .map_err(|e| user_error(format!("source position does not decode: {e}")))?;
+        let s = &self.0;
+        catch_unwind(AssertUnwindSafe(|| {
+            s.available(partition, partitions, &pos)
+        }))
+        .map_err(|_| {
+            user_error(format!(
+                "asking partition {partition} at {pos:?} what is available panicked"
+            ))
+        })
+    }
+    fn finalize(
+        &mut self,
+        partition: usize,
+        partitions: usize,
+        position: &[u8],
+    ) -> Result<(), ExecError> {
+        let pos: S::Position = coder::decode(position)
+            .map_err(|e| user_error(format!("source position does not decode: {e}")))?;
+        let s = &mut self.0;
+        match catch_unwind(AssertUnwindSafe(|| s.finalize(partition, partitions, &pos))) {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(user_error(format!(
+                "finalizing partition {partition} at {pos:?} failed: {e}"
+            ))),
+            Err(_) => Err(user_error(format!(
+                "finalizing partition {partition} at {pos:?} panicked"
+            ))),
+        }
     }
     fn read(
         &mut self,

@@ -1,0 +1,188 @@
+//! The source driver: partitions assigned to workers, a snapshot restored over another
+//! number of workers, recorded ranges replayed exactly, what is available now, and
+//! finalize once a checkpoint is durable.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use tidewater::exec::{downcast_batch, AnyBatch, ErasedSource, SourceInvoker};
+use tidewater::{Error, ReadStatus, Source, Timestamp, UserError};
+use tidewater_runners_core::snapshot::Scope;
+use tidewater_runners_core::source_driver::SourceDriver;
+
+/// Finalized positions, by test and partition.
+static FINALIZED: Mutex<BTreeMap<(String, usize), u64>> = Mutex::new(BTreeMap::new());
+
+/// Partition `p` holds the records `p * 1000 + i` for `i < len`; its position is `i`.
+#[derive(Serialize, Deserialize, Clone)]
+struct Counter {
+    test: String,
+    len: u64,
+}
+
+impl Source for Counter {
+    type Output = u64;
+    type Position = u64;
+    fn is_bounded(&self) -> bool {
+        true
+    }
+    fn partitions(&self, _desired: usize) -> usize {
+        5
+    }
+    fn initial_position(&self, _p: usize, _n: usize) -> u64 {
+        0
+    }
+    fn read(
+        &mut self,
+        p: usize,
+        _n: usize,
+        pos: &mut u64,
+        max: usize,
+        _now: Timestamp,
+        out: &mut Vec<(u64, Timestamp)>,
+    ) -> Result<ReadStatus, UserError> {
+        let end = (*pos + max as u64).min(self.len);
+        for i in *pos..end {
+            out.push((p as u64 * 1000 + i, Timestamp(i as i64)));
+        }
+        *pos = end;
+        Ok(if end == self.len {
+            ReadStatus::Done
+        } else {
+            ReadStatus::More
+        })
+    }
+    fn watermark(&self, _p: usize, _n: usize, pos: &u64) -> Timestamp {
+        Timestamp(*pos as i64)
+    }
+    fn available(&self, _p: usize, _n: usize, pos: &u64) -> Option<u64> {
+        Some(self.len - pos)
+    }
+    fn finalize(&mut self, p: usize, _n: usize, pos: &u64) -> Result<(), UserError> {
+        FINALIZED
+            .lock()
+            .unwrap()
+            .insert((self.test.clone(), p), *pos);
+        Ok(())
+    }
+}
+
+fn source(test: &str) -> Box<dyn ErasedSource> {
+    Box::new(SourceInvoker(Counter {
+        test: test.into(),
+        len: 10,
+    }))
+}
+
+fn values(batches: Vec<Box<dyn AnyBatch>>) -> Vec<u64> {
+    let mut v: Vec<u64> = batches
+        .into_iter()
+        .flat_map(|b| downcast_batch::<u64>(b).into_iter().map(|wv| wv.value))
+        .collect();
+    v.sort();
+    v
+}
+
+fn all_records() -> Vec<u64> {
+    (0..5u64)
+        .flat_map(|p| (0..10).map(move |i| p * 1000 + i))
+        .collect()
+}
+
+fn parts(drivers: &[SourceDriver]) -> Vec<(u32, Vec<u8>)> {
+    drivers
+        .iter()
+        .flat_map(|d| d.snapshot())
+        .map(|(scope, bytes)| match scope {
+            Scope::Partition(p) => (p, bytes),
+            other => panic!("a source part of scope {other:?}"),
+        })
+        .collect()
+}
+
+fn restore(test: &str, parts: &[(u32, Vec<u8>)], workers: usize) -> Vec<SourceDriver> {
+    let refs: Vec<(u32, &[u8])> = parts.iter().map(|(p, b)| (*p, b.as_slice())).collect();
+    (0..workers)
+        .map(|w| SourceDriver::restore(source(test), &refs, w, workers).unwrap())
+        .collect()
+}
+
+#[test]
+fn workers_read_every_partition_once_and_rescale_from_a_snapshot() {
+    // Three workers read a little, snapshot, and two workers finish.
+    let mut drivers: Vec<SourceDriver> = (0..3)
+        .map(|w| SourceDriver::start(source("rescale"), 4, w, 3).unwrap())
+        .collect();
+    let owned: Vec<Vec<u32>> = drivers
+        .iter()
+        .map(|d| d.partitions().keys().copied().collect())
+        .collect();
+    assert_eq!(owned, vec![vec![0, 3], vec![1, 4], vec![2]]);
+    let mut out = Vec::new();
+    for d in &mut drivers {
+        d.read(3, Timestamp(0), &mut out).unwrap();
+    }
+    let snapshot = parts(&drivers);
+    let mut drivers = restore("rescale", &snapshot, 2);
+    while drivers.iter().any(|d| !d.is_done()) {
+        for d in &mut drivers {
+            d.read(4, Timestamp(0), &mut out).unwrap();
+        }
+    }
+    assert_eq!(values(out), all_records());
+    assert!(drivers.iter().all(|d| d.watermark() == Timestamp::MAX));
+}
+
+#[test]
+fn recorded_ranges_replay_exactly_and_a_lost_range_is_an_error() {
+    let mut d = SourceDriver::start(source("replay"), 1, 0, 1).unwrap();
+    let mut first = Vec::new();
+    d.read(4, Timestamp(0), &mut first).unwrap();
+    d.read(4, Timestamp(0), &mut first).unwrap();
+    let ranges = d.take_ranges();
+    assert_eq!(ranges.len(), 10, "two reads of five partitions");
+    let mut again = Vec::new();
+    for r in &ranges {
+        again.extend(d.replay(r, Timestamp(0)).unwrap());
+    }
+    assert_eq!(values(again), values(first));
+    let mut too_long = ranges[0].clone();
+    too_long.start = ranges.last().unwrap().start.clone();
+    too_long.count = 100;
+    let e = d.replay(&too_long, Timestamp(0)).err().expect("a lost range");
+    assert!(
+        format!("{e:?}").contains("cannot replay a recorded range"),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn available_now_and_finalize() {
+    let mut d = SourceDriver::start(source("finalize"), 1, 0, 1).unwrap();
+    assert_eq!(d.available_now().unwrap(), Some(50));
+    d.read(3, Timestamp(0), &mut Vec::new()).unwrap();
+    assert_eq!(d.available_now().unwrap(), Some(35));
+    d.finalize().unwrap();
+    let finalized = FINALIZED.lock().unwrap();
+    for p in 0..5 {
+        assert_eq!(finalized.get(&("finalize".to_string(), p)), Some(&3));
+    }
+}
+
+#[test]
+fn a_snapshot_missing_a_partition_is_refused() {
+    let d = SourceDriver::start(source("missing"), 1, 0, 1).unwrap();
+    let mut snapshot = parts(&[d]);
+    snapshot.remove(2);
+    let refs: Vec<(u32, &[u8])> = snapshot.iter().map(|(p, b)| (*p, b.as_slice())).collect();
+    let e = SourceDriver::restore(source("missing"), &refs, 0, 1)
+        .err()
+        .unwrap();
+    match e {
+        tidewater::exec::ExecError::Downstream(e) => match *e {
+            Error::Checkpoint { message } => assert_eq!(message, "source partition 2 is missing"),
+            other => panic!("{other}"),
+        },
+        other => panic!("{other:?}"),
+    }
+}
