@@ -341,6 +341,9 @@ impl<F: StatefulDoFn> ErasedStatefulDoFn for StatefulInvoker<F> {
     fn output_type(&self) -> &'static str {
         std::any::type_name::<F::Out>()
     }
+    fn key_ops(&self) -> std::sync::Arc<dyn crate::exec::KeyOps> {
+        std::sync::Arc::new(crate::exec::pair_key_ops::<F::Key, F::Value>())
+    }
 
     fn process(
         &mut self,
@@ -353,13 +356,7 @@ impl<F: StatefulDoFn> ErasedStatefulDoFn for StatefulInvoker<F> {
         for wv in input {
             let (k, v) = wv.value;
             self.key_buf.clear();
-            coder::encode_into(&k, &mut self.key_buf).map_err(|e| {
-                user(
-                    Phase::Process,
-                    Some(format!("{k:?}")),
-                    format!("key does not encode: {e}"),
-                )
-            })?;
+            crate::exec::encode_key(&k, &mut self.key_buf)?;
             // The value is cloned for every window but the last, which takes it.
             let windows = wv.windows.iter();
             let last = windows.len().saturating_sub(1);

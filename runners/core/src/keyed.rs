@@ -127,6 +127,29 @@ pub fn instantiate(
     }
 }
 
+/// How the input of keyed node `node` (a grouping, or a stateful ParDo) is hashed and
+/// split by key for the exchange in front of its operator; `lifted`: the exchange
+/// carries the accumulators of a lifted combine.
+pub fn key_ops(
+    plan: &ExecutablePlan,
+    node: usize,
+    lifted: bool,
+) -> Result<Arc<dyn tidewater::exec::KeyOps>> {
+    let n = &plan.nodes[node];
+    match &n.kind {
+        NodeKind::Grouping { ops } => Ok(ops.key_ops(if lifted {
+            GroupingPhase::Final
+        } else {
+            GroupingPhase::Full
+        })),
+        NodeKind::Stateful { .. } => Ok(n.instantiate_stateful()?.key_ops()),
+        _ => Err(Error::Internal(format!(
+            "'{}' is not a keyed transform",
+            n.name
+        ))),
+    }
+}
+
 /// GroupByKey and Combine: the reducer, and Combine.globally's default output.
 pub struct GroupAlsoByWindow {
     reducer: Reducer,

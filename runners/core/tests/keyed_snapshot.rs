@@ -806,3 +806,54 @@ fn keys_are_forgotten_once_their_windows_expire() {
         assert_eq!(op.live_keys(), 0, "{}", case.name());
     }
 }
+
+/// The exchange in front of a keyed operator hashes an element's key exactly as the
+/// operator's snapshot places the key's state: an element reaches the instance that
+/// owns its key group.
+#[test]
+fn the_exchange_routes_by_the_key_group_state_is_kept_in() {
+    for case in [
+        gbk_fixed(),
+        combine_accumulating(),
+        combine_lifted(),
+        combine_globally(),
+        stateful(),
+    ] {
+        let ops = tidewater_runners_core::keyed::key_ops(&case.plan, case.node, case.lifted)
+            .expect("a keyed node");
+        let keys: Vec<u8> = (0..8).collect();
+        let input: Vec<(u8, i64, i64)> = keys.iter().map(|&k| (k, 3, 1)).collect();
+        let batch = case.batch(&input);
+        let mut hashes = Vec::new();
+        ops.key_hashes(batch.as_ref(), &mut hashes).unwrap();
+        let mut got: Vec<u32> = hashes
+            .iter()
+            .map(|h| tidewater::exec::key_group(*h, 128))
+            .collect();
+        let mut expected: Vec<u32> = keys
+            .iter()
+            .map(|&k| key_group_of(&case.key_bytes(k), 128))
+            .collect();
+        got.sort_unstable();
+        expected.sort_unstable();
+        if case.lifted {
+            // Accumulators are one per key.
+            expected.dedup();
+            got.dedup();
+        }
+        assert_eq!(got, expected, "{}", case.name());
+        let parts = ops
+            .split_by(case.batch(&input), 4, &mut |h| {
+                key_group_worker(tidewater::exec::key_group(h, 128), 128, 4)
+            })
+            .unwrap();
+        assert_eq!(
+            parts.iter().map(|p| p.len()).sum::<usize>(),
+            batch_len(&case, &input)
+        );
+    }
+}
+
+fn batch_len(case: &Case, input: &[(u8, i64, i64)]) -> usize {
+    case.batch(input).len()
+}

@@ -149,7 +149,10 @@ fn recorded_ranges_replay_exactly_and_a_lost_range_is_an_error() {
     let mut too_long = ranges[0].clone();
     too_long.start = ranges.last().unwrap().start.clone();
     too_long.count = 100;
-    let e = d.replay(&too_long, Timestamp(0)).err().expect("a lost range");
+    let e = d
+        .replay(&too_long, Timestamp(0))
+        .err()
+        .expect("a lost range");
     assert!(
         format!("{e:?}").contains("cannot replay a recorded range"),
         "{e:?}"

@@ -25,6 +25,9 @@ pub trait GroupingOps: Send + Sync {
     fn new_reduce_state(&self, phase: GroupingPhase) -> Box<dyn super::ReduceFnState>;
     /// Whether the transform can be split into partial and final phases (a combine).
     fn liftable(&self) -> bool;
+    /// Key hashing and splitting of the input of `phase` (`Final`: the accumulators a
+    /// lifted combine exchanges), for the keyed exchange in front of the operator.
+    fn key_ops(&self, phase: GroupingPhase) -> std::sync::Arc<dyn super::KeyOps>;
     /// What to output when the input is empty (Combine.globally's default value in
     /// the global window), if anything.
     fn empty_output(&self) -> Result<Option<Box<dyn AnyBatch>>, ExecError>;

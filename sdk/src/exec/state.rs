@@ -99,6 +99,8 @@ pub trait ErasedStatefulDoFn: Send {
     fn input_type(&self) -> &'static str;
     /// Name of the output element type.
     fn output_type(&self) -> &'static str;
+    /// Key hashing and splitting of the `(K, V)` input, for the keyed exchange.
+    fn key_ops(&self) -> std::sync::Arc<dyn super::KeyOps>;
     /// Processes a batch of `(K, V)` elements; returns the outputs.
     fn process(
         &mut self,

@@ -98,6 +98,8 @@ pub trait CombineShape<F: CombineFn>: Send + Sync + 'static {
     fn join(k: Self::Key, out: F::Out) -> Self::Output;
     /// The output for an empty input in the global window, if the shape has one.
     fn empty_output(make: impl FnOnce() -> F::Out) -> Option<Self::Output>;
+    /// Appends the canonical encoding of an input's key (`()` for a global combine).
+    fn encode_key(x: &Self::Input, out: &mut Vec<u8>) -> Result<(), ExecError>;
 }
 
 /// Per-key shape.
@@ -118,6 +120,9 @@ impl<F: CombineFn, K: Element> CombineShape<F> for PerKey<K> {
     fn empty_output(_: impl FnOnce() -> F::Out) -> Option<(K, F::Out)> {
         None
     }
+    fn encode_key(x: &(K, F::In), out: &mut Vec<u8>) -> Result<(), ExecError> {
+        crate::exec::encode_key(&x.0, out)
+    }
 }
 
 impl<F: CombineFn> CombineShape<F> for Globally {
@@ -132,6 +137,9 @@ impl<F: CombineFn> CombineShape<F> for Globally {
     }
     fn empty_output(make: impl FnOnce() -> F::Out) -> Option<F::Out> {
         Some(make())
+    }
+    fn encode_key(_: &F::In, out: &mut Vec<u8>) -> Result<(), ExecError> {
+        crate::exec::encode_key(&(), out)
     }
 }
 
@@ -220,6 +228,12 @@ impl<S: CombineShape<F>, F: CombineFn> GroupingOps for CombineOps<S, F> {
     }
     fn liftable(&self) -> bool {
         true
+    }
+    fn key_ops(&self, phase: GroupingPhase) -> Arc<dyn crate::exec::KeyOps> {
+        match phase {
+            GroupingPhase::Final => Arc::new(crate::exec::pair_key_ops::<S::Key, F::Acc>()),
+            _ => Arc::new(crate::exec::KeyedBy::<S::Input>::new(S::encode_key)),
+        }
     }
     fn new_reduce_state(&self, phase: GroupingPhase) -> Box<dyn crate::exec::ReduceFnState> {
         match phase {

@@ -97,6 +97,9 @@ impl<K: Element, V: Element> GroupingOps for GroupByKeyOps<K, V> {
     fn liftable(&self) -> bool {
         false
     }
+    fn key_ops(&self, _phase: GroupingPhase) -> Arc<dyn crate::exec::KeyOps> {
+        Arc::new(crate::exec::pair_key_ops::<K, V>())
+    }
     fn new_reduce_state(&self, _phase: GroupingPhase) -> Box<dyn crate::exec::ReduceFnState> {
         buffering_state::<K, V>()
     }
@@ -182,20 +185,20 @@ impl<K: Element, A> Groups<K, A> {
     }
 }
 
-/// Encodes (window, key) into `buf`: the grouping key.
+/// Encodes (key, window) into `buf`: the key's canonical encoding (the one key groups
+/// and state use) followed by the window's.
 pub(crate) fn group_key<K: Element>(
     buf: &mut Vec<u8>,
     window: &BoundedWindow,
     key: &K,
 ) -> Result<(), ExecError> {
     buf.clear();
-    coder::encode_into(window, buf)
-        .and_then(|_| coder::encode_into(key, buf))
-        .map_err(|e| ExecError::User {
-            phase: Phase::Process,
-            element: Some(format!("{key:?}")),
-            message: format!("key does not encode: {e}"),
-        })
+    crate::exec::encode_key(key, buf)?;
+    coder::encode_into(window, buf).map_err(|e| ExecError::User {
+        phase: Phase::Process,
+        element: Some(format!("{key:?}")),
+        message: format!("window does not encode: {e}"),
+    })
 }
 
 impl<K: Element, V: Element> GroupingTable for GroupByKeyTable<K, V> {
