@@ -8,9 +8,9 @@
 //!   restored source reads exactly the partitions it read before, from where it stood.
 //! - Partition `p` is owned by worker `p % workers`; on restore with another number of
 //!   workers each takes the parts of the partitions it now owns.
-//! - Every read is recorded as a range (partition, start position, record count) that
-//!   [`SourceDriver::replay`] reads again exactly: what a micro-batch write-ahead log
-//!   stores.
+//! - Every read can be recorded as a range (partition, start position, record count)
+//!   that [`SourceDriver::replay`] reads again exactly: what a micro-batch write-ahead
+//!   log stores.
 //! - [`SourceDriver::available_now`] tells how much is ready (for "once" and
 //!   "available now" batch modes), and [`SourceDriver::finalize`] tells the source that
 //!   a checkpoint holding its positions is durable.
@@ -59,6 +59,8 @@ pub struct SourceDriver {
     /// How many partitions the source has in all.
     partitions: u32,
     owned: BTreeMap<u32, PartitionState>,
+    /// Whether reads are recorded as ranges (for a write-ahead log).
+    recording: bool,
     /// The ranges read since the last [`SourceDriver::take_ranges`].
     ranges: Vec<ReadRange>,
 }
@@ -89,6 +91,7 @@ impl SourceDriver {
             source,
             partitions: n as u32,
             owned,
+            recording: false,
             ranges: Vec::new(),
         })
     }
@@ -128,6 +131,7 @@ impl SourceDriver {
             source,
             partitions,
             owned,
+            recording: false,
             ranges: Vec::new(),
         })
     }
@@ -169,18 +173,27 @@ impl SourceDriver {
             st.watermark = st.watermark.max(read.watermark);
             if !read.batch.is_empty() {
                 any = true;
+            }
+            if !read.batch.is_empty() && self.recording {
                 self.ranges.push(ReadRange {
                     partition: *p,
                     start,
                     count: read.batch.len() as u64,
                 });
+            }
+            if !read.batch.is_empty() {
                 out.push(read.batch);
             }
         }
         Ok(any)
     }
 
-    /// The ranges read since the last call.
+    /// Records every read as a range from now on, for [`SourceDriver::take_ranges`].
+    pub fn record_ranges(&mut self) {
+        self.recording = true;
+    }
+
+    /// The ranges read since the last call (with [`SourceDriver::record_ranges`]).
     pub fn take_ranges(&mut self) -> Vec<ReadRange> {
         std::mem::take(&mut self.ranges)
     }

@@ -136,6 +136,7 @@ fn workers_read_every_partition_once_and_rescale_from_a_snapshot() {
 #[test]
 fn recorded_ranges_replay_exactly_and_a_lost_range_is_an_error() {
     let mut d = SourceDriver::start(source("replay"), 1, 0, 1).unwrap();
+    d.record_ranges();
     let mut first = Vec::new();
     d.read(4, Timestamp(0), &mut first).unwrap();
     d.read(4, Timestamp(0), &mut first).unwrap();

@@ -8,7 +8,9 @@
 //! speed. Everything with semantics lives in `tidewater-runners-core`.
 //!
 //! Runner options (`--runner-option KEY=VALUE`): `bundle_size`, `lift_combiners`,
-//! `partial_flush_groups`, `max_key_groups` (default 128), and `checkpoint_every=N`:
+//! `partial_flush_groups`, `max_key_groups` (default 128), `commit_every_ms` (how often
+//! an unbounded job without checkpoints commits its sinks; default 1000), and
+//! `checkpoint_every=N`:
 //! every N rounds, snapshot every operator, source and held input in the runner-neutral
 //! snapshot format, throw the in-memory state away and restore it, with keyed state
 //! redistributed over 1 to 4 virtual workers (drawn from the seed) and merged back.
@@ -54,11 +56,16 @@ impl Runner for DirectRunner {
                 tidewater_runners_core::translate::NodeKind::TestStream { .. }
             )
         });
-        execute(&exec, &exec_options(options, uses_test_stream)?)
+        let unbounded = exec.pcollections.iter().any(|pc| !pc.bounded);
+        execute(&exec, &exec_options(options, uses_test_stream, unbounded)?)
     }
 }
 
-fn exec_options(options: &PipelineOptions, uses_test_stream: bool) -> Result<ExecOptions> {
+fn exec_options(
+    options: &PipelineOptions,
+    uses_test_stream: bool,
+    unbounded: bool,
+) -> Result<ExecOptions> {
     let validate = !options.no_validate;
     let seed = options.seed.unwrap_or_else(fresh_seed);
     let parse_opt = |key: &str| -> Result<Option<usize>> {
@@ -77,6 +84,7 @@ fn exec_options(options: &PipelineOptions, uses_test_stream: bool) -> Result<Exe
     };
     let parse = |key: &str, default: usize| Ok::<_, Error>(parse_opt(key)?.unwrap_or(default));
     let max_key_groups = parse("max_key_groups", DEFAULT_MAX_KEY_GROUPS as usize)?;
+    let commit_every_ms = parse("commit_every_ms", 1000)?;
     let max_key_groups = u32::try_from(max_key_groups)
         .ok()
         .filter(|m| *m <= MAX_KEY_GROUPS_LIMIT)
@@ -114,6 +122,10 @@ fn exec_options(options: &PipelineOptions, uses_test_stream: bool) -> Result<Exe
         },
         max_duration: options.max_duration,
         checkpoint_every: parse_opt("checkpoint_every")?,
+        // An unbounded job without checkpoints commits its sinks every second (or
+        // every `commit_every_ms`), so that its output appears as it runs.
+        commit_interval: (unbounded && parse_opt("checkpoint_every")?.is_none())
+            .then(|| std::time::Duration::from_millis(commit_every_ms as u64)),
         max_key_groups,
         replay_hint: validate.then(|| {
             format!("direct runner seed {seed}; rerun with --seed={seed} to replay this order")

@@ -51,6 +51,9 @@ pub struct ExecOptions {
     pub checkpoint_every: Option<usize>,
     /// The number of key groups keyed state is split into.
     pub max_key_groups: u32,
+    /// Without checkpoints, sinks end an epoch and commit it this often (an unbounded
+    /// job's output then appears as it runs); `None`: one epoch, committed at the end.
+    pub commit_interval: Option<std::time::Duration>,
 }
 
 /// Where processing time comes from.
@@ -75,6 +78,7 @@ impl Default for ExecOptions {
             max_duration: None,
             checkpoint_every: None,
             max_key_groups: DEFAULT_MAX_KEY_GROUPS,
+            commit_interval: None,
         }
     }
 }
@@ -277,6 +281,7 @@ impl Executor<'_> {
         // Rounds until nothing moves: sources exhausted, every reducer quiet.
         let mut round = 0u64;
         let mut idle = std::time::Duration::ZERO;
+        let mut last_commit = std::time::Instant::now();
         loop {
             round += 1;
             if self
@@ -285,6 +290,18 @@ impl Executor<'_> {
                 .is_some_and(|n| round.is_multiple_of(n as u64))
             {
                 self.checkpoint_and_restore(round)?;
+            }
+            if self
+                .options
+                .commit_interval
+                .is_some_and(|d| last_commit.elapsed() >= d)
+            {
+                last_commit = std::time::Instant::now();
+                // No checkpoint to wait for: an epoch's output is committed as it ends.
+                for host in self.sinks.iter_mut().flatten() {
+                    host.end_epoch()?;
+                    host.commit_through(u64::MAX)?;
+                }
             }
             if self.options.clock == Clock::Wall {
                 self.processing_time = self.processing_time.max(wall_clock());
