@@ -328,3 +328,73 @@ fn the_stage_graph_shows_what_runs() {
     let plan = tidewater_runners_core::translate(&p.to_plan().unwrap()).unwrap();
     insta::assert_snapshot!(tidewater_runners_core::fusion::describe(&plan));
 }
+
+/// The side-input runner keeps side data per side window and drops a window once it
+/// expired for both inputs and no held main input reads it; held main input waits for
+/// its side window and is released with the value it reads; its snapshot restores.
+#[test]
+fn side_windows_are_pruned_once_expired_and_held_input_survives_a_snapshot() {
+    use tidewater::exec::{AnyBatch, Batch};
+    use tidewater::{BoundedWindow, PaneInfo, WindowedValue, Windows};
+    use tidewater_runners_core::side_inputs::SideInputRunner;
+
+    let p = Pipeline::new(options(1));
+    let xs = p
+        .create("Xs", vec![1i64])
+        .apply("Fixed10", Window::into(WindowFn::fixed(10)));
+    let totals = xs.apply("Total", Combine::globally(Total)).as_singleton();
+    xs.apply(
+        "Add",
+        ParDo::of(AddWindowTotal {
+            total: totals.clone(),
+        })
+        .with_side_input(&totals),
+    );
+    let plan = tidewater_runners_core::translate(&p.to_plan().unwrap()).unwrap();
+    let node = plan.nodes.iter().position(|n| n.name == "Add").unwrap();
+    let window = |start: i64| BoundedWindow::Interval {
+        start: Timestamp(start),
+        end: Timestamp(start + 10),
+    };
+    let batch = |xs: &[(i64, i64)]| -> Box<dyn AnyBatch> {
+        Box::new(Batch {
+            items: xs
+                .iter()
+                .map(|&(x, t)| WindowedValue {
+                    value: x,
+                    timestamp: Timestamp(t),
+                    windows: Windows::One(window(t / 10 * 10)),
+                    pane: PaneInfo::ON_TIME_AND_ONLY_FIRING,
+                })
+                .collect(),
+        })
+    };
+    let mut runner = SideInputRunner::new(&plan, node).unwrap();
+    for w in 0..5 {
+        runner.add_side(1, batch(&[(100 + w, w * 10 + 9)]));
+    }
+    runner.add_main(batch(&[(7, 25), (8, 45)]));
+    assert_eq!(runner.side_windows(), 5);
+    // The side input completes [0, 30): the main element of [20, 30) is released.
+    let (ready, _) = runner
+        .advance(Timestamp(30), &[Timestamp(30)])
+        .expect("one element is ready");
+    assert_eq!(ready.len(), 1);
+    assert_eq!(runner.output_watermark(), Timestamp(30));
+    // [0, 10), [10, 20) and [20, 30) expired for both inputs and nothing held reads
+    // them; [30, 40) and [40, 50) (read by the held element) have not expired.
+    assert_eq!(runner.side_windows(), 2);
+    let parts = runner.snapshot(0).unwrap();
+    let mut restored = SideInputRunner::new(&plan, node).unwrap();
+    for (scope, bytes) in parts {
+        restored.restore(scope, &bytes).unwrap();
+    }
+    assert_eq!(restored.side_windows(), 2);
+    assert_eq!(restored.output_watermark(), Timestamp(30));
+    let (ready, _) = restored
+        .advance(Timestamp(60), &[Timestamp(60)])
+        .expect("the held element is ready");
+    assert_eq!(ready.len(), 1);
+    assert_eq!(restored.side_windows(), 0);
+    assert_eq!(restored.output_watermark(), Timestamp(60));
+}
