@@ -7,6 +7,10 @@
 //! decides order, bundles, and when to snapshot and restore (`checkpoint_every`).
 
 use serde::{Deserialize, Serialize};
+
+mod checkpoint;
+mod output;
+
 use std::collections::BTreeMap;
 use tidewater::exec::{AnyBatch, ExecError, MetricResults, SplitMix64, DEFAULT_MAX_KEY_GROUPS};
 use tidewater::runner::{PipelineResult, PipelineState};
@@ -213,20 +217,6 @@ struct Executor<'p> {
     started: std::time::Instant,
 }
 
-/// The transform name of the direct scheduler's own part of a snapshot (no transform
-/// has an empty name).
-const SCHEDULER: &str = "";
-
-/// What the scheduler keeps between rounds.
-#[derive(Serialize, Deserialize)]
-struct SchedulerState {
-    processing_time: Timestamp,
-    /// Per node: how far a Create, Impulse or TestStream got.
-    cursors: Vec<usize>,
-    /// Per PCollection: its producer's output watermark.
-    watermarks: Vec<Timestamp>,
-}
-
 /// Partitions a source is split into by the in-process executor.
 const SOURCE_PARTITIONS: usize = 1;
 
@@ -375,146 +365,6 @@ impl Executor<'_> {
         }
         std::thread::sleep(sleep);
         sleep
-    }
-
-    /// Snapshots everything that holds state between rounds (keyed operators, sources,
-    /// main input held for side inputs and the side data, the scheduler's clocks and
-    /// cursors) in the snapshot format, throws it away, and restores it from the bytes;
-    /// keyed state goes through a rescale to a number of virtual workers and back.
-    fn checkpoint_and_restore(&mut self, round: u64) -> Result<()> {
-        let plan = self.plan;
-        let max = self.options.max_key_groups;
-        let mut snapshot = Snapshot {
-            plan_hash: plan.plan_hash,
-            max_key_groups: max,
-            epoch: round,
-            parts: Vec::new(),
-        };
-        // Between rounds nothing is in flight: every stage has run, every keyed input
-        // was processed. Only main input held for side inputs waits.
-        if let Some(pc) = self.buffers.iter().position(|b| !b.is_empty()) {
-            return Err(Error::Internal(format!(
-                "data of '{}' in flight at a checkpoint",
-                plan.pcollections[pc].name
-            )));
-        }
-        let part = |n: &tidewater_runners_core::translate::Node, scope, bytes| Part {
-            transform: n.name.clone(),
-            scope,
-            bytes,
-        };
-        for (i, n) in plan.nodes.iter().enumerate() {
-            match &n.kind {
-                NodeKind::Grouping { .. } | NodeKind::Stateful { .. } => {
-                    if !self.pending[i].is_empty() {
-                        return Err(Error::Internal(format!(
-                            "input of '{}' in flight at a checkpoint",
-                            n.name
-                        )));
-                    }
-                    let op = self.keyed[i].as_deref().expect("keyed operator");
-                    snapshot.parts.extend(keyed_parts(&n.name, op, max, 0)?);
-                }
-                NodeKind::Read { .. } => {
-                    let driver = self.sources[i].as_ref().expect("source driver");
-                    for (scope, bytes) in driver.snapshot() {
-                        snapshot.parts.push(part(n, scope, bytes));
-                    }
-                }
-                NodeKind::Sink { .. } => {
-                    let host = self.sinks[i].as_mut().expect("sink instance");
-                    host.end_epoch()?;
-                    for (scope, bytes) in host.snapshot() {
-                        snapshot.parts.push(part(n, scope, bytes));
-                    }
-                }
-                NodeKind::ParDo { side_inputs, .. } if !side_inputs.is_empty() => {
-                    let runner = self.side_runners[i].as_ref().expect("side-input runner");
-                    for (scope, bytes) in runner.snapshot(0)? {
-                        snapshot.parts.push(part(n, scope, bytes));
-                    }
-                }
-                _ => {}
-            }
-        }
-        let scheduler = SchedulerState {
-            processing_time: self.processing_time,
-            cursors: self.cursors.clone(),
-            watermarks: self.watermarks.clone(),
-        };
-        snapshot.parts.push(Part {
-            transform: SCHEDULER.into(),
-            scope: Scope::Union(0),
-            bytes: encode_part(&scheduler),
-        });
-
-        // Everything goes; only the bytes remain.
-        let bytes = snapshot.encode();
-        drop(snapshot);
-        let snapshot = Snapshot::decode(&bytes, plan.plan_hash)?;
-        let workers = 1 + match &mut self.rng {
-            Some(rng) => rng.below(4) as usize,
-            None => (round % 4) as usize,
-        };
-        for (i, n) in plan.nodes.iter().enumerate() {
-            let parts = snapshot.parts_of(&n.name);
-            match &n.kind {
-                NodeKind::Grouping { .. } | NodeKind::Stateful { .. } => {
-                    self.keyed[i] = Some(rescale_through(
-                        plan,
-                        i,
-                        self.lifted[i],
-                        &snapshot,
-                        workers,
-                    )?);
-                }
-                NodeKind::Read { .. } => {
-                    let partitions: Vec<(u32, &[u8])> = parts
-                        .iter()
-                        .flat_map(|(scope, bytes)| match scope {
-                            Scope::Partition(p) => bytes.iter().map(|b| (*p, *b)).collect(),
-                            _ => Vec::new(),
-                        })
-                        .collect();
-                    self.sources[i] = Some(
-                        SourceDriver::restore(n.instantiate_source()?, &partitions, 0, 1)
-                            .map_err(|e| unwrap_downstream(attribute(e, &n.name)))?,
-                    );
-                    // The snapshot holding these positions is durable.
-                    let driver = self.sources[i].as_mut().expect("restored");
-                    driver
-                        .finalize()
-                        .map_err(|e| unwrap_downstream(attribute(e, &n.name)))?;
-                }
-                NodeKind::ParDo { side_inputs, .. } if !side_inputs.is_empty() => {
-                    self.side_runners[i] =
-                        Some(restore_side_input_runner(plan, i, &snapshot, None)?);
-                }
-                NodeKind::Sink { .. } => {
-                    // The snapshot is durable: restoring commits what it staged.
-                    let lists: Vec<&[u8]> = parts
-                        .iter()
-                        .filter(|(scope, _)| matches!(scope, Scope::List(_)))
-                        .flat_map(|(_, b)| b.iter().copied())
-                        .collect();
-                    self.sinks[i] = Some(SinkHost::restore(plan, i, 0, &lists)?);
-                }
-                _ => {}
-            }
-        }
-        let scheduler = snapshot
-            .parts_of(SCHEDULER)
-            .get(&Scope::Union(0))
-            .and_then(|p| p.first().copied())
-            .ok_or_else(|| Error::Checkpoint {
-                message: "the scheduler's part is missing".into(),
-            })?;
-        let scheduler: SchedulerState =
-            decode_part(scheduler, "the scheduler's part").map_err(unwrap_downstream)?;
-        self.processing_time = scheduler.processing_time;
-        self.cursors = scheduler.cursors;
-        self.watermarks = scheduler.watermarks;
-        Ok(())
     }
 
     fn step_read(&mut self, i: usize) -> Result<bool> {
@@ -738,45 +588,6 @@ impl Executor<'_> {
         Ok(())
     }
 
-    /// Where stages deliver. Without validation, keyed input goes straight into its
-    /// operator and what that emits runs downstream at once, so that no step holds a
-    /// whole bundle's worth of data in front of a keyed step or behind it; with
-    /// validation it waits at the node, to be shuffled as a whole.
-    fn output(&mut self) -> DirectOutput<'_> {
-        let Executor {
-            plan,
-            options,
-            stages,
-            graph,
-            stage_of,
-            keyed,
-            pending,
-            buffers,
-            side_runners,
-            sinks,
-            captures,
-            metrics,
-            processing_time,
-            ..
-        } = self;
-        DirectOutput {
-            plan,
-            graph,
-            stage_of,
-            stages,
-            keyed,
-            push: !options.validate,
-            max_bundle_size: options.max_bundle_size.max(1),
-            processing_time: *processing_time,
-            metrics,
-            pending,
-            buffers,
-            side_runners,
-            sinks,
-            captures,
-        }
-    }
-
     /// Tears down every stage; the first error.
     fn teardown(&mut self) -> Result<()> {
         let mut first = Ok(());
@@ -788,107 +599,6 @@ impl Executor<'_> {
             }
         }
         first
-    }
-}
-
-/// Where the direct runner's stages deliver: keyed input waits at its node, side
-/// inputs and held main input at their ParDo, Flatten's input in its buffer, captures
-/// are encoded into the result.
-struct DirectOutput<'a> {
-    plan: &'a ExecutablePlan,
-    graph: &'a StageGraph,
-    stage_of: &'a [Option<usize>],
-    /// Every stage but those running (taken out while they run).
-    stages: &'a mut Vec<Option<FusedStage>>,
-    keyed: &'a mut Vec<Option<Box<dyn KeyedOperator>>>,
-    /// Keyed input goes straight into its operator.
-    push: bool,
-    max_bundle_size: usize,
-    processing_time: Timestamp,
-    metrics: &'a mut MetricResults,
-    pending: &'a mut Vec<Vec<Box<dyn AnyBatch>>>,
-    buffers: &'a mut Vec<Vec<Box<dyn AnyBatch>>>,
-    side_runners: &'a mut Vec<Option<SideInputRunner>>,
-    sinks: &'a mut Vec<Option<SinkHost>>,
-    captures: &'a mut BTreeMap<String, (String, Vec<u8>)>,
-}
-
-impl DirectOutput<'_> {
-    /// Runs one bundle through `stage`, delivering to this output.
-    fn run(&mut self, stage: usize, bundle: Box<dyn AnyBatch>) -> Result<()> {
-        let mut s = self.stages[stage]
-            .take()
-            .expect("every stage is built before it runs, and runs once at a time");
-        let result = s.run_bundle(bundle, &mut StageDelivery { out: self, stage });
-        for (name, m) in s.take_metrics() {
-            self.metrics.step_mut(&name).merge(&m);
-        }
-        self.stages[stage] = Some(s);
-        result
-    }
-
-    /// Keyed input straight into its operator; what it emits runs downstream now.
-    fn push_keyed(&mut self, node: usize, batch: Box<dyn AnyBatch>) -> Result<()> {
-        let n = &self.plan.nodes[node];
-        let op = self.keyed[node]
-            .as_mut()
-            .expect("every keyed node has an operator");
-        op.process(batch, self.processing_time)
-            .map_err(|e| unwrap_downstream(attribute(e, &n.name)))?;
-        let outputs = op.take_output();
-        let m = op.take_metrics();
-        if !m.is_empty() {
-            self.metrics.step_mut(&n.name).merge(&m);
-        }
-        let Some(stage) = self.stage_of[n.outputs[0]] else {
-            return Ok(());
-        };
-        for out in outputs {
-            let size = self.max_bundle_size;
-            for bundle in out.into_chunks(&mut std::iter::repeat(size)) {
-                self.run(stage, bundle)?;
-            }
-        }
-        Ok(())
-    }
-
-    fn emit(&mut self, stage: usize, exit: usize, batch: Box<dyn AnyBatch>) -> Result<()> {
-        let e = &self.graph.stages[stage].exits[exit];
-        match &e.kind {
-            ExitKind::Shuffle if self.push => self.push_keyed(e.node, batch)?,
-            ExitKind::Shuffle | ExitKind::PartialCombine => self.pending[e.node].push(batch),
-            ExitKind::HeldMain => side_runner(self.side_runners, e.node).add_main(batch),
-            ExitKind::SideInput => side_runner(self.side_runners, e.node).add_side(e.input, batch),
-            ExitKind::Flatten => self.buffers[self.plan.nodes[e.node].outputs[0]].push(batch),
-            ExitKind::Sink => self.sinks[e.node]
-                .as_mut()
-                .expect("every sink has an instance")
-                .write(batch)?,
-            ExitKind::Capture(name) => {
-                let entry = self
-                    .captures
-                    .entry(name.clone())
-                    .or_insert_with(|| (batch.element_type().to_string(), Vec::new()));
-                batch.encode(&mut entry.1).map_err(|err| Error::Coder {
-                    transform: format!("Capture[{name}]"),
-                    element: "?".into(),
-                    message: err.to_string(),
-                })?;
-            }
-        }
-        Ok(())
-    }
-}
-
-/// The output of one running stage.
-struct StageDelivery<'o, 'a> {
-    out: &'o mut DirectOutput<'a>,
-    stage: usize,
-}
-
-impl StageOutput for StageDelivery<'_, '_> {
-    fn emit(&mut self, exit: usize, batch: Box<dyn AnyBatch>) -> Result<()> {
-        self.out.emit(self.stage, exit, batch)
     }
 }
 

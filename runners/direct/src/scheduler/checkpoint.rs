@@ -1,0 +1,161 @@
+//! Validation by snapshot: every `checkpoint_every` rounds the scheduler snapshots
+//! everything that holds state between rounds, throws it away and restores it from the
+//! bytes, with keyed state rescaled through virtual workers.
+
+use super::*;
+
+/// The transform name of the direct scheduler's own part of a snapshot (no transform
+/// has an empty name).
+const SCHEDULER: &str = "";
+
+/// What the scheduler keeps between rounds.
+#[derive(Serialize, Deserialize)]
+struct SchedulerState {
+    processing_time: Timestamp,
+    /// Per node: how far a Create, Impulse or TestStream got.
+    cursors: Vec<usize>,
+    /// Per PCollection: its producer's output watermark.
+    watermarks: Vec<Timestamp>,
+}
+
+impl Executor<'_> {
+    /// Snapshots everything that holds state between rounds (keyed operators, sources,
+    /// main input held for side inputs and the side data, the scheduler's clocks and
+    /// cursors) in the snapshot format, throws it away, and restores it from the bytes;
+    /// keyed state goes through a rescale to a number of virtual workers and back.
+    pub(super) fn checkpoint_and_restore(&mut self, round: u64) -> Result<()> {
+        let plan = self.plan;
+        let max = self.options.max_key_groups;
+        let mut snapshot = Snapshot {
+            plan_hash: plan.plan_hash,
+            max_key_groups: max,
+            epoch: round,
+            parts: Vec::new(),
+        };
+        // Between rounds nothing is in flight: every stage has run, every keyed input
+        // was processed. Only main input held for side inputs waits.
+        if let Some(pc) = self.buffers.iter().position(|b| !b.is_empty()) {
+            return Err(Error::Internal(format!(
+                "data of '{}' in flight at a checkpoint",
+                plan.pcollections[pc].name
+            )));
+        }
+        let part = |n: &tidewater_runners_core::translate::Node, scope, bytes| Part {
+            transform: n.name.clone(),
+            scope,
+            bytes,
+        };
+        for (i, n) in plan.nodes.iter().enumerate() {
+            match &n.kind {
+                NodeKind::Grouping { .. } | NodeKind::Stateful { .. } => {
+                    if !self.pending[i].is_empty() {
+                        return Err(Error::Internal(format!(
+                            "input of '{}' in flight at a checkpoint",
+                            n.name
+                        )));
+                    }
+                    let op = self.keyed[i].as_deref().expect("keyed operator");
+                    snapshot.parts.extend(keyed_parts(&n.name, op, max, 0)?);
+                }
+                NodeKind::Read { .. } => {
+                    let driver = self.sources[i].as_ref().expect("source driver");
+                    for (scope, bytes) in driver.snapshot() {
+                        snapshot.parts.push(part(n, scope, bytes));
+                    }
+                }
+                NodeKind::Sink { .. } => {
+                    let host = self.sinks[i].as_mut().expect("sink instance");
+                    host.end_epoch()?;
+                    for (scope, bytes) in host.snapshot() {
+                        snapshot.parts.push(part(n, scope, bytes));
+                    }
+                }
+                NodeKind::ParDo { side_inputs, .. } if !side_inputs.is_empty() => {
+                    let runner = self.side_runners[i].as_ref().expect("side-input runner");
+                    for (scope, bytes) in runner.snapshot(0)? {
+                        snapshot.parts.push(part(n, scope, bytes));
+                    }
+                }
+                _ => {}
+            }
+        }
+        let scheduler = SchedulerState {
+            processing_time: self.processing_time,
+            cursors: self.cursors.clone(),
+            watermarks: self.watermarks.clone(),
+        };
+        snapshot.parts.push(Part {
+            transform: SCHEDULER.into(),
+            scope: Scope::Union(0),
+            bytes: encode_part(&scheduler),
+        });
+
+        // Everything goes; only the bytes remain.
+        let bytes = snapshot.encode();
+        drop(snapshot);
+        let snapshot = Snapshot::decode(&bytes, plan.plan_hash)?;
+        let workers = 1 + match &mut self.rng {
+            Some(rng) => rng.below(4) as usize,
+            None => (round % 4) as usize,
+        };
+        for (i, n) in plan.nodes.iter().enumerate() {
+            let parts = snapshot.parts_of(&n.name);
+            match &n.kind {
+                NodeKind::Grouping { .. } | NodeKind::Stateful { .. } => {
+                    self.keyed[i] = Some(rescale_through(
+                        plan,
+                        i,
+                        self.lifted[i],
+                        &snapshot,
+                        workers,
+                    )?);
+                }
+                NodeKind::Read { .. } => {
+                    let partitions: Vec<(u32, &[u8])> = parts
+                        .iter()
+                        .flat_map(|(scope, bytes)| match scope {
+                            Scope::Partition(p) => bytes.iter().map(|b| (*p, *b)).collect(),
+                            _ => Vec::new(),
+                        })
+                        .collect();
+                    self.sources[i] = Some(
+                        SourceDriver::restore(n.instantiate_source()?, &partitions, 0, 1)
+                            .map_err(|e| unwrap_downstream(attribute(e, &n.name)))?,
+                    );
+                    // The snapshot holding these positions is durable.
+                    let driver = self.sources[i].as_mut().expect("restored");
+                    driver
+                        .finalize()
+                        .map_err(|e| unwrap_downstream(attribute(e, &n.name)))?;
+                }
+                NodeKind::ParDo { side_inputs, .. } if !side_inputs.is_empty() => {
+                    self.side_runners[i] =
+                        Some(restore_side_input_runner(plan, i, &snapshot, None)?);
+                }
+                NodeKind::Sink { .. } => {
+                    // The snapshot is durable: restoring commits what it staged.
+                    let lists: Vec<&[u8]> = parts
+                        .iter()
+                        .filter(|(scope, _)| matches!(scope, Scope::List(_)))
+                        .flat_map(|(_, b)| b.iter().copied())
+                        .collect();
+                    self.sinks[i] = Some(SinkHost::restore(plan, i, 0, &lists)?);
+                }
+                _ => {}
+            }
+        }
+        let scheduler = snapshot
+            .parts_of(SCHEDULER)
+            .get(&Scope::Union(0))
+            .and_then(|p| p.first().copied())
+            .ok_or_else(|| Error::Checkpoint {
+                message: "the scheduler's part is missing".into(),
+            })?;
+        let scheduler: SchedulerState =
+            decode_part(scheduler, "the scheduler's part").map_err(unwrap_downstream)?;
+        self.processing_time = scheduler.processing_time;
+        self.cursors = scheduler.cursors;
+        self.watermarks = scheduler.watermarks;
+        Ok(())
+    }
+}

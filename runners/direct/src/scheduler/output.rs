@@ -1,0 +1,145 @@
+//! Where the direct runner's stages deliver.
+
+use super::*;
+
+impl Executor<'_> {
+    /// Where stages deliver. Without validation, keyed input goes straight into its
+    /// operator and what that emits runs downstream at once, so that no step holds a
+    /// whole bundle's worth of data in front of a keyed step or behind it; with
+    /// validation it waits at the node, to be shuffled as a whole.
+    pub(super) fn output(&mut self) -> DirectOutput<'_> {
+        let Executor {
+            plan,
+            options,
+            stages,
+            graph,
+            stage_of,
+            keyed,
+            pending,
+            buffers,
+            side_runners,
+            sinks,
+            captures,
+            metrics,
+            processing_time,
+            ..
+        } = self;
+        DirectOutput {
+            plan,
+            graph,
+            stage_of,
+            stages,
+            keyed,
+            push: !options.validate,
+            max_bundle_size: options.max_bundle_size.max(1),
+            processing_time: *processing_time,
+            metrics,
+            pending,
+            buffers,
+            side_runners,
+            sinks,
+            captures,
+        }
+    }
+}
+
+/// Where the direct runner's stages deliver: keyed input waits at its node, side
+/// inputs and held main input at their ParDo, Flatten's input in its buffer, captures
+/// are encoded into the result.
+pub(super) struct DirectOutput<'a> {
+    plan: &'a ExecutablePlan,
+    graph: &'a StageGraph,
+    stage_of: &'a [Option<usize>],
+    /// Every stage but those running (taken out while they run).
+    stages: &'a mut Vec<Option<FusedStage>>,
+    keyed: &'a mut Vec<Option<Box<dyn KeyedOperator>>>,
+    /// Keyed input goes straight into its operator.
+    push: bool,
+    max_bundle_size: usize,
+    processing_time: Timestamp,
+    metrics: &'a mut MetricResults,
+    pending: &'a mut Vec<Vec<Box<dyn AnyBatch>>>,
+    buffers: &'a mut Vec<Vec<Box<dyn AnyBatch>>>,
+    side_runners: &'a mut Vec<Option<SideInputRunner>>,
+    sinks: &'a mut Vec<Option<SinkHost>>,
+    captures: &'a mut BTreeMap<String, (String, Vec<u8>)>,
+}
+
+impl DirectOutput<'_> {
+    /// Runs one bundle through `stage`, delivering to this output.
+    pub(super) fn run(&mut self, stage: usize, bundle: Box<dyn AnyBatch>) -> Result<()> {
+        let mut s = self.stages[stage]
+            .take()
+            .expect("every stage is built before it runs, and runs once at a time");
+        let result = s.run_bundle(bundle, &mut StageDelivery { out: self, stage });
+        for (name, m) in s.take_metrics() {
+            self.metrics.step_mut(&name).merge(&m);
+        }
+        self.stages[stage] = Some(s);
+        result
+    }
+
+    /// Keyed input straight into its operator; what it emits runs downstream now.
+    fn push_keyed(&mut self, node: usize, batch: Box<dyn AnyBatch>) -> Result<()> {
+        let n = &self.plan.nodes[node];
+        let op = self.keyed[node]
+            .as_mut()
+            .expect("every keyed node has an operator");
+        op.process(batch, self.processing_time)
+            .map_err(|e| unwrap_downstream(attribute(e, &n.name)))?;
+        let outputs = op.take_output();
+        let m = op.take_metrics();
+        if !m.is_empty() {
+            self.metrics.step_mut(&n.name).merge(&m);
+        }
+        let Some(stage) = self.stage_of[n.outputs[0]] else {
+            return Ok(());
+        };
+        for out in outputs {
+            let size = self.max_bundle_size;
+            for bundle in out.into_chunks(&mut std::iter::repeat(size)) {
+                self.run(stage, bundle)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn emit(&mut self, stage: usize, exit: usize, batch: Box<dyn AnyBatch>) -> Result<()> {
+        let e = &self.graph.stages[stage].exits[exit];
+        match &e.kind {
+            ExitKind::Shuffle if self.push => self.push_keyed(e.node, batch)?,
+            ExitKind::Shuffle | ExitKind::PartialCombine => self.pending[e.node].push(batch),
+            ExitKind::HeldMain => side_runner(self.side_runners, e.node).add_main(batch),
+            ExitKind::SideInput => side_runner(self.side_runners, e.node).add_side(e.input, batch),
+            ExitKind::Flatten => self.buffers[self.plan.nodes[e.node].outputs[0]].push(batch),
+            ExitKind::Sink => self.sinks[e.node]
+                .as_mut()
+                .expect("every sink has an instance")
+                .write(batch)?,
+            ExitKind::Capture(name) => {
+                let entry = self
+                    .captures
+                    .entry(name.clone())
+                    .or_insert_with(|| (batch.element_type().to_string(), Vec::new()));
+                batch.encode(&mut entry.1).map_err(|err| Error::Coder {
+                    transform: format!("Capture[{name}]"),
+                    element: "?".into(),
+                    message: err.to_string(),
+                })?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The output of one running stage.
+struct StageDelivery<'o, 'a> {
+    out: &'o mut DirectOutput<'a>,
+    stage: usize,
+}
+
+impl StageOutput for StageDelivery<'_, '_> {
+    fn emit(&mut self, exit: usize, batch: Box<dyn AnyBatch>) -> Result<()> {
+        self.out.emit(self.stage, exit, batch)
+    }
+}
