@@ -84,7 +84,7 @@ pub enum Error {
         unsupported: Vec<crate::runner::UnsupportedFeature>,
     },
     /// A user function failed (returned an error or panicked).
-    #[error("transform '{transform}' failed in {phase}{}: {message}{}", element.as_ref().map(|e| format!(" on element {e}")).unwrap_or_default(), replay.as_ref().map(|r| format!(" ({r})")).unwrap_or_default())]
+    #[error("transform '{transform}' failed in {phase}{}: {message}{}", element.as_ref().map(|e| format!(" on element {}", shorten(e))).unwrap_or_default(), replay.as_ref().map(|r| format!(" ({r})")).unwrap_or_default())]
     UserCode {
         /// Full name of the transform.
         transform: String,
@@ -99,7 +99,7 @@ pub enum Error {
         replay: Option<String>,
     },
     /// An element did not survive encoding and decoding.
-    #[error("element of transform '{transform}' output does not round-trip through its coder: {message} (element {element})")]
+    #[error("element of transform '{transform}' output does not round-trip through its coder: {message} (element {})", shorten(element))]
     Coder {
         /// Transform whose output it is.
         transform: String,
@@ -126,6 +126,13 @@ pub enum Error {
         /// What is wrong with its value.
         message: String,
     },
+    /// A pipeline result was read under a capture name it does not have, or as another
+    /// element type than the capture holds: the caller's mistake.
+    #[error("{message}")]
+    Capture {
+        /// What was asked, and what the result holds.
+        message: String,
+    },
     /// A checkpoint or snapshot cannot be used: corrupt, truncated, of another plan or
     /// of another format version. Never turned into wrong results.
     #[error("checkpoint cannot be restored: {message}")]
@@ -136,6 +143,26 @@ pub enum Error {
     /// The runner itself failed; a bug, never bad input.
     #[error("internal error in runner: {0}")]
     Internal(String),
+}
+
+/// The longest element dump an error message shows.
+const ELEMENT_DUMP_CHARS: usize = 200;
+
+/// An element's debug form, cut to a couple of hundred characters: an error names the
+/// element, it does not print a whole shard.
+///
+/// ```
+/// let long = "x".repeat(1000);
+/// assert_eq!(tidewater::shorten(&long).chars().count(), 200 + " … (800 more characters)".chars().count());
+/// assert_eq!(tidewater::shorten("short"), "short");
+/// ```
+pub fn shorten(element: &str) -> String {
+    let n = element.chars().count();
+    if n <= ELEMENT_DUMP_CHARS {
+        return element.to_string();
+    }
+    let head: String = element.chars().take(ELEMENT_DUMP_CHARS).collect();
+    format!("{head} … ({} more characters)", n - ELEMENT_DUMP_CHARS)
 }
 
 /// The SDK's result type.

@@ -49,7 +49,7 @@ mod windowing;
 
 pub use dofn::{DoFn, FinishBundleContext, ProcessContext, TupleTag, MAIN_TAG};
 pub use element::{Element, KV};
-pub use error::{Error, Result, UserError};
+pub use error::{shorten, Error, Result, UserError};
 pub use exec::TimeDomain;
 pub use options::{parse_key_value, PipelineOptions};
 pub use pipeline::{run_plan_json, PCollection, Pipeline};

@@ -282,16 +282,28 @@ impl PipelineResult {
     /// The elements captured under `name`, with their metadata, in no particular order.
     pub fn captured<T: Element>(&self, name: &str) -> Result<Vec<WindowedValue<T>>> {
         let Some((ty, bytes)) = self.captured.get(name) else {
-            return Err(Error::Internal(format!(
-                "nothing was captured under '{name}'; captured: {}",
-                self.captured.keys().cloned().collect::<Vec<_>>().join(", ")
-            )));
+            let known: Vec<String> = self
+                .captured
+                .iter()
+                .map(|(n, (t, _))| format!("'{n}' (of {t})"))
+                .collect();
+            return Err(Error::Capture {
+                message: match known.is_empty() {
+                    true => format!("no capture is named '{name}': the pipeline captures nothing (add .capture(\"{name}\"))"),
+                    false => format!(
+                        "no capture is named '{name}'; the pipeline captures {}",
+                        known.join(", ")
+                    ),
+                },
+            });
         };
         if ty != std::any::type_name::<T>() {
-            return Err(Error::Internal(format!(
-                "'{name}' holds elements of {ty}, not {}",
-                std::any::type_name::<T>()
-            )));
+            return Err(Error::Capture {
+                message: format!(
+                    "capture '{name}' holds elements of {ty}, not {}: read it as {ty}",
+                    std::any::type_name::<T>()
+                ),
+            });
         }
         let mut out = Vec::new();
         let mut rest = bytes.as_slice();

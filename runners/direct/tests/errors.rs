@@ -248,3 +248,40 @@ fn hash_maps_as_values_are_grouped() {
         .iter()
         .all(|(_, vs)| vs.iter().all(|m| *m == basket(0).0)));
 }
+
+#[test]
+fn reading_a_capture_by_a_wrong_name_or_type_names_what_there_is() {
+    setup();
+    let p = Pipeline::new(PipelineOptions::default());
+    p.create("Words", vec!["a".to_string()]).capture("out");
+    p.create("Numbers", vec![1u64]).capture("numbers");
+    let r = p.run().unwrap();
+    let e = r.captured_values::<String>("otu").unwrap_err();
+    assert!(matches!(e, Error::Capture { .. }), "{e:?}");
+    insta::assert_snapshot!(e.to_string(), @"no capture is named 'otu'; the pipeline captures 'numbers' (of u64), 'out' (of alloc::string::String)");
+    let e = r.captured_values::<u32>("numbers").unwrap_err();
+    insta::assert_snapshot!(e.to_string(), @"capture 'numbers' holds elements of u64, not u32: read it as u64");
+}
+
+fn reject_long(s: String) -> String {
+    assert!(s.len() < 100, "too long");
+    s
+}
+
+#[test]
+fn a_failing_element_is_named_in_a_couple_of_hundred_characters() {
+    setup();
+    let p = Pipeline::new(PipelineOptions {
+        seed: Some(1),
+        ..Default::default()
+    });
+    p.create("Lines", vec!["y".repeat(5_000)])
+        .map("Reject", reject_long)
+        .capture("out");
+    let e = p.run().unwrap_err().to_string();
+    let expected = format!(
+        "transform 'Reject' failed in process on element \"{} … (4802 more characters): panicked: too long (direct runner seed 1; rerun with --seed=1 to replay this order)",
+        "y".repeat(199)
+    );
+    assert_eq!(e, expected);
+}

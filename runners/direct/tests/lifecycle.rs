@@ -260,12 +260,7 @@ fn accumulators_that_do_not_survive_the_shuffle_are_caught() {
         matches!(&e, Error::Coder { transform, .. } if transform == "Mean (accumulator)"),
         "{e}"
     );
-    assert!(
-        e.to_string().contains(
-            "it decodes to ((), Lossy { n: 6, count: 0 }) (element ((), Lossy { n: 6, count: 3 }))"
-        ),
-        "{e}"
-    );
+    insta::assert_snapshot!(e.to_string(), @"element of transform 'Mean (accumulator)' output does not round-trip through its coder: it decodes to something else, first differing at character 26: ((), Lossy { n: 6, count: 3 }) decodes to ((), Lossy { n: 6, count: 0 }) (a field the coder skips or does not restore?) (element ((), Lossy { n: 6, count: 3 }))");
 }
 
 #[test]

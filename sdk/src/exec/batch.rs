@@ -158,7 +158,7 @@ impl<T: Element> AnyBatch for Batch<T> {
             // accepted, since values (unlike keys) need not encode deterministically.
             let (before, after) = (format!("{:?}", item.value), format!("{:?}", decoded.value));
             if before != after && !same_characters(&before, &after) {
-                return Err((i, CoderError::new(format!("it decodes to {after}"))));
+                return Err((i, CoderError::new(where_they_differ(&before, &after))));
             }
             *item = decoded;
         }
@@ -279,6 +279,31 @@ impl<T: Element> AnyBatch for Batch<T> {
         }
         Ok(())
     }
+}
+
+/// Where a value's debug form and its decoded copy's first differ, with some context:
+/// which field the coder does not carry.
+fn where_they_differ(before: &str, after: &str) -> String {
+    let at = before
+        .chars()
+        .zip(after.chars())
+        .take_while(|(a, b)| a == b)
+        .count();
+    let around = |s: &str| -> String {
+        let from = at.saturating_sub(40);
+        let cut: String = s.chars().skip(from).take(80).collect();
+        let more = s.chars().count() > from + 80;
+        format!(
+            "{}{cut}{}",
+            if from > 0 { "…" } else { "" },
+            if more { "…" } else { "" }
+        )
+    };
+    format!(
+        "it decodes to something else, first differing at character {at}: {} decodes to {} (a field the coder skips or does not restore?)",
+        around(before),
+        around(after)
+    )
 }
 
 /// Whether two strings hold the same characters, in any order.

@@ -12,7 +12,9 @@ mod checkpoint;
 mod output;
 
 use std::collections::BTreeMap;
-use tidewater::exec::{AnyBatch, ExecError, MetricResults, SplitMix64, DEFAULT_MAX_KEY_GROUPS};
+use tidewater::exec::{
+    AnyBatch, ExecError, MetricResults, Phase, SplitMix64, DEFAULT_MAX_KEY_GROUPS,
+};
 use tidewater::runner::{PipelineResult, PipelineState};
 use tidewater::Timestamp;
 use tidewater::{Error, Result};
@@ -160,6 +162,8 @@ pub fn execute(plan: &ExecutablePlan, options: &ExecOptions) -> Result<PipelineR
     }
 }
 
+/// Adds how to replay the schedule to a failure where the order of elements can matter:
+/// a DoFn's `process` or `finish_bundle` (not setup, teardown or a sink's IO).
 fn add_hint(e: Error, options: &ExecOptions) -> Error {
     match e {
         Error::UserCode {
@@ -168,13 +172,15 @@ fn add_hint(e: Error, options: &ExecOptions) -> Error {
             element,
             message,
             replay: None,
-        } => Error::UserCode {
-            transform,
-            phase,
-            element,
-            message,
-            replay: options.replay_hint.clone(),
-        },
+        } if phase == Phase::Process.name() || phase == Phase::FinishBundle.name() => {
+            Error::UserCode {
+                transform,
+                phase,
+                element,
+                message,
+                replay: options.replay_hint.clone(),
+            }
+        }
         other => other,
     }
 }
