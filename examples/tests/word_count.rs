@@ -196,3 +196,17 @@ fn streaming_counts_add_up_per_window() {
         last.into_iter().map(|(k, (_, c))| (k, c)).collect();
     assert_eq!(got, oracle);
 }
+
+#[test]
+fn an_unknown_runner_is_refused_while_parsing_the_flags() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_wordcount"))
+        .arg("--runner=bogus")
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("unknown runner 'bogus'; known runners: direct, microbatch, native"),
+        "{stderr}"
+    );
+}

@@ -23,7 +23,7 @@ use std::path::PathBuf;
 #[derive(clap::Args, Clone, Debug)]
 pub struct PipelineOptions {
     /// The runner that executes the pipeline: direct, microbatch or native.
-    #[arg(long, default_value = "direct")]
+    #[arg(long, default_value = "direct", value_parser = parse_runner)]
     pub runner: String,
     /// Seed of the direct runner's schedule (element order, bundle boundaries); printed
     /// on failure so that a failing order can be replayed.
@@ -87,6 +87,24 @@ impl PipelineOptions {
     }
 }
 
+/// A runner name, checked against the registered runners while the flags are parsed
+/// (so that a typo exits with status 2 before anything runs). A binary registers its
+/// runners before parsing; with none registered the name is checked when it runs.
+fn parse_runner(s: &str) -> Result<String, String> {
+    let known: Vec<String> = crate::runner::registered_runners()
+        .iter()
+        .map(|r| r.name().to_string())
+        .collect();
+    if known.is_empty() || known.iter().any(|k| k == s) {
+        Ok(s.to_string())
+    } else {
+        Err(format!(
+            "unknown runner '{s}'; known runners: {}",
+            known.join(", ")
+        ))
+    }
+}
+
 /// Parses a `KEY=VALUE` runner option, for binaries that take `--runner-option`.
 ///
 /// ```
@@ -100,7 +118,8 @@ pub fn parse_key_value(s: &str) -> Result<(String, String), String> {
     }
 }
 
-/// Parses `500ms`, `30s`, `2m` or a plain number of seconds.
+/// Parses `500ms`, `30s`, `2m` or `1h`; a number without a unit is refused, since it
+/// could mean seconds or milliseconds.
 ///
 /// ```
 /// # use std::time::Duration;
@@ -110,12 +129,16 @@ pub fn parse_key_value(s: &str) -> Result<(String, String), String> {
 /// assert_eq!(A::parse_from(["x", "--max-duration=1500ms"]).o.max_duration, Some(Duration::from_millis(1500)));
 /// assert_eq!(A::parse_from(["x", "--max-duration=2m"]).o.max_duration, Some(Duration::from_secs(120)));
 /// assert!(A::try_parse_from(["x", "--max-duration=soon"]).is_err());
+/// let e = A::try_parse_from(["x", "--max-duration=10"]).err().unwrap().to_string();
+/// assert!(e.contains("'10' has no unit: write 10s for seconds, 10ms for milliseconds or 10m for minutes"), "{e}");
 /// ```
 fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     let bad = || format!("expected a duration such as 500ms, 30s or 2m, got '{s}'");
     let (num, unit) = match s.find(|c: char| !c.is_ascii_digit() && c != '.') {
         Some(i) => (&s[..i], &s[i..]),
-        None => (s, "s"),
+        None => return Err(format!(
+            "'{s}' has no unit: write {s}s for seconds, {s}ms for milliseconds or {s}m for minutes"
+        )),
     };
     let n: f64 = num.parse().map_err(|_| bad())?;
     let secs = match unit {

@@ -190,8 +190,9 @@ fn peak_rss_mb() -> Option<f64> {
 }
 
 fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
+    // Runners first, so that --runner is checked against them while parsing.
     tidewater_examples::register_runners();
+    let args = Args::parse();
     let (path, expected) = match &args.input {
         Some(p) => (p.clone(), count_words(p)?),
         None => {

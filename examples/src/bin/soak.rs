@@ -76,8 +76,9 @@ fn rss_mb() -> f64 {
 }
 
 fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
+    // Runners first, so that --runner is checked against them while parsing.
     tidewater_examples::register_runners();
+    let args = Args::parse();
     let duration = Duration::from_secs_f64(args.minutes * 60.0);
     let options = PipelineOptions {
         no_validate: true,

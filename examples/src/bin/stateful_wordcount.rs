@@ -21,8 +21,9 @@ struct Args {
 }
 
 fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
+    // Runners first, so that --runner is checked against them while parsing.
     tidewater_examples::register_runners();
+    let args = Args::parse();
     let input = args
         .input
         .clone()

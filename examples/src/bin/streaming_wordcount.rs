@@ -31,8 +31,9 @@ struct Args {
 }
 
 fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
+    // Runners first, so that --runner is checked against them while parsing.
     tidewater_examples::register_runners();
+    let args = Args::parse();
     let p = Pipeline::new(args.options.clone());
     streaming_word_count::build(&p, args.records, args.rate, args.word_seed).capture("counts");
     let result = p.run()?;

@@ -61,11 +61,56 @@ impl Runner for DirectRunner {
     }
 }
 
+/// The direct runner's options (`--runner-option KEY=VALUE`), with their meaning.
+pub const RUNNER_OPTIONS: [(&str, &str); 6] = [
+    (
+        "bundle_size",
+        "largest bundle (default 100 with validation, 10000 without)",
+    ),
+    (
+        "lift_combiners",
+        "true|false: combine partially before the shuffle (default true)",
+    ),
+    (
+        "partial_flush_groups",
+        "a partial-combine table holding more groups is flushed early (default 100000)",
+    ),
+    (
+        "max_key_groups",
+        "number of key groups keyed state is split into (default 128)",
+    ),
+    (
+        "checkpoint_every",
+        "every N rounds, snapshot, throw away and restore (rescaled) all state",
+    ),
+    (
+        "commit_every_ms",
+        "how often an unbounded job without checkpoints commits its sinks (default 1000)",
+    ),
+];
+
 fn exec_options(
     options: &PipelineOptions,
     uses_test_stream: bool,
     unbounded: bool,
 ) -> Result<ExecOptions> {
+    if let Some((key, value)) = options
+        .runner_options
+        .iter()
+        .find(|(k, _)| !RUNNER_OPTIONS.iter().any(|(known, _)| known == k))
+    {
+        return Err(Error::InvalidOption {
+            option: format!("--runner-option {key}={value}"),
+            message: format!(
+                "the direct runner has no option '{key}'; its options are:\n{}",
+                RUNNER_OPTIONS
+                    .iter()
+                    .map(|(k, m)| format!("  {k}: {m}"))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            ),
+        });
+    }
     let validate = !options.no_validate;
     let seed = options.seed.unwrap_or_else(fresh_seed);
     let parse_opt = |key: &str| -> Result<Option<usize>> {

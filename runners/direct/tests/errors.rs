@@ -285,3 +285,22 @@ fn a_failing_element_is_named_in_a_couple_of_hundred_characters() {
     );
     assert_eq!(e, expected);
 }
+
+#[test]
+fn an_unknown_runner_option_is_refused_listing_the_known_ones() {
+    setup();
+    let p = Pipeline::new(PipelineOptions {
+        runner_options: vec![("foo".into(), "bar".into())],
+        ..Default::default()
+    });
+    p.create("Xs", vec![1i64]).capture("out");
+    insta::assert_snapshot!(p.run().unwrap_err().to_string(), @r"
+    invalid option --runner-option foo=bar: the direct runner has no option 'foo'; its options are:
+      bundle_size: largest bundle (default 100 with validation, 10000 without)
+      lift_combiners: true|false: combine partially before the shuffle (default true)
+      partial_flush_groups: a partial-combine table holding more groups is flushed early (default 100000)
+      max_key_groups: number of key groups keyed state is split into (default 128)
+      checkpoint_every: every N rounds, snapshot, throw away and restore (rescaled) all state
+      commit_every_ms: how often an unbounded job without checkpoints commits its sinks (default 1000)
+    ");
+}

@@ -132,8 +132,9 @@ fn run_q12(args: &Args) -> anyhow::Result<()> {
 }
 
 fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
+    // Runners first, so that --runner is checked against them while parsing.
     tidewater_nexmark::register_runners();
+    let args = Args::parse();
     let all = args.query == "all";
     let want = |q: &str| all || args.query == q;
     let mut ran = false;
