@@ -136,9 +136,11 @@ fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     let bad = || format!("expected a duration such as 500ms, 30s or 2m, got '{s}'");
     let (num, unit) = match s.find(|c: char| !c.is_ascii_digit() && c != '.') {
         Some(i) => (&s[..i], &s[i..]),
-        None => return Err(format!(
+        None => {
+            return Err(format!(
             "'{s}' has no unit: write {s}s for seconds, {s}ms for milliseconds or {s}m for minutes"
-        )),
+        ))
+        }
     };
     let n: f64 = num.parse().map_err(|_| bad())?;
     let secs = match unit {

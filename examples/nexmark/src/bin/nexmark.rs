@@ -2,8 +2,12 @@
 
 use anyhow::bail;
 use clap::Parser;
+use serde::{Deserialize, Serialize};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
-use tidewater::{Element, PCollection, Pipeline, PipelineOptions, Read};
+use tidewater::{
+    Element, PCollection, Pipeline, PipelineOptions, Read, Sink, Txn, UserError, WindowedValue,
+};
 use tidewater_nexmark::{checksum, oracle, queries, sorted_by_encoding, Event, NexmarkSource};
 
 /// Nexmark queries on any runner.
@@ -15,7 +19,9 @@ struct Args {
     /// Query number, or `all`.
     #[arg(long, default_value = "all")]
     query: String,
-    /// Events to generate.
+    /// Events to generate; 0 runs unbounded: it then needs `--max-duration`, cannot be
+    /// combined with `--verify` or Q12, prints its progress every 5 s and counts the
+    /// outputs instead of keeping them.
     #[arg(long, default_value_t = 100_000)]
     events: u64,
     /// Events per second of event time.
@@ -40,12 +46,92 @@ fn source(args: &Args) -> NexmarkSource {
     }
 }
 
+/// Outputs committed by an unbounded run.
+static COUNTED: AtomicU64 = AtomicU64::new(0);
+
+/// Counts an unbounded run's outputs, keeping none of them.
+#[derive(Serialize, Deserialize)]
+struct Counting<T> {
+    #[serde(skip)]
+    open: u64,
+    #[serde(skip)]
+    _t: std::marker::PhantomData<fn() -> T>,
+}
+
+impl<T: Element> Sink for Counting<T> {
+    type In = T;
+    fn write(&mut self, _: &Txn, xs: Vec<WindowedValue<T>>) -> Result<(), UserError> {
+        self.open += xs.len() as u64;
+        Ok(())
+    }
+    fn stage(&mut self, _: &Txn) -> Result<(), UserError> {
+        Ok(())
+    }
+    fn commit(&mut self, _: &Txn) -> Result<(), UserError> {
+        COUNTED.fetch_add(std::mem::take(&mut self.open), Ordering::Relaxed);
+        Ok(())
+    }
+    fn abort(&mut self, _: &Txn) -> Result<(), UserError> {
+        self.open = 0;
+        Ok(())
+    }
+}
+
+/// An unbounded run: outputs counted, progress every 5 s.
+fn run_unbounded<T: Element>(
+    args: &Args,
+    name: &str,
+    build: fn(&PCollection<Event>) -> PCollection<T>,
+) -> anyhow::Result<()> {
+    let p = Pipeline::new(args.options.clone());
+    let events = p.apply("Events", Read::from(source(args)));
+    build(&events).write_to(
+        "Count",
+        Counting::<T> {
+            open: 0,
+            _t: std::marker::PhantomData,
+        },
+    );
+    COUNTED.store(0, Ordering::Relaxed);
+    let started = Instant::now();
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let progress = {
+        let (done, name) = (done.clone(), name.to_string());
+        std::thread::spawn(move || {
+            let mut next = 5;
+            while !done.load(Ordering::Relaxed) {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+                if started.elapsed().as_secs() >= next {
+                    println!(
+                        "{name}: {next}s, {} outputs so far",
+                        COUNTED.load(Ordering::Relaxed)
+                    );
+                    next += 5;
+                }
+            }
+        })
+    };
+    let result = p.run();
+    done.store(true, Ordering::Relaxed);
+    let _ = progress.join();
+    result?;
+    println!(
+        "{name}: unbounded for {:.1}s, outputs={}",
+        started.elapsed().as_secs_f64(),
+        COUNTED.load(Ordering::Relaxed)
+    );
+    Ok(())
+}
+
 fn run<T: Element + PartialEq>(
     args: &Args,
     name: &str,
     build: fn(&PCollection<Event>) -> PCollection<T>,
     oracle: fn(&[Event]) -> Vec<T>,
 ) -> anyhow::Result<()> {
+    if args.events == 0 {
+        return run_unbounded(args, name, build);
+    }
     let source = source(args);
     let p = Pipeline::new(args.options.clone());
     let events = p.apply("Events", Read::from(source.clone()));
@@ -135,6 +221,14 @@ fn main() -> anyhow::Result<()> {
     // Runners first, so that --runner is checked against them while parsing.
     tidewater_nexmark::register_runners();
     let args = Args::parse();
+    if args.events == 0 {
+        if args.verify {
+            bail!("--verify needs a bounded run to compare with the oracle: give --events N (0 is unbounded)");
+        }
+        if args.options.max_duration.is_none() {
+            bail!("--events 0 runs unbounded: give --max-duration (e.g. --max-duration 30s) to stop it");
+        }
+    }
     let all = args.query == "all";
     let want = |q: &str| all || args.query == q;
     let mut ran = false;
@@ -188,7 +282,13 @@ fn main() -> anyhow::Result<()> {
         ran = true;
     }
     if want("12") {
-        run_q12(&args)?;
+        if args.events == 0 {
+            println!(
+                "Q12: skipped, it replays its events on a scripted clock and needs a bounded run"
+            );
+        } else {
+            run_q12(&args)?;
+        }
         ran = true;
     }
     if want("13") {

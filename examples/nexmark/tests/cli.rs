@@ -1,0 +1,48 @@
+//! The nexmark binary refuses an unbounded run it could not end or check, and an
+//! unbounded run with an end reports its progress and stops.
+
+fn nexmark(args: &[&str]) -> (Option<i32>, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_nexmark"))
+        .args(args)
+        .env_remove("RUST_BACKTRACE")
+        .env_remove("RUST_LIB_BACKTRACE")
+        .output()
+        .expect("runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code(), text)
+}
+
+#[test]
+fn an_unbounded_run_needs_an_end_and_cannot_be_verified() {
+    let (code, text) = nexmark(&["--events", "0", "--query", "1"]);
+    assert_eq!(code, Some(1));
+    assert_eq!(
+        text.trim(),
+        "Error: --events 0 runs unbounded: give --max-duration (e.g. --max-duration 30s) to stop it"
+    );
+    let (code, text) = nexmark(&["--events", "0", "--verify", "--max-duration", "1s"]);
+    assert_eq!(code, Some(1));
+    assert_eq!(
+        text.trim(),
+        "Error: --verify needs a bounded run to compare with the oracle: give --events N (0 is unbounded)"
+    );
+}
+
+#[test]
+fn an_unbounded_run_with_an_end_stops_and_reports() {
+    let (code, text) = nexmark(&[
+        "--events",
+        "0",
+        "--query",
+        "2",
+        "--max-duration",
+        "1s",
+        "--no-validate",
+    ]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("Q2: unbounded for "), "{text}");
+}
