@@ -1,13 +1,14 @@
 //! Stateful DoFns: state per key and window, and timers.
 
 use crate::coder;
+use crate::exec::catch_user;
 use crate::exec::{
     AnyBatch, Batch, ErasedStatefulDoFn, ExecError, FiredTimer, Phase, StateAccess, TimeDomain,
 };
 use crate::{
     BoundedWindow, CombineFn, Element, PaneInfo, Timestamp, UserError, WindowedValue, Windows,
 };
-use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::panic::AssertUnwindSafe;
 
 /// A DoFn over `(K, V)` with state per key and window, and timers (Beam's stateful
 /// `DoFn` with `@StateId` / `@TimerId`). State cells are named; a cell's type is fixed
@@ -377,7 +378,7 @@ impl<F: StatefulDoFn> ErasedStatefulDoFn for StatefulInvoker<F> {
                     scratch: &mut self.scratch,
                 };
                 let f = &mut self.f;
-                match catch_unwind(AssertUnwindSafe(|| f.process(&k, v, &mut ctx))) {
+                match catch_user(AssertUnwindSafe(|| f.process(&k, v, &mut ctx))) {
                     Ok(Ok(())) => {}
                     Ok(Err(e)) => {
                         return Err(user(
@@ -422,7 +423,7 @@ impl<F: StatefulDoFn> ErasedStatefulDoFn for StatefulInvoker<F> {
         };
         let f = &mut self.f;
         let describe = || Some(format!("timer '{}' of key {k:?}", timer.name));
-        match catch_unwind(AssertUnwindSafe(|| f.on_timer(&k, &timer.name, &mut ctx))) {
+        match catch_user(AssertUnwindSafe(|| f.on_timer(&k, &timer.name, &mut ctx))) {
             Ok(Ok(())) => Ok(Box::new(Batch { items: out })),
             Ok(Err(e)) => Err(user(Phase::Process, describe(), e.to_string())),
             Err(p) => Err(user(Phase::Process, describe(), panic_text(p))),

@@ -105,7 +105,7 @@ impl Side {
             None => self.element_type.new_batch(),
         };
         let view = &self.view;
-        let v = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| view.build(batch)))
+        let v = tidewater::exec::catch_user(std::panic::AssertUnwindSafe(|| view.build(batch)))
             .unwrap_or_else(|_| Err("building the side input panicked".into()));
         self.values.insert(sw, v.clone());
         v

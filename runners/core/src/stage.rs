@@ -185,7 +185,7 @@ impl FusedStage {
         for_each_op(&mut self.input, &mut |op| {
             if std::mem::take(&mut op.set_up) {
                 let name = op.name.clone();
-                let r = catch_unwind(AssertUnwindSafe(|| op.dofn.teardown()))
+                let r = tidewater::exec::catch_user(AssertUnwindSafe(|| op.dofn.teardown()))
                     .unwrap_or_else(|p| Err(internal_panic(&name, p)));
                 if let Err(e) = r {
                     first.get_or_insert(unwrap_downstream(attribute(e, &op.name)));

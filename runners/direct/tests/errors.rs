@@ -304,3 +304,44 @@ fn an_unknown_runner_option_is_refused_listing_the_known_ones() {
       commit_every_ms: how often an unbounded job without checkpoints commits its sinks (default 1000)
     ");
 }
+
+fn explode(x: i64) -> i64 {
+    assert!(x != 3, "three is not allowed");
+    x
+}
+
+/// A panicking DoFn gives one clean error: Rust's own panic message and backtrace are
+/// not printed on top of it (checked in a child process, where stderr is visible).
+#[test]
+fn a_panic_in_user_code_prints_only_the_error() {
+    if std::env::var("TIDEWATER_PANIC_CHILD").is_ok() {
+        setup();
+        let p = Pipeline::new(PipelineOptions {
+            seed: Some(1),
+            ..Default::default()
+        });
+        p.create("Xs", vec![1i64, 2, 3])
+            .map("Explode", explode)
+            .capture("out");
+        let e = p.run().unwrap_err();
+        eprintln!("error: {e}");
+        return;
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "a_panic_in_user_code_prints_only_the_error",
+            "--nocapture",
+        ])
+        .env("TIDEWATER_PANIC_CHILD", "1")
+        .env("RUST_BACKTRACE", "1")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(!stderr.contains("panicked at"), "{stderr}");
+    assert!(
+        stderr.contains("error: transform 'Explode' failed in process on element 3: panicked: three is not allowed"),
+        "{stderr}"
+    );
+}

@@ -1,7 +1,8 @@
 use super::{AnyBatch, StepMetrics};
 use crate::dofn::{FinishBundleContext, Outputs, ProcessContext};
+use crate::exec::catch_user;
 use crate::{DoFn, Element, Windows};
-use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::panic::AssertUnwindSafe;
 
 /// Elements per batch handed downstream.
 pub const BATCH_SIZE: usize = 256;
@@ -141,7 +142,7 @@ fn call<R>(
     element: impl FnOnce() -> Option<String>,
     f: impl FnOnce() -> Result<R, crate::UserError>,
 ) -> Result<R, ExecError> {
-    match catch_unwind(AssertUnwindSafe(f)) {
+    match catch_user(AssertUnwindSafe(f)) {
         Ok(Ok(r)) => Ok(r),
         Ok(Err(e)) => Err(ExecError::User {
             phase,

@@ -13,6 +13,7 @@ mod invoke;
 mod key_index;
 mod keys;
 mod metrics;
+mod quiet;
 mod reduce_state;
 mod rng;
 mod sink;
@@ -30,6 +31,7 @@ pub use keys::{
     pair_key_ops, KeyOps, KeyedBy, DEFAULT_MAX_KEY_GROUPS,
 };
 pub use metrics::{DistributionData, MetricResults, StepMetrics};
+pub use quiet::catch_user;
 pub use reduce_state::{KeyId, ReduceFnState};
 pub use rng::SplitMix64;
 pub use sink::{ErasedSink, SinkInvoker};

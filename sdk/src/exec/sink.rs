@@ -1,6 +1,7 @@
 use super::{downcast_batch, AnyBatch, ExecError, Phase};
+use crate::exec::catch_user;
 use crate::{Sink, Txn};
-use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::panic::AssertUnwindSafe;
 
 /// A [`Sink`] behind the erased interface runners drive.
 pub trait ErasedSink: Send {
@@ -25,7 +26,7 @@ fn call(
     txn: &Txn,
     f: impl FnOnce() -> Result<(), crate::UserError>,
 ) -> Result<(), ExecError> {
-    let message = match catch_unwind(AssertUnwindSafe(f)) {
+    let message = match catch_user(AssertUnwindSafe(f)) {
         Ok(Ok(())) => return Ok(()),
         Ok(Err(e)) => e.to_string(),
         Err(p) => format!(

@@ -1,6 +1,7 @@
 use super::{AnyBatch, Batch, ExecError, Phase};
+use crate::exec::catch_user;
 use crate::{coder, ReadStatus, Source, Timestamp, WindowedValue};
-use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::panic::AssertUnwindSafe;
 
 /// One read of a partition.
 pub struct SourceRead {
@@ -85,7 +86,7 @@ impl<S: Source> ErasedSource for SourceInvoker<S> {
         let pos: S::Position = coder::decode(position)
             .map_err(|e| user_error(format!("source position does not decode: {e}")))?;
         let s = &self.0;
-        catch_unwind(AssertUnwindSafe(|| {
+        catch_user(AssertUnwindSafe(|| {
             s.available(partition, partitions, &pos)
         }))
         .map_err(|_| {
@@ -103,7 +104,7 @@ impl<S: Source> ErasedSource for SourceInvoker<S> {
         let pos: S::Position = coder::decode(position)
             .map_err(|e| user_error(format!("source position does not decode: {e}")))?;
         let s = &mut self.0;
-        match catch_unwind(AssertUnwindSafe(|| s.finalize(partition, partitions, &pos))) {
+        match catch_user(AssertUnwindSafe(|| s.finalize(partition, partitions, &pos))) {
             Ok(Ok(())) => Ok(()),
             Ok(Err(e)) => Err(user_error(format!(
                 "finalizing partition {partition} at {pos:?} failed: {e}"
@@ -125,7 +126,7 @@ impl<S: Source> ErasedSource for SourceInvoker<S> {
             .map_err(|e| user_error(format!("source position does not decode: {e}")))?;
         let mut out = Vec::new();
         let src = &mut self.0;
-        let status = match catch_unwind(AssertUnwindSafe(|| {
+        let status = match catch_user(AssertUnwindSafe(|| {
             src.read(partition, partitions, &mut pos, max, now, &mut out)
         })) {
             Ok(Ok(s)) => s,

@@ -1,4 +1,5 @@
 use super::group_by_key::Groups;
+use crate::exec::catch_user;
 use crate::exec::{
     downcast_batch, AnyBatch, Batch, ExecError, GroupingOps, GroupingPhase, GroupingTable, Phase,
 };
@@ -8,7 +9,7 @@ use crate::{BoundedWindow, Element, PCollection, PTransform, PaneInfo, WindowedV
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::marker::PhantomData;
-use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 /// An associative, commutative aggregation with an accumulator, so that runners can
@@ -251,7 +252,7 @@ impl<S: CombineShape<F>, F: CombineFn> GroupingOps for CombineOps<S, F> {
     }
     fn empty_output(&self) -> Result<Option<Box<dyn AnyBatch>>, ExecError> {
         let f = &self.f;
-        let out = catch_unwind(AssertUnwindSafe(|| {
+        let out = catch_user(AssertUnwindSafe(|| {
             S::empty_output(|| f.extract_output(f.create_accumulator()))
         }))
         .map_err(|p| ExecError::User {
@@ -288,7 +289,7 @@ impl<S: CombineShape<F>, F: CombineFn> CombineTable<S, F> {
         let f = &*self.f;
         let groups = &mut self.groups;
         let mut group = None;
-        let result = catch_unwind(AssertUnwindSafe(|| -> Result<(), ExecError> {
+        let result = catch_user(AssertUnwindSafe(|| -> Result<(), ExecError> {
             let i = groups.index(w, k, || f.create_accumulator())?;
             group = Some(i);
             call(f, groups.value_mut(i));
@@ -384,7 +385,7 @@ impl<S: CombineShape<F>, F: CombineFn> GroupingTable for CombineTable<S, F> {
                 });
                 continue;
             }
-            let out = catch_unwind(AssertUnwindSafe(|| f.extract_output(acc))).map_err(|p| {
+            let out = catch_user(AssertUnwindSafe(|| f.extract_output(acc))).map_err(|p| {
                 ExecError::User {
                     phase: Phase::Process,
                     element: Some(format!("with key {k:?}")),

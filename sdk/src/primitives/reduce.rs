@@ -1,12 +1,13 @@
 //! The typed per-(key, window) state behind a GroupByKey or Combine: one generic table
 //! over a [`Reduction`] (buffering values, or combining them).
 
+use crate::exec::catch_user;
 use crate::exec::{
     downcast_batch, encode_key, AnyBatch, Batch, ExecError, KeyId, KeyIndex, Phase, ReduceFnState,
 };
 use crate::{BoundedWindow, Element, PaneInfo, Timestamp, WindowedValue, Windows};
 use rustc_hash::FxHashMap;
-use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::panic::AssertUnwindSafe;
 
 /// How a grouping folds its inputs per key and window.
 pub(crate) trait Reduction: Send + Sync + 'static {
@@ -61,7 +62,7 @@ impl<R: Reduction> ReduceTable<R> {
     }
 
     fn guarded<T>(&self, key: KeyId, what: &str, f: impl FnOnce() -> T) -> Result<T, ExecError> {
-        catch_unwind(AssertUnwindSafe(f)).map_err(|p| {
+        catch_user(AssertUnwindSafe(f)).map_err(|p| {
             let message = p
                 .downcast_ref::<&str>()
                 .map(|s| s.to_string())
@@ -102,7 +103,7 @@ impl<R: Reduction> ReduceTable<R> {
             Some(acc) => acc,
             None => {
                 let acc =
-                    catch_unwind(AssertUnwindSafe(|| r.create())).map_err(|_| ExecError::User {
+                    catch_user(AssertUnwindSafe(|| r.create())).map_err(|_| ExecError::User {
                         phase: Phase::Process,
                         element: None,
                         message: "creating an accumulator panicked".into(),
@@ -110,7 +111,7 @@ impl<R: Reduction> ReduceTable<R> {
                 self.groups.entry((id, w)).or_insert(acc)
             }
         };
-        if let Err(p) = catch_unwind(AssertUnwindSafe(|| r.add(acc, v))) {
+        if let Err(p) = catch_user(AssertUnwindSafe(|| r.add(acc, v))) {
             let message = p
                 .downcast_ref::<&str>()
                 .map(|s| s.to_string())

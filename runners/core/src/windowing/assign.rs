@@ -161,13 +161,13 @@ impl ErasedDoFn for AssignWindowsFn {
             let custom = matches!(a, WindowAssigner::Custom(_));
             let mut assign = || input.assign_windows(&mut |ts, _| a.assign(ts));
             if custom {
-                std::panic::catch_unwind(std::panic::AssertUnwindSafe(assign)).map_err(|_| {
-                    ExecError::User {
+                tidewater::exec::catch_user(std::panic::AssertUnwindSafe(assign)).map_err(
+                    |_| ExecError::User {
                         phase: Phase::Process,
                         element: None,
                         message: "the WindowFn panicked while assigning windows".into(),
-                    }
-                })?;
+                    },
+                )?;
             } else {
                 assign();
             }
