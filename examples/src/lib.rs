@@ -12,6 +12,28 @@ pub fn register_runners() {
     tidewater_runner_native::register();
 }
 
+/// Writes a line to stdout; if stdout is closed (`| head`), the program ends quietly
+/// instead of panicking as `println!` does.
+pub fn write_line(line: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = writeln!(out, "{line}") {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("error: cannot write to stdout: {e}");
+        std::process::exit(1);
+    }
+}
+
+/// `println!` for the example binaries, ending quietly on a closed stdout.
+#[macro_export]
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        $crate::write_line(format_args!($($arg)*))
+    };
+}
+
 /// The README's example, compiled as a doctest.
 #[doc = include_str!("../../README.md")]
 #[cfg(doctest)]

@@ -210,3 +210,51 @@ fn an_unknown_runner_is_refused_while_parsing_the_flags() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_closed_stdout_ends_the_program_quietly() {
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_wordcount"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("runs");
+    // Close the reading end before the program writes: its writes fail with EPIPE.
+    drop(child.stdout.take());
+    let out = child.wait_with_output().expect("ends");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[test]
+fn dump_plan_says_where_the_plan_went_and_a_failure_names_its_cause_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("plan.json");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_wordcount"))
+        .arg("--dump-plan")
+        .arg(&path)
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!("wrote the plan to {}", path.display())),
+        "{stderr}"
+    );
+    assert!(path.exists());
+    let missing = dir.path().join("no/such/dir/plan.json");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_wordcount"))
+        .arg("--dump-plan")
+        .arg(&missing)
+        .env_remove("RUST_BACKTRACE")
+        .env_remove("RUST_LIB_BACKTRACE")
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert_eq!(
+        stderr.matches("No such file or directory").count(),
+        1,
+        "{stderr}"
+    );
+}

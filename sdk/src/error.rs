@@ -109,14 +109,15 @@ pub enum Error {
         message: String,
     },
     /// Reading or writing a file failed.
-    #[error("{what} '{}': {source}", path.display())]
+    #[error("{what} '{}': {cause}", path.display())]
     Io {
         /// What was being done ("cannot read input file").
         what: String,
         /// The path.
         path: PathBuf,
-        /// The cause.
-        source: std::io::Error,
+        /// The cause, named in the message (not a separate source, so that a cause
+        /// chain does not print it twice).
+        cause: std::io::Error,
     },
     /// A pipeline option has a value the runner cannot use.
     #[error("invalid option {option}: {message}")]

@@ -149,11 +149,12 @@ impl Pipeline {
         let plan = self.to_plan()?;
         let json = plan::encode(&plan);
         if let Some(path) = &self.options.dump_plan {
-            std::fs::write(path, &json).map_err(|source| Error::Io {
+            std::fs::write(path, &json).map_err(|cause| Error::Io {
                 what: "cannot write the plan to".into(),
                 path: path.clone(),
-                source,
+                cause,
             })?;
+            eprintln!("wrote the plan to {}", path.display());
         }
         run_plan_json(&json, &self.options)
     }

@@ -70,6 +70,8 @@ fn crates_depend_only_downward() {
             &[
                 "tidewater",
                 "tidewater-transforms",
+                // The example binaries' output helper: examples sit in one layer.
+                "tidewater-examples",
                 runners[0],
                 runners[1],
                 runners[2],

@@ -243,7 +243,7 @@ fn main() -> anyhow::Result<()> {
                 expected.len()
             );
         }
-        println!(
+        tidewater_examples::outln!(
             "rep {rep}: workload={} runner={} validate={} words={words} distinct={} time={secs:.3}s words/s={:.2}M peak_rss={:.0}MB",
             args.workload.name(),
             args.runner,

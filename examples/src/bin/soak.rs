@@ -92,16 +92,16 @@ fn main() -> anyhow::Result<()> {
     let started = Instant::now();
     std::thread::spawn(move || loop {
         std::thread::sleep(every);
-        println!(
+        tidewater_examples::outln!(
             "{:>6.0}s  rss={:>7.1}MB  panes committed={}",
             started.elapsed().as_secs_f64(),
             rss_mb(),
             COMMITTED.load(Ordering::Relaxed)
         );
     });
-    println!("{:>6.0}s  rss={:>7.1}MB", 0.0, rss_mb());
+    tidewater_examples::outln!("{:>6.0}s  rss={:>7.1}MB", 0.0, rss_mb());
     p.run()?;
-    println!(
+    tidewater_examples::outln!(
         "done after {:.0}s: rss={:.1}MB, pane elements committed={}",
         started.elapsed().as_secs_f64(),
         rss_mb(),

@@ -37,7 +37,7 @@ fn main() -> anyhow::Result<()> {
         let e = last.entry(w.clone()).or_insert(0);
         *e = (*e).max(*c);
     }
-    println!(
+    tidewater_examples::outln!(
         "{} updates for {} words; running counts reached:",
         updates.len(),
         last.len()
@@ -45,7 +45,7 @@ fn main() -> anyhow::Result<()> {
     let mut top: Vec<(u64, String)> = last.into_iter().map(|(w, c)| (c, w)).collect();
     top.sort_by(|a, b| b.cmp(a));
     for (c, w) in top.into_iter().take(args.top) {
-        println!("{c:>8}  {w}");
+        tidewater_examples::outln!("{c:>8}  {w}");
     }
     Ok(())
 }

@@ -58,7 +58,7 @@ fn main() -> anyhow::Result<()> {
             .take(args.top)
             .map(|(c, w)| format!("{w}={c}"))
             .collect();
-        println!(
+        tidewater_examples::outln!(
             "window [{:>4}s, {:>4}s) pane {index:<2} {timing:<7} {:>2} words, {total:>6} occurrences  {}",
             start / 1000,
             start / 1000 + 10,
@@ -72,7 +72,7 @@ fn main() -> anyhow::Result<()> {
             .find(|(n, _)| n == "dropped_due_to_lateness")
             .map(|(_, v)| (s.clone(), *v))
     }) {
-        println!("dropped as too late in {}: {}", dropped.0, dropped.1);
+        tidewater_examples::outln!("dropped as too late in {}: {}", dropped.0, dropped.1);
     }
     Ok(())
 }

@@ -36,12 +36,12 @@ fn main() -> anyhow::Result<()> {
         .run()
         .with_context(|| format!("word count on {input} failed"))?;
     let top = result.captured::<Vec<(u64, String)>>("top")?;
-    println!("Top {} words of {input}:", args.top);
+    tidewater_examples::outln!("Top {} words of {input}:", args.top);
     for (count, word) in top.into_iter().flat_map(|wv| wv.value) {
-        println!("{count:>8}  {word}");
+        tidewater_examples::outln!("{count:>8}  {word}");
     }
     if let Some(prefix) = &args.output {
-        println!("All counts written to {prefix}-*");
+        tidewater_examples::outln!("All counts written to {prefix}-*");
     }
     Ok(())
 }

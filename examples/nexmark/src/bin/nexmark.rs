@@ -102,7 +102,7 @@ fn run_unbounded<T: Element>(
             while !done.load(Ordering::Relaxed) {
                 std::thread::sleep(std::time::Duration::from_millis(100));
                 if started.elapsed().as_secs() >= next {
-                    println!(
+                    tidewater_examples::outln!(
                         "{name}: {next}s, {} outputs so far",
                         COUNTED.load(Ordering::Relaxed)
                     );
@@ -115,7 +115,7 @@ fn run_unbounded<T: Element>(
     done.store(true, Ordering::Relaxed);
     let _ = progress.join();
     result?;
-    println!(
+    tidewater_examples::outln!(
         "{name}: unbounded for {:.1}s, outputs={}",
         started.elapsed().as_secs_f64(),
         COUNTED.load(Ordering::Relaxed)
@@ -140,7 +140,7 @@ fn run<T: Element + PartialEq>(
     let result = p.run()?;
     let secs = started.elapsed().as_secs_f64();
     let out = result.captured_values::<T>("out")?;
-    println!(
+    tidewater_examples::outln!(
         "{name}: events={} outputs={} time={secs:.3}s events/s={:.0} checksum={:016x}",
         args.events,
         out.len(),
@@ -152,7 +152,7 @@ fn run<T: Element + PartialEq>(
         if out != expected {
             bail!("{name}: the output differs from the oracle ({} vs {} records, checksums {:016x} vs {:016x})", out.len(), expected.len(), checksum(&out), checksum(&expected));
         }
-        println!("{name}: verified against the oracle");
+        tidewater_examples::outln!("{name}: verified against the oracle");
     }
     Ok(())
 }
@@ -191,7 +191,7 @@ fn run_q12(args: &Args) -> anyhow::Result<()> {
     let result = p.run()?;
     let secs = started.elapsed().as_secs_f64();
     let out = result.captured_values::<(usize, u64)>("out")?;
-    println!(
+    tidewater_examples::outln!(
         "Q12: events={} outputs={} time={secs:.3}s events/s={:.0} checksum={:016x} (TestStream, scripted clock)",
         args.events,
         out.len(),
@@ -212,7 +212,7 @@ fn run_q12(args: &Args) -> anyhow::Result<()> {
                 expected.len()
             );
         }
-        println!("Q12: verified against the oracle");
+        tidewater_examples::outln!("Q12: verified against the oracle");
     }
     Ok(())
 }
@@ -274,7 +274,7 @@ fn main() -> anyhow::Result<()> {
     }
     if want("10") {
         run(&args, "Q10", q10_to_temp_dir, oracle::q10)?;
-        println!("Q10: files in {}", q10_dir_name());
+        tidewater_examples::outln!("Q10: files in {}", q10_dir_name());
         ran = true;
     }
     if want("11") {
@@ -283,7 +283,7 @@ fn main() -> anyhow::Result<()> {
     }
     if want("12") {
         if args.events == 0 {
-            println!(
+            tidewater_examples::outln!(
                 "Q12: skipped, it replays its events on a scripted clock and needs a bounded run"
             );
         } else {
