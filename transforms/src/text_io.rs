@@ -70,6 +70,12 @@ fn matches(pattern: &str) -> Result<Vec<PathBuf>, String> {
         }
     }
     if files.is_empty() {
+        if Path::new(pattern).is_dir() {
+            return Err(format!(
+                "input '{pattern}' is a directory: give a file or a pattern such as '{}'",
+                Path::new(pattern).join("*").display()
+            ));
+        }
         return Err(format!("no input file matches '{pattern}'"));
     }
     files.sort();

@@ -230,3 +230,18 @@ fn a_windowed_input_is_written_whole_into_the_same_shards() {
     p.run().unwrap();
     assert_eq!(read_shards(&prefix, 2), vec!["1", "15", "2", "25"]);
 }
+
+#[test]
+fn a_directory_as_input_is_named_as_such() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = Pipeline::new(options());
+    p.apply("Read", TextIO::read().from(dir.path().to_str().unwrap()))
+        .capture("lines");
+    let e = p.run().unwrap_err().to_string();
+    let expected = format!(
+        "input '{}' is a directory: give a file or a pattern such as '{}'",
+        dir.path().display(),
+        dir.path().join("*").display()
+    );
+    assert!(e.contains(&expected), "{e}");
+}

@@ -141,7 +141,7 @@ fn check_flat_map(r: RunResult) -> Result<(), String> {
 }
 
 fn is_even(x: &u64) -> bool {
-    x % 2 == 0
+    x.is_multiple_of(2)
 }
 
 fn filter(p: &Pipeline) {

@@ -46,3 +46,28 @@ fn an_unbounded_run_with_an_end_stops_and_reports() {
     assert_eq!(code, Some(0), "{text}");
     assert!(text.contains("Q2: unbounded for "), "{text}");
 }
+
+#[test]
+fn q10_leaves_no_files_behind_unless_asked() {
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_nexmark"))
+        .args(["--query", "10", "--events", "1000"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("runs");
+    let pid = child.id();
+    let out = child.wait_with_output().expect("ends");
+    assert!(out.status.success());
+    let dir = std::env::temp_dir().join(format!("tidewater-nexmark-q10-{pid}"));
+    assert!(!dir.exists(), "{} was left behind", dir.display());
+    let kept = tempfile::tempdir().unwrap();
+    let (code, text) = nexmark(&[
+        "--query",
+        "10",
+        "--events",
+        "1000",
+        "--q10-dir",
+        kept.path().to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(std::fs::read_dir(kept.path()).unwrap().count() > 0);
+}

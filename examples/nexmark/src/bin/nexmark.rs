@@ -30,6 +30,10 @@ struct Args {
     /// Compare each query's output with its plain-Rust oracle.
     #[arg(long)]
     verify: bool,
+    /// Keep Q10's output files in this directory (by default they go to a temporary
+    /// directory that is removed after the run).
+    #[arg(long, value_name = "DIR")]
+    q10_dir: Option<std::path::PathBuf>,
     /// Move each event's time back by up to this many ms (seeded by `--seed`, 0 if
     /// absent); the watermark trails by the bound, so no event is late.
     #[arg(long, default_value_t = 0)]
@@ -157,22 +161,26 @@ fn run<T: Element + PartialEq>(
     Ok(())
 }
 
-/// Q10 writes its files here (emptied first): `<temp dir>/tidewater-nexmark-q10-<pid>`.
-fn q10_dir_name() -> String {
-    std::env::temp_dir()
-        .join(format!("tidewater-nexmark-q10-{}", std::process::id()))
-        .to_string_lossy()
-        .into_owned()
-}
+/// Where Q10 writes its files, and whether they are kept after the run.
+static Q10_DIR: std::sync::OnceLock<(std::path::PathBuf, bool)> = std::sync::OnceLock::new();
 
+/// Q10's directory (emptied first): `--q10-dir`, kept; or
+/// `<temp dir>/tidewater-nexmark-q10-<pid>`, removed after the run.
 fn q10_dir() -> String {
-    let dir = std::path::PathBuf::from(q10_dir_name());
-    let _ = std::fs::remove_dir_all(&dir);
-    let _ = std::fs::create_dir_all(&dir);
-    q10_dir_name()
+    let (dir, keep) = Q10_DIR.get_or_init(|| {
+        (
+            std::env::temp_dir().join(format!("tidewater-nexmark-q10-{}", std::process::id())),
+            false,
+        )
+    });
+    if !*keep {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+    let _ = std::fs::create_dir_all(dir);
+    dir.to_string_lossy().into_owned()
 }
 
-fn q10_to_temp_dir(events: &PCollection<Event>) -> PCollection<queries::OutputFile> {
+fn q10_to_dir(events: &PCollection<Event>) -> PCollection<queries::OutputFile> {
     queries::q10(events, &q10_dir())
 }
 
@@ -273,8 +281,20 @@ fn main() -> anyhow::Result<()> {
         ran = true;
     }
     if want("10") {
-        run(&args, "Q10", q10_to_temp_dir, oracle::q10)?;
-        tidewater_examples::outln!("Q10: files in {}", q10_dir_name());
+        if let Some(dir) = &args.q10_dir {
+            let _ = Q10_DIR.set((dir.clone(), true));
+        }
+        let dir = q10_dir();
+        let result = run(&args, "Q10", q10_to_dir, oracle::q10);
+        if args.q10_dir.is_some() {
+            tidewater_examples::outln!("Q10: files in {dir}");
+        } else {
+            let _ = std::fs::remove_dir_all(&dir);
+            tidewater_examples::outln!(
+                "Q10: files removed after the run (--q10-dir DIR keeps them)"
+            );
+        }
+        result?;
         ran = true;
     }
     if want("11") {
