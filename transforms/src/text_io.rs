@@ -209,6 +209,15 @@ impl PTransform<PCollection<String>> for Write {
         if self.shards == 0 {
             p.record_error("TextIO::write() needs at least one shard".into());
         }
+        if !input.is_bounded() {
+            p.record_error(
+                "TextIO::write() needs bounded input: it writes each shard once, when its input is complete, \
+                 and an unbounded PCollection never is (writing per window and pane, as Beam's withWindowedWrites, \
+                 is not supported yet); write unbounded output through a Sink with write_to"
+                    .into(),
+            );
+            return p.create("NoFiles", Vec::<String>::new());
+        }
         let dir = parent_dir(&prefix);
         if !dir.is_dir() {
             p.record_error(format!(

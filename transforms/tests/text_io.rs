@@ -245,3 +245,22 @@ fn a_directory_as_input_is_named_as_such() {
     );
     assert!(e.contains(&expected), "{e}");
 }
+
+#[test]
+fn writing_unbounded_input_says_that_text_io_needs_bounded_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = Pipeline::new(options());
+    let stream = tidewater::TestStream::new()
+        .add_elements(vec![("a".to_string(), tidewater::Timestamp(1))])
+        .advance_watermark_to_infinity();
+    p.apply("Lines", stream)
+        .apply(
+            "Fixed",
+            tidewater::Window::into(tidewater::WindowFn::fixed(10)),
+        )
+        .apply(
+            "Write",
+            TextIO::write().to(dir.path().join("out").to_str().unwrap()),
+        );
+    insta::assert_snapshot!(p.run().unwrap_err().to_string(), @"cannot construct transform 'Write': TextIO::write() needs bounded input: it writes each shard once, when its input is complete, and an unbounded PCollection never is (writing per window and pane, as Beam's withWindowedWrites, is not supported yet); write unbounded output through a Sink with write_to");
+}
