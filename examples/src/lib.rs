@@ -26,6 +26,27 @@ pub fn write_line(line: std::fmt::Arguments<'_>) {
     }
 }
 
+/// Ends a binary: on error prints it with its causes (`Error: ...` then `Caused by:`
+/// lines) and exits with 1. Unlike returning the error from `main`, no backtrace is
+/// printed even when `RUST_BACKTRACE` is set: a user's mistake deserves one clean
+/// message.
+pub fn report(result: anyhow::Result<()>) -> std::process::ExitCode {
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("Error: {e}");
+            let causes: Vec<String> = e.chain().skip(1).map(|c| c.to_string()).collect();
+            if !causes.is_empty() {
+                eprintln!("\nCaused by:");
+                for c in causes {
+                    eprintln!("    {c}");
+                }
+            }
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
 /// `println!` for the example binaries, ending quietly on a closed stdout.
 #[macro_export]
 macro_rules! outln {

@@ -246,15 +246,17 @@ fn dump_plan_says_where_the_plan_went_and_a_failure_names_its_cause_once() {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_wordcount"))
         .arg("--dump-plan")
         .arg(&missing)
-        .env_remove("RUST_BACKTRACE")
-        .env_remove("RUST_LIB_BACKTRACE")
+        .env("RUST_BACKTRACE", "1")
         .output()
         .expect("runs");
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
+    assert_eq!(out.status.code(), Some(1));
     assert_eq!(
         stderr.matches("No such file or directory").count(),
         1,
         "{stderr}"
     );
+    // One clean error, no backtrace even with RUST_BACKTRACE set.
+    assert!(!stderr.to_lowercase().contains("backtrace"), "{stderr}");
+    assert!(stderr.starts_with("Error: "), "{stderr}");
 }

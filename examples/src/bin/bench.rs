@@ -189,7 +189,11 @@ fn peak_rss_mb() -> Option<f64> {
     Some(kb / 1024.0)
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
+    tidewater_examples::report(run())
+}
+
+fn run() -> anyhow::Result<()> {
     // Runners first, so that --runner is checked against them while parsing.
     tidewater_examples::register_runners();
     let args = Args::parse();

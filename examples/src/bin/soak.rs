@@ -75,7 +75,11 @@ fn rss_mb() -> f64 {
         .map_or(0.0, |kb| kb / 1024.0)
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
+    tidewater_examples::report(run())
+}
+
+fn run() -> anyhow::Result<()> {
     // Runners first, so that --runner is checked against them while parsing.
     tidewater_examples::register_runners();
     let args = Args::parse();

@@ -22,7 +22,11 @@ struct Args {
     top: usize,
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
+    tidewater_examples::report(run())
+}
+
+fn run() -> anyhow::Result<()> {
     // Runners first, so that --runner is checked against them while parsing.
     tidewater_examples::register_runners();
     let args = Args::parse();

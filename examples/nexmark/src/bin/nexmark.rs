@@ -225,7 +225,11 @@ fn run_q12(args: &Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
+    tidewater_examples::report(run_queries())
+}
+
+fn run_queries() -> anyhow::Result<()> {
     // Runners first, so that --runner is checked against them while parsing.
     tidewater_nexmark::register_runners();
     let args = Args::parse();
