@@ -1,13 +1,18 @@
 //! Streaming word count: words from the generator source, 10-second fixed event-time
 //! windows with early firings every second of processing time and late firings,
-//! printed per pane.
+//! printed pane by pane as they fire (each second, as the runner commits its output).
+//!
+//! The generator makes every 97th record 12 s late on purpose, so that late panes show;
+//! the first such records fall before time 0, which is why the first lines can name
+//! windows of negative time.
 //!
 //! `cargo run --release -p tidewater-examples --bin streaming_wordcount -- --runner=direct`
 
 use clap::Parser;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use tidewater::{BoundedWindow, Pipeline, PipelineOptions};
-use tidewater_examples::streaming_word_count;
+use tidewater::{BoundedWindow, Pipeline, PipelineOptions, Sink, Txn, UserError, WindowedValue};
+use tidewater_examples::{outln, streaming_word_count};
 
 /// Counts generated words per 10-second window, pane by pane.
 #[derive(Parser)]
@@ -18,8 +23,9 @@ struct Args {
     /// Records to generate (each a few words); unbounded if 0 (stop with --max-duration).
     #[arg(long, default_value_t = 24_000)]
     records: u64,
-    /// Records per second of processing time; event time advances at the same pace
-    /// (0: as fast as possible, event time still 1000/2000 ms per record).
+    /// Records per second of processing time (0: as fast as possible). Event time
+    /// advances max(1, 1000/rate) ms per record: at rates above 1000/s (the default is
+    /// 2000/s) it runs faster than processing time.
     #[arg(long, default_value_t = 2_000.0)]
     rate: f64,
     /// Seed of the generated words.
@@ -28,6 +34,62 @@ struct Args {
     /// Words shown per pane.
     #[arg(long, default_value_t = 3)]
     top: usize,
+}
+
+/// Prints the panes of each committed epoch: one line per window and pane, with the
+/// number of words, their occurrences and the most frequent.
+#[derive(Serialize, Deserialize)]
+struct PrintPanes {
+    top: usize,
+    #[serde(skip)]
+    open: BTreeMap<Txn, Vec<WindowedValue<(String, u64)>>>,
+}
+
+impl Sink for PrintPanes {
+    type In = (String, u64);
+    fn write(&mut self, txn: &Txn, xs: Vec<WindowedValue<(String, u64)>>) -> Result<(), UserError> {
+        self.open.entry(*txn).or_default().extend(xs);
+        Ok(())
+    }
+    fn stage(&mut self, _: &Txn) -> Result<(), UserError> {
+        Ok(())
+    }
+    fn commit(&mut self, txn: &Txn) -> Result<(), UserError> {
+        // (window start, pane index, timing) -> (count, word); each word (key) fires its
+        // own panes.
+        let mut panes: BTreeMap<(i64, u64, String), Vec<(u64, String)>> = BTreeMap::new();
+        for wv in self.open.remove(txn).unwrap_or_default() {
+            let start = match wv.windows.iter().next() {
+                Some(BoundedWindow::Interval { start, .. }) => start.millis(),
+                _ => 0,
+            };
+            panes
+                .entry((start, wv.pane.index, format!("{:?}", wv.pane.timing)))
+                .or_default()
+                .push((wv.value.1, wv.value.0));
+        }
+        for ((start, index, timing), mut counts) in panes {
+            counts.sort_by(|a, b| b.cmp(a));
+            let total: u64 = counts.iter().map(|(c, _)| c).sum();
+            let top: Vec<String> = counts
+                .iter()
+                .take(self.top)
+                .map(|(c, w)| format!("{w}={c}"))
+                .collect();
+            outln!(
+                "window [{:>4}s, {:>4}s) pane {index:<2} {timing:<7} {:>2} words, {total:>6} occurrences  {}",
+                start / 1000,
+                start / 1000 + 10,
+                counts.len(),
+                top.join(" ")
+            );
+        }
+        Ok(())
+    }
+    fn abort(&mut self, txn: &Txn) -> Result<(), UserError> {
+        self.open.remove(txn);
+        Ok(())
+    }
 }
 
 fn main() -> std::process::ExitCode {
@@ -39,44 +101,21 @@ fn run() -> anyhow::Result<()> {
     tidewater_examples::register_runners();
     let args = Args::parse();
     let p = Pipeline::new(args.options.clone());
-    streaming_word_count::build(&p, args.records, args.rate, args.word_seed).capture("counts");
+    streaming_word_count::build(&p, args.records, args.rate, args.word_seed).write_to(
+        "PrintPanes",
+        PrintPanes {
+            top: args.top,
+            open: BTreeMap::new(),
+        },
+    );
     let result = p.run()?;
-    // Gather the panes of all words: (window start, pane index, timing) -> counts. Each
-    // word (key) fires its own panes.
-    let mut panes: BTreeMap<(i64, u64, String), Vec<(u64, String)>> = BTreeMap::new();
-    for wv in result.captured::<(String, u64)>("counts")? {
-        let start = match wv.windows.iter().next() {
-            Some(BoundedWindow::Interval { start, .. }) => start.millis(),
-            _ => 0,
-        };
-        panes
-            .entry((start, wv.pane.index, format!("{:?}", wv.pane.timing)))
-            .or_default()
-            .push((wv.value.1, wv.value.0));
-    }
-    for ((start, index, timing), mut counts) in panes {
-        counts.sort_by(|a, b| b.cmp(a));
-        let total: u64 = counts.iter().map(|(c, _)| c).sum();
-        let top: Vec<String> = counts
-            .iter()
-            .take(args.top)
-            .map(|(c, w)| format!("{w}={c}"))
-            .collect();
-        tidewater_examples::outln!(
-            "window [{:>4}s, {:>4}s) pane {index:<2} {timing:<7} {:>2} words, {total:>6} occurrences  {}",
-            start / 1000,
-            start / 1000 + 10,
-            counts.len(),
-            top.join(" ")
-        );
-    }
     if let Some(dropped) = result.metrics.steps.iter().find_map(|(s, m)| {
         m.counters
             .iter()
             .find(|(n, _)| n == "dropped_due_to_lateness")
             .map(|(_, v)| (s.clone(), *v))
     }) {
-        tidewater_examples::outln!("dropped as too late in {}: {}", dropped.0, dropped.1);
+        outln!("dropped as too late in {}: {}", dropped.0, dropped.1);
     }
     Ok(())
 }

@@ -9,7 +9,7 @@
 //!
 //! Runner options (`--runner-option KEY=VALUE`): `bundle_size`, `lift_combiners`,
 //! `partial_flush_groups`, `max_key_groups` (default 128), `commit_every_ms` (how often
-//! an unbounded job without checkpoints commits its sinks; default 1000), and
+//! a job without checkpoints commits its sinks; default 1000), and
 //! `checkpoint_every=N`:
 //! every N rounds, snapshot every operator, source and held input in the runner-neutral
 //! snapshot format, throw the in-memory state away and restore it, with keyed state
@@ -56,8 +56,7 @@ impl Runner for DirectRunner {
                 tidewater_runners_core::translate::NodeKind::TestStream { .. }
             )
         });
-        let unbounded = exec.pcollections.iter().any(|pc| !pc.bounded);
-        execute(&exec, &exec_options(options, uses_test_stream, unbounded)?)
+        execute(&exec, &exec_options(options, uses_test_stream)?)
     }
 }
 
@@ -85,15 +84,11 @@ pub const RUNNER_OPTIONS: [(&str, &str); 6] = [
     ),
     (
         "commit_every_ms",
-        "how often an unbounded job without checkpoints commits its sinks (default 1000)",
+        "how often a job without checkpoints commits its sinks (default 1000)",
     ),
 ];
 
-fn exec_options(
-    options: &PipelineOptions,
-    uses_test_stream: bool,
-    unbounded: bool,
-) -> Result<ExecOptions> {
+fn exec_options(options: &PipelineOptions, uses_test_stream: bool) -> Result<ExecOptions> {
     if let Some((key, value)) = options
         .runner_options
         .iter()
@@ -167,9 +162,11 @@ fn exec_options(
         },
         max_duration: options.max_duration,
         checkpoint_every: parse_opt("checkpoint_every")?,
-        // An unbounded job without checkpoints commits its sinks every second (or
-        // every `commit_every_ms`), so that its output appears as it runs.
-        commit_interval: (unbounded && parse_opt("checkpoint_every")?.is_none())
+        // Without checkpoints, a job commits its sinks every second (or every
+        // `commit_every_ms`), so that its output appears as it runs; a job shorter than
+        // that is one epoch, committed when it ends.
+        commit_interval: parse_opt("checkpoint_every")?
+            .is_none()
             .then(|| std::time::Duration::from_millis(commit_every_ms as u64)),
         max_key_groups,
         replay_hint: validate.then(|| {

@@ -301,7 +301,7 @@ fn an_unknown_runner_option_is_refused_listing_the_known_ones() {
       partial_flush_groups: a partial-combine table holding more groups is flushed early (default 100000)
       max_key_groups: number of key groups keyed state is split into (default 128)
       checkpoint_every: every N rounds, snapshot, throw away and restore (rescaled) all state
-      commit_every_ms: how often an unbounded job without checkpoints commits its sinks (default 1000)
+      commit_every_ms: how often a job without checkpoints commits its sinks (default 1000)
     ");
 }
 

@@ -57,8 +57,8 @@ pub struct ExecOptions {
     pub checkpoint_every: Option<usize>,
     /// The number of key groups keyed state is split into.
     pub max_key_groups: u32,
-    /// Without checkpoints, sinks end an epoch and commit it this often (an unbounded
-    /// job's output then appears as it runs); `None`: one epoch, committed at the end.
+    /// Without checkpoints, sinks end an epoch and commit it this often (a job's output
+    /// then appears as it runs); `None`: one epoch, committed at the end.
     pub commit_interval: Option<std::time::Duration>,
 }
 
