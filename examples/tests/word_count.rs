@@ -260,3 +260,37 @@ fn dump_plan_says_where_the_plan_went_and_a_failure_names_its_cause_once() {
     assert!(!stderr.to_lowercase().contains("backtrace"), "{stderr}");
     assert!(stderr.starts_with("Error: "), "{stderr}");
 }
+
+#[test]
+fn a_saved_plan_runs_again_and_one_naming_unknown_functions_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("plan.json");
+    let run = |args: &[&std::ffi::OsStr]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_wordcount"))
+            .args(args)
+            .output()
+            .expect("runs")
+    };
+    let first = run(&["--dump-plan".as_ref(), path.as_os_str()]);
+    assert!(first.status.success());
+    let again = run(&["--plan".as_ref(), path.as_os_str()]);
+    assert!(
+        again.status.success(),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    assert_eq!(again.stdout, first.stdout);
+    assert!(String::from_utf8_lossy(&again.stderr).contains("running the saved plan"));
+    // A plan naming a function this binary lacks.
+    let json = std::fs::read_to_string(&path).unwrap().replacen(
+        "tidewater_examples::word_count::extract_words",
+        "somebody_else::extract_words",
+        1,
+    );
+    let other = dir.path().join("other.json");
+    std::fs::write(&other, json).unwrap();
+    let refused = run(&["--plan".as_ref(), other.as_os_str()]);
+    assert_eq!(refused.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("somebody_else::extract_words"), "{stderr}");
+}

@@ -36,6 +36,12 @@ pub struct PipelineOptions {
     /// Write the portable plan (JSON) to this path before running.
     #[arg(long, value_name = "PATH")]
     pub dump_plan: Option<PathBuf>,
+    /// Run this saved plan (as `--dump-plan` wrote it) instead of the pipeline the
+    /// binary builds. The binary still builds its pipeline first, which registers its
+    /// functions; a plan naming a function this binary does not have is refused before
+    /// anything runs.
+    #[arg(long, value_name = "FILE")]
+    pub plan: Option<PathBuf>,
     /// Stop reading unbounded sources after this long (e.g. `30s`, `500ms`, `2m`); the
     /// pipeline then drains: watermarks advance to the end and windows fire.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
@@ -52,6 +58,7 @@ impl Default for PipelineOptions {
             seed: None,
             no_validate: false,
             dump_plan: None,
+            plan: None,
             max_duration: None,
             runner_options: Vec::new(),
         }

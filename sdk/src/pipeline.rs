@@ -156,6 +156,15 @@ impl Pipeline {
             })?;
             eprintln!("wrote the plan to {}", path.display());
         }
+        if let Some(path) = &self.options.plan {
+            let saved = std::fs::read_to_string(path).map_err(|cause| Error::Io {
+                what: "cannot read the plan".into(),
+                path: path.clone(),
+                cause,
+            })?;
+            eprintln!("running the saved plan {}", path.display());
+            return run_plan_json(&saved, &self.options);
+        }
         run_plan_json(&json, &self.options)
     }
 
