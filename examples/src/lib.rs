@@ -26,6 +26,32 @@ pub fn write_line(line: std::fmt::Arguments<'_>) {
     }
 }
 
+/// On the first Ctrl-C the running pipeline drains (stops reading its sources, fires
+/// its windows, commits its output) and `run` returns; a second Ctrl-C ends the program
+/// at once.
+pub fn drain_on_ctrl_c() {
+    use signal_hook::consts::SIGINT;
+    let mut signals = match signal_hook::iterator::Signals::new([SIGINT]) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("warning: Ctrl-C will stop the program without draining: {e}");
+            return;
+        }
+    };
+    std::thread::spawn(move || {
+        for (presses, _) in signals.forever().enumerate() {
+            if presses == 0 {
+                eprintln!(
+                    "draining: windows fire and output is committed; Ctrl-C again stops at once"
+                );
+                tidewater::runner::request_drain();
+            } else {
+                std::process::exit(130);
+            }
+        }
+    });
+}
+
 /// Ends a binary: on error prints it with its causes (`Error: ...` then `Caused by:`
 /// lines) and exits with 1. Unlike returning the error from `main`, no backtrace is
 /// printed even when `RUST_BACKTRACE` is set: a user's mistake deserves one clean

@@ -294,3 +294,32 @@ fn a_saved_plan_runs_again_and_one_naming_unknown_functions_is_refused() {
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(stderr.contains("somebody_else::extract_words"), "{stderr}");
 }
+
+#[test]
+fn ctrl_c_drains_a_streaming_run_and_ends_it_cleanly() {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_streaming_wordcount"))
+        .args(["--records", "0", "--max-duration", "120s", "--no-validate"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("runs");
+    // Wait for the first pane: the run is streaming.
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = lines.next().expect("a pane").unwrap();
+    assert!(first.starts_with("window ["), "{first}");
+    let started = std::time::Instant::now();
+    let kill = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(kill.success());
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    let out = child.wait_with_output().expect("ends");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("draining"), "{stderr}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(30));
+    // Draining fires the open windows: their final panes come out.
+    assert!(rest.iter().any(|l| l.contains("OnTime")), "{rest:?}");
+}

@@ -336,3 +336,21 @@ impl PipelineResult {
         Ok(v.into_iter().map(|(_, t)| t).collect())
     }
 }
+
+static DRAIN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Asks the pipelines running in this process to stop reading their sources and drain,
+/// as at `--max-duration`: watermarks move to the end, windows fire, sinks commit, and
+/// `run` returns. What a binary does on Ctrl-C.
+///
+/// ```
+/// assert!(!tidewater::runner::drain_requested());
+/// ```
+pub fn request_drain() {
+    DRAIN.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// Whether [`request_drain`] was called.
+pub fn drain_requested() -> bool {
+    DRAIN.load(std::sync::atomic::Ordering::SeqCst)
+}

@@ -83,6 +83,7 @@ fn run() -> anyhow::Result<()> {
     // Runners first, so that --runner is checked against them while parsing.
     tidewater_examples::register_runners();
     let args = Args::parse();
+    tidewater_examples::drain_on_ctrl_c();
     let duration = Duration::from_secs_f64(args.minutes * 60.0);
     let options = PipelineOptions {
         no_validate: true,

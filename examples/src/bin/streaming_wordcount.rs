@@ -100,6 +100,7 @@ fn run() -> anyhow::Result<()> {
     // Runners first, so that --runner is checked against them while parsing.
     tidewater_examples::register_runners();
     let args = Args::parse();
+    tidewater_examples::drain_on_ctrl_c();
     let p = Pipeline::new(args.options.clone());
     streaming_word_count::build(&p, args.records, args.rate, args.word_seed).write_to(
         "PrintPanes",

@@ -302,10 +302,11 @@ impl Executor<'_> {
             if self.options.clock == Clock::Wall {
                 self.processing_time = self.processing_time.max(wall_clock());
             }
-            if self
-                .options
-                .max_duration
-                .is_some_and(|d| self.started.elapsed() >= d)
+            if tidewater::runner::drain_requested()
+                || self
+                    .options
+                    .max_duration
+                    .is_some_and(|d| self.started.elapsed() >= d)
             {
                 self.sources
                     .iter_mut()
