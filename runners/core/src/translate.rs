@@ -132,6 +132,21 @@ impl NodeKind {
 }
 
 impl Node {
+    /// Builds a registered function from its fields; a payload that does not fit names
+    /// the function and this transform.
+    fn build<T>(
+        &self,
+        name: &str,
+        factory: &(dyn Fn(&serde_json::Value) -> std::result::Result<T, String> + Send + Sync),
+        fields: &serde_json::Value,
+    ) -> Result<T> {
+        factory(fields).map_err(|message| Error::FunctionPayload {
+            name: name.to_string(),
+            transform: self.name.clone(),
+            message,
+        })
+    }
+
     /// A fresh instance of a sink node's sink.
     pub fn instantiate_sink(&self) -> Result<Box<dyn tidewater::exec::ErasedSink>> {
         match &self.kind {
@@ -139,11 +154,7 @@ impl Node {
                 name,
                 factory,
                 fields,
-            } => factory(fields).map_err(|message| Error::FunctionPayload {
-                name: name.clone(),
-                transform: self.name.clone(),
-                message,
-            }),
+            } => self.build(name, factory.as_ref(), fields),
             _ => Err(Error::Internal(format!("'{}' is not a sink", self.name))),
         }
     }
@@ -155,11 +166,7 @@ impl Node {
                 name,
                 factory,
                 fields,
-            } => factory(fields).map_err(|message| Error::FunctionPayload {
-                name: name.clone(),
-                transform: self.name.clone(),
-                message,
-            }),
+            } => self.build(name, factory.as_ref(), fields),
             _ => Err(Error::Internal(format!(
                 "'{}' is not a stateful ParDo",
                 self.name
@@ -174,11 +181,7 @@ impl Node {
                 name,
                 factory,
                 fields,
-            } => factory(fields).map_err(|message| Error::FunctionPayload {
-                name: name.clone(),
-                transform: self.name.clone(),
-                message,
-            }),
+            } => self.build(name, factory.as_ref(), fields),
             _ => Err(Error::Internal(format!("'{}' is not a Read", self.name))),
         }
     }
@@ -200,11 +203,7 @@ impl Node {
                 factory,
                 fields,
                 ..
-            } => factory(fields).map_err(|message| Error::FunctionPayload {
-                name: do_fn.clone(),
-                transform: self.name.clone(),
-                message,
-            }),
+            } => self.build(do_fn, factory.as_ref(), fields),
             _ => Err(Error::Internal(format!("'{}' is not a ParDo", self.name))),
         }
     }
