@@ -22,6 +22,18 @@ fn plan_snapshot() {
     insta::assert_snapshot!("wordcount_plan", plan::encode(&p.to_plan().unwrap()));
 }
 
+/// The word count as a Graphviz graph (`--dump-plan-dot`): composites as clusters,
+/// fused stages coloured. `dot -Tsvg` draws the snapshot.
+#[test]
+fn pipeline_graph_snapshot() {
+    let p = Pipeline::new(PipelineOptions::default());
+    word_count::build(&p, "data/sample.txt", Some("data/counts"), 10);
+    insta::assert_snapshot!(
+        "wordcount_graph",
+        tidewater_runners_core::dot::render_dot(&p.to_plan().unwrap()).unwrap()
+    );
+}
+
 #[test]
 fn fused_stages_snapshot() {
     let p = Pipeline::new(PipelineOptions::default());
@@ -322,4 +334,24 @@ fn ctrl_c_drains_a_streaming_run_and_ends_it_cleanly() {
     assert!(started.elapsed() < std::time::Duration::from_secs(30));
     // Draining fires the open windows: their final panes come out.
     assert!(rest.iter().any(|l| l.contains("OnTime")), "{rest:?}");
+}
+
+#[test]
+fn dump_plan_dot_writes_the_graph() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("wc.dot");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_wordcount"))
+        .arg("--dump-plan-dot")
+        .arg(&path)
+        .output()
+        .expect("runs");
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!("wrote the pipeline graph to {}", path.display())),
+        "{stderr}"
+    );
+    let dot = std::fs::read_to_string(&path).unwrap();
+    assert!(dot.starts_with("digraph pipeline {"), "{dot}");
+    assert!(dot.contains("subgraph \"cluster_CountWords\""), "{dot}");
 }

@@ -36,6 +36,10 @@ pub struct PipelineOptions {
     /// Write the portable plan (JSON) to this path before running.
     #[arg(long, value_name = "PATH")]
     pub dump_plan: Option<PathBuf>,
+    /// Write the pipeline as a Graphviz graph to this path before running: composites
+    /// as clusters, fused stages coloured (`dot -Tsvg FILE` draws it).
+    #[arg(long, value_name = "PATH")]
+    pub dump_plan_dot: Option<PathBuf>,
     /// Run this saved plan (as `--dump-plan` wrote it) instead of the pipeline the
     /// binary builds. The binary still builds its pipeline first, which registers its
     /// functions; a plan naming a function this binary does not have is refused before
@@ -58,6 +62,7 @@ impl Default for PipelineOptions {
             seed: None,
             no_validate: false,
             dump_plan: None,
+            dump_plan_dot: None,
             plan: None,
             max_duration: None,
             runner_options: Vec::new(),

@@ -156,6 +156,18 @@ impl Pipeline {
             })?;
             eprintln!("wrote the plan to {}", path.display());
         }
+        if let Some(path) = &self.options.dump_plan_dot {
+            let render = runner::plan_renderer().ok_or_else(|| Error::InvalidOption {
+                option: "--dump-plan-dot".into(),
+                message: "no runner linked into this binary renders plans".into(),
+            })?;
+            std::fs::write(path, render(&plan)?).map_err(|cause| Error::Io {
+                what: "cannot write the pipeline graph to".into(),
+                path: path.clone(),
+                cause,
+            })?;
+            eprintln!("wrote the pipeline graph to {}", path.display());
+        }
         if let Some(path) = &self.options.plan {
             let saved = std::fs::read_to_string(path).map_err(|cause| Error::Io {
                 what: "cannot read the plan".into(),

@@ -354,3 +354,19 @@ pub fn request_drain() {
 pub fn drain_requested() -> bool {
     DRAIN.load(std::sync::atomic::Ordering::SeqCst)
 }
+
+/// Renders a plan as a Graphviz graph (`--dump-plan-dot`); runners-core provides one,
+/// which the runners register, since the SDK cannot see how a plan is fused.
+pub type PlanRenderer = fn(&Plan) -> Result<String>;
+
+static PLAN_RENDERER: std::sync::OnceLock<PlanRenderer> = std::sync::OnceLock::new();
+
+/// Registers the renderer of `--dump-plan-dot` (the first registration wins).
+pub fn register_plan_renderer(render: PlanRenderer) {
+    let _ = PLAN_RENDERER.set(render);
+}
+
+/// The registered renderer of `--dump-plan-dot`.
+pub fn plan_renderer() -> Option<PlanRenderer> {
+    PLAN_RENDERER.get().copied()
+}

@@ -10,6 +10,7 @@
 //! decides only scheduling, parallelism, data movement and recovery.
 
 pub mod checkpoint;
+pub mod dot;
 pub mod fusion;
 pub mod keyed;
 pub mod reduce;

@@ -190,4 +190,5 @@ fn fresh_seed() -> u64 {
 /// Makes the direct runner selectable as `--runner=direct`.
 pub fn register() {
     register_runner(Arc::new(DirectRunner));
+    tidewater::runner::register_plan_renderer(tidewater_runners_core::dot::render_dot);
 }
