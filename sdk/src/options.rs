@@ -50,7 +50,9 @@ pub struct PipelineOptions {
     /// pipeline then drains: watermarks advance to the end and windows fire.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub max_duration: Option<std::time::Duration>,
-    /// A runner-specific option, `key=value`; may be repeated.
+    /// A runner-specific option, `key=value`; may be repeated. The direct runner's:
+    /// bundle_size, lift_combiners, partial_flush_groups, max_key_groups,
+    /// checkpoint_every, commit_every_ms (an unknown one is refused with their meaning).
     #[arg(long = "runner-option", value_name = "KEY=VALUE", value_parser = parse_key_value)]
     pub runner_options: Vec<(String, String)>,
 }

@@ -101,6 +101,10 @@ fn run() -> anyhow::Result<()> {
     tidewater_examples::register_runners();
     let args = Args::parse();
     tidewater_examples::drain_on_ctrl_c();
+    eprintln!(
+        "panes of 10 s windows, printed as they fire; every 97th record is 12 s late on \
+         purpose, so the first windows can be of negative time. Ctrl-C drains and stops."
+    );
     let p = Pipeline::new(args.options.clone());
     streaming_word_count::build(&p, args.records, args.rate, args.word_seed).write_to(
         "PrintPanes",
