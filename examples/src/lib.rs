@@ -52,6 +52,59 @@ pub fn drain_on_ctrl_c() {
     });
 }
 
+/// Elements committed by every [`CountingSink`] in this process.
+static COMMITTED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// The elements [`CountingSink`]s have committed so far.
+pub fn committed_count() -> u64 {
+    COMMITTED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// A sink that counts what it commits and keeps nothing: the output of long or
+/// unbounded runs (soak, unbounded Nexmark).
+#[derive(serde::Serialize, serde::Deserialize)]
+pub struct CountingSink<T> {
+    #[serde(skip)]
+    open: u64,
+    #[serde(skip)]
+    _t: std::marker::PhantomData<fn() -> T>,
+}
+
+impl<T> Default for CountingSink<T> {
+    fn default() -> Self {
+        CountingSink {
+            open: 0,
+            _t: std::marker::PhantomData,
+        }
+    }
+}
+
+impl<T: tidewater::Element> tidewater::Sink for CountingSink<T> {
+    type In = T;
+    fn write(
+        &mut self,
+        _: &tidewater::Txn,
+        xs: Vec<tidewater::WindowedValue<T>>,
+    ) -> Result<(), tidewater::UserError> {
+        self.open += xs.len() as u64;
+        Ok(())
+    }
+    fn stage(&mut self, _: &tidewater::Txn) -> Result<(), tidewater::UserError> {
+        Ok(())
+    }
+    fn commit(&mut self, _: &tidewater::Txn) -> Result<(), tidewater::UserError> {
+        COMMITTED.fetch_add(
+            std::mem::take(&mut self.open),
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        Ok(())
+    }
+    fn abort(&mut self, _: &tidewater::Txn) -> Result<(), tidewater::UserError> {
+        self.open = 0;
+        Ok(())
+    }
+}
+
 /// Ends a binary: on error prints it with its causes (`Error: ...` then `Caused by:`
 /// lines) and exits with 1. Unlike returning the error from `main`, no backtrace is
 /// printed even when `RUST_BACKTRACE` is set: a user's mistake deserves one clean

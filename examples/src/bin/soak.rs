@@ -7,10 +7,8 @@
 //! `cargo run --release -p tidewater-examples --bin soak -- --minutes 10`
 
 use clap::Parser;
-use serde::{Deserialize, Serialize};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-use tidewater::{Pipeline, PipelineOptions, Sink, Txn, UserError, WindowedValue};
+use tidewater::{Pipeline, PipelineOptions};
 use tidewater_examples::streaming_word_count;
 
 /// Runs the streaming word count unbounded and prints RSS every minute.
@@ -29,39 +27,6 @@ struct Args {
     /// Runner options (e.g. `checkpoint_every=100`).
     #[arg(long = "runner-option", value_name = "KEY=VALUE", value_parser = tidewater::parse_key_value)]
     runner_options: Vec<(String, String)>,
-}
-
-/// Pane elements committed so far.
-static COMMITTED: AtomicU64 = AtomicU64::new(0);
-
-/// Counts what it is given and keeps nothing.
-#[derive(Serialize, Deserialize, Default)]
-struct CountingSink {
-    #[serde(skip)]
-    open: u64,
-}
-
-impl Sink for CountingSink {
-    type In = (String, u64);
-    fn write(
-        &mut self,
-        _txn: &Txn,
-        xs: Vec<WindowedValue<(String, u64)>>,
-    ) -> Result<(), UserError> {
-        self.open += xs.len() as u64;
-        Ok(())
-    }
-    fn stage(&mut self, _txn: &Txn) -> Result<(), UserError> {
-        Ok(())
-    }
-    fn commit(&mut self, _txn: &Txn) -> Result<(), UserError> {
-        COMMITTED.fetch_add(std::mem::take(&mut self.open), Ordering::Relaxed);
-        Ok(())
-    }
-    fn abort(&mut self, _txn: &Txn) -> Result<(), UserError> {
-        self.open = 0;
-        Ok(())
-    }
 }
 
 fn rss_mb() -> f64 {
@@ -92,7 +57,10 @@ fn run() -> anyhow::Result<()> {
         ..PipelineOptions::default()
     };
     let p = Pipeline::new(options);
-    streaming_word_count::build(&p, 0, args.rate, 42).write_to("Panes", CountingSink::default());
+    streaming_word_count::build(&p, 0, args.rate, 42).write_to(
+        "Panes",
+        tidewater_examples::CountingSink::<(String, u64)>::default(),
+    );
     let every = Duration::from_secs(args.every.max(1));
     let started = Instant::now();
     std::thread::spawn(move || loop {
@@ -101,7 +69,7 @@ fn run() -> anyhow::Result<()> {
             "{:>6.0}s  rss={:>7.1}MB  panes committed={}",
             started.elapsed().as_secs_f64(),
             rss_mb(),
-            COMMITTED.load(Ordering::Relaxed)
+            tidewater_examples::committed_count()
         );
     });
     tidewater_examples::outln!("{:>6.0}s  rss={:>7.1}MB", 0.0, rss_mb());
@@ -110,7 +78,7 @@ fn run() -> anyhow::Result<()> {
         "done after {:.0}s: rss={:.1}MB, pane elements committed={}",
         started.elapsed().as_secs_f64(),
         rss_mb(),
-        COMMITTED.load(Ordering::Relaxed)
+        tidewater_examples::committed_count()
     );
     Ok(())
 }

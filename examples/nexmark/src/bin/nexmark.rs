@@ -2,12 +2,9 @@
 
 use anyhow::bail;
 use clap::Parser;
-use serde::{Deserialize, Serialize};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Instant;
-use tidewater::{
-    Element, PCollection, Pipeline, PipelineOptions, Read, Sink, Txn, UserError, WindowedValue,
-};
+use tidewater::{Element, PCollection, Pipeline, PipelineOptions, Read};
 use tidewater_nexmark::{checksum, oracle, queries, sorted_by_encoding, Event, NexmarkSource};
 
 /// Nexmark queries on any runner.
@@ -50,37 +47,6 @@ fn source(args: &Args) -> NexmarkSource {
     }
 }
 
-/// Outputs committed by an unbounded run.
-static COUNTED: AtomicU64 = AtomicU64::new(0);
-
-/// Counts an unbounded run's outputs, keeping none of them.
-#[derive(Serialize, Deserialize)]
-struct Counting<T> {
-    #[serde(skip)]
-    open: u64,
-    #[serde(skip)]
-    _t: std::marker::PhantomData<fn() -> T>,
-}
-
-impl<T: Element> Sink for Counting<T> {
-    type In = T;
-    fn write(&mut self, _: &Txn, xs: Vec<WindowedValue<T>>) -> Result<(), UserError> {
-        self.open += xs.len() as u64;
-        Ok(())
-    }
-    fn stage(&mut self, _: &Txn) -> Result<(), UserError> {
-        Ok(())
-    }
-    fn commit(&mut self, _: &Txn) -> Result<(), UserError> {
-        COUNTED.fetch_add(std::mem::take(&mut self.open), Ordering::Relaxed);
-        Ok(())
-    }
-    fn abort(&mut self, _: &Txn) -> Result<(), UserError> {
-        self.open = 0;
-        Ok(())
-    }
-}
-
 /// An unbounded run: outputs counted, progress every 5 s.
 fn run_unbounded<T: Element>(
     args: &Args,
@@ -89,14 +55,8 @@ fn run_unbounded<T: Element>(
 ) -> anyhow::Result<()> {
     let p = Pipeline::new(args.options.clone());
     let events = p.apply("Events", Read::from(source(args)));
-    build(&events).write_to(
-        "Count",
-        Counting::<T> {
-            open: 0,
-            _t: std::marker::PhantomData,
-        },
-    );
-    COUNTED.store(0, Ordering::Relaxed);
+    build(&events).write_to("Count", tidewater_examples::CountingSink::<T>::default());
+    let before = tidewater_examples::committed_count();
     let started = Instant::now();
     let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let progress = {
@@ -108,7 +68,7 @@ fn run_unbounded<T: Element>(
                 if started.elapsed().as_secs() >= next {
                     tidewater_examples::outln!(
                         "{name}: {next}s, {} outputs so far",
-                        COUNTED.load(Ordering::Relaxed)
+                        tidewater_examples::committed_count() - before
                     );
                     next += 5;
                 }
@@ -122,7 +82,7 @@ fn run_unbounded<T: Element>(
     tidewater_examples::outln!(
         "{name}: unbounded for {:.1}s, outputs={}",
         started.elapsed().as_secs_f64(),
-        COUNTED.load(Ordering::Relaxed)
+        tidewater_examples::committed_count() - before
     );
     Ok(())
 }
