@@ -36,6 +36,9 @@ struct Args {
     /// Run without the direct runner's validation (its fast path).
     #[arg(long)]
     no_validate: bool,
+    /// Worker threads of the distributed runners (the direct runner runs one).
+    #[arg(long, default_value_t = 1)]
+    workers: u64,
     /// List the cases with their declared features and exit.
     #[arg(long)]
     list: bool,
@@ -90,6 +93,7 @@ fn main() -> ExitCode {
         timeout: std::time::Duration::from_secs(args.timeout_secs),
         runner_options: args.runner_options.clone(),
         no_validate: args.no_validate,
+        workers: args.workers,
     };
     let matrix = harness::with_quiet_panics(|| harness::run_matrix(&cases, &runners, &config));
     let matrix = match matrix {

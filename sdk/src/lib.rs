@@ -51,7 +51,7 @@ pub use dofn::{DoFn, FinishBundleContext, ProcessContext, TupleTag, MAIN_TAG};
 pub use element::{Element, KV};
 pub use error::{shorten, Error, Result, UserError};
 pub use exec::TimeDomain;
-pub use options::{parse_key_value, PipelineOptions};
+pub use options::{parse_key_value, EngineOptions, PipelineOptions};
 pub use pipeline::{run_plan_json, PCollection, Pipeline};
 pub use primitives::*;
 pub use runner::{PipelineResult, Runner};

@@ -55,6 +55,64 @@ pub struct PipelineOptions {
     /// checkpoint_every, commit_every_ms (an unknown one is refused with their meaning).
     #[arg(long = "runner-option", value_name = "KEY=VALUE", value_parser = parse_key_value)]
     pub runner_options: Vec<(String, String)>,
+    /// Workers, processes and checkpoints of the distributed runners.
+    #[command(flatten)]
+    pub engine: EngineOptions,
+}
+
+/// Options of the distributed runners (native and micro-batch): workers, processes,
+/// checkpoints. The direct runner refuses all but their defaults.
+#[derive(clap::Args, Clone, Debug, PartialEq, Eq)]
+#[command(next_help_heading = "Distributed runners (native, microbatch)")]
+pub struct EngineOptions {
+    /// Worker threads per process.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub workers: u64,
+    /// Processes in the job (timely's cluster mode over TCP); each is started with the
+    /// same binary and arguments, and its own --process-id.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub processes: u64,
+    /// This process's index, from 0 to --processes - 1.
+    #[arg(long, default_value_t = 0)]
+    pub process_id: u64,
+    /// A file listing `host:port` of every process, one per line, in process order.
+    #[arg(long, value_name = "FILE")]
+    pub hosts: Option<PathBuf>,
+    /// Launch this many processes of this binary on loopback and supervise them
+    /// (restarting all from the last checkpoint when one dies or hangs).
+    #[arg(long, value_name = "N")]
+    pub local_cluster: Option<u64>,
+    /// How often a checkpoint is taken (e.g. 1s, 500ms).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub checkpoint_interval: Option<std::time::Duration>,
+    /// Where checkpoints are written; a job started with a directory holding a complete
+    /// checkpoint resumes from it.
+    #[arg(long, value_name = "DIR")]
+    pub checkpoint_dir: Option<PathBuf>,
+    /// exactly-once (aligned checkpoints) or at-least-once (no alignment: lower
+    /// latency, duplicates after a failure).
+    #[arg(long, default_value = "exactly-once", value_parser = ["exactly-once", "at-least-once"])]
+    pub guarantee: String,
+    /// Keep a savepoint (a complete checkpoint the user owns) here at the end of a
+    /// bounded run; resume from it with --checkpoint-dir, at any parallelism.
+    #[arg(long, value_name = "DIR")]
+    pub savepoint_dir: Option<PathBuf>,
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        EngineOptions {
+            workers: 1,
+            processes: 1,
+            process_id: 0,
+            hosts: None,
+            local_cluster: None,
+            checkpoint_interval: None,
+            checkpoint_dir: None,
+            guarantee: "exactly-once".into(),
+            savepoint_dir: None,
+        }
+    }
 }
 
 impl Default for PipelineOptions {
@@ -68,6 +126,7 @@ impl Default for PipelineOptions {
             plan: None,
             max_duration: None,
             runner_options: Vec::new(),
+            engine: EngineOptions::default(),
         }
     }
 }

@@ -78,6 +78,14 @@ impl SinkHost {
         Ok(())
     }
 
+    /// Epochs before `epoch` had nothing for this instance: writing goes on at `epoch`
+    /// (an engine whose epochs are its checkpoint ids keeps the two the same). Never
+    /// moves back, and only between epochs.
+    pub fn skip_to(&mut self, epoch: u64) {
+        debug_assert!(!self.open, "skip_to inside an epoch");
+        self.epoch = self.epoch.max(epoch);
+    }
+
     /// The checkpoint of `epoch` is durable: commits every staged transaction up to it.
     pub fn commit_through(&mut self, epoch: u64) -> Result<()> {
         let (due, later): (Vec<Txn>, Vec<Txn>) =

@@ -92,7 +92,7 @@ fn without_validation_the_element_is_named_by_position() {
         ..Default::default()
     };
     let e = failing_pipeline(o, false).run().unwrap_err();
-    insta::assert_snapshot!(e.to_string(), @"transform 'Outer/Validate' failed in process on element #21 of its batch (run with validation to see the element): 42 is not acceptable");
+    insta::assert_snapshot!(e.to_string(), @"transform 'Outer/Validate' failed in process on element #21 of its batch (only the direct runner with validation keeps a copy to show): 42 is not acceptable");
 }
 
 #[test]

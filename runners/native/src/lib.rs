@@ -1,17 +1,55 @@
-//! The native runner (Flink style, checkpoint snapshots): not implemented yet.
+//! The native runner: the streaming policy on the timely engine (`runners/timely`).
 //!
-//! It is selectable with `--runner=native` and refuses every plan up front through
-//! the capability check, naming each feature the plan uses, so the conformance matrix
-//! shows it as unsupported rather than passing.
+//! Records are applied as they arrive, as in Flink; sources cut epochs every
+//! `--checkpoint-interval` (1 s by default) and may run `epochs_in_flight` (2) epochs
+//! ahead of the durable frontier; with `--checkpoint-dir` every closed epoch is written
+//! and sinks commit an epoch's output once its checkpoint is complete (two-phase
+//! commit). `--guarantee=at-least-once` skips the alignment of epochs.
+//!
+//! Runner options (`--runner-option KEY=VALUE`): `bundle_size`, `lift_combiners`,
+//! `partial_flush_groups`, `max_key_groups`, `source_partitions` (default: the number of
+//! workers in all), `epochs_in_flight`.
 
 use std::sync::Arc;
-use tidewater::runner::{register_runner, Capabilities, PipelineResult, Runner};
+use std::time::Duration;
+use tidewater::exec::DEFAULT_MAX_KEY_GROUPS;
+use tidewater::runner::{register_runner, Capabilities, Feature, PipelineResult, Runner};
 use tidewater::{plan::Plan, Error, PipelineOptions, Result};
+use tidewater_runners_timely::{Clock, EngineConfig, Guarantee, Store};
 
 /// The native runner.
 pub struct NativeRunner;
 
-const NOT_YET: &str = "the native runner is not implemented yet (it comes with the timely engine)";
+/// The native runner's options (`--runner-option KEY=VALUE`), with their meaning.
+pub const RUNNER_OPTIONS: [(&str, &str); 6] = [
+    (
+        "bundle_size",
+        "largest bundle and source read (default 1024)",
+    ),
+    (
+        "lift_combiners",
+        "true|false: combine partially before the exchange (default true)",
+    ),
+    (
+        "partial_flush_groups",
+        "a partial-combine table holding more groups is flushed early (default 100000)",
+    ),
+    (
+        "max_key_groups",
+        "number of key groups keyed state is split into (default 128; fixed for a job's life)",
+    ),
+    (
+        "source_partitions",
+        "partitions a source is split into (default: the number of workers in all)",
+    ),
+    (
+        "epochs_in_flight",
+        "epochs a source may run ahead of the last complete checkpoint (default 2)",
+    ),
+];
+
+/// The most key groups a job may have (Flink's limit on maxParallelism).
+const MAX_KEY_GROUPS_LIMIT: u32 = 32_768;
 
 impl Runner for NativeRunner {
     fn name(&self) -> &'static str {
@@ -19,12 +57,160 @@ impl Runner for NativeRunner {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities::none(NOT_YET)
+        let features = Feature::ALL
+            .into_iter()
+            .filter(|f| *f != Feature::UnknownTransform);
+        Capabilities::new(features, "the native runner does not implement this")
     }
 
-    fn run(&self, _plan: &Plan, _options: &PipelineOptions) -> Result<PipelineResult> {
-        Err(Error::Internal(NOT_YET.into()))
+    fn run(&self, plan: &Plan, options: &PipelineOptions) -> Result<PipelineResult> {
+        let exec = tidewater_runners_core::translate(plan)?;
+        let uses_test_stream = exec.nodes.iter().any(|n| {
+            matches!(
+                n.kind,
+                tidewater_runners_core::translate::NodeKind::TestStream { .. }
+            )
+        });
+        let config = engine_config(options, uses_test_stream)?;
+        let restored = match &config.checkpoint_dir {
+            Some(dir) => {
+                let store = Store::open(dir)?;
+                let restored = store.latest(tidewater_runners_core::snapshot::plan_hash(plan))?;
+                if let Some(r) = &restored {
+                    for note in &r.notes {
+                        eprintln!("native runner: {note}");
+                    }
+                }
+                restored
+            }
+            None => None,
+        };
+        tidewater_runners_timely::run(plan, &config, restored)
     }
+}
+
+fn invalid(option: String, message: String) -> Error {
+    Error::InvalidOption { option, message }
+}
+
+/// The engine configuration `options` ask for.
+pub fn engine_config(options: &PipelineOptions, uses_test_stream: bool) -> Result<EngineConfig> {
+    if let Some((key, value)) = options
+        .runner_options
+        .iter()
+        .find(|(k, _)| !RUNNER_OPTIONS.iter().any(|(known, _)| known == k))
+    {
+        return Err(invalid(
+            format!("--runner-option {key}={value}"),
+            format!(
+                "the native runner has no option '{key}'; its options are:\n{}",
+                RUNNER_OPTIONS
+                    .iter()
+                    .map(|(k, m)| format!("  {k}: {m}"))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            ),
+        ));
+    }
+    let parse = |key: &str, default: usize| -> Result<usize> {
+        match options.runner_option(key) {
+            None => Ok(default),
+            Some(v) => v.parse::<usize>().ok().filter(|n| *n > 0).ok_or_else(|| {
+                invalid(
+                    format!("--runner-option {key}={v}"),
+                    "expected a positive integer".into(),
+                )
+            }),
+        }
+    };
+    let e = &options.engine;
+    let workers = e.workers as usize;
+    let processes = e.processes as usize;
+    if e.process_id >= e.processes {
+        return Err(invalid(
+            format!("--process-id {}", e.process_id),
+            format!(
+                "expected 0 to {} with --processes {}",
+                e.processes - 1,
+                e.processes
+            ),
+        ));
+    }
+    let addresses = match (&e.hosts, processes) {
+        (_, 1) => Vec::new(),
+        (Some(path), _) => {
+            let text = std::fs::read_to_string(path).map_err(|err| {
+                invalid(
+                    format!("--hosts {}", path.display()),
+                    format!("cannot read it: {err}"),
+                )
+            })?;
+            let hosts: Vec<String> = text
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .map(String::from)
+                .collect();
+            if hosts.len() != processes {
+                return Err(invalid(
+                    format!("--hosts {}", path.display()),
+                    format!(
+                        "it lists {} hosts but --processes is {processes}",
+                        hosts.len()
+                    ),
+                ));
+            }
+            hosts
+        }
+        (None, _) => (0..processes)
+            .map(|i| format!("127.0.0.1:{}", 2101 + i))
+            .collect(),
+    };
+    let max_key_groups = parse("max_key_groups", DEFAULT_MAX_KEY_GROUPS as usize)?;
+    let max_key_groups = u32::try_from(max_key_groups)
+        .ok()
+        .filter(|m| *m <= MAX_KEY_GROUPS_LIMIT)
+        .ok_or_else(|| {
+            invalid(
+                format!("--runner-option max_key_groups={max_key_groups}"),
+                format!("at most {MAX_KEY_GROUPS_LIMIT}"),
+            )
+        })?;
+    let lift_combiners = match options.runner_option("lift_combiners") {
+        None | Some("true") => true,
+        Some("false") => false,
+        Some(v) => {
+            return Err(invalid(
+                format!("--runner-option lift_combiners={v}"),
+                "expected true or false".into(),
+            ))
+        }
+    };
+    Ok(EngineConfig {
+        workers,
+        processes,
+        process_id: e.process_id as usize,
+        addresses,
+        epoch_interval: e.checkpoint_interval.unwrap_or(Duration::from_secs(1)),
+        epochs_in_flight: parse("epochs_in_flight", 2)? as u64,
+        guarantee: if e.guarantee == "at-least-once" {
+            Guarantee::AtLeastOnce
+        } else {
+            Guarantee::ExactlyOnce
+        },
+        checkpoint_dir: e.checkpoint_dir.clone(),
+        max_key_groups,
+        lift_combiners,
+        partial_flush_groups: parse("partial_flush_groups", 100_000)?,
+        bundle_size: parse("bundle_size", 1024)?,
+        source_partitions: parse("source_partitions", workers * processes)?,
+        clock: if uses_test_stream {
+            Clock::Simulated
+        } else {
+            Clock::Wall
+        },
+        max_duration: options.max_duration,
+    })
 }
 
 /// Makes the runner selectable as `--runner=native`.

@@ -227,7 +227,7 @@ impl<F: DoFn> ErasedDoFn for DoFnInvoker<F> {
                 Some(match &kept {
                     Some(v) => format!("{v:?}"),
                     None => {
-                        format!("#{index} of its batch (run with validation to see the element)")
+                        format!("#{index} of its batch (only the direct runner with validation keeps a copy to show)")
                     }
                 })
             };

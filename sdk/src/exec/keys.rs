@@ -114,6 +114,9 @@ pub trait KeyOps: Send + Sync {
         targets: usize,
         route: &mut dyn FnMut(u64) -> usize,
     ) -> Result<Vec<Box<dyn AnyBatch>>, ExecError>;
+    /// Decodes a batch of these elements that [`AnyBatch::encode`] wrote: what an
+    /// exchange between processes receives.
+    fn decode_batch(&self, bytes: &[u8]) -> Result<Box<dyn AnyBatch>, ExecError>;
 }
 
 /// [`KeyOps`] for elements of type `T` whose key is encoded by a function.
@@ -186,6 +189,19 @@ impl<T: Element> KeyOps for KeyedBy<T> {
             .into_iter()
             .map(|items| Box::new(Batch { items }) as Box<dyn AnyBatch>)
             .collect())
+    }
+
+    fn decode_batch(&self, bytes: &[u8]) -> Result<Box<dyn AnyBatch>, ExecError> {
+        use super::ElementType;
+        super::TypedElementType::<T>::default()
+            .decode_batch(bytes)
+            .map_err(|e| {
+                ExecError::Downstream(Box::new(crate::Error::Coder {
+                    transform: "exchange".into(),
+                    element: "?".into(),
+                    message: e.to_string(),
+                }))
+            })
     }
 }
 

@@ -1,0 +1,222 @@
+//! Tidewater's distributed engine on timely-dataflow, shared by the native (streaming)
+//! and micro-batch runners: the plan as one timely dataflow, exchange by key group,
+//! epochs as timely time, in-band watermarks, a checkpoint store, recovery.
+//!
+//! It holds no semantic rule. Each worker builds the plan's tasks ([`task`]): a task
+//! hosts one of core's heads (a source driver, a keyed operator, a side-input runner, a
+//! Flatten, a capture) and the fused stage its output feeds; the stage's exits are the
+//! task's timely outputs, routed by key group, broadcast, kept local or gathered. Epochs
+//! close when timely's frontiers pass them; a task writes its state for the closed
+//! epochs before it lets its capabilities go, so the probe after every task passing `e`
+//! means checkpoint `e` is durable everywhere, and sinks commit it.
+
+pub mod msg;
+pub mod store;
+pub mod task;
+mod worker;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tidewater::exec::{MetricResults, DEFAULT_MAX_KEY_GROUPS};
+use tidewater::plan::Plan;
+use tidewater::runner::{PipelineResult, PipelineState};
+use tidewater::{Error, Result};
+
+pub use store::{Restored, Store};
+
+/// Where processing time comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Clock {
+    /// Moved only by a TestStream, and carried in-band: deterministic.
+    Simulated,
+    /// The wall clock of each worker.
+    Wall,
+}
+
+/// What a failure may cost.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Guarantee {
+    /// Epochs are aligned: records of a later epoch wait until the earlier one is
+    /// closed everywhere, so a restored checkpoint is a consistent cut.
+    ExactlyOnce,
+    /// No alignment: every record is applied on arrival; after a failure some records
+    /// are applied twice.
+    AtLeastOnce,
+}
+
+/// How the engine runs a job.
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    /// Worker threads per process.
+    pub workers: usize,
+    /// Processes in all.
+    pub processes: usize,
+    /// This process's index.
+    pub process_id: usize,
+    /// `host:port` of every process, when there are several.
+    pub addresses: Vec<String>,
+    /// How long an epoch lasts at the sources (the checkpoint interval).
+    pub epoch_interval: Duration,
+    /// Epochs a source may run ahead of the durable frontier.
+    pub epochs_in_flight: u64,
+    /// Exactly-once or at-least-once.
+    pub guarantee: Guarantee,
+    /// Where checkpoints go; none: no checkpoints (sinks still commit per epoch).
+    pub checkpoint_dir: Option<PathBuf>,
+    /// Key groups.
+    pub max_key_groups: u32,
+    /// Combine partially before the exchange.
+    pub lift_combiners: bool,
+    /// A partial-combine table holding more groups is flushed early.
+    pub partial_flush_groups: usize,
+    /// Largest bundle (and source read).
+    pub bundle_size: usize,
+    /// Partitions a source is split into.
+    pub source_partitions: usize,
+    /// Where processing time comes from.
+    pub clock: Clock,
+    /// Stop reading sources after this long.
+    pub max_duration: Option<Duration>,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            workers: 1,
+            processes: 1,
+            process_id: 0,
+            addresses: Vec::new(),
+            epoch_interval: Duration::from_secs(1),
+            epochs_in_flight: 2,
+            guarantee: Guarantee::ExactlyOnce,
+            checkpoint_dir: None,
+            max_key_groups: DEFAULT_MAX_KEY_GROUPS,
+            lift_combiners: true,
+            partial_flush_groups: 100_000,
+            bundle_size: 1024,
+            source_partitions: 1,
+            clock: Clock::Wall,
+            max_duration: None,
+        }
+    }
+}
+
+/// The first failure of any worker; once set, every worker stops.
+#[derive(Default)]
+pub struct Abort {
+    set: AtomicBool,
+    error: Mutex<Option<Error>>,
+}
+
+impl Abort {
+    /// Whether a worker failed.
+    pub fn is_set(&self) -> bool {
+        self.set.load(Ordering::SeqCst)
+    }
+
+    /// Records a failure (the first one wins) and stops every worker.
+    pub fn fail(&self, e: Error) {
+        let mut slot = self.error.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.is_none() {
+            *slot = Some(e);
+        }
+        self.set.store(true, Ordering::SeqCst);
+    }
+
+    fn take(&self) -> Option<Error> {
+        self.error.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+}
+
+/// What every worker of a process shares.
+pub struct Shared {
+    /// The plan (each worker translates it itself).
+    pub plan: Plan,
+    /// How to run.
+    pub config: EngineConfig,
+    /// The plan's hash.
+    pub plan_hash: u64,
+    /// The checkpoint restored from.
+    pub restored: Option<Restored>,
+    /// Failures.
+    pub abort: Arc<Abort>,
+    /// 1 + the latest checkpoint whose manifest worker 0 wrote (0: none yet).
+    pub durable: AtomicU64,
+    /// When the job started.
+    pub started: Instant,
+}
+
+/// Runs `plan` on this process's workers to the end; `restored` is the checkpoint to
+/// resume from (see [`Store::latest`]).
+pub fn run(
+    plan: &Plan,
+    config: &EngineConfig,
+    restored: Option<Restored>,
+) -> Result<PipelineResult> {
+    let shared = Arc::new(Shared {
+        plan: plan.clone(),
+        config: config.clone(),
+        plan_hash: tidewater_runners_core::snapshot::plan_hash(plan),
+        restored,
+        abort: Arc::new(Abort::default()),
+        durable: AtomicU64::new(0),
+        started: Instant::now(),
+    });
+    let communication = if config.processes > 1 {
+        timely::CommunicationConfig::Cluster {
+            threads: config.workers.max(1),
+            process: config.process_id,
+            addresses: config.addresses.clone(),
+            report: false,
+            zerocopy: false,
+        }
+    } else if config.workers > 1 {
+        timely::CommunicationConfig::Process(config.workers)
+    } else {
+        timely::CommunicationConfig::Thread
+    };
+    let timely_config = timely::Config {
+        communication,
+        worker: timely::WorkerConfig::default(),
+    };
+    let worker_shared = Arc::clone(&shared);
+    let guards = timely::execute(timely_config, move |worker| {
+        worker::worker_main(worker, &worker_shared)
+    })
+    .map_err(|e| Error::Internal(format!("the timely engine did not start: {e}")))?;
+    let mut captured = BTreeMap::new();
+    let mut metrics = MetricResults::default();
+    let mut failed = false;
+    for r in guards.join() {
+        match r {
+            Ok(Ok(out)) => {
+                for (name, (ty, bytes)) in out.captures {
+                    let entry = captured.entry(name).or_insert_with(|| (ty, Vec::new()));
+                    entry.1.extend(bytes);
+                }
+                metrics.merge(&out.metrics);
+            }
+            Ok(Err(())) => failed = true,
+            Err(panic) => {
+                shared
+                    .abort
+                    .fail(Error::Internal(format!("a worker panicked: {panic}")));
+                failed = true;
+            }
+        }
+    }
+    if failed || shared.abort.is_set() {
+        return Err(shared
+            .abort
+            .take()
+            .unwrap_or_else(|| Error::Internal("a worker failed".into())));
+    }
+    Ok(PipelineResult {
+        state: PipelineState::Done,
+        metrics,
+        captured,
+    })
+}

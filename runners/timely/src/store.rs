@@ -1,0 +1,426 @@
+//! The checkpoint store: snapshot files of every task on every worker, and a manifest
+//! per complete checkpoint.
+//!
+//! Layout of a checkpoint directory:
+//!
+//! ```text
+//! DIR/parts/n{node}-w{worker}-{first}-{last}.snap   a task's parts, in core's snapshot format
+//! DIR/checkpoint-{epoch}.manifest                    a complete checkpoint (JSON)
+//! ```
+//!
+//! A task that closes epochs `first..=last` at once (nothing reached it in between, so
+//! its state is the same for all of them) writes one file for the range. When the
+//! durable probe passes epoch `e`, every task on every worker has written a file whose
+//! range holds `e`; the first worker then writes the manifest of `e`, listing those
+//! files with their lengths and CRC-32s, atomically (a temporary file renamed into
+//! place, then the directory synced). Only a manifest makes a checkpoint complete. The
+//! last [`KEEP`] manifests are kept, with the files they name.
+//!
+//! Recovery reads the newest manifest whose files are all present and match their
+//! checksums; a corrupt or missing file makes it fall back to the previous one, and says
+//! so.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use tidewater::{Error, Result};
+use tidewater_runners_core::snapshot::Snapshot;
+
+/// How many complete checkpoints are kept.
+pub const KEEP: usize = 3;
+
+/// A complete checkpoint.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// The epoch it completes.
+    pub epoch: u64,
+    /// The plan's hash.
+    pub plan_hash: u64,
+    /// The number of key groups.
+    pub max_key_groups: u32,
+    /// How many workers wrote it.
+    pub workers: usize,
+    /// Every file, with its length and CRC-32.
+    pub files: Vec<FileEntry>,
+}
+
+/// One file of a checkpoint.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileEntry {
+    /// Its name under `parts/`.
+    pub name: String,
+    /// Its length in bytes.
+    pub len: u64,
+    /// CRC-32 of its bytes.
+    pub crc: u32,
+}
+
+/// A restored checkpoint: every part of every file, merged.
+#[derive(Clone, Debug)]
+pub struct Restored {
+    /// The checkpoint's manifest.
+    pub manifest: Manifest,
+    /// All parts (its epoch is the checkpoint's).
+    pub snapshot: Snapshot,
+    /// What was skipped on the way (corrupt newer checkpoints), for the user.
+    pub notes: Vec<String>,
+}
+
+/// A checkpoint directory.
+#[derive(Clone, Debug)]
+pub struct Store {
+    dir: PathBuf,
+}
+
+fn io_error(what: &str, path: &Path, e: std::io::Error) -> Error {
+    Error::Checkpoint {
+        message: format!("{what} {}: {e}", path.display()),
+    }
+}
+
+/// The name of a task's file for epochs `first..=last`.
+pub fn part_file_name(node: usize, worker: usize, first: u64, last: u64) -> String {
+    format!("n{node}-w{worker}-{first}-{last}.snap")
+}
+
+/// What a part file's name says: node, worker, first and last epoch.
+type PartId = (usize, usize, u64, u64);
+
+fn parse_part_file_name(name: &str) -> Option<PartId> {
+    let rest = name.strip_prefix('n')?.strip_suffix(".snap")?;
+    let mut it = rest.split('-');
+    let node = it.next()?.parse().ok()?;
+    let worker = it.next()?.strip_prefix('w')?.parse().ok()?;
+    let first = it.next()?.parse().ok()?;
+    let last = it.next()?.parse().ok()?;
+    it.next().is_none().then_some((node, worker, first, last))
+}
+
+fn manifest_name(epoch: u64) -> String {
+    format!("checkpoint-{epoch:020}.manifest")
+}
+
+/// Writes `bytes` to `path` atomically and durably: a temporary file, synced, renamed
+/// into place, then the directory synced.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let tmp = dir.join(format!(
+        ".{}.tmp",
+        path.file_name().and_then(|n| n.to_str()).unwrap_or("file")
+    ));
+    let mut f = std::fs::File::create(&tmp).map_err(|e| io_error("cannot create", &tmp, e))?;
+    f.write_all(bytes)
+        .and_then(|()| f.sync_all())
+        .map_err(|e| io_error("cannot write", &tmp, e))?;
+    std::fs::rename(&tmp, path).map_err(|e| io_error("cannot rename into", path, e))?;
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+impl Store {
+    /// The store in `dir`, created if missing.
+    pub fn open(dir: &Path) -> Result<Self> {
+        let parts = dir.join("parts");
+        std::fs::create_dir_all(&parts)
+            .map_err(|e| io_error("cannot create the checkpoint directory", &parts, e))?;
+        Ok(Store {
+            dir: dir.to_path_buf(),
+        })
+    }
+
+    /// The directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Writes a task's snapshot for epochs `first..=last`.
+    pub fn write_part(
+        &self,
+        node: usize,
+        worker: usize,
+        first: u64,
+        last: u64,
+        snapshot: &Snapshot,
+    ) -> Result<()> {
+        let path = self
+            .dir
+            .join("parts")
+            .join(part_file_name(node, worker, first, last));
+        write_atomic(&path, &snapshot.encode())
+    }
+
+    fn part_files(&self) -> Result<Vec<(String, PartId)>> {
+        let dir = self.dir.join("parts");
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(&dir).map_err(|e| io_error("cannot list", &dir, e))? {
+            let entry = entry.map_err(|e| io_error("cannot list", &dir, e))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if let Some(id) = parse_part_file_name(&name) {
+                out.push((name, id));
+            }
+        }
+        Ok(out)
+    }
+
+    /// The epochs of the manifests present, oldest first.
+    pub fn manifests(&self) -> Result<Vec<u64>> {
+        let mut out = Vec::new();
+        for entry in
+            std::fs::read_dir(&self.dir).map_err(|e| io_error("cannot list", &self.dir, e))?
+        {
+            let entry = entry.map_err(|e| io_error("cannot list", &self.dir, e))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if let Some(e) = name
+                .strip_prefix("checkpoint-")
+                .and_then(|r| r.strip_suffix(".manifest"))
+                .and_then(|r| r.parse::<u64>().ok())
+            {
+                out.push(e);
+            }
+        }
+        out.sort_unstable();
+        Ok(out)
+    }
+
+    /// Checkpoint `epoch` is durable on every worker: writes its manifest over the files
+    /// of `tasks` (plan nodes) × `workers`, then drops checkpoints beyond the last
+    /// [`KEEP`] and the files only they named.
+    pub fn complete(
+        &self,
+        epoch: u64,
+        tasks: &[usize],
+        workers: usize,
+        plan_hash: u64,
+        max_key_groups: u32,
+    ) -> Result<Manifest> {
+        let files = self.part_files()?;
+        let mut entries = Vec::new();
+        for &node in tasks {
+            for worker in 0..workers {
+                let (name, _) = files
+                    .iter()
+                    .filter(|(_, (n, w, first, last))| {
+                        *n == node && *w == worker && *first <= epoch && epoch <= *last
+                    })
+                    .max_by_key(|(_, (_, _, first, _))| *first)
+                    .ok_or_else(|| Error::Checkpoint {
+                        message: format!(
+                            "checkpoint {epoch} is durable but the file of node {node} on worker {worker} is missing"
+                        ),
+                    })?;
+                let path = self.dir.join("parts").join(name);
+                let bytes = std::fs::read(&path).map_err(|e| io_error("cannot read", &path, e))?;
+                entries.push(FileEntry {
+                    name: name.clone(),
+                    len: bytes.len() as u64,
+                    crc: crc32fast::hash(&bytes),
+                });
+            }
+        }
+        let manifest = Manifest {
+            epoch,
+            plan_hash,
+            max_key_groups,
+            workers,
+            files: entries,
+        };
+        let json = serde_json::to_vec_pretty(&manifest).expect("a manifest encodes");
+        write_atomic(&self.dir.join(manifest_name(epoch)), &json)?;
+        self.collect_garbage()?;
+        Ok(manifest)
+    }
+
+    /// Keeps the last [`KEEP`] manifests and every file one of them names or that may
+    /// still become part of a later checkpoint.
+    fn collect_garbage(&self) -> Result<()> {
+        let epochs = self.manifests()?;
+        if epochs.len() <= KEEP {
+            return Ok(());
+        }
+        let (old, kept) = epochs.split_at(epochs.len() - KEEP);
+        let mut named = BTreeSet::new();
+        for &e in kept {
+            for f in self.read_manifest(e)?.files {
+                named.insert(f.name);
+            }
+        }
+        let oldest_kept = kept[0];
+        for (name, (_, _, _, last)) in self.part_files()? {
+            if last < oldest_kept && !named.contains(&name) {
+                let _ = std::fs::remove_file(self.dir.join("parts").join(&name));
+            }
+        }
+        for &e in old {
+            let _ = std::fs::remove_file(self.dir.join(manifest_name(e)));
+        }
+        Ok(())
+    }
+
+    fn read_manifest(&self, epoch: u64) -> Result<Manifest> {
+        let path = self.dir.join(manifest_name(epoch));
+        let bytes = std::fs::read(&path).map_err(|e| io_error("cannot read", &path, e))?;
+        serde_json::from_slice(&bytes).map_err(|e| Error::Checkpoint {
+            message: format!("the manifest {} is corrupt: {e}", path.display()),
+        })
+    }
+
+    /// Reads checkpoint `epoch`, checking every file against its manifest.
+    pub fn read(&self, epoch: u64, plan_hash: u64) -> Result<(Manifest, Snapshot)> {
+        let manifest = self.read_manifest(epoch)?;
+        if manifest.plan_hash != plan_hash {
+            return Err(Error::Checkpoint {
+                message: format!(
+                    "checkpoint {epoch} in {} belongs to another pipeline (plan hash {:016x}, this one {plan_hash:016x})",
+                    self.dir.display(),
+                    manifest.plan_hash
+                ),
+            });
+        }
+        let mut all = Snapshot {
+            plan_hash,
+            max_key_groups: manifest.max_key_groups,
+            epoch,
+            parts: Vec::new(),
+        };
+        for f in &manifest.files {
+            let path = self.dir.join("parts").join(&f.name);
+            let bytes = std::fs::read(&path).map_err(|e| io_error("cannot read", &path, e))?;
+            if bytes.len() as u64 != f.len || crc32fast::hash(&bytes) != f.crc {
+                return Err(Error::Checkpoint {
+                    message: format!(
+                        "{} does not match its checksum in checkpoint {epoch}",
+                        path.display()
+                    ),
+                });
+            }
+            let s = Snapshot::decode(&bytes, plan_hash)?;
+            all.parts.extend(s.parts);
+        }
+        Ok((manifest, all))
+    }
+
+    /// The newest checkpoint that reads back whole, if any; corrupt newer ones are
+    /// skipped and named in the notes. A checkpoint of another pipeline is an error.
+    pub fn latest(&self, plan_hash: u64) -> Result<Option<Restored>> {
+        let mut notes = Vec::new();
+        for epoch in self.manifests()?.into_iter().rev() {
+            match self.read(epoch, plan_hash) {
+                Ok((manifest, snapshot)) => {
+                    return Ok(Some(Restored {
+                        manifest,
+                        snapshot,
+                        notes,
+                    }))
+                }
+                Err(Error::Checkpoint { message }) if !message.contains("another pipeline") => {
+                    notes.push(format!(
+                        "checkpoint {epoch} is unusable ({message}); falling back to an older one"
+                    ));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        if !notes.is_empty() {
+            return Err(Error::Checkpoint {
+                message: format!(
+                    "no usable checkpoint in {}: {}",
+                    self.dir.display(),
+                    notes.join("; ")
+                ),
+            });
+        }
+        Ok(None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tidewater_runners_core::snapshot::{Part, Scope};
+
+    fn snap(bytes: &[u8]) -> Snapshot {
+        Snapshot {
+            plan_hash: 7,
+            max_key_groups: 4,
+            epoch: 0,
+            parts: vec![Part {
+                transform: "T".into(),
+                scope: Scope::List(0),
+                bytes: bytes.to_vec(),
+            }],
+        }
+    }
+
+    #[test]
+    fn a_checkpoint_names_the_file_whose_range_holds_its_epoch_and_reads_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        store.write_part(1, 0, 0, 2, &snap(b"a")).unwrap();
+        store.write_part(1, 1, 0, 0, &snap(b"b")).unwrap();
+        store.write_part(1, 1, 1, 3, &snap(b"c")).unwrap();
+        let m = store.complete(2, &[1], 2, 7, 4).unwrap();
+        let names: Vec<&str> = m.files.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(names, ["n1-w0-0-2.snap", "n1-w1-1-3.snap"]);
+        let r = store.latest(7).unwrap().unwrap();
+        assert_eq!(r.manifest.epoch, 2);
+        let bytes: Vec<&[u8]> = r.snapshot.parts.iter().map(|p| &p.bytes[..]).collect();
+        assert_eq!(bytes, [b"a", b"c"]);
+        assert!(
+            store.complete(4, &[1], 2, 7, 4).is_err(),
+            "worker 0 has no file for 4"
+        );
+    }
+
+    #[test]
+    fn a_corrupt_file_falls_back_to_the_previous_checkpoint_and_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        store.write_part(1, 0, 0, 0, &snap(b"old")).unwrap();
+        store.complete(0, &[1], 1, 7, 4).unwrap();
+        store.write_part(1, 0, 1, 1, &snap(b"new")).unwrap();
+        store.complete(1, &[1], 1, 7, 4).unwrap();
+        let path = dir.path().join("parts").join("n1-w0-1-1.snap");
+        let mut bytes = std::fs::read(&path).unwrap();
+        let last = bytes.len() - 1;
+        bytes[last] ^= 0xff;
+        std::fs::write(&path, bytes).unwrap();
+        let r = store.latest(7).unwrap().unwrap();
+        assert_eq!(r.manifest.epoch, 0);
+        assert_eq!(r.snapshot.parts[0].bytes, b"old");
+        assert_eq!(r.notes.len(), 1);
+        assert!(
+            r.notes[0].contains("checkpoint 1 is unusable")
+                && r.notes[0].contains("does not match its checksum"),
+            "{}",
+            r.notes[0]
+        );
+        assert!(
+            matches!(store.latest(8), Err(Error::Checkpoint { message }) if message.contains("another pipeline"))
+        );
+    }
+
+    #[test]
+    fn only_the_last_checkpoints_and_their_files_are_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        for e in 0..6u64 {
+            store.write_part(1, 0, e, e, &snap(b"x")).unwrap();
+            store.complete(e, &[1], 1, 7, 4).unwrap();
+        }
+        assert_eq!(store.manifests().unwrap(), [3, 4, 5]);
+        let mut files: Vec<String> = store
+            .part_files()
+            .unwrap()
+            .into_iter()
+            .map(|f| f.0)
+            .collect();
+        files.sort();
+        assert_eq!(
+            files,
+            ["n1-w0-3-3.snap", "n1-w0-4-4.snap", "n1-w0-5-5.snap"]
+        );
+    }
+}

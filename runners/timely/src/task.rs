@@ -1,0 +1,808 @@
+//! A task: one timely operator per worker that hosts a head (a source, a keyed
+//! operator, a Flatten, a ParDo with side inputs, or a capture) and the fused stage
+//! its output feeds, with that stage's exits as the operator's outputs.
+//!
+//! Epochs (timely time) are checkpoint ids. A task holds a capability at its current
+//! epoch `cur`. Messages of `cur` are applied as they arrive; under exactly-once,
+//! messages of later epochs wait until every input's frontier has passed `cur` (Flink's
+//! barrier alignment, with timely's progress tracking in place of in-band barriers).
+//! When the frontier passes `cur`, the task closes the epochs up to the next one it has
+//! work for: sinks stage their transactions, the state is written to the store, and
+//! only then are the capabilities downgraded — the acknowledgement that the durable
+//! probe after every task observes.
+//!
+//! Every semantic rule applied here lives in runners/core: the task only moves batches
+//! and progress between core's parts.
+
+use crate::msg::{Body, InputClock, Msg, Senders};
+use crate::store::Store;
+use crate::{Clock, Guarantee};
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tidewater::exec::{
+    key_group, key_group_worker, AnyBatch, ElementType, ExecError, KeyOps, MetricResults,
+};
+use tidewater::{Error, Result, Timestamp};
+use tidewater_runners_core::checkpoint::keyed_parts;
+use tidewater_runners_core::keyed::KeyedOperator;
+use tidewater_runners_core::side_inputs::SideInputRunner;
+use tidewater_runners_core::sink_host::SinkHost;
+use tidewater_runners_core::snapshot::{Part, Scope, Snapshot};
+use tidewater_runners_core::source_driver::SourceDriver;
+use tidewater_runners_core::stage::{FusedStage, StageOutput};
+use tidewater_runners_core::test_stream::{TestStreamDriver, TestStreamStep};
+use tidewater_runners_core::watermarks;
+use timely::dataflow::channels::pushers::Output;
+use timely::dataflow::operators::Capability;
+use timely::dataflow::ProbeHandle;
+use timely::scheduling::Activator;
+
+/// The epoch a task's last range ends at when it finishes: every later checkpoint
+/// finds its final state there.
+pub const FINAL_EPOCH: u64 = u64::MAX;
+
+/// What a worker's tasks share.
+pub struct WorkerCtx {
+    /// This worker's global index.
+    pub me: usize,
+    /// Workers in all.
+    pub peers: usize,
+    /// Key groups.
+    pub max_key_groups: u32,
+    /// Largest bundle run through a stage.
+    pub bundle_size: usize,
+    /// Records one source read takes at most.
+    pub read_size: usize,
+    /// Where processing time comes from.
+    pub clock: Clock,
+    /// Exactly-once (align epochs) or at-least-once (apply every epoch on arrival).
+    pub guarantee: Guarantee,
+    /// How long an epoch lasts at the sources.
+    pub epoch_interval: Duration,
+    /// Epochs a source may run ahead of the durable frontier.
+    pub epochs_in_flight: u64,
+    /// Stop reading sources after this long.
+    pub max_duration: Option<Duration>,
+    /// When the job started.
+    pub started: Instant,
+    /// The checkpoint store, if checkpoints are on.
+    pub store: Option<Store>,
+    /// The plan's hash (in every file).
+    pub plan_hash: u64,
+    /// The durable probe, after every task.
+    pub probe: ProbeHandle<u64>,
+    /// Captured outputs (filled on worker 0).
+    pub captures: RefCell<BTreeMap<String, (String, Vec<u8>)>>,
+    /// Metrics of this worker.
+    pub metrics: RefCell<MetricResults>,
+    /// Sinks of this worker, for the commits the worker makes once a checkpoint is
+    /// durable.
+    pub sinks: RefCell<Vec<Rc<RefCell<SinkHost>>>>,
+    /// Whether a source has stopped for good because of a drain or a deadline.
+    pub stopping: std::cell::Cell<bool>,
+}
+
+/// How a stage exit leaves the task.
+pub enum Route {
+    /// Split by the worker owning each key's key group.
+    Keyed {
+        /// Output port.
+        port: usize,
+        /// Key hashing of what goes out.
+        key_ops: Arc<dyn KeyOps>,
+    },
+    /// A copy to every worker.
+    Broadcast {
+        /// Output port.
+        port: usize,
+    },
+    /// To this worker.
+    Local {
+        /// Output port.
+        port: usize,
+    },
+    /// Everything to worker 0 (captures).
+    Gather {
+        /// Output port.
+        port: usize,
+    },
+    /// Into a sink instance of this worker.
+    Sink(Rc<RefCell<SinkHost>>),
+}
+
+/// How an input's batches are decoded.
+pub enum Decoder {
+    /// As the PCollection's element type.
+    Type(Arc<dyn ElementType>),
+    /// As what a keyed exchange carries (accumulators of a lifted combine).
+    Keyed(Arc<dyn KeyOps>),
+    /// Not decoded: a capture keeps the bytes.
+    Raw,
+}
+
+/// One input port.
+pub struct Input {
+    /// Progress of its senders.
+    pub clock: InputClock,
+    /// How its data is decoded.
+    pub decoder: Decoder,
+}
+
+impl Input {
+    /// An input of this worker expecting progress from `senders`.
+    pub fn new(ctx: &WorkerCtx, senders: Senders, decoder: Decoder) -> Self {
+        Input {
+            clock: InputClock::new(senders, ctx.me, ctx.peers),
+            decoder,
+        }
+    }
+}
+
+/// What heads a task.
+pub enum Head {
+    /// Create or Impulse: one batch, on worker 0.
+    Create {
+        /// The batch, until it is emitted (`None` on other workers, or once sent).
+        batch: Option<Box<dyn AnyBatch>>,
+    },
+    /// A TestStream, on worker 0.
+    TestStream {
+        /// The script (`None` on other workers).
+        driver: Option<TestStreamDriver>,
+        /// Its watermark.
+        watermark: Timestamp,
+        /// Its simulated processing time.
+        processing_time: Timestamp,
+    },
+    /// A Read: core's source driver over the partitions this worker owns.
+    Read {
+        /// The driver.
+        driver: SourceDriver,
+        /// Idle reads in a row (for the back-off).
+        idle: u32,
+    },
+    /// A grouping or a stateful ParDo.
+    Keyed(Box<dyn KeyedOperator>),
+    /// A Flatten.
+    Flatten,
+    /// A ParDo with side inputs (its stage runs the ParDo).
+    SideInput(SideInputRunner),
+    /// A capture: batches gathered on worker 0.
+    Capture {
+        /// Its name.
+        name: String,
+        /// The element type's name.
+        element_type: String,
+    },
+}
+
+/// One task on one worker.
+pub struct Task {
+    /// The head's plan node (names its files).
+    pub node: usize,
+    /// The head's transform name.
+    pub name: String,
+    /// Transform names of the head's state and of each sink it writes, for parts.
+    pub sink_names: Vec<String>,
+    /// The head.
+    pub head: Head,
+    /// The stage the head's output feeds.
+    pub stage: Option<FusedStage>,
+    /// Per stage exit: where it goes.
+    pub routes: Vec<Route>,
+    /// Per input port.
+    pub inputs: Vec<Input>,
+    /// Whether the task writes files at checkpoints.
+    pub stateful: bool,
+    /// The current epoch.
+    pub cur: u64,
+    /// The first epoch of the range not yet written.
+    pub first: u64,
+    /// Messages waiting for their epoch, in arrival order.
+    pub pending: BTreeMap<u64, Vec<(usize, Msg)>>,
+    /// The last progress sent.
+    pub sent: Option<(Timestamp, Timestamp)>,
+    /// Per output port: messages to send.
+    pub outbox: Vec<Vec<Msg>>,
+    /// Capabilities, one per output port (port 0 is the control output the durable
+    /// probe watches); empty once the task is done.
+    pub caps: Vec<Capability<u64>>,
+    /// The outputs.
+    pub outputs: Vec<Output<u64, Vec<Msg>>>,
+    /// Reschedules this operator.
+    pub activator: Activator,
+    /// When the current epoch began (sources).
+    pub epoch_began: Instant,
+    /// Shared with the worker.
+    pub ctx: Rc<WorkerCtx>,
+}
+
+fn wall_clock() -> Timestamp {
+    Timestamp(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or(0),
+    )
+}
+
+fn attribute(e: ExecError, transform: &str) -> Error {
+    tidewater_runners_core::stage::unwrap_downstream(tidewater_runners_core::stage::attribute(
+        e, transform,
+    ))
+}
+
+/// Routes a running stage's exits into the outbox and the sinks.
+struct Router<'a> {
+    routes: &'a [Route],
+    outbox: &'a mut [Vec<Msg>],
+    ctx: &'a WorkerCtx,
+    transform: &'a str,
+}
+
+fn encode(batch: &dyn AnyBatch, transform: &str) -> Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    batch.encode(&mut bytes).map_err(|e| Error::Coder {
+        transform: transform.to_string(),
+        element: "?".into(),
+        message: e.to_string(),
+    })?;
+    Ok(bytes)
+}
+
+impl StageOutput for Router<'_> {
+    fn emit(&mut self, exit: usize, batch: Box<dyn AnyBatch>) -> Result<()> {
+        let me = self.ctx.me as u32;
+        let data = |to: usize, bytes: Vec<u8>| Msg {
+            to: to as u32,
+            from: me,
+            body: Body::Data(bytes),
+        };
+        match &self.routes[exit] {
+            Route::Keyed { port, key_ops } => {
+                let (max, peers) = (self.ctx.max_key_groups, self.ctx.peers);
+                let parts = if peers == 1 {
+                    vec![batch]
+                } else {
+                    key_ops
+                        .split_by(batch, peers, &mut |h| {
+                            key_group_worker(key_group(h, max), max, peers)
+                        })
+                        .map_err(|e| attribute(e, self.transform))?
+                };
+                for (to, part) in parts.into_iter().enumerate() {
+                    if !part.is_empty() {
+                        let bytes = encode(part.as_ref(), self.transform)?;
+                        self.outbox[*port].push(data(to, bytes));
+                    }
+                }
+            }
+            Route::Broadcast { port } => {
+                let bytes = encode(batch.as_ref(), self.transform)?;
+                for to in 0..self.ctx.peers {
+                    self.outbox[*port].push(data(to, bytes.clone()));
+                }
+            }
+            Route::Local { port } => {
+                let bytes = encode(batch.as_ref(), self.transform)?;
+                self.outbox[*port].push(data(self.ctx.me, bytes));
+            }
+            Route::Gather { port } => {
+                let bytes = encode(batch.as_ref(), self.transform)?;
+                self.outbox[*port].push(data(0, bytes));
+            }
+            Route::Sink(host) => host.borrow_mut().write(batch)?,
+        }
+        Ok(())
+    }
+}
+
+impl Task {
+    fn now(&self) -> Timestamp {
+        match self.ctx.clock {
+            Clock::Wall => wall_clock(),
+            Clock::Simulated => match &self.head {
+                Head::TestStream {
+                    processing_time, ..
+                } => *processing_time,
+                _ => self
+                    .inputs
+                    .iter()
+                    .map(|i| i.clock.processing_time())
+                    .min()
+                    .unwrap_or(Timestamp::MAX),
+            },
+        }
+    }
+
+    /// Runs `batch` through the stage, in bundles.
+    fn run_stage(&mut self, batch: Box<dyn AnyBatch>) -> Result<()> {
+        let Some(stage) = self.stage.as_mut() else {
+            return Ok(());
+        };
+        let mut router = Router {
+            routes: &self.routes,
+            outbox: &mut self.outbox,
+            ctx: &self.ctx,
+            transform: &self.name,
+        };
+        let size = self.ctx.bundle_size.max(1);
+        for bundle in batch.into_chunks(&mut std::iter::repeat(size)) {
+            stage.run_bundle(bundle, &mut router)?;
+        }
+        Ok(())
+    }
+
+    /// Sends what the outbox holds, at epoch `t`.
+    fn flush(&mut self, t: u64) {
+        for (port, msgs) in self.outbox.iter_mut().enumerate() {
+            if msgs.is_empty() {
+                continue;
+            }
+            let cap = &self.caps[port];
+            if *cap.time() == t {
+                self.outputs[port].activate().give(cap, msgs);
+            } else {
+                let delayed = cap.delayed(&t);
+                self.outputs[port].activate().give(&delayed, msgs);
+            }
+            msgs.clear();
+        }
+    }
+
+    /// The head's output watermark.
+    fn output_watermark(&self) -> Timestamp {
+        match &self.head {
+            Head::Create { batch } => {
+                if batch.is_some() {
+                    Timestamp::MIN
+                } else {
+                    Timestamp::MAX
+                }
+            }
+            Head::TestStream { watermark, .. } => *watermark,
+            Head::Read { driver, .. } => driver.watermark(),
+            Head::Keyed(op) => op.output_watermark(),
+            Head::Flatten => {
+                watermarks::flatten_output(self.inputs.iter().map(|i| i.clock.watermark()))
+            }
+            Head::SideInput(runner) => runner.output_watermark(),
+            Head::Capture { .. } => Timestamp::MAX,
+        }
+    }
+
+    /// Sends the head's output progress to every consumer, if it changed.
+    fn send_progress(&mut self) {
+        let progress = (
+            watermarks::par_do_output(self.output_watermark()),
+            match self.ctx.clock {
+                Clock::Wall => Timestamp(0),
+                Clock::Simulated => self.now(),
+            },
+        );
+        if self.sent == Some(progress) {
+            return;
+        }
+        self.sent = Some(progress);
+        let me = self.ctx.me as u32;
+        let msg = |to: usize| Msg {
+            to: to as u32,
+            from: me,
+            body: Body::Progress {
+                watermark: progress.0,
+                processing_time: progress.1,
+            },
+        };
+        for route in &self.routes {
+            match route {
+                Route::Keyed { port, .. } | Route::Broadcast { port } => {
+                    for to in 0..self.ctx.peers {
+                        self.outbox[*port].push(msg(to));
+                    }
+                }
+                Route::Local { port } => self.outbox[*port].push(msg(self.ctx.me)),
+                Route::Gather { .. } | Route::Sink(_) => {}
+            }
+        }
+    }
+
+    /// Takes what a keyed operator emitted through the stage.
+    fn drain_keyed(&mut self) -> Result<()> {
+        let Head::Keyed(op) = &mut self.head else {
+            return Ok(());
+        };
+        let outputs = op.take_output();
+        for out in outputs {
+            self.run_stage(out)?;
+        }
+        Ok(())
+    }
+
+    fn input_watermarks(&self) -> Vec<Timestamp> {
+        self.inputs.iter().map(|i| i.clock.watermark()).collect()
+    }
+
+    /// One message at epoch `t`.
+    fn handle(&mut self, port: usize, msg: Msg) -> Result<()> {
+        match msg.body {
+            Body::Progress {
+                watermark,
+                processing_time,
+            } => {
+                self.inputs[port]
+                    .clock
+                    .update(msg.from, watermark, processing_time);
+                self.advance()
+            }
+            Body::Data(bytes) => {
+                let batch = match &self.inputs[port].decoder {
+                    Decoder::Raw => {
+                        if let Head::Capture { name, element_type } = &self.head {
+                            let mut captures = self.ctx.captures.borrow_mut();
+                            let entry = captures
+                                .entry(name.clone())
+                                .or_insert_with(|| (element_type.clone(), Vec::new()));
+                            entry.1.extend_from_slice(&bytes);
+                        }
+                        return Ok(());
+                    }
+                    Decoder::Type(ty) => ty.decode_batch(&bytes).map_err(|e| Error::Coder {
+                        transform: self.name.clone(),
+                        element: "?".into(),
+                        message: e.to_string(),
+                    })?,
+                    Decoder::Keyed(ops) => ops
+                        .decode_batch(&bytes)
+                        .map_err(|e| attribute(e, &self.name))?,
+                };
+                let now = self.now();
+                match &mut self.head {
+                    Head::Keyed(op) => {
+                        op.process(batch, now)
+                            .map_err(|e| attribute(e, &self.name))?;
+                        self.drain_keyed()
+                    }
+                    Head::SideInput(runner) => {
+                        if port == 0 {
+                            runner.add_main(batch);
+                        } else {
+                            runner.add_side(port, batch);
+                        }
+                        Ok(())
+                    }
+                    Head::Flatten => self.run_stage(batch),
+                    _ => Err(Error::Internal(format!(
+                        "'{}' received data but has no input",
+                        self.name
+                    ))),
+                }
+            }
+        }
+    }
+
+    /// Moves the head to its inputs' watermarks and the processing time.
+    fn advance(&mut self) -> Result<()> {
+        let now = self.now();
+        let wms = self.input_watermarks();
+        match &mut self.head {
+            Head::Keyed(op) => {
+                let wm = wms[0];
+                if op.has_due_work(wm, now) || op.input_watermark() < wm {
+                    op.advance(wm, now).map_err(|e| attribute(e, &self.name))?;
+                    self.drain_keyed()?;
+                }
+            }
+            Head::SideInput(runner) => {
+                if let Some((ready, sides)) = runner.advance(wms[0], &wms[1..]) {
+                    if let Some(stage) = self.stage.as_mut() {
+                        stage.set_side_inputs(sides);
+                    }
+                    self.run_stage(ready)?;
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Takes the stage's and the head's metrics into the worker's.
+    fn collect_metrics(&mut self) {
+        let mut metrics = self.ctx.metrics.borrow_mut();
+        if let Some(stage) = self.stage.as_mut() {
+            for (name, m) in stage.take_metrics() {
+                metrics.step_mut(&name).merge(&m);
+            }
+        }
+        if let Head::Keyed(op) = &mut self.head {
+            let m = op.take_metrics();
+            if !m.is_empty() {
+                metrics.step_mut(&self.name).merge(&m);
+            }
+        }
+    }
+
+    /// The head's and the sinks' state as snapshot parts.
+    fn parts(&self) -> Result<Vec<Part>> {
+        let me = self.ctx.me as u32;
+        let part = |transform: &str, (scope, bytes): (Scope, Vec<u8>)| Part {
+            transform: transform.to_string(),
+            scope,
+            bytes,
+        };
+        let mut parts = Vec::new();
+        match &self.head {
+            Head::Keyed(op) => parts.extend(keyed_parts(
+                &self.name,
+                op.as_ref(),
+                self.ctx.max_key_groups,
+                me,
+            )?),
+            Head::SideInput(runner) => parts.extend(
+                runner
+                    .snapshot(me)?
+                    .into_iter()
+                    .map(|p| part(&self.name, p)),
+            ),
+            Head::Read { driver, .. } => {
+                parts.extend(driver.snapshot().into_iter().map(|p| part(&self.name, p)))
+            }
+            Head::Create { batch } => parts.push(part(
+                &self.name,
+                (
+                    Scope::List(me),
+                    tidewater_runners_core::snapshot::encode_part(&batch.is_none()),
+                ),
+            )),
+            Head::TestStream {
+                driver,
+                watermark,
+                processing_time,
+            } => parts.push(part(
+                &self.name,
+                (
+                    Scope::List(me),
+                    tidewater_runners_core::snapshot::encode_part(&(
+                        driver.as_ref().map(|d| d.position),
+                        *watermark,
+                        *processing_time,
+                    )),
+                ),
+            )),
+            Head::Flatten | Head::Capture { .. } => {}
+        }
+        for (route, name) in self
+            .routes
+            .iter()
+            .filter_map(|r| match r {
+                Route::Sink(h) => Some(h),
+                _ => None,
+            })
+            .zip(&self.sink_names)
+        {
+            parts.extend(route.borrow().snapshot().into_iter().map(|p| part(name, p)));
+        }
+        Ok(parts)
+    }
+
+    /// Epochs `self.first..=last` are over: sinks stage, the state is written.
+    fn close(&mut self, last: u64) -> Result<()> {
+        for route in &self.routes {
+            if let Route::Sink(host) = route {
+                let mut host = host.borrow_mut();
+                host.end_epoch()?;
+                host.skip_to(last.saturating_add(1));
+            }
+        }
+        if self.stateful {
+            if let Some(store) = &self.ctx.store {
+                let snapshot = Snapshot {
+                    plan_hash: self.ctx.plan_hash,
+                    max_key_groups: self.ctx.max_key_groups,
+                    epoch: last,
+                    parts: self.parts()?,
+                };
+                store.write_part(self.node, self.ctx.me, self.first, last, &snapshot)?;
+            }
+        }
+        self.first = last.saturating_add(1);
+        Ok(())
+    }
+
+    /// Moves the current epoch to `next`, downgrading the capabilities.
+    fn move_to(&mut self, next: u64) {
+        self.cur = next;
+        for cap in &mut self.caps {
+            cap.downgrade(&next);
+        }
+    }
+
+    /// Finishes: the last range runs to [`FINAL_EPOCH`], capabilities are dropped.
+    fn finish(&mut self) -> Result<()> {
+        self.send_progress();
+        let cur = self.cur;
+        self.flush(cur);
+        self.close(FINAL_EPOCH)?;
+        self.caps.clear();
+        Ok(())
+    }
+
+    /// One activation of a task with inputs; `frontier` is the least epoch any input
+    /// may still receive ([`u64::MAX`] once every input is done).
+    pub fn run(&mut self, incoming: Vec<(u64, usize, Msg)>, frontier: u64) -> Result<()> {
+        if self.caps.is_empty() {
+            return Ok(());
+        }
+        for (t, port, msg) in incoming {
+            self.pending.entry(t).or_default().push((port, msg));
+        }
+        loop {
+            let cur = self.cur;
+            let due: Vec<u64> = match self.ctx.guarantee {
+                Guarantee::ExactlyOnce => self
+                    .pending
+                    .keys()
+                    .take_while(|t| **t <= cur)
+                    .copied()
+                    .collect(),
+                Guarantee::AtLeastOnce => self.pending.keys().copied().collect(),
+            };
+            for t in due {
+                for (port, msg) in self.pending.remove(&t).unwrap_or_default() {
+                    self.handle(port, msg)?;
+                    self.send_progress();
+                    self.flush(t);
+                }
+                self.advance()?;
+                self.send_progress();
+                self.flush(t);
+            }
+            // Processing time moves on its own on the wall clock.
+            self.advance()?;
+            self.send_progress();
+            self.flush(cur);
+            if frontier <= cur {
+                break;
+            }
+            let next = frontier.min(self.pending.keys().next().copied().unwrap_or(u64::MAX));
+            if next == u64::MAX {
+                self.collect_metrics();
+                return self.finish();
+            }
+            self.close(next - 1)?;
+            self.move_to(next);
+        }
+        self.collect_metrics();
+        self.schedule_wakeup();
+        Ok(())
+    }
+
+    /// On the wall clock, wakes the task for its next processing-time timer.
+    fn schedule_wakeup(&self) {
+        if self.ctx.clock != Clock::Wall {
+            return;
+        }
+        if let Head::Keyed(op) = &self.head {
+            if let Some(t) = op.next_wakeup() {
+                let ms = t.millis().saturating_sub(wall_clock().millis()).max(1) as u64;
+                self.activator.activate_after(Duration::from_millis(ms));
+            }
+        }
+    }
+
+    /// One activation of a source task.
+    pub fn run_source(&mut self) -> Result<()> {
+        if self.caps.is_empty() {
+            return Ok(());
+        }
+        let ctx = Rc::clone(&self.ctx);
+        if ctx.max_duration.is_some_and(|d| ctx.started.elapsed() >= d)
+            || tidewater::runner::drain_requested()
+        {
+            ctx.stopping.set(true);
+        }
+        // A new epoch begins every interval; a TestStream's every event is an epoch of
+        // its own, after the epoch in which every worker's sources first report, so
+        // that with aligned epochs each event is applied everywhere after the previous
+        // one, as on the direct runner.
+        let scripted = matches!(
+            &self.head,
+            Head::TestStream {
+                driver: Some(_),
+                ..
+            }
+        );
+        if scripted || self.epoch_began.elapsed() >= ctx.epoch_interval {
+            let cur = self.cur;
+            self.close(cur)?;
+            self.move_to(cur + 1);
+            self.epoch_began = Instant::now();
+        }
+        // At most K epochs in flight: epoch cur may be read only once every epoch up
+        // to cur - K is durable.
+        let k = ctx.epochs_in_flight.max(1);
+        if self.cur >= k && ctx.probe.less_than(&(self.cur + 1 - k)) {
+            self.activator.activate_after(Duration::from_millis(1));
+            return Ok(());
+        }
+        let cur = self.cur;
+        let now = self.now();
+        let mut again = None;
+        let mut out: Vec<Box<dyn AnyBatch>> = Vec::new();
+        let done = match &mut self.head {
+            Head::Create { batch } => {
+                out.extend(batch.take());
+                true
+            }
+            Head::TestStream {
+                driver,
+                watermark,
+                processing_time,
+            } => {
+                again = Some(Duration::ZERO);
+                match driver.as_mut().map(|d| d.next_step()).transpose()? {
+                    None | Some(TestStreamStep::End) => {
+                        *watermark = Timestamp::MAX;
+                        true
+                    }
+                    Some(TestStreamStep::Watermark(t)) => {
+                        *watermark = (*watermark).max(t);
+                        false
+                    }
+                    Some(TestStreamStep::ProcessingTime(ms)) => {
+                        *processing_time = Timestamp(processing_time.millis().saturating_add(ms));
+                        false
+                    }
+                    Some(TestStreamStep::Elements(b)) => {
+                        out.push(b);
+                        false
+                    }
+                }
+            }
+            Head::Read { driver, idle } => {
+                if ctx.stopping.get() {
+                    driver.finish();
+                }
+                let read = driver
+                    .read(ctx.read_size, now, &mut out)
+                    .map_err(|e| attribute(e, &self.name))?;
+                if !driver.is_done() {
+                    if read {
+                        *idle = 0;
+                        again = Some(Duration::ZERO);
+                    } else if ctx.clock == Clock::Simulated {
+                        // On a simulated clock an idle source stays idle: it is
+                        // drained, as the direct runner does.
+                        driver.finish();
+                    } else {
+                        *idle = (*idle + 1).min(6);
+                        again = Some(Duration::from_millis(1 << *idle));
+                    }
+                }
+                driver.is_done()
+            }
+            _ => return Err(Error::Internal(format!("'{}' is not a source", self.name))),
+        };
+        for b in out {
+            self.run_stage(b)?;
+        }
+        self.send_progress();
+        self.flush(cur);
+        self.collect_metrics();
+        if done {
+            return self.finish();
+        }
+        let until_epoch = ctx
+            .epoch_interval
+            .saturating_sub(self.epoch_began.elapsed());
+        let delay = again.unwrap_or(until_epoch).min(until_epoch);
+        if delay.is_zero() {
+            self.activator.activate();
+        } else {
+            self.activator.activate_after(delay);
+        }
+        Ok(())
+    }
+}

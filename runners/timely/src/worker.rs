@@ -1,0 +1,542 @@
+//! One worker: builds the plan's dataflow out of tasks and drives it to the end,
+//! committing sinks as checkpoints become durable.
+
+use crate::msg::{Msg, Senders};
+use crate::store::Store;
+use crate::task::{Decoder, Head, Input, Route, Task, WorkerCtx, FINAL_EPOCH};
+use crate::Shared;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tidewater::exec::{key_groups_of_worker, MetricResults};
+use tidewater::{Error, Result};
+use tidewater_runners_core::checkpoint::{restore_keyed, restore_side_input_runner};
+use tidewater_runners_core::fusion::{stage_graph, ExitKind};
+use tidewater_runners_core::keyed::{instantiate, key_ops, KeyGroups};
+use tidewater_runners_core::side_inputs::SideInputRunner;
+use tidewater_runners_core::sink_host::SinkHost;
+use tidewater_runners_core::snapshot::{decode_part, Scope, Snapshot};
+use tidewater_runners_core::source_driver::SourceDriver;
+use tidewater_runners_core::stage::{FusedStage, StageOptions};
+use tidewater_runners_core::test_stream::{initial_batch, TestStreamDriver};
+use tidewater_runners_core::translate::{ExecutablePlan, NodeKind};
+use timely::dataflow::channels::pact::Exchange;
+use timely::dataflow::operators::generic::builder_rc::OperatorBuilder;
+use timely::dataflow::operators::Probe;
+use timely::dataflow::{ProbeHandle, Stream};
+
+/// What a worker hands back.
+pub struct WorkerOutput {
+    /// Captures (worker 0 has them all).
+    pub captures: BTreeMap<String, (String, Vec<u8>)>,
+    /// Its metrics.
+    pub metrics: MetricResults,
+}
+
+/// How long a worker parks when nothing is scheduled.
+const PARK: Duration = Duration::from_millis(20);
+
+/// Runs this worker's share of the job; a failure is recorded in `shared.abort`, which
+/// stops every worker of this process.
+pub fn worker_main(
+    worker: &mut timely::worker::Worker,
+    shared: &Shared,
+) -> std::result::Result<WorkerOutput, ()> {
+    run(worker, shared).map_err(|e| shared.abort.fail(e))
+}
+
+fn run(worker: &mut timely::worker::Worker, shared: &Shared) -> Result<WorkerOutput> {
+    let exec = tidewater_runners_core::translate(&shared.plan)?;
+    let config = &shared.config;
+    let store = match &config.checkpoint_dir {
+        Some(dir) => Some(Store::open(dir)?),
+        None => None,
+    };
+    let probe = ProbeHandle::new();
+    let ctx = Rc::new(WorkerCtx {
+        me: worker.index(),
+        peers: worker.peers(),
+        max_key_groups: config.max_key_groups,
+        bundle_size: config.bundle_size,
+        read_size: config.bundle_size,
+        clock: config.clock,
+        guarantee: config.guarantee,
+        epoch_interval: config.epoch_interval,
+        epochs_in_flight: config.epochs_in_flight,
+        max_duration: config.max_duration,
+        started: shared.started,
+        store: store.clone(),
+        plan_hash: shared.plan_hash,
+        probe: probe.clone(),
+        captures: RefCell::new(BTreeMap::new()),
+        metrics: RefCell::new(MetricResults::default()),
+        sinks: RefCell::new(Vec::new()),
+        stopping: std::cell::Cell::new(false),
+    });
+    // Every capture is in the result, even one that received nothing.
+    if ctx.me == 0 {
+        for node in &exec.nodes {
+            if let NodeKind::Capture { name } = &node.kind {
+                let ty = exec.pcollections[node.inputs[0]].element_type.name();
+                ctx.captures
+                    .borrow_mut()
+                    .insert(name.clone(), (ty.to_string(), Vec::new()));
+            }
+        }
+    }
+    let dataflow = worker.next_dataflow_index();
+    let built = worker.dataflow::<u64, _, _>(|scope| build(scope, &exec, shared, &ctx, &probe));
+    let stateful = match built {
+        Ok(s) => s,
+        Err(e) => {
+            worker.drop_dataflow(dataflow);
+            return Err(e);
+        }
+    };
+    // Drive the dataflow; commit sinks as checkpoints become durable.
+    let mut committed: Option<u64> = shared.restored.as_ref().map(|r| r.manifest.epoch);
+    let mut last_poll = Instant::now();
+    loop {
+        if shared.abort.is_set() {
+            worker.drop_dataflow(dataflow);
+            return Err(Error::Internal("stopped: another worker failed".into()));
+        }
+        let done = probe.done();
+        // Every epoch before the probe's frontier is durable on every worker.
+        let passed = if done {
+            Some(FINAL_EPOCH)
+        } else {
+            probe
+                .with_frontier(|f| f.first().copied())
+                .and_then(|f| f.checked_sub(1))
+        };
+        if let Some(durable) = passed.filter(|e| committed.is_none_or(|c| c < *e)) {
+            let complete = match &store {
+                None => Some(durable),
+                Some(store) => {
+                    if ctx.me == 0 {
+                        store.complete(
+                            durable,
+                            &stateful,
+                            ctx.peers,
+                            shared.plan_hash,
+                            config.max_key_groups,
+                        )?;
+                        shared
+                            .durable
+                            .fetch_max(durable.saturating_add(1), Ordering::SeqCst);
+                        Some(durable)
+                    } else {
+                        // Worker 0 writes the manifest; in this process it says so
+                        // through `durable`, other processes read the directory.
+                        let published = shared.durable.load(Ordering::SeqCst);
+                        if published > durable {
+                            Some(durable)
+                        } else if config.processes > 1
+                            && last_poll.elapsed() >= Duration::from_millis(10)
+                        {
+                            last_poll = Instant::now();
+                            store
+                                .manifests()?
+                                .last()
+                                .copied()
+                                .filter(|m| *m >= durable)
+                                .map(|_| durable)
+                        } else {
+                            None
+                        }
+                    }
+                }
+            };
+            if let Some(e) = complete {
+                for sink in ctx.sinks.borrow().iter() {
+                    sink.borrow_mut().commit_through(e)?;
+                }
+                committed = Some(e);
+                if done {
+                    break;
+                }
+            }
+        }
+        if done && committed == Some(FINAL_EPOCH) {
+            break;
+        }
+        worker.step_or_park(Some(if done { Duration::from_millis(1) } else { PARK }));
+    }
+    let captures = std::mem::take(&mut *ctx.captures.borrow_mut());
+    let metrics = std::mem::take(&mut *ctx.metrics.borrow_mut());
+    Ok(WorkerOutput { captures, metrics })
+}
+
+/// A task with everything that can fail done, before its operator is built.
+struct Prepared {
+    head: usize,
+    name: String,
+    head_state: Head,
+    inputs: Vec<Input>,
+    is_source: bool,
+    has_state: bool,
+    fused: Option<FusedStage>,
+    routes: Vec<Route>,
+    sink_names: Vec<String>,
+    exit_streams: Vec<(usize, usize)>,
+}
+
+/// The node heading each task, in plan order.
+fn heads(exec: &ExecutablePlan) -> Vec<usize> {
+    exec.nodes
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| match &n.kind {
+            NodeKind::ParDo { side_inputs, .. } => !side_inputs.is_empty(),
+            NodeKind::WindowInto { .. } | NodeKind::Sink { .. } => false,
+            _ => true,
+        })
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// Builds every task; returns the nodes of the tasks that write checkpoint files.
+fn build(
+    scope: timely::dataflow::Scope<'_, u64>,
+    exec: &ExecutablePlan,
+    shared: &Shared,
+    ctx: &Rc<WorkerCtx>,
+    probe: &ProbeHandle<u64>,
+) -> Result<Vec<usize>> {
+    let config = &shared.config;
+    let graph = stage_graph(exec, config.lift_combiners);
+    let restored: Option<&Snapshot> = shared.restored.as_ref().map(|r| &r.snapshot);
+    let old_workers = shared.restored.as_ref().map_or(1, |r| r.manifest.workers);
+    let start_epoch = shared
+        .restored
+        .as_ref()
+        .map_or(0, |r| r.manifest.epoch.saturating_add(1));
+    let (me, peers) = (ctx.me, ctx.peers);
+    // Old instances whose list state this worker takes over.
+    let mine = |i: u32| i as usize % peers == me;
+    let mut streams: HashMap<(usize, usize), Stream<'_, u64, Vec<Msg>>> = HashMap::new();
+    let mut stateful = Vec::new();
+    let mut prepared = Vec::new();
+    let stage_options = StageOptions {
+        validate: false,
+        partial_flush_groups: config.partial_flush_groups,
+    };
+    for head in heads(exec) {
+        let n = &exec.nodes[head];
+        let name = n.name.clone();
+        let stage_index = match &n.kind {
+            NodeKind::Capture { .. } => None,
+            NodeKind::ParDo { .. } => graph
+                .stages
+                .iter()
+                .position(|s| s.side_input_par_do == Some(head)),
+            _ => graph
+                .stages
+                .iter()
+                .position(|s| s.side_input_par_do.is_none() && s.input == n.outputs[0]),
+        };
+        let stage = stage_index.map(|i| &graph.stages[i]);
+        let parts_of = |transform: &str| -> BTreeMap<Scope, Vec<&[u8]>> {
+            restored.map(|s| s.parts_of(transform)).unwrap_or_default()
+        };
+        // Old worker 0's record of a source that only worker 0 runs.
+        let zero_record = |transform: &str| -> Option<Vec<u8>> {
+            parts_of(transform)
+                .get(&Scope::List(0))
+                .and_then(|v| v.first().map(|b| b.to_vec()))
+        };
+        let key_groups = KeyGroups {
+            max: config.max_key_groups,
+            owned: key_groups_of_worker(me, peers, config.max_key_groups),
+        };
+        let (head_state, inputs, is_source, has_state) = match &n.kind {
+            NodeKind::Impulse | NodeKind::Create { .. } => {
+                let emitted = match zero_record(&name) {
+                    Some(b) => decode_part::<bool>(&b, "a Create's record")
+                        .map_err(tidewater_runners_core::stage::unwrap_downstream)?,
+                    None => restored.is_some(),
+                };
+                let batch = if me == 0 && !emitted {
+                    Some(initial_batch(exec, head)?)
+                } else {
+                    None
+                };
+                (Head::Create { batch }, Vec::new(), true, true)
+            }
+            NodeKind::TestStream { .. } => {
+                let mut driver = TestStreamDriver::new(exec, head)?;
+                let (mut wm, mut pt) = (tidewater::Timestamp::MIN, tidewater::Timestamp(0));
+                if let Some(b) = zero_record(&name) {
+                    let (pos, w, p): (Option<usize>, tidewater::Timestamp, tidewater::Timestamp) =
+                        decode_part(&b, "a TestStream's position")
+                            .map_err(tidewater_runners_core::stage::unwrap_downstream)?;
+                    driver.position = pos.unwrap_or(usize::MAX);
+                    (wm, pt) = (w, p);
+                }
+                let driver = (me == 0).then_some(driver);
+                if driver.is_none() {
+                    wm = tidewater::Timestamp::MAX;
+                    pt = tidewater::Timestamp::MAX;
+                }
+                (
+                    Head::TestStream {
+                        driver,
+                        watermark: wm,
+                        processing_time: pt,
+                    },
+                    Vec::new(),
+                    true,
+                    true,
+                )
+            }
+            NodeKind::Read { .. } => {
+                let source = n.instantiate_source()?;
+                let attribute = |e| {
+                    tidewater_runners_core::stage::unwrap_downstream(
+                        tidewater_runners_core::stage::attribute(e, &name),
+                    )
+                };
+                let driver = match restored {
+                    None => SourceDriver::start(source, config.source_partitions, me, peers)
+                        .map_err(attribute)?,
+                    Some(_) => {
+                        let parts: Vec<(u32, &[u8])> = parts_of(&name)
+                            .into_iter()
+                            .flat_map(|(scope, bytes)| match scope {
+                                Scope::Partition(p) => {
+                                    bytes.into_iter().map(|b| (p, b)).collect::<Vec<_>>()
+                                }
+                                _ => Vec::new(),
+                            })
+                            .collect();
+                        SourceDriver::restore(source, &parts, me, peers).map_err(attribute)?
+                    }
+                };
+                (Head::Read { driver, idle: 0 }, Vec::new(), true, true)
+            }
+            NodeKind::Grouping { .. } | NodeKind::Stateful { .. } => {
+                let lifted = graph.lifted[head];
+                let op = match restored {
+                    Some(s) => restore_keyed(exec, head, lifted, s, &key_groups)?,
+                    None => instantiate(exec, head, lifted, &key_groups)?,
+                };
+                let ops = key_ops(exec, head, lifted)?;
+                let decoder = if lifted {
+                    Decoder::Keyed(ops)
+                } else {
+                    Decoder::Type(exec.pcollections[n.inputs[0]].element_type.clone())
+                };
+                (
+                    Head::Keyed(op),
+                    vec![Input::new(ctx, Senders::All, decoder)],
+                    false,
+                    true,
+                )
+            }
+            NodeKind::Flatten => {
+                let inputs = n
+                    .inputs
+                    .iter()
+                    .map(|&pc| {
+                        Input::new(
+                            ctx,
+                            Senders::This,
+                            Decoder::Type(exec.pcollections[pc].element_type.clone()),
+                        )
+                    })
+                    .collect();
+                (Head::Flatten, inputs, false, false)
+            }
+            NodeKind::ParDo { .. } => {
+                let runner = match restored {
+                    Some(s) => {
+                        let lists: Vec<u32> =
+                            (0..old_workers as u32).filter(|i| mine(*i)).collect();
+                        restore_side_input_runner(exec, head, s, Some(&lists))?
+                    }
+                    None => SideInputRunner::new(exec, head)?,
+                };
+                let inputs = n
+                    .inputs
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &pc)| {
+                        Input::new(
+                            ctx,
+                            if i == 0 { Senders::This } else { Senders::All },
+                            Decoder::Type(exec.pcollections[pc].element_type.clone()),
+                        )
+                    })
+                    .collect();
+                (Head::SideInput(runner), inputs, false, true)
+            }
+            NodeKind::Capture { name: cap } => (
+                Head::Capture {
+                    name: cap.clone(),
+                    element_type: exec.pcollections[n.inputs[0]]
+                        .element_type
+                        .name()
+                        .to_string(),
+                },
+                vec![Input::new(ctx, Senders::All, Decoder::Raw)],
+                false,
+                false,
+            ),
+            _ => unreachable!("heads() picks only these"),
+        };
+        // Everything that can fail is done before any timely operator is built.
+        let mut routes = Vec::new();
+        let mut sink_names = Vec::new();
+        let mut fused = None;
+        let mut exit_streams = Vec::new();
+        if let Some(stage) = stage {
+            fused = Some(FusedStage::new(exec, stage, stage_options)?);
+            for exit in &stage.exits {
+                let port = 1 + exit_streams.len();
+                let route = match &exit.kind {
+                    ExitKind::Shuffle | ExitKind::PartialCombine => Route::Keyed {
+                        port,
+                        key_ops: key_ops(exec, exit.node, graph.lifted[exit.node])?,
+                    },
+                    ExitKind::SideInput => Route::Broadcast { port },
+                    ExitKind::HeldMain | ExitKind::Flatten => Route::Local { port },
+                    ExitKind::Capture(_) => Route::Gather { port },
+                    ExitKind::Sink => {
+                        let sink_name = exec.nodes[exit.node].name.clone();
+                        let host = match restored {
+                            Some(_) => {
+                                let parts: Vec<&[u8]> = parts_of(&sink_name)
+                                    .into_iter()
+                                    .filter(
+                                        |(scope, _)| matches!(scope, Scope::List(i) if mine(*i)),
+                                    )
+                                    .flat_map(|(_, b)| b)
+                                    .collect();
+                                SinkHost::restore(exec, exit.node, me as u32, &parts)?
+                            }
+                            None => SinkHost::new(exec, exit.node, me as u32, start_epoch)?,
+                        };
+                        let host = Rc::new(RefCell::new(host));
+                        host.borrow_mut().skip_to(start_epoch);
+                        sink_names.push(sink_name);
+                        Route::Sink(host)
+                    }
+                };
+                if !matches!(route, Route::Sink(_)) {
+                    exit_streams.push((exit.node, exit.input));
+                }
+                routes.push(route);
+            }
+        }
+        prepared.push(Prepared {
+            head,
+            name,
+            head_state,
+            inputs,
+            is_source,
+            has_state,
+            fused,
+            routes,
+            sink_names,
+            exit_streams,
+        });
+    }
+    for p in prepared {
+        let Prepared {
+            head,
+            name,
+            head_state,
+            inputs,
+            is_source,
+            has_state,
+            fused,
+            routes,
+            sink_names,
+            exit_streams,
+        } = p;
+        for route in &routes {
+            if let Route::Sink(host) = route {
+                ctx.sinks.borrow_mut().push(Rc::clone(host));
+            }
+        }
+        let mut builder = OperatorBuilder::new(name.clone(), scope);
+        let mut handles = Vec::new();
+        for i in 0..inputs.len() {
+            let stream = streams
+                .remove(&(head, i))
+                .expect("every input of a head is the exit of an earlier stage");
+            handles.push(builder.new_input(stream, Exchange::new(|m: &Msg| m.to as u64)));
+        }
+        let (control, control_stream) = builder.new_output::<Vec<Msg>>();
+        let mut outputs = vec![control];
+        for key in exit_streams {
+            let (o, s) = builder.new_output::<Vec<Msg>>();
+            outputs.push(o);
+            streams.insert(key, s);
+        }
+        let stateful_task = has_state || !sink_names.is_empty();
+        if stateful_task {
+            stateful.push(head);
+        }
+        control_stream.probe_with(probe);
+        let activator = scope.activator_for(builder.operator_info().address);
+        let n_outputs = outputs.len();
+        let mut task = Task {
+            node: head,
+            name: name.clone(),
+            sink_names,
+            head: head_state,
+            stage: fused,
+            routes,
+            inputs,
+            stateful: stateful_task,
+            cur: start_epoch,
+            first: start_epoch,
+            pending: BTreeMap::new(),
+            sent: None,
+            outbox: (0..n_outputs).map(|_| Vec::new()).collect(),
+            caps: Vec::new(),
+            outputs,
+            activator,
+            epoch_began: Instant::now(),
+            ctx: Rc::clone(ctx),
+        };
+        let shared_abort = Arc::clone(&shared.abort);
+        builder.build(move |mut caps| {
+            for cap in &mut caps {
+                cap.downgrade(&start_epoch);
+            }
+            task.caps = caps;
+            move |frontiers| {
+                if shared_abort.is_set() {
+                    return;
+                }
+                let result = if is_source {
+                    task.run_source()
+                } else {
+                    let mut incoming = Vec::new();
+                    for (port, input) in handles.iter_mut().enumerate() {
+                        input.for_each(|cap, data| {
+                            let t = *cap.least().expect("messages travel under a capability");
+                            incoming.extend(data.drain(..).map(|m| (t, port, m)));
+                        });
+                    }
+                    let frontier = frontiers
+                        .iter()
+                        .filter_map(|f| f.frontier().first().copied())
+                        .min()
+                        .unwrap_or(u64::MAX);
+                    task.run(incoming, frontier)
+                };
+                if let Err(e) = result {
+                    shared_abort.fail(e);
+                }
+            }
+        });
+    }
+    Ok(stateful)
+}
