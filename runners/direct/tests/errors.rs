@@ -9,6 +9,7 @@ use tidewater::{
 fn setup() {
     tidewater_runner_direct::register();
     tidewater_runner_native::register();
+    tidewater::runner::register_runner(std::sync::Arc::new(Nothing));
 }
 
 fn options(seed: u64) -> PipelineOptions {
@@ -136,21 +137,40 @@ fn a_type_mismatch_in_an_edited_plan_is_caught_before_running() {
 fn an_unknown_runner_lists_the_known_ones() {
     setup();
     let p = failing_pipeline(PipelineOptions::for_runner("spark"), false);
-    insta::assert_snapshot!(p.run().unwrap_err().to_string(), @"unknown runner 'spark'; known runners: direct, native");
+    insta::assert_snapshot!(p.run().unwrap_err().to_string(), @"unknown runner 'spark'; known runners: direct, native, nothing");
+}
+
+/// A runner that supports nothing, to see how a refusal reads.
+struct Nothing;
+
+impl tidewater::runner::Runner for Nothing {
+    fn name(&self) -> &'static str {
+        "nothing"
+    }
+    fn capabilities(&self) -> tidewater::runner::Capabilities {
+        tidewater::runner::Capabilities::none("this test runner supports nothing")
+    }
+    fn run(
+        &self,
+        _: &tidewater::plan::Plan,
+        _: &PipelineOptions,
+    ) -> tidewater::Result<tidewater::runner::PipelineResult> {
+        unreachable!("refused up front")
+    }
 }
 
 #[test]
 fn a_runner_refuses_unsupported_features_up_front_listing_each() {
     setup();
-    let p = Pipeline::new(PipelineOptions::for_runner("native"));
+    let p = Pipeline::new(PipelineOptions::for_runner("nothing"));
     p.create("Numbers", vec![1i64])
         .map("Double", double)
         .capture("out");
     insta::assert_snapshot!(p.run().unwrap_err().to_string(), @r"
-    runner 'native' cannot run this pipeline:
-      - Capture (used by 'Capture[out]'): the native runner is not implemented yet (it comes with the timely engine)
-      - ParDo (used by 'Double'): the native runner is not implemented yet (it comes with the timely engine)
-      - Create (used by 'Numbers'): the native runner is not implemented yet (it comes with the timely engine)
+    runner 'nothing' cannot run this pipeline:
+      - Capture (used by 'Capture[out]'): this test runner supports nothing
+      - ParDo (used by 'Double'): this test runner supports nothing
+      - Create (used by 'Numbers'): this test runner supports nothing
     ");
 }
 
