@@ -34,8 +34,9 @@ pub struct MatrixConfig {
     /// Runs with `--no-validate` (the direct runner's fast path: no coder round-trips,
     /// natural order, keyed input pushed straight into its operator).
     pub no_validate: bool,
-    /// Worker threads of the distributed runners (the direct runner always runs one).
-    pub workers: u64,
+    /// Workers and processes of the distributed runners (the direct runner always runs
+    /// one worker); with `local_cluster`, each case runs in that many processes.
+    pub engine: tidewater::EngineOptions,
 }
 
 impl Default for MatrixConfig {
@@ -45,7 +46,7 @@ impl Default for MatrixConfig {
             timeout: Duration::from_secs(120),
             runner_options: Vec::new(),
             no_validate: false,
-            workers: 1,
+            engine: tidewater::EngineOptions::default(),
         }
     }
 }
@@ -84,17 +85,15 @@ pub fn run_case(case: &Case, runner: &str, config: &MatrixConfig) -> Outcome {
         config.seeds.iter().copied().map(Some).collect()
     };
     for seed in seeds {
+        let run = crate::scratch::new_run_name();
         let options = PipelineOptions {
             seed,
             runner_options: config.runner_options.clone(),
             no_validate: config.no_validate,
-            engine: tidewater::EngineOptions {
-                workers: if runner == "direct" {
-                    1
-                } else {
-                    config.workers
-                },
-                ..Default::default()
+            engine: if runner == "direct" {
+                tidewater::EngineOptions::default()
+            } else {
+                cluster_engine(case, runner, seed, config, &run)
             },
             ..PipelineOptions::for_runner(runner)
         };
@@ -102,7 +101,7 @@ pub fn run_case(case: &Case, runner: &str, config: &MatrixConfig) -> Outcome {
         // the distributed runners) names a failing element by its position: the only
         // way such a failure case may differ.
         let keeps_copies = runner == "direct" && !config.no_validate;
-        match run_once_with_timeout(*case, options, config.timeout) {
+        match run_once_with_timeout(*case, options, config.timeout, run) {
             Outcome::Pass => {}
             Outcome::Fail(reason) if !keeps_copies && names_element_by_position(&reason) => {}
             Outcome::Fail(reason) => {
@@ -118,6 +117,33 @@ pub fn run_case(case: &Case, runner: &str, config: &MatrixConfig) -> Outcome {
     Outcome::Pass
 }
 
+/// The engine options of a run of `case` on a distributed runner: the configured
+/// ones and, for a local cluster, the arguments each process runs the case with.
+fn cluster_engine(
+    case: &Case,
+    runner: &str,
+    seed: Option<u64>,
+    config: &MatrixConfig,
+    run: &str,
+) -> tidewater::EngineOptions {
+    let mut engine = config.engine.clone();
+    if engine.local_cluster.is_some() {
+        let mut args = vec![
+            format!("--runner={runner}"),
+            format!("--case={}", case.name),
+            format!("--workers={}", engine.workers),
+            format!("--scratch-run={run}"),
+        ];
+        args.extend(seed.map(|s| format!("--seed={s}")));
+        args.extend(config.no_validate.then(|| "--no-validate".to_string()));
+        for (k, v) in &config.runner_options {
+            args.push(format!("--runner-option={k}={v}"));
+        }
+        engine.child_args = Some(args);
+    }
+    engine
+}
+
 /// Whether a failure is only that the failing element was named by its position.
 pub fn names_element_by_position(reason: &str) -> bool {
     reason.starts_with("failing element: expected one containing")
@@ -127,11 +153,17 @@ pub fn names_element_by_position(reason: &str) -> bool {
 
 /// [`run_once`] on its own thread, so that a run that hangs fails after `timeout`
 /// instead of hanging the suite (the thread is left behind).
-fn run_once_with_timeout(case: Case, options: PipelineOptions, timeout: Duration) -> Outcome {
+fn run_once_with_timeout(
+    case: Case,
+    options: PipelineOptions,
+    timeout: Duration,
+    run: String,
+) -> Outcome {
     let (tx, rx) = mpsc::channel();
     let spawned = std::thread::Builder::new()
         .name(format!("{}@{}", case.name, options.runner))
         .spawn(move || {
+            crate::scratch::set_run(run);
             let _ = tx.send(run_with(&case, options));
         });
     if let Err(e) = spawned {

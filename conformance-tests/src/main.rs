@@ -36,9 +36,13 @@ struct Args {
     /// Run without the direct runner's validation (its fast path).
     #[arg(long)]
     no_validate: bool,
-    /// Worker threads of the distributed runners (the direct runner runs one).
-    #[arg(long, default_value_t = 1)]
-    workers: u64,
+    /// Workers, processes (`--local-cluster N`: every case in N processes on loopback)
+    /// of the distributed runners; the direct runner always runs one worker.
+    #[command(flatten)]
+    engine: tidewater::EngineOptions,
+    /// The run a cluster process belongs to (names its scratch directories).
+    #[arg(long, hide = true)]
+    scratch_run: Option<String>,
     /// List the cases with their declared features and exit.
     #[arg(long)]
     list: bool,
@@ -47,6 +51,11 @@ struct Args {
 fn main() -> ExitCode {
     let args = Args::parse();
     register_runners();
+    // A process of a local cluster the harness started for one case: run that case's
+    // pipeline as this process (the runner ends the process with its outcome).
+    if std::env::var_os(tidewater_runner_native::CLUSTER_CHILD_ENV).is_some() {
+        return run_cluster_child(&args);
+    }
     let cases: Vec<_> = all_cases()
         .into_iter()
         .filter(|c| match &args.case_filter {
@@ -93,7 +102,7 @@ fn main() -> ExitCode {
         timeout: std::time::Duration::from_secs(args.timeout_secs),
         runner_options: args.runner_options.clone(),
         no_validate: args.no_validate,
-        workers: args.workers,
+        engine: args.engine.clone(),
     };
     let matrix = harness::with_quiet_panics(|| harness::run_matrix(&cases, &runners, &config));
     let matrix = match matrix {
@@ -125,4 +134,35 @@ fn main() -> ExitCode {
 /// Prints to stdout; a closed pipe (`| head`) is not an error worth a panic.
 fn print_out(s: &str) {
     let _ = std::io::stdout().lock().write_all(s.as_bytes());
+}
+
+/// Runs the one case `--case` names exactly, as one process of a local cluster.
+fn run_cluster_child(args: &Args) -> ExitCode {
+    let Some(case) = all_cases()
+        .into_iter()
+        .find(|c| Some(c.name) == args.case_filter.as_deref())
+    else {
+        eprintln!("error: a cluster process needs --case with a case's exact name");
+        return ExitCode::from(2);
+    };
+    let options = tidewater::PipelineOptions {
+        seed: args.seed,
+        runner_options: args.runner_options.clone(),
+        no_validate: args.no_validate,
+        engine: args.engine.clone(),
+        ..tidewater::PipelineOptions::for_runner(&args.runner)
+    };
+    if let Some(run) = &args.scratch_run {
+        tidewater_conformance::scratch::set_run(run.clone());
+    }
+    let p = tidewater::Pipeline::new(options);
+    (case.build)(&p);
+    // The native runner ends a cluster process itself; reaching here is a failure.
+    match p.run() {
+        Ok(_) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(1)
+        }
+    }
 }

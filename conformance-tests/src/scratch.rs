@@ -7,17 +7,36 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 thread_local! {
     static DIRS: RefCell<Vec<PathBuf>> = const { RefCell::new(Vec::new()) };
+    /// The current run's name and how many directories it made.
+    static RUN: RefCell<Option<(String, u64)>> = const { RefCell::new(None) };
+}
+
+/// A fresh name for a run: this process and a counter.
+pub fn new_run_name() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// The run on this thread is `name`: its directories are named after it, so that the
+/// processes of a local cluster that run the same case find the same directories.
+pub fn set_run(name: String) {
+    RUN.with(|r| *r.borrow_mut() = Some((name, 0)));
 }
 
 /// A new, empty directory, removed after the current run (build, run and check of one
 /// case happen on one thread).
 pub fn dir(label: &str) -> std::io::Result<PathBuf> {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    let d = std::env::temp_dir().join(format!(
-        "tidewater-conformance-{}-{n}-{label}",
-        std::process::id()
-    ));
+    let (run, n) = RUN.with(|r| {
+        let mut r = r.borrow_mut();
+        let (name, n) = r.get_or_insert_with(|| (new_run_name(), 0));
+        *n += 1;
+        (name.clone(), *n - 1)
+    });
+    let d = std::env::temp_dir().join(format!("tidewater-conformance-{run}-{n}-{label}"));
     std::fs::create_dir_all(&d)?;
     DIRS.with(|dirs| dirs.borrow_mut().push(d.clone()));
     Ok(d)
@@ -28,6 +47,7 @@ pub(crate) struct Cleanup;
 
 impl Drop for Cleanup {
     fn drop(&mut self) {
+        RUN.with(|r| *r.borrow_mut() = None);
         for d in DIRS.with(|dirs| std::mem::take(&mut *dirs.borrow_mut())) {
             let _ = std::fs::remove_dir_all(d);
         }

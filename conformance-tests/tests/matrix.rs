@@ -104,7 +104,10 @@ fn native_runner_passes_every_case_on_several_workers() {
     register_runners();
     for workers in [2, 3] {
         let config = MatrixConfig {
-            workers,
+            engine: tidewater::EngineOptions {
+                workers,
+                ..Default::default()
+            },
             ..MatrixConfig::default()
         };
         let m = harness::with_quiet_panics(|| {

@@ -97,6 +97,11 @@ pub struct EngineOptions {
     /// bounded run; resume from it with --checkpoint-dir, at any parallelism.
     #[arg(long, value_name = "DIR")]
     pub savepoint_dir: Option<PathBuf>,
+    /// The arguments `--local-cluster` starts each process with (the cluster flags are
+    /// added); by default this process's own. Set by programs that run one pipeline of
+    /// several, such as the conformance suite.
+    #[arg(skip)]
+    pub child_args: Option<Vec<String>>,
 }
 
 impl Default for EngineOptions {
@@ -111,6 +116,7 @@ impl Default for EngineOptions {
             checkpoint_dir: None,
             guarantee: "exactly-once".into(),
             savepoint_dir: None,
+            child_args: None,
         }
     }
 }

@@ -15,7 +15,9 @@ use std::time::Duration;
 use tidewater::exec::DEFAULT_MAX_KEY_GROUPS;
 use tidewater::runner::{register_runner, Capabilities, Feature, PipelineResult, Runner};
 use tidewater::{plan::Plan, Error, PipelineOptions, Result};
-use tidewater_runners_timely::{Clock, EngineConfig, Guarantee, Store};
+use tidewater_runners_timely::{cluster, Clock, EngineConfig, Guarantee, Store};
+
+pub use tidewater_runners_timely::cluster::CHILD_ENV as CLUSTER_CHILD_ENV;
 
 /// The native runner.
 pub struct NativeRunner;
@@ -64,6 +66,47 @@ impl Runner for NativeRunner {
     }
 
     fn run(&self, plan: &Plan, options: &PipelineOptions) -> Result<PipelineResult> {
+        if let Some(n) = options.engine.local_cluster {
+            return local_cluster(n as usize, options);
+        }
+        let result = self.run_here(plan, options);
+        // A process of a local cluster hands its outcome to the supervisor and ends.
+        if let Some(path) = std::env::var_os(cluster::CHILD_ENV) {
+            cluster::finish_child(std::path::Path::new(&path), result);
+        }
+        result
+    }
+}
+
+/// Launches `n` processes of this binary on loopback and supervises them.
+fn local_cluster(n: usize, options: &PipelineOptions) -> Result<PipelineResult> {
+    let e = &options.engine;
+    if n < 1 || e.processes > 1 {
+        return Err(invalid(
+            format!("--local-cluster {n}"),
+            "give the number of processes (at least 1), without --processes".into(),
+        ));
+    }
+    let program = std::env::current_exe()
+        .map_err(|err| Error::Internal(format!("cannot find this binary to launch: {err}")))?;
+    let args = match &e.child_args {
+        Some(a) => a.clone(),
+        None => cluster::args_without_local_cluster(std::env::args().skip(1)),
+    };
+    let interval = e.checkpoint_interval.unwrap_or(Duration::from_secs(1));
+    cluster::Supervisor {
+        processes: n,
+        program,
+        args,
+        checkpoint_dir: e.checkpoint_dir.clone(),
+        max_restarts: 20,
+        watchdog: (interval * 10).max(Duration::from_secs(10)),
+    }
+    .run()
+}
+
+impl NativeRunner {
+    fn run_here(&self, plan: &Plan, options: &PipelineOptions) -> Result<PipelineResult> {
         let exec = tidewater_runners_core::translate(plan)?;
         let uses_test_stream = exec.nodes.iter().any(|n| {
             matches!(

@@ -10,6 +10,7 @@
 //! epochs before it lets its capabilities go, so the probe after every task passing `e`
 //! means checkpoint `e` is durable everywhere, and sinks commit it.
 
+pub mod cluster;
 pub mod msg;
 pub mod store;
 pub mod task;
@@ -187,10 +188,35 @@ pub fn run(
         worker::worker_main(worker, &worker_shared)
     })
     .map_err(|e| Error::Internal(format!("the timely engine did not start: {e}")))?;
+    // Joined on a thread of its own: with several processes a failed worker cannot
+    // wait for timely to shut down (its peers wait on it forever), so the failure is
+    // returned at once and the process is expected to end.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(guards.join());
+    });
+    let joined = loop {
+        match rx.recv_timeout(Duration::from_millis(20)) {
+            Ok(joined) => break joined,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                if config.processes > 1 && shared.abort.is_set() {
+                    return Err(shared
+                        .abort
+                        .take()
+                        .unwrap_or_else(|| Error::Internal("a worker failed".into())));
+                }
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                return Err(Error::Internal(
+                    "the timely engine's workers vanished".into(),
+                ))
+            }
+        }
+    };
     let mut captured = BTreeMap::new();
     let mut metrics = MetricResults::default();
     let mut failed = false;
-    for r in guards.join() {
+    for r in joined {
         match r {
             Ok(Ok(out)) => {
                 for (name, (ty, bytes)) in out.captures {

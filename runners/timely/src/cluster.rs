@@ -1,0 +1,458 @@
+//! Several processes on loopback: the launcher and supervisor behind
+//! `--local-cluster=N`, and what a child process hands back.
+//!
+//! The supervisor starts N processes of the running binary with its arguments (minus
+//! `--local-cluster`), each with `--processes N --process-id I --hosts FILE` and the
+//! environment variable [`CHILD_ENV`] naming the file it writes its outcome to. Process
+//! 0 gathers the captures; its outcome is the job's. timely is fail-stop: when a process
+//! dies the others panic, and when one hangs the others wait forever. So when any
+//! process fails for a reason other than the pipeline's own error — killed, crashed, a
+//! peer lost — or when the durable frontier (the newest checkpoint manifest) stops
+//! moving for the watchdog's timeout, the supervisor kills them all and starts them
+//! again; each resumes from the last complete checkpoint. Without a checkpoint
+//! directory there is nothing to resume from, and the failure is the job's.
+//!
+//! [`Supervisor::run`] is the recovery logic any production supervisor can call; the
+//! child pids of the current attempt are written to `pids` in the checkpoint directory
+//! (for operators, and for tests that kill them).
+
+use crate::store::{write_atomic, Store};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+use tidewater::exec::{MetricResults, Phase};
+use tidewater::runner::{PipelineResult, PipelineState};
+use tidewater::{Error, Result};
+
+/// The environment variable that makes a process a child of a local cluster: the file
+/// it writes its [`Outcome`] to.
+pub const CHILD_ENV: &str = "TIDEWATER_CLUSTER_CHILD";
+
+/// Exit status of a child whose pipeline failed with its own error (not restarted).
+pub const PIPELINE_FAILED: i32 = 3;
+
+/// What a child process hands back.
+#[derive(Debug, Serialize, Deserialize)]
+pub enum Outcome {
+    /// The job ran to the end; process 0's captures and this process's metrics.
+    Done {
+        /// Captures.
+        captured: BTreeMap<String, (String, Vec<u8>)>,
+        /// Metrics.
+        metrics: MetricResults,
+    },
+    /// The pipeline failed.
+    Failed(WireError),
+}
+
+/// An [`Error`] as it crosses from a child to the supervisor.
+#[derive(Debug, Serialize, Deserialize)]
+pub enum WireError {
+    /// [`Error::UserCode`].
+    UserCode {
+        /// The transform.
+        transform: String,
+        /// The phase's name.
+        phase: String,
+        /// The element.
+        element: Option<String>,
+        /// The message.
+        message: String,
+    },
+    /// [`Error::Coder`].
+    Coder {
+        /// The transform.
+        transform: String,
+        /// The element.
+        element: String,
+        /// The message.
+        message: String,
+    },
+    /// [`Error::Checkpoint`].
+    Checkpoint(String),
+    /// [`Error::InvalidOption`].
+    InvalidOption {
+        /// The option.
+        option: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// Any other error, as its message.
+    Other(String),
+}
+
+const PHASES: [Phase; 9] = [
+    Phase::Setup,
+    Phase::StartBundle,
+    Phase::Process,
+    Phase::FinishBundle,
+    Phase::Teardown,
+    Phase::SinkWrite,
+    Phase::SinkStage,
+    Phase::SinkCommit,
+    Phase::SinkAbort,
+];
+
+impl WireError {
+    /// `e` for the wire.
+    pub fn from_error(e: &Error) -> Self {
+        match e {
+            Error::UserCode {
+                transform,
+                phase,
+                element,
+                message,
+                ..
+            } => WireError::UserCode {
+                transform: transform.clone(),
+                phase: phase.to_string(),
+                element: element.clone(),
+                message: message.clone(),
+            },
+            Error::Coder {
+                transform,
+                element,
+                message,
+            } => WireError::Coder {
+                transform: transform.clone(),
+                element: element.clone(),
+                message: message.clone(),
+            },
+            Error::Checkpoint { message } => WireError::Checkpoint(message.clone()),
+            Error::InvalidOption { option, message } => WireError::InvalidOption {
+                option: option.clone(),
+                message: message.clone(),
+            },
+            other => WireError::Other(other.to_string()),
+        }
+    }
+
+    /// The error again.
+    pub fn into_error(self) -> Error {
+        match self {
+            WireError::UserCode {
+                transform,
+                phase,
+                element,
+                message,
+            } => Error::UserCode {
+                transform,
+                phase: PHASES
+                    .iter()
+                    .map(|p| p.name())
+                    .find(|n| *n == phase)
+                    .unwrap_or("process"),
+                element,
+                message,
+                replay: None,
+            },
+            WireError::Coder {
+                transform,
+                element,
+                message,
+            } => Error::Coder {
+                transform,
+                element,
+                message,
+            },
+            WireError::Checkpoint(message) => Error::Checkpoint { message },
+            WireError::InvalidOption { option, message } => {
+                Error::InvalidOption { option, message }
+            }
+            WireError::Other(m) => Error::Internal(format!("a process of the cluster failed: {m}")),
+        }
+    }
+}
+
+/// Writes a child's outcome for the supervisor, then ends the process: 0 when the job
+/// is done, [`PIPELINE_FAILED`] when the pipeline failed.
+pub fn finish_child(path: &Path, result: Result<PipelineResult>) -> ! {
+    let (outcome, code) = match result {
+        Ok(r) => (
+            Outcome::Done {
+                captured: r.captured,
+                metrics: r.metrics,
+            },
+            0,
+        ),
+        Err(e) => {
+            eprintln!("error: {e}");
+            (Outcome::Failed(WireError::from_error(&e)), PIPELINE_FAILED)
+        }
+    };
+    let bytes = postcard::to_allocvec(&outcome).expect("an outcome encodes");
+    if let Err(e) = write_atomic(path, &bytes) {
+        eprintln!("error: cannot hand the outcome to the supervisor: {e}");
+        std::process::exit(1);
+    }
+    std::process::exit(code)
+}
+
+/// How the supervisor runs a local cluster.
+#[derive(Clone, Debug)]
+pub struct Supervisor {
+    /// Processes.
+    pub processes: usize,
+    /// The binary.
+    pub program: PathBuf,
+    /// Its arguments, without the cluster flags.
+    pub args: Vec<String>,
+    /// The checkpoint directory, if any: failures are then recovered from.
+    pub checkpoint_dir: Option<PathBuf>,
+    /// Restarts allowed before the job fails.
+    pub max_restarts: usize,
+    /// A running cluster whose newest checkpoint does not move for this long is hung:
+    /// it is restarted.
+    pub watchdog: Duration,
+}
+
+/// Free loopback ports (bound, read and released: another process could take one in
+/// between, which makes the attempt fail and be retried).
+fn free_ports(n: usize) -> Result<Vec<u16>> {
+    let listeners = (0..n)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
+        .collect::<std::io::Result<Vec<_>>>()
+        .map_err(|e| Error::Internal(format!("cannot find free loopback ports: {e}")))?;
+    listeners
+        .iter()
+        .map(|l| {
+            l.local_addr()
+                .map(|a| a.port())
+                .map_err(|e| Error::Internal(format!("cannot find free loopback ports: {e}")))
+        })
+        .collect()
+}
+
+/// The arguments of the running process without `--local-cluster[=N]`.
+pub fn args_without_local_cluster(args: impl IntoIterator<Item = String>) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut skip = false;
+    for a in args {
+        if skip {
+            skip = false;
+            continue;
+        }
+        if a == "--local-cluster" {
+            skip = true;
+            continue;
+        }
+        if a.starts_with("--local-cluster=") {
+            continue;
+        }
+        out.push(a);
+    }
+    out
+}
+
+enum Attempt {
+    Done(PipelineResult),
+    Failed(Error),
+    Restart(String),
+}
+
+impl Supervisor {
+    fn kill_all(children: &mut [Child]) {
+        for c in children.iter_mut() {
+            let _ = c.kill();
+        }
+        for c in children.iter_mut() {
+            let _ = c.wait();
+        }
+    }
+
+    fn durable(&self) -> Option<u64> {
+        let dir = self.checkpoint_dir.as_ref()?;
+        Store::open(dir).ok()?.manifests().ok()?.last().copied()
+    }
+
+    fn attempt(&self, work: &Path, attempt: usize) -> Result<Attempt> {
+        let n = self.processes;
+        let ports = free_ports(n)?;
+        let hosts = work.join(format!("hosts-{attempt}"));
+        let listing: String = ports.iter().map(|p| format!("127.0.0.1:{p}\n")).collect();
+        std::fs::write(&hosts, listing).map_err(|e| Error::Io {
+            what: "cannot write the hosts file".into(),
+            path: hosts.clone(),
+            cause: e,
+        })?;
+        let mut children = Vec::new();
+        let mut outcomes = Vec::new();
+        for i in 0..n {
+            let outcome = work.join(format!("outcome-{attempt}-{i}"));
+            let child = Command::new(&self.program)
+                .args(&self.args)
+                .arg(format!("--processes={n}"))
+                .arg(format!("--process-id={i}"))
+                .arg(format!("--hosts={}", hosts.display()))
+                .env(CHILD_ENV, &outcome)
+                .spawn();
+            match child {
+                Ok(c) => children.push(c),
+                Err(e) => {
+                    Self::kill_all(&mut children);
+                    return Err(Error::Internal(format!(
+                        "cannot start process {i} of the local cluster ({}): {e}",
+                        self.program.display()
+                    )));
+                }
+            }
+            outcomes.push(outcome);
+        }
+        if let Some(dir) = &self.checkpoint_dir {
+            let pids: String = children.iter().map(|c| format!("{}\n", c.id())).collect();
+            let _ = write_atomic(&dir.join("pids"), pids.as_bytes());
+        }
+        let mut durable = self.durable();
+        let mut moved = Instant::now();
+        let mut exited = vec![None; n];
+        loop {
+            for (i, c) in children.iter_mut().enumerate() {
+                if exited[i].is_none() {
+                    if let Ok(Some(status)) = c.try_wait() {
+                        exited[i] = Some(status);
+                    }
+                }
+            }
+            // A pipeline error is the job's, whatever the others do.
+            for (i, status) in exited.iter().enumerate() {
+                if status.and_then(|s| s.code()) == Some(PIPELINE_FAILED) {
+                    if let Ok(bytes) = std::fs::read(&outcomes[i]) {
+                        if let Ok(Outcome::Failed(e)) = postcard::from_bytes::<Outcome>(&bytes) {
+                            Self::kill_all(&mut children);
+                            return Ok(Attempt::Failed(e.into_error()));
+                        }
+                    }
+                }
+            }
+            if let Some((i, status)) = exited
+                .iter()
+                .enumerate()
+                .find_map(|(i, s)| s.filter(|s| !s.success()).map(|s| (i, s)))
+            {
+                Self::kill_all(&mut children);
+                return Ok(Attempt::Restart(format!(
+                    "process {i} exited with {status}"
+                )));
+            }
+            if exited.iter().all(|s| s.is_some()) {
+                let bytes = std::fs::read(&outcomes[0]).map_err(|e| {
+                    Error::Internal(format!("process 0 ended without an outcome: {e}"))
+                })?;
+                return match postcard::from_bytes::<Outcome>(&bytes) {
+                    Ok(Outcome::Done {
+                        captured,
+                        mut metrics,
+                    }) => {
+                        for o in &outcomes[1..] {
+                            if let Ok(Outcome::Done { metrics: m, .. }) =
+                                postcard::from_bytes::<Outcome>(
+                                    &std::fs::read(o).unwrap_or_default(),
+                                )
+                            {
+                                metrics.merge(&m);
+                            }
+                        }
+                        Ok(Attempt::Done(PipelineResult {
+                            state: PipelineState::Done,
+                            metrics,
+                            captured,
+                        }))
+                    }
+                    Ok(Outcome::Failed(e)) => Ok(Attempt::Failed(e.into_error())),
+                    Err(e) => Err(Error::Internal(format!(
+                        "the outcome of process 0 does not decode: {e}"
+                    ))),
+                };
+            }
+            if self.checkpoint_dir.is_some() {
+                let now = self.durable();
+                if now != durable {
+                    durable = now;
+                    moved = Instant::now();
+                } else if moved.elapsed() >= self.watchdog {
+                    Self::kill_all(&mut children);
+                    return Ok(Attempt::Restart(format!(
+                        "no checkpoint completed for {:?}: a process hangs",
+                        self.watchdog
+                    )));
+                }
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Runs the cluster to the end, restarting it from the last checkpoint after a
+    /// failure; the job's result is process 0's.
+    pub fn run(&self) -> Result<PipelineResult> {
+        let work = std::env::temp_dir().join(format!("tidewater-cluster-{}", std::process::id()));
+        std::fs::create_dir_all(&work).map_err(|e| Error::Io {
+            what: "cannot create the cluster's work directory".into(),
+            path: work.clone(),
+            cause: e,
+        })?;
+        let mut restarts = 0;
+        let result = loop {
+            match self.attempt(&work, restarts) {
+                Ok(Attempt::Done(r)) => break Ok(r),
+                Ok(Attempt::Failed(e)) => break Err(e),
+                Err(e) => break Err(e),
+                Ok(Attempt::Restart(why)) => {
+                    if self.checkpoint_dir.is_none() {
+                        break Err(Error::Internal(format!(
+                            "{why}; without --checkpoint-dir there is no checkpoint to recover from"
+                        )));
+                    }
+                    if restarts >= self.max_restarts {
+                        break Err(Error::Internal(format!(
+                            "{why}; gave up after {restarts} restarts"
+                        )));
+                    }
+                    restarts += 1;
+                    eprintln!(
+                        "local cluster: {why}; restarting all {} processes from the last checkpoint (restart {restarts})",
+                        self.processes
+                    );
+                }
+            }
+        };
+        let _ = std::fs::remove_dir_all(&work);
+        result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_local_cluster_flag_is_taken_out_in_both_spellings() {
+        let args = [
+            "bin",
+            "--local-cluster",
+            "2",
+            "--runner=native",
+            "--local-cluster=3",
+            "-x",
+        ]
+        .map(String::from);
+        assert_eq!(
+            args_without_local_cluster(args),
+            ["bin", "--runner=native", "-x"]
+        );
+    }
+
+    #[test]
+    fn a_user_error_crosses_the_wire_whole() {
+        let e = Error::UserCode {
+            transform: "Parse".into(),
+            phase: "finish_bundle",
+            element: Some("\"x\"".into()),
+            message: "boom".into(),
+            replay: None,
+        };
+        let back = WireError::from_error(&e).into_error();
+        assert_eq!(back.to_string(), e.to_string());
+    }
+}
