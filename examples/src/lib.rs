@@ -1,6 +1,7 @@
 //! Runnable Tidewater pipelines. Each binary takes `--runner` and the other
 //! [`PipelineOptions`](tidewater::PipelineOptions).
 
+pub mod bench;
 pub mod stateful_word_count;
 pub mod streaming_word_count;
 pub mod word_count;

@@ -1,0 +1,3 @@
+//! The pieces of the `bench` binary.
+
+pub mod input;
