@@ -1,0 +1,258 @@
+//! One measured run, as a JSON object: what `bench` writes (one per line) and
+//! `bench --report` reads. The `nexmark --json` binary writes the same objects.
+
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// One run of one workload on one runner.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BenchRecord {
+    /// The workload (`stateless`, `count`, `stateful`, `windowed`, `nexmark-q0`, ...).
+    pub workload: String,
+    /// The runner, as given to `--runner`.
+    pub runner: String,
+    /// Workers per process.
+    pub workers: u32,
+    /// Processes.
+    pub processes: u32,
+    /// Input records: words for the word counts, events for Nexmark.
+    pub records: u64,
+    /// Wall time of the run inside the process: from `run` called to `run` returned
+    /// (process start and pipeline construction excluded).
+    pub seconds: f64,
+    /// `records / seconds`.
+    pub records_per_s: f64,
+    /// `records_per_s / (workers * processes)`.
+    pub records_per_s_per_core: f64,
+    /// Median latency from event creation to sink output, where measured.
+    pub p50_latency_ms: Option<f64>,
+    /// 99th percentile latency, where measured.
+    pub p99_latency_ms: Option<f64>,
+    /// Largest latency, where measured.
+    pub max_latency_ms: Option<f64>,
+    /// The process's peak resident set (`VmHWM`), in MiB.
+    pub peak_rss_mb: Option<f64>,
+    /// Whether the run took checkpoints.
+    pub checkpoint: bool,
+    /// The checkpoint interval, when checkpointing.
+    pub checkpoint_interval_ms: Option<u64>,
+    /// Records the sink received.
+    pub outputs: u64,
+    /// Whether the direct runner's validation was on.
+    pub validate: bool,
+    /// `release` or `debug`: debug figures are not worth reporting.
+    pub profile: String,
+    /// The machine: CPU model, cores, memory.
+    pub machine: String,
+    /// The one-minute load average when the run started: how busy the machine was.
+    pub load_avg_1m: Option<f64>,
+    /// When the run started, in seconds since the Unix epoch.
+    pub started_at_unix_s: u64,
+}
+
+/// When a run started and how busy the machine was then.
+#[derive(Clone, Copy, Debug)]
+pub struct RunStart {
+    /// The one-minute load average.
+    pub load_avg_1m: Option<f64>,
+    /// Seconds since the Unix epoch.
+    pub unix_s: u64,
+}
+
+impl RunStart {
+    /// Now.
+    pub fn now() -> RunStart {
+        RunStart {
+            load_avg_1m: load_avg_1m(),
+            unix_s: now_unix_s(),
+        }
+    }
+}
+
+impl BenchRecord {
+    /// A record of `records` processed in `seconds` by a run that started at `start`,
+    /// with this process's peak RSS and the machine's description; latency not
+    /// measured and no checkpoints.
+    pub fn measured(
+        workload: &str,
+        runner: &str,
+        workers: u32,
+        records: u64,
+        seconds: f64,
+        outputs: u64,
+        start: RunStart,
+    ) -> BenchRecord {
+        let records_per_s = records as f64 / seconds.max(1e-9);
+        BenchRecord {
+            workload: workload.to_string(),
+            runner: runner.to_string(),
+            workers,
+            processes: 1,
+            records,
+            seconds,
+            records_per_s,
+            records_per_s_per_core: records_per_s / workers.max(1) as f64,
+            p50_latency_ms: None,
+            p99_latency_ms: None,
+            max_latency_ms: None,
+            peak_rss_mb: peak_rss_mb(),
+            checkpoint: false,
+            checkpoint_interval_ms: None,
+            outputs,
+            validate: false,
+            profile: if cfg!(debug_assertions) {
+                "debug"
+            } else {
+                "release"
+            }
+            .to_string(),
+            machine: machine(),
+            load_avg_1m: start.load_avg_1m,
+            started_at_unix_s: start.unix_s,
+        }
+    }
+
+    /// The record as one line of JSON.
+    pub fn to_json_line(&self) -> String {
+        serde_json::to_string(self).expect("a record always serializes")
+    }
+}
+
+/// This process's peak resident set in MiB (`VmHWM` in `/proc/self/status`), where
+/// the system tells.
+pub fn peak_rss_mb() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb / 1024.0)
+}
+
+/// The one-minute load average (`/proc/loadavg`).
+pub fn load_avg_1m() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// Seconds since the Unix epoch.
+pub fn now_unix_s() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// `<CPU model>, <N> cores, <M> GiB` from `/proc`, or what of it is known.
+pub fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, m)| m.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    let mem = std::fs::read_to_string("/proc/meminfo").ok().and_then(|s| {
+        let kb: f64 = s
+            .lines()
+            .find(|l| l.starts_with("MemTotal:"))?
+            .split_whitespace()
+            .nth(1)?
+            .parse()
+            .ok()?;
+        Some(kb / 1024.0 / 1024.0)
+    });
+    match mem {
+        Some(gib) => format!("{cpu}, {cores} cores, {gib:.0} GiB"),
+        None => format!("{cpu}, {cores} cores"),
+    }
+}
+
+/// Reads records written one per line (blank lines skipped).
+pub fn read_records(path: &Path) -> anyhow::Result<Vec<BenchRecord>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| {
+            serde_json::from_str(l)
+                .with_context(|| format!("{}:{}: not a benchmark record", path.display(), i + 1))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// A fixed record: its JSON is the format the report and other tools read.
+    pub(crate) fn sample() -> BenchRecord {
+        BenchRecord {
+            workload: "count".into(),
+            runner: "direct".into(),
+            workers: 1,
+            processes: 1,
+            records: 2_000_000,
+            seconds: 0.5,
+            records_per_s: 4_000_000.0,
+            records_per_s_per_core: 4_000_000.0,
+            p50_latency_ms: None,
+            p99_latency_ms: None,
+            max_latency_ms: None,
+            peak_rss_mb: Some(21.5),
+            checkpoint: false,
+            checkpoint_interval_ms: None,
+            outputs: 9_999,
+            validate: false,
+            profile: "release".into(),
+            machine: "AMD EPYC, 2 cores, 23 GiB".into(),
+            load_avg_1m: Some(0.42),
+            started_at_unix_s: 1_700_000_000,
+        }
+    }
+
+    #[test]
+    fn json_format() {
+        insta::assert_snapshot!(sample().to_json_line(), @r#"{"workload":"count","runner":"direct","workers":1,"processes":1,"records":2000000,"seconds":0.5,"records_per_s":4000000.0,"records_per_s_per_core":4000000.0,"p50_latency_ms":null,"p99_latency_ms":null,"max_latency_ms":null,"peak_rss_mb":21.5,"checkpoint":false,"checkpoint_interval_ms":null,"outputs":9999,"validate":false,"profile":"release","machine":"AMD EPYC, 2 cores, 23 GiB","load_avg_1m":0.42,"started_at_unix_s":1700000000}"#);
+    }
+
+    #[test]
+    fn records_read_back_one_per_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("runs.json");
+        let mut second = sample();
+        second.runner = "native".into();
+        second.workers = 2;
+        std::fs::write(
+            &path,
+            format!("{}\n\n{}\n", sample().to_json_line(), second.to_json_line()),
+        )
+        .unwrap();
+        assert_eq!(read_records(&path).unwrap(), vec![sample(), second]);
+    }
+
+    #[test]
+    fn a_bad_line_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("runs.json");
+        std::fs::write(&path, format!("{}\n{{}}\n", sample().to_json_line())).unwrap();
+        let e = format!("{:#}", read_records(&path).unwrap_err());
+        assert!(e.contains("runs.json:2: not a benchmark record"), "{e}");
+    }
+
+    #[test]
+    fn per_core_divides_by_workers() {
+        let r = BenchRecord::measured("stateless", "native", 2, 1000, 0.5, 1000, RunStart::now());
+        assert_eq!(r.records_per_s, 2000.0);
+        assert_eq!(r.records_per_s_per_core, 1000.0);
+    }
+}
