@@ -71,3 +71,53 @@ fn q10_leaves_no_files_behind_unless_asked() {
     assert_eq!(code, Some(0), "{text}");
     assert!(std::fs::read_dir(kept.path()).unwrap().count() > 0);
 }
+
+/// `--json` prints one `bench` record per query on stdout, counting outputs in a sink;
+/// `--outputs-dir` writes them, one line each, for `bench`'s check between runners.
+#[test]
+fn json_records_and_output_files_for_bench() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_nexmark"))
+        .args([
+            "--query",
+            "10",
+            "--events",
+            "2000",
+            "--json",
+            "--no-validate",
+        ])
+        .output()
+        .expect("runs");
+    assert!(out.status.success(), "{out:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let records: Vec<tidewater_examples::bench::record::BenchRecord> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    assert_eq!(records.len(), 1, "{stdout}");
+    let r = &records[0];
+    assert_eq!(
+        (r.workload.as_str(), r.runner.as_str(), r.workers, r.records),
+        ("nexmark-q10", "direct", 1, 2000)
+    );
+    assert!(
+        r.outputs > 0 && !r.validate && r.peak_rss_mb.is_some(),
+        "{r:?}"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let (code, text) = nexmark(&[
+        "--query",
+        "5",
+        "--events",
+        "2000",
+        "--outputs-dir",
+        dir.path().to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0), "{text}");
+    let lines = std::fs::read_to_string(dir.path().join("Q5.txt")).unwrap();
+    assert!(
+        text.contains(&format!("outputs={}", lines.lines().count())),
+        "{text}"
+    );
+    assert!(lines.starts_with("AuctionCount {"), "{lines}");
+}

@@ -5,6 +5,7 @@ use clap::Parser;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 use tidewater::{Element, PCollection, Pipeline, PipelineOptions, Read};
+use tidewater_examples::bench::record::{BenchRecord, RunStart};
 use tidewater_nexmark::{checksum, oracle, queries, sorted_by_encoding, Event, NexmarkSource};
 
 /// Nexmark queries on any runner.
@@ -35,6 +36,71 @@ struct Args {
     /// absent); the watermark trails by the bound, so no event is late.
     #[arg(long, default_value_t = 0)]
     out_of_order_ms: u64,
+    /// Print one JSON object per query (the `bench` binary's record: events/s, peak
+    /// RSS, ...) instead of the text line; outputs are counted in a sink, not kept,
+    /// unless `--verify` or `--outputs-dir` needs them.
+    #[arg(long)]
+    json: bool,
+    /// Write each query's outputs, one `Debug` line each, to `DIR/Q<n>.txt` (what
+    /// `bench` compares between runners).
+    #[arg(long, value_name = "DIR")]
+    outputs_dir: Option<std::path::PathBuf>,
+}
+
+impl Args {
+    /// Whether the outputs must be kept (captured) rather than counted.
+    fn keeps_outputs(&self) -> bool {
+        !self.json || self.verify || self.outputs_dir.is_some()
+    }
+
+    /// Reports a bounded run: its JSON record or its text line; writes its outputs to
+    /// `--outputs-dir`.
+    fn report<T: Element>(
+        &self,
+        name: &str,
+        out: Option<&[T]>,
+        outputs: u64,
+        secs: f64,
+        start: RunStart,
+        note: &str,
+    ) -> anyhow::Result<()> {
+        if self.json {
+            let workers = self
+                .options
+                .runner_option("workers")
+                .and_then(|w| w.parse().ok())
+                .unwrap_or(1);
+            let mut record = BenchRecord::measured(
+                &format!("nexmark-{}", name.to_lowercase()),
+                &self.options.runner,
+                workers,
+                self.events,
+                secs,
+                outputs,
+                start,
+            );
+            record.validate = !self.options.no_validate;
+            tidewater_examples::outln!("{}", record.to_json_line());
+        } else {
+            let checksum = out.map_or(String::new(), |o| format!(" checksum={:016x}", checksum(o)));
+            tidewater_examples::outln!(
+                "{name}: events={} outputs={outputs} time={secs:.3}s events/s={:.0}{checksum}{note}",
+                self.events,
+                self.events as f64 / secs,
+            );
+        }
+        if let (Some(dir), Some(out)) = (&self.outputs_dir, out) {
+            std::fs::create_dir_all(dir)?;
+            let mut text = String::new();
+            for x in out {
+                text.push_str(&format!("{x:?}\n"));
+            }
+            let path = dir.join(format!("{name}.txt"));
+            std::fs::write(&path, text)
+                .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
+        }
+        Ok(())
+    }
 }
 
 /// The events the options describe.
@@ -99,18 +165,32 @@ fn run<T: Element + PartialEq>(
     let source = source(args);
     let p = Pipeline::new(args.options.clone());
     let events = p.apply("Events", Read::from(source.clone()));
-    build(&events).capture("out");
+    if args.keeps_outputs() {
+        build(&events).capture("out");
+    } else {
+        build(&events).write_to("Count", tidewater_examples::CountingSink::<T>::default());
+    }
+    let before = tidewater_examples::committed_count();
+    let start = RunStart::now();
     let started = Instant::now();
     let result = p.run()?;
     let secs = started.elapsed().as_secs_f64();
-    let out = result.captured_values::<T>("out")?;
-    tidewater_examples::outln!(
-        "{name}: events={} outputs={} time={secs:.3}s events/s={:.0} checksum={:016x}",
-        args.events,
-        out.len(),
-        args.events as f64 / secs,
-        checksum(&out)
-    );
+    let out = match args.keeps_outputs() {
+        true => result.captured_values::<T>("out")?,
+        false => Vec::new(),
+    };
+    let outputs = match args.keeps_outputs() {
+        true => out.len() as u64,
+        false => tidewater_examples::committed_count() - before,
+    };
+    args.report(
+        name,
+        args.keeps_outputs().then_some(&out[..]),
+        outputs,
+        secs,
+        start,
+        "",
+    )?;
     if args.verify {
         let expected = sorted_by_encoding(oracle(&source.all_events()));
         if out != expected {
@@ -155,17 +235,19 @@ fn run_q12(args: &Args) -> anyhow::Result<()> {
         queries::q12_test_stream(&events, args.rate, 1_000),
     );
     queries::q12(&stream).capture("out");
+    let start = RunStart::now();
     let started = Instant::now();
     let result = p.run()?;
     let secs = started.elapsed().as_secs_f64();
     let out = result.captured_values::<(usize, u64)>("out")?;
-    tidewater_examples::outln!(
-        "Q12: events={} outputs={} time={secs:.3}s events/s={:.0} checksum={:016x} (TestStream, scripted clock)",
-        args.events,
-        out.len(),
-        args.events as f64 / secs,
-        checksum(&out)
-    );
+    args.report(
+        "Q12",
+        Some(&out[..]),
+        out.len() as u64,
+        secs,
+        start,
+        " (TestStream, scripted clock)",
+    )?;
     if args.verify {
         let expected = sorted_by_encoding(oracle::q12_scripted(
             &events,
@@ -250,13 +332,16 @@ fn run_queries() -> anyhow::Result<()> {
         }
         let dir = q10_dir();
         let result = run(&args, "Q10", q10_to_dir, oracle::q10);
+        // With --json, stdout holds only records.
+        let note = |line: String| match args.json {
+            true => eprintln!("{line}"),
+            false => tidewater_examples::outln!("{line}"),
+        };
         if args.q10_dir.is_some() {
-            tidewater_examples::outln!("Q10: files in {dir}");
+            note(format!("Q10: files in {dir}"));
         } else {
             let _ = std::fs::remove_dir_all(&dir);
-            tidewater_examples::outln!(
-                "Q10: files removed after the run (--q10-dir DIR keeps them)"
-            );
+            note("Q10: files removed after the run (--q10-dir DIR keeps them)".into());
         }
         result?;
         ran = true;
