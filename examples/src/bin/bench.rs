@@ -1,50 +1,46 @@
-//! Word-count benchmark: generated text (seeded, Zipf-like vocabulary), words/s and
-//! peak RSS. `cargo run --release -p tidewater-examples --bin bench -- --words 10000000`;
-//! `--workload stateful` measures the stateful word count instead of the lifted Count.
+//! Benchmarks: workloads × runners × workers in one command, a table, one JSON object
+//! per run, and `--report` to render `docs/benchmarks.md` with a chart per workload.
+//!
+//! ```sh
+//! cargo run --release -p tidewater-examples --bin bench -- --runner direct --workers 1,2 --words 2000000
+//! cargo run --release -p tidewater-examples --bin bench -- --report --json /tmp/tidewater-bench.json
+//! ```
+//!
+//! Each measurement runs in a child process (this binary again, with hidden flags), so
+//! that its peak RSS is its own; Nexmark runs in the `nexmark` binary's process for the
+//! same reason (and because `tidewater-nexmark` depends on this crate). Before a
+//! setting is timed, its output on a small input is compared with the direct runner's.
 
 use anyhow::{bail, Context};
 use clap::{Parser, ValueEnum};
-use rustc_hash::FxHashMap;
-use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
-use std::hash::BuildHasher;
-use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::time::Instant;
-use tidewater::{DoFn, ParDo, Pipeline, PipelineOptions, ProcessContext, UserError};
-use tidewater_examples::stateful_word_count;
-use tidewater_examples::word_count::CountWords;
-use tidewater_transforms::TextIO;
+use tidewater::{Pipeline, PipelineOptions};
+use tidewater_examples::bench::check::compare_outputs;
+use tidewater_examples::bench::input::{GenOptions, Input};
+use tidewater_examples::bench::record::{read_records, BenchRecord, RunStart};
+use tidewater_examples::bench::report::write_report;
+use tidewater_examples::bench::workloads::{WordCount, LINES};
+use tidewater_examples::outln;
 
-/// The pipeline measured.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-enum Workload {
-    /// Word count with Count.perElement (a lifted combine).
-    Count,
-    /// The stateful word count: a StatefulParDo keeping a running count per word.
-    Stateful,
-}
-
-impl Workload {
-    fn name(self) -> &'static str {
-        match self {
-            Workload::Count => "count",
-            Workload::Stateful => "stateful",
-        }
-    }
-}
-
-/// Runs word count over generated text and reports throughput.
+/// Runs workloads on runners and reports throughput and peak RSS.
 #[derive(Parser)]
 #[command(name = "bench")]
 struct Args {
-    /// Runner to measure.
-    #[arg(long, default_value = "direct")]
-    runner: String,
-    /// Pipeline to measure.
-    #[arg(long, value_enum, default_value_t = Workload::Count)]
-    workload: Workload,
-    /// Words to generate.
+    /// Runners to measure, comma-separated (any registered runner).
+    #[arg(long, default_value = "direct", value_delimiter = ',')]
+    runner: Vec<String>,
+    /// Workers per process, comma-separated; passed as `--runner-option workers=N` to
+    /// every runner but `direct`, which has one.
+    #[arg(long, default_value = "1", value_delimiter = ',')]
+    workers: Vec<u32>,
+    /// Workloads, comma-separated: stateless, count, stateful, windowed, nexmark-q0 ..
+    /// nexmark-q14; or the groups wordcount, nexmark, all.
+    #[arg(long, default_value = "wordcount", value_delimiter = ',')]
+    workload: Vec<String>,
+    /// Words to generate for the word counts (rounded to whole lines of 10 words on
+    /// average, as `gen_input.py --lines words/10` writes them).
     #[arg(long, default_value_t = 10_000_000)]
     words: u64,
     /// Generator seed.
@@ -53,140 +49,86 @@ struct Args {
     /// Vocabulary size.
     #[arg(long, default_value_t = 10_000)]
     vocab: usize,
-    /// Use this text file instead of generating one (e.g. the peers' `wc1m.txt`).
-    #[arg(long)]
+    /// Use the files `gen_input.py --out PREFIX` wrote (`PREFIX.txt`, `PREFIX.ts.txt`,
+    /// `PREFIX.meta.json`) instead of generating them.
+    #[arg(long, value_name = "PREFIX")]
     input: Option<PathBuf>,
-    /// Keep the direct runner's validation on (off by default: this measures speed).
+    /// Words of the input on which outputs are checked against the direct runner's.
+    #[arg(long, default_value_t = 20_000)]
+    check_words: u64,
+    /// Nexmark events per timed run.
+    #[arg(long, default_value_t = 1_000_000)]
+    events: u64,
+    /// Nexmark events of Q12's timed runs, at most: Q12 replays its events through a
+    /// TestStream on a scripted processing clock, which holds them all in memory and
+    /// slows down with their number (about 500 MB and 3 s at 50,000 on the direct runner).
+    #[arg(long, default_value_t = 50_000)]
+    q12_events: u64,
+    /// Nexmark events of the output check.
+    #[arg(long, default_value_t = 10_000)]
+    check_events: u64,
+    /// A smoke run: 100,000 words (20,000 checked), 10,000 Nexmark events (2,000
+    /// checked), whatever the size flags say.
     #[arg(long)]
-    validate: bool,
-    /// Repetitions; each is reported.
+    quick: bool,
+    /// Timed runs of each setting; each is recorded.
     #[arg(long, default_value_t = 1)]
     reps: u32,
+    /// Keep the direct runner's validation on while timing (off by default: this
+    /// measures speed; the check's reference run always validates).
+    #[arg(long)]
+    validate: bool,
+    /// Where the runs' records go, one JSON object a line (written anew); `--report`
+    /// reads them from here.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Render the report (`DOCS/benchmarks.md`, `DOCS/benchmarks/*.svg`) from `--json`
+    /// instead of running anything.
+    #[arg(long)]
+    report: bool,
+    /// The docs directory `--report` writes into.
+    #[arg(long, value_name = "DOCS", default_value = "docs")]
+    docs: PathBuf,
+    /// The `nexmark` binary (by default the one next to this binary: build it with
+    /// `cargo build [--release] -p tidewater-nexmark`).
+    #[arg(long, value_name = "PATH")]
+    nexmark_bin: Option<PathBuf>,
+    /// Internal: run one measurement in this process and write its result to
+    /// `--child-out` (this is how the parent runs each measurement).
+    #[arg(long, value_enum, hide = true)]
+    child: Option<ChildMode>,
+    #[arg(long, hide = true)]
+    child_out: Option<PathBuf>,
 }
 
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum ChildMode {
+    /// Run and write the output lines.
+    Output,
+    /// Run into a counting sink and write the record.
+    Time,
 }
 
-/// Writes about `words` words in lines of 1..=19 words drawn from a Zipf(1) vocabulary.
-fn generate(path: &PathBuf, words: u64, seed: u64, vocab_size: usize) -> anyhow::Result<u64> {
-    let mut rng = Rng(seed);
-    let mut seen = std::collections::HashSet::new();
-    let mut vocab = Vec::with_capacity(vocab_size);
-    while vocab.len() < vocab_size {
-        let len = 2 + (rng.next() % 11) as usize;
-        let w: String = (0..len)
-            .map(|_| (b'a' + (rng.next() % 26) as u8) as char)
-            .collect();
-        if seen.insert(w.clone()) {
-            vocab.push(w);
+/// What a child runs.
+struct Setting<'a> {
+    workload: &'a str,
+    runner: &'a str,
+    workers: u32,
+}
+
+impl Setting<'_> {
+    fn options(&self, validate: bool) -> PipelineOptions {
+        let mut o = PipelineOptions {
+            runner: self.runner.to_string(),
+            no_validate: !validate,
+            ..Default::default()
+        };
+        if self.runner != "direct" {
+            o.runner_options
+                .push(("workers".into(), self.workers.to_string()));
         }
+        o
     }
-    let mut cum = Vec::with_capacity(vocab_size);
-    let mut total = 0.0;
-    for k in 1..=vocab_size {
-        total += 1.0 / k as f64;
-        cum.push(total);
-    }
-    let mut out = std::io::BufWriter::new(
-        std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?,
-    );
-    let mut written = 0u64;
-    while written < words {
-        let n = (1 + rng.next() % 19).min(words - written);
-        for i in 0..n {
-            let x = rng.unit() * total;
-            let w = &vocab[cum.partition_point(|c| *c < x).min(vocab_size - 1)];
-            if i > 0 {
-                out.write_all(b" ")?;
-            }
-            out.write_all(w.as_bytes())?;
-        }
-        out.write_all(b"\n")?;
-        written += n;
-    }
-    out.flush()?;
-    Ok(written)
-}
-
-/// Occurrences of each word in a file as the word count's tokenizer sees them, read a
-/// line at a time so the check does not inflate the peak RSS the benchmark reports.
-fn count_words(path: &PathBuf) -> anyhow::Result<HashMap<String, u64>> {
-    use std::io::BufRead;
-    let file =
-        std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let mut counts = HashMap::new();
-    for line in std::io::BufReader::new(file).lines() {
-        for w in tidewater_examples::word_count::extract_words(line?) {
-            *counts.entry(w).or_insert(0) += 1;
-        }
-    }
-    Ok(counts)
-}
-
-/// Keeps the running counts that reached a word's number of occurrences: the stateful
-/// word count's last update of each word, if it counted right. Only these are
-/// captured, so the result stays small, and `main` checks them exactly. Words are
-/// looked up by a 64-bit hash, so that the filter costs little next to what is
-/// measured (a collision would show as a wrong or missing count in that check).
-#[derive(Serialize, Deserialize)]
-struct KeepFinal {
-    expected: FxHashMap<u64, u64>,
-}
-
-fn word_hash(word: &str) -> u64 {
-    rustc_hash::FxBuildHasher.hash_one(word)
-}
-
-impl DoFn for KeepFinal {
-    type In = (String, u64);
-    type Out = (String, u64);
-    fn process(
-        &mut self,
-        update: (String, u64),
-        ctx: &mut ProcessContext<'_, (String, u64)>,
-    ) -> Result<(), UserError> {
-        if self.expected.get(&word_hash(&update.0)) == Some(&update.1) {
-            ctx.output(update);
-        }
-        Ok(())
-    }
-}
-
-/// Builds the workload's pipeline over `input`, capturing `(word, count)` as "counts".
-fn build(p: &Pipeline, workload: Workload, input: &str, expected: &HashMap<String, u64>) {
-    match workload {
-        Workload::Count => p
-            .apply("ReadLines", TextIO::read().from(input))
-            .apply("CountWords", CountWords)
-            .capture("counts"),
-        Workload::Stateful => stateful_word_count::build(p, input)
-            .apply(
-                "KeepFinal",
-                ParDo::of(KeepFinal {
-                    expected: expected.iter().map(|(w, n)| (word_hash(w), *n)).collect(),
-                }),
-            )
-            .capture("counts"),
-    }
-}
-
-fn peak_rss_mb() -> Option<f64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb / 1024.0)
 }
 
 fn main() -> std::process::ExitCode {
@@ -194,68 +136,418 @@ fn main() -> std::process::ExitCode {
 }
 
 fn run() -> anyhow::Result<()> {
-    // Runners first, so that --runner is checked against them while parsing.
     tidewater_examples::register_runners();
-    let args = Args::parse();
-    let (path, expected) = match &args.input {
-        Some(p) => (p.clone(), count_words(p)?),
-        None => {
-            let path = std::env::temp_dir().join(format!(
-                "tidewater-bench-{}-{}-{}.txt",
-                args.words, args.seed, args.vocab
-            ));
-            // Generated inputs are kept in the temp directory and reused by later runs.
-            if !path.exists() {
-                let t = Instant::now();
-                let n = generate(&path, args.words, args.seed, args.vocab)?;
-                eprintln!(
-                    "generated {n} words into {} in {:.2}s",
-                    path.display(),
-                    t.elapsed().as_secs_f64()
-                );
-            }
-            let expected = count_words(&path)?;
-            (path, expected)
-        }
-    };
-    let words: u64 = expected.values().sum();
-    let input = path.to_str().context("non-UTF-8 path")?;
-    for rep in 1..=args.reps {
-        let options = PipelineOptions {
-            runner: args.runner.clone(),
-            no_validate: !args.validate,
-            ..Default::default()
-        };
-        let p = Pipeline::new(options);
-        build(&p, args.workload, input, &expected);
-        let t = Instant::now();
-        let result = p.run()?;
-        let secs = t.elapsed().as_secs_f64();
-        let counts = result.captured_values::<(String, u64)>("counts")?;
-        let total: u64 = counts.iter().map(|(_, c)| c).sum();
-        if total != words {
-            bail!("counted {total} words but the input has {words}");
-        }
-        let wrong = counts
-            .iter()
-            .filter(|(w, c)| expected.get(w) != Some(c))
-            .count();
-        if wrong > 0 || counts.len() != expected.len() {
-            bail!(
-                "{} counts for {} words, {wrong} of them wrong",
-                counts.len(),
-                expected.len()
-            );
-        }
-        tidewater_examples::outln!(
-            "rep {rep}: workload={} runner={} validate={} words={words} distinct={} time={secs:.3}s words/s={:.2}M peak_rss={:.0}MB",
-            args.workload.name(),
-            args.runner,
-            args.validate,
-            counts.len(),
-            words as f64 / secs / 1e6,
-            peak_rss_mb().unwrap_or(f64::NAN)
+    let mut args = Args::parse();
+    if args.quick {
+        (args.words, args.check_words) = (100_000, 20_000);
+        (args.events, args.check_events) = (10_000, 2_000);
+        args.q12_events = args.q12_events.min(args.events);
+    }
+    if let Some(mode) = args.child {
+        return child(&args, mode);
+    }
+    let json = args
+        .json
+        .clone()
+        .unwrap_or_else(|| std::env::temp_dir().join("tidewater-bench.json"));
+    if args.report {
+        let records = read_records(&json)?;
+        write_report(&records, &args.docs, &json)?;
+        outln!(
+            "wrote {} and {} from {} runs in {}",
+            args.docs.join("benchmarks.md").display(),
+            args.docs.join("benchmarks").join("*.svg").display(),
+            records.len(),
+            json.display()
         );
+        return Ok(());
+    }
+    for r in &args.runner {
+        tidewater::runner::lookup_runner(r)?;
+    }
+    let workloads = expand_workloads(&args.workload)?;
+    let dir = std::env::temp_dir().join("tidewater-bench");
+    let (full, small) = inputs(&args, &dir, &workloads)?;
+    let mut out = std::fs::File::create(&json)
+        .with_context(|| format!("cannot create {}", json.display()))?;
+    let mut failures = 0;
+    print_header();
+    for workload in &workloads {
+        let oracle = match reference_output(&args, workload, small.as_ref(), &dir) {
+            Ok(lines) => lines,
+            Err(e) => {
+                failures += 1;
+                print_error(
+                    workload,
+                    "direct",
+                    1,
+                    &format!("reference run failed: {e:#}"),
+                );
+                continue;
+            }
+        };
+        for runner in &args.runner {
+            for &workers in &args.workers {
+                if runner == "direct" && workers != 1 {
+                    eprintln!("note: skipping {workload} on direct with {workers} workers: the direct runner has one");
+                    continue;
+                }
+                let setting = Setting {
+                    workload,
+                    runner,
+                    workers,
+                };
+                let checked = output(&args, &setting, args.validate, small.as_ref(), &dir)
+                    .and_then(|lines| {
+                        compare_outputs(oracle.clone(), lines).map_err(anyhow::Error::msg)
+                    });
+                if let Err(e) = checked {
+                    failures += 1;
+                    eprintln!("{workload} on {runner} W={workers}: {e:#}");
+                    print_error(workload, runner, workers, &format!("check failed: {e:#}"));
+                    continue;
+                }
+                for _ in 0..args.reps {
+                    match timed(&args, &setting, full.as_ref(), &dir) {
+                        Ok(record) => {
+                            print_row(&record);
+                            use std::io::Write;
+                            writeln!(out, "{}", record.to_json_line())?;
+                        }
+                        Err(e) => {
+                            failures += 1;
+                            print_error(workload, runner, workers, &format!("{e:#}"));
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    outln!("records in {}", json.display());
+    if failures > 0 {
+        bail!("{failures} setting(s) failed (see the table)");
     }
     Ok(())
+}
+
+/// The workloads named, groups expanded, in the order given.
+fn expand_workloads(names: &[String]) -> anyhow::Result<Vec<String>> {
+    let nexmark = (0..=14).map(|q| format!("nexmark-q{q}"));
+    let wordcount = WordCount::ALL.iter().map(|w| w.name().to_string());
+    let mut out: Vec<String> = Vec::new();
+    for name in names {
+        let add: Vec<String> = match name.as_str() {
+            "wordcount" => wordcount.clone().collect(),
+            "nexmark" => nexmark.clone().collect(),
+            "all" => wordcount.clone().chain(nexmark.clone()).collect(),
+            n if WordCount::from_name(n).is_some() || nexmark.clone().any(|q| q == n) => {
+                vec![n.to_string()]
+            }
+            n => bail!("unknown workload '{n}': stateless, count, stateful, windowed, nexmark-q0 .. nexmark-q14, wordcount, nexmark or all"),
+        };
+        for w in add {
+            if !out.contains(&w) {
+                out.push(w);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The timed input and the check's, if a word count is among the workloads.
+fn inputs(
+    args: &Args,
+    dir: &Path,
+    workloads: &[String],
+) -> anyhow::Result<(Option<Input>, Option<Input>)> {
+    if !workloads.iter().any(|w| WordCount::from_name(w).is_some()) {
+        return Ok((None, None));
+    }
+    let options = |words: u64| GenOptions {
+        lines: words.div_ceil(10).max(1),
+        seed: args.seed,
+        vocab: args.vocab,
+        ..Default::default()
+    };
+    let t = Instant::now();
+    let full = match &args.input {
+        Some(prefix) => Input::open(prefix)?,
+        None => Input::cached(dir, &options(args.words))?,
+    };
+    // The check's input is the first lines of the same text (the script's output for
+    // fewer lines is a prefix of its output for more).
+    let small = Input::cached(dir, &options(args.check_words.min(full.meta.words)))?;
+    eprintln!(
+        "input: {} words in {} lines ({}), check on {} words; ready in {:.1}s",
+        full.meta.words,
+        full.meta.lines,
+        full.text.display(),
+        small.meta.words,
+        t.elapsed().as_secs_f64()
+    );
+    Ok((Some(full), Some(small)))
+}
+
+/// The direct runner's output (validation on) for the check.
+fn reference_output(
+    args: &Args,
+    workload: &str,
+    small: Option<&Input>,
+    dir: &Path,
+) -> anyhow::Result<Vec<String>> {
+    let setting = Setting {
+        workload,
+        runner: "direct",
+        workers: 1,
+    };
+    output(args, &setting, true, small, dir)
+}
+
+/// The output lines of `setting` on the check's input, from a child process.
+fn output(
+    args: &Args,
+    setting: &Setting<'_>,
+    validate: bool,
+    small: Option<&Input>,
+    dir: &Path,
+) -> anyhow::Result<Vec<String>> {
+    let file = dir.join(format!("output-{}.txt", std::process::id()));
+    let _ = std::fs::remove_file(&file);
+    let mut cmd = child_command(args, setting, validate, small, args.check_events, &file)?;
+    if nexmark_query(setting.workload).is_some() {
+        // The nexmark binary writes one file per query into a directory.
+        let _ = std::fs::remove_dir_all(&file);
+        cmd.arg("--outputs-dir").arg(&file);
+    } else {
+        cmd.args(["--child", "output"]);
+    }
+    run_child(cmd)?;
+    let path = match nexmark_query(setting.workload) {
+        Some(q) => file.join(format!("Q{q}.txt")),
+        None => file.clone(),
+    };
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("the child wrote no output to {}", path.display()))?;
+    let _ = std::fs::remove_dir_all(&file);
+    let _ = std::fs::remove_file(&file);
+    Ok(text.lines().map(str::to_string).collect())
+}
+
+/// One timed run of `setting` on the full input, in a child process.
+fn timed(
+    args: &Args,
+    setting: &Setting<'_>,
+    full: Option<&Input>,
+    dir: &Path,
+) -> anyhow::Result<BenchRecord> {
+    let file = dir.join(format!("record-{}.json", std::process::id()));
+    let _ = std::fs::remove_file(&file);
+    let events = match setting.workload {
+        "nexmark-q12" => args.events.min(args.q12_events),
+        _ => args.events,
+    };
+    let mut cmd = child_command(args, setting, args.validate, full, events, &file)?;
+    let stdout = if nexmark_query(setting.workload).is_some() {
+        cmd.arg("--json");
+        run_child(cmd)?
+    } else {
+        cmd.args(["--child", "time"]);
+        run_child(cmd)?;
+        std::fs::read_to_string(&file).context("the child wrote no record")?
+    };
+    let _ = std::fs::remove_file(&file);
+    let line = stdout
+        .lines()
+        .rev()
+        .find(|l| l.starts_with('{'))
+        .context("the child printed no record")?;
+    serde_json::from_str(line).with_context(|| format!("not a record: {line}"))
+}
+
+fn nexmark_query(workload: &str) -> Option<&str> {
+    workload.strip_prefix("nexmark-q")
+}
+
+/// The command of a child running `setting`: this binary for the word counts, the
+/// `nexmark` binary for Nexmark.
+fn child_command(
+    args: &Args,
+    setting: &Setting<'_>,
+    validate: bool,
+    input: Option<&Input>,
+    events: u64,
+    out: &Path,
+) -> anyhow::Result<Command> {
+    let options = setting.options(validate);
+    let mut cmd;
+    if let Some(q) = nexmark_query(setting.workload) {
+        let bin = match &args.nexmark_bin {
+            Some(b) => b.clone(),
+            None => std::env::current_exe()?.with_file_name("nexmark"),
+        };
+        if !bin.exists() {
+            bail!(
+                "no nexmark binary at {}: build it with `cargo build{} -p tidewater-nexmark` or give --nexmark-bin",
+                bin.display(),
+                if cfg!(debug_assertions) { "" } else { " --release" }
+            );
+        }
+        cmd = Command::new(bin);
+        cmd.args(["--query", q, "--events", &events.to_string()]);
+    } else {
+        let input = input.context("no input was generated")?;
+        cmd = Command::new(std::env::current_exe()?);
+        cmd.args(["--workload", setting.workload])
+            .arg("--input")
+            .arg(&input.text)
+            .arg("--child-out")
+            .arg(out);
+    }
+    cmd.args(["--runner", &options.runner]);
+    if nexmark_query(setting.workload).is_some() {
+        if options.no_validate {
+            cmd.arg("--no-validate");
+        }
+        for (k, v) in &options.runner_options {
+            cmd.arg("--runner-option").arg(format!("{k}={v}"));
+        }
+    } else {
+        // This binary's child builds the same options from these flags.
+        if validate {
+            cmd.arg("--validate");
+        }
+        cmd.args(["--workers", &setting.workers.to_string()]);
+    }
+    Ok(cmd)
+}
+
+/// Runs a child; its stdout on success, its stderr's last lines as the error otherwise.
+fn run_child(mut cmd: Command) -> anyhow::Result<String> {
+    let out = cmd
+        .output()
+        .with_context(|| format!("cannot start {:?}", cmd.get_program()))?;
+    if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+        // The child's error and its causes, else the last lines it printed.
+        let from = lines
+            .iter()
+            .position(|l| l.starts_with("Error: "))
+            .unwrap_or(lines.len().saturating_sub(6));
+        let mut shown: Vec<&str> = lines[from..].iter().take(8).copied().collect();
+        if let Some(first) = shown.first_mut() {
+            *first = first.strip_prefix("Error: ").unwrap_or(first);
+        }
+        if lines.len() - from > shown.len() {
+            shown.push("...");
+        }
+        bail!("{} ({})", shown.join("\n"), out.status);
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// In the child: one run of one word-count setting.
+fn child(args: &Args, mode: ChildMode) -> anyhow::Result<()> {
+    let [workload] = args.workload.as_slice() else {
+        bail!("a child runs one workload");
+    };
+    let (Some(prefix), Some(out)) = (&args.input, &args.child_out) else {
+        bail!("a child needs --input and --child-out");
+    };
+    let workload = WordCount::from_name(workload).context("not a word-count workload")?;
+    let setting = Setting {
+        workload: workload.name(),
+        runner: &args.runner[0],
+        workers: args.workers[0],
+    };
+    let input = Input::open(prefix)?;
+    let p = Pipeline::new(setting.options(args.validate));
+    let text = input.text.to_str().context("non-UTF-8 path")?;
+    let stamped = input.stamped.to_str().context("non-UTF-8 path")?;
+    workload.build(&p, text, stamped, mode == ChildMode::Output);
+    match mode {
+        ChildMode::Output => {
+            let result = p.run()?;
+            let mut lines = result.captured_values::<String>(LINES)?;
+            lines.push(String::new());
+            std::fs::write(out, lines.join("\n"))?;
+        }
+        ChildMode::Time => {
+            let before = tidewater_examples::committed_count();
+            let start = RunStart::now();
+            let t = Instant::now();
+            p.run()?;
+            let seconds = t.elapsed().as_secs_f64();
+            let outputs = tidewater_examples::committed_count() - before;
+            let expected = workload.expected_outputs(&input.meta);
+            if outputs != expected {
+                bail!("the sink received {outputs} records, {expected} expected");
+            }
+            let mut record = BenchRecord::measured(
+                workload.name(),
+                setting.runner,
+                setting.workers,
+                input.meta.words,
+                seconds,
+                outputs,
+                start,
+            );
+            record.validate = args.validate;
+            std::fs::write(out, record.to_json_line())?;
+        }
+    }
+    Ok(())
+}
+
+fn print_header() {
+    outln!(
+        "{:<14} {:<10} {:>2} {:>2} {:>11} {:>8} {:>11} {:>11} {:>8}  note",
+        "workload",
+        "runner",
+        "W",
+        "P",
+        "records",
+        "seconds",
+        "records/s",
+        "per core",
+        "RSS MB"
+    );
+}
+
+fn print_row(r: &BenchRecord) {
+    use tidewater_examples::bench::report::human;
+    outln!(
+        "{:<14} {:<10} {:>2} {:>2} {:>11} {:>8.3} {:>11} {:>11} {:>8}  {}",
+        r.workload,
+        r.runner,
+        r.workers,
+        r.processes,
+        r.records,
+        r.seconds,
+        human(r.records_per_s),
+        human(r.records_per_s_per_core),
+        r.peak_rss_mb.map_or("-".into(), |m| format!("{m:.0}")),
+        if r.profile == "debug" {
+            "ok (debug build)"
+        } else {
+            "ok"
+        }
+    );
+}
+
+fn print_error(workload: &str, runner: &str, workers: u32, error: &str) {
+    let first = error.lines().next().unwrap_or("");
+    outln!(
+        "{:<14} {:<10} {:>2} {:>2} {:>11} {:>8} {:>11} {:>11} {:>8}  error: {first}",
+        workload,
+        runner,
+        workers,
+        1,
+        "-",
+        "-",
+        "-",
+        "-",
+        "-"
+    );
 }

@@ -1,0 +1,574 @@
+//! `docs/benchmarks.md` from the runs' records: per workload, a table of the median run
+//! of each runner × workers × processes × checkpoint setting, and an SVG bar chart of
+//! its records/s (`docs/benchmarks/<workload>.svg`).
+
+use super::record::BenchRecord;
+use super::workloads::WordCount;
+use anyhow::Context;
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// The runs of one setting of one workload.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Group {
+    /// The runner.
+    pub runner: String,
+    /// Workers per process.
+    pub workers: u32,
+    /// Processes.
+    pub processes: u32,
+    /// Checkpoints on, and their interval.
+    pub checkpoint: (bool, Option<u64>),
+    /// Its runs, in the order they ran.
+    pub runs: Vec<BenchRecord>,
+}
+
+impl Group {
+    /// The label of its bar: `direct W=1`, `native W=2 P=2 ckpt 1000ms`.
+    pub fn label(&self) -> String {
+        let mut s = format!("{} W={}", self.runner, self.workers);
+        if self.processes != 1 {
+            let _ = write!(s, " P={}", self.processes);
+        }
+        match self.checkpoint {
+            (true, Some(ms)) => {
+                let _ = write!(s, " ckpt {ms}ms");
+            }
+            (true, None) => s.push_str(" ckpt"),
+            (false, _) => {}
+        }
+        s
+    }
+
+    /// The run of median records/s (the lower middle one for an even count).
+    pub fn median(&self) -> &BenchRecord {
+        let mut by_rate: Vec<&BenchRecord> = self.runs.iter().collect();
+        by_rate.sort_by(|a, b| a.records_per_s.total_cmp(&b.records_per_s));
+        by_rate[(by_rate.len() - 1) / 2]
+    }
+}
+
+/// Records by workload (in the order each first ran), then by setting (likewise).
+pub fn group(records: &[BenchRecord]) -> Vec<(String, Vec<Group>)> {
+    let mut out: Vec<(String, Vec<Group>)> = Vec::new();
+    for r in records {
+        let i = match out.iter().position(|(w, _)| *w == r.workload) {
+            Some(i) => i,
+            None => {
+                out.push((r.workload.clone(), Vec::new()));
+                out.len() - 1
+            }
+        };
+        let groups = &mut out[i].1;
+        let key = (
+            r.runner.as_str(),
+            r.workers,
+            r.processes,
+            (r.checkpoint, r.checkpoint_interval_ms),
+        );
+        match groups
+            .iter_mut()
+            .find(|g| (g.runner.as_str(), g.workers, g.processes, g.checkpoint) == key)
+        {
+            Some(g) => g.runs.push(r.clone()),
+            None => groups.push(Group {
+                runner: r.runner.clone(),
+                workers: r.workers,
+                processes: r.processes,
+                checkpoint: (r.checkpoint, r.checkpoint_interval_ms),
+                runs: vec![r.clone()],
+            }),
+        }
+    }
+    out
+}
+
+/// `12.3M`, `456k`, `789`.
+pub fn human(x: f64) -> String {
+    if x >= 1e6 {
+        format!("{:.2}M", x / 1e6)
+    } else if x >= 1e3 {
+        format!("{:.0}k", x / 1e3)
+    } else {
+        format!("{x:.0}")
+    }
+}
+
+fn opt(x: Option<f64>, digits: usize) -> String {
+    x.map_or("—".to_string(), |v| format!("{v:.digits$}"))
+}
+
+/// What a workload computes.
+pub fn describe(workload: &str) -> String {
+    if let Some(w) = WordCount::from_name(workload) {
+        return w.description().to_string();
+    }
+    if workload == "nexmark-q12" {
+        return "Nexmark Q12 through `examples/nexmark`'s query (see `docs/nexmark.md`); it depends on the \
+                processing clock, so its events are replayed through a TestStream on a scripted clock \
+                (one second of events per second), which holds them all in memory: it runs on fewer \
+                events (`--q12-events`, 50,000) than the other queries"
+            .into();
+    }
+    if let Some(q) = workload.strip_prefix("nexmark-q") {
+        return format!(
+            "Nexmark Q{q} through `examples/nexmark`'s query (see `docs/nexmark.md`); records are generated events"
+        );
+    }
+    format!("`{workload}`")
+}
+
+/// The file name of a workload's chart.
+pub fn svg_name(workload: &str) -> String {
+    let safe: String = workload
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("{safe}.svg")
+}
+
+/// `x` with all but its 3 leading digits zeroed, rounded: `2000376` is `2000000`.
+fn round_to_3_digits(x: u64) -> u64 {
+    let mut unit = 1;
+    while x / unit >= 1000 {
+        unit *= 10;
+    }
+    (x + unit / 2) / unit * unit
+}
+
+/// The `--workload` value naming `workloads`, with the groups where they are whole.
+fn workload_flag(workloads: &[String]) -> String {
+    let wordcount: Vec<String> = WordCount::ALL.iter().map(|w| w.name().into()).collect();
+    let nexmark: Vec<String> = (0..=14).map(|q| format!("nexmark-q{q}")).collect();
+    let has_all = |group: &[String]| group.iter().all(|w| workloads.contains(w));
+    let mut out: Vec<String> = Vec::new();
+    for w in workloads {
+        let name = if has_all(&wordcount) && wordcount.contains(w) {
+            "wordcount".to_string()
+        } else if has_all(&nexmark) && nexmark.contains(w) {
+            "nexmark".to_string()
+        } else {
+            w.clone()
+        };
+        if !out.contains(&name) {
+            out.push(name);
+        }
+    }
+    if out == ["wordcount", "nexmark"] {
+        return "all".into();
+    }
+    out.join(",")
+}
+
+/// `YYYY-MM-DD HH:MM` (UTC) of a Unix time.
+fn utc(unix_s: u64) -> String {
+    // Days to civil date (Howard Hinnant's algorithm), to keep this free of a date crate.
+    let days = (unix_s / 86_400) as i64;
+    let secs = unix_s % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}",
+        secs / 3600,
+        (secs % 3600) / 60
+    )
+}
+
+fn distinct<T: PartialEq + Clone>(xs: impl Iterator<Item = T>) -> Vec<T> {
+    let mut out = Vec::new();
+    for x in xs {
+        if !out.contains(&x) {
+            out.push(x);
+        }
+    }
+    out
+}
+
+/// The markdown of the report; charts are linked as `benchmarks/<workload>.svg` and
+/// the records' file is named `json_name` (relative to `docs/`).
+pub fn render_markdown(records: &[BenchRecord], json_name: &str) -> String {
+    let mut md = String::new();
+    let _ = writeln!(md, "# Benchmarks\n");
+    let _ = writeln!(
+        md,
+        "Generated by `bench --report` from [`{json_name}`]({json_name}) (one JSON object per run). \
+         Do not edit by hand: rerun the commands below.\n"
+    );
+    if records.is_empty() {
+        let _ = writeln!(md, "No runs recorded.");
+        return md;
+    }
+    let machines = distinct(records.iter().map(|r| r.machine.clone()));
+    let profiles = distinct(records.iter().map(|r| r.profile.clone()));
+    let loads: Vec<f64> = records.iter().filter_map(|r| r.load_avg_1m).collect();
+    let first = records
+        .iter()
+        .map(|r| r.started_at_unix_s)
+        .min()
+        .unwrap_or(0);
+    let last = records
+        .iter()
+        .map(|r| r.started_at_unix_s)
+        .max()
+        .unwrap_or(0);
+    let _ = writeln!(md, "## Where and how\n");
+    let _ = writeln!(md, "- **Machine:** {}.", machines.join("; "));
+    let _ = writeln!(
+        md,
+        "- **When:** {} to {} UTC, {} runs; **build:** {}.",
+        utc(first),
+        utc(last),
+        records.len(),
+        profiles.join(", ")
+    );
+    if let (Some(lo), Some(hi)) = (
+        loads.iter().copied().reduce(f64::min),
+        loads.iter().copied().reduce(f64::max),
+    ) {
+        let range = match lo == hi {
+            true => format!("{lo:.2}"),
+            false => format!("{lo:.2} to {hi:.2}"),
+        };
+        let _ = writeln!(
+            md,
+            "- **Load:** one-minute load average {range} when the runs started (this includes the \
+             benchmark itself). \
+             This is a shared 2-core VM: absolute figures are noisy (other builds run beside them); \
+             compare runners measured in the same run, not across reports."
+        );
+    }
+    let _ = writeln!(
+        md,
+        "- **records/s** is input records (words, or Nexmark events) over the wall time of the \
+         run inside its process: from `run` called to `run` returned, so process start-up and \
+         pipeline construction are excluded, runner start-up is not. **per core** divides by \
+         workers × processes. Each run is its own process (the `bench` binary re-executes \
+         itself), so **peak RSS** (`VmHWM`) is that run's alone. The tables show the run of median \
+         records/s of each setting; every run is in the JSON.\n\
+         - Before anything is timed, each workload's output on a small input is compared, \
+         sorted line by line, with the direct runner's (validation on); a setting whose output \
+         differs is not timed and does not appear here.\n\
+         - Not measured yet: latency at a fixed rate (—), the cost of checkpoints, recovery \
+         time, runs with 2 processes, and the peers (`../shared/peers/`) in the same run.\n"
+    );
+    let runners = distinct(records.iter().map(|r| r.runner.clone()));
+    let workers = distinct(records.iter().map(|r| r.workers));
+    let reps = group(records)
+        .iter()
+        .flat_map(|(_, gs)| gs.iter().map(|g| g.runs.len()))
+        .max()
+        .unwrap_or(1);
+    let words = records
+        .iter()
+        .find(|r| WordCount::from_name(&r.workload).is_some())
+        .map(|r| r.records);
+    let events = records
+        .iter()
+        .find(|r| r.workload.starts_with("nexmark-"))
+        .map(|r| r.records);
+    let mut sizes = String::new();
+    if let Some(w) = words {
+        // The words generated for `--words N` are N give or take a few per mille.
+        let _ = write!(sizes, " --words {}", round_to_3_digits(w));
+    }
+    if let Some(e) = events {
+        let _ = write!(sizes, " --events {e}");
+    }
+    let workloads = workload_flag(&distinct(records.iter().map(|r| r.workload.clone())));
+    let _ = writeln!(md, "To reproduce:\n\n```sh");
+    if events.is_some() {
+        let _ = writeln!(
+            md,
+            "cargo build --release -p tidewater-nexmark   # the Nexmark runs call its binary"
+        );
+    }
+    let _ = writeln!(
+        md,
+        "cargo run --release -p tidewater-examples --bin bench -- --runner {} --workers {} \\\n    --workload {workloads}{sizes} --reps {reps} --json docs/{json_name}",
+        runners.join(","),
+        workers
+            .iter()
+            .map(|w| w.to_string())
+            .collect::<Vec<_>>()
+            .join(","),
+    );
+    let _ = writeln!(
+        md,
+        "cargo run --release -p tidewater-examples --bin bench -- --report --json docs/{json_name}\n```\n"
+    );
+    for (workload, groups) in group(records) {
+        let _ = writeln!(md, "## {workload}\n");
+        let _ = writeln!(md, "{}.\n", describe(&workload));
+        let _ = writeln!(
+            md,
+            "![{workload}: records/s per runner and workers](benchmarks/{})\n",
+            svg_name(&workload)
+        );
+        let _ = writeln!(
+            md,
+            "| runner | workers | processes | checkpoint | runs | records | outputs | seconds | records/s | records/s per core | p50 / p99 / max latency ms | peak RSS MB |"
+        );
+        let _ = writeln!(
+            md,
+            "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---|---:|"
+        );
+        for g in &groups {
+            let m = g.median();
+            let checkpoint = match g.checkpoint {
+                (true, Some(ms)) => format!("every {ms} ms"),
+                (true, None) => "on".into(),
+                (false, _) => "off".into(),
+            };
+            let latency = if m.p50_latency_ms.is_none()
+                && m.p99_latency_ms.is_none()
+                && m.max_latency_ms.is_none()
+            {
+                "—".to_string()
+            } else {
+                format!(
+                    "{} / {} / {}",
+                    opt(m.p50_latency_ms, 1),
+                    opt(m.p99_latency_ms, 1),
+                    opt(m.max_latency_ms, 1)
+                )
+            };
+            let _ = writeln!(
+                md,
+                "| {} | {} | {} | {checkpoint} | {} | {} | {} | {:.3} | {} | {} | {latency} | {} |",
+                g.runner,
+                g.workers,
+                g.processes,
+                g.runs.len(),
+                m.records,
+                m.outputs,
+                m.seconds,
+                human(m.records_per_s),
+                human(m.records_per_s_per_core),
+                opt(m.peak_rss_mb, 0),
+            );
+        }
+        let _ = writeln!(md);
+    }
+    md
+}
+
+/// A bar chart of the median records/s of each setting of a workload, as SVG.
+pub fn render_svg(workload: &str, groups: &[Group]) -> anyhow::Result<String> {
+    use plotters::prelude::*;
+    use plotters::style::text_anchor::{HPos, Pos, VPos};
+    let bars: Vec<(String, f64, usize)> = groups
+        .iter()
+        .map(|g| {
+            let runners = distinct(groups.iter().map(|g| g.runner.clone()));
+            let colour = runners.iter().position(|r| *r == g.runner).unwrap_or(0);
+            (g.label(), g.median().records_per_s, colour)
+        })
+        .collect();
+    let top = bars.iter().map(|b| b.1).fold(0.0, f64::max).max(1.0) * 1.2;
+    let n = bars.len().max(1) as i32;
+    let mut svg = String::new();
+    {
+        let width = (160 + 140 * bars.len() as u32).max(480);
+        let root = SVGBackend::with_string(&mut svg, (width, 360)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| anyhow::anyhow!("{e:?}"))?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(format!("{workload}: records/s"), ("sans-serif", 20))
+            .margin(12)
+            .x_label_area_size(36)
+            .y_label_area_size(64)
+            // Segments of `0..m` are its m + 1 integers; one bar alone still needs two.
+            .build_cartesian_2d((0..(n - 1).max(1)).into_segmented(), 0f64..top)
+            .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+        let labels: Vec<String> = bars.iter().map(|b| b.0.clone()).collect();
+        let x_label = |v: &SegmentValue<i32>| match v {
+            SegmentValue::CenterOf(i) => labels.get(*i as usize).cloned().unwrap_or_default(),
+            _ => String::new(),
+        };
+        let y_label = |y: &f64| human(*y);
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .x_labels(bars.len().max(1))
+            .x_label_formatter(&x_label)
+            .y_label_formatter(&y_label)
+            .y_desc("records/s (median run)")
+            .draw()
+            .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+        chart
+            .draw_series(bars.iter().enumerate().map(|(i, (_, v, colour))| {
+                let i = i as i32;
+                let mut bar = Rectangle::new(
+                    [
+                        (SegmentValue::Exact(i), 0.0),
+                        (SegmentValue::Exact(i + 1), *v),
+                    ],
+                    Palette99::pick(*colour).mix(0.8).filled(),
+                );
+                bar.set_margin(0, 0, 16, 16);
+                bar
+            }))
+            .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+        chart
+            .draw_series(bars.iter().enumerate().map(|(i, (_, v, _))| {
+                Text::new(
+                    human(*v),
+                    (SegmentValue::CenterOf(i as i32), *v + top * 0.01),
+                    TextStyle::from(("sans-serif", 14).into_font())
+                        .pos(Pos::new(HPos::Center, VPos::Bottom)),
+                )
+            }))
+            .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+        root.present().map_err(|e| anyhow::anyhow!("{e:?}"))?;
+    }
+    Ok(svg)
+}
+
+/// Writes `<docs>/benchmarks.md` and `<docs>/benchmarks/<workload>.svg` from the
+/// records in `json` (linked from the report by its path relative to `docs`).
+pub fn write_report(records: &[BenchRecord], docs: &Path, json: &Path) -> anyhow::Result<()> {
+    let charts = docs.join("benchmarks");
+    std::fs::create_dir_all(&charts)
+        .with_context(|| format!("cannot create {}", charts.display()))?;
+    for (workload, groups) in group(records) {
+        let path = charts.join(svg_name(&workload));
+        std::fs::write(&path, render_svg(&workload, &groups)?)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    let json_name = relative_to(json, docs);
+    let path = docs.join("benchmarks.md");
+    std::fs::write(&path, render_markdown(records, &json_name))
+        .with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// `path` relative to `base` when it lies under it, else as given.
+fn relative_to(path: &Path, base: &Path) -> String {
+    let abs = |p: &Path| {
+        std::fs::canonicalize(p)
+            .ok()
+            .or_else(|| {
+                let dir = std::fs::canonicalize(p.parent()?).ok()?;
+                Some(dir.join(p.file_name()?))
+            })
+            .unwrap_or_else(|| p.to_path_buf())
+    };
+    match abs(path).strip_prefix(abs(base)) {
+        Ok(rel) => rel.to_string_lossy().into_owned(),
+        Err(_) => path.to_string_lossy().into_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::record::tests::sample;
+
+    fn run(workload: &str, runner: &str, workers: u32, rate: f64, rss: f64) -> BenchRecord {
+        let mut r = sample();
+        r.workload = workload.into();
+        r.runner = runner.into();
+        r.workers = workers;
+        r.records_per_s = rate;
+        r.records_per_s_per_core = rate / workers as f64;
+        r.seconds = r.records as f64 / rate;
+        r.peak_rss_mb = Some(rss);
+        r
+    }
+
+    /// Three runs of direct (median 4M), one of a second runner at 1 and 2 workers, a
+    /// Nexmark query, and a run with latency figures.
+    fn records() -> Vec<BenchRecord> {
+        let mut latency = run("windowed", "native", 1, 3e6, 30.0);
+        latency.p50_latency_ms = Some(1.25);
+        latency.p99_latency_ms = Some(8.5);
+        latency.max_latency_ms = Some(20.0);
+        latency.checkpoint = true;
+        latency.checkpoint_interval_ms = Some(1000);
+        let mut q5 = run("nexmark-q5", "direct", 1, 450_000.0, 40.0);
+        q5.records = 500_000;
+        vec![
+            run("count", "direct", 1, 5e6, 20.0),
+            run("count", "direct", 1, 3e6, 22.0),
+            run("count", "direct", 1, 4e6, 21.0),
+            run("count", "native", 1, 6e6, 12.0),
+            run("count", "native", 2, 9e6, 14.0),
+            latency,
+            q5,
+        ]
+    }
+
+    #[test]
+    fn markdown_snapshot() {
+        insta::assert_snapshot!(render_markdown(&records(), "benchmarks/results.json"));
+    }
+
+    #[test]
+    fn median_is_the_middle_run() {
+        let groups = group(&records());
+        assert_eq!(groups[0].0, "count");
+        assert_eq!(groups[0].1.len(), 3);
+        assert_eq!(groups[0].1[0].median().records_per_s, 4e6);
+        assert_eq!(groups[0].1[2].label(), "native W=2");
+        assert_eq!(groups[1].1[0].label(), "native W=1 ckpt 1000ms");
+    }
+
+    #[test]
+    fn a_chart_per_workload_with_a_bar_per_setting() {
+        let dir = tempfile::tempdir().unwrap();
+        let json = dir.path().join("benchmarks").join("results.json");
+        write_report(&records(), dir.path(), &json).unwrap();
+        let md = std::fs::read_to_string(dir.path().join("benchmarks.md")).unwrap();
+        assert!(md.contains("[`benchmarks/results.json`](benchmarks/results.json)"));
+        for w in ["count", "windowed", "nexmark-q5"] {
+            let svg =
+                std::fs::read_to_string(dir.path().join("benchmarks").join(svg_name(w))).unwrap();
+            assert!(svg.starts_with("<svg"), "{w}: {svg:.80}");
+            assert!(svg.contains(&format!("{w}: records/s")), "{w}");
+        }
+        let count = std::fs::read_to_string(dir.path().join("benchmarks/count.svg")).unwrap();
+        for label in ["direct W=1", "native W=1", "native W=2", "4.00M", "9.00M"] {
+            assert!(count.contains(label), "{label} missing");
+        }
+    }
+
+    #[test]
+    fn the_reproducing_command_names_groups_and_round_sizes() {
+        let names = |xs: &[&str]| xs.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            workload_flag(&names(&["stateless", "count", "stateful", "windowed"])),
+            "wordcount"
+        );
+        let all: Vec<String> = WordCount::ALL
+            .iter()
+            .map(|w| w.name().to_string())
+            .chain((0..=14).map(|q| format!("nexmark-q{q}")))
+            .collect();
+        assert_eq!(workload_flag(&all), "all");
+        assert_eq!(
+            workload_flag(&names(&["count", "nexmark-q5"])),
+            "count,nexmark-q5"
+        );
+        assert_eq!(round_to_3_digits(2_000_376), 2_000_000);
+        assert_eq!(round_to_3_digits(100_215), 100_000);
+        assert_eq!(round_to_3_digits(999), 999);
+    }
+
+    #[test]
+    fn dates_are_utc() {
+        assert_eq!(utc(0), "1970-01-01 00:00");
+        assert_eq!(utc(1_700_000_000), "2023-11-14 22:13");
+        assert_eq!(utc(951_782_400), "2000-02-29 00:00");
+    }
+}

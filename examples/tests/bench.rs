@@ -1,0 +1,172 @@
+//! The benchmark's word-count workloads against plain-Rust oracles on a small generated
+//! input, and the `bench` binary end to end at a tiny size: runs, records, report.
+
+use std::collections::BTreeMap;
+use tidewater::{Pipeline, PipelineOptions};
+use tidewater_examples::bench::input::{generate, GenOptions, Input};
+use tidewater_examples::bench::workloads::{WordCount, LINES};
+
+/// 300 lines at 100 lines per event-time second: 3 windows.
+fn small_input(dir: &std::path::Path) -> Input {
+    let options = GenOptions {
+        lines: 300,
+        lines_per_sec: 100,
+        ..Default::default()
+    };
+    generate(&dir.join("small"), &options).unwrap()
+}
+
+fn run(workload: WordCount, input: &Input) -> Vec<String> {
+    tidewater_examples::register_runners();
+    let p = Pipeline::new(PipelineOptions::default());
+    workload.build(
+        &p,
+        input.text.to_str().unwrap(),
+        input.stamped.to_str().unwrap(),
+        true,
+    );
+    let mut lines = p.run().unwrap().captured_values::<String>(LINES).unwrap();
+    lines.sort();
+    lines
+}
+
+/// What each workload outputs, in plain loops over the files.
+fn oracle(workload: WordCount, input: &Input) -> Vec<String> {
+    let text = std::fs::read_to_string(&input.text).unwrap();
+    let words = || text.lines().flat_map(|l| l.split(' '));
+    let mut out: Vec<String> = match workload {
+        WordCount::Stateless => words().map(|w| format!("{w} 1")).collect(),
+        WordCount::Count | WordCount::Stateful => {
+            let mut running: BTreeMap<&str, u64> = BTreeMap::new();
+            let mut updates = Vec::new();
+            for w in words() {
+                let n = running.entry(w).or_insert(0);
+                *n += 1;
+                updates.push(format!("{w} {n}"));
+            }
+            match workload {
+                WordCount::Stateful => updates,
+                _ => running.iter().map(|(w, n)| format!("{w} {n}")).collect(),
+            }
+        }
+        WordCount::Windowed => {
+            let mut counts: BTreeMap<(i64, &str), u64> = BTreeMap::new();
+            for line in std::fs::read_to_string(&input.stamped)
+                .unwrap()
+                .leak()
+                .lines()
+            {
+                let (ts, ws) = line.split_once('\t').unwrap();
+                let start = ts.parse::<i64>().unwrap() / 1000 * 1000;
+                for w in ws.split(' ') {
+                    *counts.entry((start, w)).or_insert(0) += 1;
+                }
+            }
+            counts
+                .iter()
+                .map(|((s, w), n)| format!("{s} {w} {n}"))
+                .collect()
+        }
+    };
+    out.sort();
+    out
+}
+
+#[test]
+fn every_workload_matches_its_oracle() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = small_input(dir.path());
+    for w in WordCount::ALL {
+        let expected = oracle(w, &input);
+        assert_eq!(
+            expected.len() as u64,
+            w.expected_outputs(&input.meta),
+            "{}",
+            w.name()
+        );
+        assert_eq!(run(w, &input), expected, "{}", w.name());
+    }
+}
+
+#[test]
+fn the_windowed_input_spans_several_windows() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = small_input(dir.path());
+    let windows: std::collections::BTreeSet<String> = oracle(WordCount::Windowed, &input)
+        .iter()
+        .map(|l| l.split(' ').next().unwrap().to_string())
+        .collect();
+    assert_eq!(windows.len(), 3);
+}
+
+/// The binary: every word count checked and timed once in its own process, a record
+/// each, then the report from those records.
+#[test]
+fn bench_runs_checks_records_and_reports() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("runs.json");
+    let bench = env!("CARGO_BIN_EXE_bench");
+    let out = std::process::Command::new(bench)
+        .args(["--workload", "wordcount", "--words", "3000"])
+        .args([
+            "--check-words",
+            "1000",
+            "--runner",
+            "direct",
+            "--workers",
+            "1,2",
+        ])
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("skipping stateless on direct with 2 workers"),
+        "{stderr}"
+    );
+    let records = tidewater_examples::bench::record::read_records(&json).unwrap();
+    let names: Vec<&str> = records.iter().map(|r| r.workload.as_str()).collect();
+    assert_eq!(names, ["stateless", "count", "stateful", "windowed"]);
+    for r in &records {
+        assert_eq!(
+            (r.runner.as_str(), r.workers, r.processes),
+            ("direct", 1, 1)
+        );
+        assert!(r.peak_rss_mb.is_some() && r.records > 2900, "{r:?}");
+    }
+
+    let docs = dir.path().join("docs");
+    let out = std::process::Command::new(bench)
+        .arg("--report")
+        .arg("--json")
+        .arg(&json)
+        .arg("--docs")
+        .arg(&docs)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let md = std::fs::read_to_string(docs.join("benchmarks.md")).unwrap();
+    for w in names {
+        assert!(md.contains(&format!("## {w}\n")), "{md}");
+        assert!(docs.join("benchmarks").join(format!("{w}.svg")).exists());
+    }
+}
+
+#[test]
+fn an_unknown_runner_or_workload_is_refused_before_anything_runs() {
+    let bench = env!("CARGO_BIN_EXE_bench");
+    let out = std::process::Command::new(bench)
+        .args(["--runner", "nosuch", "--words", "10"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nosuch"));
+    let out = std::process::Command::new(bench)
+        .args(["--workload", "wordcont", "--words", "10"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown workload 'wordcont'"));
+}
