@@ -31,8 +31,8 @@ struct Args {
     /// Runners to measure, comma-separated (any registered runner).
     #[arg(long, default_value = "direct", value_delimiter = ',')]
     runner: Vec<String>,
-    /// Workers per process, comma-separated; passed as `--runner-option workers=N` to
-    /// every runner but `direct`, which has one.
+    /// Workers per process, comma-separated; passed as `--workers N` to every runner
+    /// but `direct`, which has one.
     #[arg(long, default_value = "1", value_delimiter = ',')]
     workers: Vec<u32>,
     /// Workloads, comma-separated: stateless, count, stateful, windowed, nexmark-q0 ..
@@ -124,8 +124,7 @@ impl Setting<'_> {
             ..Default::default()
         };
         if self.runner != "direct" {
-            o.runner_options
-                .push(("workers".into(), self.workers.to_string()));
+            o.engine.workers = u64::from(self.workers);
         }
         o
     }
