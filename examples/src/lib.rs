@@ -2,6 +2,7 @@
 //! [`PipelineOptions`](tidewater::PipelineOptions).
 
 pub mod bench;
+pub mod crash_job;
 pub mod stateful_word_count;
 pub mod streaming_word_count;
 pub mod word_count;

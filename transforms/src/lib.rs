@@ -16,6 +16,7 @@
 mod cogroup;
 mod count;
 mod distinct;
+mod epoch_files;
 mod generate;
 mod kv;
 mod numeric;
@@ -27,6 +28,7 @@ mod top;
 pub use cogroup::{CoGroupByKey, CoGroupExt, CoGrouped, Union};
 pub use count::{Count, CountFn};
 pub use distinct::Distinct;
+pub use epoch_files::EpochFiles;
 pub use generate::{GenerateSequence, SequencePosition};
 pub use kv::{Keys, KvSwap, Values};
 pub use numeric::{Max, Mean, Min, Numeric, Sum};

@@ -23,7 +23,7 @@ pub use tidewater_runners_timely::cluster::CHILD_ENV as CLUSTER_CHILD_ENV;
 pub struct NativeRunner;
 
 /// The native runner's options (`--runner-option KEY=VALUE`), with their meaning.
-pub const RUNNER_OPTIONS: [(&str, &str); 6] = [
+pub const RUNNER_OPTIONS: [(&str, &str); 7] = [
     (
         "bundle_size",
         "largest bundle and source read (default 1024)",
@@ -47,6 +47,10 @@ pub const RUNNER_OPTIONS: [(&str, &str); 6] = [
     (
         "epochs_in_flight",
         "epochs a source may run ahead of the last complete checkpoint (default 2)",
+    ),
+    (
+        "watchdog_ms",
+        "--local-cluster restarts a cluster whose checkpoints stop for this long (default: 10 intervals, at least 10 s)",
     ),
 ];
 
@@ -94,13 +98,24 @@ fn local_cluster(n: usize, options: &PipelineOptions) -> Result<PipelineResult> 
         None => cluster::args_without_local_cluster(std::env::args().skip(1)),
     };
     let interval = e.checkpoint_interval.unwrap_or(Duration::from_secs(1));
+    let watchdog = match options.runner_option("watchdog_ms") {
+        None => (interval * 10).max(Duration::from_secs(10)),
+        Some(v) => {
+            Duration::from_millis(v.parse::<u64>().ok().filter(|n| *n > 0).ok_or_else(|| {
+                invalid(
+                    format!("--runner-option watchdog_ms={v}"),
+                    "expected a positive number of milliseconds".into(),
+                )
+            })?)
+        }
+    };
     cluster::Supervisor {
         processes: n,
         program,
         args,
         checkpoint_dir: e.checkpoint_dir.clone(),
         max_restarts: 20,
-        watchdog: (interval * 10).max(Duration::from_secs(10)),
+        watchdog,
     }
     .run()
 }

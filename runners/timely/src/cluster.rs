@@ -392,6 +392,9 @@ impl Supervisor {
             path: work.clone(),
             cause: e,
         })?;
+        if let Some(dir) = &self.checkpoint_dir {
+            Store::open(dir)?;
+        }
         let mut restarts = 0;
         let result = loop {
             match self.attempt(&work, restarts) {

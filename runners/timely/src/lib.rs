@@ -11,6 +11,7 @@
 //! means checkpoint `e` is durable everywhere, and sinks commit it.
 
 pub mod cluster;
+pub mod fault;
 pub mod msg;
 pub mod store;
 pub mod task;
@@ -18,7 +19,7 @@ mod worker;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tidewater::exec::{MetricResults, DEFAULT_MAX_KEY_GROUPS};
@@ -144,8 +145,8 @@ pub struct Shared {
     pub restored: Option<Restored>,
     /// Failures.
     pub abort: Arc<Abort>,
-    /// 1 + the latest checkpoint whose manifest worker 0 wrote (0: none yet).
-    pub durable: AtomicU64,
+    /// The latest checkpoint whose manifest worker 0 of this process wrote.
+    pub durable: Mutex<Option<u64>>,
     /// When the job started.
     pub started: Instant,
 }
@@ -163,7 +164,7 @@ pub fn run(
         plan_hash: tidewater_runners_core::snapshot::plan_hash(plan),
         restored,
         abort: Arc::new(Abort::default()),
-        durable: AtomicU64::new(0),
+        durable: Mutex::new(None),
         started: Instant::now(),
     });
     let communication = if config.processes > 1 {

@@ -605,6 +605,7 @@ impl Task {
                     parts: self.parts()?,
                 };
                 store.write_part(self.node, self.ctx.me, self.first, last, &snapshot)?;
+                crate::fault::point("snapshot");
             }
         }
         self.first = last.saturating_add(1);

@@ -8,7 +8,6 @@ use crate::Shared;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tidewater::exec::{key_groups_of_worker, MetricResults};
@@ -125,15 +124,15 @@ fn run(worker: &mut timely::worker::Worker, shared: &Shared) -> Result<WorkerOut
                             shared.plan_hash,
                             config.max_key_groups,
                         )?;
-                        shared
-                            .durable
-                            .fetch_max(durable.saturating_add(1), Ordering::SeqCst);
+                        let mut published =
+                            shared.durable.lock().unwrap_or_else(|e| e.into_inner());
+                        *published = Some(published.map_or(durable, |p| p.max(durable)));
                         Some(durable)
                     } else {
                         // Worker 0 writes the manifest; in this process it says so
                         // through `durable`, other processes read the directory.
-                        let published = shared.durable.load(Ordering::SeqCst);
-                        if published > durable {
+                        let published = *shared.durable.lock().unwrap_or_else(|e| e.into_inner());
+                        if published.is_some_and(|p| p >= durable) {
                             Some(durable)
                         } else if config.processes > 1
                             && last_poll.elapsed() >= Duration::from_millis(10)
@@ -152,8 +151,12 @@ fn run(worker: &mut timely::worker::Worker, shared: &Shared) -> Result<WorkerOut
                 }
             };
             if let Some(e) = complete {
+                if !ctx.sinks.borrow().is_empty() {
+                    crate::fault::point("staged");
+                }
                 for sink in ctx.sinks.borrow().iter() {
                     sink.borrow_mut().commit_through(e)?;
+                    crate::fault::point("committed");
                 }
                 committed = Some(e);
                 if done {

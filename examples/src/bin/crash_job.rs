@@ -1,0 +1,40 @@
+//! The job the crash tests kill (see `tidewater_examples::crash_job`): generated words
+//! counted per 1 s window and as running counts, committed exactly once into `--output`.
+//!
+//! `cargo run -p tidewater-examples --bin crash_job -- --runner native --local-cluster 2
+//! --checkpoint-dir /tmp/ckpt --checkpoint-interval 200ms --records 200000 --rate 50000
+//! --output /tmp/out`; kill its processes at will: the committed lines come out the
+//! same as on the direct runner.
+
+use clap::Parser;
+use tidewater::{Pipeline, PipelineOptions};
+
+/// Generated words counted per window and in state, written exactly once.
+#[derive(Parser)]
+struct Args {
+    #[command(flatten)]
+    options: PipelineOptions,
+    /// Records to generate (1 to 4 words each).
+    #[arg(long, default_value_t = 100_000)]
+    records: u64,
+    /// Records per second (0: as fast as possible).
+    #[arg(long, default_value_t = 0.0)]
+    rate: f64,
+    /// The directory the committed files go to (created if missing).
+    #[arg(long)]
+    output: std::path::PathBuf,
+}
+
+fn main() -> std::process::ExitCode {
+    tidewater_examples::report(run())
+}
+
+fn run() -> anyhow::Result<()> {
+    tidewater_examples::register_runners();
+    let args = Args::parse();
+    std::fs::create_dir_all(&args.output)?;
+    let p = Pipeline::new(args.options);
+    tidewater_examples::crash_job::build(&p, args.records, args.rate, &args.output);
+    p.run()?;
+    Ok(())
+}

@@ -1,0 +1,358 @@
+//! Exactly-once after crashes: the crash job (`tidewater_examples::crash_job`) runs on
+//! the native runner in 2 processes of a local cluster with checkpoints, its processes
+//! are killed (SIGKILL at random moments, an abort during a snapshot, an abort between
+//! staging and commit) or hung (SIGSTOP), the supervisor restarts the cluster from the
+//! last complete checkpoint, and every committed line must equal the direct runner's
+//! output exactly: nothing lost, nothing duplicated. At-least-once must lose nothing;
+//! a checkpoint taken at 2 workers must resume at 1 and at 3; a corrupt checkpoint must
+//! fall back to the previous one.
+//!
+//! The random moments come from a seed printed with every failure
+//! (`TIDEWATER_CRASH_SEED=N` replays one).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+use tidewater::{Pipeline, PipelineOptions};
+use tidewater_examples::crash_job;
+
+const RECORDS: u64 = 30_000;
+/// Records per second: a run takes about 3 s, so kills land mid-run.
+const RATE: f64 = 10_000.0;
+
+/// One crash scenario at a time: they time their kills, and the machine is small.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The direct runner's output of the job, once.
+fn reference() -> &'static Vec<String> {
+    static REF: OnceLock<Vec<String>> = OnceLock::new();
+    REF.get_or_init(|| {
+        tidewater_examples::register_runners();
+        let dir = tempfile::tempdir().unwrap();
+        let p = Pipeline::new(PipelineOptions {
+            no_validate: true,
+            ..PipelineOptions::default()
+        });
+        crash_job::build(&p, RECORDS, 0.0, dir.path());
+        p.run().unwrap();
+        crash_job::committed_lines(dir.path()).unwrap()
+    })
+}
+
+struct Rng(u64);
+
+impl Rng {
+    fn new() -> (Self, u64) {
+        let seed = std::env::var("TIDEWATER_CRASH_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_nanos() as u64)
+                    .unwrap_or(1)
+            });
+        (Rng(seed), seed)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        (z ^ (z >> 31)) % n.max(1)
+    }
+}
+
+struct Run {
+    out: PathBuf,
+    ckpt: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Run {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out");
+        let ckpt = dir.path().join("ckpt");
+        std::fs::create_dir_all(&out).unwrap();
+        Run {
+            out,
+            ckpt,
+            _dir: dir,
+        }
+    }
+
+    fn command(&self, extra: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_crash_job"));
+        c.args([
+            "--runner=native",
+            "--checkpoint-interval=100ms",
+            &format!("--records={RECORDS}"),
+            &format!("--rate={RATE}"),
+        ])
+        .arg(format!("--checkpoint-dir={}", self.ckpt.display()))
+        .arg(format!("--output={}", self.out.display()))
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+        c
+    }
+
+    fn pids(&self) -> Vec<i32> {
+        std::fs::read_to_string(self.ckpt.join("pids"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect()
+    }
+
+    fn lines(&self) -> Vec<String> {
+        crash_job::committed_lines(&self.out).unwrap()
+    }
+}
+
+fn signal(pid: i32, sig: &str) {
+    let _ = Command::new("kill").args([sig, &pid.to_string()]).status();
+}
+
+/// Waits for `child` (at most 2 minutes); its stderr.
+fn finish(mut child: Child, what: &str) -> String {
+    let started = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut err = String::new();
+            if let Some(mut e) = child.stderr.take() {
+                let _ = std::io::Read::read_to_string(&mut e, &mut err);
+            }
+            assert!(
+                status.success(),
+                "{what}: the job failed ({status}):\n{err}"
+            );
+            return err;
+        }
+        if started.elapsed() > Duration::from_secs(120) {
+            let _ = child.kill();
+            panic!("{what}: the job did not finish within 2 minutes");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The first difference between two sorted line lists, for a failure message.
+fn difference(got: &[String], want: &[String]) -> String {
+    fn count(v: &[String]) -> BTreeMap<&str, i64> {
+        let mut m = BTreeMap::<&str, i64>::new();
+        for l in v {
+            *m.entry(l.as_str()).or_default() += 1;
+        }
+        m
+    }
+    let (g, w) = (count(got), count(want));
+    let mut diffs = Vec::new();
+    for (l, n) in &w {
+        let have = g.get(l).copied().unwrap_or(0);
+        if have != *n {
+            diffs.push(format!("{l:?}: expected {n}, got {have}"));
+        }
+    }
+    for (l, n) in &g {
+        if !w.contains_key(l) {
+            diffs.push(format!("{l:?}: expected 0, got {n}"));
+        }
+    }
+    format!(
+        "{} lines, expected {}; {} differ, first: {:?}",
+        got.len(),
+        want.len(),
+        diffs.len(),
+        &diffs[..diffs.len().min(5)]
+    )
+}
+
+fn assert_exact(run: &Run, what: &str) {
+    let got = run.lines();
+    let want = reference();
+    assert!(got == *want, "{what}: {}", difference(&got, want));
+}
+
+#[test]
+fn random_kills_leave_every_line_exactly_once() {
+    let _s = serial();
+    let want = reference();
+    let (mut rng, seed) = Rng::new();
+    let run = Run::new();
+    let child = run.command(&["--local-cluster=2"]).spawn().unwrap();
+    let mut kills = 0;
+    let started = Instant::now();
+    while kills < 3 && started.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(300 + rng.below(900)));
+        let pids = run.pids();
+        if pids.is_empty() {
+            continue;
+        }
+        signal(pids[rng.below(pids.len() as u64) as usize], "-KILL");
+        kills += 1;
+    }
+    let stderr = finish(child, &format!("random kills (seed {seed})"));
+    assert!(
+        stderr.contains("restarting all 2 processes from the last checkpoint"),
+        "seed {seed}: no restart happened:\n{stderr}"
+    );
+    let got = run.lines();
+    assert!(got == *want, "seed {seed}: {}", difference(&got, want));
+}
+
+#[test]
+fn a_crash_during_a_snapshot_or_between_staging_and_commit_loses_and_repeats_nothing() {
+    let _s = serial();
+    for point in ["snapshot", "staged", "committed"] {
+        let run = Run::new();
+        let marker = run.ckpt.with_extension("fault");
+        let child = run
+            .command(&["--local-cluster=2"])
+            .env(
+                "TIDEWATER_FAULT",
+                format!("{point}:800:{}", marker.display()),
+            )
+            .spawn()
+            .unwrap();
+        let stderr = finish(child, point);
+        assert!(
+            stderr.contains(&format!("fault injected at '{point}'"))
+                && stderr.contains("restarting all 2 processes"),
+            "{point}: the fault did not fire and recover:\n{stderr}"
+        );
+        assert_exact(&run, point);
+    }
+}
+
+#[test]
+fn a_hung_process_is_found_by_the_watchdog_and_the_output_stays_exact() {
+    let _s = serial();
+    let run = Run::new();
+    let child = run
+        .command(&["--local-cluster=2", "--runner-option=watchdog_ms=1500"])
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    loop {
+        std::thread::sleep(Duration::from_millis(700));
+        if let Some(&pid) = run.pids().last() {
+            signal(pid, "-STOP");
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "no processes");
+    }
+    let stderr = finish(child, "hung process");
+    assert!(
+        stderr.contains("a process hangs"),
+        "the watchdog did not fire:\n{stderr}"
+    );
+    assert_exact(&run, "hung process");
+}
+
+#[test]
+fn at_least_once_loses_nothing_after_kills() {
+    let _s = serial();
+    let (mut rng, seed) = Rng::new();
+    let run = Run::new();
+    let child = run
+        .command(&["--local-cluster=2", "--guarantee=at-least-once"])
+        .spawn()
+        .unwrap();
+    for _ in 0..2 {
+        std::thread::sleep(Duration::from_millis(500 + rng.below(800)));
+        if let Some(&pid) = run.pids().first() {
+            signal(pid, "-KILL");
+        }
+    }
+    finish(child, &format!("at-least-once (seed {seed})"));
+    // Nothing lost: every window count and every word's final running count is at
+    // least the exact one (replayed records may add to them).
+    let parse = |lines: &[String]| {
+        let mut m = BTreeMap::<String, u64>::new();
+        for l in lines {
+            let (key, n) = l.rsplit_once(' ').unwrap();
+            let n: u64 = n.parse().unwrap();
+            let e = m.entry(key.to_string()).or_default();
+            *e = (*e).max(n);
+        }
+        m
+    };
+    let (got, want) = (parse(&run.lines()), parse(reference()));
+    for (key, n) in &want {
+        let have = got.get(key).copied().unwrap_or(0);
+        assert!(
+            have >= *n,
+            "seed {seed}: '{key}' reached {have}, expected at least {n}"
+        );
+    }
+}
+
+/// Runs the job in one process with `workers` workers until a fault aborts it mid-run.
+fn crash_at(run: &Run, workers: u32) {
+    let marker = run.ckpt.with_extension("fault");
+    let status = run
+        .command(&[&format!("--workers={workers}")])
+        .env(
+            "TIDEWATER_FAULT",
+            format!("staged:1000:{}", marker.display()),
+        )
+        .status()
+        .unwrap();
+    assert!(!status.success(), "the fault should have aborted the run");
+}
+
+#[test]
+fn a_checkpoint_taken_at_two_workers_resumes_at_one_and_at_three() {
+    let _s = serial();
+    for workers in [1, 3] {
+        let run = Run::new();
+        crash_at(&run, 2);
+        let child = run
+            .command(&[&format!("--workers={workers}")])
+            .spawn()
+            .unwrap();
+        finish(child, &format!("resume at {workers} workers"));
+        assert_exact(&run, &format!("resume at {workers} workers"));
+    }
+}
+
+/// The newest checkpoint's manifest.
+fn newest_manifest(ckpt: &Path) -> PathBuf {
+    let mut m: Vec<PathBuf> = std::fs::read_dir(ckpt)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "manifest"))
+        .collect();
+    m.sort();
+    m.pop().expect("a checkpoint was completed")
+}
+
+#[test]
+fn a_corrupt_checkpoint_falls_back_to_the_previous_one_and_says_so() {
+    let _s = serial();
+    let run = Run::new();
+    crash_at(&run, 2);
+    // Corrupt a part of the newest checkpoint (its output was not committed).
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(newest_manifest(&run.ckpt)).unwrap()).unwrap();
+    let file = manifest["files"][0]["name"].as_str().unwrap();
+    let path = run.ckpt.join("parts").join(file);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0x5a;
+    std::fs::write(&path, bytes).unwrap();
+    let stderr = finish(run.command(&["--workers=2"]).spawn().unwrap(), "corrupt");
+    assert!(
+        stderr.contains("is unusable") && stderr.contains("falling back to an older one"),
+        "no fallback reported:\n{stderr}"
+    );
+    assert_exact(&run, "after a corrupt checkpoint");
+}
