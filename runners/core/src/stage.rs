@@ -30,6 +30,10 @@ pub struct StageOptions {
     pub validate: bool,
     /// A partial-combine table holding more groups than this is flushed early.
     pub partial_flush_groups: usize,
+    /// Keep partial-combine tables across bundles, until [`FusedStage::flush_partials`]
+    /// (or until full): an engine flushes them before its output watermark moves and
+    /// when an epoch ends. Otherwise every bundle flushes them at its end.
+    pub hold_partials: bool,
 }
 
 /// A stage, instantiated.
@@ -156,9 +160,25 @@ impl FusedStage {
                     .map_err(unwrap_downstream)?;
             }
             finish_all(&mut self.input, &mut ctx).map_err(unwrap_downstream)?;
-            for (i, p) in ctx.partials.iter_mut().enumerate() {
+            if !self.options.hold_partials {
+                for (i, p) in ctx.partials.iter_mut().enumerate() {
+                    if let Some(p) = p {
+                        p.flush(i, ctx.out, self.options)?;
+                    }
+                }
+            }
+            Ok(())
+        })
+    }
+
+    /// Emits what the partial-combine tables hold (with `hold_partials`): before the
+    /// watermark of what the stage emits moves past it, and when an epoch ends.
+    pub fn flush_partials(&mut self, out: &mut dyn StageOutput) -> Result<()> {
+        let options = self.options;
+        guard(&self.producer.clone(), || {
+            for (i, p) in self.partials.iter_mut().enumerate() {
                 if let Some(p) = p {
-                    p.flush(i, ctx.out, self.options)?;
+                    p.flush(i, out, options)?;
                 }
             }
             Ok(())

@@ -143,8 +143,37 @@ impl NativeRunner {
             }
             None => None,
         };
-        tidewater_runners_timely::run(plan, &config, restored)
+        let result = tidewater_runners_timely::run(plan, &config, restored)?;
+        if config.progress {
+            eprintln!("{}", summary(&result.metrics));
+        }
+        Ok(result)
     }
+}
+
+/// The engine's figures of a run, for people: records, checkpoints, their cost.
+pub fn summary(metrics: &tidewater::exec::MetricResults) -> String {
+    let step = tidewater_runners_timely::task::ENGINE_STEP;
+    let counter = |name| metrics.counter(step, name).unwrap_or(0);
+    let dist = |name, unit: &str| match metrics.distribution(step, name) {
+        Some(d) if d.count > 0 => format!(
+            "{name} avg {:.1}{unit} max {}{unit} over {}",
+            d.sum as f64 / d.count as f64,
+            d.max,
+            d.count
+        ),
+        _ => format!("{name} -"),
+    };
+    format!(
+        "native runner: {} records read; {} checkpoints ({}); {}; {}; {}; sources held back {} ms by the epochs in flight",
+        counter("records_read"),
+        counter("checkpoints"),
+        dist("manifest_ms", "ms"),
+        dist("snapshot_ms", "ms"),
+        dist("snapshot_bytes", "B"),
+        dist("alignment_ms", "ms"),
+        counter("throttled_ms"),
+    )
 }
 
 fn invalid(option: String, message: String) -> Error {
@@ -268,6 +297,12 @@ pub fn engine_config(options: &PipelineOptions, uses_test_stream: bool) -> Resul
             Clock::Wall
         },
         max_duration: options.max_duration,
+        // On a terminal, and not in a process of a local cluster (whose supervisor
+        // owns the terminal).
+        progress: {
+            use std::io::IsTerminal;
+            std::io::stderr().is_terminal() && std::env::var_os(cluster::CHILD_ENV).is_none()
+        },
     })
 }
 

@@ -82,6 +82,8 @@ pub struct EngineConfig {
     pub clock: Clock,
     /// Stop reading sources after this long.
     pub max_duration: Option<Duration>,
+    /// Show a live progress line (records/s, last durable epoch) on stderr.
+    pub progress: bool,
 }
 
 impl Default for EngineConfig {
@@ -102,6 +104,7 @@ impl Default for EngineConfig {
             source_partitions: 1,
             clock: Clock::Wall,
             max_duration: None,
+            progress: false,
         }
     }
 }

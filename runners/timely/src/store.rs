@@ -136,7 +136,7 @@ impl Store {
         &self.dir
     }
 
-    /// Writes a task's snapshot for epochs `first..=last`.
+    /// Writes a task's snapshot for epochs `first..=last`; its size in bytes.
     pub fn write_part(
         &self,
         node: usize,
@@ -144,12 +144,14 @@ impl Store {
         first: u64,
         last: u64,
         snapshot: &Snapshot,
-    ) -> Result<()> {
+    ) -> Result<usize> {
         let path = self
             .dir
             .join("parts")
             .join(part_file_name(node, worker, first, last));
-        write_atomic(&path, &snapshot.encode())
+        let bytes = snapshot.encode();
+        write_atomic(&path, &bytes)?;
+        Ok(bytes.len())
     }
 
     fn part_files(&self) -> Result<Vec<(String, PartId)>> {

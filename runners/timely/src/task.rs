@@ -44,6 +44,13 @@ use timely::scheduling::Activator;
 /// finds its final state there.
 pub const FINAL_EPOCH: u64 = u64::MAX;
 
+/// The step under which the engine's own metrics are reported: checkpoints
+/// (`snapshot_ms`, `snapshot_bytes` per task and epoch range, `alignment_ms`: how long
+/// records of a later epoch waited for the earlier one to close), sources
+/// (`throttled_ms`: reading held back by the epochs in flight) and checkpoints
+/// completed (`checkpoints`, `manifest_ms`).
+pub const ENGINE_STEP: &str = "(engine)";
+
 /// What a worker's tasks share.
 pub struct WorkerCtx {
     /// This worker's global index.
@@ -83,6 +90,8 @@ pub struct WorkerCtx {
     pub sinks: RefCell<Vec<Rc<RefCell<SinkHost>>>>,
     /// Whether a source has stopped for good because of a drain or a deadline.
     pub stopping: std::cell::Cell<bool>,
+    /// Records this worker's sources have read.
+    pub records_read: std::cell::Cell<u64>,
 }
 
 /// How a stage exit leaves the task.
@@ -203,6 +212,10 @@ pub struct Task {
     pub first: u64,
     /// Messages waiting for their epoch, in arrival order.
     pub pending: BTreeMap<u64, Vec<(usize, Msg)>>,
+    /// Since when messages of a later epoch have waited (alignment).
+    pub waiting_since: Option<Instant>,
+    /// Since when a source has been held back by the epochs in flight.
+    pub throttled_since: Option<Instant>,
     /// The last progress sent.
     pub sent: Option<(Timestamp, Timestamp)>,
     /// Per output port: messages to send.
@@ -374,8 +387,22 @@ impl Task {
         }
     }
 
+    /// Runs the stage's held partial combines out through its exits.
+    fn flush_partials(&mut self) -> Result<()> {
+        let Some(stage) = self.stage.as_mut() else {
+            return Ok(());
+        };
+        let mut router = Router {
+            routes: &self.routes,
+            outbox: &mut self.outbox,
+            ctx: &self.ctx,
+            transform: &self.name,
+        };
+        stage.flush_partials(&mut router)
+    }
+
     /// Sends the head's output progress to every consumer, if it changed.
-    fn send_progress(&mut self) {
+    fn send_progress(&mut self) -> Result<()> {
         let progress = (
             watermarks::par_do_output(self.output_watermark()),
             match self.ctx.clock {
@@ -384,7 +411,11 @@ impl Task {
             },
         );
         if self.sent == Some(progress) {
-            return;
+            return Ok(());
+        }
+        // Partial combines held in the stage go out before the watermark passes them.
+        if self.sent.is_none_or(|(w, _)| w != progress.0) {
+            self.flush_partials()?;
         }
         self.sent = Some(progress);
         let me = self.ctx.me as u32;
@@ -407,6 +438,7 @@ impl Task {
                 Route::Gather { .. } | Route::Sink(_) => {}
             }
         }
+        Ok(())
     }
 
     /// Takes what a keyed operator emitted through the stage.
@@ -458,6 +490,11 @@ impl Task {
                         .decode_batch(&bytes)
                         .map_err(|e| attribute(e, &self.name))?,
                 };
+                self.ctx
+                    .metrics
+                    .borrow_mut()
+                    .step_mut(&self.name)
+                    .inc_counter("records_in", batch.len() as i64);
                 let now = self.now();
                 match &mut self.head {
                     Head::Keyed(op) => {
@@ -587,8 +624,12 @@ impl Task {
         Ok(parts)
     }
 
-    /// Epochs `self.first..=last` are over: sinks stage, the state is written.
+    /// Epochs `self.first..=last` are over: held partial combines go out, sinks
+    /// stage, the state is written.
     fn close(&mut self, last: u64) -> Result<()> {
+        self.flush_partials()?;
+        let cur = self.cur;
+        self.flush(cur);
         for route in &self.routes {
             if let Route::Sink(host) = route {
                 let mut host = host.borrow_mut();
@@ -604,7 +645,14 @@ impl Task {
                     epoch: last,
                     parts: self.parts()?,
                 };
-                store.write_part(self.node, self.ctx.me, self.first, last, &snapshot)?;
+                let started = Instant::now();
+                let bytes =
+                    store.write_part(self.node, self.ctx.me, self.first, last, &snapshot)?;
+                let mut metrics = self.ctx.metrics.borrow_mut();
+                let m = metrics.step_mut(ENGINE_STEP);
+                m.update_distribution("snapshot_ms", started.elapsed().as_millis() as i64);
+                m.update_distribution("snapshot_bytes", bytes as i64);
+                drop(metrics);
                 crate::fault::point("snapshot");
             }
         }
@@ -622,7 +670,7 @@ impl Task {
 
     /// Finishes: the last range runs to [`FINAL_EPOCH`], capabilities are dropped.
     fn finish(&mut self) -> Result<()> {
-        self.send_progress();
+        self.send_progress()?;
         let cur = self.cur;
         self.flush(cur);
         self.close(FINAL_EPOCH)?;
@@ -636,7 +684,11 @@ impl Task {
         if self.caps.is_empty() {
             return Ok(());
         }
+        let cur = self.cur;
         for (t, port, msg) in incoming {
+            if t > cur && self.waiting_since.is_none() {
+                self.waiting_since = Some(Instant::now());
+            }
             self.pending.entry(t).or_default().push((port, msg));
         }
         loop {
@@ -653,16 +705,16 @@ impl Task {
             for t in due {
                 for (port, msg) in self.pending.remove(&t).unwrap_or_default() {
                     self.handle(port, msg)?;
-                    self.send_progress();
+                    self.send_progress()?;
                     self.flush(t);
                 }
                 self.advance()?;
-                self.send_progress();
+                self.send_progress()?;
                 self.flush(t);
             }
             // Processing time moves on its own on the wall clock.
             self.advance()?;
-            self.send_progress();
+            self.send_progress()?;
             self.flush(cur);
             if frontier <= cur {
                 break;
@@ -674,6 +726,16 @@ impl Task {
             }
             self.close(next - 1)?;
             self.move_to(next);
+            if let Some(since) = self.waiting_since.take() {
+                self.ctx
+                    .metrics
+                    .borrow_mut()
+                    .step_mut(ENGINE_STEP)
+                    .update_distribution("alignment_ms", since.elapsed().as_millis() as i64);
+                if self.pending.keys().any(|t| *t > next) {
+                    self.waiting_since = Some(Instant::now());
+                }
+            }
         }
         self.collect_metrics();
         self.schedule_wakeup();
@@ -725,8 +787,15 @@ impl Task {
         // to cur - K is durable.
         let k = ctx.epochs_in_flight.max(1);
         if self.cur >= k && ctx.probe.less_than(&(self.cur + 1 - k)) {
+            self.throttled_since.get_or_insert_with(Instant::now);
             self.activator.activate_after(Duration::from_millis(1));
             return Ok(());
+        }
+        if let Some(since) = self.throttled_since.take() {
+            ctx.metrics
+                .borrow_mut()
+                .step_mut(ENGINE_STEP)
+                .inc_counter("throttled_ms", since.elapsed().as_millis() as i64);
         }
         let cur = self.cur;
         let now = self.now();
@@ -786,10 +855,14 @@ impl Task {
             }
             _ => return Err(Error::Internal(format!("'{}' is not a source", self.name))),
         };
+        let read: usize = out.iter().map(|b| b.len()).sum();
+        if read > 0 {
+            ctx.records_read.set(ctx.records_read.get() + read as u64);
+        }
         for b in out {
             self.run_stage(b)?;
         }
-        self.send_progress();
+        self.send_progress()?;
         self.flush(cur);
         self.collect_metrics();
         if done {

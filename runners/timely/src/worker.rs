@@ -74,6 +74,7 @@ fn run(worker: &mut timely::worker::Worker, shared: &Shared) -> Result<WorkerOut
         metrics: RefCell::new(MetricResults::default()),
         sinks: RefCell::new(Vec::new()),
         stopping: std::cell::Cell::new(false),
+        records_read: std::cell::Cell::new(0),
     });
     // Every capture is in the result, even one that received nothing.
     if ctx.me == 0 {
@@ -95,6 +96,8 @@ fn run(worker: &mut timely::worker::Worker, shared: &Shared) -> Result<WorkerOut
             return Err(e);
         }
     };
+    // A live progress line on a terminal, from the first worker.
+    let mut progress = (ctx.me == 0 && config.progress).then(Progress::new);
     // Drive the dataflow; commit sinks as checkpoints become durable.
     let mut committed: Option<u64> = shared.restored.as_ref().map(|r| r.manifest.epoch);
     let mut last_poll = Instant::now();
@@ -117,6 +120,7 @@ fn run(worker: &mut timely::worker::Worker, shared: &Shared) -> Result<WorkerOut
                 None => Some(durable),
                 Some(store) => {
                     if ctx.me == 0 {
+                        let started = Instant::now();
                         store.complete(
                             durable,
                             &stateful,
@@ -124,6 +128,15 @@ fn run(worker: &mut timely::worker::Worker, shared: &Shared) -> Result<WorkerOut
                             shared.plan_hash,
                             config.max_key_groups,
                         )?;
+                        {
+                            let mut metrics = ctx.metrics.borrow_mut();
+                            let m = metrics.step_mut(crate::task::ENGINE_STEP);
+                            m.inc_counter("checkpoints", 1);
+                            m.update_distribution(
+                                "manifest_ms",
+                                started.elapsed().as_millis() as i64,
+                            );
+                        }
                         let mut published =
                             shared.durable.lock().unwrap_or_else(|e| e.into_inner());
                         *published = Some(published.map_or(durable, |p| p.max(durable)));
@@ -167,11 +180,76 @@ fn run(worker: &mut timely::worker::Worker, shared: &Shared) -> Result<WorkerOut
         if done && committed == Some(FINAL_EPOCH) {
             break;
         }
+        if let Some(p) = progress.as_mut() {
+            p.show(ctx.records_read.get(), committed);
+        }
         worker.step_or_park(Some(if done { Duration::from_millis(1) } else { PARK }));
     }
+    if let Some(p) = progress.as_mut() {
+        p.end(ctx.records_read.get());
+    }
+    ctx.metrics
+        .borrow_mut()
+        .step_mut(crate::task::ENGINE_STEP)
+        .inc_counter("records_read", ctx.records_read.get() as i64);
     let captures = std::mem::take(&mut *ctx.captures.borrow_mut());
     let metrics = std::mem::take(&mut *ctx.metrics.borrow_mut());
     Ok(WorkerOutput { captures, metrics })
+}
+
+/// The live progress line: records read per second by this worker's sources, and the
+/// last complete checkpoint.
+struct Progress {
+    started: Instant,
+    last: Instant,
+    last_records: u64,
+    checkpoint_at: Option<(u64, Instant)>,
+}
+
+impl Progress {
+    fn new() -> Self {
+        Progress {
+            started: Instant::now(),
+            last: Instant::now(),
+            last_records: 0,
+            checkpoint_at: None,
+        }
+    }
+
+    fn show(&mut self, records: u64, committed: Option<u64>) {
+        if let Some(e) = committed.filter(|e| *e != FINAL_EPOCH) {
+            if self.checkpoint_at.is_none_or(|(c, _)| c != e) {
+                self.checkpoint_at = Some((e, Instant::now()));
+            }
+        }
+        let dt = self.last.elapsed();
+        if dt < Duration::from_secs(1) {
+            return;
+        }
+        let rate = (records - self.last_records) as f64 / dt.as_secs_f64();
+        let checkpoint = match self.checkpoint_at {
+            Some((e, at)) => format!("epoch {e} durable {:.1}s ago", at.elapsed().as_secs_f64()),
+            None => "no epoch durable yet".into(),
+        };
+        eprint!(
+            "\r{:>6.0}s  {:>10.0} records/s (worker 0)  {:>12} read  {checkpoint}   ",
+            self.started.elapsed().as_secs_f64(),
+            rate,
+            records
+        );
+        self.last = Instant::now();
+        self.last_records = records;
+    }
+
+    fn end(&mut self, records: u64) {
+        if self.last_records > 0 || records > 0 {
+            eprintln!(
+                "\r{:>6.0}s  {records} records read by worker 0{:40}",
+                self.started.elapsed().as_secs_f64(),
+                ""
+            );
+        }
+    }
 }
 
 /// A task with everything that can fail done, before its operator is built.
@@ -225,6 +303,7 @@ fn build(
     let mut stateful = Vec::new();
     let mut prepared = Vec::new();
     let stage_options = StageOptions {
+        hold_partials: true,
         validate: false,
         partial_flush_groups: config.partial_flush_groups,
     };
@@ -500,6 +579,8 @@ fn build(
             cur: start_epoch,
             first: start_epoch,
             pending: BTreeMap::new(),
+            waiting_since: None,
+            throttled_since: None,
             sent: None,
             outbox: (0..n_outputs).map(|_| Vec::new()).collect(),
             caps: Vec::new(),

@@ -238,6 +238,7 @@ fn wall_clock() -> Timestamp {
 impl Executor<'_> {
     fn run(&mut self) -> Result<()> {
         let stage_options = StageOptions {
+            hold_partials: false,
             validate: self.options.validate,
             partial_flush_groups: self.options.partial_flush_groups,
         };
