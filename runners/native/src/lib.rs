@@ -73,9 +73,13 @@ impl Runner for NativeRunner {
         if let Some(n) = options.engine.local_cluster {
             return local_cluster(n as usize, options);
         }
+        let child = std::env::var_os(cluster::CHILD_ENV);
+        if child.is_some() {
+            cluster::quiet_peer_loss();
+        }
         let result = self.run_here(plan, options);
         // A process of a local cluster hands its outcome to the supervisor and ends.
-        if let Some(path) = std::env::var_os(cluster::CHILD_ENV) {
+        if let Some(path) = child {
             cluster::finish_child(std::path::Path::new(&path), result);
         }
         result

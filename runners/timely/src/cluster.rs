@@ -246,6 +246,42 @@ pub fn args_without_local_cluster(args: impl IntoIterator<Item = String>) -> Vec
     out
 }
 
+/// Copies a child's standard output to ours, without the line timely prints while a
+/// process waits for its peers to connect.
+fn pass_stdout(out: std::process::ChildStdout) {
+    use std::io::{BufRead, Write};
+    let stdout = std::io::stdout();
+    for line in std::io::BufReader::new(out).lines() {
+        let Ok(line) = line else { break };
+        if line.starts_with("awaiting connections (at ") {
+            continue;
+        }
+        let mut lock = stdout.lock();
+        if writeln!(lock, "{line}").is_err() {
+            break;
+        }
+    }
+}
+
+/// In a process of a local cluster: a panic of timely's networking (a peer is gone,
+/// which the supervisor handles) is reported in one line, without a backtrace.
+pub fn quiet_peer_loss() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| info.payload().downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_default();
+        if message.starts_with("timely communication error") || message == "MergeQueue poisoned." {
+            eprintln!("cluster process {}: {message}", std::process::id());
+        } else {
+            default(info);
+        }
+    }));
+}
+
 enum Attempt {
     Done(PipelineResult),
     Failed(Error),
@@ -287,9 +323,15 @@ impl Supervisor {
                 .arg(format!("--process-id={i}"))
                 .arg(format!("--hosts={}", hosts.display()))
                 .env(CHILD_ENV, &outcome)
+                .stdout(std::process::Stdio::piped())
                 .spawn();
             match child {
-                Ok(c) => children.push(c),
+                Ok(mut c) => {
+                    if let Some(out) = c.stdout.take() {
+                        std::thread::spawn(move || pass_stdout(out));
+                    }
+                    children.push(c)
+                }
                 Err(e) => {
                     Self::kill_all(&mut children);
                     return Err(Error::Internal(format!(
