@@ -246,14 +246,16 @@ pub fn args_without_local_cluster(args: impl IntoIterator<Item = String>) -> Vec
     out
 }
 
-/// Copies a child's standard output to ours, without the line timely prints while a
-/// process waits for its peers to connect.
+/// Copies a child's standard output to ours, without the lines timely prints while
+/// the processes connect to each other.
 fn pass_stdout(out: std::process::ChildStdout) {
     use std::io::{BufRead, Write};
     let stdout = std::io::stdout();
     for line in std::io::BufReader::new(out).lines() {
         let Ok(line) = line else { break };
-        if line.starts_with("awaiting connections (at ") {
+        if line.starts_with("awaiting connections (at ")
+            || (line.starts_with("worker ") && line.contains("error connecting to worker"))
+        {
             continue;
         }
         let mut lock = stdout.lock();
