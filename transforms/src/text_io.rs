@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Write as _};
 use std::path::{Path, PathBuf};
 use tidewater::{
-    Combine, CombineFn, DoFn, FlattenExt, Impulse, PBegin, PCollection, PInput, PTransform, ParDo,
+    Combine, CombineFn, DoFn, FlattenExt, PBegin, PCollection, PInput, PTransform, ParDo,
     ProcessContext, Sink, Trigger, Txn, UserError, Window, WindowFn, WindowedValue,
 };
 
@@ -86,65 +86,171 @@ impl PTransform<PBegin> for Read {
     type Output = PCollection<String>;
     fn expand(self, input: PBegin) -> PCollection<String> {
         let p = input.pipeline().clone();
-        let pattern = match self.pattern {
-            Some(pattern) => {
-                if let Err(message) = matches(&pattern) {
+        let files = match &self.pattern {
+            Some(pattern) => match matches(pattern) {
+                Ok(files) => files,
+                Err(message) => {
                     p.record_error(message);
+                    Vec::new()
                 }
-                pattern
-            }
+            },
             None => {
                 p.record_error("TextIO::read() needs a file pattern: call .from(pattern)".into());
-                String::new()
+                Vec::new()
             }
         };
-        p.apply("Impulse", Impulse)
-            .apply("MatchFiles", ParDo::of(MatchFiles { pattern }))
-            .apply("ReadLines", ParDo::of(ReadLines))
+        p.apply("ReadLines", tidewater::Read::from(TextSource::new(&files)))
     }
 }
 
-/// Expands the pattern into file names, sorted.
+/// The lines of a list of files, split into partitions by byte ranges of the files
+/// taken end to end, as Hadoop splits text: a partition reads every line that starts
+/// in its range, so a line across a boundary belongs to the partition it starts in.
+/// The files and their lengths are fixed when the pipeline is built.
 #[derive(Serialize, Deserialize)]
-struct MatchFiles {
-    pattern: String,
+pub struct TextSource {
+    files: Vec<(String, u64)>,
+    /// Per partition: the open file it reads, by file index.
+    #[serde(skip)]
+    readers: Vec<Option<(usize, BufReader<std::fs::File>)>>,
 }
 
-impl DoFn for MatchFiles {
-    type In = ();
-    type Out = String;
-    fn process(&mut self, _: (), ctx: &mut ProcessContext<'_, String>) -> Result<(), UserError> {
-        for f in matches(&self.pattern)? {
-            ctx.output(f.to_string_lossy().into_owned());
+/// Where a partition of a [`TextSource`] stands: the byte it reads next, counted over
+/// the files end to end.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TextPosition {
+    /// The next byte.
+    pub offset: u64,
+    /// Whether the partition still has to skip the rest of a line that started before
+    /// its range.
+    pub skip_partial: bool,
+}
+
+impl TextSource {
+    /// The lines of `paths`, in this order, with their lengths now.
+    pub fn new(paths: &[PathBuf]) -> Self {
+        TextSource {
+            files: paths
+                .iter()
+                .map(|f| {
+                    let len = std::fs::metadata(f).map(|m| m.len()).unwrap_or(0);
+                    (f.to_string_lossy().into_owned(), len)
+                })
+                .collect(),
+            readers: Vec::new(),
         }
-        Ok(())
+    }
+
+    fn total(&self) -> u64 {
+        self.files.iter().map(|(_, len)| len).sum()
+    }
+
+    fn range(&self, partition: usize, partitions: usize) -> (u64, u64) {
+        let total = self.total() as u128;
+        let n = partitions.max(1) as u128;
+        let at = |p: u128| (total * p / n) as u64;
+        (at(partition as u128), at(partition as u128 + 1))
+    }
+
+    /// The file holding global byte `offset` and the offset in it.
+    fn locate(&self, offset: u64) -> Option<(usize, u64)> {
+        let mut start = 0;
+        for (i, (_, len)) in self.files.iter().enumerate() {
+            if offset < start + len {
+                return Some((i, offset - start));
+            }
+            start += len;
+        }
+        None
+    }
+
+    fn file_start(&self, file: usize) -> u64 {
+        self.files[..file].iter().map(|(_, len)| len).sum()
     }
 }
 
-/// Outputs every line of a file, without its line terminator.
-#[derive(Serialize, Deserialize)]
-struct ReadLines;
+impl tidewater::Source for TextSource {
+    type Output = String;
+    type Position = TextPosition;
 
-impl DoFn for ReadLines {
-    type In = String;
-    type Out = String;
-    fn process(
+    fn is_bounded(&self) -> bool {
+        true
+    }
+
+    fn partitions(&self, desired: usize) -> usize {
+        // No partition smaller than 1 MiB.
+        let most = (self.total() / (1 << 20)).max(1);
+        (desired as u64).clamp(1, most) as usize
+    }
+
+    fn initial_position(&self, partition: usize, partitions: usize) -> TextPosition {
+        let (start, _) = self.range(partition, partitions);
+        // A range that starts inside a file (not at its first byte) begins with the
+        // rest of a line the previous partition reads.
+        let skip_partial = match self.locate(start) {
+            Some((_, in_file)) => in_file > 0,
+            None => false,
+        };
+        TextPosition {
+            offset: start,
+            skip_partial,
+        }
+    }
+
+    fn read(
         &mut self,
-        path: String,
-        ctx: &mut ProcessContext<'_, String>,
-    ) -> Result<(), UserError> {
-        let file = std::fs::File::open(&path)
-            .map_err(|e| format!("cannot read input file '{path}': {e}"))?;
-        let mut reader = BufReader::with_capacity(1 << 16, file);
-        let mut line_no = 0u64;
-        loop {
+        partition: usize,
+        partitions: usize,
+        pos: &mut TextPosition,
+        max: usize,
+        _now: tidewater::Timestamp,
+        out: &mut Vec<(String, tidewater::Timestamp)>,
+    ) -> Result<tidewater::ReadStatus, UserError> {
+        use std::io::{Seek, SeekFrom};
+        let (_, end) = self.range(partition, partitions);
+        if self.readers.len() < partitions {
+            self.readers.resize_with(partitions, || None);
+        }
+        let mut read = 0;
+        while read < max {
+            // The partition reads every line that starts in its range, and the line
+            // that starts exactly at its end unless that is a file's first byte (as
+            // Hadoop: the next partition skips its first line, whole or partial).
+            let ends_inside_a_file = self.locate(end).is_some_and(|(_, o)| o > 0);
+            if !pos.skip_partial && (pos.offset > end || (pos.offset == end && !ends_inside_a_file))
+            {
+                return Ok(tidewater::ReadStatus::Done);
+            }
+            let Some((file, in_file)) = self.locate(pos.offset) else {
+                return Ok(tidewater::ReadStatus::Done);
+            };
+            let next_file = self.file_start(file) + self.files[file].1;
+            let path = &self.files[file].0;
+            let slot = &mut self.readers[partition];
+            if slot.as_ref().is_none_or(|(f, _)| *f != file) {
+                let mut f = std::fs::File::open(path)
+                    .map_err(|e| format!("cannot read input file '{path}': {e}"))?;
+                f.seek(SeekFrom::Start(in_file))
+                    .map_err(|e| format!("cannot read input file '{path}': {e}"))?;
+                *slot = Some((file, BufReader::with_capacity(1 << 16, f)));
+            }
+            let (_, reader) = slot.as_mut().expect("opened above");
             let mut line = String::new();
-            line_no += 1;
             let n = reader
                 .read_line(&mut line)
-                .map_err(|e| format!("cannot read input file '{path}' at line {line_no}: {e}"))?;
+                .map_err(|e| format!("cannot read input file '{path}' at byte {in_file}: {e}"))?
+                as u64;
             if n == 0 {
-                return Ok(());
+                // The file ended early (it shrank since the pipeline was built): go on
+                // with the next one.
+                pos.offset = next_file;
+                pos.skip_partial = false;
+                *slot = None;
+                continue;
+            }
+            pos.offset += n;
+            if std::mem::take(&mut pos.skip_partial) {
+                continue;
             }
             if line.ends_with('\n') {
                 line.pop();
@@ -152,8 +258,14 @@ impl DoFn for ReadLines {
                     line.pop();
                 }
             }
-            ctx.output(line);
+            out.push((line, tidewater::Timestamp::MIN));
+            read += 1;
         }
+        Ok(tidewater::ReadStatus::More)
+    }
+
+    fn watermark(&self, _: usize, _: usize, _: &TextPosition) -> tidewater::Timestamp {
+        tidewater::Timestamp::MIN
     }
 }
 

@@ -96,9 +96,11 @@ fn an_input_deleted_before_running_fails_naming_the_file() {
     std::fs::remove_file(&path).unwrap();
     let e = p.run().unwrap_err().to_string();
     assert!(
-        e.starts_with(
-            "transform 'Read/MatchFiles' failed in process on element (): no input file matches '"
-        ),
+        e.starts_with("transform 'Read/ReadLines' failed in process: ")
+            && e.contains(&format!(
+                "cannot read input file '{}': No such file or directory",
+                path.display()
+            )),
         "{e}"
     );
 }
@@ -146,7 +148,7 @@ fn invalid_utf8_names_the_file_and_line() {
         .capture("lines");
     let e = p.run().unwrap_err().to_string();
     let expected = format!(
-        "cannot read input file '{}' at line 2: stream did not contain valid UTF-8",
+        "cannot read input file '{}' at byte 5: stream did not contain valid UTF-8",
         path.display()
     );
     assert!(e.contains(&expected), "{e}");
@@ -263,4 +265,49 @@ fn writing_unbounded_input_says_that_text_io_needs_bounded_input() {
             TextIO::write().to(dir.path().join("out").to_str().unwrap()),
         );
     insta::assert_snapshot!(p.run().unwrap_err().to_string(), @"cannot construct transform 'Write': TextIO::write() needs bounded input: it writes each shard once, when its input is complete, and an unbounded PCollection never is (writing per window and pane, as Beam's withWindowedWrites, is not supported yet); write unbounded output through a Sink with write_to");
+}
+
+/// Every line of every file is read exactly once, however the files are split into
+/// partitions: lines across partition boundaries, at them, empty lines, a last line
+/// without a terminator, an empty file.
+#[test]
+fn a_text_source_reads_every_line_once_whatever_the_partitions() {
+    use tidewater::{ReadStatus, Source, Timestamp};
+    let dir = tempfile::tempdir().unwrap();
+    let mut want = Vec::new();
+    let mut paths = Vec::new();
+    for (i, text) in [
+        "alpha\nbeta\n\ngamma delta epsilon\nz",
+        "",
+        "x\r\nyy\nzzz\nwwww\n",
+        "a longer line that crosses several small partitions at once\nend\n",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let path = dir.path().join(format!("{i}.txt"));
+        std::fs::write(&path, text).unwrap();
+        want.extend(text.lines().map(str::to_string));
+        paths.push(path);
+    }
+    want.sort();
+    for partitions in 1..=40 {
+        let mut source = tidewater_transforms::text_io::TextSource::new(&paths);
+        let mut got = Vec::new();
+        for p in 0..partitions {
+            let mut pos = source.initial_position(p, partitions);
+            loop {
+                let mut out = Vec::new();
+                let status = source
+                    .read(p, partitions, &mut pos, 2, Timestamp(0), &mut out)
+                    .unwrap();
+                got.extend(out.into_iter().map(|(l, _)| l));
+                if status == ReadStatus::Done {
+                    break;
+                }
+            }
+        }
+        got.sort();
+        assert_eq!(got, want, "with {partitions} partitions");
+    }
 }

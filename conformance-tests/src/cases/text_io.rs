@@ -6,7 +6,7 @@ use crate::check::{eq, succeeded, values, values_eq};
 use crate::{scratch, Case};
 use std::path::Path;
 use tidewater::runner::Feature::{
-    Capture, CombineGlobally, Create, Flatten, GroupByKey, Impulse, ParDo, Sink, WindowInto,
+    Capture, CombineGlobally, Create, Flatten, GroupByKey, ParDo, ReadBounded, Sink, WindowInto,
 };
 use tidewater::Pipeline;
 use tidewater_transforms::TextIO;
@@ -15,7 +15,7 @@ pub(crate) fn cases() -> Vec<Case> {
     vec![
         Case {
             name: "text_io/read",
-            features: &[Impulse, ParDo, Capture],
+            features: &[ReadBounded, Capture],
             build: read,
             check: check_read,
         },

@@ -24,6 +24,8 @@ impl Executor<'_> {
     /// cursors) in the snapshot format, throws it away, and restores it from the bytes;
     /// keyed state goes through a rescale to a number of virtual workers and back.
     pub(super) fn checkpoint_and_restore(&mut self, round: u64) -> Result<()> {
+        // Partial combines held in stages are not state: they go into their groupings.
+        self.flush_all_partials()?;
         let plan = self.plan;
         let max = self.options.max_key_groups;
         let mut snapshot = Snapshot {

@@ -237,8 +237,11 @@ fn wall_clock() -> Timestamp {
 
 impl Executor<'_> {
     fn run(&mut self) -> Result<()> {
+        // On the fast path partial combines are held across bundles and rounds, and
+        // flushed before their grouping sees its input watermark move (or a
+        // checkpoint); with validation every bundle flushes them.
         let stage_options = StageOptions {
-            hold_partials: false,
+            hold_partials: !self.options.validate,
             validate: self.options.validate,
             partial_flush_groups: self.options.partial_flush_groups,
         };
@@ -520,6 +523,9 @@ impl Executor<'_> {
                 op.process(all, self.processing_time).map_err(attribute)?;
             }
             let wm = self.watermarks[n.inputs[0]];
+            if wm > op.input_watermark() && self.flush_partials_into(node, &mut op)? {
+                progress = true;
+            }
             if op.has_due_work(wm, self.processing_time) {
                 progress = true;
             }
@@ -540,6 +546,51 @@ impl Executor<'_> {
         }
         self.keyed[node] = Some(op);
         result.map(|()| progress)
+    }
+
+    /// Flushes the partial combines of every stage that exits into grouping `node`
+    /// (taken out of `self.keyed` as `op`), and processes what waits for it; whether
+    /// anything did.
+    fn flush_partials_into(
+        &mut self,
+        node: usize,
+        op: &mut Box<dyn KeyedOperator>,
+    ) -> Result<bool> {
+        if !self.lifted[node] {
+            return Ok(false);
+        }
+        for stage in 0..self.graph.stages.len() {
+            if self.graph.stages[stage]
+                .exits
+                .iter()
+                .any(|e| e.node == node && e.kind == ExitKind::PartialCombine)
+            {
+                self.output().flush_partials(stage)?;
+            }
+        }
+        let n = &self.plan.nodes[node];
+        let pending = std::mem::take(&mut self.pending[node]);
+        let any = !pending.is_empty();
+        for b in pending {
+            op.process(b, self.processing_time)
+                .map_err(|e| unwrap_downstream(attribute(e, &n.name)))?;
+        }
+        Ok(any)
+    }
+
+    /// Flushes every held partial combine into its grouping (before a checkpoint).
+    pub(super) fn flush_all_partials(&mut self) -> Result<()> {
+        for node in 0..self.plan.nodes.len() {
+            if self.lifted[node] {
+                let mut op = self.keyed[node]
+                    .take()
+                    .expect("every keyed node has an operator");
+                let r = self.flush_partials_into(node, &mut op);
+                self.keyed[node] = Some(op);
+                r?;
+            }
+        }
+        Ok(())
     }
 
     /// All of PCollection `pc`'s buffered batches as one batch, shuffled if the

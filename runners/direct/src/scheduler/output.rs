@@ -79,6 +79,16 @@ impl DirectOutput<'_> {
         result
     }
 
+    /// Emits what `stage`'s partial combines hold.
+    pub(super) fn flush_partials(&mut self, stage: usize) -> Result<()> {
+        let mut s = self.stages[stage]
+            .take()
+            .expect("every stage is built before it runs, and runs once at a time");
+        let result = s.flush_partials(&mut StageDelivery { out: self, stage });
+        self.stages[stage] = Some(s);
+        result
+    }
+
     /// Keyed input straight into its operator; what it emits runs downstream now.
     fn push_keyed(&mut self, node: usize, batch: Box<dyn AnyBatch>) -> Result<()> {
         let n = &self.plan.nodes[node];
