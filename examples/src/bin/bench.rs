@@ -35,6 +35,10 @@ struct Args {
     /// but `direct`, which has one.
     #[arg(long, default_value = "1", value_delimiter = ',')]
     workers: Vec<u32>,
+    /// A runner option (`KEY=VALUE`, may be repeated) for every runner but `direct`,
+    /// e.g. the native runner's `bundle_size=4096`.
+    #[arg(long = "runner-option", value_name = "KEY=VALUE", value_parser = tidewater::parse_key_value)]
+    runner_options: Vec<(String, String)>,
     /// Workloads, comma-separated: stateless, count, stateful, windowed, nexmark-q0 ..
     /// nexmark-q14; or the groups wordcount, nexmark, all.
     #[arg(long, default_value = "wordcount", value_delimiter = ',')]
@@ -114,6 +118,7 @@ struct Setting<'a> {
     workload: &'a str,
     runner: &'a str,
     workers: u32,
+    runner_options: &'a [(String, String)],
 }
 
 impl Setting<'_> {
@@ -125,6 +130,7 @@ impl Setting<'_> {
         };
         if self.runner != "direct" {
             o.engine.workers = u64::from(self.workers);
+            o.runner_options = self.runner_options.to_vec();
         }
         o
     }
@@ -195,6 +201,7 @@ fn run() -> anyhow::Result<()> {
                     workload,
                     runner,
                     workers,
+                    runner_options: &args.runner_options,
                 };
                 let checked = output(&args, &setting, args.validate, small.as_ref(), &dir)
                     .and_then(|lines| {
@@ -299,6 +306,7 @@ fn reference_output(
         workload,
         runner: "direct",
         workers: 1,
+        runner_options: &[],
     };
     output(args, &setting, true, small, dir)
 }
@@ -417,6 +425,9 @@ fn child_command(
             cmd.arg("--validate");
         }
         cmd.args(["--workers", &setting.workers.to_string()]);
+        for (k, v) in setting.runner_options {
+            cmd.arg("--runner-option").arg(format!("{k}={v}"));
+        }
     }
     Ok(cmd)
 }
@@ -459,6 +470,7 @@ fn child(args: &Args, mode: ChildMode) -> anyhow::Result<()> {
         workload: workload.name(),
         runner: &args.runner[0],
         workers: args.workers[0],
+        runner_options: &args.runner_options,
     };
     let input = Input::open(prefix)?;
     let p = Pipeline::new(setting.options(args.validate));
