@@ -480,6 +480,12 @@ impl Reducer {
     }
 
     fn update_output_watermark(&mut self) {
+        // The output watermark never passes the input's: once it is there, no hold can
+        // move it (and the scan over every window is skipped, which matters while the
+        // input watermark stands still over many open windows).
+        if self.output_watermark >= self.input_watermark {
+            return;
+        }
         let hold = self
             .windows
             .iter()
