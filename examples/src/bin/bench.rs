@@ -39,6 +39,12 @@ struct Args {
     /// e.g. the native runner's `bundle_size=4096`.
     #[arg(long = "runner-option", value_name = "KEY=VALUE", value_parser = tidewater::parse_key_value)]
     runner_options: Vec<(String, String)>,
+    /// Checkpoint intervals in milliseconds to measure each distributed runner with,
+    /// comma-separated; `0` is without checkpoints (e.g. `0,1000`: the cost of
+    /// checkpoints every second). Each checkpointed run writes into a fresh temporary
+    /// directory.
+    #[arg(long, default_value = "0", value_delimiter = ',')]
+    checkpoint_ms: Vec<u64>,
     /// Workloads, comma-separated: stateless, count, stateful, windowed, nexmark-q0 ..
     /// nexmark-q14; or the groups wordcount, nexmark, all.
     #[arg(long, default_value = "wordcount", value_delimiter = ',')]
@@ -119,6 +125,8 @@ struct Setting<'a> {
     runner: &'a str,
     workers: u32,
     runner_options: &'a [(String, String)],
+    /// Checkpoint interval (ms), if checkpointing.
+    checkpoint_ms: Option<u64>,
 }
 
 impl Setting<'_> {
@@ -131,6 +139,13 @@ impl Setting<'_> {
         if self.runner != "direct" {
             o.engine.workers = u64::from(self.workers);
             o.runner_options = self.runner_options.to_vec();
+            if let Some(ms) = self.checkpoint_ms {
+                o.engine.checkpoint_interval = Some(std::time::Duration::from_millis(ms));
+                o.engine.checkpoint_dir = Some(std::env::temp_dir().join(format!(
+                    "tidewater-bench-checkpoints-{}",
+                    std::process::id()
+                )));
+            }
         }
         o
     }
@@ -192,9 +207,16 @@ fn run() -> anyhow::Result<()> {
             }
         };
         for runner in &args.runner {
-            for &workers in &args.workers {
+            for (&workers, &checkpoint_ms) in args
+                .workers
+                .iter()
+                .flat_map(|w| args.checkpoint_ms.iter().map(move |c| (w, c)))
+            {
                 if runner == "direct" && workers != 1 {
                     eprintln!("note: skipping {workload} on direct with {workers} workers: the direct runner has one");
+                    continue;
+                }
+                if runner == "direct" && checkpoint_ms > 0 {
                     continue;
                 }
                 let setting = Setting {
@@ -202,6 +224,7 @@ fn run() -> anyhow::Result<()> {
                     runner,
                     workers,
                     runner_options: &args.runner_options,
+                    checkpoint_ms: (checkpoint_ms > 0).then_some(checkpoint_ms),
                 };
                 let checked = output(&args, &setting, args.validate, small.as_ref(), &dir)
                     .and_then(|lines| {
@@ -307,6 +330,7 @@ fn reference_output(
         runner: "direct",
         workers: 1,
         runner_options: &[],
+        checkpoint_ms: None,
     };
     output(args, &setting, true, small, dir)
 }
@@ -428,6 +452,9 @@ fn child_command(
         for (k, v) in setting.runner_options {
             cmd.arg("--runner-option").arg(format!("{k}={v}"));
         }
+        if let Some(ms) = setting.checkpoint_ms {
+            cmd.arg(format!("--checkpoint-ms={ms}"));
+        }
     }
     Ok(cmd)
 }
@@ -471,6 +498,7 @@ fn child(args: &Args, mode: ChildMode) -> anyhow::Result<()> {
         runner: &args.runner[0],
         workers: args.workers[0],
         runner_options: &args.runner_options,
+        checkpoint_ms: args.checkpoint_ms.first().copied().filter(|ms| *ms > 0),
     };
     let input = Input::open(prefix)?;
     let p = Pipeline::new(setting.options(args.validate));
@@ -505,6 +533,11 @@ fn child(args: &Args, mode: ChildMode) -> anyhow::Result<()> {
                 start,
             );
             record.validate = args.validate;
+            record.checkpoint = setting.checkpoint_ms.is_some();
+            record.checkpoint_interval_ms = setting.checkpoint_ms;
+            if let Some(dir) = p.options().engine.checkpoint_dir.clone() {
+                let _ = std::fs::remove_dir_all(dir);
+            }
             std::fs::write(out, record.to_json_line())?;
         }
     }
@@ -539,11 +572,17 @@ fn print_row(r: &BenchRecord) {
         human(r.records_per_s),
         human(r.records_per_s_per_core),
         r.peak_rss_mb.map_or("-".into(), |m| format!("{m:.0}")),
-        if r.profile == "debug" {
-            "ok (debug build)"
-        } else {
-            "ok"
-        }
+        format!(
+            "ok{}{}",
+            r.checkpoint_interval_ms
+                .map(|ms| format!(", checkpoints every {ms} ms"))
+                .unwrap_or_default(),
+            if r.profile == "debug" {
+                " (debug build)"
+            } else {
+                ""
+            }
+        )
     );
 }
 
