@@ -356,3 +356,45 @@ fn a_corrupt_checkpoint_falls_back_to_the_previous_one_and_says_so() {
     );
     assert_exact(&run, "after a corrupt checkpoint");
 }
+
+#[test]
+fn a_job_stopped_with_a_savepoint_at_two_workers_resumes_from_it_at_one() {
+    let _s = serial();
+    let run = Run::new();
+    let savepoint = run.ckpt.with_extension("savepoint");
+    // Stopped after 1 s of about 3: the sources stop where they are (no drain).
+    let stopped = Command::new(env!("CARGO_BIN_EXE_crash_job"))
+        .args([
+            "--runner=native",
+            "--workers=2",
+            "--checkpoint-interval=100ms",
+            "--max-duration=1s",
+            &format!("--records={RECORDS}"),
+            &format!("--rate={RATE}"),
+        ])
+        .arg(format!("--savepoint-dir={}", savepoint.display()))
+        .arg(format!("--output={}", run.out.display()))
+        .status()
+        .unwrap();
+    assert!(stopped.success());
+    let partial = run.lines().len();
+    assert!(
+        partial < reference().len(),
+        "the stopped job wrote everything ({partial} lines): it should have stopped early"
+    );
+    let resumed = Command::new(env!("CARGO_BIN_EXE_crash_job"))
+        .args([
+            "--runner=native",
+            "--workers=1",
+            "--checkpoint-interval=100ms",
+            &format!("--records={RECORDS}"),
+            &format!("--rate={RATE}"),
+        ])
+        .arg(format!("--checkpoint-dir={}", savepoint.display()))
+        .arg(format!("--output={}", run.out.display()))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    finish(resumed, "resumed from the savepoint");
+    assert_exact(&run, "resumed from a savepoint");
+}

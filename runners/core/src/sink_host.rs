@@ -74,7 +74,7 @@ impl SinkHost {
             self.sink.stage(&txn).map_err(|e| self.err(e))?;
             self.staged.push(txn);
         }
-        self.epoch += 1;
+        self.epoch = self.epoch.saturating_add(1);
         Ok(())
     }
 
@@ -84,6 +84,13 @@ impl SinkHost {
     pub fn skip_to(&mut self, epoch: u64) {
         debug_assert!(!self.open, "skip_to inside an epoch");
         self.epoch = self.epoch.max(epoch);
+    }
+
+    /// Writing resumes at `epoch` (after a restore: the engine's epochs go on from its
+    /// checkpoint, whatever epoch the instances it takes over had reached).
+    pub fn resume_at(&mut self, epoch: u64) {
+        debug_assert!(!self.open, "resume_at inside an epoch");
+        self.epoch = epoch;
     }
 
     /// The checkpoint of `epoch` is durable: commits every staged transaction up to it.

@@ -117,7 +117,9 @@ fn local_cluster(n: usize, options: &PipelineOptions) -> Result<PipelineResult> 
         processes: n,
         program,
         args,
-        checkpoint_dir: e.checkpoint_dir.clone(),
+        // A savepoint is the last checkpoint, copied: without a checkpoint directory
+        // the checkpoints go to a scratch one next to the savepoint.
+        checkpoint_dir: checkpoint_dir(e),
         max_restarts: 20,
         watchdog,
     }
@@ -178,6 +180,20 @@ pub fn summary(metrics: &tidewater::exec::MetricResults) -> String {
         dist("alignment_ms", "ms"),
         counter("throttled_ms"),
     )
+}
+
+/// Where checkpoints go: `--checkpoint-dir`, or with only `--savepoint-dir` a scratch
+/// directory next to the savepoint (a savepoint is the job's last checkpoint, copied).
+fn checkpoint_dir(e: &tidewater::EngineOptions) -> Option<std::path::PathBuf> {
+    e.checkpoint_dir.clone().or_else(|| {
+        e.savepoint_dir.as_ref().map(|s| {
+            let name = s.file_name().map(|n| n.to_string_lossy().into_owned());
+            s.with_file_name(format!(
+                ".{}.checkpoints",
+                name.unwrap_or_else(|| "savepoint".into())
+            ))
+        })
+    })
 }
 
 fn invalid(option: String, message: String) -> Error {
@@ -289,7 +305,10 @@ pub fn engine_config(options: &PipelineOptions, uses_test_stream: bool) -> Resul
         } else {
             Guarantee::ExactlyOnce
         },
-        checkpoint_dir: e.checkpoint_dir.clone(),
+        // A savepoint is the last checkpoint, copied: without a checkpoint directory
+        // the checkpoints go to a scratch one next to the savepoint.
+        checkpoint_dir: checkpoint_dir(e),
+        savepoint_dir: e.savepoint_dir.clone(),
         max_key_groups,
         lift_combiners,
         partial_flush_groups: parse("partial_flush_groups", 100_000)?,

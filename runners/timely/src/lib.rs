@@ -84,6 +84,11 @@ pub struct EngineConfig {
     pub max_duration: Option<Duration>,
     /// Show a live progress line (records/s, last durable epoch) on stderr.
     pub progress: bool,
+    /// Keep the job's last checkpoint here (a savepoint): at the end of a bounded run,
+    /// or when the job is stopped (Ctrl-C, `--max-duration`), in which case sources
+    /// stop where they are instead of draining, so that a job resumed from it reads
+    /// on. Needs `checkpoint_dir`.
+    pub savepoint_dir: Option<PathBuf>,
 }
 
 impl Default for EngineConfig {
@@ -105,6 +110,7 @@ impl Default for EngineConfig {
             clock: Clock::Wall,
             max_duration: None,
             progress: false,
+            savepoint_dir: None,
         }
     }
 }
@@ -243,6 +249,20 @@ pub fn run(
             .abort
             .take()
             .unwrap_or_else(|| Error::Internal("a worker failed".into())));
+    }
+    if let (Some(to), Some(dir), 0) = (
+        &config.savepoint_dir,
+        &config.checkpoint_dir,
+        config.process_id,
+    ) {
+        let store = Store::open(dir)?;
+        let last = store.last_checkpoint()?.ok_or_else(|| Error::Checkpoint {
+            message: format!(
+                "the job ended without a last checkpoint in {}",
+                dir.display()
+            ),
+        })?;
+        store.copy_checkpoint(last, to)?;
     }
     Ok(PipelineResult {
         state: PipelineState::Done,

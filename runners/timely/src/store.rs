@@ -43,6 +43,10 @@ pub struct Manifest {
     pub workers: usize,
     /// Every file, with its length and CRC-32.
     pub files: Vec<FileEntry>,
+    /// The job's last checkpoint: its state when every task had finished (a bounded
+    /// job's end, or a stop with a savepoint).
+    #[serde(default)]
+    pub last: bool,
 }
 
 /// One file of a checkpoint.
@@ -198,6 +202,60 @@ impl Store {
         plan_hash: u64,
         max_key_groups: u32,
     ) -> Result<Manifest> {
+        self.write_manifest(epoch, tasks, workers, plan_hash, max_key_groups, false)
+    }
+
+    /// Every task has finished: writes the job's last checkpoint over the files that
+    /// run to the end of time, labelled with the first epoch after all of them began
+    /// (so that a job resumed from it goes on with later epochs).
+    pub fn complete_last(
+        &self,
+        tasks: &[usize],
+        workers: usize,
+        plan_hash: u64,
+        max_key_groups: u32,
+    ) -> Result<Manifest> {
+        let files = self.part_files()?;
+        let label = files
+            .iter()
+            .filter(|(_, (n, w, _, last))| *last == u64::MAX && tasks.contains(n) && *w < workers)
+            .map(|(_, (_, _, first, _))| *first)
+            .max()
+            .unwrap_or(0)
+            .max(self.manifests()?.last().map_or(0, |e| e.saturating_add(1)));
+        self.write_manifest(label, tasks, workers, plan_hash, max_key_groups, true)
+    }
+
+    /// The label of the job's last checkpoint, once written.
+    pub fn last_checkpoint(&self) -> Result<Option<u64>> {
+        match self.manifests()?.last() {
+            Some(&e) => Ok(self.read_manifest(e)?.last.then_some(e)),
+            None => Ok(None),
+        }
+    }
+
+    /// Copies checkpoint `epoch` (its manifest and files) into the store at `to`.
+    pub fn copy_checkpoint(&self, epoch: u64, to: &Path) -> Result<()> {
+        let target = Store::open(to)?;
+        let manifest = self.read_manifest(epoch)?;
+        for f in &manifest.files {
+            let from = self.dir.join("parts").join(&f.name);
+            let bytes = std::fs::read(&from).map_err(|e| io_error("cannot read", &from, e))?;
+            write_atomic(&target.dir.join("parts").join(&f.name), &bytes)?;
+        }
+        let json = serde_json::to_vec_pretty(&manifest).expect("a manifest encodes");
+        write_atomic(&target.dir.join(manifest_name(epoch)), &json)
+    }
+
+    fn write_manifest(
+        &self,
+        epoch: u64,
+        tasks: &[usize],
+        workers: usize,
+        plan_hash: u64,
+        max_key_groups: u32,
+        last: bool,
+    ) -> Result<Manifest> {
         let files = self.part_files()?;
         let mut entries = Vec::new();
         for &node in tasks {
@@ -228,6 +286,7 @@ impl Store {
             max_key_groups,
             workers,
             files: entries,
+            last,
         };
         let json = serde_json::to_vec_pretty(&manifest).expect("a manifest encodes");
         write_atomic(&self.dir.join(manifest_name(epoch)), &json)?;

@@ -92,6 +92,9 @@ pub struct WorkerCtx {
     pub stopping: std::cell::Cell<bool>,
     /// Records this worker's sources have read.
     pub records_read: std::cell::Cell<u64>,
+    /// A stop (drain request or deadline) ends the job with a savepoint: sources stop
+    /// where they are instead of draining.
+    pub savepoint: bool,
 }
 
 /// How a stage exit leaves the task.
@@ -833,6 +836,12 @@ impl Task {
             }
             Head::Read { driver, idle } => {
                 if ctx.stopping.get() {
+                    if ctx.savepoint {
+                        // Stop with a savepoint: the partitions keep their positions,
+                        // so that a job resumed from it reads on from there.
+                        self.collect_metrics();
+                        return self.finish();
+                    }
                     driver.finish();
                 }
                 let read = driver

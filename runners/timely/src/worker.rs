@@ -75,6 +75,7 @@ fn run(worker: &mut timely::worker::Worker, shared: &Shared) -> Result<WorkerOut
         sinks: RefCell::new(Vec::new()),
         stopping: std::cell::Cell::new(false),
         records_read: std::cell::Cell::new(0),
+        savepoint: config.savepoint_dir.is_some(),
     });
     // Every capture is in the result, even one that received nothing.
     if ctx.me == 0 {
@@ -121,13 +122,22 @@ fn run(worker: &mut timely::worker::Worker, shared: &Shared) -> Result<WorkerOut
                 Some(store) => {
                     if ctx.me == 0 {
                         let started = Instant::now();
-                        store.complete(
-                            durable,
-                            &stateful,
-                            ctx.peers,
-                            shared.plan_hash,
-                            config.max_key_groups,
-                        )?;
+                        if durable == FINAL_EPOCH {
+                            store.complete_last(
+                                &stateful,
+                                ctx.peers,
+                                shared.plan_hash,
+                                config.max_key_groups,
+                            )?;
+                        } else {
+                            store.complete(
+                                durable,
+                                &stateful,
+                                ctx.peers,
+                                shared.plan_hash,
+                                config.max_key_groups,
+                            )?;
+                        }
                         {
                             let mut metrics = ctx.metrics.borrow_mut();
                             let m = metrics.step_mut(crate::task::ENGINE_STEP);
@@ -151,12 +161,16 @@ fn run(worker: &mut timely::worker::Worker, shared: &Shared) -> Result<WorkerOut
                             && last_poll.elapsed() >= Duration::from_millis(10)
                         {
                             last_poll = Instant::now();
-                            store
-                                .manifests()?
-                                .last()
-                                .copied()
-                                .filter(|m| *m >= durable)
-                                .map(|_| durable)
+                            if durable == FINAL_EPOCH {
+                                store.last_checkpoint()?.map(|_| durable)
+                            } else {
+                                store
+                                    .manifests()?
+                                    .last()
+                                    .copied()
+                                    .filter(|m| *m >= durable)
+                                    .map(|_| durable)
+                            }
                         } else {
                             None
                         }
@@ -503,7 +517,7 @@ fn build(
                             None => SinkHost::new(exec, exit.node, me as u32, start_epoch)?,
                         };
                         let host = Rc::new(RefCell::new(host));
-                        host.borrow_mut().skip_to(start_epoch);
+                        host.borrow_mut().resume_at(start_epoch);
                         sink_names.push(sink_name);
                         Route::Sink(host)
                     }
