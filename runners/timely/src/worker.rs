@@ -88,6 +88,9 @@ fn run(worker: &mut timely::worker::Worker, shared: &Shared) -> Result<WorkerOut
             }
         }
     }
+    if config.processes > 1 {
+        check_plans(worker, shared.plan_hash)?;
+    }
     let dataflow = worker.next_dataflow_index();
     let built = worker.dataflow::<u64, _, _>(|scope| build(scope, &exec, shared, &ctx, &probe));
     let stateful = match built {
@@ -278,6 +281,42 @@ struct Prepared {
     routes: Vec<Route>,
     sink_names: Vec<String>,
     exit_streams: Vec<(usize, usize)>,
+}
+
+/// Every process of a cluster must run the same plan: worker 0 gathers every worker's
+/// plan hash before anything runs and refuses to go on if one differs.
+fn check_plans(worker: &mut timely::worker::Worker, plan_hash: u64) -> Result<()> {
+    use timely::dataflow::operators::vec::ToStream;
+    use timely::dataflow::operators::{Exchange as _, Inspect, Probe};
+    let me = worker.index();
+    let seen = Rc::new(RefCell::new(Vec::new()));
+    let gathered = Rc::clone(&seen);
+    let probe = ProbeHandle::new();
+    worker.dataflow::<u64, _, _>(|scope| {
+        vec![(me as u64, plan_hash)]
+            .to_stream(scope)
+            .exchange(|_: &(u64, u64)| 0)
+            .inspect(move |x: &(u64, u64)| gathered.borrow_mut().push(*x))
+            .probe_with(&probe);
+    });
+    while !probe.done() {
+        worker.step_or_park(Some(Duration::from_millis(1)));
+    }
+    let differing: Vec<String> = seen
+        .borrow()
+        .iter()
+        .filter(|(_, h)| *h != plan_hash)
+        .map(|(w, h)| format!("worker {w} has plan {h:016x}"))
+        .collect();
+    if differing.is_empty() {
+        return Ok(());
+    }
+    Err(Error::InvalidPlan {
+        message: format!(
+            "the processes of the cluster run different pipelines: worker 0 has plan {plan_hash:016x}, {} (every process must run the same binary with the same arguments)",
+            differing.join(", ")
+        ),
+    })
 }
 
 /// The node heading each task, in plan order.
