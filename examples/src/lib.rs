@@ -3,6 +3,7 @@
 
 pub mod bench;
 pub mod crash_job;
+pub mod latency;
 pub mod stateful_word_count;
 pub mod streaming_word_count;
 pub mod word_count;

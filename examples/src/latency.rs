@@ -1,0 +1,132 @@
+//! End-to-end latency at a fixed rate: generated records, each stamped with the moment
+//! the generator's schedule creates it, keyed through a stateful step (a shuffle and
+//! state per key), and measured when they reach the sink (before its transaction
+//! commits: output that must be exactly-once outside also waits for the checkpoint).
+
+use serde::{Deserialize, Serialize};
+use std::sync::Mutex;
+use tidewater::{
+    DoFn, Pipeline, ProcessContext, Read, StateContext, StatefulDoFn, StatefulParDo, UserError,
+};
+use tidewater_transforms::GenerateSequence;
+
+/// Latencies seen by every [`LatencySink`] in this process, in microseconds.
+static LATENCIES: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+
+fn now_us() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_micros() as i64)
+        .unwrap_or(0)
+}
+
+/// Stamps record `n` with its creation time on the schedule (`start_us` + n / rate)
+/// and keys it.
+#[derive(Serialize, Deserialize)]
+pub struct Stamp {
+    start_us: i64,
+    rate: f64,
+    keys: u64,
+}
+
+impl DoFn for Stamp {
+    type In = u64;
+    type Out = (u64, i64);
+    fn process(
+        &mut self,
+        n: u64,
+        ctx: &mut ProcessContext<'_, (u64, i64)>,
+    ) -> Result<(), UserError> {
+        let created = self.start_us + (n as f64 * 1e6 / self.rate) as i64;
+        ctx.output((n % self.keys, created));
+        Ok(())
+    }
+}
+
+/// Counts per key in state and passes the creation time on.
+#[derive(Serialize, Deserialize)]
+pub struct CountPerKey;
+
+impl StatefulDoFn for CountPerKey {
+    type Key = u64;
+    type Value = i64;
+    type Out = i64;
+    fn process(
+        &mut self,
+        _key: &u64,
+        created: i64,
+        ctx: &mut StateContext<'_, i64>,
+    ) -> Result<(), UserError> {
+        let n = ctx.read_value::<u64>("n")?.unwrap_or(0) + 1;
+        ctx.write_value("n", &n)?;
+        ctx.output(created);
+        Ok(())
+    }
+}
+
+/// Records how long ago each creation time was.
+#[derive(Serialize, Deserialize, Default)]
+pub struct LatencySink;
+
+impl tidewater::Sink for LatencySink {
+    type In = i64;
+    fn write(
+        &mut self,
+        _: &tidewater::Txn,
+        xs: Vec<tidewater::WindowedValue<i64>>,
+    ) -> Result<(), UserError> {
+        let now = now_us();
+        let mut all = LATENCIES.lock().unwrap_or_else(|e| e.into_inner());
+        all.extend(
+            xs.iter()
+                .map(|wv| (now - wv.value).clamp(0, u32::MAX as i64) as u32),
+        );
+        Ok(())
+    }
+    fn stage(&mut self, _: &tidewater::Txn) -> Result<(), UserError> {
+        Ok(())
+    }
+    fn commit(&mut self, _: &tidewater::Txn) -> Result<(), UserError> {
+        Ok(())
+    }
+    fn abort(&mut self, _: &tidewater::Txn) -> Result<(), UserError> {
+        Ok(())
+    }
+}
+
+/// `rate` records per second for `seconds`, over `keys` keys.
+pub fn build(p: &Pipeline, rate: f64, seconds: f64, keys: u64) {
+    let records = (rate * seconds) as u64;
+    p.apply(
+        "Generate",
+        Read::from(GenerateSequence::new(0, Some(records)).with_rate(rate)),
+    )
+    .apply(
+        "Stamp",
+        tidewater::ParDo::of(Stamp {
+            start_us: now_us(),
+            rate,
+            keys,
+        }),
+    )
+    .apply("CountPerKey", StatefulParDo::of(CountPerKey))
+    .write_to("Latency", LatencySink);
+}
+
+/// p50, p99 and max of the latencies seen so far, in milliseconds, skipping the first
+/// `warmup` fraction of records.
+pub fn percentiles(warmup: f64) -> Option<(f64, f64, f64)> {
+    let all = LATENCIES.lock().unwrap_or_else(|e| e.into_inner());
+    let skip = (all.len() as f64 * warmup) as usize;
+    let mut v: Vec<u32> = all[skip.min(all.len())..].to_vec();
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_unstable();
+    let at = |q: f64| v[((v.len() - 1) as f64 * q) as usize] as f64 / 1000.0;
+    Some((
+        at(0.5),
+        at(0.99),
+        *v.last().expect("not empty") as f64 / 1000.0,
+    ))
+}
