@@ -14,7 +14,7 @@
 //! Every semantic rule applied here lives in runners/core: the task only moves batches
 //! and progress between core's parts.
 
-use crate::msg::{Body, InputClock, Msg, Senders};
+use crate::msg::{Body, InputClock, LocalBatch, Msg, Senders};
 use crate::store::Store;
 use crate::{Clock, Guarantee};
 use std::cell::RefCell;
@@ -57,6 +57,8 @@ pub struct WorkerCtx {
     pub me: usize,
     /// Workers in all.
     pub peers: usize,
+    /// The workers of this process (batches for them are not encoded).
+    pub local: std::ops::Range<usize>,
     /// Key groups.
     pub max_key_groups: u32,
     /// Largest bundle run through a stage.
@@ -245,6 +247,10 @@ fn wall_clock() -> Timestamp {
     )
 }
 
+fn taken_twice() -> Error {
+    Error::Internal("an in-process batch was delivered twice".into())
+}
+
 fn attribute(e: ExecError, transform: &str) -> Error {
     tidewater_runners_core::stage::unwrap_downstream(tidewater_runners_core::stage::attribute(
         e, transform,
@@ -269,14 +275,25 @@ fn encode(batch: &dyn AnyBatch, transform: &str) -> Result<Vec<u8>> {
     Ok(bytes)
 }
 
+impl Router<'_> {
+    /// A message carrying `batch` to worker `to`: as it is within this process,
+    /// encoded for another one.
+    fn data(&self, to: usize, batch: Box<dyn AnyBatch>) -> Result<Msg> {
+        let body = if self.ctx.local.contains(&to) {
+            Body::Local(LocalBatch::new(batch))
+        } else {
+            Body::Data(encode(batch.as_ref(), self.transform)?)
+        };
+        Ok(Msg {
+            to: to as u32,
+            from: self.ctx.me as u32,
+            body,
+        })
+    }
+}
+
 impl StageOutput for Router<'_> {
     fn emit(&mut self, exit: usize, batch: Box<dyn AnyBatch>) -> Result<()> {
-        let me = self.ctx.me as u32;
-        let data = |to: usize, bytes: Vec<u8>| Msg {
-            to: to as u32,
-            from: me,
-            body: Body::Data(bytes),
-        };
         match &self.routes[exit] {
             Route::Keyed { port, key_ops } => {
                 let (max, peers) = (self.ctx.max_key_groups, self.ctx.peers);
@@ -291,24 +308,29 @@ impl StageOutput for Router<'_> {
                 };
                 for (to, part) in parts.into_iter().enumerate() {
                     if !part.is_empty() {
-                        let bytes = encode(part.as_ref(), self.transform)?;
-                        self.outbox[*port].push(data(to, bytes));
+                        let msg = self.data(to, part)?;
+                        self.outbox[*port].push(msg);
                     }
                 }
             }
             Route::Broadcast { port } => {
+                // Side inputs: encoded once, a copy for every worker.
                 let bytes = encode(batch.as_ref(), self.transform)?;
                 for to in 0..self.ctx.peers {
-                    self.outbox[*port].push(data(to, bytes.clone()));
+                    self.outbox[*port].push(Msg {
+                        to: to as u32,
+                        from: self.ctx.me as u32,
+                        body: Body::Data(bytes.clone()),
+                    });
                 }
             }
             Route::Local { port } => {
-                let bytes = encode(batch.as_ref(), self.transform)?;
-                self.outbox[*port].push(data(self.ctx.me, bytes));
+                let msg = self.data(self.ctx.me, batch)?;
+                self.outbox[*port].push(msg);
             }
             Route::Gather { port } => {
-                let bytes = encode(batch.as_ref(), self.transform)?;
-                self.outbox[*port].push(data(0, bytes));
+                let msg = self.data(0, batch)?;
+                self.outbox[*port].push(msg);
             }
             Route::Sink(host) => host.borrow_mut().write(batch)?,
         }
@@ -472,9 +494,17 @@ impl Task {
                     .update(msg.from, watermark, processing_time);
                 self.advance()
             }
-            Body::Data(bytes) => {
-                let batch = match &self.inputs[port].decoder {
-                    Decoder::Raw => {
+            Body::Data(_) | Body::Local(_) => {
+                let batch = match (msg.body, &self.inputs[port].decoder) {
+                    (body, Decoder::Raw) => {
+                        let bytes = match body {
+                            Body::Local(b) => {
+                                let batch = b.take().ok_or_else(taken_twice)?;
+                                encode(batch.as_ref(), &self.name)?
+                            }
+                            Body::Data(bytes) => bytes,
+                            Body::Progress { .. } => unreachable!("matched above"),
+                        };
                         if let Head::Capture { name, element_type } = &self.head {
                             let mut captures = self.ctx.captures.borrow_mut();
                             let entry = captures
@@ -484,14 +514,18 @@ impl Task {
                         }
                         return Ok(());
                     }
-                    Decoder::Type(ty) => ty.decode_batch(&bytes).map_err(|e| Error::Coder {
-                        transform: self.name.clone(),
-                        element: "?".into(),
-                        message: e.to_string(),
-                    })?,
-                    Decoder::Keyed(ops) => ops
+                    (Body::Local(b), _) => b.take().ok_or_else(taken_twice)?,
+                    (Body::Data(bytes), Decoder::Type(ty)) => {
+                        ty.decode_batch(&bytes).map_err(|e| Error::Coder {
+                            transform: self.name.clone(),
+                            element: "?".into(),
+                            message: e.to_string(),
+                        })?
+                    }
+                    (Body::Data(bytes), Decoder::Keyed(ops)) => ops
                         .decode_batch(&bytes)
                         .map_err(|e| attribute(e, &self.name))?,
+                    (Body::Progress { .. }, _) => unreachable!("matched above"),
                 };
                 self.ctx
                     .metrics

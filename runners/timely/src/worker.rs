@@ -58,6 +58,11 @@ fn run(worker: &mut timely::worker::Worker, shared: &Shared) -> Result<WorkerOut
     let ctx = Rc::new(WorkerCtx {
         me: worker.index(),
         peers: worker.peers(),
+        local: {
+            let per = config.workers.max(1);
+            let first = config.process_id * per;
+            first..first + per
+        },
         max_key_groups: config.max_key_groups,
         bundle_size: config.bundle_size,
         read_size: config.bundle_size,
