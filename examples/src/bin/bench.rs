@@ -443,6 +443,9 @@ fn child_command(
         for (k, v) in &options.runner_options {
             cmd.arg("--runner-option").arg(format!("{k}={v}"));
         }
+        if options.runner != "direct" {
+            cmd.arg(format!("--workers={}", setting.workers));
+        }
     } else {
         // This binary's child builds the same options from these flags.
         if validate {

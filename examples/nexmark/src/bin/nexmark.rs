@@ -65,11 +65,7 @@ impl Args {
         note: &str,
     ) -> anyhow::Result<()> {
         if self.json {
-            let workers = self
-                .options
-                .runner_option("workers")
-                .and_then(|w| w.parse().ok())
-                .unwrap_or(1);
+            let workers = u32::try_from(self.options.engine.workers).unwrap_or(u32::MAX);
             let mut record = BenchRecord::measured(
                 &format!("nexmark-{}", name.to_lowercase()),
                 &self.options.runner,
