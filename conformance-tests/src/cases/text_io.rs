@@ -37,8 +37,12 @@ pub(crate) fn cases() -> Vec<Case> {
     ]
 }
 
+/// Writes the file whole or not at all (a temporary file renamed into place): the
+/// processes of a local cluster each build the case, writing the same file, and must
+/// never see another one's half-written copy (its length is part of the plan).
 fn write_file(path: &Path, contents: &str) {
-    if let Err(e) = std::fs::write(path, contents) {
+    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
+    if let Err(e) = std::fs::write(&tmp, contents).and_then(|()| std::fs::rename(&tmp, path)) {
         panic!(
             "cannot write the case's input file '{}': {e}",
             path.display()
