@@ -261,8 +261,12 @@ pub fn render_markdown(records: &[BenchRecord], json_name: &str) -> String {
          - Before anything is timed, each workload's output on a small input is compared, \
          sorted line by line, with the direct runner's (validation on); a setting whose output \
          differs is not timed and does not appear here.\n\
-         - Not measured yet: latency at a fixed rate (—), the cost of checkpoints, recovery \
-         time, runs with 2 processes, and the peers (`../shared/peers/`) in the same run.\n"
+         - Checkpointed runs (the `checkpoint` column) take a checkpoint every interval into a \
+         fresh directory; runs shorter than the interval take few or none, so their cost shows \
+         on long runs only.\n\
+         - Not measured here yet: latency at a fixed rate (— in the tables; the `latency` \
+         binary prints it), recovery time, runs with 2 processes, and the peers in the same \
+         run.\n"
     );
     let runners = distinct(records.iter().map(|r| r.runner.clone()));
     let workers = distinct(records.iter().map(|r| r.workers));
@@ -295,9 +299,26 @@ pub fn render_markdown(records: &[BenchRecord], json_name: &str) -> String {
             "cargo build --release -p tidewater-nexmark   # the Nexmark runs call its binary"
         );
     }
+    let checkpoints = distinct(
+        records
+            .iter()
+            .map(|r| r.checkpoint_interval_ms.unwrap_or(0)),
+    );
+    let checkpoint_flag = if checkpoints.iter().any(|c| *c > 0) {
+        format!(
+            " --checkpoint-ms {}",
+            checkpoints
+                .iter()
+                .map(|c| c.to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        )
+    } else {
+        String::new()
+    };
     let _ = writeln!(
         md,
-        "cargo run --release -p tidewater-examples --bin bench -- --runner {} --workers {} \\\n    --workload {workloads}{sizes} --reps {reps} --json docs/{json_name}",
+        "cargo run --release -p tidewater-examples --bin bench -- --runner {} --workers {}{checkpoint_flag} \\\n    --workload {workloads}{sizes} --reps {reps} --json docs/{json_name}",
         runners.join(","),
         workers
             .iter()

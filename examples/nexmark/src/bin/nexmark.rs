@@ -76,6 +76,15 @@ impl Args {
                 start,
             );
             record.validate = !self.options.no_validate;
+            if self.options.engine.checkpoint_dir.is_some() {
+                record.checkpoint = true;
+                record.checkpoint_interval_ms = Some(
+                    self.options
+                        .engine
+                        .checkpoint_interval
+                        .map_or(1000, |d| d.as_millis() as u64),
+                );
+            }
             tidewater_examples::outln!("{}", record.to_json_line());
         } else {
             let checksum = out.map_or(String::new(), |o| format!(" checksum={:016x}", checksum(o)));
