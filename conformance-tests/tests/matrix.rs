@@ -1,9 +1,8 @@
 //! The full conformance matrix on every registered runner.
 //!
 //! The direct runner is the reference: it must pass every case, and so must the native
-//! runner, on one worker and on several. The microbatch runner is not implemented yet:
-//! it must refuse every case up front, which the matrix shows as unsupported. A failure
-//! anywhere is a bug in a runner, the SDK or a case. The rendered matrix is snapshotted; it holds no timing, and the seeds are
+//! and the micro-batch runner, on one worker and on several (CI runs both again on two
+//! processes). A failure anywhere is a bug in a runner, the SDK or a case. The rendered matrix is snapshotted; it holds no timing, and the seeds are
 //! fixed. The snapshot is the expected matrix, not merely the last one seen: a
 //! cell that turns to FAIL must be fixed in the code, not accepted into it.
 
@@ -61,47 +60,25 @@ fn direct_runner_passes_every_case() {
 }
 
 #[test]
-fn the_microbatch_runner_refuses_every_case_until_it_exists() {
-    let runner = "microbatch";
-    let column = matrix().column(runner);
-    assert_eq!(column.len(), all_cases().len());
-    let other = describe(
-        matrix()
-            .cells()
-            .filter(|(_, r, o)| *r == runner && !o.is_unsupported()),
-    );
-    assert!(
-        other.is_empty(),
-        "{runner} cells that are not unsupported:\n{other}"
-    );
-    for (case, outcome) in column {
-        let reason = outcome.reason().unwrap_or_default();
-        assert!(
-            reason.contains(&format!("the {runner} runner is not implemented yet")),
-            "{runner} / {case}: the reason should say why: {reason}"
-        );
-    }
-}
-
-#[test]
-fn native_runner_passes_every_case_on_one_worker() {
+fn the_engine_runners_pass_every_case_on_one_worker() {
     let not_passed = describe(
         matrix()
             .cells()
-            .filter(|(_, r, o)| *r == "native" && !o.is_pass()),
+            .filter(|(_, r, o)| (*r == "native" || *r == "microbatch") && !o.is_pass()),
     );
     assert!(
         not_passed.is_empty(),
-        "native cells that did not pass:\n{not_passed}"
+        "native and microbatch cells that did not pass:\n{not_passed}"
     );
 }
 
-/// Every case on the native runner with 2 and 3 worker threads: keyed state split over
-/// workers by key group, watermarks the minimum over every upstream worker, side
-/// inputs broadcast.
+/// Every case on the native and the micro-batch runner with 2 and 3 worker threads:
+/// keyed state split over workers by key group, watermarks the minimum over every
+/// upstream worker, side inputs broadcast.
 #[test]
-fn native_runner_passes_every_case_on_several_workers() {
+fn the_engine_runners_pass_every_case_on_several_workers() {
     register_runners();
+    let runners = ["native".to_string(), "microbatch".to_string()];
     for workers in [2, 3] {
         let config = MatrixConfig {
             engine: tidewater::EngineOptions {
@@ -110,14 +87,12 @@ fn native_runner_passes_every_case_on_several_workers() {
             },
             ..MatrixConfig::default()
         };
-        let m = harness::with_quiet_panics(|| {
-            harness::run_matrix(&all_cases(), &["native".to_string()], &config)
-        })
-        .expect("the native runner is registered");
+        let m = harness::with_quiet_panics(|| harness::run_matrix(&all_cases(), &runners, &config))
+            .expect("the engine runners are registered");
         let not_passed = describe(m.cells().filter(|(_, _, o)| !o.is_pass()));
         assert!(
             not_passed.is_empty(),
-            "native cells that did not pass with {workers} workers:\n{not_passed}"
+            "cells that did not pass with {workers} workers:\n{not_passed}"
         );
     }
 }

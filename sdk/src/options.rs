@@ -97,6 +97,21 @@ pub struct EngineOptions {
     /// bounded run; resume from it with --checkpoint-dir, at any parallelism.
     #[arg(long, value_name = "DIR")]
     pub savepoint_dir: Option<PathBuf>,
+    /// The micro-batch runner's batch interval: a batch starts this long after the
+    /// previous one started, or at once when that one took longer (default 500ms).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub batch_interval: Option<std::time::Duration>,
+    /// The micro-batch runner reads at most this many records from a source per batch
+    /// (default: everything available).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_records_per_batch: Option<u64>,
+    /// When the micro-batch runner runs batches, as Spark's triggers: `interval` (a
+    /// batch every --batch-interval, the default), `once` (one batch of everything
+    /// available, then stop), `available-now` (batches of at most
+    /// --max-records-per-batch until nothing more is available, then stop). A job
+    /// stopped this way keeps its state and source positions in --checkpoint-dir.
+    #[arg(long, value_name = "MODE", value_parser = ["interval", "once", "available-now"])]
+    pub trigger: Option<String>,
     /// The arguments `--local-cluster` starts each process with (the cluster flags are
     /// added); by default this process's own. Set by programs that run one pipeline of
     /// several, such as the conformance suite.
@@ -116,6 +131,9 @@ impl Default for EngineOptions {
             checkpoint_dir: None,
             guarantee: "exactly-once".into(),
             savepoint_dir: None,
+            batch_interval: None,
+            max_records_per_batch: None,
+            trigger: None,
             child_args: None,
         }
     }

@@ -8,9 +8,9 @@
 //!   restored source reads exactly the partitions it read before, from where it stood.
 //! - Partition `p` is owned by worker `p % workers`; on restore with another number of
 //!   workers each takes the parts of the partitions it now owns.
-//! - Every read can be recorded as a range (partition, start position, record count)
-//!   that [`SourceDriver::replay`] reads again exactly: what a micro-batch write-ahead
-//!   log stores.
+//! - A micro-batch is read by [`SourceDriver::read_batch`], which returns its ranges
+//!   (partition, start position, record count): what a micro-batch write-ahead log
+//!   stores, and what the same call reads again exactly after a failure.
 //! - [`SourceDriver::available_now`] tells how much is ready (for "once" and
 //!   "available now" batch modes), and [`SourceDriver::finalize`] tells the source that
 //!   a checkpoint holding its positions is durable.
@@ -46,6 +46,15 @@ pub struct ReadRange {
     pub count: u64,
 }
 
+/// What one micro-batch read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BatchRead {
+    /// One range per partition that was not done.
+    pub ranges: Vec<ReadRange>,
+    /// Some partition stopped at its share of the limit with more to give.
+    pub limited: bool,
+}
+
 /// A partition in a snapshot: its state and how many partitions the source has.
 #[derive(Serialize, Deserialize)]
 struct PartitionPart {
@@ -59,10 +68,6 @@ pub struct SourceDriver {
     /// How many partitions the source has in all.
     partitions: u32,
     owned: BTreeMap<u32, PartitionState>,
-    /// Whether reads are recorded as ranges (for a write-ahead log).
-    recording: bool,
-    /// The ranges read since the last [`SourceDriver::take_ranges`].
-    ranges: Vec<ReadRange>,
 }
 
 impl SourceDriver {
@@ -91,8 +96,6 @@ impl SourceDriver {
             source,
             partitions: n as u32,
             owned,
-            recording: false,
-            ranges: Vec::new(),
         })
     }
 
@@ -131,8 +134,6 @@ impl SourceDriver {
             source,
             partitions,
             owned,
-            recording: false,
-            ranges: Vec::new(),
         })
     }
 
@@ -164,7 +165,6 @@ impl SourceDriver {
             if st.done {
                 continue;
             }
-            let start = st.position.clone();
             let read = self
                 .source
                 .read(*p as usize, n, &mut st.position, max, now)?;
@@ -173,59 +173,133 @@ impl SourceDriver {
             st.watermark = st.watermark.max(read.watermark);
             if !read.batch.is_empty() {
                 any = true;
-            }
-            if !read.batch.is_empty() && self.recording {
-                self.ranges.push(ReadRange {
-                    partition: *p,
-                    start,
-                    count: read.batch.len() as u64,
-                });
-            }
-            if !read.batch.is_empty() {
                 out.push(read.batch);
             }
         }
         Ok(any)
     }
 
-    /// Records every read as a range from now on, for [`SourceDriver::take_ranges`].
-    pub fn record_ranges(&mut self) {
-        self.recording = true;
-    }
-
-    /// The ranges read since the last call (with [`SourceDriver::record_ranges`]).
-    pub fn take_ranges(&mut self) -> Vec<ReadRange> {
-        std::mem::take(&mut self.ranges)
-    }
-
-    /// Reads exactly the records of `range` again; a source that cannot give them all
-    /// (it lost them) is an error, never fewer records.
-    pub fn replay(
+    /// Reads one micro-batch: from every owned partition that is not done, records
+    /// until it has none available now, is done, or gave its share of `limit` (the
+    /// batch's limit for the whole source, split evenly over all its partitions), at
+    /// most `chunk` per read.
+    /// A partition that `logged` holds a range for (a batch fixed before a failure,
+    /// from the write-ahead log) reads exactly that range instead, from the position
+    /// it stands at, which must be the range's start. The records go to `out`; the
+    /// batch's ranges (one per live partition, `count` 0 if it gave none) are returned
+    /// for the log.
+    pub fn read_batch(
         &mut self,
-        range: &ReadRange,
+        logged: Option<&[ReadRange]>,
+        limit: Option<u64>,
+        chunk: usize,
         now: Timestamp,
-    ) -> Result<Vec<Box<dyn AnyBatch>>, ExecError> {
+        out: &mut Vec<Box<dyn AnyBatch>>,
+    ) -> Result<BatchRead, ExecError> {
+        let live: Vec<u32> = self
+            .owned
+            .iter()
+            .filter(|(_, s)| !s.done)
+            .map(|(p, _)| *p)
+            .collect();
+        let share = limit.map(|l| l.div_ceil(u64::from(self.partitions.max(1))).max(1));
+        let mut batch = BatchRead {
+            ranges: Vec::with_capacity(live.len()),
+            limited: false,
+        };
+        for p in live {
+            let logged = logged.and_then(|l| l.iter().find(|r| r.partition == p));
+            let start = self.owned[&p].position.clone();
+            let count = match logged {
+                Some(range) => {
+                    if range.start != start {
+                        return Err(checkpoint(format!(
+                            "the write-ahead log's range of source partition {p} does not start where the checkpoint left the partition"
+                        )));
+                    }
+                    self.read_partition(p, range.count, true, chunk, now, out)?
+                }
+                None => {
+                    let want = share.unwrap_or(u64::MAX);
+                    let got = self.read_partition(p, want, false, chunk, now, out)?;
+                    if got == want && !self.owned[&p].done {
+                        batch.limited = true;
+                    }
+                    got
+                }
+            };
+            batch.ranges.push(ReadRange {
+                partition: p,
+                start,
+                count,
+            });
+        }
+        Ok(batch)
+    }
+
+    /// Reads up to `want` records of partition `p` (exactly `want` if `exact`: fewer is
+    /// an error, the source lost them), at most `chunk` per read; how many it read.
+    fn read_partition(
+        &mut self,
+        p: u32,
+        want: u64,
+        exact: bool,
+        chunk: usize,
+        now: Timestamp,
+        out: &mut Vec<Box<dyn AnyBatch>>,
+    ) -> Result<u64, ExecError> {
         let n = self.partitions as usize;
-        let mut position = range.start.clone();
-        let mut left = range.count;
-        let mut out = Vec::new();
-        while left > 0 {
-            let max = usize::try_from(left).unwrap_or(usize::MAX);
+        let st = self.owned.get_mut(&p).expect("an owned partition");
+        let start = st.position.clone();
+        let mut got = 0u64;
+        let mut empty = 0u32;
+        while got < want {
+            let max = usize::try_from(want - got)
+                .unwrap_or(usize::MAX)
+                .min(chunk.max(1));
             let read = self
                 .source
-                .read(range.partition as usize, n, &mut position, max, now)?;
-            let got = read.batch.len() as u64;
-            if got > left {
-                return Err(replay_error(range, "more"));
+                .read(p as usize, n, &mut st.position, max, now)?;
+            st.idle = read.status == ReadStatus::Idle;
+            st.done = read.status == ReadStatus::Done;
+            st.watermark = st.watermark.max(read.watermark);
+            let k = read.batch.len() as u64;
+            let range = || ReadRange {
+                partition: p,
+                start: start.clone(),
+                count: want,
+            };
+            if k > max as u64 {
+                return Err(replay_error(&range(), "more"));
             }
-            left -= got;
-            if got > 0 {
+            got += k;
+            if k > 0 {
                 out.push(read.batch);
-            } else if read.status != ReadStatus::More {
-                return Err(replay_error(range, "fewer"));
+                empty = 0;
+            }
+            if got >= want || read.status == ReadStatus::Done {
+                break;
+            }
+            if read.status == ReadStatus::Idle || k == 0 {
+                empty += 1;
+                // A source that has nothing now ends the batch; replaying a range it
+                // cannot give again is an error, never fewer records.
+                if !exact || read.status == ReadStatus::Idle || empty > 1000 {
+                    break;
+                }
             }
         }
-        Ok(out)
+        if exact && got < want {
+            return Err(replay_error(
+                &ReadRange {
+                    partition: p,
+                    start,
+                    count: want,
+                },
+                "fewer",
+            ));
+        }
+        Ok(got)
     }
 
     /// Records ready in all owned partitions right now, if the source knows for each.

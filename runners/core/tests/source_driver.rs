@@ -134,30 +134,61 @@ fn workers_read_every_partition_once_and_rescale_from_a_snapshot() {
 }
 
 #[test]
-fn recorded_ranges_replay_exactly_and_a_lost_range_is_an_error() {
-    let mut d = SourceDriver::start(source("replay"), 1, 0, 1).unwrap();
-    d.record_ranges();
+fn a_batch_is_read_to_its_limit_and_its_logged_ranges_read_again_exactly() {
+    // Two workers read a batch of at most 15 records (5 partitions, 3 each).
+    let mut drivers: Vec<SourceDriver> = (0..2)
+        .map(|w| SourceDriver::start(source("batch"), 1, w, 2).unwrap())
+        .collect();
+    let snapshot = parts(&drivers);
     let mut first = Vec::new();
-    d.read(4, Timestamp(0), &mut first).unwrap();
-    d.read(4, Timestamp(0), &mut first).unwrap();
-    let ranges = d.take_ranges();
-    assert_eq!(ranges.len(), 10, "two reads of five partitions");
-    let mut again = Vec::new();
-    for r in &ranges {
-        again.extend(d.replay(r, Timestamp(0)).unwrap());
+    let mut logged = Vec::new();
+    for d in &mut drivers {
+        let b = d
+            .read_batch(None, Some(15), 2, Timestamp(0), &mut first)
+            .unwrap();
+        assert!(b.limited, "every partition has more than its share");
+        logged.extend(b.ranges);
     }
+    let counts: Vec<(u32, u64)> = logged.iter().map(|r| (r.partition, r.count)).collect();
+    assert_eq!(counts, vec![(0, 3), (2, 3), (4, 3), (1, 3), (3, 3)]);
+    // Restored from before the batch at one worker, the logged ranges read the same
+    // records again, whatever the limit is now.
+    let mut again = Vec::new();
+    let mut d = restore("batch", &snapshot, 1).remove(0);
+    let b = d
+        .read_batch(Some(&logged), Some(1), 3, Timestamp(0), &mut again)
+        .unwrap();
+    assert_eq!(b.ranges, logged);
     assert_eq!(values(again), values(first));
-    let mut too_long = ranges[0].clone();
-    too_long.start = ranges.last().unwrap().start.clone();
-    too_long.count = 100;
+    // Without a limit the next batch reads everything.
+    let mut rest = Vec::new();
+    let b = d
+        .read_batch(None, None, 4, Timestamp(0), &mut rest)
+        .unwrap();
+    assert!(!b.limited);
+    assert!(d.is_done());
+    assert_eq!(values(rest).len(), 50 - 15);
+    // A range the source cannot give again is an error, never fewer records; a range
+    // that does not start where the partition stands is refused.
+    let mut d = restore("batch", &snapshot, 1).remove(0);
+    let mut too_long = logged.clone();
+    too_long[0].count = 100;
     let e = d
-        .replay(&too_long, Timestamp(0))
+        .read_batch(Some(&too_long), None, 4, Timestamp(0), &mut Vec::new())
         .err()
         .expect("a lost range");
     assert!(
         format!("{e:?}").contains("cannot replay a recorded range"),
         "{e:?}"
     );
+    let mut d = restore("batch", &snapshot, 1).remove(0);
+    d.read_batch(None, Some(5), 4, Timestamp(0), &mut Vec::new())
+        .unwrap();
+    let e = d
+        .read_batch(Some(&logged), None, 4, Timestamp(0), &mut Vec::new())
+        .err()
+        .expect("a range from elsewhere");
+    assert!(format!("{e:?}").contains("does not start where"), "{e:?}");
 }
 
 #[test]

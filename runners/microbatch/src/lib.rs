@@ -1,18 +1,42 @@
-//! The micro-batch runner (Spark Streaming / Trident style): not implemented yet.
+//! The micro-batch runner: the batch policy on the timely engine (`runners/timely`),
+//! as Spark Streaming, Structured Streaming's micro-batch mode and Storm Trident run.
 //!
-//! It is selectable with `--runner=microbatch` and refuses every plan up front through
-//! the capability check, naming each feature the plan uses, so the conformance matrix
-//! shows it as unsupported rather than passing.
+//! The input is cut into batches, one every `--batch-interval` (500 ms by default; the
+//! next starts once the previous one is complete). A batch is an epoch of the engine:
+//!
+//! 1. each source partition's range for it (start position, record count: at most
+//!    its share of `--max-records-per-batch`) is fixed from what is available and,
+//!    with `--checkpoint-dir`, appended to the write-ahead offset log, synced;
+//! 2. the batch runs through every worker: keyed exchanges, lifted combiners, state;
+//!    watermarks and processing time advance only at its end, where event-time and
+//!    processing-time triggers and timers fire (a processing-time trigger finer than
+//!    the interval fires at the next boundary);
+//! 3. at its end every task writes its state in core's snapshot format, sinks stage
+//!    their output, and the batch's manifest (the commit-log entry) makes it
+//!    complete; sinks then commit it by batch id.
+//!
+//! A job started on a checkpoint directory restores the last complete batch and runs
+//! the logged batch after it again with exactly its ranges. `--trigger once` runs one
+//! batch of everything available; `--trigger available-now` runs batches until
+//! nothing more is available; both then stop with the state and source positions kept.
+//!
+//! Runner options (`--runner-option KEY=VALUE`): the engine's
+//! ([`tidewater_runners_timely::launch::COMMON_OPTIONS`]).
 
 use std::sync::Arc;
-use tidewater::runner::{register_runner, Capabilities, PipelineResult, Runner};
-use tidewater::{plan::Plan, Error, PipelineOptions, Result};
+use tidewater::runner::{register_runner, Capabilities, Feature, PipelineResult, Runner};
+use tidewater::{plan::Plan, PipelineOptions, Result};
+use tidewater_runners_timely::launch::{batch_policy, EngineRunner};
 
 /// The micro-batch runner.
 pub struct MicrobatchRunner;
 
-const NOT_YET: &str =
-    "the microbatch runner is not implemented yet (it comes with the timely engine)";
+/// The micro-batch runner on the engine.
+pub const ENGINE_RUNNER: EngineRunner = EngineRunner {
+    name: "microbatch",
+    options: &[],
+    policy: batch_policy,
+};
 
 impl Runner for MicrobatchRunner {
     fn name(&self) -> &'static str {
@@ -20,12 +44,20 @@ impl Runner for MicrobatchRunner {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities::none(NOT_YET)
+        let features = Feature::ALL
+            .into_iter()
+            .filter(|f| *f != Feature::UnknownTransform);
+        Capabilities::new(features, "the microbatch runner does not implement this")
     }
 
-    fn run(&self, _plan: &Plan, _options: &PipelineOptions) -> Result<PipelineResult> {
-        Err(Error::Internal(NOT_YET.into()))
+    fn run(&self, plan: &Plan, options: &PipelineOptions) -> Result<PipelineResult> {
+        ENGINE_RUNNER.run(plan, options)
     }
+}
+
+/// The engine's figures of a run, for people: records, batches, their cost.
+pub fn summary(metrics: &tidewater::exec::MetricResults) -> String {
+    tidewater_runners_timely::launch::summary("microbatch", metrics)
 }
 
 /// Makes the runner selectable as `--runner=microbatch`.

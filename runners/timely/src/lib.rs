@@ -12,6 +12,7 @@
 
 pub mod cluster;
 pub mod fault;
+pub mod launch;
 pub mod msg;
 pub mod store;
 pub mod task;
@@ -49,6 +50,37 @@ pub enum Guarantee {
     AtLeastOnce,
 }
 
+/// When a micro-batch runs and when the job ends (Spark's trigger modes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BatchTrigger {
+    /// A batch every interval, reading what arrived since the last one.
+    Interval,
+    /// One batch of everything available now (no record limit), then the job ends.
+    Once,
+    /// Batches (of at most the record limit) until the sources have nothing more
+    /// available, then the job ends.
+    AvailableNow,
+}
+
+/// How sources cut the input into epochs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Policy {
+    /// Records flow as they arrive; sources start a new epoch (a checkpoint) every
+    /// `epoch_interval` (the native runner).
+    Streaming,
+    /// Micro-batches: an epoch is a batch. At its start each source fixes its ranges
+    /// (and logs them with checkpoints on); the batch runs to its end everywhere, and
+    /// watermarks and processing time advance only at its end, where triggers and
+    /// timers fire; the next batch starts once it is complete, at the next interval
+    /// (the micro-batch runner).
+    Batches {
+        /// Records a batch reads from a source at most.
+        max_records: Option<u64>,
+        /// When batches run.
+        trigger: BatchTrigger,
+    },
+}
+
 /// How the engine runs a job.
 #[derive(Clone, Debug)]
 pub struct EngineConfig {
@@ -60,8 +92,10 @@ pub struct EngineConfig {
     pub process_id: usize,
     /// `host:port` of every process, when there are several.
     pub addresses: Vec<String>,
-    /// How long an epoch lasts at the sources (the checkpoint interval).
+    /// How long an epoch lasts at the sources (the checkpoint or batch interval).
     pub epoch_interval: Duration,
+    /// Streaming or micro-batches.
+    pub policy: Policy,
     /// Epochs a source may run ahead of the durable frontier.
     pub epochs_in_flight: u64,
     /// Exactly-once or at-least-once.
@@ -99,6 +133,7 @@ impl Default for EngineConfig {
             process_id: 0,
             addresses: Vec::new(),
             epoch_interval: Duration::from_secs(1),
+            policy: Policy::Streaming,
             epochs_in_flight: 2,
             guarantee: Guarantee::ExactlyOnce,
             checkpoint_dir: None,

@@ -6,6 +6,7 @@
 //! ```text
 //! DIR/parts/n{node}-w{worker}-{first}-{last}.snap   a task's parts, in core's snapshot format
 //! DIR/checkpoint-{epoch}.manifest                    a complete checkpoint (JSON)
+//! DIR/offsets/b{batch}-n{node}-w{worker}.offsets     a micro-batch's source ranges
 //! ```
 //!
 //! A task that closes epochs `first..=last` at once (nothing reached it in between, so
@@ -15,6 +16,11 @@
 //! files with their lengths and CRC-32s, atomically (a temporary file renamed into
 //! place, then the directory synced). Only a manifest makes a checkpoint complete. The
 //! last [`KEEP`] manifests are kept, with the files they name.
+//!
+//! The micro-batch runner fixes every batch's source ranges before it runs the batch:
+//! each worker's source task writes them as one file per batch (the write-ahead offset
+//! log, as Spark's `offsets/` directory), synced, with a CRC-32 of its contents; they
+//! are kept as long as the checkpoints before them.
 //!
 //! Recovery reads the newest manifest whose files are all present and match their
 //! checksums; a corrupt or missing file makes it fall back to the previous one, and says
@@ -26,6 +32,26 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use tidewater::{Error, Result};
 use tidewater_runners_core::snapshot::Snapshot;
+use tidewater_runners_core::source_driver::ReadRange;
+
+/// One source task's ranges of one micro-batch, in the write-ahead offset log.
+#[derive(Serialize, Deserialize)]
+struct OffsetEntry {
+    plan_hash: u64,
+    batch: u64,
+    node: usize,
+    worker: usize,
+    ranges: Vec<ReadRange>,
+}
+
+fn offsets_name(batch: u64, node: usize, worker: usize) -> String {
+    format!("b{batch:020}-n{node}-w{worker}.offsets")
+}
+
+/// The batch an offsets file belongs to.
+fn offsets_batch(name: &str) -> Option<u64> {
+    name.strip_prefix('b')?.split('-').next()?.parse().ok()
+}
 
 /// How many complete checkpoints are kept.
 pub const KEEP: usize = 3;
@@ -169,6 +195,95 @@ impl Store {
             }
         }
         Ok(out)
+    }
+
+    /// Appends a source task's ranges of batch `batch` to the write-ahead offset log,
+    /// durably, before the batch runs.
+    pub fn write_offsets(
+        &self,
+        batch: u64,
+        node: usize,
+        worker: usize,
+        plan_hash: u64,
+        ranges: &[ReadRange],
+    ) -> Result<()> {
+        let dir = self.dir.join("offsets");
+        std::fs::create_dir_all(&dir).map_err(|e| io_error("cannot create", &dir, e))?;
+        let body = serde_json::to_vec(&OffsetEntry {
+            plan_hash,
+            batch,
+            node,
+            worker,
+            ranges: ranges.to_vec(),
+        })
+        .expect("an offsets entry encodes");
+        let mut bytes = format!("{:08x}\n", crc32fast::hash(&body)).into_bytes();
+        bytes.extend_from_slice(&body);
+        write_atomic(&dir.join(offsets_name(batch, node, worker)), &bytes)
+    }
+
+    /// The ranges the write-ahead offset log holds for node `node`'s source in batch
+    /// `batch`, from every worker that logged it; `None` if none did. A file that does
+    /// not match its checksum, or that another pipeline wrote, is an error: replaying a
+    /// batch with other ranges could give other results.
+    pub fn read_offsets(
+        &self,
+        batch: u64,
+        node: usize,
+        plan_hash: u64,
+    ) -> Result<Option<Vec<ReadRange>>> {
+        let dir = self.dir.join("offsets");
+        let Ok(listing) = std::fs::read_dir(&dir) else {
+            return Ok(None);
+        };
+        let prefix = format!("b{batch:020}-n{node}-w");
+        let mut ranges: Option<Vec<ReadRange>> = None;
+        for entry in listing {
+            let entry = entry.map_err(|e| io_error("cannot list", &dir, e))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if !name.starts_with(&prefix) || !name.ends_with(".offsets") {
+                continue;
+            }
+            let path = entry.path();
+            let bytes = std::fs::read(&path).map_err(|e| io_error("cannot read", &path, e))?;
+            let corrupt = || Error::Checkpoint {
+                message: format!(
+                    "the write-ahead offset log file {} does not match its checksum",
+                    path.display()
+                ),
+            };
+            let (crc, body) = match bytes.iter().position(|b| *b == b'\n') {
+                Some(i) => (&bytes[..i], &bytes[i + 1..]),
+                None => return Err(corrupt()),
+            };
+            let crc = std::str::from_utf8(crc)
+                .ok()
+                .and_then(|c| u32::from_str_radix(c, 16).ok())
+                .ok_or_else(corrupt)?;
+            if crc != crc32fast::hash(body) {
+                return Err(corrupt());
+            }
+            let entry: OffsetEntry = serde_json::from_slice(body).map_err(|_| corrupt())?;
+            if entry.plan_hash != plan_hash {
+                return Err(Error::Checkpoint {
+                    message: format!(
+                        "{} belongs to another pipeline (plan hash {:016x}, this one {plan_hash:016x})",
+                        path.display(),
+                        entry.plan_hash
+                    ),
+                });
+            }
+            let all = ranges.get_or_insert_with(Vec::new);
+            for r in entry.ranges {
+                // Several old workers may have logged a partition only if it moved
+                // between them; the ranges then agree (the later log replayed the
+                // earlier one).
+                if !all.iter().any(|a| a.partition == r.partition) {
+                    all.push(r);
+                }
+            }
+        }
+        Ok(ranges)
     }
 
     /// The epochs of the manifests present, oldest first.
@@ -316,6 +431,15 @@ impl Store {
         }
         for &e in old {
             let _ = std::fs::remove_file(self.dir.join(manifest_name(e)));
+        }
+        // Batches up to the oldest kept checkpoint are in every kept checkpoint.
+        if let Ok(listing) = std::fs::read_dir(self.dir.join("offsets")) {
+            for entry in listing.flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if offsets_batch(&name).is_some_and(|b| b <= oldest_kept) {
+                    let _ = std::fs::remove_file(entry.path());
+                }
+            }
         }
         Ok(())
     }
@@ -483,5 +607,42 @@ mod tests {
             files,
             ["n1-w0-3-3.snap", "n1-w0-4-4.snap", "n1-w0-5-5.snap"]
         );
+    }
+
+    #[test]
+    fn the_offset_log_reads_back_every_workers_ranges_checks_them_and_is_pruned() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let range = |p: u32, count: u64| ReadRange {
+            partition: p,
+            start: vec![p as u8],
+            count,
+        };
+        assert_eq!(store.read_offsets(2, 1, 7).unwrap(), None);
+        store
+            .write_offsets(2, 1, 0, 7, &[range(0, 5), range(2, 0)])
+            .unwrap();
+        store.write_offsets(2, 1, 1, 7, &[range(1, 3)]).unwrap();
+        store.write_offsets(3, 1, 0, 7, &[range(0, 9)]).unwrap();
+        let mut got = store.read_offsets(2, 1, 7).unwrap().unwrap();
+        got.sort_by_key(|r| r.partition);
+        assert_eq!(got, vec![range(0, 5), range(1, 3), range(2, 0)]);
+        let e = store.read_offsets(2, 1, 8).unwrap_err().to_string();
+        assert!(e.contains("another pipeline"), "{e}");
+        // A flipped byte is found by the checksum.
+        let path = dir.path().join("offsets").join(offsets_name(3, 1, 0));
+        let mut bytes = std::fs::read(&path).unwrap();
+        let last = bytes.len() - 3;
+        bytes[last] ^= 1;
+        std::fs::write(&path, bytes).unwrap();
+        let e = store.read_offsets(3, 1, 7).unwrap_err().to_string();
+        assert!(e.contains("does not match its checksum"), "{e}");
+        // Batches up to the oldest kept checkpoint go with it.
+        for e in 0..6u64 {
+            store.write_part(1, 0, e, e, &snap(b"x")).unwrap();
+            store.complete(e, &[1], 1, 7, 4).unwrap();
+        }
+        assert_eq!(store.read_offsets(2, 1, 7).unwrap(), None);
+        assert_eq!(store.read_offsets(3, 1, 7).unwrap(), None);
     }
 }

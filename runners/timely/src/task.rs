@@ -16,7 +16,7 @@
 
 use crate::msg::{Body, InputClock, LocalBatch, Msg, Senders};
 use crate::store::Store;
-use crate::{Clock, Guarantee};
+use crate::{BatchTrigger, Clock, Guarantee, Policy};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -71,6 +71,8 @@ pub struct WorkerCtx {
     pub guarantee: Guarantee,
     /// How long an epoch lasts at the sources.
     pub epoch_interval: Duration,
+    /// Streaming or micro-batches.
+    pub policy: Policy,
     /// Epochs a source may run ahead of the durable frontier.
     pub epochs_in_flight: u64,
     /// Stop reading sources after this long.
@@ -97,6 +99,22 @@ pub struct WorkerCtx {
     /// A stop (drain request or deadline) ends the job with a savepoint: sources stop
     /// where they are instead of draining.
     pub savepoint: bool,
+    /// Micro-batches this worker's sources started that are not complete yet, with
+    /// when they started; the worker records them once the durable probe passes them.
+    pub open_batches: RefCell<Vec<(BatchFigures, Instant)>>,
+}
+
+/// What one micro-batch cost, as one source task of one worker saw it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BatchFigures {
+    /// The batch id (its epoch).
+    pub batch: u64,
+    /// Records the task read for it.
+    pub records: u64,
+    /// From its start until it was complete everywhere (and durable, with checkpoints).
+    pub processing_ms: u64,
+    /// How late it started against its interval.
+    pub delay_ms: u64,
 }
 
 /// How a stage exit leaves the task.
@@ -232,13 +250,19 @@ pub struct Task {
     pub outputs: Vec<Output<u64, Vec<Msg>>>,
     /// Reschedules this operator.
     pub activator: Activator,
-    /// When the current epoch began (sources).
+    /// When the current epoch began (sources); with micro-batches, when the next batch
+    /// is due.
     pub epoch_began: Instant,
+    /// With micro-batches, the processing time of the current batch (sources), which
+    /// travels in-band to every task.
+    pub batch_time: Timestamp,
+
     /// Shared with the worker.
     pub ctx: Rc<WorkerCtx>,
 }
 
-fn wall_clock() -> Timestamp {
+/// The wall clock, in milliseconds since the Unix epoch.
+pub fn wall_clock() -> Timestamp {
     Timestamp(
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -339,20 +363,36 @@ impl StageOutput for Router<'_> {
 }
 
 impl Task {
+    /// Whether the job runs micro-batches: time advances only when a batch closes.
+    fn batches(&self) -> bool {
+        matches!(self.ctx.policy, Policy::Batches { .. })
+    }
+
+    /// Whether processing time travels in-band (a simulated clock, or micro-batches,
+    /// whose processing time is the batch's) rather than being read from the wall
+    /// clock by every task.
+    fn time_in_band(&self) -> bool {
+        self.ctx.clock == Clock::Simulated || self.batches()
+    }
+
     fn now(&self) -> Timestamp {
-        match self.ctx.clock {
-            Clock::Wall => wall_clock(),
-            Clock::Simulated => match &self.head {
+        if !self.time_in_band() {
+            return wall_clock();
+        }
+        match (&self.head, self.ctx.clock) {
+            (
                 Head::TestStream {
                     processing_time, ..
-                } => *processing_time,
-                _ => self
-                    .inputs
-                    .iter()
-                    .map(|i| i.clock.processing_time())
-                    .min()
-                    .unwrap_or(Timestamp::MAX),
-            },
+                },
+                _,
+            ) => *processing_time,
+            (Head::Read { .. } | Head::Create { .. }, Clock::Wall) => self.batch_time,
+            _ => self
+                .inputs
+                .iter()
+                .map(|i| i.clock.processing_time())
+                .min()
+                .unwrap_or(Timestamp::MAX),
         }
     }
 
@@ -430,9 +470,10 @@ impl Task {
     fn send_progress(&mut self) -> Result<()> {
         let progress = (
             watermarks::par_do_output(self.output_watermark()),
-            match self.ctx.clock {
-                Clock::Wall => Timestamp(0),
-                Clock::Simulated => self.now(),
+            if self.time_in_band() {
+                self.now()
+            } else {
+                Timestamp(0)
             },
         );
         if self.sent == Some(progress) {
@@ -492,7 +533,12 @@ impl Task {
                 self.inputs[port]
                     .clock
                     .update(msg.from, watermark, processing_time);
-                self.advance()
+                // With micro-batches time moves when the batch closes.
+                if self.batches() {
+                    Ok(())
+                } else {
+                    self.advance()
+                }
             }
             Body::Data(_) | Body::Local(_) => {
                 let batch = match (msg.body, &self.inputs[port].decoder) {
@@ -739,22 +785,34 @@ impl Task {
                     .collect(),
                 Guarantee::AtLeastOnce => self.pending.keys().copied().collect(),
             };
+            let batches = self.batches();
             for t in due {
                 for (port, msg) in self.pending.remove(&t).unwrap_or_default() {
                     self.handle(port, msg)?;
                     self.send_progress()?;
                     self.flush(t);
                 }
-                self.advance()?;
-                self.send_progress()?;
-                self.flush(t);
+                if !batches {
+                    self.advance()?;
+                    self.send_progress()?;
+                    self.flush(t);
+                }
             }
             // Processing time moves on its own on the wall clock.
-            self.advance()?;
-            self.send_progress()?;
-            self.flush(cur);
+            if !batches {
+                self.advance()?;
+                self.send_progress()?;
+                self.flush(cur);
+            }
             if frontier <= cur {
                 break;
+            }
+            // A micro-batch is complete here: watermarks and processing time move to
+            // where its inputs left them, and what that fires is part of the batch.
+            if batches {
+                self.advance()?;
+                self.send_progress()?;
+                self.flush(cur);
             }
             let next = frontier.min(self.pending.keys().next().copied().unwrap_or(u64::MAX));
             if next == u64::MAX {
@@ -781,7 +839,7 @@ impl Task {
 
     /// On the wall clock, wakes the task for its next processing-time timer.
     fn schedule_wakeup(&self) {
-        if self.ctx.clock != Clock::Wall {
+        if self.ctx.clock != Clock::Wall || self.batches() {
             return;
         }
         if let Head::Keyed(op) = &self.head {
@@ -796,6 +854,16 @@ impl Task {
     pub fn run_source(&mut self) -> Result<()> {
         if self.caps.is_empty() {
             return Ok(());
+        }
+        if let (
+            Policy::Batches {
+                max_records,
+                trigger,
+            },
+            Head::Read { .. },
+        ) = (self.ctx.policy, &self.head)
+        {
+            return self.run_batch_source(max_records, trigger);
         }
         let ctx = Rc::clone(&self.ctx);
         if ctx.max_duration.is_some_and(|d| ctx.started.elapsed() >= d)
@@ -814,16 +882,24 @@ impl Task {
                 ..
             }
         );
-        if scripted || self.epoch_began.elapsed() >= ctx.epoch_interval {
+        // At most K epochs in flight: epoch e may be read only once every epoch up to
+        // e - K is durable.
+        let k = ctx.epochs_in_flight.max(1);
+        let held_back = |e: u64| e >= k && ctx.probe.less_than(&(e + 1 - k));
+        // A scripted source moves to a new epoch for each event, not again while it
+        // waits to read it (with K = 1 it would never stop moving).
+        let cut = if scripted {
+            self.throttled_since.is_none()
+        } else {
+            self.epoch_began.elapsed() >= ctx.epoch_interval
+        };
+        if cut {
             let cur = self.cur;
             self.close(cur)?;
             self.move_to(cur + 1);
             self.epoch_began = Instant::now();
         }
-        // At most K epochs in flight: epoch cur may be read only once every epoch up
-        // to cur - K is durable.
-        let k = ctx.epochs_in_flight.max(1);
-        if self.cur >= k && ctx.probe.less_than(&(self.cur + 1 - k)) {
+        if held_back(self.cur) {
             self.throttled_since.get_or_insert_with(Instant::now);
             self.activator.activate_after(Duration::from_millis(1));
             return Ok(());
@@ -920,6 +996,116 @@ impl Task {
         } else {
             self.activator.activate_after(delay);
         }
+        Ok(())
+    }
+
+    /// One activation of a source task reading micro-batches. A batch starts once the
+    /// previous one is complete everywhere and its time has come; it reads what the
+    /// source's partitions have available (at most its share of the record limit),
+    /// logs the ranges before anything is processed (with checkpoints on), runs them
+    /// through the stage and closes: the rest of the dataflow finishes the batch.
+    fn run_batch_source(&mut self, max_records: Option<u64>, trigger: BatchTrigger) -> Result<()> {
+        let ctx = Rc::clone(&self.ctx);
+        if ctx.max_duration.is_some_and(|d| ctx.started.elapsed() >= d)
+            || tidewater::runner::drain_requested()
+        {
+            ctx.stopping.set(true);
+        }
+        let started = Instant::now();
+        if ctx.probe.less_than(&self.cur) {
+            // The previous batch is not complete everywhere yet.
+            self.activator.activate_after(Duration::from_millis(1));
+            return Ok(());
+        }
+        if trigger == BatchTrigger::Interval && !ctx.stopping.get() && started < self.epoch_began {
+            self.activator
+                .activate_after(self.epoch_began.saturating_duration_since(started));
+            return Ok(());
+        }
+        let due = self.epoch_began;
+        self.epoch_began = (due + ctx.epoch_interval).max(started);
+        let delay_ms = started.saturating_duration_since(due).as_millis() as u64;
+        if ctx.clock == Clock::Wall {
+            self.batch_time = wall_clock().max(self.batch_time);
+        }
+        let cur = self.cur;
+        // The batch's processing time reaches every consumer before its records.
+        self.send_progress()?;
+        let Head::Read { driver, .. } = &mut self.head else {
+            return Err(Error::Internal(format!("'{}' is not a source", self.name)));
+        };
+        // A stop with a savepoint leaves the partitions where they are, so that a job
+        // resumed from it reads on; otherwise the sources drain.
+        let mut stop = ctx.stopping.get() && ctx.savepoint;
+        if ctx.stopping.get() && !ctx.savepoint {
+            driver.finish();
+        }
+        let mut out = Vec::new();
+        if !stop && !driver.is_done() {
+            let logged = match &ctx.store {
+                Some(store) => store.read_offsets(cur, self.node, ctx.plan_hash)?,
+                None => None,
+            };
+            let limit = if trigger == BatchTrigger::Once {
+                None
+            } else {
+                max_records
+            };
+            let read = driver
+                .read_batch(
+                    logged.as_deref(),
+                    limit,
+                    ctx.read_size,
+                    self.batch_time,
+                    &mut out,
+                )
+                .map_err(|e| attribute(e, &self.name))?;
+            if let Some(store) = &ctx.store {
+                let replayed = logged.as_ref().is_some_and(|l| {
+                    read.ranges
+                        .iter()
+                        .all(|r| l.iter().any(|x| x.partition == r.partition))
+                });
+                if !replayed {
+                    store.write_offsets(cur, self.node, ctx.me, ctx.plan_hash, &read.ranges)?;
+                    crate::fault::point("offsets");
+                }
+            }
+            stop = match trigger {
+                BatchTrigger::Interval => false,
+                BatchTrigger::Once => true,
+                BatchTrigger::AvailableNow => !read.limited,
+            };
+        }
+        let done = driver.is_done();
+        let records: usize = out.iter().map(|b| b.len()).sum();
+        ctx.records_read
+            .set(ctx.records_read.get() + records as u64);
+        for b in out {
+            self.run_stage(b)?;
+        }
+        self.send_progress()?;
+        self.flush(cur);
+        self.collect_metrics();
+        ctx.metrics
+            .borrow_mut()
+            .step_mut(ENGINE_STEP)
+            .inc_counter("batches", 1);
+        ctx.open_batches.borrow_mut().push((
+            BatchFigures {
+                batch: cur,
+                records: records as u64,
+                processing_ms: 0,
+                delay_ms,
+            },
+            started,
+        ));
+        if done || stop {
+            return self.finish();
+        }
+        self.close(cur)?;
+        self.move_to(cur + 1);
+        self.activator.activate_after(Duration::from_millis(1));
         Ok(())
     }
 }

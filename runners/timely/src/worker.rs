@@ -3,7 +3,7 @@
 
 use crate::msg::{Msg, Senders};
 use crate::store::Store;
-use crate::task::{Decoder, Head, Input, Route, Task, WorkerCtx, FINAL_EPOCH};
+use crate::task::{BatchFigures, Decoder, Head, Input, Route, Task, WorkerCtx, FINAL_EPOCH};
 use crate::Shared;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
@@ -69,6 +69,7 @@ fn run(worker: &mut timely::worker::Worker, shared: &Shared) -> Result<WorkerOut
         clock: config.clock,
         guarantee: config.guarantee,
         epoch_interval: config.epoch_interval,
+        policy: config.policy,
         epochs_in_flight: config.epochs_in_flight,
         max_duration: config.max_duration,
         started: shared.started,
@@ -81,6 +82,7 @@ fn run(worker: &mut timely::worker::Worker, shared: &Shared) -> Result<WorkerOut
         stopping: std::cell::Cell::new(false),
         records_read: std::cell::Cell::new(0),
         savepoint: config.savepoint_dir.is_some(),
+        open_batches: RefCell::new(Vec::new()),
     });
     // Every capture is in the result, even one that received nothing.
     if ctx.me == 0 {
@@ -110,6 +112,7 @@ fn run(worker: &mut timely::worker::Worker, shared: &Shared) -> Result<WorkerOut
     // Drive the dataflow; commit sinks as checkpoints become durable.
     let mut committed: Option<u64> = shared.restored.as_ref().map(|r| r.manifest.epoch);
     let mut last_poll = Instant::now();
+    let mut last_batch = None;
     loop {
         if shared.abort.is_set() {
             worker.drop_dataflow(dataflow);
@@ -124,6 +127,9 @@ fn run(worker: &mut timely::worker::Worker, shared: &Shared) -> Result<WorkerOut
                 .with_frontier(|f| f.first().copied())
                 .and_then(|f| f.checked_sub(1))
         };
+        if let Some(passed) = passed {
+            batch_figures(&ctx, passed, &mut last_batch);
+        }
         if let Some(durable) = passed.filter(|e| committed.is_none_or(|c| c < *e)) {
             let complete = match &store {
                 None => Some(durable),
@@ -203,7 +209,7 @@ fn run(worker: &mut timely::worker::Worker, shared: &Shared) -> Result<WorkerOut
             break;
         }
         if let Some(p) = progress.as_mut() {
-            p.show(ctx.records_read.get(), committed);
+            p.show(ctx.records_read.get(), committed, last_batch);
         }
         worker.step_or_park(Some(if done { Duration::from_millis(1) } else { PARK }));
     }
@@ -217,6 +223,29 @@ fn run(worker: &mut timely::worker::Worker, shared: &Shared) -> Result<WorkerOut
     let captures = std::mem::take(&mut *ctx.captures.borrow_mut());
     let metrics = std::mem::take(&mut *ctx.metrics.borrow_mut());
     Ok(WorkerOutput { captures, metrics })
+}
+
+/// Records the figures of this worker's micro-batches up to `passed`, now complete
+/// everywhere; the last one goes to `last` (for the progress line).
+fn batch_figures(ctx: &WorkerCtx, passed: u64, last: &mut Option<BatchFigures>) {
+    let mut open = ctx.open_batches.borrow_mut();
+    if open.is_empty() {
+        return;
+    }
+    let mut metrics = ctx.metrics.borrow_mut();
+    let m = metrics.step_mut(crate::task::ENGINE_STEP);
+    open.retain(|(figures, started)| {
+        if figures.batch > passed {
+            return true;
+        }
+        let mut f = *figures;
+        f.processing_ms = started.elapsed().as_millis() as u64;
+        m.update_distribution("batch_records", f.records as i64);
+        m.update_distribution("batch_ms", f.processing_ms as i64);
+        m.update_distribution("scheduling_delay_ms", f.delay_ms as i64);
+        *last = Some(f);
+        false
+    });
 }
 
 /// The live progress line: records read per second by this worker's sources, and the
@@ -238,7 +267,7 @@ impl Progress {
         }
     }
 
-    fn show(&mut self, records: u64, committed: Option<u64>) {
+    fn show(&mut self, records: u64, committed: Option<u64>, batch: Option<BatchFigures>) {
         if let Some(e) = committed.filter(|e| *e != FINAL_EPOCH) {
             if self.checkpoint_at.is_none_or(|(c, _)| c != e) {
                 self.checkpoint_at = Some((e, Instant::now()));
@@ -253,8 +282,15 @@ impl Progress {
             Some((e, at)) => format!("epoch {e} durable {:.1}s ago", at.elapsed().as_secs_f64()),
             None => "no epoch durable yet".into(),
         };
+        let batch = match batch {
+            Some(b) => format!(
+                "  batch {}: {} records in {} ms, {} ms late",
+                b.batch, b.records, b.processing_ms, b.delay_ms
+            ),
+            None => String::new(),
+        };
         eprint!(
-            "\r{:>6.0}s  {:>10.0} records/s (worker 0)  {:>12} read  {checkpoint}   ",
+            "\r{:>6.0}s  {:>10.0} records/s (worker 0)  {:>12} read  {checkpoint}{batch}   ",
             self.started.elapsed().as_secs_f64(),
             rate,
             records
@@ -645,6 +681,7 @@ fn build(
             outputs,
             activator,
             epoch_began: Instant::now(),
+            batch_time: crate::task::wall_clock(),
             ctx: Rc::clone(ctx),
         };
         let shared_abort = Arc::clone(&shared.abort);

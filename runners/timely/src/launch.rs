@@ -1,0 +1,398 @@
+//! What a runner on the engine does with a plan and the command line, shared by the
+//! native and the micro-batch runner: the flags and `--runner-option`s every engine
+//! runner takes, `--local-cluster`, restoring from the checkpoint directory, the
+//! summary printed at the end. A runner adds only its policy ([`EngineRunner`]).
+
+use crate::{cluster, BatchTrigger, Clock, EngineConfig, Guarantee, Policy, Store};
+use std::time::Duration;
+use tidewater::exec::DEFAULT_MAX_KEY_GROUPS;
+use tidewater::runner::PipelineResult;
+use tidewater::{plan::Plan, Error, PipelineOptions, Result};
+
+/// A runner on the engine: its name, its own options and its policy.
+pub struct EngineRunner {
+    /// `--runner=NAME`.
+    pub name: &'static str,
+    /// Options beyond [`COMMON_OPTIONS`], with their meaning.
+    pub options: &'static [(&'static str, &'static str)],
+    /// The policy, the epoch interval and the epochs in flight `options` ask for.
+    pub policy: fn(&PipelineOptions) -> Result<PolicyChoice>,
+}
+
+/// What a runner's policy sets.
+pub struct PolicyChoice {
+    /// Streaming or micro-batches.
+    pub policy: Policy,
+    /// The checkpoint or batch interval.
+    pub interval: Duration,
+    /// Epochs a source may run ahead of the durable frontier.
+    pub epochs_in_flight: u64,
+}
+
+/// The options (`--runner-option KEY=VALUE`) of every runner on the engine.
+pub const COMMON_OPTIONS: [(&str, &str); 6] = [
+    (
+        "bundle_size",
+        "largest bundle and source read (default 1024)",
+    ),
+    (
+        "lift_combiners",
+        "true|false: combine partially before the exchange (default true)",
+    ),
+    (
+        "partial_flush_groups",
+        "a partial-combine table holding more groups is flushed early (default 100000)",
+    ),
+    (
+        "max_key_groups",
+        "number of key groups keyed state is split into (default 128; fixed for a job's life)",
+    ),
+    (
+        "source_partitions",
+        "partitions a source is split into (default: the number of workers in all)",
+    ),
+    (
+        "watchdog_ms",
+        "--local-cluster restarts a cluster whose checkpoints stop for this long (default: 10 intervals, at least 10 s)",
+    ),
+];
+
+/// The most key groups a job may have (Flink's limit on maxParallelism).
+const MAX_KEY_GROUPS_LIMIT: u32 = 32_768;
+
+impl EngineRunner {
+    /// Runs `plan` as `options` ask: here, or on a local cluster this process
+    /// supervises, or as one process of such a cluster.
+    pub fn run(&self, plan: &Plan, options: &PipelineOptions) -> Result<PipelineResult> {
+        if let Some(n) = options.engine.local_cluster {
+            return self.local_cluster(n as usize, options);
+        }
+        let child = std::env::var_os(cluster::CHILD_ENV);
+        if child.is_some() {
+            cluster::quiet_peer_loss();
+        }
+        let result = self.run_here(plan, options);
+        // A process of a local cluster hands its outcome to the supervisor and ends.
+        if let Some(path) = child {
+            cluster::finish_child(std::path::Path::new(&path), result);
+        }
+        result
+    }
+
+    /// Launches `n` processes of this binary on loopback and supervises them.
+    fn local_cluster(&self, n: usize, options: &PipelineOptions) -> Result<PipelineResult> {
+        let e = &options.engine;
+        if n < 1 || e.processes > 1 {
+            return Err(invalid(
+                format!("--local-cluster {n}"),
+                "give the number of processes (at least 1), without --processes".into(),
+            ));
+        }
+        // Bad options are refused here, once, rather than by every process.
+        let config = self.config(options, false)?;
+        let program = std::env::current_exe()
+            .map_err(|err| Error::Internal(format!("cannot find this binary to launch: {err}")))?;
+        let args = match &e.child_args {
+            Some(a) => a.clone(),
+            None => cluster::args_without_local_cluster(std::env::args().skip(1)),
+        };
+        let watchdog = match options.runner_option("watchdog_ms") {
+            None => (config.epoch_interval * 10).max(Duration::from_secs(10)),
+            Some(v) => Duration::from_millis(parse_positive("watchdog_ms", v)? as u64),
+        };
+        cluster::Supervisor {
+            processes: n,
+            program,
+            args,
+            checkpoint_dir: config.checkpoint_dir,
+            max_restarts: 20,
+            watchdog,
+        }
+        .run()
+    }
+
+    fn run_here(&self, plan: &Plan, options: &PipelineOptions) -> Result<PipelineResult> {
+        let exec = tidewater_runners_core::translate(plan)?;
+        let uses_test_stream = exec.nodes.iter().any(|n| {
+            matches!(
+                n.kind,
+                tidewater_runners_core::translate::NodeKind::TestStream { .. }
+            )
+        });
+        let config = self.config(options, uses_test_stream)?;
+        let restored = match &config.checkpoint_dir {
+            Some(dir) => {
+                let store = Store::open(dir)?;
+                let restored = store.latest(tidewater_runners_core::snapshot::plan_hash(plan))?;
+                if let Some(r) = &restored {
+                    for note in &r.notes {
+                        eprintln!("{} runner: {note}", self.name);
+                    }
+                }
+                restored
+            }
+            None => None,
+        };
+        let result = crate::run(plan, &config, restored)?;
+        if config.progress {
+            eprintln!("{}", summary(self.name, &result.metrics));
+        }
+        Ok(result)
+    }
+
+    /// The engine configuration `options` ask for.
+    pub fn config(
+        &self,
+        options: &PipelineOptions,
+        uses_test_stream: bool,
+    ) -> Result<EngineConfig> {
+        let known = || COMMON_OPTIONS.iter().chain(self.options.iter());
+        if let Some((key, value)) = options
+            .runner_options
+            .iter()
+            .find(|(k, _)| !known().any(|(option, _)| option == k))
+        {
+            return Err(invalid(
+                format!("--runner-option {key}={value}"),
+                format!(
+                    "the {} runner has no option '{key}'; its options are:\n{}",
+                    self.name,
+                    known()
+                        .map(|(k, m)| format!("  {k}: {m}"))
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                ),
+            ));
+        }
+        let parse = |key: &str, default: usize| -> Result<usize> {
+            match options.runner_option(key) {
+                None => Ok(default),
+                Some(v) => parse_positive(key, v),
+            }
+        };
+        let e = &options.engine;
+        let workers = e.workers as usize;
+        let processes = e.processes as usize;
+        if e.process_id >= e.processes {
+            return Err(invalid(
+                format!("--process-id {}", e.process_id),
+                format!(
+                    "expected 0 to {} with --processes {}",
+                    e.processes - 1,
+                    e.processes
+                ),
+            ));
+        }
+        let addresses = match (&e.hosts, processes) {
+            (_, 1) => Vec::new(),
+            (Some(path), _) => {
+                let text = std::fs::read_to_string(path).map_err(|err| {
+                    invalid(
+                        format!("--hosts {}", path.display()),
+                        format!("cannot read it: {err}"),
+                    )
+                })?;
+                let hosts: Vec<String> = text
+                    .lines()
+                    .map(str::trim)
+                    .filter(|l| !l.is_empty())
+                    .map(String::from)
+                    .collect();
+                if hosts.len() != processes {
+                    return Err(invalid(
+                        format!("--hosts {}", path.display()),
+                        format!(
+                            "it lists {} hosts but --processes is {processes}",
+                            hosts.len()
+                        ),
+                    ));
+                }
+                hosts
+            }
+            (None, _) => (0..processes)
+                .map(|i| format!("127.0.0.1:{}", 2101 + i))
+                .collect(),
+        };
+        let max_key_groups = parse("max_key_groups", DEFAULT_MAX_KEY_GROUPS as usize)?;
+        let max_key_groups = u32::try_from(max_key_groups)
+            .ok()
+            .filter(|m| *m <= MAX_KEY_GROUPS_LIMIT)
+            .ok_or_else(|| {
+                invalid(
+                    format!("--runner-option max_key_groups={max_key_groups}"),
+                    format!("at most {MAX_KEY_GROUPS_LIMIT}"),
+                )
+            })?;
+        let lift_combiners = match options.runner_option("lift_combiners") {
+            None | Some("true") => true,
+            Some("false") => false,
+            Some(v) => {
+                return Err(invalid(
+                    format!("--runner-option lift_combiners={v}"),
+                    "expected true or false".into(),
+                ))
+            }
+        };
+        let choice = (self.policy)(options)?;
+        Ok(EngineConfig {
+            workers,
+            processes,
+            process_id: e.process_id as usize,
+            addresses,
+            epoch_interval: choice.interval,
+            policy: choice.policy,
+            epochs_in_flight: choice.epochs_in_flight,
+            guarantee: if e.guarantee == "at-least-once" {
+                Guarantee::AtLeastOnce
+            } else {
+                Guarantee::ExactlyOnce
+            },
+            checkpoint_dir: checkpoint_dir(e),
+            savepoint_dir: e.savepoint_dir.clone(),
+            max_key_groups,
+            lift_combiners,
+            partial_flush_groups: parse("partial_flush_groups", 100_000)?,
+            bundle_size: parse("bundle_size", 1024)?,
+            source_partitions: parse("source_partitions", workers * processes)?,
+            clock: if uses_test_stream {
+                Clock::Simulated
+            } else {
+                Clock::Wall
+            },
+            max_duration: options.max_duration,
+            // On a terminal, and not in a process of a local cluster (whose supervisor
+            // owns the terminal).
+            progress: {
+                use std::io::IsTerminal;
+                std::io::stderr().is_terminal() && std::env::var_os(cluster::CHILD_ENV).is_none()
+            },
+        })
+    }
+}
+
+/// The flags of the micro-batch runner, refused by a runner that has no batches.
+pub fn refuse_batch_flags(runner: &str, options: &PipelineOptions) -> Result<()> {
+    let e = &options.engine;
+    let given = [
+        ("--batch-interval", e.batch_interval.is_some()),
+        ("--max-records-per-batch", e.max_records_per_batch.is_some()),
+        ("--trigger", e.trigger.is_some()),
+    ];
+    match given.iter().find(|(_, set)| *set) {
+        Some((flag, _)) => Err(invalid(
+            flag.to_string(),
+            format!("the {runner} runner does not run micro-batches; this flag is for --runner=microbatch"),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// The micro-batch policy `options` ask for (`--batch-interval`,
+/// `--max-records-per-batch`, `--trigger`).
+pub fn batch_policy(options: &PipelineOptions) -> Result<PolicyChoice> {
+    let e = &options.engine;
+    if e.guarantee == "at-least-once" {
+        return Err(invalid(
+            "--guarantee at-least-once".into(),
+            "the microbatch runner is exactly-once by batch; it has no at-least-once mode".into(),
+        ));
+    }
+    if e.checkpoint_interval.is_some() {
+        return Err(invalid(
+            "--checkpoint-interval".into(),
+            "the microbatch runner checkpoints every batch; set --batch-interval".into(),
+        ));
+    }
+    let trigger = match e.trigger.as_deref() {
+        None | Some("interval") => BatchTrigger::Interval,
+        Some("once") => BatchTrigger::Once,
+        Some("available-now") => BatchTrigger::AvailableNow,
+        Some(other) => {
+            return Err(invalid(
+                format!("--trigger {other}"),
+                "expected interval, once or available-now".into(),
+            ))
+        }
+    };
+    let interval = e.batch_interval.unwrap_or(Duration::from_millis(500));
+    if interval.is_zero() {
+        return Err(invalid(
+            "--batch-interval 0".into(),
+            "a batch interval must be positive".into(),
+        ));
+    }
+    Ok(PolicyChoice {
+        policy: Policy::Batches {
+            max_records: e.max_records_per_batch,
+            trigger,
+        },
+        interval,
+        epochs_in_flight: 1,
+    })
+}
+
+/// The engine's figures of a run, for people: records, checkpoints or batches, their
+/// cost.
+pub fn summary(runner: &str, metrics: &tidewater::exec::MetricResults) -> String {
+    let step = crate::task::ENGINE_STEP;
+    let counter = |name| metrics.counter(step, name).unwrap_or(0);
+    let dist = |name, unit: &str| match metrics.distribution(step, name) {
+        Some(d) if d.count > 0 => format!(
+            "{name} avg {:.1}{unit} max {}{unit} over {}",
+            d.sum as f64 / d.count as f64,
+            d.max,
+            d.count
+        ),
+        _ => format!("{name} -"),
+    };
+    let mut line = format!(
+        "{runner} runner: {} records read; {} checkpoints ({}); {}; {}",
+        counter("records_read"),
+        counter("checkpoints"),
+        dist("manifest_ms", "ms"),
+        dist("snapshot_ms", "ms"),
+        dist("snapshot_bytes", "B"),
+    );
+    if counter("batches") > 0 {
+        line.push_str(&format!(
+            "; per batch and worker: {}, {}, {}",
+            dist("batch_records", ""),
+            dist("batch_ms", "ms"),
+            dist("scheduling_delay_ms", "ms"),
+        ));
+    } else {
+        line.push_str(&format!(
+            "; {}; sources held back {} ms by the epochs in flight",
+            dist("alignment_ms", "ms"),
+            counter("throttled_ms"),
+        ));
+    }
+    line
+}
+
+/// Where checkpoints go: `--checkpoint-dir`, or with only `--savepoint-dir` a scratch
+/// directory next to the savepoint (a savepoint is the job's last checkpoint, copied).
+fn checkpoint_dir(e: &tidewater::EngineOptions) -> Option<std::path::PathBuf> {
+    e.checkpoint_dir.clone().or_else(|| {
+        e.savepoint_dir.as_ref().map(|s| {
+            let name = s.file_name().map(|n| n.to_string_lossy().into_owned());
+            s.with_file_name(format!(
+                ".{}.checkpoints",
+                name.unwrap_or_else(|| "savepoint".into())
+            ))
+        })
+    })
+}
+
+fn parse_positive(key: &str, v: &str) -> Result<usize> {
+    v.parse::<usize>().ok().filter(|n| *n > 0).ok_or_else(|| {
+        invalid(
+            format!("--runner-option {key}={v}"),
+            "expected a positive integer".into(),
+        )
+    })
+}
+
+fn invalid(option: String, message: String) -> Error {
+    Error::InvalidOption { option, message }
+}
