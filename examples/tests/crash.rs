@@ -1,11 +1,12 @@
 //! Exactly-once after crashes: the crash job (`tidewater_examples::crash_job`) runs on
-//! the native runner in 2 processes of a local cluster with checkpoints, its processes
-//! are killed (SIGKILL at random moments, an abort during a snapshot, an abort between
+//! the native and the micro-batch runner in 2 processes of a local cluster with
+//! checkpoints, its processes are killed (SIGKILL at random moments, an abort during a snapshot, an abort between
 //! staging and commit) or hung (SIGSTOP), the supervisor restarts the cluster from the
 //! last complete checkpoint, and every committed line must equal the direct runner's
 //! output exactly: nothing lost, nothing duplicated. At-least-once must lose nothing;
 //! a checkpoint taken at 2 workers must resume at 1 and at 3; a corrupt checkpoint must
-//! fall back to the previous one.
+//! fall back to the previous one. On the micro-batch runner a batch whose ranges were
+//! logged before a crash runs again with exactly those ranges.
 //!
 //! The random moments come from a seed printed with every failure
 //! (`TIDEWATER_CRASH_SEED=N` replays one).
@@ -72,11 +73,28 @@ impl Rng {
 struct Run {
     out: PathBuf,
     ckpt: PathBuf,
+    runner: &'static str,
     _dir: tempfile::TempDir,
+}
+
+/// The runners that checkpoint.
+const RUNNERS: [&str; 2] = ["native", "microbatch"];
+
+/// A runner's flags for a checkpoint (or batch) every 100 ms.
+fn runner_flags(runner: &str) -> [String; 2] {
+    let interval = match runner {
+        "microbatch" => "--batch-interval=100ms",
+        _ => "--checkpoint-interval=100ms",
+    };
+    [format!("--runner={runner}"), interval.to_string()]
 }
 
 impl Run {
     fn new() -> Self {
+        Self::on("native")
+    }
+
+    fn on(runner: &'static str) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("out");
         let ckpt = dir.path().join("ckpt");
@@ -84,23 +102,20 @@ impl Run {
         Run {
             out,
             ckpt,
+            runner,
             _dir: dir,
         }
     }
 
     fn command(&self, extra: &[&str]) -> Command {
         let mut c = Command::new(env!("CARGO_BIN_EXE_crash_job"));
-        c.args([
-            "--runner=native",
-            "--checkpoint-interval=100ms",
-            &format!("--records={RECORDS}"),
-            &format!("--rate={RATE}"),
-        ])
-        .arg(format!("--checkpoint-dir={}", self.ckpt.display()))
-        .arg(format!("--output={}", self.out.display()))
-        .args(extra)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
+        c.args(runner_flags(self.runner))
+            .args([&format!("--records={RECORDS}"), &format!("--rate={RATE}")])
+            .arg(format!("--checkpoint-dir={}", self.ckpt.display()))
+            .arg(format!("--output={}", self.out.display()))
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
         c
     }
 
@@ -183,10 +198,16 @@ fn assert_exact(run: &Run, what: &str) {
 
 #[test]
 fn random_kills_leave_every_line_exactly_once() {
+    for runner in RUNNERS {
+        random_kills(runner);
+    }
+}
+
+fn random_kills(runner: &'static str) {
     let _s = serial();
     let want = reference();
     let (mut rng, seed) = Rng::new();
-    let run = Run::new();
+    let run = Run::on(runner);
     let child = run.command(&["--local-cluster=2"]).spawn().unwrap();
     let mut kills = 0;
     let started = Instant::now();
@@ -199,20 +220,34 @@ fn random_kills_leave_every_line_exactly_once() {
         signal(pids[rng.below(pids.len() as u64) as usize], "-KILL");
         kills += 1;
     }
-    let stderr = finish(child, &format!("random kills (seed {seed})"));
+    let stderr = finish(child, &format!("{runner}: random kills (seed {seed})"));
     assert!(
         stderr.contains("restarting all 2 processes from the last checkpoint"),
-        "seed {seed}: no restart happened:\n{stderr}"
+        "{runner}, seed {seed}: no restart happened:\n{stderr}"
     );
     let got = run.lines();
-    assert!(got == *want, "seed {seed}: {}", difference(&got, want));
+    assert!(
+        got == *want,
+        "{runner}, seed {seed}: {}",
+        difference(&got, want)
+    );
+    eprintln!("{runner}: {kills} kills (seed {seed}), every line exactly once");
 }
 
 #[test]
 fn a_crash_during_a_snapshot_or_between_staging_and_commit_loses_and_repeats_nothing() {
     let _s = serial();
-    for point in ["snapshot", "staged", "committed"] {
-        let run = Run::new();
+    let points = [
+        ("native", "snapshot"),
+        ("native", "staged"),
+        ("native", "committed"),
+        ("microbatch", "offsets"),
+        ("microbatch", "snapshot"),
+        ("microbatch", "staged"),
+        ("microbatch", "committed"),
+    ];
+    for (runner, point) in points {
+        let run = Run::on(runner);
         let marker = run.ckpt.with_extension("fault");
         let child = run
             .command(&["--local-cluster=2"])
@@ -222,13 +257,14 @@ fn a_crash_during_a_snapshot_or_between_staging_and_commit_loses_and_repeats_not
             )
             .spawn()
             .unwrap();
-        let stderr = finish(child, point);
+        let what = format!("{runner}: {point}");
+        let stderr = finish(child, &what);
         assert!(
             stderr.contains(&format!("fault injected at '{point}'"))
                 && stderr.contains("restarting all 2 processes"),
-            "{point}: the fault did not fire and recover:\n{stderr}"
+            "{what}: the fault did not fire and recover:\n{stderr}"
         );
-        assert_exact(&run, point);
+        assert_exact(&run, &what);
     }
 }
 
@@ -297,12 +333,18 @@ fn at_least_once_loses_nothing_after_kills() {
 
 /// Runs the job in one process with `workers` workers until a fault aborts it mid-run.
 fn crash_at(run: &Run, workers: u32) {
+    crash_at_point(run, workers, "staged")
+}
+
+/// Runs the job in one process with `workers` workers until a fault at `point` aborts
+/// it mid-run.
+fn crash_at_point(run: &Run, workers: u32, point: &str) {
     let marker = run.ckpt.with_extension("fault");
     let status = run
         .command(&[&format!("--workers={workers}")])
         .env(
             "TIDEWATER_FAULT",
-            format!("staged:1000:{}", marker.display()),
+            format!("{point}:1000:{}", marker.display()),
         )
         .status()
         .unwrap();
@@ -312,15 +354,18 @@ fn crash_at(run: &Run, workers: u32) {
 #[test]
 fn a_checkpoint_taken_at_two_workers_resumes_at_one_and_at_three() {
     let _s = serial();
-    for workers in [1, 3] {
-        let run = Run::new();
-        crash_at(&run, 2);
-        let child = run
-            .command(&[&format!("--workers={workers}")])
-            .spawn()
-            .unwrap();
-        finish(child, &format!("resume at {workers} workers"));
-        assert_exact(&run, &format!("resume at {workers} workers"));
+    for runner in RUNNERS {
+        for workers in [1, 3] {
+            let run = Run::on(runner);
+            crash_at(&run, 2);
+            let child = run
+                .command(&[&format!("--workers={workers}")])
+                .spawn()
+                .unwrap();
+            let what = format!("{runner}: resume at {workers} workers");
+            finish(child, &what);
+            assert_exact(&run, &what);
+        }
     }
 }
 
@@ -337,8 +382,14 @@ fn newest_manifest(ckpt: &Path) -> PathBuf {
 
 #[test]
 fn a_corrupt_checkpoint_falls_back_to_the_previous_one_and_says_so() {
+    for runner in RUNNERS {
+        corrupt_checkpoint(runner);
+    }
+}
+
+fn corrupt_checkpoint(runner: &'static str) {
     let _s = serial();
-    let run = Run::new();
+    let run = Run::on(runner);
     crash_at(&run, 2);
     // Corrupt a part of the newest checkpoint (its output was not committed).
     let manifest: serde_json::Value =
@@ -352,9 +403,9 @@ fn a_corrupt_checkpoint_falls_back_to_the_previous_one_and_says_so() {
     let stderr = finish(run.command(&["--workers=2"]).spawn().unwrap(), "corrupt");
     assert!(
         stderr.contains("is unusable") && stderr.contains("falling back to an older one"),
-        "no fallback reported:\n{stderr}"
+        "{runner}: no fallback reported:\n{stderr}"
     );
-    assert_exact(&run, "after a corrupt checkpoint");
+    assert_exact(&run, &format!("{runner}: after a corrupt checkpoint"));
 }
 
 #[test]
@@ -397,4 +448,27 @@ fn a_job_stopped_with_a_savepoint_at_two_workers_resumes_from_it_at_one() {
         .unwrap();
     finish(resumed, "resumed from the savepoint");
     assert_exact(&run, "resumed from a savepoint");
+}
+
+/// A crash right after a batch's ranges were logged: the restarted job runs that batch
+/// again with exactly the logged ranges (at 2 workers and at 3: each partition's range
+/// goes to its new owner), and the output is exact.
+#[test]
+fn a_logged_batch_runs_again_with_exactly_its_ranges() {
+    let _s = serial();
+    for workers in [2, 3] {
+        let run = Run::on("microbatch");
+        crash_at_point(&run, 2, "offsets");
+        let child = run
+            .command(&[&format!("--workers={workers}")])
+            .spawn()
+            .unwrap();
+        let what = format!("replayed batch at {workers} workers");
+        let stderr = finish(child, &what);
+        assert!(
+            stderr.contains("runs again with the source ranges logged before the failure"),
+            "{what}: the logged batch was not replayed:\n{stderr}"
+        );
+        assert_exact(&run, &what);
+    }
 }

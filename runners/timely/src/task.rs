@@ -1046,6 +1046,12 @@ impl Task {
                 Some(store) => store.read_offsets(cur, self.node, ctx.plan_hash)?,
                 None => None,
             };
+            if logged.is_some() {
+                eprintln!(
+                    "{}: batch {cur} runs again with the source ranges logged before the failure (worker {})",
+                    self.name, ctx.me
+                );
+            }
             let limit = if trigger == BatchTrigger::Once {
                 None
             } else {
