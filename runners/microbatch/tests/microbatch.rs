@@ -1,0 +1,219 @@
+//! The micro-batch runner's own behaviour: batches and their figures in the result,
+//! the record limit, the trigger modes (a job that stops with its state and source
+//! positions kept, and resumes), the flags it refuses. The semantics are the
+//! conformance suite's (every case at 1, 2 and 3 workers and in 2 processes);
+//! exactly-once after crashes and the replay of a logged batch are
+//! `examples/tests/crash.rs`.
+
+use std::io::Write;
+use std::time::Duration;
+use tidewater::{EngineOptions, Pipeline, PipelineOptions, Read};
+use tidewater_runners_timely::task::ENGINE_STEP;
+use tidewater_transforms::{Count, GenerateSequence, TailFile};
+
+fn to_string(kv: (u64, u64)) -> String {
+    format!("{} {}", kv.0, kv.1)
+}
+
+fn modulo(n: u64) -> u64 {
+    n % 10
+}
+
+fn counts(options: PipelineOptions, source: GenerateSequence) -> Pipeline {
+    tidewater_runner_microbatch::register();
+    let p = Pipeline::new(options);
+    p.apply("Generate", Read::from(source))
+        .map("Mod", modulo)
+        .apply("Count", Count::per_element())
+        .map("Format", to_string)
+        .capture("counts");
+    p
+}
+
+fn microbatch(engine: EngineOptions) -> PipelineOptions {
+    PipelineOptions {
+        engine,
+        ..PipelineOptions::for_runner("microbatch")
+    }
+}
+
+fn sorted(r: &tidewater::runner::PipelineResult, name: &str) -> Vec<String> {
+    let mut v = r.captured_values::<String>(name).unwrap();
+    v.sort();
+    v
+}
+
+#[test]
+fn batches_run_every_interval_and_their_figures_are_in_the_result() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = counts(
+        microbatch(EngineOptions {
+            workers: 2,
+            checkpoint_dir: Some(dir.path().to_path_buf()),
+            batch_interval: Some(Duration::from_millis(50)),
+            ..Default::default()
+        }),
+        GenerateSequence::new(0, Some(6_000)).with_rate(20_000.0),
+    );
+    let r = p.run().unwrap();
+    let got = sorted(&r, "counts");
+    assert_eq!(got.len(), 10);
+    assert!(got.iter().all(|c| c.ends_with(" 600")), "{got:?}");
+    let m = &r.metrics;
+    // About 0.3 s of input at a batch every 50 ms, on each of 2 workers.
+    let batches = m.counter(ENGINE_STEP, "batches").unwrap_or(0);
+    assert!(batches >= 6, "{batches} batches: {m:?}");
+    let records = m.distribution(ENGINE_STEP, "batch_records").unwrap();
+    assert_eq!(records.sum, 6_000, "every record in exactly one batch");
+    assert_eq!(records.count, batches);
+    assert!(m.distribution(ENGINE_STEP, "batch_ms").is_some());
+    assert!(m.distribution(ENGINE_STEP, "scheduling_delay_ms").is_some());
+    assert!(m.counter(ENGINE_STEP, "checkpoints").unwrap_or(0) >= 2);
+    assert!(
+        dir.path().join("offsets").is_dir(),
+        "no write-ahead offset log"
+    );
+}
+
+#[test]
+fn no_batch_reads_more_than_the_record_limit() {
+    let p = counts(
+        microbatch(EngineOptions {
+            batch_interval: Some(Duration::from_millis(1)),
+            max_records_per_batch: Some(100),
+            ..Default::default()
+        }),
+        GenerateSequence::new(0, Some(1_000)),
+    );
+    let r = p.run().unwrap();
+    assert!(sorted(&r, "counts").iter().all(|c| c.ends_with(" 100")));
+    let records = r
+        .metrics
+        .distribution(ENGINE_STEP, "batch_records")
+        .unwrap();
+    assert_eq!((records.sum, records.max), (1_000, 100), "{records:?}");
+    assert!(records.count >= 10);
+}
+
+fn append(path: &std::path::Path, from: u32, to: u32) {
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .unwrap();
+    for i in from..to {
+        writeln!(f, "line {i}").unwrap();
+    }
+}
+
+fn tail(input: &std::path::Path, engine: EngineOptions) -> Vec<String> {
+    tidewater_runner_microbatch::register();
+    let p = Pipeline::new(microbatch(engine));
+    p.apply("Tail", Read::from(TailFile::new(input.to_str().unwrap())))
+        .capture("lines");
+    sorted(&p.run().unwrap(), "lines")
+}
+
+fn lines(from: u32, to: u32) -> Vec<String> {
+    let mut v: Vec<String> = (from..to).map(|i| format!("line {i}")).collect();
+    v.sort();
+    v
+}
+
+/// `--trigger once` and `available-now` read what is available and stop, keeping the
+/// source's position in the checkpoint directory: the next run reads on from there.
+#[test]
+fn once_and_available_now_stop_with_the_position_kept_and_resume_from_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("input.txt");
+    let engine = |trigger: &str, max: Option<u64>| EngineOptions {
+        checkpoint_dir: Some(dir.path().join("ckpt")),
+        trigger: Some(trigger.into()),
+        max_records_per_batch: max,
+        batch_interval: Some(Duration::from_millis(1)),
+        ..Default::default()
+    };
+    append(&input, 0, 100);
+    assert_eq!(tail(&input, engine("once", None)), lines(0, 100));
+    append(&input, 100, 150);
+    assert_eq!(tail(&input, engine("once", None)), lines(100, 150));
+    append(&input, 150, 195);
+    tidewater_runner_microbatch::register();
+    let p = Pipeline::new(microbatch(engine("available-now", Some(20))));
+    p.apply("Tail", Read::from(TailFile::new(input.to_str().unwrap())))
+        .capture("lines");
+    let r = p.run().unwrap();
+    assert_eq!(sorted(&r, "lines"), lines(150, 195));
+    let records = r
+        .metrics
+        .distribution(ENGINE_STEP, "batch_records")
+        .unwrap();
+    assert_eq!(
+        (records.count, records.max, records.sum),
+        (3, 20, 45),
+        "batches of at most 20 until nothing more is available"
+    );
+    // Nothing new: an empty run.
+    assert_eq!(tail(&input, engine("available-now", Some(20))), lines(0, 0));
+}
+
+#[test]
+fn flags_of_the_other_runner_are_refused() {
+    let run = |runner: &str, engine: EngineOptions| {
+        tidewater_runner_microbatch::register();
+        tidewater_runner_native::register();
+        let options = PipelineOptions {
+            engine,
+            ..PipelineOptions::for_runner(runner)
+        };
+        counts(options, GenerateSequence::new(0, Some(10)))
+            .run()
+            .unwrap_err()
+            .to_string()
+    };
+    let e = run(
+        "microbatch",
+        EngineOptions {
+            checkpoint_interval: Some(Duration::from_secs(1)),
+            ..Default::default()
+        },
+    );
+    assert_eq!(e, "invalid option --checkpoint-interval: the microbatch runner checkpoints every batch; set --batch-interval");
+    let e = run(
+        "microbatch",
+        EngineOptions {
+            guarantee: "at-least-once".into(),
+            ..Default::default()
+        },
+    );
+    assert_eq!(e, "invalid option --guarantee at-least-once: the microbatch runner is exactly-once by batch; it has no at-least-once mode");
+    let e = run(
+        "native",
+        EngineOptions {
+            trigger: Some("once".into()),
+            ..Default::default()
+        },
+    );
+    assert_eq!(e, "invalid option --trigger: the native runner does not run micro-batches; this flag is for --runner=microbatch");
+}
+
+#[test]
+fn a_checkpoint_of_another_pipeline_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = EngineOptions {
+        checkpoint_dir: Some(dir.path().to_path_buf()),
+        batch_interval: Some(Duration::from_millis(20)),
+        ..Default::default()
+    };
+    counts(
+        microbatch(engine.clone()),
+        GenerateSequence::new(0, Some(100)),
+    )
+    .run()
+    .unwrap();
+    let e = counts(microbatch(engine), GenerateSequence::new(0, Some(300)))
+        .run()
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("belongs to another pipeline"), "{e}");
+}
