@@ -140,7 +140,14 @@ impl Setting<'_> {
             o.engine.workers = u64::from(self.workers);
             o.runner_options = self.runner_options.to_vec();
             if let Some(ms) = self.checkpoint_ms {
-                o.engine.checkpoint_interval = Some(std::time::Duration::from_millis(ms));
+                // The micro-batch runner checkpoints every batch: the interval is its
+                // batch interval.
+                let interval = Some(std::time::Duration::from_millis(ms));
+                if self.runner == "microbatch" {
+                    o.engine.batch_interval = interval;
+                } else {
+                    o.engine.checkpoint_interval = interval;
+                }
                 o.engine.checkpoint_dir = Some(std::env::temp_dir().join(format!(
                     "tidewater-bench-checkpoints-{}",
                     std::process::id()
@@ -456,7 +463,12 @@ fn child_command(
         if let (Some(ms), Some(dir)) = (setting.checkpoint_ms, &options.engine.checkpoint_dir) {
             let dir = dir.join(setting.workload);
             let _ = std::fs::remove_dir_all(&dir);
-            cmd.arg(format!("--checkpoint-interval={ms}ms"))
+            let interval = if options.runner == "microbatch" {
+                "--batch-interval"
+            } else {
+                "--checkpoint-interval"
+            };
+            cmd.arg(format!("{interval}={ms}ms"))
                 .arg(format!("--checkpoint-dir={}", dir.display()));
         }
     } else {

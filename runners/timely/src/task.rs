@@ -117,6 +117,14 @@ pub struct BatchFigures {
     pub delay_ms: u64,
 }
 
+/// A micro-batch a source task has read and is running through its stage.
+pub struct BatchRun {
+    /// Its reads still to run.
+    pub queue: std::collections::VecDeque<Box<dyn AnyBatch>>,
+    /// The task finishes after it (its sources are done, or the trigger stops).
+    pub end: bool,
+}
+
 /// How a stage exit leaves the task.
 pub enum Route {
     /// Split by the worker owning each key's key group.
@@ -256,6 +264,8 @@ pub struct Task {
     /// With micro-batches, the processing time of the current batch (sources), which
     /// travels in-band to every task.
     pub batch_time: Timestamp,
+    /// With micro-batches, the batch a source task is running through its stage.
+    pub batch_run: Option<BatchRun>,
 
     /// Shared with the worker.
     pub ctx: Rc<WorkerCtx>,
@@ -1006,6 +1016,9 @@ impl Task {
     /// through the stage and closes: the rest of the dataflow finishes the batch.
     fn run_batch_source(&mut self, max_records: Option<u64>, trigger: BatchTrigger) -> Result<()> {
         let ctx = Rc::clone(&self.ctx);
+        if self.batch_run.is_some() {
+            return self.continue_batch();
+        }
         if ctx.max_duration.is_some_and(|d| ctx.started.elapsed() >= d)
             || tidewater::runner::drain_requested()
         {
@@ -1087,12 +1100,6 @@ impl Task {
         let records: usize = out.iter().map(|b| b.len()).sum();
         ctx.records_read
             .set(ctx.records_read.get() + records as u64);
-        for b in out {
-            self.run_stage(b)?;
-        }
-        self.send_progress()?;
-        self.flush(cur);
-        self.collect_metrics();
         ctx.metrics
             .borrow_mut()
             .step_mut(ENGINE_STEP)
@@ -1106,7 +1113,34 @@ impl Task {
             },
             started,
         ));
-        if done || stop {
+        self.batch_run = Some(BatchRun {
+            queue: out.into(),
+            end: done || stop,
+        });
+        self.continue_batch()
+    }
+
+    /// Runs the next read of the batch's records through the stage and sends them on;
+    /// after the last, closes the batch (or finishes the task after its last batch).
+    /// One read per activation, so that consumers on this worker run in between and
+    /// the records in flight stay few.
+    fn continue_batch(&mut self) -> Result<()> {
+        let cur = self.cur;
+        let Some(run) = self.batch_run.as_mut() else {
+            return Ok(());
+        };
+        if let Some(b) = run.queue.pop_front() {
+            self.run_stage(b)?;
+            self.flush(cur);
+            self.activator.activate();
+            return Ok(());
+        }
+        let end = run.end;
+        self.batch_run = None;
+        self.send_progress()?;
+        self.flush(cur);
+        self.collect_metrics();
+        if end {
             return self.finish();
         }
         self.close(cur)?;

@@ -682,6 +682,7 @@ fn build(
             activator,
             epoch_began: Instant::now(),
             batch_time: crate::task::wall_clock(),
+            batch_run: None,
             ctx: Rc::clone(ctx),
         };
         let shared_abort = Arc::clone(&shared.abort);
