@@ -68,6 +68,8 @@ fn batches_run_every_interval_and_their_figures_are_in_the_result() {
     assert_eq!(records.count, batches);
     assert!(m.distribution(ENGINE_STEP, "batch_ms").is_some());
     assert!(m.distribution(ENGINE_STEP, "scheduling_delay_ms").is_some());
+    let state = m.distribution(ENGINE_STEP, "batch_state_bytes").unwrap();
+    assert!(state.count > 0 && state.min > 0, "{state:?}");
     assert!(m.counter(ENGINE_STEP, "checkpoints").unwrap_or(0) >= 2);
     assert!(
         dir.path().join("offsets").is_dir(),

@@ -355,10 +355,11 @@ pub fn summary(runner: &str, metrics: &tidewater::exec::MetricResults) -> String
     );
     if counter("batches") > 0 {
         line.push_str(&format!(
-            "; per batch and worker: {}, {}, {}",
+            "; per batch and worker: {}, {}, {}, {}",
             dist("batch_records", ""),
             dist("batch_ms", "ms"),
             dist("scheduling_delay_ms", "ms"),
+            dist("batch_state_bytes", "B"),
         ));
     } else {
         line.push_str(&format!(

@@ -102,6 +102,8 @@ pub struct WorkerCtx {
     /// Micro-batches this worker's sources started that are not complete yet, with
     /// when they started; the worker records them once the durable probe passes them.
     pub open_batches: RefCell<Vec<(BatchFigures, Instant)>>,
+    /// Bytes of state this worker's tasks wrote, by the last epoch of their range.
+    pub state_bytes: RefCell<BTreeMap<u64, u64>>,
 }
 
 /// What one micro-batch cost, as one source task of one worker saw it.
@@ -115,6 +117,8 @@ pub struct BatchFigures {
     pub processing_ms: u64,
     /// How late it started against its interval.
     pub delay_ms: u64,
+    /// Bytes of state this worker wrote for it (with checkpoints on).
+    pub state_bytes: u64,
 }
 
 /// A micro-batch a source task has read and is running through its stage.
@@ -746,6 +750,7 @@ impl Task {
                 m.update_distribution("snapshot_ms", started.elapsed().as_millis() as i64);
                 m.update_distribution("snapshot_bytes", bytes as i64);
                 drop(metrics);
+                *self.ctx.state_bytes.borrow_mut().entry(last).or_default() += bytes as u64;
                 crate::fault::point("snapshot");
             }
         }
@@ -1110,6 +1115,7 @@ impl Task {
                 records: records as u64,
                 processing_ms: 0,
                 delay_ms,
+                state_bytes: 0,
             },
             started,
         ));

@@ -83,6 +83,7 @@ fn run(worker: &mut timely::worker::Worker, shared: &Shared) -> Result<WorkerOut
         records_read: std::cell::Cell::new(0),
         savepoint: config.savepoint_dir.is_some(),
         open_batches: RefCell::new(Vec::new()),
+        state_bytes: RefCell::new(BTreeMap::new()),
     });
     // Every capture is in the result, even one that received nothing.
     if ctx.me == 0 {
@@ -229,11 +230,12 @@ fn run(worker: &mut timely::worker::Worker, shared: &Shared) -> Result<WorkerOut
 /// everywhere; the last one goes to `last` (for the progress line).
 fn batch_figures(ctx: &WorkerCtx, passed: u64, last: &mut Option<BatchFigures>) {
     let mut open = ctx.open_batches.borrow_mut();
-    if open.is_empty() {
+    if !open.iter().any(|(f, _)| f.batch <= passed) {
         return;
     }
     let mut metrics = ctx.metrics.borrow_mut();
     let m = metrics.step_mut(crate::task::ENGINE_STEP);
+    let mut newest = None;
     open.retain(|(figures, started)| {
         if figures.batch > passed {
             return true;
@@ -243,9 +245,26 @@ fn batch_figures(ctx: &WorkerCtx, passed: u64, last: &mut Option<BatchFigures>) 
         m.update_distribution("batch_records", f.records as i64);
         m.update_distribution("batch_ms", f.processing_ms as i64);
         m.update_distribution("scheduling_delay_ms", f.delay_ms as i64);
-        *last = Some(f);
+        newest = Some(f);
         false
     });
+    // The state written up to the batches just complete goes to the newest of them.
+    let mut state = ctx.state_bytes.borrow_mut();
+    let kept = state.split_off(&passed.saturating_add(1));
+    let mut bytes: u64 = state.values().sum();
+    if passed == FINAL_EPOCH {
+        bytes += kept.values().sum::<u64>();
+        state.clear();
+    } else {
+        *state = kept;
+    }
+    if let Some(mut f) = newest {
+        if ctx.store.is_some() {
+            f.state_bytes = bytes;
+            m.update_distribution("batch_state_bytes", bytes as i64);
+        }
+        *last = Some(f);
+    }
 }
 
 /// The live progress line: records read per second by this worker's sources, and the
@@ -284,8 +303,12 @@ impl Progress {
         };
         let batch = match batch {
             Some(b) => format!(
-                "  batch {}: {} records in {} ms, {} ms late",
-                b.batch, b.records, b.processing_ms, b.delay_ms
+                "  batch {}: {} records in {} ms, {} ms late, state {} kB",
+                b.batch,
+                b.records,
+                b.processing_ms,
+                b.delay_ms,
+                b.state_bytes / 1000
             ),
             None => String::new(),
         };
