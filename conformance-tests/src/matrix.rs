@@ -78,16 +78,27 @@ impl Matrix {
         let mut header = vec!["feature".to_string()];
         header.extend(self.runners.iter().cloned());
         let mut lines = vec![header];
+        let mut notes = Vec::new();
         for f in Feature::ALL {
             let mut line = vec![f.to_string()];
-            line.extend(
-                self.capabilities
-                    .iter()
-                    .map(|c| if c.supports(f) { "yes" } else { "no" }.to_string()),
-            );
+            for (runner, c) in self.runners.iter().zip(&self.capabilities) {
+                line.push(match (c.supports(f), c.note(f)) {
+                    (false, _) => "no".to_string(),
+                    (true, None) => "yes".to_string(),
+                    (true, Some(note)) => {
+                        notes.push(format!("({}) {runner}, {f}: {note}", notes.len() + 1));
+                        format!("yes ({})", notes.len())
+                    }
+                });
+            }
             lines.push(line);
         }
-        table(&lines)
+        let mut s = table(&lines);
+        for note in notes {
+            s.push_str(&note);
+            s.push('\n');
+        }
+        s
     }
 
     /// The reason of every failed or unsupported cell, failures first.

@@ -165,6 +165,7 @@ impl fmt::Display for UnsupportedFeature {
 pub struct Capabilities {
     supported: BTreeSet<Feature>,
     missing_reason: String,
+    notes: std::collections::BTreeMap<Feature, String>,
 }
 
 impl Capabilities {
@@ -173,7 +174,26 @@ impl Capabilities {
         Capabilities {
             supported: features.into_iter().collect(),
             missing_reason: missing_reason.to_string(),
+            notes: std::collections::BTreeMap::new(),
         }
+    }
+
+    /// Says how the runner supports `f` where users should know it (the conformance
+    /// matrix shows the note).
+    ///
+    /// ```
+    /// use tidewater::runner::{Capabilities, Feature};
+    /// let c = Capabilities::new([Feature::ParDo], "").with_note(Feature::ParDo, "slowly");
+    /// assert_eq!(c.note(Feature::ParDo), Some("slowly"));
+    /// ```
+    pub fn with_note(mut self, f: Feature, note: &str) -> Self {
+        self.notes.insert(f, note.to_string());
+        self
+    }
+
+    /// The runner's note on how it supports `f`, if any.
+    pub fn note(&self, f: Feature) -> Option<&str> {
+        self.notes.get(&f).map(String::as_str)
     }
 
     /// Supports nothing (a runner that is not implemented yet).

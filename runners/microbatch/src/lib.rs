@@ -47,7 +47,10 @@ impl Runner for MicrobatchRunner {
         let features = Feature::ALL
             .into_iter()
             .filter(|f| *f != Feature::UnknownTransform);
+        let at_boundaries = "watermarks, processing time, triggers and timers advance at batch boundaries: a processing-time trigger or timer finer than --batch-interval fires at the next boundary, an event-time window at the end of the batch in which the watermark passes it";
         Capabilities::new(features, "the microbatch runner does not implement this")
+            .with_note(Feature::WindowInto, at_boundaries)
+            .with_note(Feature::StatefulParDo, at_boundaries)
     }
 
     fn run(&self, plan: &Plan, options: &PipelineOptions) -> Result<PipelineResult> {
