@@ -7,6 +7,7 @@ use crate::snapshot::{decode_part, encode_part, Scope};
 use crate::timers::{Timer, TimerService};
 use crate::triggers::{TimeDomain, TriggerContext, TriggerState, TriggerStateMachine};
 use crate::windowing::{gc_time, merge_windows, WindowAssigner};
+use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use tidewater::exec::{key_group_of, AnyBatch, ExecError, KeyId, ReduceFnState, StepMetrics};
@@ -36,13 +37,75 @@ struct WindowState {
     max_ts: Option<Timestamp>,
 }
 
+/// The active windows of a reducer: their state by (key, window) in a hash map (one
+/// lookup per input, however many windows are open), and each key's windows (for
+/// merging, and to forget a key with none left).
+#[derive(Default)]
+struct ActiveWindows {
+    map: FxHashMap<(KeyId, BoundedWindow), WindowState>,
+    of_key: FxHashMap<KeyId, Vec<BoundedWindow>>,
+}
+
+impl ActiveWindows {
+    fn get(&self, kw: &(KeyId, BoundedWindow)) -> Option<&WindowState> {
+        self.map.get(kw)
+    }
+
+    fn get_mut(&mut self, kw: &(KeyId, BoundedWindow)) -> Option<&mut WindowState> {
+        self.map.get_mut(kw)
+    }
+
+    fn contains_key(&self, kw: &(KeyId, BoundedWindow)) -> bool {
+        self.map.contains_key(kw)
+    }
+
+    fn insert(&mut self, (k, w): (KeyId, BoundedWindow), st: WindowState) {
+        if self.map.insert((k, w), st).is_none() {
+            self.of_key.entry(k).or_default().push(w);
+        }
+    }
+
+    fn remove(&mut self, &(k, w): &(KeyId, BoundedWindow)) -> Option<WindowState> {
+        let st = self.map.remove(&(k, w))?;
+        if let Some(ws) = self.of_key.get_mut(&k) {
+            ws.retain(|x| *x != w);
+            if ws.is_empty() {
+                self.of_key.remove(&k);
+            }
+        }
+        Some(st)
+    }
+
+    /// `k`'s windows, in window order.
+    fn of_key(&self, k: KeyId) -> Vec<BoundedWindow> {
+        let mut ws = self.of_key.get(&k).cloned().unwrap_or_default();
+        ws.sort();
+        ws
+    }
+
+    fn has_key(&self, k: KeyId) -> bool {
+        self.of_key.contains_key(&k)
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (&(KeyId, BoundedWindow), &WindowState)> {
+        self.map.iter()
+    }
+}
+
+impl std::ops::Index<&(KeyId, BoundedWindow)> for ActiveWindows {
+    type Output = WindowState;
+    fn index(&self, kw: &(KeyId, BoundedWindow)) -> &WindowState {
+        &self.map[kw]
+    }
+}
+
 /// The reducer of one grouping transform.
 pub struct Reducer {
     strategy: WindowingStrategy,
     assigner: WindowAssigner,
     trigger: TriggerStateMachine,
     state: Box<dyn ReduceFnState>,
-    windows: BTreeMap<(KeyId, BoundedWindow), WindowState>,
+    windows: ActiveWindows,
     /// End-of-window, garbage-collection and trigger timers; a timer is named by its
     /// time, so setting one twice keeps one.
     timers: TimerService<KeyId, Timestamp>,
@@ -118,7 +181,7 @@ impl Reducer {
             assigner,
             trigger,
             state,
-            windows: BTreeMap::new(),
+            windows: ActiveWindows::default(),
             timers: TimerService::default(),
             input_watermark: Timestamp::MIN,
             output_watermark: Timestamp::MIN,
@@ -208,10 +271,9 @@ impl Reducer {
         // next to a closed session starts a new one.
         let active: Vec<BoundedWindow> = self
             .windows
-            .range((k, BoundedWindow::Global)..)
-            .take_while(|((key, _), _)| *key == k)
-            .filter(|(_, st)| !st.closed)
-            .map(|((_, w), _)| *w)
+            .of_key(k)
+            .into_iter()
+            .filter(|w| !self.windows[&(k, *w)].closed)
             .collect();
         let mut result = w;
         for (from, into) in merge_windows(&self.assigner, &active) {
@@ -278,14 +340,12 @@ impl Reducer {
     /// The end-of-window and garbage-collection timers every window has.
     fn set_window_timers(&mut self, k: KeyId, w: BoundedWindow) {
         let gc = self.gc_time(&w);
-        self.add_timers(
-            k,
-            w,
-            vec![
-                (TimeDomain::EventTime, end_of(&w)),
-                (TimeDomain::EventTime, gc),
-            ],
-        );
+        let mut timers = vec![(TimeDomain::EventTime, end_of(&w))];
+        // Without allowed lateness they are one timer (a timer is named by its time).
+        if gc != end_of(&w) {
+            timers.push((TimeDomain::EventTime, gc));
+        }
+        self.add_timers(k, w, timers);
     }
 
     fn add_timers(&mut self, k: KeyId, w: BoundedWindow, timers: Vec<(TimeDomain, Timestamp)>) {
@@ -390,12 +450,7 @@ impl Reducer {
         self.windows.remove(&(k, w));
         self.remove_timers(k, w);
         // A key with no window left is forgotten, so memory follows the live keys.
-        let more = self
-            .windows
-            .range((k, BoundedWindow::Global)..)
-            .next()
-            .is_some_and(|((key, _), _)| *key == k);
-        if !more {
+        if !self.windows.has_key(k) {
             self.state.forget_key(k);
         }
         Ok(())
@@ -539,7 +594,7 @@ impl Reducer {
         max_key_groups: u32,
     ) -> Result<Vec<(Scope, Vec<u8>)>, ExecError> {
         let mut groups: BTreeMap<u32, Vec<WindowEntry>> = BTreeMap::new();
-        for (&(k, w), st) in &self.windows {
+        for (&(k, w), st) in self.windows.iter() {
             let key = self.state.key_bytes(k).to_vec();
             let entry = WindowEntry {
                 contents: self.state.encode_contents(k, w)?,
@@ -560,7 +615,11 @@ impl Reducer {
         }
         Ok(groups
             .into_iter()
-            .map(|(g, entries)| (Scope::KeyGroup(g), encode_part(&entries)))
+            .map(|(g, mut entries)| {
+                // The same state gives the same bytes, whatever the hash map's order.
+                entries.sort_by(|a, b| (&a.key, a.window).cmp(&(&b.key, b.window)));
+                (Scope::KeyGroup(g), encode_part(&entries))
+            })
             .collect())
     }
 

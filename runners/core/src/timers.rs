@@ -7,6 +7,7 @@
 //! timers before processing-time timers. Setting a timer with the name, key, window and
 //! domain of a pending one replaces it.
 
+use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use tidewater::exec::TimeDomain;
@@ -29,13 +30,39 @@ pub struct Timer<K, N> {
     pub output: Timestamp,
 }
 
-type WindowTimers<N> = BTreeMap<(N, TimeDomain), (Timestamp, Timestamp)>;
+/// The timers of one (key, window) — a few — sorted by (name, domain).
+type WindowTimers<N> = Vec<((N, TimeDomain), (Timestamp, Timestamp))>;
+
+/// Sets `id`'s timer in `timers`; the one it replaces.
+fn put<N: Ord>(
+    timers: &mut WindowTimers<N>,
+    id: (N, TimeDomain),
+    times: (Timestamp, Timestamp),
+) -> Option<(Timestamp, Timestamp)> {
+    match timers.binary_search_by(|(i, _)| i.cmp(&id)) {
+        Ok(i) => Some(std::mem::replace(&mut timers[i].1, times)),
+        Err(i) => {
+            timers.insert(i, (id, times));
+            None
+        }
+    }
+}
+
+/// Removes `id`'s timer from `timers`.
+fn take<N: Ord>(
+    timers: &mut WindowTimers<N>,
+    id: &(N, TimeDomain),
+) -> Option<(Timestamp, Timestamp)> {
+    let i = timers.binary_search_by(|(i, _)| i.cmp(id)).ok()?;
+    Some(timers.remove(i).1)
+}
 
 /// Pending timers of one operator.
 pub struct TimerService<K, N> {
     /// By firing time, per domain (event time first).
     queues: [BTreeSet<(Timestamp, K, BoundedWindow, N)>; 2],
-    of_window: BTreeMap<(K, BoundedWindow), WindowTimers<N>>,
+    /// By (key, window), hashed: one lookup per timer set, however many are pending.
+    of_window: FxHashMap<(K, BoundedWindow), WindowTimers<N>>,
     /// Output timestamps of pending timers, counted: the watermark hold.
     holds: BTreeMap<Timestamp, usize>,
 }
@@ -44,19 +71,19 @@ impl<K, N> Default for TimerService<K, N> {
     fn default() -> Self {
         TimerService {
             queues: [BTreeSet::new(), BTreeSet::new()],
-            of_window: BTreeMap::new(),
+            of_window: FxHashMap::default(),
             holds: BTreeMap::new(),
         }
     }
 }
 
-impl<K: Ord + Clone, N: Ord + Clone> TimerService<K, N> {
+impl<K: Ord + Clone + std::hash::Hash, N: Ord + Clone> TimerService<K, N> {
     /// Sets (or resets) a timer; whether it is the first pending timer of its (key,
     /// window).
     pub fn set(&mut self, t: Timer<K, N>) -> bool {
         let timers = self.of_window.entry((t.key.clone(), t.window)).or_default();
         let first = timers.is_empty();
-        if let Some((at, output)) = timers.insert((t.name.clone(), t.domain), (t.at, t.output)) {
+        if let Some((at, output)) = put(timers, (t.name.clone(), t.domain), (t.at, t.output)) {
             self.queues[d(t.domain)].remove(&(at, t.key.clone(), t.window, t.name.clone()));
             release(&mut self.holds, output);
         }
@@ -71,7 +98,7 @@ impl<K: Ord + Clone, N: Ord + Clone> TimerService<K, N> {
         let Some(timers) = self.of_window.get_mut(&k) else {
             return;
         };
-        if let Some((at, output)) = timers.remove(&(name.clone(), domain)) {
+        if let Some((at, output)) = take(timers, &(name.clone(), domain)) {
             self.queues[d(domain)].remove(&(at, key.clone(), window, name.clone()));
             release(&mut self.holds, output);
         }
@@ -88,7 +115,7 @@ impl<K: Ord + Clone, N: Ord + Clone> TimerService<K, N> {
         let (at, key, window, name) = self.queues[d(domain)].pop_first()?;
         let k = (key, window);
         let timers = self.of_window.get_mut(&k).expect("indexed");
-        let (_, output) = timers.remove(&(name.clone(), domain)).expect("indexed");
+        let (_, output) = take(timers, &(name.clone(), domain)).expect("indexed");
         if timers.is_empty() {
             self.of_window.remove(&k);
         }
@@ -147,9 +174,11 @@ impl<K: Ord + Clone, N: Ord + Clone> TimerService<K, N> {
             .collect()
     }
 
-    /// Every (key, window) with timers.
+    /// Every (key, window) with timers, in order.
     pub fn windows(&self) -> impl Iterator<Item = &(K, BoundedWindow)> {
-        self.of_window.keys()
+        let mut all: Vec<&(K, BoundedWindow)> = self.of_window.keys().collect();
+        all.sort();
+        all.into_iter()
     }
 
     /// Number of pending timers.
