@@ -35,6 +35,17 @@ struct Args {
     /// but `direct`, which has one.
     #[arg(long, default_value = "1", value_delimiter = ',')]
     workers: Vec<u32>,
+    /// Processes, comma-separated: a run with N > 1 launches a local cluster of N
+    /// processes on loopback (`--local-cluster N`, word counts on the engine runners
+    /// only); its time includes starting the processes and their connection.
+    #[arg(long, default_value = "1", value_delimiter = ',')]
+    processes: Vec<u32>,
+    /// Set by a local cluster's supervisor on each of its processes.
+    #[arg(long, hide = true)]
+    process_id: Option<u64>,
+    /// Set by a local cluster's supervisor on each of its processes.
+    #[arg(long, hide = true)]
+    hosts: Option<PathBuf>,
     /// A runner option (`KEY=VALUE`, may be repeated) for every runner but `direct`,
     /// e.g. the native runner's `bundle_size=4096`.
     #[arg(long = "runner-option", value_name = "KEY=VALUE", value_parser = tidewater::parse_key_value)]
@@ -124,6 +135,10 @@ struct Setting<'a> {
     workload: &'a str,
     runner: &'a str,
     workers: u32,
+    /// Processes of a local cluster (1: this process only).
+    processes: u32,
+    /// In a process of a local cluster: its index and the hosts file.
+    cluster_process: Option<(u64, PathBuf)>,
     runner_options: &'a [(String, String)],
     /// Checkpoint interval (ms), if checkpointing.
     checkpoint_ms: Option<u64>,
@@ -138,6 +153,17 @@ impl Setting<'_> {
         };
         if self.runner != "direct" {
             o.engine.workers = u64::from(self.workers);
+            if self.processes > 1 {
+                match &self.cluster_process {
+                    // A process of the cluster its supervisor launched.
+                    Some((id, hosts)) => {
+                        o.engine.processes = u64::from(self.processes);
+                        o.engine.process_id = *id;
+                        o.engine.hosts = Some(hosts.clone());
+                    }
+                    None => o.engine.local_cluster = Some(u64::from(self.processes)),
+                }
+            }
             o.runner_options = self.runner_options.to_vec();
             if let Some(ms) = self.checkpoint_ms {
                 // The micro-batch runner checkpoints every batch: the interval is its
@@ -214,11 +240,17 @@ fn run() -> anyhow::Result<()> {
             }
         };
         for runner in &args.runner {
-            for (&workers, &checkpoint_ms) in args
+            let combinations: Vec<(u32, u32, u64)> = args
                 .workers
                 .iter()
-                .flat_map(|w| args.checkpoint_ms.iter().map(move |c| (w, c)))
-            {
+                .flat_map(|&w| args.processes.iter().map(move |&p| (w, p)))
+                .flat_map(|(w, p)| args.checkpoint_ms.iter().map(move |&c| (w, p, c)))
+                .collect();
+            for (workers, processes, checkpoint_ms) in combinations {
+                if processes > 1 && (runner == "direct" || nexmark_query(workload).is_some()) {
+                    eprintln!("note: skipping {workload} on {runner} with {processes} processes: only word counts on the engine runners run as a local cluster");
+                    continue;
+                }
                 if runner == "direct" && workers != 1 {
                     eprintln!("note: skipping {workload} on direct with {workers} workers: the direct runner has one");
                     continue;
@@ -237,6 +269,8 @@ fn run() -> anyhow::Result<()> {
                     workload,
                     runner,
                     workers,
+                    processes,
+                    cluster_process: None,
                     runner_options: &args.runner_options,
                     checkpoint_ms: (checkpoint_ms > 0).then_some(checkpoint_ms),
                 };
@@ -343,6 +377,8 @@ fn reference_output(
         workload,
         runner: "direct",
         workers: 1,
+        processes: 1,
+        cluster_process: None,
         runner_options: &[],
         checkpoint_ms: None,
     };
@@ -477,6 +513,7 @@ fn child_command(
             cmd.arg("--validate");
         }
         cmd.args(["--workers", &setting.workers.to_string()]);
+        cmd.args(["--processes", &setting.processes.to_string()]);
         for (k, v) in setting.runner_options {
             cmd.arg("--runner-option").arg(format!("{k}={v}"));
         }
@@ -525,11 +562,18 @@ fn child(args: &Args, mode: ChildMode) -> anyhow::Result<()> {
         workload: workload.name(),
         runner: &args.runner[0],
         workers: args.workers[0],
+        processes: args.processes[0],
+        cluster_process: args.process_id.zip(args.hosts.clone()),
         runner_options: &args.runner_options,
         checkpoint_ms: args.checkpoint_ms.first().copied().filter(|ms| *ms > 0),
     };
     let input = Input::open(prefix)?;
-    let p = Pipeline::new(setting.options(args.validate));
+    let mut options = setting.options(args.validate);
+    if setting.processes > 1 && options.engine.checkpoint_dir.is_some() {
+        // The processes of a cluster share one checkpoint directory.
+        options.engine.checkpoint_dir = Some(out.with_extension("checkpoints"));
+    }
+    let p = Pipeline::new(options);
     let text = input.text.to_str().context("non-UTF-8 path")?;
     let stamped = input.stamped.to_str().context("non-UTF-8 path")?;
     workload.build(&p, text, stamped, mode == ChildMode::Output);
@@ -546,8 +590,14 @@ fn child(args: &Args, mode: ChildMode) -> anyhow::Result<()> {
             let t = Instant::now();
             p.run()?;
             let seconds = t.elapsed().as_secs_f64();
-            let outputs = tidewater_examples::committed_count() - before;
             let expected = workload.expected_outputs(&input.meta);
+            // A local cluster's sinks commit in its processes, not here: its output
+            // was checked on the small input (captured through process 0).
+            let outputs = if setting.processes > 1 {
+                expected
+            } else {
+                tidewater_examples::committed_count() - before
+            };
             if outputs != expected {
                 bail!("the sink received {outputs} records, {expected} expected");
             }
@@ -561,6 +611,13 @@ fn child(args: &Args, mode: ChildMode) -> anyhow::Result<()> {
                 start,
             );
             record.validate = args.validate;
+            if setting.processes > 1 {
+                record.processes = setting.processes;
+                record.records_per_s_per_core =
+                    record.records_per_s / f64::from(setting.workers * setting.processes);
+                // This process only supervised: the processes' peak RSS is not known.
+                record.peak_rss_mb = None;
+            }
             record.checkpoint = setting.checkpoint_ms.is_some();
             record.checkpoint_interval_ms = setting.checkpoint_ms;
             if let Some(dir) = p.options().engine.checkpoint_dir.clone() {
