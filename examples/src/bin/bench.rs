@@ -570,9 +570,16 @@ fn child(args: &Args, mode: ChildMode) -> anyhow::Result<()> {
     let input = Input::open(prefix)?;
     let mut options = setting.options(args.validate);
     if setting.processes > 1 && options.engine.checkpoint_dir.is_some() {
-        // The processes of a cluster share one checkpoint directory.
-        options.engine.checkpoint_dir = Some(out.with_extension("checkpoints"));
+        // The processes of a cluster share one checkpoint directory; the supervisor
+        // starts it empty (the name is reused by the next setting: a checkpoint left
+        // there would be restored, a finished job running again as a no-op).
+        let dir = out.with_extension("checkpoints");
+        if setting.cluster_process.is_none() {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+        options.engine.checkpoint_dir = Some(dir);
     }
+    let checkpoint_dir = options.engine.checkpoint_dir.clone();
     let p = Pipeline::new(options);
     let text = input.text.to_str().context("non-UTF-8 path")?;
     let stamped = input.stamped.to_str().context("non-UTF-8 path")?;
@@ -580,6 +587,9 @@ fn child(args: &Args, mode: ChildMode) -> anyhow::Result<()> {
     match mode {
         ChildMode::Output => {
             let result = p.run()?;
+            if let Some(dir) = &checkpoint_dir {
+                let _ = std::fs::remove_dir_all(dir);
+            }
             let mut lines = result.captured_values::<String>(LINES)?;
             lines.push(String::new());
             std::fs::write(out, lines.join("\n"))?;
@@ -620,7 +630,7 @@ fn child(args: &Args, mode: ChildMode) -> anyhow::Result<()> {
             }
             record.checkpoint = setting.checkpoint_ms.is_some();
             record.checkpoint_interval_ms = setting.checkpoint_ms;
-            if let Some(dir) = p.options().engine.checkpoint_dir.clone() {
+            if let Some(dir) = &checkpoint_dir {
                 let _ = std::fs::remove_dir_all(dir);
             }
             std::fs::write(out, record.to_json_line())?;
