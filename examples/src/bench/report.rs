@@ -263,10 +263,13 @@ pub fn render_markdown(records: &[BenchRecord], json_name: &str) -> String {
          differs is not timed and does not appear here.\n\
          - Checkpointed runs (the `checkpoint` column) take a checkpoint every interval into a \
          fresh directory; runs shorter than the interval take few or none, so their cost shows \
-         on long runs only.\n\
+         on long runs only. On the micro-batch runner the interval is its batch interval (a \
+         bounded input with no record limit is one batch).\n\
+         - Runs with 2 processes are local clusters on loopback: their time includes starting \
+         the processes and connecting them (about 1 s), and their peak RSS is not measured \
+         (—).\n\
          - Not measured here yet: latency at a fixed rate (— in the tables; the `latency` \
-         binary prints it), recovery time, runs with 2 processes, and the peers in the same \
-         run.\n"
+         binary prints it), recovery time, and the peers in the same run.\n"
     );
     let runners = distinct(records.iter().map(|r| r.runner.clone()));
     let workers = distinct(records.iter().map(|r| r.workers));
@@ -304,6 +307,19 @@ pub fn render_markdown(records: &[BenchRecord], json_name: &str) -> String {
             .iter()
             .map(|r| r.checkpoint_interval_ms.unwrap_or(0)),
     );
+    let processes = distinct(records.iter().map(|r| r.processes));
+    let processes_flag = if processes.iter().any(|p| *p > 1) {
+        format!(
+            " --processes {}",
+            processes
+                .iter()
+                .map(|p| p.to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        )
+    } else {
+        String::new()
+    };
     let checkpoint_flag = if checkpoints.iter().any(|c| *c > 0) {
         format!(
             " --checkpoint-ms {}",
@@ -318,7 +334,7 @@ pub fn render_markdown(records: &[BenchRecord], json_name: &str) -> String {
     };
     let _ = writeln!(
         md,
-        "cargo run --release -p tidewater-examples --bin bench -- --runner {} --workers {}{checkpoint_flag} \\\n    --workload {workloads}{sizes} --reps {reps} --json docs/{json_name}",
+        "cargo run --release -p tidewater-examples --bin bench -- --runner {} --workers {}{processes_flag}{checkpoint_flag} \\\n    --workload {workloads}{sizes} --reps {reps} --json docs/{json_name}",
         runners.join(","),
         workers
             .iter()
