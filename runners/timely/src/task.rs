@@ -993,6 +993,11 @@ impl Task {
         if read > 0 {
             ctx.records_read.set(ctx.records_read.get() + read as u64);
         }
+        // With micro-batches the batch's processing time reaches consumers before its
+        // records (its watermark is applied only when the batch closes).
+        if self.batches() && !out.is_empty() {
+            self.send_progress()?;
+        }
         for b in out {
             self.run_stage(b)?;
         }
