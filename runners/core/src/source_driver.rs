@@ -159,24 +159,41 @@ impl SourceDriver {
         now: Timestamp,
         out: &mut Vec<Box<dyn AnyBatch>>,
     ) -> Result<bool, ExecError> {
-        let n = self.partitions as usize;
+        let live: Vec<u32> = self
+            .owned
+            .iter()
+            .filter(|(_, s)| !s.done)
+            .map(|(p, _)| *p)
+            .collect();
         let mut any = false;
-        for (p, st) in self.owned.iter_mut() {
-            if st.done {
-                continue;
-            }
-            let read = self
-                .source
-                .read(*p as usize, n, &mut st.position, max, now)?;
-            st.idle = read.status == ReadStatus::Idle;
-            st.done = read.status == ReadStatus::Done;
-            st.watermark = st.watermark.max(read.watermark);
-            if !read.batch.is_empty() {
-                any = true;
-                out.push(read.batch);
-            }
+        for p in live {
+            any |= self.read_once(p, max, now, out)?.0 > 0;
         }
         Ok(any)
+    }
+
+    /// One read of up to `max` records of partition `p`: its state follows the read,
+    /// its records go to `out`. How many it read, and the read's status.
+    fn read_once(
+        &mut self,
+        p: u32,
+        max: usize,
+        now: Timestamp,
+        out: &mut Vec<Box<dyn AnyBatch>>,
+    ) -> Result<(u64, ReadStatus), ExecError> {
+        let n = self.partitions as usize;
+        let st = self.owned.get_mut(&p).expect("an owned partition");
+        let read = self
+            .source
+            .read(p as usize, n, &mut st.position, max, now)?;
+        st.idle = read.status == ReadStatus::Idle;
+        st.done = read.status == ReadStatus::Done;
+        st.watermark = st.watermark.max(read.watermark);
+        let k = read.batch.len() as u64;
+        if k > 0 {
+            out.push(read.batch);
+        }
+        Ok((k, read.status))
     }
 
     /// Reads one micro-batch: from every owned partition that is not done, records
@@ -248,56 +265,36 @@ impl SourceDriver {
         now: Timestamp,
         out: &mut Vec<Box<dyn AnyBatch>>,
     ) -> Result<u64, ExecError> {
-        let n = self.partitions as usize;
-        let st = self.owned.get_mut(&p).expect("an owned partition");
-        let start = st.position.clone();
         let mut got = 0u64;
         let mut empty = 0u32;
         while got < want {
             let max = usize::try_from(want - got)
                 .unwrap_or(usize::MAX)
                 .min(chunk.max(1));
-            let read = self
-                .source
-                .read(p as usize, n, &mut st.position, max, now)?;
-            st.idle = read.status == ReadStatus::Idle;
-            st.done = read.status == ReadStatus::Done;
-            st.watermark = st.watermark.max(read.watermark);
-            let k = read.batch.len() as u64;
-            let range = || ReadRange {
-                partition: p,
-                start: start.clone(),
-                count: want,
-            };
+            let (k, status) = self.read_once(p, max, now, out)?;
             if k > max as u64 {
-                return Err(replay_error(&range(), "more"));
+                return Err(replay_error(p, want, "more"));
             }
             got += k;
-            if k > 0 {
-                out.push(read.batch);
-                empty = 0;
-            }
-            if got >= want || read.status == ReadStatus::Done {
+            if got >= want || status == ReadStatus::Done {
                 break;
             }
-            if read.status == ReadStatus::Idle || k == 0 {
-                empty += 1;
-                // A source that has nothing now ends the batch; replaying a range it
-                // cannot give again is an error, never fewer records.
-                if !exact || read.status == ReadStatus::Idle || empty > 1000 {
-                    break;
+            // A source that has nothing now ends the batch; replaying a range it
+            // cannot give again is an error, never fewer records.
+            match (status, k) {
+                (ReadStatus::Idle, _) => break,
+                (_, 0) if !exact => break,
+                (_, 0) => {
+                    empty += 1;
+                    if empty > 1000 {
+                        break;
+                    }
                 }
+                _ => empty = 0,
             }
         }
         if exact && got < want {
-            return Err(replay_error(
-                &ReadRange {
-                    partition: p,
-                    start,
-                    count: want,
-                },
-                "fewer",
-            ));
+            return Err(replay_error(p, want, "fewer"));
         }
         Ok(got)
     }
@@ -361,13 +358,12 @@ impl SourceDriver {
     }
 }
 
-fn replay_error(range: &ReadRange, what: &str) -> ExecError {
+fn replay_error(partition: u32, count: u64, what: &str) -> ExecError {
     ExecError::User {
         phase: tidewater::exec::Phase::Process,
         element: None,
         message: format!(
-            "replaying {} records of partition {} gave {what}: the source cannot replay a recorded range",
-            range.count, range.partition
+            "replaying {count} records of partition {partition} gave {what}: the source cannot replay a recorded range"
         ),
     }
 }
