@@ -1,8 +1,10 @@
 //! The pieces of the `bench` binary (and of `nexmark --json`): the peers' input
-//! generator, the word-count workloads, the run record, the output check and the report.
+//! generator, the word-count workloads, the run record, the output check, the report and
+//! the peers side by side.
 
 pub mod check;
 pub mod input;
+pub mod peers;
 pub mod record;
 pub mod report;
 pub mod workloads;

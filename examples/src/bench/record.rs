@@ -49,6 +49,24 @@ pub struct BenchRecord {
     pub load_avg_1m: Option<f64>,
     /// When the run started, in seconds since the Unix epoch.
     pub started_at_unix_s: u64,
+    /// The `latency` workload: the fixed rate (records/s) the latencies were measured
+    /// at, half the peak measured just before on the same setting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_rate_per_s: Option<f64>,
+    /// The `recovery` workload: milliseconds from the SIGKILL of one process of the
+    /// local cluster to the first checkpoint (or batch) the restarted job completed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovery_ms: Option<f64>,
+    /// The `recovery` workload: milliseconds from the SIGKILL to the restarted
+    /// processes being started by the supervisor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart_ms: Option<f64>,
+    /// A peer's run (`bench --compare-peers`): the system and its version, e.g.
+    /// `Flink 2.3.0 (OpenJDK 17.0.15)`; `runner` then names the peer and its variant
+    /// (`flink`, `flink-batch`, `spark`, `spark-ss`, `timely`, ...) and `workers` its
+    /// parallelism. `None` for our runners.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer: Option<String>,
 }
 
 /// When a run started and how busy the machine was then.
@@ -110,6 +128,10 @@ impl BenchRecord {
             machine: machine(),
             load_avg_1m: start.load_avg_1m,
             started_at_unix_s: start.unix_s,
+            latency_rate_per_s: None,
+            recovery_ms: None,
+            restart_ms: None,
+            peer: None,
         }
     }
 
@@ -217,12 +239,36 @@ pub(crate) mod tests {
             machine: "AMD EPYC, 2 cores, 23 GiB".into(),
             load_avg_1m: Some(0.42),
             started_at_unix_s: 1_700_000_000,
+            latency_rate_per_s: None,
+            recovery_ms: None,
+            restart_ms: None,
+            peer: None,
         }
     }
 
     #[test]
     fn json_format() {
         insta::assert_snapshot!(sample().to_json_line(), @r#"{"workload":"count","runner":"direct","workers":1,"processes":1,"records":2000000,"seconds":0.5,"records_per_s":4000000.0,"records_per_s_per_core":4000000.0,"p50_latency_ms":null,"p99_latency_ms":null,"max_latency_ms":null,"peak_rss_mb":21.5,"checkpoint":false,"checkpoint_interval_ms":null,"outputs":9999,"validate":false,"profile":"release","machine":"AMD EPYC, 2 cores, 23 GiB","load_avg_1m":0.42,"started_at_unix_s":1700000000}"#);
+    }
+
+    #[test]
+    fn new_fields_are_written_only_when_set_and_old_records_still_read() {
+        let mut r = sample();
+        r.workload = "recovery".into();
+        r.recovery_ms = Some(1234.5);
+        r.restart_ms = Some(40.0);
+        let line = r.to_json_line();
+        assert!(
+            line.ends_with(
+                r#""started_at_unix_s":1700000000,"recovery_ms":1234.5,"restart_ms":40.0}"#
+            ),
+            "{line}"
+        );
+        let back: BenchRecord = serde_json::from_str(&line).unwrap();
+        assert_eq!(back, r);
+        let mut peer = sample();
+        peer.peer = Some("Flink 2.3.0".into());
+        assert!(peer.to_json_line().ends_with(r#","peer":"Flink 2.3.0"}"#));
     }
 
     #[test]
