@@ -24,9 +24,18 @@ pub struct Group {
 }
 
 impl Group {
-    /// The label of its bar: `direct W=1`, `native W=2 P=2 ckpt 1000ms`.
+    /// Whether these are a peer's runs (`bench --compare-peers`).
+    pub fn is_peer(&self) -> bool {
+        self.runs[0].peer.is_some()
+    }
+
+    /// The label of its bar: `direct W=1`, `native W=2 P=2 ckpt 1000ms`, and for a
+    /// peer its parallelism: `flink p=1`.
     pub fn label(&self) -> String {
-        let mut s = format!("{} W={}", self.runner, self.workers);
+        let mut s = match self.is_peer() {
+            true => format!("{} p={}", self.runner, self.workers),
+            false => format!("{} W={}", self.runner, self.workers),
+        };
         if self.processes != 1 {
             let _ = write!(s, " P={}", self.processes);
         }
@@ -40,11 +49,38 @@ impl Group {
         s
     }
 
-    /// The run of median records/s (the lower middle one for an even count).
+    /// The median run (the lower middle one for an even count) by the workload's
+    /// figure: records/s, or p99 latency for `latency`, recovery time for `recovery`.
     pub fn median(&self) -> &BenchRecord {
-        let mut by_rate: Vec<&BenchRecord> = self.runs.iter().collect();
-        by_rate.sort_by(|a, b| a.records_per_s.total_cmp(&b.records_per_s));
-        by_rate[(by_rate.len() - 1) / 2]
+        let mut runs: Vec<&BenchRecord> = self.runs.iter().collect();
+        runs.sort_by(|a, b| figure(a).total_cmp(&figure(b)));
+        runs[(runs.len() - 1) / 2]
+    }
+}
+
+/// The figure a run is ranked and charted by.
+fn figure(r: &BenchRecord) -> f64 {
+    match r.workload.as_str() {
+        "latency" => r.p99_latency_ms.unwrap_or(f64::INFINITY),
+        "recovery" => r.recovery_ms.unwrap_or(f64::INFINITY),
+        _ => r.records_per_s,
+    }
+}
+
+/// What a workload's chart shows: its title's figure, the axis, and a value's label.
+fn chart_figure(workload: &str) -> (&'static str, &'static str, fn(f64) -> String) {
+    match workload {
+        "latency" => (
+            "p99 latency at half the peak rate",
+            "p99 ms (median run)",
+            |v| format!("{v:.1} ms"),
+        ),
+        "recovery" => (
+            "kill to first checkpoint after it",
+            "ms (median run)",
+            |v| format!("{v:.0} ms"),
+        ),
+        _ => ("records/s", "records/s (median run)", human),
     }
 }
 
@@ -103,6 +139,26 @@ pub fn describe(workload: &str) -> String {
     if let Some(w) = WordCount::from_name(workload) {
         return w.description().to_string();
     }
+    if workload == "latency" {
+        return "Latency at a fixed rate: generated records keyed into a StatefulParDo counting per key \
+                (10,000 keys: a shuffle and state), each stamped with its creation time on the \
+                generator's schedule and measured when the sink receives it (before its transaction \
+                commits). First the setting's peak is measured (`--words` records as fast as they go), \
+                then the pipeline runs at half that rate for `--latency-seconds` (5); p50 / p99 / max \
+                skip its first 10% of records (start-up). records/s is the rate achieved in that run"
+            .into();
+    }
+    if workload == "recovery" {
+        return "Recovery after a kill: the crash job (`examples/src/crash_job.rs`: windowed counts and \
+                running counts per word, committed exactly once by `EpochFiles`) at 20,000 records/s in \
+                a local cluster of 2 processes with checkpoints; after two checkpoint intervals of \
+                steady state the last process the supervisor lists is SIGKILLed. **recovery** is the \
+                time from the kill to the first checkpoint the restarted job completes (its first \
+                committed progress: a new manifest), **restart** the time until the supervisor has \
+                started the new processes. The committed output is then compared with the direct \
+                runner's: nothing lost or repeated through the kill"
+            .into();
+    }
     if workload == "nexmark-q12" {
         return "Nexmark Q12 through `examples/nexmark`'s query (see `docs/nexmark.md`); it depends on the \
                 processing clock, so its events are replayed through a TestStream on a scripted clock \
@@ -160,7 +216,8 @@ fn workload_flag(workloads: &[String]) -> String {
             out.push(name);
         }
     }
-    if out == ["wordcount", "nexmark"] {
+    let all = ["wordcount", "latency", "recovery", "nexmark"];
+    if out.len() == all.len() && all.iter().all(|w| out.iter().any(|o| o == w)) {
         return "all".into();
     }
     out.join(",")
@@ -257,7 +314,8 @@ pub fn render_markdown(records: &[BenchRecord], json_name: &str) -> String {
          pipeline construction are excluded, runner start-up is not. **per core** divides by \
          workers × processes. Each run is its own process (the `bench` binary re-executes \
          itself), so **peak RSS** (`VmHWM`) is that run's alone. The tables show the run of median \
-         records/s of each setting; every run is in the JSON.\n\
+         records/s of each setting (of median p99 latency for `latency`, of median recovery \
+         time for `recovery`); every run is in the JSON.\n\
          - Before anything is timed, each workload's output on a small input is compared, \
          sorted line by line, with the direct runner's (validation on); a setting whose output \
          differs is not timed and does not appear here.\n\
@@ -267,12 +325,44 @@ pub fn render_markdown(records: &[BenchRecord], json_name: &str) -> String {
          bounded input with no record limit is one batch).\n\
          - Runs with 2 processes are local clusters on loopback: their time includes starting \
          the processes and connecting them (about 1 s), and their peak RSS is not measured \
-         (—).\n\
-         - Not measured here yet: latency at a fixed rate (— in the tables; the `latency` \
-         binary prints it), recovery time, and the peers in the same run.\n"
+         (—)."
     );
-    let runners = distinct(records.iter().map(|r| r.runner.clone()));
-    let workers = distinct(records.iter().map(|r| r.workers));
+    let peers = distinct(records.iter().filter_map(|r| r.peer.clone()));
+    if !peers.is_empty() {
+        let _ = writeln!(
+            md,
+            "- **Peers** (`bench --compare-peers`: the peer kit's `run.sh`, after our runs, on the \
+             same machine and the same input file): {}. Their rows are marked *(peer)*; their \
+             workers column is their parallelism (Flink slots, Spark `local[p]`, timely workers). \
+             Their seconds are the job time the peer reports in its process, which excludes its \
+             start-up as ours does: Flink's net job runtime once its MiniCluster is up, Spark's \
+             query time once its SparkSession is up, the timely program's whole run. Their peak \
+             RSS is the whole process's (a JVM's included). Each peer run's records out and sum of \
+             counts are checked against the generator's figures, as the kit's `summarize.py` does. \
+             The peers' `stateful` (one total per word) is our `count`; Flink's `rolling` (one \
+             update per word in) is our `stateful`; `flink-batch` is Flink's batch execution mode, \
+             `spark-sql` Spark's built-in split and explode, `spark-ss` Spark Structured Streaming \
+             (availableNow, with its checkpoint location).",
+            peers.join("; ")
+        );
+    }
+    let mut missing = Vec::new();
+    if !records.iter().any(|r| r.p99_latency_ms.is_some()) {
+        missing.push("latency at a fixed rate (the `latency` workload)");
+    }
+    if !records.iter().any(|r| r.recovery_ms.is_some()) {
+        missing.push("recovery time after a kill (the `recovery` workload)");
+    }
+    if peers.is_empty() {
+        missing.push("the peers in the same run (`--compare-peers`)");
+    }
+    if !missing.is_empty() {
+        let _ = writeln!(md, "- Not measured in this run: {}.", missing.join("; "));
+    }
+    let _ = writeln!(md);
+    let ours: Vec<&BenchRecord> = records.iter().filter(|r| r.peer.is_none()).collect();
+    let runners = distinct(ours.iter().map(|r| r.runner.clone()));
+    let workers = distinct(ours.iter().map(|r| r.workers));
     let reps = group(records)
         .iter()
         .flat_map(|(_, gs)| gs.iter().map(|g| g.runs.len()))
@@ -294,7 +384,7 @@ pub fn render_markdown(records: &[BenchRecord], json_name: &str) -> String {
     if let Some(e) = events {
         let _ = write!(sizes, " --events {e}");
     }
-    let workloads = workload_flag(&distinct(records.iter().map(|r| r.workload.clone())));
+    let workloads = workload_flag(&distinct(ours.iter().map(|r| r.workload.clone())));
     let _ = writeln!(md, "To reproduce:\n\n```sh");
     if events.is_some() {
         let _ = writeln!(
@@ -302,12 +392,10 @@ pub fn render_markdown(records: &[BenchRecord], json_name: &str) -> String {
             "cargo build --release -p tidewater-nexmark   # the Nexmark runs call its binary"
         );
     }
-    let checkpoints = distinct(
-        records
-            .iter()
-            .map(|r| r.checkpoint_interval_ms.unwrap_or(0)),
-    );
-    let processes = distinct(records.iter().map(|r| r.processes));
+    // A recovery run always checkpoints in a cluster: its flags are no other run's.
+    let timed = || ours.iter().filter(|r| r.workload != "recovery");
+    let checkpoints = distinct(timed().map(|r| r.checkpoint_interval_ms.unwrap_or(0)));
+    let processes = distinct(timed().map(|r| r.processes));
     let processes_flag = if processes.iter().any(|p| *p > 1) {
         format!(
             " --processes {}",
@@ -332,6 +420,28 @@ pub fn render_markdown(records: &[BenchRecord], json_name: &str) -> String {
     } else {
         String::new()
     };
+    if let Some(l) = ours
+        .iter()
+        .find(|r| r.workload == "latency" && r.latency_rate_per_s.is_some())
+    {
+        let seconds = (l.records as f64 / l.latency_rate_per_s.unwrap_or(1.0)).round();
+        if seconds != 5.0 {
+            let _ = write!(sizes, " --latency-seconds {seconds}");
+        }
+    }
+    if !peers.is_empty() {
+        let names = distinct(
+            records
+                .iter()
+                .filter(|r| r.peer.is_some())
+                .map(|r| peer_of(&r.runner).to_string()),
+        );
+        let _ = write!(
+            sizes,
+            " \\\n    --compare-peers --peers {}",
+            names.join(",")
+        );
+    }
     let _ = writeln!(
         md,
         "cargo run --release -p tidewater-examples --bin bench -- --runner {} --workers {}{processes_flag}{checkpoint_flag} \\\n    --workload {workloads}{sizes} --reps {reps} --json docs/{json_name}",
@@ -346,72 +456,143 @@ pub fn render_markdown(records: &[BenchRecord], json_name: &str) -> String {
         md,
         "cargo run --release -p tidewater-examples --bin bench -- --report --json docs/{json_name}\n```\n"
     );
+    let ratios = super::peers::ratios(records);
+    if !ratios.is_empty() {
+        let _ = writeln!(md, "## Ours / peers\n");
+        let _ = writeln!(
+            md,
+            "Each of our single-process settings against each peer at the same parallelism \
+             (workers), both with checkpoints or both without, median run against median run, \
+             records/s inside the job. Measured side by side in one run, these ratios are what to \
+             compare on a noisy machine, not the absolute figures. The targets are issue 10's: \
+             native ≥ 0.8× the hand-written timely program on the stateless word count and ≥ 2× \
+             Flink (streaming) on `count` (the peers' stateful) and `windowed`; micro-batch ≥ 2× \
+             Spark on those two. Flink's batch mode and Spark SQL are in the tables below, not \
+             paired.\n"
+        );
+        let _ = writeln!(md, "{}", super::peers::ratios_markdown(&ratios));
+    }
     for (workload, groups) in group(records) {
         let _ = writeln!(md, "## {workload}\n");
         let _ = writeln!(md, "{}.\n", describe(&workload));
+        let (what, _, _) = chart_figure(&workload);
         let _ = writeln!(
             md,
-            "![{workload}: records/s per runner and workers](benchmarks/{})\n",
+            "![{workload}: {what} per runner and workers](benchmarks/{})\n",
             svg_name(&workload)
         );
-        let _ = writeln!(
-            md,
-            "| runner | workers | processes | checkpoint | runs | records | outputs | seconds | records/s | records/s per core | p50 / p99 / max latency ms | peak RSS MB |"
-        );
-        let _ = writeln!(
-            md,
-            "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---|---:|"
-        );
-        for g in &groups {
-            let m = g.median();
-            let checkpoint = match g.checkpoint {
-                (true, Some(ms)) => format!("every {ms} ms"),
-                (true, None) => "on".into(),
-                (false, _) => "off".into(),
-            };
-            let latency = if m.p50_latency_ms.is_none()
-                && m.p99_latency_ms.is_none()
-                && m.max_latency_ms.is_none()
-            {
-                "—".to_string()
-            } else {
-                format!(
-                    "{} / {} / {}",
-                    opt(m.p50_latency_ms, 1),
-                    opt(m.p99_latency_ms, 1),
-                    opt(m.max_latency_ms, 1)
-                )
-            };
-            let _ = writeln!(
-                md,
-                "| {} | {} | {} | {checkpoint} | {} | {} | {} | {:.3} | {} | {} | {latency} | {} |",
-                g.runner,
-                g.workers,
-                g.processes,
-                g.runs.len(),
-                m.records,
-                m.outputs,
-                m.seconds,
-                human(m.records_per_s),
-                human(m.records_per_s_per_core),
-                opt(m.peak_rss_mb, 0),
-            );
+        let checkpoint = |g: &Group| match g.checkpoint {
+            (true, Some(ms)) => format!("every {ms} ms"),
+            (true, None) => "on".into(),
+            (false, _) => "off".into(),
+        };
+        let runner = |g: &Group| match g.is_peer() {
+            true => format!("{} *(peer)*", g.runner),
+            false => g.runner.clone(),
+        };
+        match workload.as_str() {
+            "latency" => {
+                let _ = writeln!(
+                    md,
+                    "| runner | workers | checkpoint | runs | rate records/s (half the peak) | records | p50 ms | p99 ms | max ms | peak RSS MB |"
+                );
+                let _ = writeln!(md, "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|");
+                for g in &groups {
+                    let m = g.median();
+                    let _ = writeln!(
+                        md,
+                        "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                        runner(g),
+                        g.workers,
+                        checkpoint(g),
+                        g.runs.len(),
+                        m.latency_rate_per_s.map_or("—".into(), human),
+                        m.records,
+                        opt(m.p50_latency_ms, 2),
+                        opt(m.p99_latency_ms, 2),
+                        opt(m.max_latency_ms, 2),
+                        opt(m.peak_rss_mb, 0),
+                    );
+                }
+            }
+            "recovery" => {
+                let _ = writeln!(
+                    md,
+                    "| runner | workers | processes | checkpoint | runs | records | committed lines | recovery ms (kill → first checkpoint) | restart ms (kill → processes started) | job seconds |"
+                );
+                let _ = writeln!(md, "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|");
+                for g in &groups {
+                    let m = g.median();
+                    let _ = writeln!(
+                        md,
+                        "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.2} |",
+                        runner(g),
+                        g.workers,
+                        g.processes,
+                        checkpoint(g),
+                        g.runs.len(),
+                        m.records,
+                        m.outputs,
+                        opt(m.recovery_ms, 0),
+                        opt(m.restart_ms, 0),
+                        m.seconds,
+                    );
+                }
+            }
+            _ => {
+                let _ = writeln!(
+                    md,
+                    "| runner | workers | processes | checkpoint | runs | records | outputs | seconds | records/s | records/s per core | peak RSS MB |"
+                );
+                let _ = writeln!(md, "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|");
+                for g in &groups {
+                    let m = g.median();
+                    let _ = writeln!(
+                        md,
+                        "| {} | {} | {} | {} | {} | {} | {} | {:.3} | {} | {} | {} |",
+                        runner(g),
+                        g.workers,
+                        g.processes,
+                        checkpoint(g),
+                        g.runs.len(),
+                        m.records,
+                        m.outputs,
+                        m.seconds,
+                        human(m.records_per_s),
+                        human(m.records_per_s_per_core),
+                        opt(m.peak_rss_mb, 0),
+                    );
+                }
+            }
         }
         let _ = writeln!(md);
     }
     md
 }
 
-/// A bar chart of the median records/s of each setting of a workload, as SVG.
+/// The peer a peer's runner name belongs to: `flink` for `flink-batch`.
+fn peer_of(runner: &str) -> &str {
+    super::peers::KNOWN
+        .iter()
+        .filter(|k| runner == **k || runner.starts_with(&format!("{k}-")))
+        .max_by_key(|k| k.len())
+        .copied()
+        .unwrap_or(runner)
+}
+
+/// A bar chart of each setting of a workload (its median run's records/s, or p99
+/// latency, or recovery time), as SVG.
 pub fn render_svg(workload: &str, groups: &[Group]) -> anyhow::Result<String> {
     use plotters::prelude::*;
     use plotters::style::text_anchor::{HPos, Pos, VPos};
+    let (what, y_desc, value_label) = chart_figure(workload);
     let bars: Vec<(String, f64, usize)> = groups
         .iter()
         .map(|g| {
             let runners = distinct(groups.iter().map(|g| g.runner.clone()));
             let colour = runners.iter().position(|r| *r == g.runner).unwrap_or(0);
-            (g.label(), g.median().records_per_s, colour)
+            let v = figure(g.median());
+            (g.label(), if v.is_finite() { v } else { 0.0 }, colour)
         })
         .collect();
     let top = bars.iter().map(|b| b.1).fold(0.0, f64::max).max(1.0) * 1.2;
@@ -422,7 +603,7 @@ pub fn render_svg(workload: &str, groups: &[Group]) -> anyhow::Result<String> {
         let root = SVGBackend::with_string(&mut svg, (width, 360)).into_drawing_area();
         root.fill(&WHITE).map_err(|e| anyhow::anyhow!("{e:?}"))?;
         let mut chart = ChartBuilder::on(&root)
-            .caption(format!("{workload}: records/s"), ("sans-serif", 20))
+            .caption(format!("{workload}: {what}"), ("sans-serif", 20))
             .margin(12)
             .x_label_area_size(36)
             .y_label_area_size(64)
@@ -434,14 +615,17 @@ pub fn render_svg(workload: &str, groups: &[Group]) -> anyhow::Result<String> {
             SegmentValue::CenterOf(i) => labels.get(*i as usize).cloned().unwrap_or_default(),
             _ => String::new(),
         };
-        let y_label = |y: &f64| human(*y);
+        let y_label = |y: &f64| match workload {
+            "latency" | "recovery" => format!("{y:.0}"),
+            _ => human(*y),
+        };
         chart
             .configure_mesh()
             .disable_x_mesh()
             .x_labels(bars.len().max(1))
             .x_label_formatter(&x_label)
             .y_label_formatter(&y_label)
-            .y_desc("records/s (median run)")
+            .y_desc(y_desc)
             .draw()
             .map_err(|e| anyhow::anyhow!("{e:?}"))?;
         chart
@@ -461,7 +645,7 @@ pub fn render_svg(workload: &str, groups: &[Group]) -> anyhow::Result<String> {
         chart
             .draw_series(bars.iter().enumerate().map(|(i, (_, v, _))| {
                 Text::new(
-                    human(*v),
+                    value_label(*v),
                     (SegmentValue::CenterOf(i as i32), *v + top * 0.01),
                     TextStyle::from(("sans-serif", 14).into_font())
                         .pos(Pos::new(HPos::Center, VPos::Bottom)),
@@ -527,12 +711,28 @@ mod tests {
     /// Three runs of direct (median 4M), one of a second runner at 1 and 2 workers, a
     /// Nexmark query, and a run with latency figures.
     fn records() -> Vec<BenchRecord> {
-        let mut latency = run("windowed", "native", 1, 3e6, 30.0);
+        let mut checkpointed = run("stateless", "native", 1, 3e6, 30.0);
+        checkpointed.checkpoint = true;
+        checkpointed.checkpoint_interval_ms = Some(1000);
+        let mut latency = run("latency", "native", 1, 1e6, 25.0);
+        latency.records = 5_000_000;
+        latency.seconds = 5.0;
+        latency.latency_rate_per_s = Some(1e6);
         latency.p50_latency_ms = Some(1.25);
         latency.p99_latency_ms = Some(8.5);
         latency.max_latency_ms = Some(20.0);
-        latency.checkpoint = true;
-        latency.checkpoint_interval_ms = Some(1000);
+        let mut recovery = run("recovery", "native", 1, 20_000.0, 0.0);
+        recovery.records = 140_000;
+        recovery.seconds = 7.5;
+        recovery.outputs = 400_000;
+        recovery.processes = 2;
+        recovery.peak_rss_mb = None;
+        recovery.checkpoint = true;
+        recovery.checkpoint_interval_ms = Some(1000);
+        recovery.recovery_ms = Some(1500.0);
+        recovery.restart_ms = Some(30.0);
+        let mut flink = run("count", "flink", 1, 2e6, 650.0);
+        flink.peer = Some("Flink 2.3.0 (OpenJDK 17.0.15)".into());
         let mut q5 = run("nexmark-q5", "direct", 1, 450_000.0, 40.0);
         q5.records = 500_000;
         vec![
@@ -541,7 +741,10 @@ mod tests {
             run("count", "direct", 1, 4e6, 21.0),
             run("count", "native", 1, 6e6, 12.0),
             run("count", "native", 2, 9e6, 14.0),
+            flink,
+            checkpointed,
             latency,
+            recovery,
             q5,
         ]
     }
@@ -555,10 +758,12 @@ mod tests {
     fn median_is_the_middle_run() {
         let groups = group(&records());
         assert_eq!(groups[0].0, "count");
-        assert_eq!(groups[0].1.len(), 3);
+        assert_eq!(groups[0].1.len(), 4);
         assert_eq!(groups[0].1[0].median().records_per_s, 4e6);
         assert_eq!(groups[0].1[2].label(), "native W=2");
+        assert_eq!(groups[0].1[3].label(), "flink p=1");
         assert_eq!(groups[1].1[0].label(), "native W=1 ckpt 1000ms");
+        assert_eq!(groups[3].1[0].label(), "native W=1 P=2 ckpt 1000ms");
     }
 
     #[test]
@@ -568,14 +773,31 @@ mod tests {
         write_report(&records(), dir.path(), &json).unwrap();
         let md = std::fs::read_to_string(dir.path().join("benchmarks.md")).unwrap();
         assert!(md.contains("[`benchmarks/results.json`](benchmarks/results.json)"));
-        for w in ["count", "windowed", "nexmark-q5"] {
+        for (w, title) in [
+            ("count", "records/s"),
+            ("stateless", "records/s"),
+            ("nexmark-q5", "records/s"),
+            ("latency", "p99 latency at half the peak rate"),
+            ("recovery", "kill to first checkpoint after it"),
+        ] {
             let svg =
                 std::fs::read_to_string(dir.path().join("benchmarks").join(svg_name(w))).unwrap();
             assert!(svg.starts_with("<svg"), "{w}: {svg:.80}");
-            assert!(svg.contains(&format!("{w}: records/s")), "{w}");
+            assert!(svg.contains(&format!("{w}: {title}")), "{w}");
         }
+        let latency = std::fs::read_to_string(dir.path().join("benchmarks/latency.svg")).unwrap();
+        assert!(latency.contains("8.5 ms"), "the p99 is the bar's label");
+        let recovery = std::fs::read_to_string(dir.path().join("benchmarks/recovery.svg")).unwrap();
+        assert!(recovery.contains("1500 ms"));
         let count = std::fs::read_to_string(dir.path().join("benchmarks/count.svg")).unwrap();
-        for label in ["direct W=1", "native W=1", "native W=2", "4.00M", "9.00M"] {
+        for label in [
+            "direct W=1",
+            "native W=1",
+            "native W=2",
+            "flink p=1",
+            "4.00M",
+            "9.00M",
+        ] {
             assert!(count.contains(label), "{label} missing");
         }
     }
@@ -590,9 +812,17 @@ mod tests {
         let all: Vec<String> = WordCount::ALL
             .iter()
             .map(|w| w.name().to_string())
+            .chain(["latency".to_string(), "recovery".to_string()])
             .chain((0..=14).map(|q| format!("nexmark-q{q}")))
             .collect();
         assert_eq!(workload_flag(&all), "all");
+        assert_eq!(workload_flag(&all[..4]), "wordcount");
+        let no_figures: Vec<String> = all
+            .iter()
+            .filter(|w| !matches!(w.as_str(), "latency" | "recovery"))
+            .cloned()
+            .collect();
+        assert_eq!(workload_flag(&no_figures), "wordcount,nexmark");
         assert_eq!(
             workload_flag(&names(&["count", "nexmark-q5"])),
             "count,nexmark-q5"
