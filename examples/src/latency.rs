@@ -20,13 +20,17 @@ fn now_us() -> i64 {
         .unwrap_or(0)
 }
 
-/// Stamps record `n` with its creation time on the schedule (`start_us` + n / rate)
-/// and keys it.
+/// Stamps record `n` with its creation time on the generator's schedule, n / rate
+/// after the schedule's origin, and keys it. The schedule starts when the source first
+/// reads, which is when this DoFn sees its first record (they are fused): the origin
+/// is taken from that record, so the runner's start-up before the first read (plan
+/// translation, workers, connections) is not counted as latency of every record.
 #[derive(Serialize, Deserialize)]
 pub struct Stamp {
-    start_us: i64,
     rate: f64,
     keys: u64,
+    #[serde(skip)]
+    origin_us: Option<i64>,
 }
 
 impl DoFn for Stamp {
@@ -37,8 +41,9 @@ impl DoFn for Stamp {
         n: u64,
         ctx: &mut ProcessContext<'_, (u64, i64)>,
     ) -> Result<(), UserError> {
-        let created = self.start_us + (n as f64 * 1e6 / self.rate) as i64;
-        ctx.output((n % self.keys, created));
+        let due = (n as f64 * 1e6 / self.rate) as i64;
+        let origin = *self.origin_us.get_or_insert_with(|| now_us() - due);
+        ctx.output((n % self.keys, origin + due));
         Ok(())
     }
 }
@@ -96,21 +101,34 @@ impl tidewater::Sink for LatencySink {
 
 /// `rate` records per second for `seconds`, over `keys` keys.
 pub fn build(p: &Pipeline, rate: f64, seconds: f64, keys: u64) {
-    let records = (rate * seconds) as u64;
-    p.apply(
-        "Generate",
-        Read::from(GenerateSequence::new(0, Some(records)).with_rate(rate)),
-    )
-    .apply(
-        "Stamp",
-        tidewater::ParDo::of(Stamp {
-            start_us: now_us(),
-            rate,
-            keys,
-        }),
-    )
-    .apply("CountPerKey", StatefulParDo::of(CountPerKey))
-    .write_to("Latency", LatencySink);
+    build_records(p, (rate * seconds) as u64, Some(rate), keys);
+}
+
+/// `records` records over `keys` keys, at `rate` records per second, or as fast as
+/// the runner reads them with `None` (a peak measurement: its latencies mean nothing).
+pub fn build_records(p: &Pipeline, records: u64, rate: Option<f64>, keys: u64) {
+    let mut source = GenerateSequence::new(0, Some(records));
+    if let Some(rate) = rate {
+        source = source.with_rate(rate);
+    }
+    p.apply("Generate", Read::from(source))
+        .apply(
+            "Stamp",
+            tidewater::ParDo::of(Stamp {
+                // Unpaced, every record is due at the origin (a finite rate: the plan
+                // is JSON, which has no infinity).
+                rate: rate.unwrap_or(f64::MAX),
+                keys,
+                origin_us: None,
+            }),
+        )
+        .apply("CountPerKey", StatefulParDo::of(CountPerKey))
+        .write_to("Latency", LatencySink);
+}
+
+/// Records the [`LatencySink`]s of this process have seen so far.
+pub fn seen() -> usize {
+    LATENCIES.lock().unwrap_or_else(|e| e.into_inner()).len()
 }
 
 /// p50, p99 and max of the latencies seen so far, in milliseconds, skipping the first

@@ -170,3 +170,111 @@ fn an_unknown_runner_or_workload_is_refused_before_anything_runs() {
         .unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown workload 'wordcont'"));
 }
+
+/// `latency` fills the latency fields at half the peak it measured first; `recovery`
+/// kills a process of a local cluster, times the restarted job's first checkpoint and
+/// checks the committed output against the direct runner's (in the run: a wrong
+/// output fails it). Only that the figures are there and consistent is asserted:
+/// their size is a benchmark's business, not a test's.
+#[test]
+fn latency_and_recovery_fill_their_fields() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("runs.json");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_bench"))
+        .args(["--quick", "--workload", "latency,recovery"])
+        .args(["--runner", "direct,native", "--checkpoint-ms", "200"])
+        .args(["--latency-seconds", "0.5", "--json"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("skipping recovery on direct: it has no checkpoints to recover from"),
+        "{stderr}"
+    );
+    let records = tidewater_examples::bench::record::read_records(&json).unwrap();
+    let runs: Vec<(&str, &str, u32, bool)> = records
+        .iter()
+        .map(|r| {
+            (
+                r.workload.as_str(),
+                r.runner.as_str(),
+                r.processes,
+                r.checkpoint,
+            )
+        })
+        .collect();
+    assert_eq!(
+        runs,
+        [
+            // The direct runner has no checkpoints: it runs neither.
+            ("latency", "native", 1, true),
+            ("recovery", "native", 2, true)
+        ]
+    );
+    for r in &records[..1] {
+        let (p50, p99, max) = (
+            r.p50_latency_ms.unwrap(),
+            r.p99_latency_ms.unwrap(),
+            r.max_latency_ms.unwrap(),
+        );
+        assert!(p50 <= p99 && p99 <= max, "{r:?}");
+        let rate = r.latency_rate_per_s.unwrap();
+        assert_eq!(r.records, (rate * 0.5) as u64, "{r:?}");
+        assert_eq!(r.outputs, r.records);
+        assert_eq!(r.recovery_ms, None);
+    }
+    let recovery = &records[1];
+    let (restart, recovered) = (recovery.restart_ms.unwrap(), recovery.recovery_ms.unwrap());
+    assert!(restart <= recovered, "{recovery:?}");
+    assert_eq!(recovery.checkpoint_interval_ms, Some(200));
+    assert_eq!(recovery.p99_latency_ms, None);
+    assert!(stdout.contains("recovered in"), "{stdout}");
+}
+
+/// The peer kit is not in a user's clone: without it `--compare-peers` says which flag
+/// gives it, before anything runs; and it compares word counts only.
+#[test]
+fn compare_peers_names_the_flag_for_a_missing_kit() {
+    let dir = tempfile::tempdir().unwrap();
+    let bench = env!("CARGO_BIN_EXE_bench");
+    let out = std::process::Command::new(bench)
+        .args(["--compare-peers", "--words", "10", "--peers-dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "--peers-dir {}: no run.sh there (the peer kit's directory holds run.sh and setup.sh)",
+            dir.path().display()
+        )),
+        "{stderr}"
+    );
+    let out = std::process::Command::new(bench)
+        .args(["--compare-peers", "--workload", "nexmark-q1", "--peers-dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--compare-peers compares the word counts"),
+        "{out:?}"
+    );
+    // A kit without the peers installed says how to install them.
+    std::fs::write(dir.path().join("run.sh"), "exit 1\n").unwrap();
+    let out = std::process::Command::new(bench)
+        .args(["--compare-peers", "--peers", "timely", "--peers-dir"])
+        .arg(dir.path())
+        .arg("--peers-root")
+        .arg(dir.path().join("nothing"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("peer timely is not installed under") && stderr.contains("setup.sh"),
+        "{stderr}"
+    );
+}

@@ -15,14 +15,16 @@ use anyhow::{bail, Context};
 use clap::{Parser, ValueEnum};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tidewater::{Pipeline, PipelineOptions};
 use tidewater_examples::bench::check::compare_outputs;
 use tidewater_examples::bench::input::{GenOptions, Input};
+use tidewater_examples::bench::peers::{peer_workloads, ratios, ratios_text, Kit};
 use tidewater_examples::bench::record::{read_records, BenchRecord, RunStart};
+use tidewater_examples::bench::report::human;
 use tidewater_examples::bench::report::write_report;
 use tidewater_examples::bench::workloads::{WordCount, LINES};
-use tidewater_examples::outln;
+use tidewater_examples::{crash_job, latency, outln};
 
 /// Runs workloads on runners and reports throughput and peak RSS.
 #[derive(Parser)]
@@ -56,10 +58,40 @@ struct Args {
     /// directory.
     #[arg(long, default_value = "0", value_delimiter = ',')]
     checkpoint_ms: Vec<u64>,
-    /// Workloads, comma-separated: stateless, count, stateful, windowed, nexmark-q0 ..
-    /// nexmark-q14; or the groups wordcount, nexmark, all.
+    /// Workloads, comma-separated: stateless, count, stateful, windowed, latency,
+    /// recovery, nexmark-q0 .. nexmark-q14; or the groups wordcount, nexmark, all.
+    /// `latency` measures the peak of a keyed stateful pipeline (`--words` generated
+    /// records as fast as they go), then p50/p99/max latency from creation to sink at
+    /// half that rate for `--latency-seconds`; `recovery` runs the crash job on an
+    /// engine runner in a local cluster (2 processes, or `--processes` if more) with
+    /// checkpoints (`--checkpoint-ms`, 1000 if only 0 is given), SIGKILLs one process
+    /// and times the restarted job's first checkpoint.
     #[arg(long, default_value = "wordcount", value_delimiter = ',')]
     workload: Vec<String>,
+    /// How long the `latency` workload's run at half the peak rate lasts (the first
+    /// 10% of its records are not counted: start-up).
+    #[arg(long, default_value_t = 5.0, value_name = "SECONDS")]
+    latency_seconds: f64,
+    /// Also run the peer kit's `run.sh` (Flink, Spark, the hand-written timely
+    /// program, ...) on the same input, after our runs: its runs are recorded next to
+    /// ours (with the peer's version) and ours/peer ratios are printed per workload
+    /// and parallelism (`--workers` is the peers' parallelism, `--reps` their
+    /// repetitions). The input is the kit's `PEERS_ROOT/data/wc<lines>` (generated
+    /// there, byte for byte as the kit's `gen_input.py` writes it, if missing).
+    #[arg(long)]
+    compare_peers: bool,
+    /// The peer kit: the directory holding `run.sh` and `setup.sh` (not part of this
+    /// repository). By default `../shared/peers` next to the repository, if it is there.
+    #[arg(long, value_name = "DIR")]
+    peers_dir: Option<PathBuf>,
+    /// Where the kit's `setup.sh` installed the peers (its `PEERS_ROOT`); by default
+    /// `$PEERS_ROOT`, else `$TMPDIR/peers-bench`.
+    #[arg(long, value_name = "DIR")]
+    peers_root: Option<PathBuf>,
+    /// The peers `--compare-peers` runs, comma-separated (`run.sh`'s `PEERS`):
+    /// rust-plain, timely, java-plain, flink, spark, bytewax, beam, pyflink-table.
+    #[arg(long, default_value = "timely,flink,spark", value_delimiter = ',')]
+    peers: Vec<String>,
     /// Words to generate for the word counts (rounded to whole lines of 10 words on
     /// average, as `gen_input.py --lines words/10` writes them).
     #[arg(long, default_value_t = 10_000_000)]
@@ -120,6 +152,12 @@ struct Args {
     child: Option<ChildMode>,
     #[arg(long, hide = true)]
     child_out: Option<PathBuf>,
+    /// Internal: records of a `latency` or `recovery` child.
+    #[arg(long, hide = true)]
+    child_records: Option<u64>,
+    /// Internal: records/s of a `latency` or `recovery` child (0: as fast as possible).
+    #[arg(long, hide = true, default_value_t = 0.0)]
+    child_rate: f64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -128,6 +166,8 @@ enum ChildMode {
     Output,
     /// Run into a counting sink and write the record.
     Time,
+    /// Run the crash job in a local cluster (the parent kills one of its processes).
+    Recovery,
 }
 
 /// What a child runs.
@@ -195,6 +235,7 @@ fn run() -> anyhow::Result<()> {
         (args.words, args.check_words) = (100_000, 20_000);
         (args.events, args.check_events) = (10_000, 2_000);
         args.q12_events = args.q12_events.min(args.events);
+        args.latency_seconds = args.latency_seconds.min(1.0);
     }
     if let Some(mode) = args.child {
         return child(&args, mode);
@@ -219,36 +260,87 @@ fn run() -> anyhow::Result<()> {
         tidewater::runner::lookup_runner(r)?;
     }
     let workloads = expand_workloads(&args.workload)?;
+    // Everything about the peers is checked before anything runs.
+    let peers = match args.compare_peers {
+        true => {
+            if peer_workloads(&workloads).is_empty() {
+                bail!("--compare-peers compares the word counts (stateless, count, stateful, windowed): none of them is among the workloads");
+            }
+            Some(Kit::locate(
+                args.peers_dir.as_deref(),
+                args.peers_root.as_deref(),
+                &args.peers,
+            )?)
+        }
+        false => None,
+    };
     let dir = std::env::temp_dir().join("tidewater-bench");
-    let (full, small) = inputs(&args, &dir, &workloads)?;
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let (full, small) = inputs(&args, &dir, &workloads, peers.as_ref())?;
     let mut out = std::fs::File::create(&json)
         .with_context(|| format!("cannot create {}", json.display()))?;
+    let mut records: Vec<BenchRecord> = Vec::new();
+    let mut record = |r: BenchRecord, out: &mut std::fs::File| -> anyhow::Result<()> {
+        use std::io::Write;
+        print_row(&r);
+        writeln!(out, "{}", r.to_json_line())?;
+        records.push(r);
+        Ok(())
+    };
     let mut failures = 0;
     print_header();
     for workload in &workloads {
-        let oracle = match reference_output(&args, workload, small.as_ref(), &dir) {
-            Ok(lines) => lines,
-            Err(e) => {
-                failures += 1;
-                print_error(
-                    workload,
-                    "direct",
-                    1,
-                    &format!("reference run failed: {e:#}"),
-                );
-                continue;
-            }
+        // The word counts and Nexmark are checked against the direct runner's output;
+        // `latency` checks that every record reached the sink, `recovery` that the
+        // committed output equals the direct runner's (both in their runs).
+        let checked_by_run = matches!(workload.as_str(), "latency" | "recovery");
+        let oracle = match checked_by_run {
+            true => Vec::new(),
+            false => match reference_output(&args, workload, small.as_ref(), &dir) {
+                Ok(lines) => lines,
+                Err(e) => {
+                    failures += 1;
+                    print_error(
+                        workload,
+                        "direct",
+                        1,
+                        &format!("reference run failed: {e:#}"),
+                    );
+                    continue;
+                }
+            },
         };
         for runner in &args.runner {
-            let combinations: Vec<(u32, u32, u64)> = args
-                .workers
-                .iter()
-                .flat_map(|&w| args.processes.iter().map(move |&p| (w, p)))
-                .flat_map(|(w, p)| args.checkpoint_ms.iter().map(move |&c| (w, p, c)))
-                .collect();
+            let mut combinations: Vec<(u32, u32, u64)> = Vec::new();
+            for &w in &args.workers {
+                for &p in &args.processes {
+                    for &c in &args.checkpoint_ms {
+                        // A recovery needs a cluster to kill a process of and a
+                        // checkpoint to recover from.
+                        let c = match workload.as_str() {
+                            "recovery" => (p.max(2), if c == 0 { 1000 } else { c }),
+                            _ => (p, c),
+                        };
+                        if !combinations.contains(&(w, c.0, c.1)) {
+                            combinations.push((w, c.0, c.1));
+                        }
+                    }
+                }
+            }
             for (workers, processes, checkpoint_ms) in combinations {
-                if processes > 1 && (runner == "direct" || nexmark_query(workload).is_some()) {
-                    eprintln!("note: skipping {workload} on {runner} with {processes} processes: only word counts on the engine runners run as a local cluster");
+                if workload == "recovery" && runner == "direct" {
+                    eprintln!(
+                        "note: skipping recovery on direct: it has no checkpoints to recover from"
+                    );
+                    break;
+                }
+                if processes > 1
+                    && workload != "recovery"
+                    && (runner == "direct"
+                        || nexmark_query(workload).is_some()
+                        || workload == "latency")
+                {
+                    eprintln!("note: skipping {workload} on {runner} with {processes} processes: only word counts (and recovery) on the engine runners run as a local cluster");
                     continue;
                 }
                 if runner == "direct" && workers != 1 {
@@ -274,23 +366,26 @@ fn run() -> anyhow::Result<()> {
                     runner_options: &args.runner_options,
                     checkpoint_ms: (checkpoint_ms > 0).then_some(checkpoint_ms),
                 };
-                let checked = output(&args, &setting, args.validate, small.as_ref(), &dir)
-                    .and_then(|lines| {
-                        compare_outputs(oracle.clone(), lines).map_err(anyhow::Error::msg)
-                    });
-                if let Err(e) = checked {
-                    failures += 1;
-                    eprintln!("{workload} on {runner} W={workers}: {e:#}");
-                    print_error(workload, runner, workers, &format!("check failed: {e:#}"));
-                    continue;
+                if !checked_by_run {
+                    let checked = output(&args, &setting, args.validate, small.as_ref(), &dir)
+                        .and_then(|lines| {
+                            compare_outputs(oracle.clone(), lines).map_err(anyhow::Error::msg)
+                        });
+                    if let Err(e) = checked {
+                        failures += 1;
+                        eprintln!("{workload} on {runner} W={workers}: {e:#}");
+                        print_error(workload, runner, workers, &format!("check failed: {e:#}"));
+                        continue;
+                    }
                 }
                 for _ in 0..args.reps {
-                    match timed(&args, &setting, full.as_ref(), &dir) {
-                        Ok(record) => {
-                            print_row(&record);
-                            use std::io::Write;
-                            writeln!(out, "{}", record.to_json_line())?;
-                        }
+                    let result = match workload.as_str() {
+                        "latency" => timed_latency(&args, &setting, &dir),
+                        "recovery" => timed_recovery(&args, &setting, &dir),
+                        _ => timed(&args, &setting, full.as_ref(), &dir),
+                    };
+                    match result {
+                        Ok(r) => record(r, &mut out)?,
                         Err(e) => {
                             failures += 1;
                             print_error(workload, runner, workers, &format!("{e:#}"));
@@ -300,6 +395,41 @@ fn run() -> anyhow::Result<()> {
                 }
             }
         }
+    }
+    if let Some(kit) = &peers {
+        let input = full.as_ref().context("no input was generated")?;
+        eprintln!(
+            "peers: {} through {}/run.sh (PEERS_ROOT={}), on {}",
+            kit.peers.join(", "),
+            kit.dir.display(),
+            kit.root.display(),
+            input.text.display()
+        );
+        match kit.run(&workloads, &args.workers, args.reps, input) {
+            Ok(outcome) => {
+                for r in outcome.records {
+                    record(r, &mut out)?;
+                }
+                for (run, e) in outcome.failed {
+                    failures += 1;
+                    print_error(
+                        &format!("{} ({})", run.workload, run.variant),
+                        &run.peer,
+                        run.par,
+                        &format!("peer run {} failed: {e}", run.rep),
+                    );
+                }
+            }
+            Err(e) => {
+                failures += 1;
+                print_error("peers", "run.sh", 0, &format!("{e:#}"));
+            }
+        }
+        let ratios = ratios(&records);
+        outln!(
+            "\nours / peer: records/s inside the job of the median run of each setting, same input, same machine, this run"
+        );
+        tidewater_examples::write_line(format_args!("{}", ratios_text(&ratios).trim_end()));
     }
     outln!("records in {}", json.display());
     if failures > 0 {
@@ -312,16 +442,24 @@ fn run() -> anyhow::Result<()> {
 fn expand_workloads(names: &[String]) -> anyhow::Result<Vec<String>> {
     let nexmark = (0..=14).map(|q| format!("nexmark-q{q}"));
     let wordcount = WordCount::ALL.iter().map(|w| w.name().to_string());
+    let figures = ["latency", "recovery"].map(String::from);
     let mut out: Vec<String> = Vec::new();
     for name in names {
         let add: Vec<String> = match name.as_str() {
             "wordcount" => wordcount.clone().collect(),
             "nexmark" => nexmark.clone().collect(),
-            "all" => wordcount.clone().chain(nexmark.clone()).collect(),
-            n if WordCount::from_name(n).is_some() || nexmark.clone().any(|q| q == n) => {
+            "all" => wordcount
+                .clone()
+                .chain(figures.iter().cloned())
+                .chain(nexmark.clone())
+                .collect(),
+            n if WordCount::from_name(n).is_some()
+                || figures.iter().any(|f| f == n)
+                || nexmark.clone().any(|q| q == n) =>
+            {
                 vec![n.to_string()]
             }
-            n => bail!("unknown workload '{n}': stateless, count, stateful, windowed, nexmark-q0 .. nexmark-q14, wordcount, nexmark or all"),
+            n => bail!("unknown workload '{n}': stateless, count, stateful, windowed, latency, recovery, nexmark-q0 .. nexmark-q14, wordcount, nexmark or all"),
         };
         for w in add {
             if !out.contains(&w) {
@@ -332,11 +470,13 @@ fn expand_workloads(names: &[String]) -> anyhow::Result<Vec<String>> {
     Ok(out)
 }
 
-/// The timed input and the check's, if a word count is among the workloads.
+/// The timed input and the check's, if a word count is among the workloads. With
+/// `--compare-peers` the timed input is the kit's, which the peers read.
 fn inputs(
     args: &Args,
     dir: &Path,
     workloads: &[String],
+    peers: Option<&Kit>,
 ) -> anyhow::Result<(Option<Input>, Option<Input>)> {
     if !workloads.iter().any(|w| WordCount::from_name(w).is_some()) {
         return Ok((None, None));
@@ -348,9 +488,10 @@ fn inputs(
         ..Default::default()
     };
     let t = Instant::now();
-    let full = match &args.input {
-        Some(prefix) => Input::open(prefix)?,
-        None => Input::cached(dir, &options(args.words))?,
+    let full = match (&args.input, peers) {
+        (given, Some(kit)) => kit.input(given.as_deref(), &options(args.words))?,
+        (Some(prefix), None) => Input::open(prefix)?,
+        (None, None) => Input::cached(dir, &options(args.words))?,
     };
     // The check's input is the first lines of the same text (the script's output for
     // fewer lines is a prefix of its output for more).
@@ -485,8 +626,8 @@ fn child_command(
             .arg("--child-out")
             .arg(out);
     }
-    cmd.args(["--runner", &options.runner]);
     if nexmark_query(setting.workload).is_some() {
+        cmd.args(["--runner", &options.runner]);
         if options.no_validate {
             cmd.arg("--no-validate");
         }
@@ -508,20 +649,255 @@ fn child_command(
                 .arg(format!("--checkpoint-dir={}", dir.display()));
         }
     } else {
-        // This binary's child builds the same options from these flags.
-        if validate {
-            cmd.arg("--validate");
-        }
-        cmd.args(["--workers", &setting.workers.to_string()]);
-        cmd.args(["--processes", &setting.processes.to_string()]);
-        for (k, v) in setting.runner_options {
-            cmd.arg("--runner-option").arg(format!("{k}={v}"));
-        }
-        if let Some(ms) = setting.checkpoint_ms {
-            cmd.arg(format!("--checkpoint-ms={ms}"));
-        }
+        setting_flags(&mut cmd, setting, validate);
     }
     Ok(cmd)
+}
+
+/// The flags from which this binary's child builds `setting`'s options again.
+fn setting_flags(cmd: &mut Command, setting: &Setting<'_>, validate: bool) {
+    if validate {
+        cmd.arg("--validate");
+    }
+    cmd.args(["--runner", setting.runner]);
+    cmd.args(["--workers", &setting.workers.to_string()]);
+    cmd.args(["--processes", &setting.processes.to_string()]);
+    for (k, v) in setting.runner_options {
+        cmd.arg("--runner-option").arg(format!("{k}={v}"));
+    }
+    if let Some(ms) = setting.checkpoint_ms {
+        cmd.arg(format!("--checkpoint-ms={ms}"));
+    }
+}
+
+/// Distinct keys of the `latency` workload's stateful step.
+const LATENCY_KEYS: u64 = 10_000;
+
+/// The `latency` workload on `setting`: its peak first (`--words` records as fast as
+/// they go), then its latencies at half that rate for `--latency-seconds`, each run in
+/// a child of its own.
+fn timed_latency(args: &Args, setting: &Setting<'_>, dir: &Path) -> anyhow::Result<BenchRecord> {
+    let peak = latency_child(args, setting, dir, args.words, 0.0).context("the peak run")?;
+    let rate = peak.records_per_s / 2.0;
+    let records = ((rate * args.latency_seconds) as u64).max(1);
+    eprintln!(
+        "latency on {} W={}: peak {}/s ({} records in {:.2}s); measuring at half of it, {}/s for {}s",
+        setting.runner,
+        setting.workers,
+        human(peak.records_per_s),
+        peak.records,
+        peak.seconds,
+        human(rate),
+        args.latency_seconds
+    );
+    latency_child(args, setting, dir, records, rate).context("the run at half the peak")
+}
+
+/// One run of the latency pipeline in a child: `records` at `rate` (0: unpaced).
+fn latency_child(
+    args: &Args,
+    setting: &Setting<'_>,
+    dir: &Path,
+    records: u64,
+    rate: f64,
+) -> anyhow::Result<BenchRecord> {
+    let file = dir.join(format!("record-{}.json", std::process::id()));
+    let _ = std::fs::remove_file(&file);
+    let mut cmd = Command::new(std::env::current_exe()?);
+    cmd.args(["--child", "time", "--workload", "latency"])
+        .arg(format!("--child-records={records}"))
+        .arg(format!("--child-rate={rate}"))
+        .arg("--child-out")
+        .arg(&file);
+    setting_flags(&mut cmd, setting, args.validate);
+    run_child(cmd)?;
+    let line = std::fs::read_to_string(&file).context("the child wrote no record")?;
+    let _ = std::fs::remove_file(&file);
+    serde_json::from_str(&line).with_context(|| format!("not a record: {line}"))
+}
+
+/// The crash job's records per second in a `recovery` run: well below any runner's
+/// peak, so that what is timed is recovery, not a backlog.
+const RECOVERY_RATE: f64 = 20_000.0;
+
+/// The `recovery` workload on `setting`: the crash job in a local cluster with
+/// checkpoints; once it has checkpointed for two intervals, one of its processes
+/// (the last the supervisor lists) is SIGKILLed, and the time from the kill to the
+/// first checkpoint completed after it (a new manifest: the restarted job's first
+/// committed progress) is its recovery time. Its committed output must then equal
+/// the direct runner's: exactly once through the kill.
+fn timed_recovery(args: &Args, setting: &Setting<'_>, dir: &Path) -> anyhow::Result<BenchRecord> {
+    let interval = setting.checkpoint_ms.unwrap_or(1000);
+    let poll = Duration::from_millis(2);
+    // Start-up (about 1 s), two intervals before the kill, recovery, and the rest.
+    let records = (RECOVERY_RATE * (3.0 + 4.0 * interval as f64 / 1000.0)) as u64;
+    let work = dir.join(format!("recovery-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&work);
+    std::fs::create_dir_all(&work).with_context(|| format!("cannot create {}", work.display()))?;
+    let (ckpt, committed) = (work.join("checkpoints"), work.join("output"));
+    let mut cmd = Command::new(std::env::current_exe()?);
+    cmd.args(["--child", "recovery", "--workload", "recovery"])
+        .arg(format!("--child-records={records}"))
+        .arg(format!("--child-rate={RECOVERY_RATE}"))
+        .arg("--child-out")
+        .arg(&work)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    setting_flags(&mut cmd, setting, false);
+    let start = RunStart::now();
+    let started = Instant::now();
+    let mut child = cmd.spawn().context("cannot start the recovery job")?;
+    let stderr = child.stderr.take().map(|mut e| {
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = std::io::Read::read_to_string(&mut e, &mut s);
+            s
+        })
+    });
+    let measured = (|| -> anyhow::Result<(f64, f64)> {
+        let deadline = started + Duration::from_secs(120);
+        let mut first_checkpoint = None;
+        let pids = loop {
+            if let Some(status) = child.try_wait()? {
+                bail!("the job ended ({status}) before a process was killed");
+            }
+            let now = Instant::now();
+            if first_checkpoint.is_none() && !manifests(&ckpt).is_empty() {
+                first_checkpoint = Some(now);
+            }
+            let pids = std::fs::read_to_string(ckpt.join("pids")).unwrap_or_default();
+            if first_checkpoint.is_some_and(|t| now - t >= Duration::from_millis(2 * interval))
+                && !pids.trim().is_empty()
+            {
+                break pids;
+            }
+            if now > deadline {
+                bail!("no checkpoint within 2 minutes");
+            }
+            std::thread::sleep(poll);
+        };
+        let victim = pids.lines().last().unwrap_or("").trim().to_string();
+        let before = manifests(&ckpt).last().copied();
+        let status = Command::new("kill").args(["-KILL", &victim]).status()?;
+        let killed = Instant::now();
+        if !status.success() {
+            bail!("kill -KILL {victim} failed ({status})");
+        }
+        let mut restarted = None;
+        loop {
+            let now = Instant::now();
+            if restarted.is_none()
+                && std::fs::read_to_string(ckpt.join("pids")).is_ok_and(|p| p != pids)
+            {
+                restarted = Some(now - killed);
+            }
+            if manifests(&ckpt).last().copied() > before {
+                let restarted = restarted.unwrap_or(now - killed);
+                return Ok((
+                    restarted.as_secs_f64() * 1000.0,
+                    (now - killed).as_secs_f64() * 1000.0,
+                ));
+            }
+            if child.try_wait()?.is_some() {
+                bail!("the job ended without a checkpoint after the kill");
+            }
+            if now > deadline {
+                bail!("no checkpoint after the kill within 2 minutes");
+            }
+            std::thread::sleep(poll);
+        }
+    })();
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break status;
+        }
+        if started.elapsed() > Duration::from_secs(180) {
+            let _ = child.kill();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let seconds = started.elapsed().as_secs_f64();
+    let stderr = stderr.and_then(|t| t.join().ok()).unwrap_or_default();
+    let (restart_ms, recovery_ms) = measured?;
+    if !status.success() {
+        bail!("the job failed ({status}): {}", stderr.trim());
+    }
+    if !stderr.contains("restarting all") {
+        bail!(
+            "the cluster did not restart after the kill: {}",
+            stderr.trim()
+        );
+    }
+    let lines = crash_job::committed_lines(&committed)?;
+    let reference = recovery_reference(records)?;
+    compare_outputs(reference, lines.clone())
+        .map_err(|m| anyhow::anyhow!("after the kill the committed {m}"))?;
+    let _ = std::fs::remove_dir_all(&work);
+    let mut record = BenchRecord::measured(
+        "recovery",
+        setting.runner,
+        setting.workers,
+        records,
+        seconds,
+        lines.len() as u64,
+        start,
+    );
+    record.processes = setting.processes;
+    record.records_per_s_per_core =
+        record.records_per_s / f64::from(setting.workers * setting.processes);
+    // This process only watched: the cluster's RSS is not measured.
+    record.peak_rss_mb = None;
+    record.checkpoint = true;
+    record.checkpoint_interval_ms = Some(interval);
+    record.recovery_ms = Some(recovery_ms);
+    record.restart_ms = Some(restart_ms);
+    let _ = args;
+    Ok(record)
+}
+
+/// The epochs of the checkpoints completed in `dir` (their manifests), oldest first.
+fn manifests(dir: &Path) -> Vec<u64> {
+    let mut epochs: Vec<u64> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            name.strip_prefix("checkpoint-")?
+                .strip_suffix(".manifest")?
+                .parse()
+                .ok()
+        })
+        .collect();
+    epochs.sort_unstable();
+    epochs
+}
+
+/// The direct runner's committed output of the crash job on `records` records (once
+/// per size).
+fn recovery_reference(records: u64) -> anyhow::Result<Vec<String>> {
+    static CACHE: std::sync::Mutex<Option<(u64, Vec<String>)>> = std::sync::Mutex::new(None);
+    let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((n, lines)) = cache.as_ref() {
+        if *n == records {
+            return Ok(lines.clone());
+        }
+    }
+    let dir =
+        std::env::temp_dir().join(format!("tidewater-bench-reference-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    let p = Pipeline::new(PipelineOptions {
+        no_validate: true,
+        ..PipelineOptions::default()
+    });
+    crash_job::build(&p, records, 0.0, &dir);
+    p.run()
+        .context("the direct runner's reference run of the crash job")?;
+    let lines = crash_job::committed_lines(&dir)?;
+    let _ = std::fs::remove_dir_all(&dir);
+    *cache = Some((records, lines.clone()));
+    Ok(lines)
 }
 
 /// Runs a child; its stdout on success, its stderr's last lines as the error otherwise.
@@ -554,12 +930,12 @@ fn child(args: &Args, mode: ChildMode) -> anyhow::Result<()> {
     let [workload] = args.workload.as_slice() else {
         bail!("a child runs one workload");
     };
-    let (Some(prefix), Some(out)) = (&args.input, &args.child_out) else {
-        bail!("a child needs --input and --child-out");
-    };
-    let workload = WordCount::from_name(workload).context("not a word-count workload")?;
+    let out = args
+        .child_out
+        .as_ref()
+        .context("a child needs --child-out")?;
     let setting = Setting {
-        workload: workload.name(),
+        workload,
         runner: &args.runner[0],
         workers: args.workers[0],
         processes: args.processes[0],
@@ -567,6 +943,13 @@ fn child(args: &Args, mode: ChildMode) -> anyhow::Result<()> {
         runner_options: &args.runner_options,
         checkpoint_ms: args.checkpoint_ms.first().copied().filter(|ms| *ms > 0),
     };
+    match (mode, workload.as_str()) {
+        (ChildMode::Recovery, _) => return recovery_child(args, &setting, out),
+        (ChildMode::Time, "latency") => return latency_run(args, &setting, out),
+        _ => {}
+    }
+    let prefix = args.input.as_ref().context("a child needs --input")?;
+    let workload = WordCount::from_name(workload).context("not a word-count workload")?;
     let input = Input::open(prefix)?;
     let mut options = setting.options(args.validate);
     if setting.processes > 1 && options.engine.checkpoint_dir.is_some() {
@@ -635,7 +1018,71 @@ fn child(args: &Args, mode: ChildMode) -> anyhow::Result<()> {
             }
             std::fs::write(out, record.to_json_line())?;
         }
+        ChildMode::Recovery => unreachable!("a recovery child returned above"),
     }
+    Ok(())
+}
+
+/// In a child: one run of the latency pipeline, `--child-records` at `--child-rate`
+/// (0: as fast as they go, for the peak).
+fn latency_run(args: &Args, setting: &Setting<'_>, out: &Path) -> anyhow::Result<()> {
+    let records = args
+        .child_records
+        .context("a latency child needs --child-records")?;
+    let rate = (args.child_rate > 0.0).then_some(args.child_rate);
+    let options = setting.options(args.validate);
+    let checkpoint_dir = options.engine.checkpoint_dir.clone();
+    let p = Pipeline::new(options);
+    latency::build_records(&p, records, rate, LATENCY_KEYS);
+    let start = RunStart::now();
+    let t = Instant::now();
+    let result = p.run();
+    let seconds = t.elapsed().as_secs_f64();
+    if let Some(dir) = &checkpoint_dir {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+    result?;
+    let seen = latency::seen() as u64;
+    if seen != records {
+        bail!("the sink received {seen} records, {records} expected");
+    }
+    let mut record = BenchRecord::measured(
+        "latency",
+        setting.runner,
+        setting.workers,
+        records,
+        seconds,
+        seen,
+        start,
+    );
+    record.validate = args.validate;
+    record.checkpoint = setting.checkpoint_ms.is_some();
+    record.checkpoint_interval_ms = setting.checkpoint_ms;
+    if let Some(rate) = rate {
+        let (p50, p99, max) = latency::percentiles(0.1).context("no latency was measured")?;
+        record.p50_latency_ms = Some(p50);
+        record.p99_latency_ms = Some(p99);
+        record.max_latency_ms = Some(max);
+        record.latency_rate_per_s = Some(rate);
+    }
+    std::fs::write(out, record.to_json_line())?;
+    Ok(())
+}
+
+/// In a child (the local cluster's supervisor, and each of its processes): the crash
+/// job, committed into `WORK/output`, checkpointing into `WORK/checkpoints`.
+fn recovery_child(args: &Args, setting: &Setting<'_>, work: &Path) -> anyhow::Result<()> {
+    let records = args
+        .child_records
+        .context("a recovery child needs --child-records")?;
+    let mut options = setting.options(false);
+    // Every process of the cluster shares the directories (the parent made them).
+    options.engine.checkpoint_dir = Some(work.join("checkpoints"));
+    let output = work.join("output");
+    std::fs::create_dir_all(&output)?;
+    let p = Pipeline::new(options);
+    crash_job::build(&p, records, args.child_rate, &output);
+    p.run()?;
     Ok(())
 }
 
@@ -655,7 +1102,6 @@ fn print_header() {
 }
 
 fn print_row(r: &BenchRecord) {
-    use tidewater_examples::bench::report::human;
     outln!(
         "{:<14} {:<10} {:>2} {:>2} {:>11} {:>8.3} {:>11} {:>11} {:>8}  {}",
         r.workload,
@@ -667,18 +1113,43 @@ fn print_row(r: &BenchRecord) {
         human(r.records_per_s),
         human(r.records_per_s_per_core),
         r.peak_rss_mb.map_or("-".into(), |m| format!("{m:.0}")),
-        format!(
-            "ok{}{}",
-            r.checkpoint_interval_ms
-                .map(|ms| format!(", checkpoints every {ms} ms"))
-                .unwrap_or_default(),
-            if r.profile == "debug" {
-                " (debug build)"
-            } else {
-                ""
-            }
-        )
+        note(r)
     );
+}
+
+/// The note column: what else the run measured.
+fn note(r: &BenchRecord) -> String {
+    let mut s = String::from("ok");
+    if let Some(peer) = &r.peer {
+        s = format!("peer: {peer}");
+    }
+    if let (Some(rate), Some(p50), Some(p99), Some(max)) = (
+        r.latency_rate_per_s,
+        r.p50_latency_ms,
+        r.p99_latency_ms,
+        r.max_latency_ms,
+    ) {
+        s.push_str(&format!(
+            ", at {}/s: latency p50 {p50:.2} ms, p99 {p99:.2} ms, max {max:.2} ms",
+            human(rate)
+        ));
+    } else if r.workload == "latency" {
+        s.push_str(", peak");
+    }
+    if let (Some(rec), Some(restart)) = (r.recovery_ms, r.restart_ms) {
+        s.push_str(&format!(
+            ", recovered in {rec:.0} ms (processes restarted after {restart:.0} ms)"
+        ));
+    }
+    match (r.checkpoint, r.checkpoint_interval_ms) {
+        (true, Some(ms)) => s.push_str(&format!(", checkpoints every {ms} ms")),
+        (true, None) => s.push_str(", checkpoints"),
+        _ => {}
+    }
+    if r.profile == "debug" {
+        s.push_str(" (debug build)");
+    }
+    s
 }
 
 fn print_error(workload: &str, runner: &str, workers: u32, error: &str) {
