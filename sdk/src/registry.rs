@@ -206,10 +206,20 @@ pub fn window_fn(name: &str) -> Option<WindowFnFactory> {
 /// Registers a source whose fields deserialize with serde, under its type name.
 /// [`Read::from`](crate::Read::from) does this.
 pub fn register_source<S: crate::Source + DeserializeOwned>() -> String {
+    register_source_with::<S>(|_| {})
+}
+
+/// Registers a source under its type name, whose decoded fields `finish` completes
+/// with what does not travel in the plan (the function item a
+/// [`Read::with_timestamps`](crate::Read::with_timestamps) source calls).
+pub fn register_source_with<S: crate::Source + DeserializeOwned>(
+    finish: impl Fn(&mut S) + Send + Sync + 'static,
+) -> String {
     register_element_type::<S::Output>();
     let name = std::any::type_name::<S>().to_string();
-    let factory: SourceFactory = Arc::new(|fields| {
-        let s: S = serde_json::from_value(fields.clone()).map_err(|e| e.to_string())?;
+    let factory: SourceFactory = Arc::new(move |fields| {
+        let mut s: S = serde_json::from_value(fields.clone()).map_err(|e| e.to_string())?;
+        finish(&mut s);
         Ok(Box::new(crate::exec::SourceInvoker(s)) as Box<dyn crate::exec::ErasedSource>)
     });
     let mut r = write();

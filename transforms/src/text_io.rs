@@ -4,8 +4,9 @@ use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Write as _};
 use std::path::{Path, PathBuf};
 use tidewater::{
-    Combine, CombineFn, DoFn, FlattenExt, PBegin, PCollection, PInput, PTransform, ParDo,
-    ProcessContext, Sink, Trigger, Txn, UserError, Window, WindowFn, WindowedValue,
+    Combine, CombineFn, DoFn, FlattenExt, PBegin, PCollection, PInput, PTransform, ParDo, Pipeline,
+    ProcessContext, Sink, Timestamp, Trigger, Txn, UserError, WatermarkEstimator, Window, WindowFn,
+    WindowedValue,
 };
 
 /// Entry points: `TextIO::read().from(pattern)` and `TextIO::write().to(prefix)`.
@@ -27,7 +28,10 @@ pub struct TextIO;
 impl TextIO {
     /// A read of every line of every file matching a pattern.
     pub fn read() -> Read {
-        Read { pattern: None }
+        Read {
+            pattern: None,
+            read: Box::new(|p, source| p.apply("ReadLines", tidewater::Read::from(source))),
+        }
     }
 
     /// A write of every element as a line into sharded files.
@@ -40,15 +44,57 @@ impl TextIO {
     }
 }
 
+/// Applies the read of a [`TextSource`] (with or without event times).
+type ApplyRead = Box<dyn FnOnce(&Pipeline, TextSource) -> PCollection<String>>;
+
 /// See [`TextIO::read`].
 pub struct Read {
     pattern: Option<String>,
+    read: ApplyRead,
 }
 
 impl Read {
     /// Reads the files matching `pattern`: a path, or a glob such as `logs/*.txt`.
     pub fn from(mut self, pattern: &str) -> Self {
         self.pattern = Some(pattern.to_string());
+        self
+    }
+
+    /// Gives every line the event time `f(&line)` as it is read, with watermarks
+    /// estimated from those times (see [`tidewater::Read::with_timestamps`]); without
+    /// it, lines have no event time and the watermark stays at its minimum until the
+    /// files are read.
+    ///
+    /// ```
+    /// use tidewater::{Timestamp, WatermarkEstimator};
+    /// use tidewater_transforms::TextIO;
+    /// /// `<milliseconds>,<text>`
+    /// fn line_time(line: &String) -> Timestamp {
+    ///     let ms = line.split(',').next().and_then(|t| t.parse().ok());
+    ///     Timestamp::from_millis(ms.unwrap_or(i64::MIN / 1000))
+    /// }
+    /// tidewater_runner_direct::register();
+    /// let dir = tempfile::tempdir().unwrap();
+    /// std::fs::write(dir.path().join("in.txt"), "1000,a\n2000,b\n").unwrap();
+    /// let p = tidewater::Pipeline::new(Default::default());
+    /// p.apply(
+    ///     "Read",
+    ///     TextIO::read()
+    ///         .from(dir.path().join("in.txt").to_str().unwrap())
+    ///         .with_timestamps(line_time, WatermarkEstimator::MonotonicallyIncreasing),
+    /// );
+    /// p.run().unwrap();
+    /// ```
+    pub fn with_timestamps<F>(mut self, f: F, watermarks: WatermarkEstimator) -> Self
+    where
+        F: Fn(&String) -> Timestamp + Send + Sync + 'static,
+    {
+        self.read = Box::new(move |p, source| {
+            p.apply(
+                "ReadLines",
+                tidewater::Read::from(source).with_timestamps(f, watermarks),
+            )
+        });
         self
     }
 }
@@ -99,7 +145,7 @@ impl PTransform<PBegin> for Read {
                 Vec::new()
             }
         };
-        p.apply("ReadLines", tidewater::Read::from(TextSource::new(&files)))
+        (self.read)(&p, TextSource::new(&files))
     }
 }
 

@@ -8,7 +8,7 @@ use crate::CountingSink;
 use serde::{Deserialize, Serialize};
 use tidewater::{
     BoundedWindow, DoFn, PCollection, ParDo, Pipeline, ProcessContext, StatefulParDo, Timestamp,
-    UserError, Window, WindowFn,
+    UserError, WatermarkEstimator, Window, WindowFn,
 };
 use tidewater_transforms::{Count, TextIO};
 
@@ -69,7 +69,7 @@ impl WordCount {
                 "Word count, stateful with a StatefulParDo keeping a running count per word in value state: one (word, count so far) per word in"
             }
             WordCount::Windowed => {
-                "Word count, windowed: count per word per 1 s event-time fixed window; line i carries event time 1,700,000,000,000 + floor(i * 1000 / 10,000) ms (10,000 lines, about 100,000 words, per event-time second)"
+                "Word count, windowed: count per word per 1 s event-time fixed window; line i carries event time 1,700,000,000,000 + floor(i * 1000 / 10,000) ms (10,000 lines, about 100,000 words, per event-time second), read in that order with the watermark at the latest event time read, as the peers read it"
             }
         }
     }
@@ -108,8 +108,14 @@ impl WordCount {
             }
             WordCount::Windowed => {
                 let counts = p
-                    .apply("ReadStampedLines", TextIO::read().from(stamped))
-                    .apply("StampWords", ParDo::of(StampWords))
+                    .apply(
+                        "ReadStampedLines",
+                        TextIO::read().from(stamped).with_timestamps(
+                            stamped_line_time,
+                            WatermarkEstimator::MonotonicallyIncreasing,
+                        ),
+                    )
+                    .flat_map("SplitWords", split_stamped_words)
                     .apply("Window1s", Window::into(WindowFn::fixed(WINDOW_MS)))
                     .apply("CountPerWordAndWindow", Count::per_element());
                 if capture {
@@ -156,29 +162,21 @@ fn format_pair(kv: (String, u64)) -> String {
     format!("{} {}", kv.0, kv.1)
 }
 
-/// `<event time ms>\t<words>` to the words, each at that event time.
-#[derive(Serialize, Deserialize)]
-struct StampWords;
+/// The event time of a `<event time ms>\t<words>` line. The input is in event-time
+/// order, as the peers read it: the watermark is the latest time read (as theirs).
+fn stamped_line_time(line: &String) -> Timestamp {
+    let ts = line.split_once('\t').and_then(|(ts, _)| ts.parse().ok());
+    Timestamp(ts.unwrap_or_else(|| panic!("no event time in line '{}'", tidewater::shorten(line))))
+}
 
-impl DoFn for StampWords {
-    type In = String;
-    type Out = String;
-    fn process(
-        &mut self,
-        line: String,
-        ctx: &mut ProcessContext<'_, String>,
-    ) -> Result<(), UserError> {
-        let (ts, words) = line
-            .split_once('\t')
-            .ok_or_else(|| UserError::from(format!("no event time in line '{line}'")))?;
-        let ts: i64 = ts
-            .parse()
-            .map_err(|e| UserError::from(format!("bad event time '{ts}': {e}")))?;
-        for w in words.split(' ').filter(|w| !w.is_empty()) {
-            ctx.output_with_timestamp(w.to_string(), Timestamp(ts));
-        }
-        Ok(())
-    }
+/// The words of a `<event time ms>\t<words>` line.
+fn split_stamped_words(line: String) -> Vec<String> {
+    let words = line.split_once('\t').map_or("", |(_, words)| words);
+    words
+        .split(' ')
+        .filter(|w| !w.is_empty())
+        .map(str::to_string)
+        .collect()
 }
 
 /// `<window start ms> <word> <count>`.

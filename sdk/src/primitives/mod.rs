@@ -24,7 +24,7 @@ pub use functions::{FilterFn, FlatMapFn, MapFn, WithKeysFn};
 pub use group_by_key::{GroupByKey, GroupByKeyOps};
 pub use pardo::{PCollectionTuple, ParDo, ParDoWithOutputs};
 pub use partition::{Partition, PartitionFn};
-pub use read::Read;
+pub use read::{Read, TimestampedPosition, TimestampedSource, WatermarkEstimator};
 pub use stateful_pardo::StatefulParDo;
 pub use test_stream::{TestStream, TestStreamEvent};
 pub use window_into::{Window, WithTimestampsFn};

@@ -1,18 +1,99 @@
 use crate::plan::{urn, FunctionSpec, IsBounded, UserFunction};
 use crate::transform::PBegin;
-use crate::{PCollection, PTransform, Source};
+use crate::{Element, PCollection, PTransform, ReadStatus, Source, Timestamp, UserError};
 use serde::de::DeserializeOwned;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 /// Reads a [`Source`] (Beam's `Read`): bounded or unbounded as the source says.
 pub struct Read<S> {
     source: S,
+    /// Registers the source's type (and what completes it once decoded); its name.
+    register: Arc<dyn Fn() -> String>,
+    /// Why the read cannot be built, found at construction.
+    check: Result<(), String>,
 }
 
 impl Read<()> {
     /// Reads `source`; its fields travel in the plan.
     pub fn from<S: Source + Serialize + DeserializeOwned>(source: S) -> Read<S> {
-        Read { source }
+        Read {
+            source,
+            register: Arc::new(crate::registry::register_source::<S>),
+            check: Ok(()),
+        }
+    }
+}
+
+impl<S: Source + Serialize + DeserializeOwned> Read<S> {
+    /// Gives every record the event time `f(&record)` as it is read, and each partition
+    /// the watermark `watermarks` estimates from those times, in place of the source's
+    /// own (Flink's `WatermarkStrategy` on a source, Beam's timestamp policies). A
+    /// partition's estimate is part of its position, so a restored job goes on with it.
+    ///
+    /// A record earlier than its partition's watermark (out of order by more than the
+    /// estimator allows) is read all the same; a grouping downstream drops it if its
+    /// window has expired, as any late record.
+    ///
+    /// ```
+    /// use tidewater::{Read, Timestamp, WatermarkEstimator};
+    /// # use serde::{Deserialize, Serialize};
+    /// # #[derive(Serialize, Deserialize)]
+    /// # struct Numbers { n: u64 }
+    /// # impl tidewater::Source for Numbers {
+    /// #     type Output = u64;
+    /// #     type Position = u64;
+    /// #     fn is_bounded(&self) -> bool { true }
+    /// #     fn initial_position(&self, p: usize, _: usize) -> u64 { p as u64 }
+    /// #     fn read(&mut self, _: usize, n: usize, next: &mut u64, max: usize, _: Timestamp,
+    /// #             out: &mut Vec<(u64, Timestamp)>) -> Result<tidewater::ReadStatus, tidewater::UserError> {
+    /// #         for _ in 0..max {
+    /// #             if *next >= self.n { return Ok(tidewater::ReadStatus::Done); }
+    /// #             out.push((*next, Timestamp::MIN));
+    /// #             *next += n as u64;
+    /// #         }
+    /// #         Ok(tidewater::ReadStatus::More)
+    /// #     }
+    /// #     fn watermark(&self, _: usize, _: usize, _: &u64) -> Timestamp { Timestamp::MIN }
+    /// # }
+    /// /// The number is the second it happened in.
+    /// fn seconds(n: &u64) -> Timestamp {
+    ///     Timestamp::from_millis(*n as i64 * 1000)
+    /// }
+    /// let p = tidewater::Pipeline::new(Default::default());
+    /// let numbers = p.apply(
+    ///     "Read",
+    ///     Read::from(Numbers { n: 10 })
+    ///         .with_timestamps(seconds, WatermarkEstimator::MonotonicallyIncreasing),
+    /// );
+    /// ```
+    pub fn with_timestamps<F>(
+        self,
+        f: F,
+        watermarks: WatermarkEstimator,
+    ) -> Read<TimestampedSource<S, F>>
+    where
+        F: Fn(&S::Output) -> Timestamp + Send + Sync + 'static,
+    {
+        let check = self.check.and(super::functions::check_function_item::<F>(
+            "Read::with_timestamps",
+        ));
+        let f = Arc::new(f);
+        let shared = f.clone();
+        Read {
+            source: TimestampedSource {
+                source: self.source,
+                watermarks,
+                f: Some(f),
+            },
+            register: Arc::new(move || {
+                let f = shared.clone();
+                crate::registry::register_source_with::<TimestampedSource<S, F>>(move |s| {
+                    s.f = Some(f.clone())
+                })
+            }),
+            check,
+        }
     }
 }
 
@@ -20,7 +101,10 @@ impl<S: Source + Serialize + DeserializeOwned> PTransform<PBegin> for Read<S> {
     type Output = PCollection<S::Output>;
     fn expand(self, input: PBegin) -> PCollection<S::Output> {
         let p = crate::PInput::pipeline(&input).clone();
-        let name = crate::registry::register_source::<S>();
+        if let Err(message) = self.check {
+            p.record_error(message);
+        }
+        let name = (self.register)();
         let fields = serde_json::to_value(&self.source).unwrap_or_else(|e| {
             p.record_error(format!("the fields of source {name} do not serialize: {e}"));
             serde_json::Value::Null
@@ -41,5 +125,135 @@ impl<S: Source + Serialize + DeserializeOwned> PTransform<PBegin> for Read<S> {
             bounded,
         );
         p.pcollection(out[0])
+    }
+}
+
+/// How a partition's watermark follows the event times of the records it has read
+/// (see [`Read::with_timestamps`]). The watermark means "no record earlier than this
+/// follows", so a record at exactly the watermark is on time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum WatermarkEstimator {
+    /// The partition's records come in event-time order: its watermark is the latest
+    /// event time read (Beam's `WatermarkEstimators.MonotonicallyIncreasing`, Flink's
+    /// `forMonotonousTimestamps`).
+    MonotonicallyIncreasing,
+    /// Records come at most this many milliseconds out of order: the watermark trails
+    /// the latest event time read by that much (Flink's `forBoundedOutOfOrderness`).
+    BoundedOutOfOrderness {
+        /// How far a record may be behind the latest one read, in milliseconds.
+        max_delay_ms: i64,
+    },
+}
+
+impl WatermarkEstimator {
+    fn estimate(self, latest: Timestamp) -> Timestamp {
+        if latest <= Timestamp::MIN {
+            return Timestamp::MIN;
+        }
+        match self {
+            WatermarkEstimator::MonotonicallyIncreasing => latest,
+            WatermarkEstimator::BoundedOutOfOrderness { max_delay_ms } => {
+                Timestamp(latest.0.saturating_sub(max_delay_ms.max(0))).max(Timestamp::MIN)
+            }
+        }
+    }
+}
+
+/// A source whose records get their event time from a function as they are read, and
+/// whose partitions' watermarks follow those times: what [`Read::with_timestamps`]
+/// reads.
+#[derive(Serialize, Deserialize)]
+#[serde(bound(serialize = "S: Serialize", deserialize = "S: DeserializeOwned"))]
+pub struct TimestampedSource<S, F> {
+    source: S,
+    watermarks: WatermarkEstimator,
+    /// Travels by name (the function item's type is part of this source's); set again
+    /// when the plan is decoded.
+    #[serde(skip)]
+    f: Option<Arc<F>>,
+}
+
+/// Where a partition of a [`TimestampedSource`] stands: the inner source's position and
+/// the latest event time read, which the watermark follows.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TimestampedPosition<P> {
+    /// The inner source's position.
+    pub inner: P,
+    /// The latest event time read so far.
+    pub latest: Timestamp,
+}
+
+impl<S, F> Source for TimestampedSource<S, F>
+where
+    S: Source,
+    S::Output: Element,
+    F: Fn(&S::Output) -> Timestamp + Send + Sync + 'static,
+{
+    type Output = S::Output;
+    type Position = TimestampedPosition<S::Position>;
+
+    fn is_bounded(&self) -> bool {
+        self.source.is_bounded()
+    }
+
+    fn partitions(&self, desired: usize) -> usize {
+        self.source.partitions(desired)
+    }
+
+    fn initial_position(&self, partition: usize, partitions: usize) -> Self::Position {
+        TimestampedPosition {
+            inner: self.source.initial_position(partition, partitions),
+            latest: Timestamp::MIN,
+        }
+    }
+
+    fn read(
+        &mut self,
+        partition: usize,
+        partitions: usize,
+        position: &mut Self::Position,
+        max: usize,
+        now: Timestamp,
+        out: &mut Vec<(Self::Output, Timestamp)>,
+    ) -> Result<ReadStatus, UserError> {
+        let f = self
+            .f
+            .as_ref()
+            .ok_or("the timestamp function of this source was not registered")?;
+        let first = out.len();
+        let status = self
+            .source
+            .read(partition, partitions, &mut position.inner, max, now, out)?;
+        for (record, ts) in &mut out[first..] {
+            *ts = f(record);
+            if *ts < Timestamp::MIN || *ts > Timestamp::MAX {
+                return Err(format!(
+                    "timestamp {ts:?} of record {} is outside [{:?}, {:?}]",
+                    crate::shorten(&format!("{record:?}")),
+                    Timestamp::MIN,
+                    Timestamp::MAX
+                )
+                .into());
+            }
+            position.latest = position.latest.max(*ts);
+        }
+        Ok(status)
+    }
+
+    fn watermark(&self, _: usize, _: usize, position: &Self::Position) -> Timestamp {
+        self.watermarks.estimate(position.latest)
+    }
+
+    fn available(&self, partition: usize, partitions: usize, p: &Self::Position) -> Option<u64> {
+        self.source.available(partition, partitions, &p.inner)
+    }
+
+    fn finalize(
+        &mut self,
+        partition: usize,
+        partitions: usize,
+        p: &Self::Position,
+    ) -> Result<(), UserError> {
+        self.source.finalize(partition, partitions, &p.inner)
     }
 }
