@@ -14,7 +14,7 @@ use tidewater::exec::{
     AnyBatch, Emit, ErasedDoFn, ExecError, GroupingOps, GroupingPhase, GroupingTable,
     InvokeContext, StepMetrics, BATCH_SIZE,
 };
-use tidewater::{Error, Result};
+use tidewater::{Error, Result, Timestamp};
 
 /// Where a stage's exits lead; implemented by the engine.
 pub trait StageOutput {
@@ -171,14 +171,28 @@ impl FusedStage {
         })
     }
 
-    /// Emits what the partial-combine tables hold (with `hold_partials`): before the
-    /// watermark of what the stage emits moves past it, and when an epoch ends.
+    /// Emits what the partial-combine tables hold (with `hold_partials`): when an epoch
+    /// ends, or before a checkpoint.
     pub fn flush_partials(&mut self, out: &mut dyn StageOutput) -> Result<()> {
+        self.flush_partials_before(Timestamp::MAX, out)
+    }
+
+    /// Emits what the partial-combine tables hold for windows that end before
+    /// `watermark` (with `hold_partials`): an engine calls it before the watermark of
+    /// what the stage emits moves to `watermark`. The groups of later windows stay:
+    /// lifting needs the default trigger, non-merging windows and output at the end of
+    /// the window, so their panes fire only once the watermark passes their end, and
+    /// nothing downstream can tell that their input waited here.
+    pub fn flush_partials_before(
+        &mut self,
+        watermark: Timestamp,
+        out: &mut dyn StageOutput,
+    ) -> Result<()> {
         let options = self.options;
         guard(&self.producer.clone(), || {
             for (i, p) in self.partials.iter_mut().enumerate() {
                 if let Some(p) = p {
-                    p.flush(i, out, options)?;
+                    p.flush_before(watermark, i, out, options)?;
                 }
             }
             Ok(())
@@ -249,15 +263,33 @@ impl Partial {
         out: &mut dyn StageOutput,
         options: StageOptions,
     ) -> Result<()> {
+        self.flush_before(Timestamp::MAX, exit, out, options)
+    }
+
+    /// Emits the groups of windows that end before `watermark` (all of them at
+    /// `Timestamp::MAX`).
+    fn flush_before(
+        &mut self,
+        watermark: Timestamp,
+        exit: usize,
+        out: &mut dyn StageOutput,
+        options: StageOptions,
+    ) -> Result<()> {
         let Some(table) = self.table.as_mut() else {
             return Ok(());
         };
         if table.groups() == 0 {
             return Ok(());
         }
-        let acc = table
-            .finish()
-            .map_err(|e| unwrap_downstream(attribute(e, &self.name)))?;
+        let acc = if watermark == Timestamp::MAX {
+            table.finish()
+        } else {
+            table.finish_ended_before(watermark)
+        }
+        .map_err(|e| unwrap_downstream(attribute(e, &self.name)))?;
+        if acc.is_empty() {
+            return Ok(());
+        }
         out.emit(exit, check_accumulators(acc, &self.name, options)?)
     }
 }

@@ -466,8 +466,9 @@ impl Task {
         }
     }
 
-    /// Runs the stage's held partial combines out through its exits.
-    fn flush_partials(&mut self) -> Result<()> {
+    /// Runs the stage's held partial combines for windows that end before `watermark`
+    /// out through its exits (all of them at `Timestamp::MAX`).
+    fn flush_partials(&mut self, watermark: Timestamp) -> Result<()> {
         let Some(stage) = self.stage.as_mut() else {
             return Ok(());
         };
@@ -477,7 +478,7 @@ impl Task {
             ctx: &self.ctx,
             transform: &self.name,
         };
-        stage.flush_partials(&mut router)
+        stage.flush_partials_before(watermark, &mut router)
     }
 
     /// Sends the head's output progress to every consumer, if it changed.
@@ -495,7 +496,7 @@ impl Task {
         }
         // Partial combines held in the stage go out before the watermark passes them.
         if self.sent.is_none_or(|(w, _)| w != progress.0) {
-            self.flush_partials()?;
+            self.flush_partials(progress.0)?;
         }
         self.sent = Some(progress);
         let me = self.ctx.me as u32;
@@ -724,7 +725,7 @@ impl Task {
     /// Epochs `self.first..=last` are over: held partial combines go out, sinks
     /// stage, the state is written.
     fn close(&mut self, last: u64) -> Result<()> {
-        self.flush_partials()?;
+        self.flush_partials(Timestamp::MAX)?;
         let cur = self.cur;
         self.flush(cur);
         for route in &self.routes {

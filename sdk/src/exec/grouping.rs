@@ -41,4 +41,14 @@ pub trait GroupingTable: Send {
     fn groups(&self) -> usize;
     /// Emits one output per group and empties the table.
     fn finish(&mut self) -> Result<Box<dyn AnyBatch>, ExecError>;
+    /// Emits one output per group whose window ends before `watermark` (its max
+    /// timestamp is earlier) and keeps the others: what must go out before a watermark
+    /// that passes those windows. A table that cannot tell emits every group.
+    fn finish_ended_before(
+        &mut self,
+        watermark: crate::Timestamp,
+    ) -> Result<Box<dyn AnyBatch>, ExecError> {
+        let _ = watermark;
+        self.finish()
+    }
 }

@@ -370,43 +370,59 @@ impl<S: CombineShape<F>, F: CombineFn> GroupingTable for CombineTable<S, F> {
     }
 
     fn finish(&mut self) -> Result<Box<dyn AnyBatch>, ExecError> {
-        let f = &*self.f;
-        let partial = self.phase == GroupingPhase::Partial;
-        let mut accumulators = Vec::new();
-        let mut outputs = Vec::new();
-        for (k, w, acc) in self.groups.drain() {
-            let (timestamp, windows) = (w.max_timestamp(), Windows::One(w));
-            if partial {
-                accumulators.push(WindowedValue {
-                    value: (k, acc),
-                    timestamp,
-                    windows,
-                    pane: PaneInfo::NO_FIRING,
-                });
-                continue;
-            }
-            let out = catch_user(AssertUnwindSafe(|| f.extract_output(acc))).map_err(|p| {
-                ExecError::User {
-                    phase: Phase::Process,
-                    element: Some(format!("with key {k:?}")),
-                    message: format!("CombineFn extract_output {}", panic_message(p)),
-                }
-            })?;
-            outputs.push(WindowedValue {
-                value: S::join(k, out),
+        emit::<S, F>(&self.f, self.phase, self.groups.drain())
+    }
+
+    fn finish_ended_before(
+        &mut self,
+        watermark: crate::Timestamp,
+    ) -> Result<Box<dyn AnyBatch>, ExecError> {
+        let ended = self.groups.drain_ended_before(watermark)?;
+        emit::<S, F>(&self.f, self.phase, ended.into_iter())
+    }
+}
+
+/// One output per group: its accumulator in the partial phase, else its result.
+fn emit<S: CombineShape<F>, F: CombineFn>(
+    f: &F,
+    phase: GroupingPhase,
+    groups: impl Iterator<Item = (S::Key, BoundedWindow, F::Acc)>,
+) -> Result<Box<dyn AnyBatch>, ExecError> {
+    let partial = phase == GroupingPhase::Partial;
+    let mut accumulators = Vec::new();
+    let mut outputs = Vec::new();
+    for (k, w, acc) in groups {
+        let (timestamp, windows) = (w.max_timestamp(), Windows::One(w));
+        if partial {
+            accumulators.push(WindowedValue {
+                value: (k, acc),
                 timestamp,
                 windows,
-                pane: PaneInfo::ON_TIME_AND_ONLY_FIRING,
+                pane: PaneInfo::NO_FIRING,
             });
+            continue;
         }
-        Ok(if partial {
-            Box::new(Batch {
-                items: accumulators,
-            })
-        } else {
-            Box::new(Batch { items: outputs })
-        })
+        let out = catch_user(AssertUnwindSafe(|| f.extract_output(acc))).map_err(|p| {
+            ExecError::User {
+                phase: Phase::Process,
+                element: Some(format!("with key {k:?}")),
+                message: format!("CombineFn extract_output {}", panic_message(p)),
+            }
+        })?;
+        outputs.push(WindowedValue {
+            value: S::join(k, out),
+            timestamp,
+            windows,
+            pane: PaneInfo::ON_TIME_AND_ONLY_FIRING,
+        });
     }
+    Ok(if partial {
+        Box::new(Batch {
+            items: accumulators,
+        })
+    } else {
+        Box::new(Batch { items: outputs })
+    })
 }
 
 /// A combine's reduction over inputs.
@@ -470,5 +486,100 @@ impl<S: CombineShape<F>, F: CombineFn> super::reduce::Reduction for MergingAccum
     }
     fn take_output(&self, key: &S::Key, acc: F::Acc) -> S::Output {
         S::join(key.clone(), self.f.extract_output(acc))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exec::downcast_batch;
+    use crate::Timestamp;
+
+    #[derive(Serialize, serde::Deserialize)]
+    struct Total;
+
+    impl CombineFn for Total {
+        type In = i64;
+        type Acc = i64;
+        type Out = i64;
+        fn create_accumulator(&self) -> i64 {
+            0
+        }
+        fn add_input(&self, a: &mut i64, x: i64) {
+            *a += x;
+        }
+        fn merge_accumulators(&self, a: &mut i64, b: i64) {
+            *a += b;
+        }
+        fn extract_output(&self, a: i64) -> i64 {
+            a
+        }
+    }
+
+    fn window(start: i64) -> BoundedWindow {
+        BoundedWindow::Interval {
+            start: Timestamp(start),
+            end: Timestamp(start + 10),
+        }
+    }
+
+    fn input(key: &str, x: i64, start: i64) -> WindowedValue<(String, i64)> {
+        WindowedValue {
+            value: (key.to_string(), x),
+            timestamp: Timestamp(start),
+            windows: Windows::One(window(start)),
+            pane: PaneInfo::NO_FIRING,
+        }
+    }
+
+    /// (key, accumulator, window start), sorted.
+    fn drained(batch: Box<dyn AnyBatch>) -> Vec<(String, i64, i64)> {
+        let mut v: Vec<_> = downcast_batch::<(String, i64)>(batch)
+            .into_iter()
+            .map(|wv| {
+                let BoundedWindow::Interval { start, .. } =
+                    wv.windows.iter().next().copied().unwrap()
+                else {
+                    panic!("interval windows only")
+                };
+                (wv.value.0, wv.value.1, start.0)
+            })
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn a_partial_table_emits_only_the_windows_a_watermark_passes() {
+        let ops = CombineOps::<PerKey<String>, Total> {
+            f: Arc::new(Total),
+            _s: PhantomData,
+        };
+        let mut table = ops.new_table(GroupingPhase::Partial);
+        let batch = vec![
+            input("a", 1, 0),
+            input("b", 2, 0),
+            input("a", 3, 10),
+            input("a", 4, 20),
+            input("a", 5, 0),
+        ];
+        table.add(Box::new(Batch { items: batch })).unwrap();
+        // [0, 10) ends at 9: a watermark of 9 passes nothing yet, 10 passes it.
+        assert!(drained(table.finish_ended_before(Timestamp(9)).unwrap()).is_empty());
+        assert_eq!(table.groups(), 4);
+        assert_eq!(
+            drained(table.finish_ended_before(Timestamp(10)).unwrap()),
+            vec![("a".into(), 6, 0), ("b".into(), 2, 0)]
+        );
+        assert_eq!(table.groups(), 2);
+        // The kept groups go on accumulating under their keys.
+        let more = vec![input("a", 10, 10), input("b", 7, 0)];
+        table.add(Box::new(Batch { items: more })).unwrap();
+        assert_eq!(
+            drained(table.finish_ended_before(Timestamp(20)).unwrap()),
+            vec![("a".into(), 13, 10), ("b".into(), 7, 0)]
+        );
+        assert_eq!(drained(table.finish().unwrap()), vec![("a".into(), 4, 20)]);
+        assert_eq!(table.groups(), 0);
     }
 }

@@ -5,7 +5,8 @@ use crate::exec::{
 use crate::plan::{urn, FunctionSpec, GroupingPayload, UserFunction};
 use crate::registry;
 use crate::{
-    coder, BoundedWindow, Element, PCollection, PTransform, PaneInfo, WindowedValue, Windows,
+    coder, BoundedWindow, Element, PCollection, PTransform, PaneInfo, Timestamp, WindowedValue,
+    Windows,
 };
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -119,6 +120,8 @@ pub(crate) struct Groups<K, A> {
     keys: Vec<(K, BoundedWindow)>,
     values: Vec<A>,
     key_buf: Vec<u8>,
+    /// The earliest end (max timestamp) of a group's window: nothing to drain before it.
+    earliest_end: Timestamp,
 }
 
 impl<K: Element, A> Groups<K, A> {
@@ -128,6 +131,7 @@ impl<K: Element, A> Groups<K, A> {
             keys: Vec::new(),
             values: Vec::new(),
             key_buf: Vec::new(),
+            earliest_end: Timestamp::MAX,
         }
     }
 
@@ -152,6 +156,7 @@ impl<K: Element, A> Groups<K, A> {
         group_key(&mut self.key_buf, &w, &k)?;
         let (i, new) = self.index.find_or_insert(&self.key_buf);
         if new {
+            self.earliest_end = self.earliest_end.min(w.max_timestamp());
             self.keys.push((k, w));
             self.values.push(init());
         }
@@ -178,10 +183,35 @@ impl<K: Element, A> Groups<K, A> {
     /// Every group, emptying the table.
     pub(crate) fn drain(&mut self) -> impl Iterator<Item = (K, BoundedWindow, A)> + '_ {
         self.index.clear();
+        self.earliest_end = Timestamp::MAX;
         self.keys
             .drain(..)
             .zip(self.values.drain(..))
             .map(|((k, w), a)| (k, w, a))
+    }
+}
+
+impl<K: Element, A> Groups<K, A> {
+    /// The groups whose window ends before `watermark` (its max timestamp is earlier),
+    /// removed; the others stay, in their order.
+    pub(crate) fn drain_ended_before(
+        &mut self,
+        watermark: Timestamp,
+    ) -> Result<Vec<(K, BoundedWindow, A)>, ExecError> {
+        if self.earliest_end >= watermark {
+            return Ok(Vec::new());
+        }
+        let all: Vec<_> = self.drain().collect();
+        let mut ended = Vec::new();
+        for (k, w, a) in all {
+            if w.max_timestamp() < watermark {
+                ended.push((k, w, a));
+            } else {
+                let mut a = Some(a);
+                self.index(w, k, || a.take().expect("each kept group once"))?;
+            }
+        }
+        Ok(ended)
     }
 }
 

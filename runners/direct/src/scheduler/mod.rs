@@ -523,7 +523,7 @@ impl Executor<'_> {
                 op.process(all, self.processing_time).map_err(attribute)?;
             }
             let wm = self.watermarks[n.inputs[0]];
-            if wm > op.input_watermark() && self.flush_partials_into(node, &mut op)? {
+            if wm > op.input_watermark() && self.flush_partials_into(node, &mut op, wm)? {
                 progress = true;
             }
             if op.has_due_work(wm, self.processing_time) {
@@ -549,12 +549,13 @@ impl Executor<'_> {
     }
 
     /// Flushes the partial combines of every stage that exits into grouping `node`
-    /// (taken out of `self.keyed` as `op`), and processes what waits for it; whether
-    /// anything did.
+    /// (taken out of `self.keyed` as `op`) for windows that end before `watermark`, and
+    /// processes what waits for it; whether anything did.
     fn flush_partials_into(
         &mut self,
         node: usize,
         op: &mut Box<dyn KeyedOperator>,
+        watermark: Timestamp,
     ) -> Result<bool> {
         if !self.lifted[node] {
             return Ok(false);
@@ -565,7 +566,7 @@ impl Executor<'_> {
                 .iter()
                 .any(|e| e.node == node && e.kind == ExitKind::PartialCombine)
             {
-                self.output().flush_partials(stage)?;
+                self.output().flush_partials(stage, watermark)?;
             }
         }
         let n = &self.plan.nodes[node];
@@ -585,7 +586,7 @@ impl Executor<'_> {
                 let mut op = self.keyed[node]
                     .take()
                     .expect("every keyed node has an operator");
-                let r = self.flush_partials_into(node, &mut op);
+                let r = self.flush_partials_into(node, &mut op, Timestamp::MAX);
                 self.keyed[node] = Some(op);
                 r?;
             }

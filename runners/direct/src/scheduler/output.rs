@@ -1,6 +1,7 @@
 //! Where the direct runner's stages deliver.
 
 use super::*;
+use tidewater::Timestamp;
 
 impl Executor<'_> {
     /// Where stages deliver. Without validation, keyed input goes straight into its
@@ -79,12 +80,13 @@ impl DirectOutput<'_> {
         result
     }
 
-    /// Emits what `stage`'s partial combines hold.
-    pub(super) fn flush_partials(&mut self, stage: usize) -> Result<()> {
+    /// Emits what `stage`'s partial combines hold for windows that end before
+    /// `watermark` (all of it at `Timestamp::MAX`).
+    pub(super) fn flush_partials(&mut self, stage: usize, watermark: Timestamp) -> Result<()> {
         let mut s = self.stages[stage]
             .take()
             .expect("every stage is built before it runs, and runs once at a time");
-        let result = s.flush_partials(&mut StageDelivery { out: self, stage });
+        let result = s.flush_partials_before(watermark, &mut StageDelivery { out: self, stage });
         self.stages[stage] = Some(s);
         result
     }
