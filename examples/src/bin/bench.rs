@@ -10,6 +10,10 @@
 //! that its peak RSS is its own; Nexmark runs in the `nexmark` binary's process for the
 //! same reason (and because `tidewater-nexmark` depends on this crate). Before a
 //! setting is timed, its output on a small input is compared with the direct runner's.
+//! The `latency` workload measures a setting's peak and then its latency at half of
+//! it; `recovery` kills a process of a local cluster and times the restarted job's
+//! first checkpoint. `--compare-peers` runs the peer kit's `run.sh` on the same input
+//! afterwards and prints ours/peer ratios (`tidewater_examples::bench::peers`).
 
 use anyhow::{bail, Context};
 use clap::{Parser, ValueEnum};
@@ -1088,7 +1092,7 @@ fn recovery_child(args: &Args, setting: &Setting<'_>, work: &Path) -> anyhow::Re
 
 fn print_header() {
     outln!(
-        "{:<14} {:<10} {:>2} {:>2} {:>11} {:>8} {:>11} {:>11} {:>8}  note",
+        "{:<14} {:<11} {:>2} {:>2} {:>11} {:>8} {:>11} {:>11} {:>8}  note",
         "workload",
         "runner",
         "W",
@@ -1103,7 +1107,7 @@ fn print_header() {
 
 fn print_row(r: &BenchRecord) {
     outln!(
-        "{:<14} {:<10} {:>2} {:>2} {:>11} {:>8.3} {:>11} {:>11} {:>8}  {}",
+        "{:<14} {:<11} {:>2} {:>2} {:>11} {:>8.3} {:>11} {:>11} {:>8}  {}",
         r.workload,
         r.runner,
         r.workers,
@@ -1155,7 +1159,7 @@ fn note(r: &BenchRecord) -> String {
 fn print_error(workload: &str, runner: &str, workers: u32, error: &str) {
     let first = error.lines().next().unwrap_or("");
     outln!(
-        "{:<14} {:<10} {:>2} {:>2} {:>11} {:>8} {:>11} {:>11} {:>8}  error: {first}",
+        "{:<14} {:<11} {:>2} {:>2} {:>11} {:>8} {:>11} {:>11} {:>8}  error: {first}",
         workload,
         runner,
         workers,
