@@ -44,7 +44,14 @@ pub fn worker_main(
     worker: &mut timely::worker::Worker,
     shared: &Shared,
 ) -> std::result::Result<WorkerOutput, ()> {
-    run(worker, shared).map_err(|e| shared.abort.fail(e))
+    run(worker, shared).map_err(|e| {
+        shared.abort.fail(e);
+        // timely steps a dataflow still installed until it completes, which a failed
+        // one never does.
+        for dataflow in worker.installed_dataflows() {
+            worker.drop_dataflow(dataflow);
+        }
+    })
 }
 
 fn run(worker: &mut timely::worker::Worker, shared: &Shared) -> Result<WorkerOutput> {
