@@ -219,3 +219,59 @@ fn a_checkpoint_of_another_pipeline_is_refused() {
         .to_string();
     assert!(e.contains("belongs to another pipeline"), "{e}");
 }
+
+fn pair_to_string(kv: (String, u64)) -> String {
+    format!("{} {}", kv.0, kv.1)
+}
+
+/// A TestStream's every event is a batch of its own (time advances at batch
+/// boundaries, so scripted panes equal the direct runner's), but its checkpoints follow
+/// the batch interval: with an interval longer than the job, the only checkpoint is the
+/// last one and every task wrote one file, its final state.
+#[test]
+fn a_test_stream_runs_a_batch_per_event_but_checkpoints_every_interval() {
+    use tidewater::{TestStream, Timestamp, Window, WindowFn};
+    tidewater_runner_microbatch::register();
+    let dir = tempfile::tempdir().unwrap();
+    let p = Pipeline::new(microbatch(EngineOptions {
+        workers: 2,
+        checkpoint_dir: Some(dir.path().to_path_buf()),
+        batch_interval: Some(Duration::from_secs(600)),
+        ..Default::default()
+    }));
+    let at = |k: &str, t: i64| (k.to_string(), Timestamp(t));
+    let mut events = TestStream::new();
+    for w in 0..10 {
+        // The last element of each window is behind the watermark: dropped.
+        events = events
+            .add_elements(vec![at("a", w * 10 + 1), at("b", w * 10 + 2)])
+            .advance_watermark_to(Timestamp(w * 10 + 10))
+            .add_elements(vec![at("a", w * 10 + 5)]);
+    }
+    p.apply("Events", events.advance_watermark_to_infinity())
+        .apply("Window", Window::into(WindowFn::fixed(10)))
+        .apply("Count", Count::per_element())
+        .map("Format", pair_to_string)
+        .capture("counts");
+    let r = p.run().unwrap();
+    let mut expected = vec!["a 1".to_string(); 10];
+    expected.extend(vec!["b 1".to_string(); 10]);
+    assert_eq!(sorted(&r, "counts"), expected);
+    assert_eq!(r.metrics.counter_total("dropped_due_to_lateness"), 10);
+    assert_eq!(r.metrics.counter(ENGINE_STEP, "checkpoints"), Some(1));
+    let parts: Vec<String> = std::fs::read_dir(dir.path().join("parts"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        parts.len(),
+        4,
+        "the TestStream's and the count's, per worker: {parts:?}"
+    );
+    assert!(
+        parts
+            .iter()
+            .all(|n| n.ends_with(&format!("-{}.snap", u64::MAX))),
+        "{parts:?}"
+    );
+}

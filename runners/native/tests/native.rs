@@ -3,7 +3,9 @@
 //! and 3 workers and in 2 processes), exactly-once after crashes is
 //! `examples/tests/crash.rs`.
 
-use tidewater::{EngineOptions, Pipeline, PipelineOptions, Read};
+use tidewater::{
+    EngineOptions, Pipeline, PipelineOptions, Read, TestStream, Timestamp, Window, WindowFn,
+};
 use tidewater_transforms::{Count, GenerateSequence};
 
 fn to_string(kv: (u64, u64)) -> String {
@@ -114,4 +116,119 @@ fn unknown_options_and_a_bad_process_id_are_refused() {
     .unwrap_err()
     .to_string();
     insta::assert_snapshot!(e, @"invalid option --process-id 2: expected 0 to 1 with --processes 2");
+}
+
+/// Ten fixed windows of 10 ms, each with three elements on time and one behind the
+/// watermark (no allowed lateness: dropped): 31 events in all.
+fn scripted_counts(options: PipelineOptions) -> Pipeline {
+    tidewater_runner_native::register();
+    let p = Pipeline::new(options);
+    let mut events = TestStream::new();
+    let at = |k: &str, t: i64| (k.to_string(), Timestamp(t));
+    for w in 0..10 {
+        events = events
+            .add_elements(vec![
+                at("a", w * 10 + 1),
+                at("b", w * 10 + 2),
+                at("a", w * 10 + 3),
+            ])
+            .advance_watermark_to(Timestamp(w * 10 + 10))
+            .add_elements(vec![at("a", w * 10 + 5)]);
+    }
+    p.apply("Events", events.advance_watermark_to_infinity())
+        .apply("Window", Window::into(WindowFn::fixed(10)))
+        .apply("Count", Count::per_element())
+        .map("Format", pair_to_string)
+        .capture("counts");
+    p
+}
+
+fn pair_to_string(kv: (String, u64)) -> String {
+    format!("{} {}", kv.0, kv.1)
+}
+
+/// The files under `dir/parts`, as (node, worker, first epoch, last epoch).
+fn part_files(dir: &std::path::Path) -> Vec<(String, u64)> {
+    let mut files: Vec<(String, u64)> = std::fs::read_dir(dir.join("parts"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".snap"))
+        .map(|n| {
+            let last = n
+                .trim_end_matches(".snap")
+                .rsplit('-')
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap();
+            (n, last)
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+/// A TestStream applies each event everywhere after the previous one (an epoch each),
+/// but checkpoints follow the checkpoint interval like any other source's: with an
+/// interval longer than the job, the only checkpoint is the last one, and every task
+/// on every worker wrote one file, its final state.
+#[test]
+fn a_test_stream_checkpoints_every_interval_not_every_event() {
+    for workers in [1, 2] {
+        let dir = tempfile::tempdir().unwrap();
+        let r = scripted_counts(native(EngineOptions {
+            workers,
+            checkpoint_dir: Some(dir.path().to_path_buf()),
+            checkpoint_interval: Some(std::time::Duration::from_secs(600)),
+            ..Default::default()
+        }))
+        .run()
+        .unwrap();
+        let mut counts = r.captured_values::<String>("counts").unwrap();
+        counts.sort();
+        let mut expected = vec!["a 2".to_string(); 10];
+        expected.extend(vec!["b 1".to_string(); 10]);
+        assert_eq!(counts, expected, "at {workers} workers");
+        assert_eq!(r.metrics.counter_total("dropped_due_to_lateness"), 10);
+        let step = tidewater_runners_timely::task::ENGINE_STEP;
+        assert_eq!(
+            r.metrics.counter(step, "checkpoints"),
+            Some(1),
+            "at {workers} workers"
+        );
+        let files = part_files(dir.path());
+        assert!(!files.is_empty());
+        assert!(
+            files.iter().all(|(_, last)| *last == u64::MAX),
+            "only final files at {workers} workers: {files:?}"
+        );
+        // Every file is its task's on one worker: the TestStream's and the count's.
+        assert_eq!(files.len() as u64, 2 * workers, "{files:?}");
+    }
+}
+
+/// With an interval of zero every event starts a checkpoint span of its own: the job
+/// checkpoints as it goes, with the same results.
+#[test]
+fn a_test_stream_with_a_zero_interval_checkpoints_as_it_goes() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = scripted_counts(native(EngineOptions {
+        workers: 2,
+        checkpoint_dir: Some(dir.path().to_path_buf()),
+        checkpoint_interval: Some(std::time::Duration::ZERO),
+        ..Default::default()
+    }))
+    .run()
+    .unwrap();
+    let mut counts = r.captured_values::<String>("counts").unwrap();
+    counts.sort();
+    assert_eq!(counts.len(), 20);
+    assert_eq!(counts[0], "a 2");
+    assert_eq!(counts[19], "b 1");
+    assert_eq!(r.metrics.counter_total("dropped_due_to_lateness"), 10);
+    let step = tidewater_runners_timely::task::ENGINE_STEP;
+    assert!(r.metrics.counter(step, "checkpoints").unwrap() > 1);
+    assert!(part_files(dir.path())
+        .iter()
+        .any(|(_, last)| *last < u64::MAX));
 }

@@ -11,6 +11,7 @@
 //! means checkpoint `e` is durable everywhere, and sinks commit it.
 
 pub mod cluster;
+pub mod epochs;
 pub mod fault;
 pub mod launch;
 pub mod msg;

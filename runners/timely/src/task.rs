@@ -75,6 +75,8 @@ pub struct WorkerCtx {
     pub policy: Policy,
     /// Epochs a source may run ahead of the durable frontier.
     pub epochs_in_flight: u64,
+    /// Epochs per checkpoint span ([`crate::epochs`]): 1, or more with a TestStream.
+    pub stride: u64,
     /// Stop reading sources after this long.
     pub max_duration: Option<Duration>,
     /// When the job started.
@@ -723,7 +725,9 @@ impl Task {
     }
 
     /// Epochs `self.first..=last` are over: held partial combines go out, sinks
-    /// stage, the state is written.
+    /// stage, and if the range closes a checkpoint the state is written (its file is
+    /// for the range: nothing reached the task in it after the last checkpoint
+    /// it missed, see [`crate::epochs`]).
     fn close(&mut self, last: u64) -> Result<()> {
         self.flush_partials(Timestamp::MAX)?;
         let cur = self.cur;
@@ -734,6 +738,12 @@ impl Task {
                 host.end_epoch()?;
                 host.skip_to(last.saturating_add(1));
             }
+        }
+        // Epochs within a span are not checkpoints: the state goes to the store when a
+        // range closes a span, as of its end.
+        let checkpoint = crate::epochs::closes_checkpoint(self.first, last, self.ctx.stride);
+        if !checkpoint {
+            return Ok(());
         }
         if self.stateful {
             if let Some(store) = &self.ctx.store {
@@ -890,7 +900,8 @@ impl Task {
         // A new epoch begins every interval; a TestStream's every event is an epoch of
         // its own, after the epoch in which every worker's sources first report, so
         // that with aligned epochs each event is applied everywhere after the previous
-        // one, as on the direct runner.
+        // one, as on the direct runner. A TestStream's events are steps of one span,
+        // and a new span (a checkpoint) begins every interval ([`crate::epochs`]).
         let scripted = matches!(
             &self.head,
             Head::TestStream {
@@ -898,27 +909,32 @@ impl Task {
                 ..
             }
         );
-        // At most K epochs in flight: epoch e may be read only once every epoch up to
-        // e - K is durable.
+        // At most K checkpoints in flight: an epoch may be read only once every span
+        // up to K before its own is durable. A source whose next epoch must wait does
+        // not start it, and reads nothing more in the current one meanwhile, so the
+        // records in flight stay within K epochs.
         let k = ctx.epochs_in_flight.max(1);
-        let held_back = |e: u64| e >= k && ctx.probe.less_than(&(e + 1 - k));
-        // A scripted source moves to a new epoch for each event, not again while it
-        // waits to read it (with K = 1 it would never stop moving).
-        let cut = if scripted {
-            self.throttled_since.is_none()
-        } else {
-            self.epoch_began.elapsed() >= ctx.epoch_interval
-        };
-        if cut {
-            let cur = self.cur;
-            self.close(cur)?;
-            self.move_to(cur + 1);
-            self.epoch_began = Instant::now();
+        let stride = ctx.stride;
+        let held_back =
+            |e: u64| crate::epochs::held_back(e, stride, k, |t| ctx.probe.less_than(&t));
+        let interval_over = self.epoch_began.elapsed() >= ctx.epoch_interval;
+        let mut next = None;
+        if scripted || interval_over {
+            let e = crate::epochs::next_epoch(self.cur, stride, scripted && !interval_over);
+            next = Some(e);
         }
-        if held_back(self.cur) {
+        if held_back(next.unwrap_or(self.cur)) {
             self.throttled_since.get_or_insert_with(Instant::now);
             self.activator.activate_after(Duration::from_millis(1));
             return Ok(());
+        }
+        if let Some(next) = next {
+            // Nothing is read in the epochs skipped to the next span's first.
+            self.close(next - 1)?;
+            self.move_to(next);
+            if next.is_multiple_of(stride) {
+                self.epoch_began = Instant::now();
+            }
         }
         if let Some(since) = self.throttled_since.take() {
             ctx.metrics
@@ -1155,8 +1171,9 @@ impl Task {
         if end {
             return self.finish();
         }
-        self.close(cur)?;
-        self.move_to(cur + 1);
+        let next = crate::epochs::next_span(cur, self.ctx.stride);
+        self.close(next - 1)?;
+        self.move_to(next);
         self.activator.activate_after(Duration::from_millis(1));
         Ok(())
     }

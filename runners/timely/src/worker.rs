@@ -78,6 +78,15 @@ fn run(worker: &mut timely::worker::Worker, shared: &Shared) -> Result<WorkerOut
         epoch_interval: config.epoch_interval,
         policy: config.policy,
         epochs_in_flight: config.epochs_in_flight,
+        stride: if exec
+            .nodes
+            .iter()
+            .any(|n| matches!(n.kind, NodeKind::TestStream { .. }))
+        {
+            crate::epochs::TEST_STREAM_STRIDE
+        } else {
+            1
+        },
         max_duration: config.max_duration,
         started: shared.started,
         store: store.clone(),
@@ -138,7 +147,13 @@ fn run(worker: &mut timely::worker::Worker, shared: &Shared) -> Result<WorkerOut
         if let Some(passed) = passed {
             batch_figures(&ctx, passed, &mut last_batch);
         }
-        if let Some(durable) = passed.filter(|e| committed.is_none_or(|c| c < *e)) {
+        // Sinks commit every epoch the probe passed, or with checkpoints the newest
+        // checkpoint among them.
+        let durable = match &store {
+            None => passed,
+            Some(_) => passed.and_then(|p| crate::epochs::checkpoint_through(p, ctx.stride)),
+        };
+        if let Some(durable) = durable.filter(|e| committed.is_none_or(|c| c < *e)) {
             let complete = match &store {
                 None => Some(durable),
                 Some(store) => {
