@@ -9,7 +9,7 @@
 
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use tidewater::exec::TimeDomain;
 use tidewater::{BoundedWindow, Timestamp};
 
@@ -57,20 +57,98 @@ fn take<N: Ord>(
     Some(timers.remove(i).1)
 }
 
+/// One domain's pending timers by firing time: a bucket per time, so setting a timer
+/// costs a lookup among the few distinct times pending (many keys' windows end at the
+/// same time) and a push. A timer reset or deleted leaves its entry behind, counted out
+/// of its bucket's `live` (a bucket with none live goes at once); when a bucket comes
+/// due it is sorted, so timers of one time fire in (key, window, name) order, and an
+/// entry the per-window index no longer holds at that time is skipped.
+struct Queue<K, N> {
+    buckets: BTreeMap<Timestamp, Bucket<K, N>>,
+    live: usize,
+}
+
+struct Bucket<K, N> {
+    /// In descending order once `sorted` (popped from the end).
+    entries: Vec<(K, BoundedWindow, N)>,
+    sorted: bool,
+    live: usize,
+}
+
+impl<K: Ord, N: Ord> Queue<K, N> {
+    fn new() -> Self {
+        Queue {
+            buckets: BTreeMap::new(),
+            live: 0,
+        }
+    }
+
+    fn insert(&mut self, at: Timestamp, key: K, window: BoundedWindow, name: N) {
+        let b = self.buckets.entry(at).or_insert_with(|| Bucket {
+            entries: Vec::new(),
+            sorted: true,
+            live: 0,
+        });
+        b.sorted &= b.entries.is_empty();
+        b.entries.push((key, window, name));
+        b.live += 1;
+        self.live += 1;
+    }
+
+    /// A timer pending at `at` is no longer (reset, deleted or fired).
+    fn forget(&mut self, at: Timestamp) {
+        if let Some(b) = self.buckets.get_mut(&at) {
+            b.live -= 1;
+            self.live -= 1;
+            if b.live == 0 {
+                self.buckets.remove(&at);
+            }
+        }
+    }
+
+    fn first(&self) -> Option<Timestamp> {
+        self.buckets.keys().next().copied()
+    }
+
+    /// The next entry of the earliest bucket, if that is before `now`; its time.
+    fn pop_before(&mut self, now: Timestamp) -> Option<(Timestamp, (K, BoundedWindow, N))> {
+        let mut first = self.buckets.first_entry()?;
+        let at = *first.key();
+        if at >= now {
+            return None;
+        }
+        let b = first.get_mut();
+        if !b.sorted {
+            b.entries.sort_unstable_by(|x, y| y.cmp(x));
+            b.entries.dedup();
+            b.sorted = true;
+        }
+        match b.entries.pop() {
+            Some(e) => Some((at, e)),
+            None => {
+                // Only stale entries were left: the live count says none, so the
+                // bucket was removed already; this is a guard.
+                first.remove();
+                None
+            }
+        }
+    }
+}
+
 /// Pending timers of one operator.
 pub struct TimerService<K, N> {
     /// By firing time, per domain (event time first).
-    queues: [BTreeSet<(Timestamp, K, BoundedWindow, N)>; 2],
+    queues: [Queue<K, N>; 2],
     /// By (key, window), hashed: one lookup per timer set, however many are pending.
     of_window: FxHashMap<(K, BoundedWindow), WindowTimers<N>>,
     /// Output timestamps of pending timers, counted: the watermark hold.
     holds: BTreeMap<Timestamp, usize>,
 }
 
-impl<K, N> Default for TimerService<K, N> {
+impl<K: Ord, N: Ord> Default for TimerService<K, N> {
     fn default() -> Self {
         TimerService {
-            queues: [BTreeSet::new(), BTreeSet::new()],
+            queues: [Queue::new(), Queue::new()],
             of_window: FxHashMap::default(),
             holds: BTreeMap::new(),
         }
@@ -83,12 +161,18 @@ impl<K: Ord + Clone + std::hash::Hash, N: Ord + Clone> TimerService<K, N> {
     pub fn set(&mut self, t: Timer<K, N>) -> bool {
         let timers = self.of_window.entry((t.key.clone(), t.window)).or_default();
         let first = timers.is_empty();
-        if let Some((at, output)) = put(timers, (t.name.clone(), t.domain), (t.at, t.output)) {
-            self.queues[d(t.domain)].remove(&(at, t.key.clone(), t.window, t.name.clone()));
-            release(&mut self.holds, output);
+        let q = &mut self.queues[d(t.domain)];
+        match put(timers, (t.name.clone(), t.domain), (t.at, t.output)) {
+            // The same timer again: nothing changes.
+            Some(old) if old == (t.at, t.output) => return first,
+            Some((at, output)) => {
+                q.forget(at);
+                release(&mut self.holds, output);
+            }
+            None => {}
         }
         *self.holds.entry(t.output).or_default() += 1;
-        self.queues[d(t.domain)].insert((t.at, t.key, t.window, t.name));
+        q.insert(t.at, t.key, t.window, t.name);
         first
     }
 
@@ -99,7 +183,7 @@ impl<K: Ord + Clone + std::hash::Hash, N: Ord + Clone> TimerService<K, N> {
             return;
         };
         if let Some((at, output)) = take(timers, &(name.clone(), domain)) {
-            self.queues[d(domain)].remove(&(at, key.clone(), window, name.clone()));
+            self.queues[d(domain)].forget(at);
             release(&mut self.holds, output);
         }
         if timers.is_empty() {
@@ -109,26 +193,35 @@ impl<K: Ord + Clone + std::hash::Hash, N: Ord + Clone> TimerService<K, N> {
 
     /// The earliest timer of `domain` that `now` has passed, removed.
     pub fn pop_due(&mut self, domain: TimeDomain, now: Timestamp) -> Option<Timer<K, N>> {
-        if self.queues[d(domain)].first()?.0 >= now {
-            return None;
+        loop {
+            let (at, (key, window, name)) = self.queues[d(domain)].pop_before(now)?;
+            let k = (key, window);
+            let Some(timers) = self.of_window.get_mut(&k) else {
+                continue;
+            };
+            let id = (name, domain);
+            let Ok(i) = timers.binary_search_by(|(i, _)| i.cmp(&id)) else {
+                continue;
+            };
+            if timers[i].1 .0 != at {
+                continue;
+            }
+            let (_, output) = timers.remove(i).1;
+            if timers.is_empty() {
+                self.of_window.remove(&k);
+            }
+            self.queues[d(domain)].forget(at);
+            release(&mut self.holds, output);
+            let ((key, window), (name, domain)) = (k, id);
+            return Some(Timer {
+                key,
+                window,
+                name,
+                domain,
+                at,
+                output,
+            });
         }
-        let (at, key, window, name) = self.queues[d(domain)].pop_first()?;
-        let k = (key, window);
-        let timers = self.of_window.get_mut(&k).expect("indexed");
-        let (_, output) = take(timers, &(name.clone(), domain)).expect("indexed");
-        if timers.is_empty() {
-            self.of_window.remove(&k);
-        }
-        release(&mut self.holds, output);
-        let (key, window) = k;
-        Some(Timer {
-            key,
-            window,
-            name,
-            domain,
-            at,
-            output,
-        })
     }
 
     /// Whether a timer of `domain` is due at `now`.
@@ -138,7 +231,7 @@ impl<K: Ord + Clone + std::hash::Hash, N: Ord + Clone> TimerService<K, N> {
 
     /// The earliest pending timer of `domain`.
     pub fn next(&self, domain: TimeDomain) -> Option<Timestamp> {
-        self.queues[d(domain)].first().map(|q| q.0)
+        self.queues[d(domain)].first()
     }
 
     /// Deletes every timer of (key, window): the window expired.
@@ -146,8 +239,8 @@ impl<K: Ord + Clone + std::hash::Hash, N: Ord + Clone> TimerService<K, N> {
         let Some(timers) = self.of_window.remove(&(key.clone(), window)) else {
             return;
         };
-        for ((name, domain), (at, output)) in timers {
-            self.queues[d(domain)].remove(&(at, key.clone(), window, name));
+        for ((_, domain), (at, output)) in timers {
+            self.queues[d(domain)].forget(at);
             release(&mut self.holds, output);
         }
     }
@@ -183,12 +276,12 @@ impl<K: Ord + Clone + std::hash::Hash, N: Ord + Clone> TimerService<K, N> {
 
     /// Number of pending timers.
     pub fn len(&self) -> usize {
-        self.queues[0].len() + self.queues[1].len()
+        self.queues[0].live + self.queues[1].live
     }
 
     /// No pending timers.
     pub fn is_empty(&self) -> bool {
-        self.queues.iter().all(BTreeSet::is_empty)
+        self.len() == 0
     }
 }
 
@@ -248,6 +341,54 @@ mod tests {
         assert!(s.has_due(TimeDomain::ProcessingTime, Timestamp(2)));
         s.delete_window(&1, BoundedWindow::Global);
         assert!(s.is_empty());
+        assert_eq!(s.earliest_output(), None);
+    }
+
+    #[test]
+    fn reset_and_deleted_timers_never_fire_and_one_time_fires_in_key_order() {
+        let mut s = TimerService::default();
+        for key in [3, 1, 2] {
+            s.set(t(key, "a", TimeDomain::EventTime, 10, 10));
+        }
+        // Reset to another time and back, deleted, set again the same: one each.
+        s.set(t(3, "a", TimeDomain::EventTime, 20, 20));
+        s.set(t(3, "a", TimeDomain::EventTime, 10, 10));
+        s.delete(
+            &2,
+            BoundedWindow::Global,
+            &"a".to_string(),
+            TimeDomain::EventTime,
+        );
+        s.set(t(1, "a", TimeDomain::EventTime, 10, 10));
+        s.set(t(4, "a", TimeDomain::EventTime, 20, 20));
+        s.delete(
+            &4,
+            BoundedWindow::Global,
+            &"a".to_string(),
+            TimeDomain::EventTime,
+        );
+        assert_eq!(s.len(), 2);
+        assert_eq!(s.next(TimeDomain::EventTime), Some(Timestamp(10)));
+        let mut fired = Vec::new();
+        while let Some(x) = s.pop_due(TimeDomain::EventTime, Timestamp(100)) {
+            fired.push((x.key, x.at));
+            // A timer set while its time's bucket fires joins it, in order.
+            if x.key == 1 {
+                s.set(t(0, "a", TimeDomain::EventTime, 10, 10));
+                s.set(t(2, "a", TimeDomain::EventTime, 10, 10));
+            }
+        }
+        assert_eq!(
+            fired,
+            vec![
+                (1, Timestamp(10)),
+                (0, Timestamp(10)),
+                (2, Timestamp(10)),
+                (3, Timestamp(10))
+            ]
+        );
+        assert!(s.is_empty());
+        assert_eq!(s.next(TimeDomain::EventTime), None);
         assert_eq!(s.earliest_output(), None);
     }
 }

@@ -1,12 +1,10 @@
 use crate::exec::{
-    downcast_batch, AnyBatch, Batch, ExecError, GroupingOps, GroupingPhase, GroupingTable,
-    KeyIndex, Phase,
+    downcast_batch, AnyBatch, Batch, ExecError, GroupingOps, GroupingPhase, GroupingTable, KeyIndex,
 };
 use crate::plan::{urn, FunctionSpec, GroupingPayload, UserFunction};
 use crate::registry;
 use crate::{
-    coder, BoundedWindow, Element, PCollection, PTransform, PaneInfo, Timestamp, WindowedValue,
-    Windows,
+    BoundedWindow, Element, PCollection, PTransform, PaneInfo, Timestamp, WindowedValue, Windows,
 };
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -224,11 +222,18 @@ pub(crate) fn group_key<K: Element>(
 ) -> Result<(), ExecError> {
     buf.clear();
     crate::exec::encode_key(key, buf)?;
-    coder::encode_into(window, buf).map_err(|e| ExecError::User {
-        phase: Phase::Process,
-        element: Some(format!("{key:?}")),
-        message: format!("window does not encode: {e}"),
-    })
+    // The window in fixed bytes (not through the coder: this runs per element, and the
+    // bytes never leave the table). A key's encoding delimits itself, so the pair's is
+    // unique.
+    match window {
+        BoundedWindow::Global => buf.push(0),
+        BoundedWindow::Interval { start, end } => {
+            buf.push(1);
+            buf.extend_from_slice(&start.0.to_le_bytes());
+            buf.extend_from_slice(&end.0.to_le_bytes());
+        }
+    }
+    Ok(())
 }
 
 impl<K: Element, V: Element> GroupingTable for GroupByKeyTable<K, V> {
