@@ -279,28 +279,23 @@ struct CombineTable<S: CombineShape<F>, F: CombineFn> {
 }
 
 impl<S: CombineShape<F>, F: CombineFn> CombineTable<S, F> {
-    /// Runs `call` on the accumulator of (`w`, `k`); a panic is reported with the key.
-    fn update(
+    /// Runs `body` over the table under one panic guard for the whole batch; `body`
+    /// keeps in `current` the group it works on (`None` while a new one is created), so
+    /// that a panic is reported with the key.
+    fn guarded(
         &mut self,
-        w: BoundedWindow,
-        k: S::Key,
-        call: impl FnOnce(&F, &mut F::Acc),
+        body: impl FnOnce(&F, &mut Groups<S::Key, F::Acc>, &mut Option<usize>) -> Result<(), ExecError>,
     ) -> Result<(), ExecError> {
         let f = &*self.f;
         let groups = &mut self.groups;
-        let mut group = None;
-        let result = catch_user(AssertUnwindSafe(|| -> Result<(), ExecError> {
-            let i = groups.index(w, k, || f.create_accumulator())?;
-            group = Some(i);
-            call(f, groups.value_mut(i));
-            Ok(())
-        }));
+        let mut current = None;
+        let result = catch_user(AssertUnwindSafe(|| body(f, groups, &mut current)));
         match result {
             Ok(r) => r,
             // A panic in create_accumulator leaves the new key last.
             Err(p) => Err(ExecError::User {
                 phase: Phase::Process,
-                element: group
+                element: current
                     .or_else(|| groups.last_key())
                     .map(|i| format!("with key {:?}", groups.key(i))),
                 message: format!("CombineFn {}", panic_message(p)),
@@ -309,38 +304,54 @@ impl<S: CombineShape<F>, F: CombineFn> CombineTable<S, F> {
     }
 
     fn add_inputs(&mut self, items: Vec<WindowedValue<S::Input>>) -> Result<(), ExecError> {
-        for wv in items {
-            let (k, x) = S::split(wv.value);
-            match wv.windows {
-                Windows::One(w) => self.update(w, k, |f, acc| f.add_input(acc, x))?,
-                Windows::Many(ws) => {
-                    for w in ws {
-                        let x = x.clone();
-                        self.update(w, k.clone(), |f, acc| f.add_input(acc, x))?;
+        self.guarded(|f, groups, current| {
+            let mut add = |w, k, x| {
+                *current = None;
+                let i = groups.index(w, k, || f.create_accumulator())?;
+                *current = Some(i);
+                f.add_input(groups.value_mut(i), x);
+                Ok::<(), ExecError>(())
+            };
+            for wv in items {
+                let (k, x) = S::split(wv.value);
+                match wv.windows {
+                    Windows::One(w) => add(w, k, x)?,
+                    Windows::Many(ws) => {
+                        for w in ws {
+                            add(w, k.clone(), x.clone())?;
+                        }
                     }
                 }
             }
-        }
-        Ok(())
+            Ok(())
+        })
     }
 
     fn merge_accumulators(
         &mut self,
         items: Vec<WindowedValue<(S::Key, F::Acc)>>,
     ) -> Result<(), ExecError> {
-        for wv in items {
-            let (k, other) = wv.value;
-            match wv.windows {
-                Windows::One(w) => self.update(w, k, |f, acc| f.merge_accumulators(acc, other))?,
-                Windows::Many(ws) => {
-                    for w in ws {
-                        let other = other.clone();
-                        self.update(w, k.clone(), |f, acc| f.merge_accumulators(acc, other))?;
+        self.guarded(|f, groups, current| {
+            let mut merge = |w, k, other| {
+                *current = None;
+                let i = groups.index(w, k, || f.create_accumulator())?;
+                *current = Some(i);
+                f.merge_accumulators(groups.value_mut(i), other);
+                Ok::<(), ExecError>(())
+            };
+            for wv in items {
+                let (k, other) = wv.value;
+                match wv.windows {
+                    Windows::One(w) => merge(w, k, other)?,
+                    Windows::Many(ws) => {
+                        for w in ws {
+                            merge(w, k.clone(), other.clone())?;
+                        }
                     }
                 }
             }
-        }
-        Ok(())
+            Ok(())
+        })
     }
 }
 
