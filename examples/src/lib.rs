@@ -1,6 +1,15 @@
 //! Runnable Tidewater pipelines. Each binary takes `--runner` and the other
 //! [`PipelineOptions`](tidewater::PipelineOptions).
 
+/// Every example binary (the benchmarks' and Nexmark's too) allocates with mimalloc: a
+/// pipeline's user functions allocate per record (a `String` per word), where glibc's
+/// malloc and free cost about a quarter of a word count's time. Measured on the 10M-word
+/// workloads at one worker, native runner: windowed 2.9M -> 3.7M, count 4.4M -> 5.3M,
+/// stateful 2.8M -> 3.8M words/s. A program of one's own picks its allocator the same
+/// way, with one `#[global_allocator]` line.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 pub mod bench;
 pub mod crash_job;
 pub mod latency;
