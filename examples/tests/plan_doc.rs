@@ -37,3 +37,60 @@ fn the_documented_example_plan_is_the_real_one() {
          TIDEWATER_UPDATE_DOCS=1 cargo test -p tidewater-examples --test plan_doc"
     );
 }
+
+/// FNV-1a of the DOT source, written into the picture so that a stale picture is found
+/// without Graphviz.
+fn fnv(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ *b as u64).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// `docs/wordcount-pipeline.svg` is Graphviz's drawing of the word count's graph
+/// snapshot (`examples/tests/snapshots/word_count__wordcount_graph.snap`): a change to
+/// the graph fails this test until the picture is drawn again
+/// (`TIDEWATER_UPDATE_DOCS=1 cargo test -p tidewater-examples --test plan_doc` with
+/// Graphviz's `dot` installed).
+#[test]
+fn the_documented_pipeline_picture_is_the_current_graph() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let snap =
+        std::fs::read_to_string(root.join("tests/snapshots/word_count__wordcount_graph.snap"))
+            .unwrap();
+    // The snapshot's body follows its second `---` line.
+    let dot = snap.splitn(3, "---\n").nth(2).expect("an insta snapshot");
+    let marker = format!(
+        "<!-- drawn by `dot -Tsvg` from the word count's graph snapshot; source fnv64 {:016x} -->",
+        fnv(dot.as_bytes())
+    );
+    let path = root.join("../docs/wordcount-pipeline.svg");
+    if std::env::var("TIDEWATER_UPDATE_DOCS").is_ok() {
+        use std::io::Write;
+        let mut child = std::process::Command::new("dot")
+            .arg("-Tsvg")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("Graphviz's dot draws the picture (apt-get install graphviz)");
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(dot.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success());
+        let svg = String::from_utf8(out.stdout).unwrap();
+        // After the XML declaration and doctype, before the drawing.
+        let at = svg.find("<svg").expect("an svg element");
+        std::fs::write(&path, format!("{}{marker}\n{}", &svg[..at], &svg[at..])).unwrap();
+        return;
+    }
+    let svg = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        svg.contains(&marker),
+        "docs/wordcount-pipeline.svg is not the drawing of the current graph snapshot; run \
+         TIDEWATER_UPDATE_DOCS=1 cargo test -p tidewater-examples --test plan_doc (needs \
+         Graphviz's dot)"
+    );
+}

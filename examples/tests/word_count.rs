@@ -197,7 +197,14 @@ fn streaming_counts_add_up_per_window() {
             *e = (wv.pane.index, wv.value.1);
         }
     }
-    // The same words, counted in plain Rust: record i's words, at its event time.
+    let got: BTreeMap<(String, tidewater::BoundedWindow), u64> =
+        last.into_iter().map(|(k, (_, c))| (k, c)).collect();
+    assert_eq!(got, streaming_oracle());
+}
+
+/// The streaming word count's 3,000 records counted in plain Rust: record i's words, at
+/// its event time, per word and 10 s window.
+fn streaming_oracle() -> BTreeMap<(String, tidewater::BoundedWindow), u64> {
     let mut oracle: BTreeMap<(String, tidewater::BoundedWindow), u64> = BTreeMap::new();
     let seq = tidewater_transforms::GenerateSequence::new(0, Some(3_000))
         .with_event_time(0, 1)
@@ -213,9 +220,65 @@ fn streaming_counts_add_up_per_window() {
             *oracle.entry((word, w)).or_insert(0) += 1;
         }
     }
-    let got: BTreeMap<(String, tidewater::BoundedWindow), u64> =
-        last.into_iter().map(|(k, (_, c))| (k, c)).collect();
-    assert_eq!(got, oracle);
+    oracle
+}
+
+#[test]
+fn streaming_wordcount_prints_each_words_panes_as_they_fire() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_streaming_wordcount"))
+        .args([
+            "--per-word",
+            "--records",
+            "3000",
+            "--rate",
+            "0",
+            "--seed",
+            "4",
+        ])
+        .output()
+        .expect("runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // `window [  0s,   10s) tide pane 2 Early 591`: per (word, window), its panes in
+    // order, each once, counts growing (accumulating); the last holds the full count.
+    let mut panes: BTreeMap<(String, tidewater::BoundedWindow), Vec<(u64, String, u64)>> =
+        BTreeMap::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let Some(rest) = line.strip_prefix("window [") else {
+            continue;
+        };
+        let (window, rest) = rest.split_once(") ").expect("window, then the pane");
+        let start: i64 = window.split('s').next().unwrap().trim().parse().unwrap();
+        let f: Vec<&str> = rest.split(' ').collect();
+        assert_eq!((f.len(), f[1]), (5, "pane"), "{line}");
+        let w = tidewater::BoundedWindow::Interval {
+            start: tidewater::Timestamp(start * 1000),
+            end: tidewater::Timestamp(start * 1000 + 10_000),
+        };
+        let timing = f[3].to_string();
+        assert!(["Early", "OnTime", "Late"].contains(&f[3]), "{line}");
+        panes.entry((f[0].to_string(), w)).or_default().push((
+            f[2].parse().unwrap(),
+            timing,
+            f[4].parse().unwrap(),
+        ));
+    }
+    let mut last = BTreeMap::new();
+    for (kw, mut ps) in panes {
+        ps.sort();
+        let indexes: Vec<u64> = ps.iter().map(|p| p.0).collect();
+        assert_eq!(
+            indexes,
+            (0..ps.len() as u64).collect::<Vec<_>>(),
+            "{kw:?}: {ps:?}"
+        );
+        assert!(ps.windows(2).all(|p| p[0].2 <= p[1].2), "{kw:?}: {ps:?}");
+        last.insert(kw, ps.last().unwrap().2);
+    }
+    assert_eq!(last, streaming_oracle());
 }
 
 #[test]

@@ -34,6 +34,10 @@ struct Args {
     /// Words shown per pane.
     #[arg(long, default_value_t = 3)]
     top: usize,
+    /// One line per word's pane (`window [0s, 10s) tide pane 2 Early 591`), as each word
+    /// fires its own panes, instead of one line per window and pane.
+    #[arg(long)]
+    per_word: bool,
 }
 
 /// Prints the panes of each committed epoch: one line per window and pane, with the
@@ -41,6 +45,7 @@ struct Args {
 #[derive(Serialize, Deserialize)]
 struct PrintPanes {
     top: usize,
+    per_word: bool,
     #[serde(skip)]
     open: BTreeMap<Txn, Vec<WindowedValue<(String, u64)>>>,
 }
@@ -58,11 +63,35 @@ impl Sink for PrintPanes {
         // (window start, pane index, timing) -> (count, word); each word (key) fires its
         // own panes.
         let mut panes: BTreeMap<(i64, u64, String), Vec<(u64, String)>> = BTreeMap::new();
-        for wv in self.open.remove(txn).unwrap_or_default() {
-            let start = match wv.windows.iter().next() {
-                Some(BoundedWindow::Interval { start, .. }) => start.millis(),
-                _ => 0,
-            };
+        let mut committed = self.open.remove(txn).unwrap_or_default();
+        let start_of = |wv: &WindowedValue<(String, u64)>| match wv.windows.iter().next() {
+            Some(BoundedWindow::Interval { start, .. }) => start.millis(),
+            _ => 0,
+        };
+        if self.per_word {
+            committed.sort_by(|a, b| {
+                (start_of(a), &a.value.0, a.pane.index).cmp(&(
+                    start_of(b),
+                    &b.value.0,
+                    b.pane.index,
+                ))
+            });
+            for wv in committed {
+                let start = start_of(&wv);
+                outln!(
+                    "window [{:>4}s, {:>4}s) {} pane {} {:?} {}",
+                    start / 1000,
+                    start / 1000 + 10,
+                    wv.value.0,
+                    wv.pane.index,
+                    wv.pane.timing,
+                    wv.value.1
+                );
+            }
+            return Ok(());
+        }
+        for wv in committed {
+            let start = start_of(&wv);
             panes
                 .entry((start, wv.pane.index, format!("{:?}", wv.pane.timing)))
                 .or_default()
@@ -110,6 +139,7 @@ fn run() -> anyhow::Result<()> {
         "PrintPanes",
         PrintPanes {
             top: args.top,
+            per_word: args.per_word,
             open: BTreeMap::new(),
         },
     );
