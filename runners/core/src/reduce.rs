@@ -61,7 +61,11 @@ impl ActiveWindows {
 
     fn insert(&mut self, (k, w): (KeyId, BoundedWindow), st: WindowState) {
         if self.map.insert((k, w), st).is_none() {
-            self.of_key.entry(k).or_default().push(w);
+            // Most keys have one window open at a time: room for one, not Vec's four.
+            self.of_key
+                .entry(k)
+                .or_insert_with(|| Vec::with_capacity(1))
+                .push(w);
         }
     }
 

@@ -159,7 +159,11 @@ impl<K: Ord + Clone + std::hash::Hash, N: Ord + Clone> TimerService<K, N> {
     /// Sets (or resets) a timer; whether it is the first pending timer of its (key,
     /// window).
     pub fn set(&mut self, t: Timer<K, N>) -> bool {
-        let timers = self.of_window.entry((t.key.clone(), t.window)).or_default();
+        // A window has a timer or two: room for one, not Vec's four.
+        let timers = self
+            .of_window
+            .entry((t.key.clone(), t.window))
+            .or_insert_with(|| Vec::with_capacity(1));
         let first = timers.is_empty();
         let q = &mut self.queues[d(t.domain)];
         match put(timers, (t.name.clone(), t.domain), (t.at, t.output)) {
