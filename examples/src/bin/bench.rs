@@ -385,7 +385,7 @@ fn run() -> anyhow::Result<()> {
                 for _ in 0..args.reps {
                     let result = match workload.as_str() {
                         "latency" => timed_latency(&args, &setting, &dir),
-                        "recovery" => timed_recovery(&args, &setting, &dir),
+                        "recovery" => timed_recovery(&setting, &dir),
                         _ => timed(&args, &setting, full.as_ref(), &dir),
                     };
                     match result {
@@ -730,7 +730,7 @@ const RECOVERY_RATE: f64 = 20_000.0;
 /// first checkpoint completed after it (a new manifest: the restarted job's first
 /// committed progress) is its recovery time. Its committed output must then equal
 /// the direct runner's: exactly once through the kill.
-fn timed_recovery(args: &Args, setting: &Setting<'_>, dir: &Path) -> anyhow::Result<BenchRecord> {
+fn timed_recovery(setting: &Setting<'_>, dir: &Path) -> anyhow::Result<BenchRecord> {
     let interval = setting.checkpoint_ms.unwrap_or(1000);
     let poll = Duration::from_millis(2);
     // Start-up (about 1 s), two intervals before the kill, recovery, and the rest.
@@ -781,26 +781,29 @@ fn timed_recovery(args: &Args, setting: &Setting<'_>, dir: &Path) -> anyhow::Res
             std::thread::sleep(poll);
         };
         let victim = pids.lines().last().unwrap_or("").trim().to_string();
-        let before = manifests(&ckpt).last().copied();
         let status = Command::new("kill").args(["-KILL", &victim]).status()?;
         let killed = Instant::now();
         if !status.success() {
             bail!("kill -KILL {victim} failed ({status})");
         }
-        let mut restarted = None;
+        let mut restarted: Option<(Duration, Option<u64>)> = None;
         loop {
             let now = Instant::now();
             if restarted.is_none()
                 && std::fs::read_to_string(ckpt.join("pids")).is_ok_and(|p| p != pids)
             {
-                restarted = Some(now - killed);
+                // The supervisor killed every old process before it started the new
+                // ones: a checkpoint the old job completed after the kill is not the
+                // restarted job's progress, so only one newer than what is here now is.
+                restarted = Some((now - killed, manifests(&ckpt).last().copied()));
             }
-            if manifests(&ckpt).last().copied() > before {
-                let restarted = restarted.unwrap_or(now - killed);
-                return Ok((
-                    restarted.as_secs_f64() * 1000.0,
-                    (now - killed).as_secs_f64() * 1000.0,
-                ));
+            if let Some((restart, newest)) = restarted {
+                if manifests(&ckpt).last().copied() > newest {
+                    return Ok((
+                        restart.as_secs_f64() * 1000.0,
+                        (now - killed).as_secs_f64() * 1000.0,
+                    ));
+                }
             }
             if child.try_wait()?.is_some() {
                 bail!("the job ended without a checkpoint after the kill");
@@ -811,6 +814,15 @@ fn timed_recovery(args: &Args, setting: &Setting<'_>, dir: &Path) -> anyhow::Res
             std::thread::sleep(poll);
         }
     })();
+    if measured.is_err() && child.try_wait()?.is_none() {
+        // The supervisor and the processes it started (alive while it is): none
+        // outlives a failed run.
+        let pids = std::fs::read_to_string(ckpt.join("pids")).unwrap_or_default();
+        let _ = child.kill();
+        for pid in pids.lines().map(str::trim).filter(|p| !p.is_empty()) {
+            let _ = Command::new("kill").args(["-KILL", pid]).status();
+        }
+    }
     let status = loop {
         if let Some(status) = child.try_wait()? {
             break status;
@@ -855,7 +867,6 @@ fn timed_recovery(args: &Args, setting: &Setting<'_>, dir: &Path) -> anyhow::Res
     record.checkpoint_interval_ms = Some(interval);
     record.recovery_ms = Some(recovery_ms);
     record.restart_ms = Some(restart_ms);
-    let _ = args;
     Ok(record)
 }
 
