@@ -230,30 +230,8 @@ fn pair_to_string(kv: (String, u64)) -> String {
 /// last one and every task wrote one file, its final state.
 #[test]
 fn a_test_stream_runs_a_batch_per_event_but_checkpoints_every_interval() {
-    use tidewater::{TestStream, Timestamp, Window, WindowFn};
-    tidewater_runner_microbatch::register();
     let dir = tempfile::tempdir().unwrap();
-    let p = Pipeline::new(microbatch(EngineOptions {
-        workers: 2,
-        checkpoint_dir: Some(dir.path().to_path_buf()),
-        batch_interval: Some(Duration::from_secs(600)),
-        ..Default::default()
-    }));
-    let at = |k: &str, t: i64| (k.to_string(), Timestamp(t));
-    let mut events = TestStream::new();
-    for w in 0..10 {
-        // The last element of each window is behind the watermark: dropped.
-        events = events
-            .add_elements(vec![at("a", w * 10 + 1), at("b", w * 10 + 2)])
-            .advance_watermark_to(Timestamp(w * 10 + 10))
-            .add_elements(vec![at("a", w * 10 + 5)]);
-    }
-    p.apply("Events", events.advance_watermark_to_infinity())
-        .apply("Window", Window::into(WindowFn::fixed(10)))
-        .apply("Count", Count::per_element())
-        .map("Format", pair_to_string)
-        .capture("counts");
-    let r = p.run().unwrap();
+    let r = scripted(dir.path(), Duration::from_secs(600));
     let mut expected = vec!["a 1".to_string(); 10];
     expected.extend(vec!["b 1".to_string(); 10]);
     assert_eq!(sorted(&r, "counts"), expected);
@@ -274,4 +252,38 @@ fn a_test_stream_runs_a_batch_per_event_but_checkpoints_every_interval() {
             .all(|n| n.ends_with(&format!("-{}.snap", u64::MAX))),
         "{parts:?}"
     );
+    // With a short interval the script spans several checkpoints (one batch in flight:
+    // the next span waits for the previous one), with the same results.
+    let dir = tempfile::tempdir().unwrap();
+    let r = scripted(dir.path(), Duration::from_millis(1));
+    assert_eq!(sorted(&r, "counts"), expected);
+    assert_eq!(r.metrics.counter_total("dropped_due_to_lateness"), 10);
+    assert!(r.metrics.counter(ENGINE_STEP, "checkpoints").unwrap() > 1);
+}
+
+/// Ten windows of a TestStream, the last element of each behind the watermark.
+fn scripted(dir: &std::path::Path, interval: Duration) -> tidewater::runner::PipelineResult {
+    use tidewater::{TestStream, Timestamp, Window, WindowFn};
+    tidewater_runner_microbatch::register();
+    let p = Pipeline::new(microbatch(EngineOptions {
+        workers: 2,
+        checkpoint_dir: Some(dir.to_path_buf()),
+        batch_interval: Some(interval),
+        ..Default::default()
+    }));
+    let at = |k: &str, t: i64| (k.to_string(), Timestamp(t));
+    let mut events = TestStream::new();
+    for w in 0..10 {
+        // The last element of each window is behind the watermark: dropped.
+        events = events
+            .add_elements(vec![at("a", w * 10 + 1), at("b", w * 10 + 2)])
+            .advance_watermark_to(Timestamp(w * 10 + 10))
+            .add_elements(vec![at("a", w * 10 + 5)]);
+    }
+    p.apply("Events", events.advance_watermark_to_infinity())
+        .apply("Window", Window::into(WindowFn::fixed(10)))
+        .apply("Count", Count::per_element())
+        .map("Format", pair_to_string)
+        .capture("counts");
+    p.run().unwrap()
 }

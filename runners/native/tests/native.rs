@@ -61,6 +61,13 @@ fn a_checkpointed_run_reports_its_checkpoints_in_the_result() {
     let bytes = m.distribution(step, "snapshot_bytes").unwrap();
     assert!(bytes.count > 0 && bytes.min > 0, "{bytes:?}");
     assert!(m.distribution(step, "snapshot_ms").is_some());
+    // Worker 0 writes every manifest and sizes it; every checkpoint's files are there.
+    let checkpoints = m.counter(step, "checkpoints").unwrap();
+    let size = m.distribution(step, "checkpoint_bytes").unwrap();
+    assert_eq!(size.count, checkpoints, "{m:?}");
+    assert!(size.min > 0);
+    let duration = m.distribution(step, "checkpoint_ms").unwrap();
+    assert!(duration.count >= 1 && duration.count <= checkpoints);
     // The last checkpoint is the final state; the three latest are kept.
     let manifests = std::fs::read_dir(dir.path())
         .unwrap()
@@ -204,6 +211,32 @@ fn a_test_stream_checkpoints_every_interval_not_every_event() {
         );
         // Every file is its task's on one worker: the TestStream's and the count's.
         assert_eq!(files.len() as u64, 2 * workers, "{files:?}");
+        // The checkpoint's size is its files'; its duration and alignment are known.
+        let size: u64 = files
+            .iter()
+            .map(|(n, _)| {
+                std::fs::metadata(dir.path().join("parts").join(n))
+                    .unwrap()
+                    .len()
+            })
+            .sum();
+        let bytes = r.metrics.distribution(step, "checkpoint_bytes").unwrap();
+        assert_eq!((bytes.count, bytes.sum), (1, size as i64));
+        assert_eq!(
+            r.metrics.distribution(step, "snapshot_bytes").unwrap().sum,
+            size as i64
+        );
+        assert_eq!(
+            r.metrics.distribution(step, "checkpoint_ms").unwrap().count,
+            1
+        );
+        let alignment = r
+            .metrics
+            .distribution(step, "checkpoint_alignment_ms")
+            .unwrap();
+        assert_eq!(alignment.count as u64, workers, "a value per worker");
+        // The TestStream's 40 elements (in 20 of its 31 events), each counted once.
+        assert_eq!(r.metrics.counter("Events", "records_in"), Some(40));
     }
 }
 
@@ -231,4 +264,67 @@ fn a_test_stream_with_a_zero_interval_checkpoints_as_it_goes() {
     assert!(part_files(dir.path())
         .iter()
         .any(|(_, last)| *last < u64::MAX));
+}
+
+/// Per operator (the transform heading each task, summed over workers): records in
+/// and out, the input watermark (a value per worker), backpressure; and the records in
+/// flight. Without lifting, the count receives every record and emits one per key.
+#[test]
+fn every_operator_reports_records_in_and_out_its_watermark_and_backpressure() {
+    let mut options = native(EngineOptions {
+        workers: 2,
+        ..Default::default()
+    });
+    options
+        .runner_options
+        .push(("lift_combiners".into(), "false".into()));
+    let r = pipeline(options, 6_000).run().unwrap();
+    let m = &r.metrics;
+    use tidewater_runners_timely::metrics::{
+        ALIGNMENT_MS, INPUT_WATERMARK, QUEUED_MAX, RECORDS_IN, RECORDS_OUT, THROTTLED_MS,
+    };
+    // The source: what it read in, what its stage (with the fused Mod) sent on.
+    assert_eq!(m.counter("Generate", RECORDS_IN), Some(6_000));
+    assert_eq!(m.counter("Generate", RECORDS_OUT), Some(6_000));
+    assert!(m.counter("Generate", THROTTLED_MS).is_some());
+    let count = "Count/Count/Combine";
+    assert_eq!(m.counter(count, RECORDS_IN), Some(6_000));
+    assert_eq!(m.counter(count, RECORDS_OUT), Some(10));
+    assert!(m.counter(count, ALIGNMENT_MS).is_some());
+    assert_eq!(m.distribution(count, QUEUED_MAX).unwrap().count, 2);
+    for op in ["Generate", count] {
+        let wm = m.distribution(op, INPUT_WATERMARK).unwrap();
+        assert_eq!(wm.count, 2, "a value per worker");
+        assert_eq!(
+            wm.min,
+            tidewater::Timestamp::MAX.millis(),
+            "the end, at the end"
+        );
+    }
+    // Fused ParDos are not operators of their own.
+    assert_eq!(m.counter("Mod", RECORDS_IN), None);
+    assert_eq!(m.counter("Format", RECORDS_OUT), None);
+    let step = tidewater_runners_timely::task::ENGINE_STEP;
+    let epochs = m.distribution(step, "epoch_records").unwrap();
+    assert_eq!(epochs.sum, 6_000);
+    let in_flight = m.distribution(step, "records_in_flight_max").unwrap();
+    assert_eq!(in_flight.count, 2);
+    assert!(in_flight.max <= 2 * epochs.max, "{in_flight:?} {epochs:?}");
+    let summary = tidewater_runner_native::summary(m);
+    let lines: Vec<&str> = summary.lines().collect();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.trim_start().starts_with("Count/Count/Combine")
+                && l.contains(" 6000 ")
+                && l.contains(" 10 ")
+                && l.contains("end of time")),
+        "{summary}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.trim_start().starts_with("Generate") && l.contains("held back")),
+        "{summary}"
+    );
 }

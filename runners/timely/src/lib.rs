@@ -14,6 +14,7 @@ pub mod cluster;
 pub mod epochs;
 pub mod fault;
 pub mod launch;
+pub mod metrics;
 pub mod msg;
 pub mod store;
 pub mod task;

@@ -14,6 +14,7 @@
 //! Every semantic rule applied here lives in runners/core: the task only moves batches
 //! and progress between core's parts.
 
+use crate::metrics::{Checkpoints, InFlight, OperatorFigures};
 use crate::msg::{Body, InputClock, LocalBatch, Msg, Senders};
 use crate::store::Store;
 use crate::{BatchTrigger, Clock, Guarantee, Policy};
@@ -47,8 +48,11 @@ pub const FINAL_EPOCH: u64 = u64::MAX;
 /// The step under which the engine's own metrics are reported: checkpoints
 /// (`snapshot_ms`, `snapshot_bytes` per task and epoch range, `alignment_ms`: how long
 /// records of a later epoch waited for the earlier one to close), sources
-/// (`throttled_ms`: reading held back by the epochs in flight) and checkpoints
-/// completed (`checkpoints`, `manifest_ms`).
+/// (`throttled_ms`: reading held back by the epochs in flight, `records_read`),
+/// checkpoints completed (`checkpoints`, `manifest_ms`, and those of
+/// [`crate::metrics`]: `checkpoint_ms`, `checkpoint_bytes`, `checkpoint_alignment_ms`)
+/// and the records in flight (`epoch_records`, `records_in_flight_max`). Per-operator
+/// figures go under each operator's own step ([`crate::metrics`]).
 pub const ENGINE_STEP: &str = "(engine)";
 
 /// What a worker's tasks share.
@@ -106,6 +110,33 @@ pub struct WorkerCtx {
     pub open_batches: RefCell<Vec<(BatchFigures, Instant)>>,
     /// Bytes of state this worker's tasks wrote, by the last epoch of their range.
     pub state_bytes: RefCell<BTreeMap<u64, u64>>,
+    /// Every task's figures, for the progress line and the result.
+    pub operators: RefCell<Vec<Rc<OperatorFigures>>>,
+    /// Records this worker's sources read in epochs not yet durable.
+    pub in_flight: RefCell<InFlight>,
+    /// The checkpoints in flight and the last complete one.
+    pub checkpoints: RefCell<Checkpoints>,
+}
+
+impl WorkerCtx {
+    /// The first epoch not yet durable everywhere.
+    pub fn durable_frontier(&self) -> u64 {
+        self.probe
+            .with_frontier(|f| f.first().copied())
+            .unwrap_or(u64::MAX)
+    }
+
+    /// A source of this worker read `n` records in `epoch`.
+    fn read(&self, figures: &OperatorFigures, epoch: u64, n: usize) {
+        if n == 0 {
+            return;
+        }
+        figures.add_in(n);
+        self.records_read.set(self.records_read.get() + n as u64);
+        self.in_flight
+            .borrow_mut()
+            .read(epoch, n as u64, self.durable_frontier());
+    }
 }
 
 /// What one micro-batch cost, as one source task of one worker saw it.
@@ -253,6 +284,9 @@ pub struct Task {
     pub waiting_since: Option<Instant>,
     /// Since when a source has been held back by the epochs in flight.
     pub throttled_since: Option<Instant>,
+    /// Whether a source has read (or tried to) in its current epoch, which may then
+    /// end (true at the start: a TestStream's first event follows the first epoch).
+    pub read_in_epoch: bool,
     /// The last progress sent.
     pub sent: Option<(Timestamp, Timestamp)>,
     /// Per output port: messages to send.
@@ -273,6 +307,8 @@ pub struct Task {
     /// With micro-batches, the batch a source task is running through its stage.
     pub batch_run: Option<BatchRun>,
 
+    /// Its figures (also in the worker's list).
+    pub figures: Rc<OperatorFigures>,
     /// Shared with the worker.
     pub ctx: Rc<WorkerCtx>,
 }
@@ -303,6 +339,7 @@ struct Router<'a> {
     outbox: &'a mut [Vec<Msg>],
     ctx: &'a WorkerCtx,
     transform: &'a str,
+    figures: &'a OperatorFigures,
 }
 
 fn encode(batch: &dyn AnyBatch, transform: &str) -> Result<Vec<u8>> {
@@ -334,6 +371,7 @@ impl Router<'_> {
 
 impl StageOutput for Router<'_> {
     fn emit(&mut self, exit: usize, batch: Box<dyn AnyBatch>) -> Result<()> {
+        self.figures.add_out(batch.len());
         match &self.routes[exit] {
             Route::Keyed { port, key_ops } => {
                 let (max, peers) = (self.ctx.max_key_groups, self.ctx.peers);
@@ -422,6 +460,7 @@ impl Task {
             outbox: &mut self.outbox,
             ctx: &self.ctx,
             transform: &self.name,
+            figures: &self.figures,
         };
         let size = self.ctx.bundle_size.max(1);
         for bundle in batch.into_chunks(&mut std::iter::repeat(size)) {
@@ -479,6 +518,7 @@ impl Task {
             outbox: &mut self.outbox,
             ctx: &self.ctx,
             transform: &self.name,
+            figures: &self.figures,
         };
         stage.flush_partials_before(watermark, &mut router)
     }
@@ -590,11 +630,7 @@ impl Task {
                         .map_err(|e| attribute(e, &self.name))?,
                     (Body::Progress { .. }, _) => unreachable!("matched above"),
                 };
-                self.ctx
-                    .metrics
-                    .borrow_mut()
-                    .step_mut(&self.name)
-                    .inc_counter("records_in", batch.len() as i64);
+                self.figures.add_in(batch.len());
                 let now = self.now();
                 match &mut self.head {
                     Head::Keyed(op) => {
@@ -647,6 +683,15 @@ impl Task {
 
     /// Takes the stage's and the head's metrics into the worker's.
     fn collect_metrics(&mut self) {
+        self.figures.watermark.set(if self.inputs.is_empty() {
+            self.output_watermark()
+        } else {
+            self.inputs
+                .iter()
+                .map(|i| i.clock.watermark())
+                .min()
+                .unwrap_or(Timestamp::MAX)
+        });
         let mut metrics = self.ctx.metrics.borrow_mut();
         if let Some(stage) = self.stage.as_mut() {
             for (name, m) in stage.take_metrics() {
@@ -783,6 +828,9 @@ impl Task {
         let cur = self.cur;
         self.flush(cur);
         self.close(FINAL_EPOCH)?;
+        if self.inputs.is_empty() && self.ctx.store.is_some() {
+            self.ctx.checkpoints.borrow_mut().source_ended(FINAL_EPOCH);
+        }
         self.caps.clear();
         Ok(())
     }
@@ -794,11 +842,23 @@ impl Task {
             return Ok(());
         }
         let cur = self.cur;
+        let mut held = false;
         for (t, port, msg) in incoming {
-            if t > cur && self.waiting_since.is_none() {
-                self.waiting_since = Some(Instant::now());
+            if t > cur {
+                held = true;
+                if self.waiting_since.is_none() {
+                    self.waiting_since = Some(Instant::now());
+                }
             }
             self.pending.entry(t).or_default().push((port, msg));
+        }
+        if held && self.ctx.guarantee == Guarantee::ExactlyOnce {
+            let queued = self
+                .pending
+                .range(cur + 1..)
+                .map(|(_, m)| m.len())
+                .sum::<usize>();
+            self.figures.set_queued(queued as u64);
         }
         loop {
             let cur = self.cur;
@@ -848,11 +908,16 @@ impl Task {
             self.close(next - 1)?;
             self.move_to(next);
             if let Some(since) = self.waiting_since.take() {
+                let waited = since.elapsed();
                 self.ctx
                     .metrics
                     .borrow_mut()
                     .step_mut(ENGINE_STEP)
-                    .update_distribution("alignment_ms", since.elapsed().as_millis() as i64);
+                    .update_distribution("alignment_ms", waited.as_millis() as i64);
+                self.figures.add_alignment(waited);
+                if self.ctx.store.is_some() {
+                    self.ctx.checkpoints.borrow_mut().aligned(next - 1, waited);
+                }
                 if self.pending.keys().any(|t| *t > next) {
                     self.waiting_since = Some(Instant::now());
                 }
@@ -910,37 +975,36 @@ impl Task {
             }
         );
         // At most K checkpoints in flight: an epoch may be read only once every span
-        // up to K before its own is durable. A source whose next epoch must wait does
-        // not start it, and reads nothing more in the current one meanwhile, so the
-        // records in flight stay within K epochs.
+        // up to K before its own is durable. An epoch ends when the interval is over
+        // (a scripted step: after its event) and the source has read in it; a source
+        // held back in its new epoch waits there, reading nothing and starting no
+        // other, so the records in flight stay within K epochs.
         let k = ctx.epochs_in_flight.max(1);
         let stride = ctx.stride;
         let held_back =
             |e: u64| crate::epochs::held_back(e, stride, k, |t| ctx.probe.less_than(&t));
         let interval_over = self.epoch_began.elapsed() >= ctx.epoch_interval;
-        let mut next = None;
-        if scripted || interval_over {
-            let e = crate::epochs::next_epoch(self.cur, stride, scripted && !interval_over);
-            next = Some(e);
+        if (scripted || interval_over) && self.read_in_epoch {
+            let next = crate::epochs::next_epoch(self.cur, stride, scripted && !interval_over);
+            // Nothing is read in the epochs skipped to the next span's first.
+            self.close(next - 1)?;
+            self.move_to(next);
+            self.read_in_epoch = false;
+            if next.is_multiple_of(stride) {
+                self.epoch_began = Instant::now();
+                if ctx.store.is_some() {
+                    ctx.checkpoints.borrow_mut().source_ended(next - 1);
+                }
+            }
         }
-        if held_back(next.unwrap_or(self.cur)) {
+        if held_back(self.cur) {
             self.throttled_since.get_or_insert_with(Instant::now);
             self.activator.activate_after(Duration::from_millis(1));
             return Ok(());
         }
-        if let Some(next) = next {
-            // Nothing is read in the epochs skipped to the next span's first.
-            self.close(next - 1)?;
-            self.move_to(next);
-            if next.is_multiple_of(stride) {
-                self.epoch_began = Instant::now();
-            }
-        }
+        self.read_in_epoch = true;
         if let Some(since) = self.throttled_since.take() {
-            ctx.metrics
-                .borrow_mut()
-                .step_mut(ENGINE_STEP)
-                .inc_counter("throttled_ms", since.elapsed().as_millis() as i64);
+            self.figures.add_throttled(since.elapsed());
         }
         let cur = self.cur;
         let now = self.now();
@@ -1007,9 +1071,7 @@ impl Task {
             _ => return Err(Error::Internal(format!("'{}' is not a source", self.name))),
         };
         let read: usize = out.iter().map(|b| b.len()).sum();
-        if read > 0 {
-            ctx.records_read.set(ctx.records_read.get() + read as u64);
-        }
+        ctx.read(&self.figures, cur, read);
         // With micro-batches the batch's processing time reaches consumers before its
         // records (its watermark is applied only when the batch closes).
         if self.batches() && !out.is_empty() {
@@ -1125,8 +1187,7 @@ impl Task {
         }
         let done = driver.is_done();
         let records: usize = out.iter().map(|b| b.len()).sum();
-        ctx.records_read
-            .set(ctx.records_read.get() + records as u64);
+        ctx.read(&self.figures, cur, records);
         ctx.metrics
             .borrow_mut()
             .step_mut(ENGINE_STEP)
@@ -1174,6 +1235,9 @@ impl Task {
         let next = crate::epochs::next_span(cur, self.ctx.stride);
         self.close(next - 1)?;
         self.move_to(next);
+        if self.ctx.store.is_some() {
+            self.ctx.checkpoints.borrow_mut().source_ended(next - 1);
+        }
         self.activator.activate_after(Duration::from_millis(1));
         Ok(())
     }

@@ -1,6 +1,7 @@
 //! One worker: builds the plan's dataflow out of tasks and drives it to the end,
 //! committing sinks as checkpoints become durable.
 
+use crate::metrics::{show_watermark, OperatorFigures};
 use crate::msg::{Msg, Senders};
 use crate::store::Store;
 use crate::task::{BatchFigures, Decoder, Head, Input, Route, Task, WorkerCtx, FINAL_EPOCH};
@@ -100,6 +101,9 @@ fn run(worker: &mut timely::worker::Worker, shared: &Shared) -> Result<WorkerOut
         savepoint: config.savepoint_dir.is_some(),
         open_batches: RefCell::new(Vec::new()),
         state_bytes: RefCell::new(BTreeMap::new()),
+        operators: RefCell::new(Vec::new()),
+        in_flight: RefCell::new(Default::default()),
+        checkpoints: RefCell::new(Default::default()),
     });
     // Every capture is in the result, even one that received nothing.
     if ctx.me == 0 {
@@ -154,18 +158,19 @@ fn run(worker: &mut timely::worker::Worker, shared: &Shared) -> Result<WorkerOut
             Some(_) => passed.and_then(|p| crate::epochs::checkpoint_through(p, ctx.stride)),
         };
         if let Some(durable) = durable.filter(|e| committed.is_none_or(|c| c < *e)) {
+            let mut manifest_bytes = None;
             let complete = match &store {
                 None => Some(durable),
                 Some(store) => {
                     if ctx.me == 0 {
                         let started = Instant::now();
-                        if durable == FINAL_EPOCH {
+                        let manifest = if durable == FINAL_EPOCH {
                             store.complete_last(
                                 &stateful,
                                 ctx.peers,
                                 shared.plan_hash,
                                 config.max_key_groups,
-                            )?;
+                            )?
                         } else {
                             store.complete(
                                 durable,
@@ -173,8 +178,9 @@ fn run(worker: &mut timely::worker::Worker, shared: &Shared) -> Result<WorkerOut
                                 ctx.peers,
                                 shared.plan_hash,
                                 config.max_key_groups,
-                            )?;
-                        }
+                            )?
+                        };
+                        manifest_bytes = Some(manifest.files.iter().map(|f| f.len).sum());
                         {
                             let mut metrics = ctx.metrics.borrow_mut();
                             let m = metrics.step_mut(crate::task::ENGINE_STEP);
@@ -215,6 +221,14 @@ fn run(worker: &mut timely::worker::Worker, shared: &Shared) -> Result<WorkerOut
                 }
             };
             if let Some(e) = complete {
+                if store.is_some() {
+                    let mut metrics = ctx.metrics.borrow_mut();
+                    ctx.checkpoints.borrow_mut().complete(
+                        e,
+                        manifest_bytes,
+                        metrics.step_mut(crate::task::ENGINE_STEP),
+                    );
+                }
                 if !ctx.sinks.borrow().is_empty() {
                     crate::fault::point("staged");
                 }
@@ -232,17 +246,28 @@ fn run(worker: &mut timely::worker::Worker, shared: &Shared) -> Result<WorkerOut
             break;
         }
         if let Some(p) = progress.as_mut() {
-            p.show(ctx.records_read.get(), committed, last_batch);
+            p.show(&ctx, committed, last_batch);
         }
         worker.step_or_park(Some(if done { Duration::from_millis(1) } else { PARK }));
     }
     if let Some(p) = progress.as_mut() {
         p.end(ctx.records_read.get());
     }
-    ctx.metrics
-        .borrow_mut()
-        .step_mut(crate::task::ENGINE_STEP)
-        .inc_counter("records_read", ctx.records_read.get() as i64);
+    {
+        let mut metrics = ctx.metrics.borrow_mut();
+        metrics
+            .step_mut(crate::task::ENGINE_STEP)
+            .inc_counter("records_read", ctx.records_read.get() as i64);
+        let mut throttled = Duration::ZERO;
+        for op in ctx.operators.borrow().iter() {
+            op.report(&mut metrics);
+            throttled += op.throttled.get();
+        }
+        metrics
+            .step_mut(crate::task::ENGINE_STEP)
+            .inc_counter("throttled_ms", throttled.as_millis() as i64);
+        ctx.in_flight.borrow_mut().report(&mut metrics);
+    }
     let captures = std::mem::take(&mut *ctx.captures.borrow_mut());
     let metrics = std::mem::take(&mut *ctx.metrics.borrow_mut());
     Ok(WorkerOutput { captures, metrics })
@@ -289,13 +314,13 @@ fn batch_figures(ctx: &WorkerCtx, passed: u64, last: &mut Option<BatchFigures>) 
     }
 }
 
-/// The live progress line: records read per second by this worker's sources, and the
-/// last complete checkpoint.
+/// The live progress line: records read per second by this worker's sources, the
+/// watermark lag (wall clock minus the least watermark of this worker's operators), the
+/// last complete checkpoint (its age, duration and size) or micro-batch.
 struct Progress {
     started: Instant,
     last: Instant,
     last_records: u64,
-    checkpoint_at: Option<(u64, Instant)>,
 }
 
 impl Progress {
@@ -304,24 +329,48 @@ impl Progress {
             started: Instant::now(),
             last: Instant::now(),
             last_records: 0,
-            checkpoint_at: None,
         }
     }
 
-    fn show(&mut self, records: u64, committed: Option<u64>, batch: Option<BatchFigures>) {
-        if let Some(e) = committed.filter(|e| *e != FINAL_EPOCH) {
-            if self.checkpoint_at.is_none_or(|(c, _)| c != e) {
-                self.checkpoint_at = Some((e, Instant::now()));
-            }
-        }
+    fn show(&mut self, ctx: &WorkerCtx, committed: Option<u64>, batch: Option<BatchFigures>) {
         let dt = self.last.elapsed();
         if dt < Duration::from_secs(1) {
             return;
         }
+        let records = ctx.records_read.get();
         let rate = (records - self.last_records) as f64 / dt.as_secs_f64();
-        let checkpoint = match self.checkpoint_at {
-            Some((e, at)) => format!("epoch {e} durable {:.1}s ago", at.elapsed().as_secs_f64()),
-            None => "no epoch durable yet".into(),
+        let least = ctx
+            .operators
+            .borrow()
+            .iter()
+            .map(|o| o.watermark.get())
+            .filter(|w| *w < tidewater::Timestamp::MAX)
+            .min();
+        let watermark = match least {
+            None => "watermark at the end".to_string(),
+            Some(w) if w <= tidewater::Timestamp::MIN => "no watermark yet".to_string(),
+            Some(w) if ctx.clock == crate::Clock::Wall => format!(
+                "watermark lag {:.1}s",
+                (crate::task::wall_clock().millis() - w.millis()) as f64 / 1000.0
+            ),
+            Some(w) => format!("watermark {}", show_watermark(w.millis())),
+        };
+        let checkpoint = match (ctx.checkpoints.borrow().last, committed) {
+            (Some(c), _) if c.epoch != FINAL_EPOCH => format!(
+                "checkpoint {} {:.1}s ago{}{}",
+                c.epoch,
+                c.at.elapsed().as_secs_f64(),
+                c.duration_ms
+                    .map(|ms| format!(" in {ms} ms"))
+                    .unwrap_or_default(),
+                c.bytes
+                    .map(|b| format!(", {} kB", b / 1000))
+                    .unwrap_or_default()
+            ),
+            (_, Some(e)) if e != FINAL_EPOCH && ctx.store.is_none() => {
+                format!("epoch {e} committed")
+            }
+            _ => "no checkpoint yet".into(),
         };
         let batch = match batch {
             Some(b) => format!(
@@ -335,7 +384,7 @@ impl Progress {
             None => String::new(),
         };
         eprint!(
-            "\r{:>6.0}s  {:>10.0} records/s (worker 0)  {:>12} read  {checkpoint}{batch}   ",
+            "\r{:>6.0}s  {:>10.0} records/s (worker 0)  {:>12} read  {watermark}  {checkpoint}{batch}   ",
             self.started.elapsed().as_secs_f64(),
             rate,
             records
@@ -706,6 +755,11 @@ fn build(
         control_stream.probe_with(probe);
         let activator = scope.activator_for(builder.operator_info().address);
         let n_outputs = outputs.len();
+        let figures = Rc::new(OperatorFigures::new(&name, is_source));
+        // A capture is the test harness's, not an operator of the pipeline.
+        if !matches!(head_state, Head::Capture { .. }) {
+            ctx.operators.borrow_mut().push(Rc::clone(&figures));
+        }
         let mut task = Task {
             node: head,
             name: name.clone(),
@@ -720,6 +774,7 @@ fn build(
             pending: BTreeMap::new(),
             waiting_since: None,
             throttled_since: None,
+            read_in_epoch: true,
             sent: None,
             outbox: (0..n_outputs).map(|_| Vec::new()).collect(),
             caps: Vec::new(),
@@ -728,6 +783,7 @@ fn build(
             epoch_began: Instant::now(),
             batch_time: crate::task::wall_clock(),
             batch_run: None,
+            figures,
             ctx: Rc::clone(ctx),
         };
         let shared_abort = Arc::clone(&shared.abort);
