@@ -3,8 +3,11 @@
 //! and 3 workers and in 2 processes), exactly-once after crashes is
 //! `examples/tests/crash.rs`.
 
+use serde::{Deserialize, Serialize};
+use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use tidewater::{
-    EngineOptions, Pipeline, PipelineOptions, Read, TestStream, Timestamp, Window, WindowFn,
+    EngineOptions, Pipeline, PipelineOptions, Read, StateContext, StatefulDoFn, StatefulParDo,
+    TestStream, Timestamp, UserError, Window, WindowFn,
 };
 use tidewater_transforms::{Count, GenerateSequence};
 
@@ -327,4 +330,95 @@ fn every_operator_reports_records_in_and_out_its_watermark_and_backpressure() {
             .any(|l| l.trim_start().starts_with("Generate") && l.contains("held back")),
         "{summary}"
     );
+}
+
+// ---------------------------------------------------------------------------------------
+// Backpressure: a slow operator behind a shuffle, over an unbounded generator that reads
+// as fast as it can.
+
+static TAPPED: AtomicU64 = AtomicU64::new(0);
+static CONSUMED: AtomicU64 = AtomicU64::new(0);
+static MOST_IN_FLIGHT: AtomicU64 = AtomicU64::new(0);
+
+/// Fused with the source: counts what it read.
+fn tap(n: u64) -> (u64, u64) {
+    TAPPED.fetch_add(1, SeqCst);
+    (n % 4, n)
+}
+
+/// A deliberately slow stateful step: 200 µs per element. Before each element it notes
+/// how many records the source has read that it has not consumed yet.
+#[derive(Serialize, Deserialize)]
+struct SlowSink;
+
+impl StatefulDoFn for SlowSink {
+    type Key = u64;
+    type Value = u64;
+    type Out = u64;
+    fn process(
+        &mut self,
+        _key: &u64,
+        _n: u64,
+        _ctx: &mut StateContext<'_, u64>,
+    ) -> Result<(), UserError> {
+        let in_flight = TAPPED.load(SeqCst) - CONSUMED.load(SeqCst);
+        MOST_IN_FLIGHT.fetch_max(in_flight, SeqCst);
+        std::thread::sleep(std::time::Duration::from_micros(200));
+        CONSUMED.fetch_add(1, SeqCst);
+        Ok(())
+    }
+}
+
+/// The source never runs more than `epochs_in_flight` epochs ahead of what the slow
+/// step has consumed. With a checkpoint interval of zero every read is an epoch of its
+/// own (at most `bundle_size` records per partition), so at every moment the records
+/// read and not yet consumed are at most K × bundle_size per worker — however slow the
+/// step, and whatever the timing; a source that is not throttled reads thousands of
+/// times that in the same time.
+#[test]
+fn a_slow_operator_holds_the_source_back_to_the_epochs_in_flight() {
+    const BUNDLE: u64 = 16;
+    for (workers, k) in [(1u64, 2u64), (2, 1)] {
+        TAPPED.store(0, SeqCst);
+        CONSUMED.store(0, SeqCst);
+        MOST_IN_FLIGHT.store(0, SeqCst);
+        tidewater_runner_native::register();
+        let mut options = native(EngineOptions {
+            workers,
+            checkpoint_interval: Some(std::time::Duration::ZERO),
+            ..Default::default()
+        });
+        options.max_duration = Some(std::time::Duration::from_millis(600));
+        options.runner_options = vec![
+            ("bundle_size".into(), BUNDLE.to_string()),
+            ("epochs_in_flight".into(), k.to_string()),
+        ];
+        let p = Pipeline::new(options);
+        p.apply("Generate", Read::from(GenerateSequence::new(0, None)))
+            .map("Tap", tap)
+            .apply("SlowSink", StatefulParDo::of(SlowSink));
+        let r = p.run().unwrap();
+        let m = &r.metrics;
+        let bound = workers * k * BUNDLE;
+        let tapped = TAPPED.load(SeqCst);
+        let most = MOST_IN_FLIGHT.load(SeqCst);
+        assert!(tapped > bound, "the job read something: {tapped}");
+        assert!(
+            most <= bound,
+            "{most} records were read and not consumed at once, more than {bound} ({workers} workers, K = {k})"
+        );
+        // The engine's own account agrees: no epoch read more than a bundle, and no
+        // worker had more than K epochs' records in flight.
+        let step = tidewater_runners_timely::task::ENGINE_STEP;
+        let epoch = m.distribution(step, "epoch_records").unwrap();
+        assert!(epoch.max as u64 <= BUNDLE, "{epoch:?}");
+        let in_flight = m.distribution(step, "records_in_flight_max").unwrap();
+        assert!(in_flight.max as u64 <= k * BUNDLE, "{in_flight:?}");
+        // The source was held back, and everything it read reached the slow step
+        // (a stop drains what is in flight).
+        assert!(m.counter("Generate", "throttled_ms").unwrap() > 0, "{m:?}");
+        assert_eq!(m.counter("Generate", "records_in"), Some(tapped as i64));
+        assert_eq!(m.counter("SlowSink", "records_in"), Some(tapped as i64));
+        assert_eq!(CONSUMED.load(SeqCst), tapped);
+    }
 }
