@@ -164,6 +164,7 @@ fn format_pair(kv: (String, u64)) -> String {
 
 /// The event time of a `<event time ms>\t<words>` line. The input is in event-time
 /// order, as the peers read it: the watermark is the latest time read (as theirs).
+#[allow(clippy::ptr_arg)] // a timestamp function takes `&` of the record type
 fn stamped_line_time(line: &String) -> Timestamp {
     let ts = line.split_once('\t').and_then(|(ts, _)| ts.parse().ok());
     Timestamp(ts.unwrap_or_else(|| panic!("no event time in line '{}'", tidewater::shorten(line))))
