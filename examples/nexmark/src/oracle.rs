@@ -2,7 +2,7 @@
 //! no SDK. Tests compare the pipelines' outputs with these exactly.
 
 use crate::queries::{
-    AuctionCount, BidTimeType, BidsPerSession, CategoryPrice, ConvertedBid, IdNameReserve,
+    AuctionCount, BidTimeType, BidsPerSession, CategoryPrice, IdNameReserve,
     NameCityStateId, OutputFile, Q14Bid, SellerPrice, WinningBid, Q10_SHARDS, Q10_WINDOW_MS,
     Q11_GAP_MS, Q13_SIDE_ROWS, Q3_CATEGORY, Q3_STATES, Q4_PERIOD_MS, Q4_WINDOW_MS, Q5_PERIOD_MS,
     Q5_WINDOW_MS, Q6_LAST_AUCTIONS, Q7_WINDOW_MS, Q8_WINDOW_MS, SKIP_FACTOR,
@@ -16,16 +16,13 @@ pub fn q0(events: &[Event]) -> Vec<Event> {
 }
 
 /// Q1: every bid, price * 89 / 100.
-pub fn q1(events: &[Event]) -> Vec<ConvertedBid> {
+pub fn q1(events: &[Event]) -> Vec<Bid> {
     let mut out = Vec::new();
     for e in events {
         if let Event::Bid(b) = e {
-            out.push(ConvertedBid {
-                auction: b.auction,
-                bidder: b.bidder,
-                price: b.price * 89 / 100,
-                date_time: b.date_time,
-            });
+            let mut b = b.clone();
+            b.price = b.price * 89 / 100;
+            out.push(b);
         }
     }
     out
@@ -338,7 +335,8 @@ pub fn q6(events: &[Event]) -> Vec<SellerPrice> {
         let sum: u64 = last.iter().map(|x| x.1 as u64).sum();
         out.push(SellerPrice {
             seller,
-            price: sum / last.len() as u64,
+            // Rounded half up, as Beam's Query6Model (`Math.round`).
+            price: (2 * sum + last.len() as u64) / (2 * last.len() as u64),
         });
     }
     out

@@ -17,7 +17,7 @@ mod q8;
 mod q9;
 
 pub use q0::q0;
-pub use q1::{q1, ConvertedBid};
+pub use q1::q1;
 pub use q10::{bid_line, q10, q10_file_name, OutputFile, Q10_SHARDS, Q10_WINDOW_MS};
 pub use q11::{q11, q11_with_gap, BidsPerSession, Q11_GAP_MS};
 pub use q12::{q12, q12_test_stream, q12_with_delay, Q12_DELAY_MS};

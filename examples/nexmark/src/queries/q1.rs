@@ -1,32 +1,17 @@
 use super::bids_of;
-use crate::Event;
-use serde::{Deserialize, Serialize};
+use crate::{Bid, Event};
 use tidewater::PCollection;
 
-/// A bid with its price converted from dollars to euros.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct ConvertedBid {
-    /// Auction id.
-    pub auction: usize,
-    /// Bidder id.
-    pub bidder: usize,
-    /// Price in euro cents.
-    pub price: usize,
-    /// Event time in ms.
-    pub date_time: u64,
-}
-
-/// Q1's conversion: Beam's `price * 89 / 100`.
-pub fn convert(e: Event) -> Option<ConvertedBid> {
-    bids_of(e).map(|b| ConvertedBid {
-        auction: b.auction,
-        bidder: b.bidder,
+/// Q1's conversion (Beam's `Query1`): the bid, every field kept, its price from dollars
+/// to euros as `price * 89 / 100`.
+pub fn convert(e: Event) -> Option<Bid> {
+    bids_of(e).map(|b| Bid {
         price: b.price * 89 / 100,
-        date_time: b.date_time,
+        ..b
     })
 }
 
 /// Q1, currency conversion: every bid with its price in euros.
-pub fn q1(events: &PCollection<Event>) -> PCollection<ConvertedBid> {
+pub fn q1(events: &PCollection<Event>) -> PCollection<Bid> {
     events.flat_map("Q1.Convert", convert)
 }

@@ -11,7 +11,7 @@ pub const Q6_LAST_AUCTIONS: usize = 10;
 pub struct SellerPrice {
     /// The seller.
     pub seller: usize,
-    /// Integer mean of the winning prices of their last auctions.
+    /// Mean of the winning prices of their last auctions, rounded half up.
     pub price: u64,
 }
 
@@ -20,7 +20,8 @@ fn seller_sale(w: WinningBid) -> (usize, (u64, usize)) {
 }
 
 /// The mean price of the `n` latest (time, price) sales, by time then price (Beam's
-/// `MovingMeanSellingPrice` with `ASCENDING_TIME_THEN_PRICE`); integer division.
+/// `MovingMeanSellingPrice` with `ASCENDING_TIME_THEN_PRICE`), rounded half up as
+/// Beam's `Math.round`.
 #[derive(Serialize, Deserialize)]
 pub struct MovingMeanSellingPrice {
     n: usize,
@@ -53,7 +54,12 @@ impl CombineFn for MovingMeanSellingPrice {
         if acc.is_empty() {
             return 0;
         }
-        acc.iter().map(|s| s.1 as u64).sum::<u64>() / acc.len() as u64
+        let (sum, n) = (
+            acc.iter().map(|s| s.1 as u64).sum::<u64>(),
+            acc.len() as u64,
+        );
+        // Beam's `Math.round((double) sum / n)`: half up (prices are not negative).
+        (2 * sum + n) / (2 * n)
     }
 }
 
@@ -76,4 +82,27 @@ pub fn q6(events: &PCollection<Event>) -> PCollection<SellerPrice> {
             }),
         )
         .map("Q6.Project", seller_price)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_mean_rounds_half_up_as_beams_math_round() {
+        let mean = MovingMeanSellingPrice { n: 10 };
+        let of = |prices: &[usize]| {
+            let mut acc = mean.create_accumulator();
+            for (t, p) in prices.iter().enumerate() {
+                mean.add_input(&mut acc, (t as u64, *p));
+            }
+            mean.extract_output(acc)
+        };
+        assert_eq!(of(&[1, 2]), 2); // 1.5
+        assert_eq!(of(&[1, 1, 2]), 1); // 1.33
+        assert_eq!(of(&[1, 2, 2]), 2); // 1.67
+        assert_eq!(of(&[]), 0);
+        // Only the latest 10 count: the first sale (1000) is dropped, mean 5.5 -> 6.
+        assert_eq!(of(&[1000, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10]), 6);
+    }
 }
