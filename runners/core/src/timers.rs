@@ -112,24 +112,24 @@ impl<K: Ord, N: Ord> Queue<K, N> {
 
     /// The next entry of the earliest bucket, if that is before `now`; its time.
     fn pop_before(&mut self, now: Timestamp) -> Option<(Timestamp, (K, BoundedWindow, N))> {
-        let mut first = self.buckets.first_entry()?;
-        let at = *first.key();
-        if at >= now {
-            return None;
-        }
-        let b = first.get_mut();
-        if !b.sorted {
-            b.entries.sort_unstable_by(|x, y| y.cmp(x));
-            b.entries.dedup();
-            b.sorted = true;
-        }
-        match b.entries.pop() {
-            Some(e) => Some((at, e)),
-            None => {
-                // Only stale entries were left: the live count says none, so the
-                // bucket was removed already; this is a guard.
-                first.remove();
-                None
+        loop {
+            let mut first = self.buckets.first_entry()?;
+            let at = *first.key();
+            if at >= now {
+                return None;
+            }
+            let b = first.get_mut();
+            if !b.sorted {
+                b.entries.sort_unstable_by(|x, y| y.cmp(x));
+                b.entries.dedup();
+                b.sorted = true;
+            }
+            match b.entries.pop() {
+                Some(e) => return Some((at, e)),
+                // A bucket with live timers holds their entries, so this is a guard.
+                None => {
+                    first.remove();
+                }
             }
         }
     }
