@@ -2,10 +2,10 @@
 //! no SDK. Tests compare the pipelines' outputs with these exactly.
 
 use crate::queries::{
-    AuctionCount, BidTimeType, BidsPerSession, CategoryPrice, IdNameReserve,
-    NameCityStateId, OutputFile, Q14Bid, SellerPrice, WinningBid, Q10_SHARDS, Q10_WINDOW_MS,
-    Q11_GAP_MS, Q13_SIDE_ROWS, Q3_CATEGORY, Q3_STATES, Q4_PERIOD_MS, Q4_WINDOW_MS, Q5_PERIOD_MS,
-    Q5_WINDOW_MS, Q6_LAST_AUCTIONS, Q7_WINDOW_MS, Q8_WINDOW_MS, SKIP_FACTOR,
+    AuctionCount, BidTimeType, BidsPerSession, CategoryPrice, IdNameReserve, NameCityStateId,
+    OutputFile, Q14Bid, SellerPrice, WinningBid, Q10_SHARDS, Q10_WINDOW_MS, Q11_GAP_MS,
+    Q13_SIDE_ROWS, Q3_CATEGORY, Q3_STATES, Q4_PERIOD_MS, Q4_WINDOW_MS, Q5_PERIOD_MS, Q5_WINDOW_MS,
+    Q6_LAST_AUCTIONS, Q7_WINDOW_MS, Q8_WINDOW_MS, SKIP_FACTOR,
 };
 use crate::{Bid, Event};
 use std::collections::BTreeMap;
