@@ -349,10 +349,18 @@ impl Progress {
         let watermark = match least {
             None => "watermark at the end".to_string(),
             Some(w) if w <= tidewater::Timestamp::MIN => "no watermark yet".to_string(),
-            Some(w) if ctx.clock == crate::Clock::Wall => format!(
-                "watermark lag {:.1}s",
-                (crate::task::wall_clock().millis() - w.millis()) as f64 / 1000.0
-            ),
+            // A lag of more than a day means event times that are not the wall
+            // clock's (generated data): the watermark itself says more.
+            Some(w)
+                if ctx.clock == crate::Clock::Wall
+                    && (0..86_400_000)
+                        .contains(&(crate::task::wall_clock().millis() - w.millis())) =>
+            {
+                format!(
+                    "watermark lag {:.1}s",
+                    (crate::task::wall_clock().millis() - w.millis()) as f64 / 1000.0
+                )
+            }
             Some(w) => format!("watermark {}", show_watermark(w.millis())),
         };
         let checkpoint = match (ctx.checkpoints.borrow().last, committed) {
