@@ -44,8 +44,9 @@ pub enum Error {
     #[error(
         "unknown {kind} '{name}' in {transform}: this binary has not registered it. \
          Functions and types register themselves when the pipeline that uses them is constructed; \
-         a binary that runs a plan it did not build must construct the same pipeline first{}",
-        if *kind_snake == "do_fn" { " (or, for a DoFn struct, call tidewater::registry::register_do_fn::<T>())" } else { "" }
+         a binary that runs a plan it did not build must construct the same pipeline first{}{}",
+        if *kind_snake == "do_fn" { " (or, for a DoFn struct, call tidewater::registry::register_do_fn::<T>())" } else { "" },
+        closure_hint(name)
     )]
     UnknownFunction {
         /// "DoFn", "grouping" or "element type".
@@ -144,6 +145,20 @@ pub enum Error {
     /// The runner itself failed; a bug, never bad input.
     #[error("internal error in runner: {0}")]
     Internal(String),
+}
+
+/// For a closure's name (`..{{closure}}..@file:line:column`): why this binary may lack it.
+fn closure_hint(name: &str) -> String {
+    match name.rsplit_once('@') {
+        Some((ty, site)) if ty.contains("{{closure}}") => format!(
+            ". The plan names a closure by the place it was given ({site}): this binary gave no such \
+             closure there while constructing the pipeline. A plan with closures runs only on the binary \
+             that wrote it, built from the same source, after constructing the same pipeline (every \
+             process must build the same pipeline); name the function (a `fn` item) for a plan that \
+             outlives its binary"
+        ),
+        _ => String::new(),
+    }
 }
 
 /// The longest element dump an error message shows.

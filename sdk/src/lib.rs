@@ -59,9 +59,9 @@ pub use side_input::{NoSideInputs, PCollectionView, SideInputReader, ViewOps};
 pub use sink::{Sink, Txn, WriteToSink};
 pub use source::{ReadStatus, Source};
 pub use state::{StateContext, StatefulDoFn, StatefulInvoker};
-pub use time::Timestamp;
+pub use time::{Duration, Timestamp};
 pub use transform::{PBegin, PInput, POutput, PTransform};
-pub use trigger::{TimeTransform, Trigger};
+pub use trigger::{AfterWatermarkTrigger, TimeTransform, Trigger};
 pub use window::{BoundedWindow, GlobalWindow, PaneInfo, Timing, Windows};
 pub use windowed_value::WindowedValue;
 pub use windowing::{

@@ -28,6 +28,11 @@ fn windowing_id(n: usize, w: &WindowingStrategy) -> String {
 }
 const RUST_ENV: &str = "rust";
 
+thread_local! {
+    /// The pipelines whose transforms are being expanded on this thread, innermost last.
+    static EXPANDING: RefCell<Vec<Pipeline>> = const { RefCell::new(Vec::new()) };
+}
+
 struct TransformNode {
     unique_name: String,
     spec: Option<FunctionSpec>,
@@ -204,9 +209,35 @@ impl Pipeline {
         transform: Tr,
     ) -> Tr::Output {
         let id = self.begin(name, input.pcollections());
+        EXPANDING.with(|e| e.borrow_mut().push(self.clone()));
         let output = transform.expand(input);
+        EXPANDING.with(|e| e.borrow_mut().pop());
         self.end(id, output.pcollections());
         output
+    }
+
+    /// The pipeline whose transform this thread is expanding, if any: for a transform
+    /// whose input cannot name it (an empty list).
+    pub(crate) fn expanding() -> Option<Pipeline> {
+        EXPANDING.with(|e| e.borrow().last().cloned())
+    }
+
+    /// A PCollection that no transform produces, handed out after a construction
+    /// error (a missing tag, say) so that construction can go on to report the rest;
+    /// the pipeline never runs.
+    pub(crate) fn orphan<T: Element>(&self) -> PCollection<T> {
+        let id = {
+            let mut g = self.graph.borrow_mut();
+            let id = g.pcollections.len();
+            g.pcollections.push(PCollectionNode {
+                unique_name: format!("(error {id})"),
+                element_type: crate::registry::register_element_type::<T>(),
+                bounded: IsBounded::Bounded,
+                windowing: WindowingStrategy::global(),
+            });
+            id
+        };
+        self.pcollection(id)
     }
 
     fn begin(&self, name: &str, inputs: Vec<(String, usize)>) -> usize {

@@ -141,6 +141,35 @@ pub fn register_do_fn_factory<D: 'static>(name: &str, factory: DoFnFactory) {
     r.do_fns.entry(name.to_string()).or_insert(factory);
 }
 
+/// Registers a DoFn factory under `name` for the type `D`, unless another type already
+/// holds the name (two closures of one function given at one place): then nothing is
+/// registered and the caller reports it.
+///
+/// ```
+/// use tidewater::registry::{has_do_fn, register_do_fn_factory_checked, DoFnFactory};
+/// let refuse: DoFnFactory = std::sync::Arc::new(|_| Err("never built".into()));
+/// assert!(register_do_fn_factory_checked::<u8>("doc::checked", refuse.clone()).is_ok());
+/// assert!(register_do_fn_factory_checked::<u8>("doc::checked", refuse.clone()).is_ok());
+/// assert!(register_do_fn_factory_checked::<u16>("doc::checked", refuse).is_err());
+/// assert!(has_do_fn("doc::checked"));
+/// ```
+#[allow(clippy::result_unit_err)]
+pub fn register_do_fn_factory_checked<D: 'static>(
+    name: &str,
+    factory: DoFnFactory,
+) -> Result<(), ()> {
+    let mut r = write();
+    match r.owners.get(name) {
+        Some(owner) if *owner != TypeId::of::<D>() => return Err(()),
+        Some(_) => {}
+        None => {
+            r.owners.insert(name.to_string(), TypeId::of::<D>());
+        }
+    }
+    r.do_fns.entry(name.to_string()).or_insert(factory);
+    Ok(())
+}
+
 /// Registers typed grouping operations under `name`.
 pub fn register_grouping<G: 'static>(name: &str, factory: GroupingFactory) {
     let mut r = write();
@@ -215,8 +244,34 @@ pub fn register_source<S: crate::Source + DeserializeOwned>() -> String {
 pub fn register_source_with<S: crate::Source + DeserializeOwned>(
     finish: impl Fn(&mut S) + Send + Sync + 'static,
 ) -> String {
+    register_source_named::<S>(std::any::type_name::<S>(), finish)
+}
+
+/// [`register_source_with`] under `name` (a closure's name: its type and place).
+///
+/// ```
+/// # use serde::{Deserialize, Serialize};
+/// # use tidewater::{ReadStatus, Timestamp, UserError};
+/// #[derive(Serialize, Deserialize)]
+/// struct Nothing;
+/// impl tidewater::Source for Nothing {
+///     type Output = u8;
+///     type Position = ();
+///     fn is_bounded(&self) -> bool { true }
+///     fn initial_position(&self, _: usize, _: usize) {}
+///     fn read(&mut self, _: usize, _: usize, _: &mut (), _: usize, _: Timestamp,
+///             _: &mut Vec<(u8, Timestamp)>) -> Result<ReadStatus, UserError> { Ok(ReadStatus::Done) }
+///     fn watermark(&self, _: usize, _: usize, _: &()) -> Timestamp { Timestamp::MAX }
+/// }
+/// let name = tidewater::registry::register_source_named::<Nothing>("doc::nothing", |_| {});
+/// assert!(tidewater::registry::source(&name).is_some());
+/// ```
+pub fn register_source_named<S: crate::Source + DeserializeOwned>(
+    name: &str,
+    finish: impl Fn(&mut S) + Send + Sync + 'static,
+) -> String {
     register_element_type::<S::Output>();
-    let name = std::any::type_name::<S>().to_string();
+    let name = name.to_string();
     let factory: SourceFactory = Arc::new(move |fields| {
         let mut s: S = serde_json::from_value(fields.clone()).map_err(|e| e.to_string())?;
         finish(&mut s);

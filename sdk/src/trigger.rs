@@ -27,10 +27,11 @@ pub enum TimeTransform {
 /// When to emit a pane (Beam's `Trigger`).
 ///
 /// ```
-/// use tidewater::Trigger;
-/// let t = Trigger::after_watermark()
-///     .with_early_firings(Trigger::after_processing_time().plus_delay_of(1000))
-///     .with_late_firings(Trigger::after_count(1));
+/// use tidewater::{Duration, Trigger};
+/// let t: Trigger = Trigger::after_watermark()
+///     .with_early_firings(Trigger::after_processing_time().plus_delay_of(Duration::from_secs(1)))
+///     .with_late_firings(Trigger::after_count(1))
+///     .into();
 /// assert!(matches!(t, Trigger::AfterWatermark { .. }));
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -91,34 +92,81 @@ pub enum Trigger {
     },
 }
 
-impl Trigger {
-    /// `AfterWatermark.pastEndOfWindow()`.
-    pub fn after_watermark() -> Trigger {
+/// `AfterWatermark.pastEndOfWindow()` while it is being built: the one trigger that
+/// has early and late firings, so that they cannot be asked of another. Anything that
+/// takes a trigger takes it (`impl Into<Trigger>`); in a list, write `.into()`.
+///
+/// ```
+/// use tidewater::{Trigger, Window, WindowFn};
+/// let w = Window::into(WindowFn::fixed(10))
+///     .triggering(Trigger::after_watermark().with_late_firings(Trigger::after_count(1)));
+/// let either = Trigger::after_first(vec![Trigger::after_watermark().into(), Trigger::after_count(5)]);
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AfterWatermarkTrigger {
+    early: Option<Box<Trigger>>,
+    late: Option<Box<Trigger>>,
+}
+
+impl AfterWatermarkTrigger {
+    /// Fires `early` repeatedly before the on-time pane.
+    ///
+    /// ```
+    /// use tidewater::Trigger;
+    /// let t: Trigger = Trigger::after_watermark().with_early_firings(Trigger::after_count(100)).into();
+    /// assert!(t.may_fire_before_end_of_global_window());
+    /// ```
+    pub fn with_early_firings(mut self, early: impl Into<Trigger>) -> Self {
+        self.early = Some(Box::new(early.into()));
+        self
+    }
+
+    /// Fires `late` repeatedly after the on-time pane.
+    ///
+    /// ```
+    /// use tidewater::Trigger;
+    /// let t: Trigger = Trigger::after_watermark().with_late_firings(Trigger::after_count(1)).into();
+    /// assert!(matches!(t, Trigger::AfterWatermark { late: Some(_), .. }));
+    /// ```
+    pub fn with_late_firings(mut self, late: impl Into<Trigger>) -> Self {
+        self.late = Some(Box::new(late.into()));
+        self
+    }
+
+    /// `trigger.orFinally(until)`, as [`Trigger::or_finally`].
+    ///
+    /// ```
+    /// use tidewater::Trigger;
+    /// let t = Trigger::after_watermark().or_finally(Trigger::after_count(10));
+    /// assert!(matches!(t, Trigger::OrFinally { .. }));
+    /// ```
+    pub fn or_finally(self, until: impl Into<Trigger>) -> Trigger {
+        Trigger::from(self).or_finally(until)
+    }
+}
+
+impl From<AfterWatermarkTrigger> for Trigger {
+    fn from(t: AfterWatermarkTrigger) -> Trigger {
         Trigger::AfterWatermark {
+            early: t.early,
+            late: t.late,
+        }
+    }
+}
+
+impl Trigger {
+    /// `AfterWatermark.pastEndOfWindow()`; early and late firings are added to what it
+    /// returns, so no other trigger can be given them.
+    ///
+    /// ```
+    /// use tidewater::Trigger;
+    /// let t: Trigger = Trigger::after_watermark().into();
+    /// assert_eq!(t, Trigger::AfterWatermark { early: None, late: None });
+    /// ```
+    pub fn after_watermark() -> AfterWatermarkTrigger {
+        AfterWatermarkTrigger {
             early: None,
             late: None,
-        }
-    }
-
-    /// Early firings for an `AfterWatermark` trigger (ignored on other triggers).
-    pub fn with_early_firings(self, early: Trigger) -> Trigger {
-        match self {
-            Trigger::AfterWatermark { late, .. } => Trigger::AfterWatermark {
-                early: Some(Box::new(early)),
-                late,
-            },
-            other => other,
-        }
-    }
-
-    /// Late firings for an `AfterWatermark` trigger (ignored on other triggers).
-    pub fn with_late_firings(self, late: Trigger) -> Trigger {
-        match self {
-            Trigger::AfterWatermark { early, .. } => Trigger::AfterWatermark {
-                early,
-                late: Some(Box::new(late)),
-            },
-            other => other,
         }
     }
 
@@ -130,15 +178,33 @@ impl Trigger {
     }
 
     /// Adds a delay to an `AfterProcessingTime` trigger.
-    pub fn plus_delay_of(self, ms: i64) -> Trigger {
-        self.with_time_transform(TimeTransform::Delay { ms })
+    ///
+    /// ```
+    /// use tidewater::{Duration, TimeTransform, Trigger};
+    /// let t = Trigger::after_processing_time().plus_delay_of(Duration::from_secs(1));
+    /// assert_eq!(t, Trigger::AfterProcessingTime { transforms: vec![TimeTransform::Delay { ms: 1000 }] });
+    /// ```
+    pub fn plus_delay_of(self, delay: impl Into<crate::Duration>) -> Trigger {
+        self.with_time_transform(TimeTransform::Delay {
+            ms: delay.into().millis(),
+        })
     }
 
     /// Aligns an `AfterProcessingTime` trigger's firing time to `offset + k * period`.
-    pub fn aligned_to(self, period_ms: i64, offset_ms: i64) -> Trigger {
+    ///
+    /// ```
+    /// use tidewater::{Duration, Trigger};
+    /// let t = Trigger::after_processing_time().aligned_to(Duration::from_secs(10), Duration::ZERO);
+    /// assert!(t.validate().is_ok());
+    /// ```
+    pub fn aligned_to(
+        self,
+        period: impl Into<crate::Duration>,
+        offset: impl Into<crate::Duration>,
+    ) -> Trigger {
         self.with_time_transform(TimeTransform::AlignTo {
-            period_ms,
-            offset_ms,
+            period_ms: period.into().millis(),
+            offset_ms: offset.into().millis(),
         })
     }
 
@@ -158,9 +224,9 @@ impl Trigger {
     }
 
     /// `Repeatedly.forever(trigger)`.
-    pub fn repeatedly(trigger: Trigger) -> Trigger {
+    pub fn repeatedly(trigger: impl Into<Trigger>) -> Trigger {
         Trigger::Repeatedly {
-            trigger: Box::new(trigger),
+            trigger: Box::new(trigger.into()),
         }
     }
 
@@ -180,10 +246,10 @@ impl Trigger {
     }
 
     /// `trigger.orFinally(until)`.
-    pub fn or_finally(self, until: Trigger) -> Trigger {
+    pub fn or_finally(self, until: impl Into<Trigger>) -> Trigger {
         Trigger::OrFinally {
             main: Box::new(self),
-            until: Box::new(until),
+            until: Box::new(until.into()),
         }
     }
 

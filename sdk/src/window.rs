@@ -39,6 +39,38 @@ pub enum BoundedWindow {
 }
 
 impl BoundedWindow {
+    /// The first timestamp of the window: `start` of an interval, [`Timestamp::MIN`]
+    /// for the global window.
+    ///
+    /// ```
+    /// use tidewater::{BoundedWindow, Timestamp};
+    /// let w = BoundedWindow::Interval { start: Timestamp::from_millis(0), end: Timestamp::from_millis(10) };
+    /// assert_eq!(w.start(), Timestamp::from_millis(0));
+    /// assert_eq!(BoundedWindow::Global.start(), Timestamp::MIN);
+    /// ```
+    pub fn start(&self) -> Timestamp {
+        match self {
+            BoundedWindow::Global => Timestamp::MIN,
+            BoundedWindow::Interval { start, .. } => *start,
+        }
+    }
+
+    /// The end of the window, exclusive: `end` of an interval; for the global window
+    /// the timestamp after its [`max_timestamp`](BoundedWindow::max_timestamp).
+    ///
+    /// ```
+    /// use tidewater::{BoundedWindow, GlobalWindow, Timestamp};
+    /// let w = BoundedWindow::Interval { start: Timestamp::from_millis(0), end: Timestamp::from_millis(10) };
+    /// assert_eq!(w.end(), Timestamp::from_millis(10));
+    /// assert_eq!(BoundedWindow::Global.end().millis(), GlobalWindow::MAX_TIMESTAMP.millis() + 1);
+    /// ```
+    pub fn end(&self) -> Timestamp {
+        match self {
+            BoundedWindow::Global => Timestamp(GlobalWindow::MAX_TIMESTAMP.0 + 1),
+            BoundedWindow::Interval { end, .. } => *end,
+        }
+    }
+
     /// The largest timestamp that belongs to the window.
     pub fn max_timestamp(&self) -> Timestamp {
         match self {

@@ -3,7 +3,7 @@
 //! The WindowFns and the strategy are plain data that travel in the plan; assigning
 //! and merging windows happens in `tidewater-runners-core`, once for every runner.
 
-use crate::{BoundedWindow, Timestamp, Trigger};
+use crate::{BoundedWindow, Duration, Timestamp, Trigger};
 use serde::{Deserialize, Serialize};
 
 /// A user-defined WindowFn, registered by name like a DoFn.
@@ -74,26 +74,47 @@ pub enum WindowFn {
 }
 
 impl WindowFn {
-    /// Fixed windows of `size_ms`.
-    pub fn fixed(size_ms: i64) -> WindowFn {
+    /// Fixed windows of `size` ([`Duration`], or milliseconds).
+    ///
+    /// ```
+    /// use tidewater::{Duration, WindowFn};
+    /// assert_eq!(
+    ///     WindowFn::fixed(Duration::from_secs(10)),
+    ///     WindowFn::Fixed { size_ms: 10_000, offset_ms: 0 }
+    /// );
+    /// ```
+    pub fn fixed(size: impl Into<Duration>) -> WindowFn {
         WindowFn::Fixed {
-            size_ms,
+            size_ms: size.into().millis(),
             offset_ms: 0,
         }
     }
 
-    /// Sliding windows of `size_ms` every `period_ms`.
-    pub fn sliding(size_ms: i64, period_ms: i64) -> WindowFn {
+    /// Sliding windows of `size` every `period`.
+    ///
+    /// ```
+    /// use tidewater::{Duration, WindowFn};
+    /// let w = WindowFn::sliding(Duration::from_secs(10), std::time::Duration::from_secs(5));
+    /// assert_eq!(w, WindowFn::Sliding { size_ms: 10_000, period_ms: 5_000, offset_ms: 0 });
+    /// ```
+    pub fn sliding(size: impl Into<Duration>, period: impl Into<Duration>) -> WindowFn {
         WindowFn::Sliding {
-            size_ms,
-            period_ms,
+            size_ms: size.into().millis(),
+            period_ms: period.into().millis(),
             offset_ms: 0,
         }
     }
 
-    /// Session windows with `gap_ms`.
-    pub fn sessions(gap_ms: i64) -> WindowFn {
-        WindowFn::Sessions { gap_ms }
+    /// Session windows with `gap`.
+    ///
+    /// ```
+    /// use tidewater::{Duration, WindowFn};
+    /// assert_eq!(WindowFn::sessions(Duration::from_minutes(1)), WindowFn::Sessions { gap_ms: 60_000 });
+    /// ```
+    pub fn sessions(gap: impl Into<Duration>) -> WindowFn {
+        WindowFn::Sessions {
+            gap_ms: gap.into().millis(),
+        }
     }
 
     /// A registered user WindowFn.
@@ -118,7 +139,14 @@ impl WindowFn {
     }
 
     /// Sets the offset of fixed or sliding windows.
-    pub fn with_offset(self, offset: i64) -> WindowFn {
+    ///
+    /// ```
+    /// use tidewater::{Duration, WindowFn};
+    /// let w = WindowFn::fixed(Duration::from_secs(10)).with_offset(Duration::from_secs(2));
+    /// assert_eq!(w, WindowFn::Fixed { size_ms: 10_000, offset_ms: 2_000 });
+    /// ```
+    pub fn with_offset(self, offset: impl Into<Duration>) -> WindowFn {
+        let offset = offset.into().millis();
         match self {
             WindowFn::Fixed { size_ms, .. } => WindowFn::Fixed {
                 size_ms,

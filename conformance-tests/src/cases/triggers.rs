@@ -612,7 +612,7 @@ fn after_each(p: &Pipeline) {
         Window::into(WindowFn::fixed(10))
             .triggering(Trigger::after_each(vec![
                 Trigger::after_count(2),
-                Trigger::after_watermark(),
+                Trigger::after_watermark().into(),
             ]))
             .with_allowed_lateness(10),
         "groups",

@@ -175,13 +175,13 @@ fn a_runner_refuses_unsupported_features_up_front_listing_each() {
 }
 
 #[test]
-fn closures_are_refused_at_construction_with_a_fix() {
+fn a_closure_that_captures_is_refused_at_construction_with_a_fix() {
     let p = Pipeline::new(PipelineOptions::default());
     let offset = 3;
     p.create("Numbers", vec![1i64])
         .map("AddOffset", move |x: i64| x + offset);
     let e = p.to_plan().unwrap_err();
-    insta::assert_snapshot!(e.to_string(), @"cannot construct transform 'AddOffset': map() was given a closure (errors::closures_are_refused_at_construction_with_a_fix::{{closure}}). Closures cannot travel in a plan: they have no stable name and what they capture cannot be serialized. Move the code into a named function item, e.g. `fn my_step(x: In) -> Out { ... }`, and pass `my_step`; for a function with parameters, implement DoFn on a struct with serde fields and use ParDo::of");
+    insta::assert_snapshot!(e.to_string(), @"cannot construct transform 'AddOffset': map() was given a closure that captures values (errors::a_closure_that_captures_is_refused_at_construction_with_a_fix::{{closure}}, at runners/direct/tests/errors.rs:182:10). What a closure captures cannot travel in the plan: another process, a saved plan and the plan's hash would not see it. Capture nothing (constants and statics need no capture), or pass them as parameters instead, `map_with(name, params, |params, x| ...)`: params serialize with serde and travel in the plan");
 }
 
 /// Serializes without a field that deserializing requires: it cannot cross a shuffle.

@@ -190,20 +190,41 @@ fn a_bounded_out_of_orderness_keeps_records_within_the_bound() {
 }
 
 #[test]
-fn a_closure_is_refused_at_construction() {
+fn a_closure_stamps_records_and_one_that_captures_is_refused() {
     tidewater_runner_direct::register();
     let p = Pipeline::new(PipelineOptions::default());
     p.apply(
         "Read",
+        Read::from(Script { times: vec![1, 2] }).with_timestamps(
+            |ms: &i64| Timestamp(*ms * 10),
+            WatermarkEstimator::MonotonicallyIncreasing,
+        ),
+    )
+    .capture("xs");
+    let mut got: Vec<Timestamp> = p
+        .run()
+        .unwrap()
+        .captured::<i64>("xs")
+        .unwrap()
+        .into_iter()
+        .map(|wv| wv.timestamp)
+        .collect();
+    got.sort();
+    assert_eq!(got, vec![Timestamp(10), Timestamp(20)]);
+
+    let p = Pipeline::new(PipelineOptions::default());
+    let scale = 10;
+    p.apply(
+        "Read",
         Read::from(Script { times: vec![1] }).with_timestamps(
-            |ms: &i64| Timestamp(*ms),
+            move |ms: &i64| Timestamp(*ms * scale),
             WatermarkEstimator::MonotonicallyIncreasing,
         ),
     )
     .capture("xs");
     let err = p.run().unwrap_err().to_string();
     assert!(
-        err.contains("Read::with_timestamps() was given a closure"),
+        err.contains("Read::with_timestamps() was given a closure that captures values"),
         "{err}"
     );
 }

@@ -20,6 +20,64 @@ impl<T: Element> Create<T> {
     pub fn of(elements: Vec<T>) -> Self {
         Create { elements }
     }
+
+    /// The given elements at the given timestamps (Beam's `Create.timestamped`), in
+    /// the global window: a Create of the pairs, then a step giving each value its
+    /// timestamp.
+    ///
+    /// ```
+    /// use tidewater::{Create, Timestamp};
+    /// tidewater_runner_direct::register();
+    /// let p = tidewater::Pipeline::new(Default::default());
+    /// p.apply("Xs", Create::timestamped(vec![('a', Timestamp::from_millis(5))])).capture("xs");
+    /// let xs = p.run().unwrap().captured::<char>("xs").unwrap();
+    /// assert_eq!((xs[0].value, xs[0].timestamp), ('a', Timestamp::from_millis(5)));
+    /// ```
+    pub fn timestamped(elements: Vec<(T, crate::Timestamp)>) -> CreateTimestamped<T> {
+        CreateTimestamped { elements }
+    }
+}
+
+/// The elements of [`Create::timestamped`], with their timestamps.
+pub struct CreateTimestamped<T> {
+    elements: Vec<(T, crate::Timestamp)>,
+}
+
+/// Gives each value of a [`Create::timestamped`] its timestamp.
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(bound = "")]
+pub struct ReifiedTimestampFn<T>(std::marker::PhantomData<fn(T)>);
+
+impl<T: Element> crate::DoFn for ReifiedTimestampFn<T> {
+    type In = (T, crate::Timestamp);
+    type Out = T;
+    fn process(
+        &mut self,
+        (value, ts): (T, crate::Timestamp),
+        ctx: &mut crate::ProcessContext<'_, T>,
+    ) -> Result<(), crate::UserError> {
+        if ts < crate::Timestamp::MIN || ts > crate::Timestamp::MAX {
+            return Err(format!(
+                "timestamp {ts:?} is outside [{:?}, {:?}]",
+                crate::Timestamp::MIN,
+                crate::Timestamp::MAX
+            )
+            .into());
+        }
+        ctx.output_with_timestamp(value, ts);
+        Ok(())
+    }
+}
+
+impl<T: Element> PTransform<PBegin> for CreateTimestamped<T> {
+    type Output = PCollection<T>;
+    fn expand(self, input: PBegin) -> PCollection<T> {
+        let p = input.pipeline().clone();
+        p.apply("Values", Create::of(self.elements)).apply(
+            "Timestamps",
+            crate::ParDo::of(ReifiedTimestampFn::<T>(std::marker::PhantomData)),
+        )
+    }
 }
 
 impl<T: Element> PTransform<PBegin> for Create<T> {

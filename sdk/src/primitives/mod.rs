@@ -18,13 +18,16 @@ pub use capture::Capture;
 pub use combine::{
     Combine, CombineFn, CombineGlobally, CombineOps, CombinePerKey, CombineShape, Globally, PerKey,
 };
-pub use create::{Create, Impulse};
+pub use create::{Create, CreateTimestamped, Impulse, ReifiedTimestampFn};
 pub use flatten::{Flatten, FlattenExt};
-pub use functions::{FilterFn, FlatMapFn, MapFn, WithKeysFn};
+pub use functions::{
+    ElementContext, FilterFn, FilterWithContextFn, FilterWithFn, FlatMapFn, FlatMapWithContextFn,
+    FlatMapWithFn, MapFn, MapWithContextFn, MapWithFn, WithKeysFn,
+};
 pub use group_by_key::{GroupByKey, GroupByKeyOps};
 pub use pardo::{PCollectionTuple, ParDo, ParDoWithOutputs};
 pub use partition::{Partition, PartitionFn};
 pub use read::{Read, TimestampedPosition, TimestampedSource, WatermarkEstimator};
 pub use stateful_pardo::StatefulParDo;
 pub use test_stream::{TestStream, TestStreamEvent};
-pub use window_into::{Window, WithTimestampsFn};
+pub use window_into::{Window, WithTimestamps, WithTimestampsFn};

@@ -130,25 +130,57 @@ impl PCollectionTuple {
         self.by_name(MAIN_TAG)
     }
 
-    /// The output of `tag`.
+    /// The output of `tag`. A tag that was not declared, or one of another element
+    /// type than the output holds, is a construction error: `run` and `to_plan`
+    /// return it.
+    ///
+    /// ```
+    /// # use serde::{Deserialize, Serialize};
+    /// # use tidewater::{DoFn, ParDo, ProcessContext, TupleTag, UserError};
+    /// # #[derive(Serialize, Deserialize)]
+    /// # struct Id { odd: TupleTag<u8> }
+    /// # impl DoFn for Id {
+    /// #     type In = u8;
+    /// #     type Out = u8;
+    /// #     fn process(&mut self, x: u8, ctx: &mut ProcessContext<'_, u8>) -> Result<(), UserError> {
+    /// #         if x % 2 == 1 { ctx.output_to(&self.odd, x) } else { ctx.output(x) }
+    /// #         Ok(())
+    /// #     }
+    /// # }
+    /// let odd = TupleTag::<u8>::new("odd");
+    /// let p = tidewater::Pipeline::new(Default::default());
+    /// let out = p.create("Xs", vec![1u8, 2])
+    ///     .apply("Split", ParDo::of(Id { odd: odd.clone() }).with_outputs().and(&odd));
+    /// let odds = out.get(&odd);
+    /// assert!(p.construction_errors().is_empty());
+    ///
+    /// let _ = out.get(&TupleTag::<String>::new("odd"));
+    /// assert!(p.construction_errors()[0].contains("holds u8, not alloc::string::String"));
+    /// let _ = out.get(&TupleTag::<u8>::new("even"));
+    /// assert!(p.construction_errors()[1].contains("no output tagged 'even'"));
+    /// ```
     pub fn get<T: Element>(&self, tag: &TupleTag<T>) -> PCollection<T> {
         self.by_name(tag.name())
     }
 
+    /// The output tagged `tag`; a missing tag or another element type is a
+    /// construction error (and what is returned then is produced by nothing).
     fn by_name<T: Element>(&self, tag: &str) -> PCollection<T> {
         let Some(&id) = self.outputs.get(tag) else {
-            panic!(
+            self.pipeline.record_error(format!(
                 "no output tagged '{tag}'; declared: {}",
                 self.outputs.keys().cloned().collect::<Vec<_>>().join(", ")
-            );
+            ));
+            return self.pipeline.orphan();
         };
         let declared = self.pipeline.element_type_of(id);
-        assert_eq!(
-            declared,
-            std::any::type_name::<T>(),
-            "output '{tag}' holds {declared}, not {}",
-            std::any::type_name::<T>()
-        );
+        let asked = std::any::type_name::<T>();
+        if declared != asked {
+            self.pipeline.record_error(format!(
+                "output '{tag}' holds {declared}, not {asked}: read it with the TupleTag it was declared with"
+            ));
+            return self.pipeline.orphan();
+        }
         self.pipeline.pcollection(id)
     }
 }

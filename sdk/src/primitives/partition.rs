@@ -1,4 +1,3 @@
-use super::functions::check_function_item;
 use super::pardo::apply_par_do;
 use crate::exec::{DoFnInvoker, ErasedDoFn};
 use crate::plan::UserFunction;
@@ -7,26 +6,36 @@ use crate::{DoFn, Element, PCollection, PTransform, ProcessContext, TupleTag, Us
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-/// Splits a PCollection into `n` by a function item `f(&element, n) -> index`.
+/// Splits a PCollection into `n` by `f(&element, n) -> index`: a named `fn` item or a
+/// closure that captures nothing.
 ///
 /// ```
 /// fn by_parity(x: &i64, _n: usize) -> usize { (x % 2) as usize }
 /// let p = tidewater::Pipeline::new(Default::default());
-/// let parts = p.create("Xs", vec![1i64, 2, 3]).apply("Parity", tidewater::Partition::of(2, by_parity));
+/// let xs = p.create("Xs", vec![1i64, 2, 3]);
+/// let parts = xs.apply("Parity", tidewater::Partition::of(2, by_parity));
 /// assert_eq!(parts.len(), 2);
+/// let thirds = xs.apply("Thirds", tidewater::Partition::of(3, |x: &i64, n| *x as usize % n));
+/// assert_eq!(thirds.len(), 3);
 /// ```
 pub struct Partition<F> {
     n: usize,
     f: F,
+    site: &'static std::panic::Location<'static>,
 }
 
 impl Partition<()> {
     /// `n` partitions chosen by `f`.
+    #[track_caller]
     pub fn of<T, F: Fn(&T, usize) -> usize + Send + Sync + 'static>(
         n: usize,
         f: F,
     ) -> Partition<F> {
-        Partition { n, f }
+        Partition {
+            n,
+            f,
+            site: std::panic::Location::caller(),
+        }
     }
 }
 
@@ -75,9 +84,11 @@ impl<T: Element, F: Fn(&T, usize) -> usize + Send + Sync + 'static> PTransform<P
     type Output = Vec<PCollection<T>>;
     fn expand(self, input: PCollection<T>) -> Vec<PCollection<T>> {
         let p = input.pipeline().clone();
-        if let Err(m) = check_function_item::<F>("Partition::of") {
-            p.record_error(m);
-        }
+        let name = super::functions::light_fn_name::<PartitionFn<F, T>, F>(
+            "Partition::of",
+            None,
+            self.site,
+        );
         if self.n == 0 {
             p.record_error("a Partition needs at least one partition".into());
         }
@@ -88,27 +99,37 @@ impl<T: Element, F: Fn(&T, usize) -> usize + Send + Sync + 'static> PTransform<P
         // The function travels by name, the partition count in the fields: one function
         // can partition several PCollections differently.
         let f = Arc::new(self.f);
-        let name = std::any::type_name::<PartitionFn<F, T>>().to_string();
-        registry::register_do_fn_factory::<PartitionFn<F, T>>(
-            &name,
-            Arc::new(move |fields| {
-                let n = fields
-                    .get("partitions")
-                    .and_then(|n| n.as_u64())
-                    .filter(|n| *n > 0)
-                    .ok_or_else(|| {
-                        format!("expected {{\"partitions\": <a positive integer>}}, got {fields}")
-                    })? as usize;
-                let tags = Arc::new((1..n).map(|i| TupleTag::new(&i.to_string())).collect());
-                let d = PartitionFn {
-                    f: f.clone(),
-                    n,
-                    tags,
-                    _t: PhantomData,
-                };
-                Ok(Box::new(DoFnInvoker::new(d)) as Box<dyn ErasedDoFn>)
-            }),
-        );
+        let factory: registry::DoFnFactory = Arc::new(move |fields| {
+            let n = fields
+                .get("partitions")
+                .and_then(|n| n.as_u64())
+                .filter(|n| *n > 0)
+                .ok_or_else(|| {
+                    format!("expected {{\"partitions\": <a positive integer>}}, got {fields}")
+                })? as usize;
+            let tags = Arc::new((1..n).map(|i| TupleTag::new(&i.to_string())).collect());
+            let d = PartitionFn {
+                f: f.clone(),
+                n,
+                tags,
+                _t: PhantomData,
+            };
+            Ok(Box::new(DoFnInvoker::new(d)) as Box<dyn ErasedDoFn>)
+        });
+        let name = match name {
+            Ok(name) => {
+                if registry::register_do_fn_factory_checked::<PartitionFn<F, T>>(&name, factory)
+                    .is_err()
+                {
+                    p.record_error(super::functions::same_place_message(&name));
+                }
+                name
+            }
+            Err(m) => {
+                p.record_error(m);
+                std::any::type_name::<PartitionFn<F, T>>().to_string()
+            }
+        };
         let fields = serde_json::json!({ "partitions": self.n });
         let ids = apply_par_do(&p, input.id, UserFunction { name, fields }, outputs);
         ids.into_iter().map(|id| p.pcollection(id)).collect()

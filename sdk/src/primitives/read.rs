@@ -67,6 +67,7 @@ impl<S: Source + Serialize + DeserializeOwned> Read<S> {
     ///         .with_timestamps(seconds, WatermarkEstimator::MonotonicallyIncreasing),
     /// );
     /// ```
+    #[track_caller]
     pub fn with_timestamps<F>(
         self,
         f: F,
@@ -75,9 +76,15 @@ impl<S: Source + Serialize + DeserializeOwned> Read<S> {
     where
         F: Fn(&S::Output) -> Timestamp + Send + Sync + 'static,
     {
-        let check = self.check.and(super::functions::check_function_item::<F>(
+        let name = super::functions::light_fn_name::<TimestampedSource<S, F>, F>(
             "Read::with_timestamps",
-        ));
+            None,
+            std::panic::Location::caller(),
+        );
+        let check = self
+            .check
+            .and(name.as_ref().map(|_| ()).map_err(Clone::clone));
+        let name = name.unwrap_or_else(|_| std::any::type_name::<TimestampedSource<S, F>>().into());
         let f = Arc::new(f);
         let shared = f.clone();
         Read {
@@ -88,7 +95,7 @@ impl<S: Source + Serialize + DeserializeOwned> Read<S> {
             },
             register: Arc::new(move || {
                 let f = shared.clone();
-                crate::registry::register_source_with::<TimestampedSource<S, F>>(move |s| {
+                crate::registry::register_source_named::<TimestampedSource<S, F>>(&name, move |s| {
                     s.f = Some(f.clone())
                 })
             }),

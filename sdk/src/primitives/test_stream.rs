@@ -88,8 +88,18 @@ impl<T: Element> TestStream<T> {
         self.advance_watermark_to(Timestamp::MAX)
     }
 
-    /// Advances processing time by `ms` (positive).
-    pub fn advance_processing_time(mut self, ms: i64) -> Self {
+    /// Advances processing time by `step` (positive; a [`Duration`](crate::Duration),
+    /// or milliseconds).
+    ///
+    /// ```
+    /// use tidewater::{Duration, TestStream, Timestamp};
+    /// let script = TestStream::new()
+    ///     .add_elements(vec![(1u8, Timestamp::from_millis(0))])
+    ///     .advance_processing_time(Duration::from_secs(10))
+    ///     .advance_watermark_to_infinity();
+    /// ```
+    pub fn advance_processing_time(mut self, step: impl Into<crate::Duration>) -> Self {
+        let ms = step.into().millis();
         if ms <= 0 {
             self.error.get_or_insert(format!(
                 "TestStream processing time must advance by a positive amount, got {ms} ms"

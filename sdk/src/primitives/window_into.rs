@@ -44,14 +44,20 @@ impl Window {
     }
 
     /// Sets the trigger.
-    pub fn triggering(mut self, trigger: Trigger) -> Window {
-        self.trigger = Some(trigger);
+    pub fn triggering(mut self, trigger: impl Into<Trigger>) -> Window {
+        self.trigger = Some(trigger.into());
         self
     }
 
-    /// Sets the allowed lateness in ms.
-    pub fn with_allowed_lateness(mut self, ms: i64) -> Window {
-        self.allowed_lateness_ms = Some(ms);
+    /// Sets the allowed lateness ([`Duration`](crate::Duration), or milliseconds).
+    ///
+    /// ```
+    /// use tidewater::{Duration, Window, WindowFn};
+    /// let w = Window::into(WindowFn::fixed(Duration::from_secs(10)))
+    ///     .with_allowed_lateness(Duration::from_secs(5));
+    /// ```
+    pub fn with_allowed_lateness(mut self, lateness: impl Into<crate::Duration>) -> Window {
+        self.allowed_lateness_ms = Some(lateness.into().millis());
         self
     }
 
@@ -135,9 +141,10 @@ impl<T: Element> PTransform<PCollection<T>> for Window {
     }
 }
 
-/// The DoFn of [`PCollection::with_timestamps`].
+/// The DoFn of [`PCollection::with_timestamps`] and [`WithTimestamps`].
 pub struct WithTimestampsFn<F, T> {
     f: std::sync::Arc<F>,
+    skew_ms: i64,
     _t: std::marker::PhantomData<fn(T)>,
 }
 
@@ -145,6 +152,7 @@ impl<F, T> Clone for WithTimestampsFn<F, T> {
     fn clone(&self) -> Self {
         WithTimestampsFn {
             f: self.f.clone(),
+            skew_ms: self.skew_ms,
             _t: std::marker::PhantomData,
         }
     }
@@ -172,31 +180,132 @@ impl<F: Fn(&T) -> Timestamp + Send + Sync + 'static, T: Element> crate::DoFn
         ctx.output_with_timestamp(x, ts);
         Ok(())
     }
+    fn allowed_timestamp_skew(&self) -> i64 {
+        self.skew_ms
+    }
+}
+
+/// Sets every element's timestamp to `f(&element)` (Beam's `WithTimestamps`), with
+/// an allowed skew: how far before the element's current timestamp the new one may
+/// go (none by default; moving an element further back fails the pipeline, since
+/// the element may already be late for the watermark that its old timestamp held).
+/// `f` is a named `fn` item or a closure that captures nothing.
+/// [`PCollection::with_timestamps`] is the shorthand without skew.
+///
+/// ```
+/// use tidewater::{Duration, Timestamp, WithTimestamps};
+/// tidewater_runner_direct::register();
+/// let p = tidewater::Pipeline::new(Default::default());
+/// // Stamped at 10 s, then moved back by up to 5 s.
+/// p.apply("Xs", tidewater::Create::timestamped(vec![(7i64, Timestamp::from_millis(10_000))]))
+///     .apply(
+///         "Back",
+///         WithTimestamps::of(|x: &i64| Timestamp::from_millis(x * 1000))
+///             .with_allowed_timestamp_skew(Duration::from_secs(5)),
+///     )
+///     .capture("xs");
+/// let xs = p.run().unwrap().captured::<i64>("xs").unwrap();
+/// assert_eq!(xs[0].timestamp, Timestamp::from_millis(7_000));
+/// ```
+pub struct WithTimestamps<F> {
+    f: F,
+    skew_ms: i64,
+    site: &'static std::panic::Location<'static>,
+}
+
+impl WithTimestamps<()> {
+    /// Timestamps from `f`, with no skew allowed.
+    #[track_caller]
+    pub fn of<T, F: Fn(&T) -> Timestamp + Send + Sync + 'static>(f: F) -> WithTimestamps<F> {
+        WithTimestamps {
+            f,
+            skew_ms: 0,
+            site: std::panic::Location::caller(),
+        }
+    }
+}
+
+impl<F> WithTimestamps<F> {
+    /// How far before the element's current timestamp the new one may go (Beam's
+    /// `withAllowedTimestampSkew`); a [`Duration`](crate::Duration) or milliseconds.
+    ///
+    /// ```
+    /// use tidewater::{Duration, Timestamp, WithTimestamps};
+    /// let stamp = WithTimestamps::of(|x: &i64| Timestamp::from_millis(*x))
+    ///     .with_allowed_timestamp_skew(Duration::from_minutes(1));
+    /// ```
+    pub fn with_allowed_timestamp_skew(mut self, skew: impl Into<crate::Duration>) -> Self {
+        self.skew_ms = skew.into().millis();
+        self
+    }
+}
+
+impl<T: Element, F: Fn(&T) -> Timestamp + Send + Sync + 'static> PTransform<PCollection<T>>
+    for WithTimestamps<F>
+{
+    type Output = PCollection<T>;
+    fn expand(self, input: PCollection<T>) -> PCollection<T> {
+        let mut name = super::functions::light_fn_name::<WithTimestampsFn<F, T>, F>(
+            "with_timestamps",
+            None,
+            self.site,
+        );
+        let skew_ms = self.skew_ms;
+        if skew_ms < 0 {
+            name = Err(format!(
+                "the allowed timestamp skew must not be negative, got {skew_ms} ms"
+            ));
+        }
+        let f = std::sync::Arc::new(self.f);
+        // The skew travels in the fields, only when there is one (older plans have none).
+        let fields = if skew_ms == 0 {
+            serde_json::Value::Null
+        } else {
+            serde_json::json!({ "allowed_timestamp_skew_ms": skew_ms })
+        };
+        let transform = super::functions::FunctionParDo::with_fields(name, fields, move |fields| {
+            let skew_ms = match fields.get("allowed_timestamp_skew_ms") {
+                None => 0,
+                Some(v) => v.as_i64().filter(|s| *s >= 0).ok_or_else(|| {
+                    format!("allowed_timestamp_skew_ms must be a non-negative integer, got {v}")
+                })?,
+            };
+            Ok(WithTimestampsFn {
+                f: f.clone(),
+                skew_ms,
+                _t: std::marker::PhantomData,
+            })
+        });
+        transform.expand(input)
+    }
 }
 
 impl<T: Element> PCollection<T> {
-    /// Sets every element's timestamp to `f(&element)` (Beam's `WithTimestamps`).
+    /// Sets every element's timestamp to `f(&element)` (Beam's `WithTimestamps`); `f` is
+    /// a named `fn` item or a closure that captures nothing. The new timestamp may not
+    /// be earlier than the element's current one: [`WithTimestamps`] allows a skew.
     ///
     /// ```
     /// fn at(x: &i64) -> tidewater::Timestamp { tidewater::Timestamp(*x * 1000) }
     /// let p = tidewater::Pipeline::new(Default::default());
-    /// let stamped = p.create("Xs", vec![1i64]).with_timestamps("Stamp", at);
+    /// let xs = p.create("Xs", vec![1i64]);
+    /// let stamped = xs.with_timestamps("Stamp", at);
+    /// let again = xs.with_timestamps("Millis", |x: &i64| tidewater::Timestamp(*x));
     /// ```
+    #[track_caller]
     pub fn with_timestamps<F: Fn(&T) -> Timestamp + Send + Sync + 'static>(
         &self,
         name: &str,
         f: F,
     ) -> PCollection<T> {
-        let check = super::functions::check_function_item::<F>("with_timestamps");
+        let site = std::panic::Location::caller();
         self.apply(
             name,
-            super::functions::FunctionParDo::new(
-                WithTimestampsFn {
-                    f: std::sync::Arc::new(f),
-                    _t: std::marker::PhantomData,
-                },
-                check,
-            ),
+            WithTimestamps {
+                f,
+                skew_ms: 0,
+                site,
+            },
         )
     }
 }

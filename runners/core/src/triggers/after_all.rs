@@ -97,7 +97,10 @@ mod tests {
     #[test]
     fn waits_for_the_watermark_and_a_count() {
         let mut t = Tester::new(
-            Trigger::after_all(vec![Trigger::after_watermark(), Trigger::after_count(2)]),
+            Trigger::after_all(vec![
+                Trigger::after_watermark().into(),
+                Trigger::after_count(2),
+            ]),
             WindowFn::Fixed(10),
         );
         let w = iw(0, 10);
@@ -136,7 +139,10 @@ mod tests {
     fn merge_rewinds() {
         let mut t = Tester::new(
             Trigger::after_each(vec![
-                Trigger::after_all(vec![Trigger::after_watermark(), Trigger::after_count(1)]),
+                Trigger::after_all(vec![
+                    Trigger::after_watermark().into(),
+                    Trigger::after_count(1),
+                ]),
                 Trigger::repeatedly(Trigger::after_count(1)),
             ]),
             WindowFn::Sessions(10),

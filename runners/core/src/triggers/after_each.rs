@@ -176,7 +176,7 @@ mod tests {
             Trigger::after_each(vec![
                 Trigger::after_count(1),
                 Trigger::after_count(2),
-                Trigger::after_watermark(),
+                Trigger::after_watermark().into(),
             ]),
             WindowFn::Fixed(10),
         );
@@ -198,7 +198,10 @@ mod tests {
     #[test]
     fn merge_revives_an_earlier_sub_trigger() {
         let mut t = Tester::new(
-            Trigger::after_each(vec![Trigger::after_watermark(), Trigger::after_count(1)]),
+            Trigger::after_each(vec![
+                Trigger::after_watermark().into(),
+                Trigger::after_count(1),
+            ]),
             WindowFn::Sessions(10),
         );
         t.inject(&[1]);

@@ -143,7 +143,10 @@ mod tests {
     fn should_fire_after_merge() {
         let mut t = Tester::new(
             Trigger::after_each(vec![
-                Trigger::after_first(vec![Trigger::after_count(5), Trigger::after_watermark()]),
+                Trigger::after_first(vec![
+                    Trigger::after_count(5),
+                    Trigger::after_watermark().into(),
+                ]),
                 Trigger::repeatedly(Trigger::after_count(1)),
             ]),
             WindowFn::Sessions(10),

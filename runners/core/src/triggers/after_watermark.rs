@@ -400,7 +400,7 @@ mod tests {
     fn merge_of_windows_finished_past_their_end_stays_finished() {
         let mut t = Tester::new(
             Trigger::after_each(vec![
-                Trigger::after_watermark(),
+                Trigger::after_watermark().into(),
                 Trigger::repeatedly(Trigger::after_count(1)),
             ]),
             WindowFn::Sessions(10),
@@ -438,7 +438,7 @@ mod tests {
     fn merge_rewinds_to_unfinished_when_the_merged_window_ends_later() {
         let mut t = Tester::new(
             Trigger::after_each(vec![
-                Trigger::after_watermark(),
+                Trigger::after_watermark().into(),
                 Trigger::repeatedly(Trigger::after_count(1)),
             ]),
             WindowFn::Sessions(10),

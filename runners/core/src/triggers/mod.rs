@@ -498,7 +498,10 @@ mod tests {
     fn compiles_in_pre_order_like_executable_trigger_state_machine() {
         // AfterEach(AfterFirst(AfterCount(5), AfterWatermark), Repeatedly(AfterCount(1)))
         let t = Trigger::after_each(vec![
-            Trigger::after_first(vec![Trigger::after_count(5), Trigger::after_watermark()]),
+            Trigger::after_first(vec![
+                Trigger::after_count(5),
+                Trigger::after_watermark().into(),
+            ]),
             Trigger::repeatedly(Trigger::after_count(1)),
         ]);
         let m = TriggerStateMachine::new(&t);
@@ -524,7 +527,9 @@ mod tests {
     #[test]
     fn late_firings_alone_get_a_never_early_trigger() {
         let m = TriggerStateMachine::new(
-            &Trigger::after_watermark().with_late_firings(Trigger::after_count(1)),
+            &Trigger::after_watermark()
+                .with_late_firings(Trigger::after_count(1))
+                .into(),
         );
         let kinds: Vec<Kind> = m.nodes.iter().map(|n| n.kind.clone()).collect();
         assert_eq!(
@@ -536,7 +541,9 @@ mod tests {
             ]
         );
         let m = TriggerStateMachine::new(
-            &Trigger::after_watermark().with_early_firings(Trigger::after_count(1)),
+            &Trigger::after_watermark()
+                .with_early_firings(Trigger::after_count(1))
+                .into(),
         );
         assert_eq!(m.nodes[0].children, vec![1]);
     }

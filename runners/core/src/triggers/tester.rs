@@ -75,7 +75,8 @@ pub(crate) struct Tester {
 
 impl Tester {
     /// A tester for `trigger`, compiled for merging if the WindowFn merges.
-    pub(crate) fn new(trigger: Trigger, window_fn: WindowFn) -> Self {
+    pub(crate) fn new(trigger: impl Into<Trigger>, window_fn: WindowFn) -> Self {
+        let trigger = trigger.into();
         Self::with_machine(
             TriggerStateMachine::with_merging(&trigger, window_fn.is_merging()),
             window_fn,
