@@ -244,8 +244,8 @@ fn streaming_wordcount_prints_each_words_panes_as_they_fire() {
     );
     // `window [  0s,   10s) tide pane 2 Early 591`: per (word, window), its panes in
     // order, each once, counts growing (accumulating); the last holds the full count.
-    let mut panes: BTreeMap<(String, tidewater::BoundedWindow), Vec<(u64, String, u64)>> =
-        BTreeMap::new();
+    type Panes = BTreeMap<(String, tidewater::BoundedWindow), Vec<(u64, String, u64)>>;
+    let mut panes: Panes = BTreeMap::new();
     for line in String::from_utf8_lossy(&out.stdout).lines() {
         let Some(rest) = line.strip_prefix("window [") else {
             continue;
