@@ -71,6 +71,15 @@ fn batches_run_every_interval_and_their_figures_are_in_the_result() {
     let state = m.distribution(ENGINE_STEP, "batch_state_bytes").unwrap();
     assert!(state.count > 0 && state.min > 0, "{state:?}");
     assert!(m.counter(ENGINE_STEP, "checkpoints").unwrap_or(0) >= 2);
+    // Per operator: the source read every record; one batch in flight at a time, so no
+    // worker had more records in flight than its largest batch.
+    assert_eq!(m.counter("Generate", "records_in"), Some(6_000));
+    let in_flight = m
+        .distribution(ENGINE_STEP, "records_in_flight_max")
+        .unwrap();
+    assert!(in_flight.max <= records.max, "{in_flight:?} {records:?}");
+    let size = m.distribution(ENGINE_STEP, "checkpoint_bytes").unwrap();
+    assert_eq!(Some(size.count), m.counter(ENGINE_STEP, "checkpoints"));
     assert!(
         dir.path().join("offsets").is_dir(),
         "no write-ahead offset log"

@@ -1148,7 +1148,13 @@ impl Task {
                 Some(store) => store.read_offsets(cur, self.node, ctx.plan_hash)?,
                 None => None,
             };
-            if logged.is_some() {
+            // Other workers' ranges of this batch may be logged already: only a range
+            // of a partition this worker reads means the batch ran before.
+            let replayed = logged.as_ref().is_some_and(|l| {
+                l.iter()
+                    .any(|r| driver.partitions().contains_key(&r.partition))
+            });
+            if replayed {
                 eprintln!(
                     "{}: batch {cur} runs again with the source ranges logged before the failure (worker {})",
                     self.name, ctx.me
