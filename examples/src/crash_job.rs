@@ -6,43 +6,13 @@
 //! record is late), so no result depends on timing; a running count's lines are the
 //! counts 1..n of each word whatever order the records took.
 
-use crate::streaming_word_count::RecordWords;
-use serde::{Deserialize, Serialize};
+use crate::streaming_word_count::words_of;
 use std::path::Path;
 use tidewater::{
-    DoFn, FlattenExt, PCollection, ParDo, Pipeline, ProcessContext, Read, StatefulParDo, UserError,
-    Window, WindowFn,
+    Duration, ElementContext, FlattenExt, PCollection, Pipeline, Read, StatefulParDo, Window,
+    WindowFn,
 };
 use tidewater_transforms::{Count, EpochFiles, GenerateSequence};
-
-/// Formats a count with the start of its window.
-#[derive(Serialize, Deserialize)]
-pub struct FormatWindowCount;
-
-impl DoFn for FormatWindowCount {
-    type In = (String, u64);
-    type Out = String;
-    fn process(
-        &mut self,
-        (word, n): (String, u64),
-        ctx: &mut ProcessContext<'_, String>,
-    ) -> Result<(), UserError> {
-        let start = match ctx.window() {
-            tidewater::BoundedWindow::Interval { start, .. } => start.millis(),
-            tidewater::BoundedWindow::Global => i64::MIN,
-        };
-        ctx.output(format!("window {start} {word} {n}"));
-        Ok(())
-    }
-}
-
-fn one(word: String) -> (String, u64) {
-    (word, 1)
-}
-
-fn format_total((word, n): (String, u64)) -> String {
-    format!("total {word} {n}")
-}
 
 /// The job's result lines, before they are written.
 pub fn lines(p: &Pipeline, records: u64, rate: f64) -> PCollection<String> {
@@ -50,20 +20,32 @@ pub fn lines(p: &Pipeline, records: u64, rate: f64) -> PCollection<String> {
     if rate > 0.0 {
         source = source.with_rate(rate);
     }
-    let words = p
-        .apply("Generate", Read::from(source))
-        .apply("Words", ParDo::of(RecordWords { seed: 7 }));
+    let words = p.apply("Generate", Read::from(source)).flat_map_with(
+        "Words",
+        7u64,
+        |seed: &u64, offset: u64| words_of(*seed, offset),
+    );
     let per_window = words
-        .apply("Window", Window::into(WindowFn::fixed(1_000)))
+        .apply(
+            "Window",
+            Window::into(WindowFn::fixed(Duration::from_secs(1))),
+        )
         .apply("CountPerWindow", Count::per_element())
-        .apply("FormatWindowCount", ParDo::of(FormatWindowCount));
+        .map_with_context(
+            "FormatWindowCount",
+            |(word, n): (String, u64), c: &ElementContext| {
+                format!("window {} {word} {n}", c.window().start().millis())
+            },
+        );
     let totals = words
-        .map("PairWithOne", one)
+        .map("PairWithOne", |word: String| (word, 1u64))
         .apply(
             "RunningCount",
             StatefulParDo::of(crate::stateful_word_count::RunningCount),
         )
-        .map("FormatTotal", format_total);
+        .map("FormatTotal", |(word, n): (String, u64)| {
+            format!("total {word} {n}")
+        });
     vec![per_window, totals].apply_flatten("AllLines")
 }
 

@@ -27,14 +27,10 @@ impl StatefulDoFn for RunningCount {
     }
 }
 
-fn one(word: String) -> (String, u64) {
-    (word, 1)
-}
-
 /// Reads `input` and emits (word, count so far) per word occurrence.
 pub fn build(p: &Pipeline, input: &str) -> PCollection<(String, u64)> {
     p.apply("ReadLines", TextIO::read().from(input))
         .flat_map("ExtractWords", extract_words)
-        .map("PairWithOne", one)
+        .map("PairWithOne", |word: String| (word, 1u64))
         .apply("RunningCount", StatefulParDo::of(RunningCount))
 }

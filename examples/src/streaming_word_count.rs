@@ -1,10 +1,7 @@
 //! Streaming word count: generated words, 10-second fixed windows, early firings every
 //! second of processing time, late firings.
 
-use serde::{Deserialize, Serialize};
-use tidewater::{
-    DoFn, PCollection, ParDo, Pipeline, ProcessContext, Read, Trigger, UserError, Window, WindowFn,
-};
+use tidewater::{Duration, PCollection, Pipeline, Read, Trigger, Window, WindowFn};
 use tidewater_transforms::{Count, GenerateSequence};
 
 /// The vocabulary.
@@ -14,14 +11,6 @@ pub const WORDS: [&str; 24] = [
     "surf", "swell", "foam",
 ];
 
-/// The words of one generated record, chosen from the seed and the record's offset, so
-/// every run (and runner) sees the same text.
-#[derive(Serialize, Deserialize)]
-pub struct RecordWords {
-    /// Seed of the words.
-    pub seed: u64,
-}
-
 fn mix(mut z: u64) -> u64 {
     z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -29,7 +18,8 @@ fn mix(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// The words of record `offset` under `seed`.
+/// The words of record `offset` under `seed`, chosen from both, so every run (and
+/// runner) sees the same text.
 pub fn words_of(seed: u64, offset: u64) -> Vec<String> {
     let n = 1 + mix(seed ^ offset) % 4;
     (0..n)
@@ -40,21 +30,6 @@ pub fn words_of(seed: u64, offset: u64) -> Vec<String> {
             WORDS[i].to_string()
         })
         .collect()
-}
-
-impl DoFn for RecordWords {
-    type In = u64;
-    type Out = String;
-    fn process(
-        &mut self,
-        offset: u64,
-        ctx: &mut ProcessContext<'_, String>,
-    ) -> Result<(), UserError> {
-        for w in words_of(self.seed, offset) {
-            ctx.output(w);
-        }
-        Ok(())
-    }
 }
 
 /// `records` generated records (unbounded if 0) at `rate` per second (as fast as
@@ -70,15 +45,17 @@ pub fn build(p: &Pipeline, records: u64, rate: f64, seed: u64) -> PCollection<(S
         source = source.with_rate(rate);
     }
     let trigger = Trigger::after_watermark()
-        .with_early_firings(Trigger::after_processing_time().plus_delay_of(1_000))
+        .with_early_firings(Trigger::after_processing_time().plus_delay_of(Duration::from_secs(1)))
         .with_late_firings(Trigger::after_count(1));
     p.apply("Generate", Read::from(source))
-        .apply("Words", ParDo::of(RecordWords { seed }))
+        .flat_map_with("Words", seed, |seed: &u64, offset: u64| {
+            words_of(*seed, offset)
+        })
         .apply(
             "Window",
-            Window::into(WindowFn::fixed(10_000))
+            Window::into(WindowFn::fixed(Duration::from_secs(10)))
                 .triggering(trigger)
-                .with_allowed_lateness(30_000)
+                .with_allowed_lateness(Duration::from_secs(30))
                 .accumulating_fired_panes(),
         )
         .apply("CountWords", Count::per_element())

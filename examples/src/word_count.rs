@@ -39,11 +39,6 @@ pub fn extract_words(line: String) -> Vec<String> {
     words
 }
 
-/// `word: count`, a line of the output files.
-pub fn format_count(kv: (String, u64)) -> String {
-    format!("{}: {}", kv.0, kv.1)
-}
-
 /// Lines to (word, count).
 pub struct CountWords;
 
@@ -73,7 +68,7 @@ pub fn build(
         .capture("top");
     if let Some(prefix) = output {
         counts
-            .map("Format", format_count)
+            .map("Format", |(word, n): (String, u64)| format!("{word}: {n}"))
             .apply("WriteCounts", TextIO::write().to(prefix));
     }
     counts

@@ -379,6 +379,120 @@ fn a_saved_plan_runs_again_and_one_naming_unknown_functions_is_refused() {
     assert!(stderr.contains("somebody_else::extract_words"), "{stderr}");
 }
 
+/// Every line of the files `<prefix>-*`, sorted.
+fn output_lines(prefix: &std::path::Path) -> Vec<String> {
+    let dir = prefix.parent().unwrap();
+    let stem = format!("{}-", prefix.file_name().unwrap().to_string_lossy());
+    let mut lines = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with(&stem)
+        {
+            lines.extend(
+                std::fs::read_to_string(&path)
+                    .unwrap()
+                    .lines()
+                    .map(str::to_string),
+            );
+        }
+    }
+    lines.sort();
+    lines
+}
+
+/// The `Format` step is a closure, named in the plan by its call site: a plan saved
+/// by one process runs in another that built the same pipeline, on the native runner's
+/// two-process cluster too; a process that did not build it refuses the plan.
+#[test]
+fn a_plan_with_a_closure_runs_in_another_process_and_on_a_local_cluster() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |args: &[&std::ffi::OsStr]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_wordcount"))
+            .args(args)
+            .output()
+            .expect("runs")
+    };
+    let plan = dir.path().join("plan.json");
+    let out = dir.path().join("counts");
+    let first = run(&[
+        "--output".as_ref(),
+        out.as_os_str(),
+        "--dump-plan".as_ref(),
+        plan.as_os_str(),
+    ]);
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    let json = std::fs::read_to_string(&plan).unwrap();
+    assert!(
+        json.contains("{{closure}}, (alloc::string::String, u64), alloc::string::String>@examples/src/word_count.rs:"),
+        "{json}"
+    );
+    let direct = output_lines(&out);
+    assert!(direct.iter().any(|l| l.starts_with("the: ")), "{direct:?}");
+    for entry in std::fs::read_dir(dir.path()).unwrap() {
+        let path = entry.unwrap().path();
+        if path
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with("counts-")
+        {
+            std::fs::remove_file(path).unwrap();
+        }
+    }
+    // A second process builds the same pipeline, then runs the saved plan.
+    let again = run(&[
+        "--output".as_ref(),
+        out.as_os_str(),
+        "--plan".as_ref(),
+        plan.as_os_str(),
+    ]);
+    assert!(
+        again.status.success(),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    assert_eq!(output_lines(&out), direct);
+    // One that built another pipeline (no --output: no Format, no file sink) is
+    // refused before it runs (here by the first type it lacks).
+    let refused = run(&["--plan".as_ref(), plan.as_os_str()]);
+    assert_eq!(refused.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("must construct the same pipeline first"),
+        "{stderr}"
+    );
+    // Two processes of the native runner, each building the pipeline and decoding it.
+    let cluster_out = dir.path().join("cluster");
+    let cluster = run(&[
+        "--runner=native".as_ref(),
+        "--local-cluster=2".as_ref(),
+        "--output".as_ref(),
+        cluster_out.as_os_str(),
+    ]);
+    assert!(
+        cluster.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cluster.stderr)
+    );
+    assert_eq!(output_lines(&cluster_out), direct);
+    let top = |out: &[u8]| {
+        let text = String::from_utf8_lossy(out).to_string();
+        text.lines()
+            .filter(|l| !l.starts_with("All counts written"))
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(top(&cluster.stdout), top(&first.stdout));
+}
+
 #[test]
 fn ctrl_c_drains_a_streaming_run_and_ends_it_cleanly() {
     use std::io::BufRead;
