@@ -1,5 +1,4 @@
 use super::bids_of;
-use super::q8::window_start;
 use crate::{Bid, Event};
 use serde::{Deserialize, Serialize};
 use std::io::Write as _;
@@ -34,27 +33,6 @@ pub fn q10_file_name(window_start: i64, shard: usize, shards: usize) -> String {
     format!("bids-{window_start:013}-{shard:05}-of-{shards:05}.csv")
 }
 
-/// Keys each bid's line by its shard (`auction % shards`).
-#[derive(Serialize, Deserialize)]
-struct ShardBids {
-    shards: usize,
-}
-
-impl DoFn for ShardBids {
-    type In = Event;
-    type Out = (usize, String);
-    fn process(
-        &mut self,
-        e: Event,
-        ctx: &mut ProcessContext<'_, (usize, String)>,
-    ) -> Result<(), UserError> {
-        if let Some(b) = bids_of(e) {
-            ctx.output((b.auction % self.shards, bid_line(&b)));
-        }
-        Ok(())
-    }
-}
-
 /// Writes one shard of one window, lines sorted, to a temporary file renamed into
 /// place; outputs what it wrote.
 #[derive(Serialize, Deserialize)]
@@ -71,7 +49,7 @@ impl DoFn for WriteShard {
         (shard, mut lines): (usize, Vec<String>),
         ctx: &mut ProcessContext<'_, OutputFile>,
     ) -> Result<(), UserError> {
-        let window_start = window_start(ctx.window());
+        let window_start = ctx.window().start().millis();
         let name = q10_file_name(window_start, shard, self.shards);
         let path = Path::new(&self.dir).join(&name);
         let tmp = Path::new(&self.dir).join(format!(".{name}.tmp"));
@@ -101,7 +79,9 @@ impl DoFn for WriteShard {
 /// writes each (window, shard) group and names the file by the window's start.
 pub fn q10(events: &PCollection<Event>, dir: &str) -> PCollection<OutputFile> {
     events
-        .apply("Q10.Shard", ParDo::of(ShardBids { shards: Q10_SHARDS }))
+        .flat_map("Q10.Shard", |e: Event| {
+            bids_of(e).map(|b| (b.auction % Q10_SHARDS, bid_line(&b)))
+        })
         .apply("Q10.Window", Window::into(WindowFn::fixed(Q10_WINDOW_MS)))
         .group_by_key("Q10.GroupByShard")
         .apply(

@@ -1,9 +1,7 @@
 use super::bids_of;
 use crate::{Bid, Event};
 use serde::{Deserialize, Serialize};
-use tidewater::{
-    BoundedWindow, DoFn, PCollection, ParDo, ProcessContext, UserError, Window, WindowFn,
-};
+use tidewater::{ElementContext, PCollection, Window, WindowFn};
 use tidewater_transforms::Count;
 
 /// Q11's session gap (Beam's window size: 10 s).
@@ -22,44 +20,23 @@ pub struct BidsPerSession {
     pub count: u64,
 }
 
-fn by_bidder(b: Bid) -> (usize, ()) {
-    (b.bidder, ())
-}
-
-/// Attaches the session window to each count.
-#[derive(Serialize, Deserialize)]
-struct WithSession;
-
-impl DoFn for WithSession {
-    type In = (usize, u64);
-    type Out = BidsPerSession;
-    fn process(
-        &mut self,
-        (bidder, count): (usize, u64),
-        ctx: &mut ProcessContext<'_, BidsPerSession>,
-    ) -> Result<(), UserError> {
-        let BoundedWindow::Interval { start, end } = ctx.window() else {
-            return Err("Q11 counts must be in session windows".into());
-        };
-        ctx.output(BidsPerSession {
-            bidder,
-            start: start.millis(),
-            end: end.millis(),
-            count,
-        });
-        Ok(())
-    }
-}
-
 /// Q11 with session gap `gap_ms`: bids keyed by bidder -> session windows -> count per
 /// key -> (bidder, session, count).
 pub fn q11_with_gap(events: &PCollection<Event>, gap_ms: i64) -> PCollection<BidsPerSession> {
     events
         .flat_map("Q11.Bids", bids_of)
-        .map("Q11.ByBidder", by_bidder)
+        .map("Q11.ByBidder", |b: Bid| (b.bidder, ()))
         .apply("Q11.Sessions", Window::into(WindowFn::sessions(gap_ms)))
         .apply("Q11.Count", Count::per_key())
-        .apply("Q11.Output", ParDo::of(WithSession))
+        .map_with_context(
+            "Q11.Output",
+            |(bidder, count): (usize, u64), c: &ElementContext| BidsPerSession {
+                bidder,
+                start: c.window().start().millis(),
+                end: c.window().end().millis(),
+                count,
+            },
+        )
 }
 
 /// Q11, user sessions: the number of bids of each bidder per session (gap

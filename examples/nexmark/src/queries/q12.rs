@@ -6,10 +6,6 @@ use tidewater_transforms::Count;
 /// Q12's processing-time pane length (Beam's window size: 10 s).
 pub const Q12_DELAY_MS: i64 = 10_000;
 
-fn bidder_of(b: Bid) -> usize {
-    b.bidder
-}
-
 /// Q12 with panes of `delay_ms` of processing time: bids per bidder in the global
 /// window, a pane firing `delay_ms` of processing time after its first bid (Beam's
 /// `Repeatedly(AfterProcessingTime.pastFirstElementInPane().plusDelayOf(..))`,
@@ -17,7 +13,7 @@ fn bidder_of(b: Bid) -> usize {
 pub fn q12_with_delay(events: &PCollection<Event>, delay_ms: i64) -> PCollection<(usize, u64)> {
     events
         .flat_map("Q12.Bids", bids_of)
-        .map("Q12.Bidder", bidder_of)
+        .map("Q12.Bidder", |b: Bid| b.bidder)
         .apply(
             "Q12.ProcessingTimePanes",
             Window::configure()

@@ -1,8 +1,7 @@
-use super::q8::window_start;
 use super::q9::{q9, WinningBid};
 use crate::Event;
 use serde::{Deserialize, Serialize};
-use tidewater::{DoFn, PCollection, ParDo, ProcessContext, UserError, Window, WindowFn};
+use tidewater::{ElementContext, PCollection, Window, WindowFn};
 use tidewater_transforms::Mean;
 
 /// Q4's sliding windows (Beam's defaults: 10 s every 5 s).
@@ -21,31 +20,6 @@ pub struct CategoryPrice {
     pub price: u64,
 }
 
-fn category_price(w: WinningBid) -> (usize, usize) {
-    (w.auction.category, w.bid.price)
-}
-
-/// Rounds the mean and attaches the window.
-#[derive(Serialize, Deserialize)]
-struct Project;
-
-impl DoFn for Project {
-    type In = (usize, f64);
-    type Out = CategoryPrice;
-    fn process(
-        &mut self,
-        (category, mean): (usize, f64),
-        ctx: &mut ProcessContext<'_, CategoryPrice>,
-    ) -> Result<(), UserError> {
-        ctx.output(CategoryPrice {
-            window_start: window_start(ctx.window()),
-            category,
-            price: mean.round() as u64,
-        });
-        Ok(())
-    }
-}
-
 /// Q4 with sliding windows of `size_ms` every `period_ms`: Q9's winning bids (stamped
 /// at their auction's expiry) -> (category, price) -> sliding windows -> Mean per key.
 pub fn q4_windowed(
@@ -54,13 +28,22 @@ pub fn q4_windowed(
     period_ms: i64,
 ) -> PCollection<CategoryPrice> {
     q9(events)
-        .map("Q4.ByCategory", category_price)
+        .map("Q4.ByCategory", |w: WinningBid| {
+            (w.auction.category, w.bid.price)
+        })
         .apply(
             "Q4.Window",
             Window::into(WindowFn::sliding(size_ms, period_ms)),
         )
         .apply("Q4.Mean", Mean::<usize>::per_key())
-        .apply("Q4.Project", ParDo::of(Project))
+        .map_with_context(
+            "Q4.Project",
+            |(category, mean): (usize, f64), c: &ElementContext| CategoryPrice {
+                window_start: c.window().start().millis(),
+                category,
+                price: mean.round() as u64,
+            },
+        )
 }
 
 /// Q4, average price for a category: per sliding window ([`Q4_WINDOW_MS`] every

@@ -1,10 +1,7 @@
 use super::bids_of;
-use super::q8::window_start;
 use crate::{Bid, Event};
 use serde::{Deserialize, Serialize};
-use tidewater::{
-    Combine, CombineFn, DoFn, PCollection, ParDo, ProcessContext, UserError, Window, WindowFn,
-};
+use tidewater::{Combine, CombineFn, ElementContext, PCollection, Window, WindowFn};
 use tidewater_transforms::Count;
 
 /// Q5's sliding windows: 10 s long, a new one every 5 s (Beam's `windowSizeSec` and
@@ -22,10 +19,6 @@ pub struct AuctionCount {
     pub auction: usize,
     /// Its number of bids in the window.
     pub count: u64,
-}
-
-fn auction_of(b: Bid) -> usize {
-    b.auction
 }
 
 /// Keeps the auctions with the highest count (all of them on a tie), as Beam's Query5
@@ -56,30 +49,6 @@ impl CombineFn for MaxAuctions {
     }
 }
 
-/// One output per hottest auction of the window.
-#[derive(Serialize, Deserialize)]
-struct HotItems;
-
-impl DoFn for HotItems {
-    type In = (Vec<usize>, u64);
-    type Out = AuctionCount;
-    fn process(
-        &mut self,
-        (auctions, count): Self::In,
-        ctx: &mut ProcessContext<'_, AuctionCount>,
-    ) -> Result<(), UserError> {
-        let window_start = window_start(ctx.window());
-        for auction in auctions {
-            ctx.output(AuctionCount {
-                window_start,
-                auction,
-                count,
-            });
-        }
-        Ok(())
-    }
-}
-
 /// Q5 with sliding windows of `size_ms` every `period_ms`: bids -> sliding windows ->
 /// count per auction -> Combine.globally keeping the maximal ones -> one output each.
 pub fn q5_windowed(
@@ -93,10 +62,20 @@ pub fn q5_windowed(
             "Q5.Window",
             Window::into(WindowFn::sliding(size_ms, period_ms)),
         )
-        .map("Q5.Auction", auction_of)
+        .map("Q5.Auction", |b: Bid| b.auction)
         .apply("Q5.Count", Count::per_element())
         .apply("Q5.Max", Combine::globally(MaxAuctions))
-        .apply("Q5.Output", ParDo::of(HotItems))
+        .flat_map_with_context(
+            "Q5.Output",
+            |(auctions, count): (Vec<usize>, u64), c: &ElementContext| {
+                let window_start = c.window().start().millis();
+                auctions.into_iter().map(move |auction| AuctionCount {
+                    window_start,
+                    auction,
+                    count,
+                })
+            },
+        )
 }
 
 /// Q5, hot items: per sliding window ([`Q5_WINDOW_MS`] every [`Q5_PERIOD_MS`]), the

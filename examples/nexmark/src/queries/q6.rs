@@ -15,10 +15,6 @@ pub struct SellerPrice {
     pub price: u64,
 }
 
-fn seller_sale(w: WinningBid) -> (usize, (u64, usize)) {
-    (w.auction.seller, (w.bid.date_time, w.bid.price))
-}
-
 /// The mean price of the `n` latest (time, price) sales, by time then price (Beam's
 /// `MovingMeanSellingPrice` with `ASCENDING_TIME_THEN_PRICE`), rounded half up as
 /// Beam's `Math.round`.
@@ -63,10 +59,6 @@ impl CombineFn for MovingMeanSellingPrice {
     }
 }
 
-fn seller_price((seller, price): (usize, u64)) -> SellerPrice {
-    SellerPrice { seller, price }
-}
-
 /// Q6, average selling price by seller: per seller, the mean winning price of their
 /// last [`Q6_LAST_AUCTIONS`] closed auctions (by winning bid time). Q9 -> key by seller
 /// -> Combine.perKey(moving mean). Beam re-triggers on every winning bid with
@@ -74,14 +66,19 @@ fn seller_price((seller, price): (usize, u64)) -> SellerPrice {
 /// compute the final pane only (the global window's default trigger).
 pub fn q6(events: &PCollection<Event>) -> PCollection<SellerPrice> {
     q9(events)
-        .map("Q6.BySeller", seller_sale)
+        .map("Q6.BySeller", |w: WinningBid| {
+            (w.auction.seller, (w.bid.date_time, w.bid.price))
+        })
         .apply(
             "Q6.MovingMean",
             Combine::per_key(MovingMeanSellingPrice {
                 n: Q6_LAST_AUCTIONS,
             }),
         )
-        .map("Q6.Project", seller_price)
+        .map("Q6.Project", |(seller, price): (usize, u64)| SellerPrice {
+            seller,
+            price,
+        })
 }
 
 #[cfg(test)]

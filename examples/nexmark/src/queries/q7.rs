@@ -9,10 +9,6 @@ use tidewater_transforms::Max;
 /// Q7's window size (Beam's default: 10 s).
 pub const Q7_WINDOW_MS: i64 = 10_000;
 
-fn price(b: Bid) -> usize {
-    b.price
-}
-
 /// Keeps the bids whose price is the window's maximum (a singleton side input).
 #[derive(Serialize, Deserialize)]
 struct HighestBids {
@@ -37,7 +33,7 @@ pub fn q7_windowed(events: &PCollection<Event>, window_ms: i64) -> PCollection<B
         .flat_map("Q7.Bids", bids_of)
         .apply("Q7.Window", Window::into(WindowFn::fixed(window_ms)));
     let max_price = bids
-        .map("Q7.Price", price)
+        .map("Q7.Price", |b: Bid| b.price)
         .apply("Q7.MaxPrice", Max::<usize>::globally())
         // A late bid alone in an expired window finds no maximum there (the Combine
         // dropped it as late): with the default 0 it matches nothing, as if dropped too.
