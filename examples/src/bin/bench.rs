@@ -354,13 +354,6 @@ fn run() -> anyhow::Result<()> {
                 if runner == "direct" && checkpoint_ms > 0 {
                     continue;
                 }
-                if workload == "nexmark-q12" && checkpoint_ms > 0 {
-                    // Every TestStream event is an epoch of its own on the distributed
-                    // runners, so with checkpoints each event writes one: not a figure
-                    // worth timing.
-                    eprintln!("note: skipping {workload} with checkpoints: a TestStream checkpoints every event");
-                    continue;
-                }
                 let setting = Setting {
                     workload,
                     runner,
