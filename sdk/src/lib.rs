@@ -61,7 +61,7 @@ pub use source::{ReadStatus, Source};
 pub use state::{StateContext, StatefulDoFn, StatefulInvoker};
 pub use time::{Duration, Timestamp};
 pub use transform::{PBegin, PInput, POutput, PTransform};
-pub use trigger::{AfterWatermarkTrigger, TimeTransform, Trigger};
+pub use trigger::{AfterProcessingTimeTrigger, AfterWatermarkTrigger, TimeTransform, Trigger};
 pub use window::{BoundedWindow, GlobalWindow, PaneInfo, Timing, Windows};
 pub use windowed_value::WindowedValue;
 pub use windowing::{

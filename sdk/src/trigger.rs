@@ -102,6 +102,13 @@ pub enum Trigger {
 ///     .triggering(Trigger::after_watermark().with_late_firings(Trigger::after_count(1)));
 /// let either = Trigger::after_first(vec![Trigger::after_watermark().into(), Trigger::after_count(5)]);
 /// ```
+///
+/// Early firings on another trigger do not compile (they used to be ignored):
+///
+/// ```compile_fail
+/// use tidewater::Trigger;
+/// let t = Trigger::after_count(10).with_early_firings(Trigger::after_count(1));
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AfterWatermarkTrigger {
     early: Option<Box<Trigger>>,
@@ -145,6 +152,76 @@ impl AfterWatermarkTrigger {
     }
 }
 
+/// `AfterProcessingTime.pastFirstElementInPane()` while it is being built: the one
+/// trigger with delays and alignments. Anything that takes a trigger takes it
+/// (`impl Into<Trigger>`); in a list, write `.into()`.
+///
+/// ```compile_fail
+/// use tidewater::Trigger;
+/// // A delay on another trigger does not compile (it used to be ignored).
+/// let t = Trigger::after_count(10).plus_delay_of(1000);
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AfterProcessingTimeTrigger {
+    transforms: Vec<TimeTransform>,
+}
+
+impl AfterProcessingTimeTrigger {
+    /// Adds a delay ([`Duration`](crate::Duration), or milliseconds).
+    ///
+    /// ```
+    /// use tidewater::{Duration, TimeTransform, Trigger};
+    /// let t: Trigger = Trigger::after_processing_time().plus_delay_of(Duration::from_secs(1)).into();
+    /// assert_eq!(t, Trigger::AfterProcessingTime { transforms: vec![TimeTransform::Delay { ms: 1000 }] });
+    /// ```
+    pub fn plus_delay_of(mut self, delay: impl Into<crate::Duration>) -> Self {
+        self.transforms.push(TimeTransform::Delay {
+            ms: delay.into().millis(),
+        });
+        self
+    }
+
+    /// Aligns the firing time to `offset + k * period`.
+    ///
+    /// ```
+    /// use tidewater::{Duration, Trigger};
+    /// let t: Trigger = Trigger::after_processing_time()
+    ///     .aligned_to(Duration::from_secs(10), Duration::ZERO)
+    ///     .into();
+    /// assert!(t.validate().is_ok());
+    /// ```
+    pub fn aligned_to(
+        mut self,
+        period: impl Into<crate::Duration>,
+        offset: impl Into<crate::Duration>,
+    ) -> Self {
+        self.transforms.push(TimeTransform::AlignTo {
+            period_ms: period.into().millis(),
+            offset_ms: offset.into().millis(),
+        });
+        self
+    }
+
+    /// `trigger.orFinally(until)`, as [`Trigger::or_finally`].
+    ///
+    /// ```
+    /// use tidewater::Trigger;
+    /// let t = Trigger::after_processing_time().plus_delay_of(10).or_finally(Trigger::after_count(3));
+    /// assert!(matches!(t, Trigger::OrFinally { .. }));
+    /// ```
+    pub fn or_finally(self, until: impl Into<Trigger>) -> Trigger {
+        Trigger::from(self).or_finally(until)
+    }
+}
+
+impl From<AfterProcessingTimeTrigger> for Trigger {
+    fn from(t: AfterProcessingTimeTrigger) -> Trigger {
+        Trigger::AfterProcessingTime {
+            transforms: t.transforms,
+        }
+    }
+}
+
 impl From<AfterWatermarkTrigger> for Trigger {
     fn from(t: AfterWatermarkTrigger) -> Trigger {
         Trigger::AfterWatermark {
@@ -170,51 +247,17 @@ impl Trigger {
         }
     }
 
-    /// `AfterProcessingTime.pastFirstElementInPane()`.
-    pub fn after_processing_time() -> Trigger {
-        Trigger::AfterProcessingTime {
+    /// `AfterProcessingTime.pastFirstElementInPane()`; delays and alignments are
+    /// added to what it returns, so no other trigger can be given them.
+    ///
+    /// ```
+    /// use tidewater::Trigger;
+    /// let t: Trigger = Trigger::after_processing_time().into();
+    /// assert_eq!(t, Trigger::AfterProcessingTime { transforms: vec![] });
+    /// ```
+    pub fn after_processing_time() -> AfterProcessingTimeTrigger {
+        AfterProcessingTimeTrigger {
             transforms: Vec::new(),
-        }
-    }
-
-    /// Adds a delay to an `AfterProcessingTime` trigger.
-    ///
-    /// ```
-    /// use tidewater::{Duration, TimeTransform, Trigger};
-    /// let t = Trigger::after_processing_time().plus_delay_of(Duration::from_secs(1));
-    /// assert_eq!(t, Trigger::AfterProcessingTime { transforms: vec![TimeTransform::Delay { ms: 1000 }] });
-    /// ```
-    pub fn plus_delay_of(self, delay: impl Into<crate::Duration>) -> Trigger {
-        self.with_time_transform(TimeTransform::Delay {
-            ms: delay.into().millis(),
-        })
-    }
-
-    /// Aligns an `AfterProcessingTime` trigger's firing time to `offset + k * period`.
-    ///
-    /// ```
-    /// use tidewater::{Duration, Trigger};
-    /// let t = Trigger::after_processing_time().aligned_to(Duration::from_secs(10), Duration::ZERO);
-    /// assert!(t.validate().is_ok());
-    /// ```
-    pub fn aligned_to(
-        self,
-        period: impl Into<crate::Duration>,
-        offset: impl Into<crate::Duration>,
-    ) -> Trigger {
-        self.with_time_transform(TimeTransform::AlignTo {
-            period_ms: period.into().millis(),
-            offset_ms: offset.into().millis(),
-        })
-    }
-
-    fn with_time_transform(self, t: TimeTransform) -> Trigger {
-        match self {
-            Trigger::AfterProcessingTime { mut transforms } => {
-                transforms.push(t);
-                Trigger::AfterProcessingTime { transforms }
-            }
-            other => other,
         }
     }
 

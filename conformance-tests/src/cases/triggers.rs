@@ -652,7 +652,7 @@ fn after_first(p: &Pipeline) {
         Window::into(WindowFn::fixed(100)).triggering(Trigger::repeatedly(Trigger::after_first(
             vec![
                 Trigger::after_count(3),
-                Trigger::after_processing_time().plus_delay_of(10),
+                Trigger::after_processing_time().plus_delay_of(10).into(),
             ],
         ))),
         "groups",
@@ -691,7 +691,7 @@ fn after_all(p: &Pipeline) {
         events,
         Window::into(WindowFn::fixed(100)).triggering(Trigger::after_all(vec![
             Trigger::after_count(2),
-            Trigger::after_processing_time().plus_delay_of(10),
+            Trigger::after_processing_time().plus_delay_of(10).into(),
         ])),
         "groups",
     );

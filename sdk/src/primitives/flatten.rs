@@ -48,6 +48,21 @@ impl<T: Element> PTransform<Vec<PCollection<T>>> for Flatten {
 }
 
 /// Flatten as a method on a list of PCollections.
+///
+/// ```
+/// use tidewater::{FlattenExt, PCollection, PTransform};
+/// /// Flattens the inputs it keeps: possibly none.
+/// struct KeepNone;
+/// impl PTransform<PCollection<u8>> for KeepNone {
+///     type Output = PCollection<u8>;
+///     fn expand(self, _input: PCollection<u8>) -> PCollection<u8> {
+///         Vec::<PCollection<u8>>::new().apply_flatten("Kept")
+///     }
+/// }
+/// let p = tidewater::Pipeline::new(Default::default());
+/// let _ = p.create("Xs", vec![1u8]).apply("KeepNone", KeepNone);
+/// assert!(p.construction_errors()[0].contains("Flatten needs at least one input"));
+/// ```
 pub trait FlattenExt<T> {
     /// Shorthand for applying [`Flatten`] under `name`.
     fn apply_flatten(&self, name: &str) -> PCollection<T>;

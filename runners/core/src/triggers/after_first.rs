@@ -66,7 +66,7 @@ mod tests {
     fn count_or_processing_time() -> Trigger {
         Trigger::after_first(vec![
             Trigger::after_count(3),
-            Trigger::after_processing_time().plus_delay_of(10),
+            Trigger::after_processing_time().plus_delay_of(10).into(),
         ])
     }
 

@@ -256,7 +256,7 @@ mod tests {
         let mut t = Tester::new(
             Trigger::after_each(vec![
                 Trigger::after_count(1),
-                Trigger::after_processing_time().plus_delay_of(5),
+                Trigger::after_processing_time().plus_delay_of(5).into(),
             ]),
             WindowFn::Sessions(10),
         );

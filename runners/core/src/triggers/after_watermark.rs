@@ -352,7 +352,7 @@ mod tests {
         let mut t = Tester::new(
             Trigger::after_watermark().with_early_firings(Trigger::after_first(vec![
                 Trigger::after_count(3),
-                Trigger::after_processing_time().plus_delay_of(1_000),
+                Trigger::after_processing_time().plus_delay_of(1_000).into(),
             ])),
             WindowFn::Fixed(100),
         );
@@ -373,7 +373,7 @@ mod tests {
         let mut t = Tester::new(
             Trigger::after_watermark().with_late_firings(Trigger::after_all(vec![
                 Trigger::after_count(2),
-                Trigger::after_processing_time(),
+                Trigger::after_processing_time().into(),
             ])),
             WindowFn::Fixed(10),
         );

@@ -553,7 +553,7 @@ mod tests {
         let mut t = Tester::new(
             Trigger::after_first(vec![
                 Trigger::after_count(3),
-                Trigger::after_processing_time().plus_delay_of(5),
+                Trigger::after_processing_time().plus_delay_of(5).into(),
             ]),
             WindowFn::Fixed(10),
         );

@@ -97,7 +97,9 @@ mod tests {
     fn after_first_element_count() {
         let mut t = Tester::new(
             Trigger::repeatedly(Trigger::after_first(vec![
-                Trigger::after_processing_time().plus_delay_of(15 * MINUTE),
+                Trigger::after_processing_time()
+                    .plus_delay_of(15 * MINUTE)
+                    .into(),
                 Trigger::after_count(5),
             ])),
             WindowFn::Global,
@@ -121,7 +123,9 @@ mod tests {
     fn after_first_processing_time() {
         let mut t = Tester::new(
             Trigger::repeatedly(Trigger::after_first(vec![
-                Trigger::after_processing_time().plus_delay_of(15 * MINUTE),
+                Trigger::after_processing_time()
+                    .plus_delay_of(15 * MINUTE)
+                    .into(),
                 Trigger::after_count(5),
             ])),
             WindowFn::Global,
