@@ -422,3 +422,47 @@ fn a_slow_operator_holds_the_source_back_to_the_epochs_in_flight() {
         assert_eq!(CONSUMED.load(SeqCst), tapped);
     }
 }
+
+/// A worker whose source starts late (its thread delayed past the checkpoint interval,
+/// as under load) still holds the watermark back until it reports: no window closed by
+/// the script's watermark takes a late element. (Its first report used to go out only
+/// in the next checkpoint span, after the script's first windows: their late elements
+/// were counted.) Runs in a child process, which the delay applies to.
+#[test]
+fn a_source_that_starts_late_holds_the_watermark_until_it_reports() {
+    if std::env::var_os("TIDEWATER_LATE_SOURCE_CHILD").is_some() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = scripted_counts(native(EngineOptions {
+            workers: 2,
+            checkpoint_dir: Some(dir.path().to_path_buf()),
+            checkpoint_interval: Some(std::time::Duration::from_millis(1)),
+            ..Default::default()
+        }))
+        .run()
+        .unwrap();
+        let mut counts = r.captured_values::<String>("counts").unwrap();
+        counts.sort();
+        let mut expected = vec!["a 2".to_string(); 10];
+        expected.extend(vec!["b 1".to_string(); 10]);
+        assert_eq!(counts, expected);
+        assert_eq!(r.metrics.counter_total("dropped_due_to_lateness"), 10);
+        return;
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "a_source_that_starts_late_holds_the_watermark_until_it_reports",
+            "--nocapture",
+        ])
+        .env("TIDEWATER_LATE_SOURCE_CHILD", "1")
+        .env("TIDEWATER_DELAY", "late-source:200")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("1 passed"), "{stdout}");
+}

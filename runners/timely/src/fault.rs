@@ -8,6 +8,12 @@
 //! - `staged`: a checkpoint's manifest is written but its staged output is not
 //!   committed (a crash between staging and commit);
 //! - `committed`: right after the first commit of a checkpoint's output.
+//!
+//! Delays for the timing tests: `TIDEWATER_DELAY=POINT:MS` makes every thread that
+//! reaches `POINT` sleep `MS` milliseconds there. Points:
+//!
+//! - `late-source`: the first activation of a source on a worker other than 0 (a
+//!   worker whose thread starts late, as under load).
 
 use std::sync::OnceLock;
 
@@ -48,6 +54,24 @@ pub fn point(point: &str) {
         {
             eprintln!("fault injected at '{point}': aborting");
             std::process::abort();
+        }
+    }
+}
+
+/// Sleeps here if a delay is set for `point` (see the module's documentation).
+pub fn delay(point: &str) {
+    static DELAY: OnceLock<Option<(String, std::time::Duration)>> = OnceLock::new();
+    let delay = DELAY.get_or_init(|| {
+        let v = std::env::var("TIDEWATER_DELAY").ok()?;
+        let (point, ms) = v.split_once(':')?;
+        Some((
+            point.to_string(),
+            std::time::Duration::from_millis(ms.parse().ok()?),
+        ))
+    });
+    if let Some((p, d)) = delay {
+        if p == point {
+            std::thread::sleep(*d);
         }
     }
 }

@@ -979,6 +979,20 @@ impl Task {
         // (a scripted step: after its event) and the source has read in it; a source
         // held back in its new epoch waits there, reading nothing and starting no
         // other, so the records in flight stay within K epochs.
+        // Every source reports its progress in the epoch it starts in, before it moves
+        // on: a TestStream's first event is in the epoch after it, so every consumer
+        // has heard from every worker's sources (the watermark is theirs, not the
+        // beginning of time) before it applies an event. A source first activated
+        // after its interval would otherwise report only in a later span, and windows
+        // the script's watermark closed would stay open to its late elements.
+        if self.sent.is_none() {
+            if ctx.me != 0 {
+                crate::fault::delay("late-source");
+            }
+            self.send_progress()?;
+            let cur = self.cur;
+            self.flush(cur);
+        }
         let k = ctx.epochs_in_flight.max(1);
         let stride = ctx.stride;
         let held_back =

@@ -79,15 +79,10 @@ fn run(worker: &mut timely::worker::Worker, shared: &Shared) -> Result<WorkerOut
         epoch_interval: config.epoch_interval,
         policy: config.policy,
         epochs_in_flight: config.epochs_in_flight,
-        // The micro-batch policy keeps a checkpoint per batch, also for a TestStream's
-        // one-event batches: with spans of several batches, under load a late element
-        // of a later batch was sometimes counted before the watermark of an earlier one
-        // applied (not yet understood; see the session note).
-        stride: if !matches!(config.policy, crate::Policy::Batches { .. })
-            && exec
-                .nodes
-                .iter()
-                .any(|n| matches!(n.kind, NodeKind::TestStream { .. }))
+        stride: if exec
+            .nodes
+            .iter()
+            .any(|n| matches!(n.kind, NodeKind::TestStream { .. }))
         {
             crate::epochs::TEST_STREAM_STRIDE
         } else {
