@@ -423,6 +423,126 @@ fn a_slow_operator_holds_the_source_back_to_the_epochs_in_flight() {
     }
 }
 
+// A slow sink: its writes take 200 µs per element and every commit 5 ms.
+
+static SINK_TAPPED: AtomicU64 = AtomicU64::new(0);
+static SINK_COMMITTED: AtomicU64 = AtomicU64::new(0);
+static SINK_MOST_UNCOMMITTED: AtomicU64 = AtomicU64::new(0);
+
+/// Fused with the source: counts what it read.
+fn tap_for_sink(n: u64) -> (u64, u64) {
+    SINK_TAPPED.fetch_add(1, SeqCst);
+    (n % 4, n)
+}
+
+/// Passes every element on, behind the keyed exchange, to the sink fused after it.
+#[derive(Serialize, Deserialize)]
+struct Forward;
+
+impl StatefulDoFn for Forward {
+    type Key = u64;
+    type Value = u64;
+    type Out = u64;
+    fn process(
+        &mut self,
+        _key: &u64,
+        n: u64,
+        ctx: &mut StateContext<'_, u64>,
+    ) -> Result<(), UserError> {
+        ctx.output(n);
+        Ok(())
+    }
+}
+
+/// Before each write it notes how many records the source has read that are not
+/// committed yet; a transaction's records count as committed when it commits.
+#[derive(Serialize, Deserialize, Default)]
+struct SlowSink2pc {
+    #[serde(skip)]
+    open: std::collections::BTreeMap<tidewater::Txn, u64>,
+}
+
+impl tidewater::Sink for SlowSink2pc {
+    type In = u64;
+    fn write(
+        &mut self,
+        txn: &tidewater::Txn,
+        xs: Vec<tidewater::WindowedValue<u64>>,
+    ) -> Result<(), UserError> {
+        for _ in &xs {
+            let uncommitted = SINK_TAPPED.load(SeqCst) - SINK_COMMITTED.load(SeqCst);
+            SINK_MOST_UNCOMMITTED.fetch_max(uncommitted, SeqCst);
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+        *self.open.entry(*txn).or_default() += xs.len() as u64;
+        Ok(())
+    }
+    fn stage(&mut self, _txn: &tidewater::Txn) -> Result<(), UserError> {
+        Ok(())
+    }
+    fn commit(&mut self, txn: &tidewater::Txn) -> Result<(), UserError> {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        SINK_COMMITTED.fetch_add(self.open.remove(txn).unwrap_or(0), SeqCst);
+        Ok(())
+    }
+    fn abort(&mut self, txn: &tidewater::Txn) -> Result<(), UserError> {
+        self.open.remove(txn);
+        Ok(())
+    }
+}
+
+/// A slow sink behind a shuffle holds the source back as a slow operator does: the
+/// records read and not yet committed stay within K + 1 epochs per worker (an epoch may
+/// be read once the one K before it is durable, and its commit runs in the worker's
+/// next round), with checkpoints on and off; everything read is committed once.
+#[test]
+fn a_slow_sink_holds_the_source_back_to_the_epochs_in_flight() {
+    const BUNDLE: u64 = 16;
+    for checkpoints in [false, true] {
+        let (workers, k) = (2u64, 1u64);
+        SINK_TAPPED.store(0, SeqCst);
+        SINK_COMMITTED.store(0, SeqCst);
+        SINK_MOST_UNCOMMITTED.store(0, SeqCst);
+        tidewater_runner_native::register();
+        let dir = tempfile::tempdir().unwrap();
+        let mut options = native(EngineOptions {
+            workers,
+            checkpoint_interval: Some(std::time::Duration::ZERO),
+            checkpoint_dir: checkpoints.then(|| dir.path().to_path_buf()),
+            ..Default::default()
+        });
+        options.max_duration = Some(std::time::Duration::from_millis(600));
+        options.runner_options = vec![
+            ("bundle_size".into(), BUNDLE.to_string()),
+            ("epochs_in_flight".into(), k.to_string()),
+        ];
+        let p = Pipeline::new(options);
+        p.apply("Generate", Read::from(GenerateSequence::new(0, None)))
+            .map("Tap", tap_for_sink)
+            .apply("Forward", StatefulParDo::of(Forward))
+            .write_to("SlowSink", SlowSink2pc::default());
+        let r = p.run().unwrap();
+        let bound = workers * (k + 1) * BUNDLE;
+        let tapped = SINK_TAPPED.load(SeqCst);
+        let most = SINK_MOST_UNCOMMITTED.load(SeqCst);
+        assert!(tapped > 2 * bound, "the job read something: {tapped}");
+        assert!(
+            most <= bound,
+            "{most} records were read and not committed at once, more than {bound} (checkpoints: {checkpoints})"
+        );
+        assert!(
+            r.metrics.counter("Generate", "throttled_ms").unwrap() > 0,
+            "{:?}",
+            r.metrics
+        );
+        assert_eq!(
+            SINK_COMMITTED.load(SeqCst),
+            tapped,
+            "checkpoints: {checkpoints}"
+        );
+    }
+}
+
 /// A worker whose source starts late (its thread delayed past the checkpoint interval,
 /// as under load) still holds the watermark back until it reports: no window closed by
 /// the script's watermark takes a late element. (Its first report used to go out only
