@@ -13,26 +13,41 @@
 //! ```
 #![deny(missing_docs)]
 
+mod batches;
 mod cogroup;
 mod count;
+mod dedup;
 mod distinct;
 mod epoch_files;
 mod generate;
 mod kv;
 mod numeric;
+mod reify;
+mod reshuffle;
 mod sample;
+mod strings;
 mod tail;
 pub mod text_io;
 mod top;
 
+pub use batches::GroupIntoBatches;
 pub use cogroup::{CoGroupByKey, CoGroupExt, CoGrouped, Union};
 pub use count::{Count, CountFn};
+pub use dedup::{Deduplicate, DeduplicateKeyed};
 pub use distinct::Distinct;
 pub use epoch_files::EpochFiles;
 pub use generate::{GenerateSequence, SequencePosition};
 pub use kv::{Keys, KvSwap, Values};
 pub use numeric::{Max, Mean, Min, Numeric, Sum};
+pub use reify::{
+    Latest, LatestFn, LatestGlobally, LatestPerKey, Reify, ReifyTimestamps, ReifyWindows,
+    TimestampedValue, ValueInSingleWindow,
+};
+pub use reshuffle::{Reshuffle, ReshuffleViaRandomKey};
 pub use sample::Sample;
+pub use strings::{
+    Regex, RegexTransform, ToString, ToStringElements, ToStringIterables, ToStringKvs,
+};
 pub use tail::{TailFile, TailPosition};
 pub use text_io::TextIO;
 pub use top::Top;

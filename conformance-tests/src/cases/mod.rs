@@ -14,6 +14,7 @@ mod flatten;
 mod group_by_key;
 mod impulse;
 mod kv;
+mod library;
 mod metrics;
 mod nexmark;
 mod numeric;
@@ -57,6 +58,7 @@ pub fn all_cases() -> Vec<Case> {
         top::cases(),
         sample::cases(),
         cogroup::cases(),
+        library::cases(),
         text_io::cases(),
         // workloads
         nexmark::cases(),

@@ -84,6 +84,41 @@ pub struct CombineGlobally<F> {
     f: F,
 }
 
+impl<F> CombineGlobally<F> {
+    /// No output for an empty input, in the global window too (Beam's
+    /// `withoutDefaults()`): by default an empty global window gives the output of an
+    /// empty accumulator.
+    ///
+    /// ```
+    /// use tidewater::{Combine, CombineFn};
+    /// # #[derive(serde::Serialize, serde::Deserialize)]
+    /// # struct Sum;
+    /// # impl CombineFn for Sum {
+    /// #     type In = u64; type Acc = u64; type Out = u64;
+    /// #     fn create_accumulator(&self) -> u64 { 0 }
+    /// #     fn add_input(&self, a: &mut u64, x: u64) { *a += x }
+    /// #     fn merge_accumulators(&self, a: &mut u64, b: u64) { *a += b }
+    /// #     fn extract_output(&self, a: u64) -> u64 { a }
+    /// # }
+    /// tidewater_runner_direct::register();
+    /// let p = tidewater::Pipeline::new(Default::default());
+    /// let none = p.create("Nothing", Vec::<u64>::new());
+    /// none.apply("Sum", Combine::globally(Sum)).capture("with_default");
+    /// none.apply("SumWithout", Combine::globally(Sum).without_defaults()).capture("without");
+    /// let r = p.run().unwrap();
+    /// assert_eq!(r.captured_values::<u64>("with_default").unwrap(), vec![0]);
+    /// assert_eq!(r.captured_values::<u64>("without").unwrap(), Vec::<u64>::new());
+    /// ```
+    pub fn without_defaults(self) -> CombineGloballyWithoutDefaults<F> {
+        CombineGloballyWithoutDefaults { f: self.f }
+    }
+}
+
+/// See [`CombineGlobally::without_defaults`].
+pub struct CombineGloballyWithoutDefaults<F> {
+    f: F,
+}
+
 /// How a combine's elements map to (key, input) and back: per key, or globally with
 /// the unit key.
 pub trait CombineShape<F: CombineFn>: Send + Sync + 'static {
@@ -107,6 +142,8 @@ pub trait CombineShape<F: CombineFn>: Send + Sync + 'static {
 pub struct PerKey<K>(PhantomData<fn() -> K>);
 /// Global shape.
 pub struct Globally;
+/// Global shape without a default output.
+pub struct GloballyWithoutDefaults;
 
 impl<F: CombineFn, K: Element> CombineShape<F> for PerKey<K> {
     type Key = K;
@@ -138,6 +175,24 @@ impl<F: CombineFn> CombineShape<F> for Globally {
     }
     fn empty_output(make: impl FnOnce() -> F::Out) -> Option<F::Out> {
         Some(make())
+    }
+    fn encode_key(_: &F::In, out: &mut Vec<u8>) -> Result<(), ExecError> {
+        crate::exec::encode_key(&(), out)
+    }
+}
+
+impl<F: CombineFn> CombineShape<F> for GloballyWithoutDefaults {
+    type Key = ();
+    type Input = F::In;
+    type Output = F::Out;
+    fn split(x: F::In) -> ((), F::In) {
+        ((), x)
+    }
+    fn join(_: (), out: F::Out) -> F::Out {
+        out
+    }
+    fn empty_output(_: impl FnOnce() -> F::Out) -> Option<F::Out> {
+        None
     }
     fn encode_key(_: &F::In, out: &mut Vec<u8>) -> Result<(), ExecError> {
         crate::exec::encode_key(&(), out)
@@ -209,6 +264,15 @@ impl<F: CombineFn + Serialize + DeserializeOwned> PTransform<PCollection<F::In>>
     type Output = PCollection<F::Out>;
     fn expand(self, input: PCollection<F::In>) -> PCollection<F::Out> {
         apply_combine::<Globally, F>(&input, self.f, urn::COMBINE_GLOBALLY)
+    }
+}
+
+impl<F: CombineFn + Serialize + DeserializeOwned> PTransform<PCollection<F::In>>
+    for CombineGloballyWithoutDefaults<F>
+{
+    type Output = PCollection<F::Out>;
+    fn expand(self, input: PCollection<F::In>) -> PCollection<F::Out> {
+        apply_combine::<GloballyWithoutDefaults, F>(&input, self.f, urn::COMBINE_GLOBALLY)
     }
 }
 

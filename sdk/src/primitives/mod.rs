@@ -16,7 +16,8 @@ mod window_into;
 
 pub use capture::Capture;
 pub use combine::{
-    Combine, CombineFn, CombineGlobally, CombineOps, CombinePerKey, CombineShape, Globally, PerKey,
+    Combine, CombineFn, CombineGlobally, CombineGloballyWithoutDefaults, CombineOps, CombinePerKey,
+    CombineShape, Globally, GloballyWithoutDefaults, PerKey,
 };
 pub use create::{Create, CreateTimestamped, Impulse, ReifiedTimestampFn};
 pub use flatten::{Flatten, FlattenExt};
