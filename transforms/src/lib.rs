@@ -31,7 +31,7 @@ pub mod text_io;
 mod top;
 
 pub use batches::GroupIntoBatches;
-pub use cogroup::{CoGroupByKey, CoGroupExt, CoGrouped, Union};
+pub use cogroup::{CoGbkResult, CoGroupByKey, CoGroupExt, CoGrouped, KeyedPCollectionTuple, Union};
 pub use count::{Count, CountFn};
 pub use dedup::{Deduplicate, DeduplicateKeyed};
 pub use distinct::Distinct;

@@ -23,7 +23,72 @@ pub(crate) fn cases() -> Vec<Case> {
             build: windowed_join,
             check: check_windowed_join,
         },
+        Case {
+            name: "cogroup_by_key/three_tagged_inputs",
+            features: &[Create, ParDo, Flatten, GroupByKey, Capture],
+            build: tagged_join,
+            check: check_tagged_join,
+        },
     ]
+}
+
+/// Three inputs of three value types, read back by tag: per key, how many values each
+/// input had and their sum or first one.
+fn tagged_join(p: &Pipeline) {
+    use tidewater::TupleTag;
+    use tidewater_transforms::{CoGbkResult, CoGroupByKey, KeyedPCollectionTuple};
+    let names = TupleTag::<String>::new("names");
+    let scores = TupleTag::<u32>::new("scores");
+    let flags = TupleTag::<bool>::new("flags");
+    let keys = |n: u64| (0..n).map(|i| i % 7);
+    KeyedPCollectionTuple::of(
+        &names,
+        p.create("Names", keys(20).map(|k| (k, format!("n{k}"))).collect()),
+    )
+    .and(
+        &scores,
+        p.create("Scores", keys(50).map(|k| (k + 3, k as u32)).collect()),
+    )
+    .and(&flags, p.create("Flags", vec![(1u64, true), (12, false)]))
+    .apply("Join", CoGroupByKey)
+    .map_with(
+        "Row",
+        (names, scores, flags),
+        |(n, s, f), (k, r): (u64, CoGbkResult)| {
+            let scores = r.all(s);
+            (
+                k,
+                r.all(n).len(),
+                scores.len(),
+                scores.iter().sum::<u32>(),
+                r.only(f),
+            )
+        },
+    )
+    .capture("rows");
+}
+
+type Row = (u64, usize, usize, u32, Option<bool>);
+
+fn check_tagged_join(r: RunResult) -> Result<(), String> {
+    let r = succeeded(r)?;
+    let mut expected: Vec<Row> = Vec::new();
+    for k in 0..13u64 {
+        let names = (0..20u64).filter(|i| i % 7 == k).count();
+        let scores: Vec<u32> = (0..50u64)
+            .filter(|i| i % 7 + 3 == k)
+            .map(|i| (i % 7) as u32)
+            .collect();
+        let flag = match k {
+            1 => Some(true),
+            12 => Some(false),
+            _ => None,
+        };
+        if names > 0 || !scores.is_empty() || flag.is_some() {
+            expected.push((k, names, scores.len(), scores.iter().sum(), flag));
+        }
+    }
+    crate::check::values_eq(&r, "rows", expected)
 }
 
 type Joined = (String, (Vec<String>, Vec<u32>));
