@@ -48,6 +48,9 @@ impl DoFn for Stamp {
     }
 }
 
+/// The records seen so far of a key.
+const SEEN: tidewater::ValueState<u64> = tidewater::StateSpec::value("n");
+
 /// Counts per key in state and passes the creation time on.
 #[derive(Serialize, Deserialize)]
 pub struct CountPerKey;
@@ -62,8 +65,8 @@ impl StatefulDoFn for CountPerKey {
         created: i64,
         ctx: &mut StateContext<'_, i64>,
     ) -> Result<(), UserError> {
-        let n = ctx.read_value::<u64>("n")?.unwrap_or(0) + 1;
-        ctx.write_value("n", &n)?;
+        let n = SEEN.read(ctx)?.unwrap_or(0) + 1;
+        SEEN.write(ctx, &n)?;
         ctx.output(created);
         Ok(())
     }

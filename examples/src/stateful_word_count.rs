@@ -3,8 +3,14 @@
 
 use crate::word_count::extract_words;
 use serde::{Deserialize, Serialize};
-use tidewater::{PCollection, Pipeline, StateContext, StatefulDoFn, StatefulParDo, UserError};
+use tidewater::{
+    PCollection, Pipeline, StateContext, StateSpec, StatefulDoFn, StatefulParDo, UserError,
+    ValueState,
+};
 use tidewater_transforms::TextIO;
+
+/// The count so far of a word.
+const COUNT: ValueState<u64> = StateSpec::value("count");
 
 /// Keeps the count of each word in value state.
 #[derive(Serialize, Deserialize)]
@@ -20,8 +26,8 @@ impl StatefulDoFn for RunningCount {
         n: u64,
         ctx: &mut StateContext<'_, (String, u64)>,
     ) -> Result<(), UserError> {
-        let count = ctx.read_value::<u64>("count")?.unwrap_or(0) + n;
-        ctx.write_value("count", &count)?;
+        let count = COUNT.read(ctx)?.unwrap_or(0) + n;
+        COUNT.write(ctx, &count)?;
         ctx.output((word.clone(), count));
         Ok(())
     }

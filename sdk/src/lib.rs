@@ -40,6 +40,7 @@ mod side_input;
 mod sink;
 mod source;
 mod state;
+mod state_spec;
 mod time;
 mod transform;
 mod trigger;
@@ -59,6 +60,10 @@ pub use side_input::{NoSideInputs, PCollectionView, SideInputReader, ViewOps};
 pub use sink::{Sink, Txn, WriteToSink};
 pub use source::{ReadStatus, Source};
 pub use state::{StateContext, StatefulDoFn, StatefulInvoker};
+pub use state_spec::{
+    BagState, CombiningState, EventTimer, MapState, ProcessingTimer, SetState, StateSpec,
+    TimerSpec, ValueState,
+};
 pub use time::{Duration, Timestamp};
 pub use transform::{PBegin, PInput, POutput, PTransform};
 pub use trigger::{AfterProcessingTimeTrigger, AfterWatermarkTrigger, TimeTransform, Trigger};

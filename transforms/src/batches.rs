@@ -4,8 +4,8 @@
 use serde::{Deserialize, Serialize};
 use std::marker::PhantomData;
 use tidewater::{
-    Duration, Element, PCollection, PTransform, StateContext, StatefulDoFn, StatefulParDo,
-    TimeDomain, UserError,
+    BagState, Duration, Element, EventTimer, PCollection, PTransform, ProcessingTimer,
+    StateContext, StateSpec, StatefulDoFn, StatefulParDo, TimerSpec, UserError, ValueState,
 };
 
 /// Batches the values of each key and window: `(K, V)` becomes `(K, Vec<V>)` with at
@@ -69,19 +69,23 @@ struct Batcher<K, V> {
     _kv: PhantomData<fn(K, V)>,
 }
 
-const BATCH: &str = "batch";
-const COUNT: &str = "count";
-const END_OF_WINDOW: &str = "end-of-window";
-const BUFFERING: &str = "buffering";
+const COUNT: ValueState<u64> = StateSpec::value("count");
+const END_OF_WINDOW: EventTimer = TimerSpec::event("end-of-window");
+const BUFFERING: ProcessingTimer = TimerSpec::processing("buffering");
+
+/// The batch so far (a bag of the key's value type).
+fn batch<V: Element>() -> BagState<V> {
+    StateSpec::bag("batch")
+}
 
 impl<K: Element, V: Element> Batcher<K, V> {
     fn flush(&self, key: &K, ctx: &mut StateContext<'_, (K, Vec<V>)>) -> Result<(), UserError> {
-        let batch: Vec<V> = ctx.bag_read(BATCH)?;
-        ctx.clear(BATCH);
-        ctx.clear(COUNT);
-        ctx.clear_timer(BUFFERING, TimeDomain::ProcessingTime);
-        if !batch.is_empty() {
-            ctx.output((key.clone(), batch));
+        let values = batch::<V>().read(ctx)?;
+        batch::<V>().clear(ctx);
+        COUNT.clear(ctx);
+        BUFFERING.clear(ctx);
+        if !values.is_empty() {
+            ctx.output((key.clone(), values));
         }
         Ok(())
     }
@@ -97,19 +101,18 @@ impl<K: Element, V: Element> StatefulDoFn for Batcher<K, V> {
         v: V,
         ctx: &mut StateContext<'_, (K, Vec<V>)>,
     ) -> Result<(), UserError> {
-        let count = ctx.read_value::<u64>(COUNT)?.unwrap_or(0);
+        let count = COUNT.read(ctx)?.unwrap_or(0);
         if count == 0 {
-            let end = ctx.window().max_timestamp();
-            ctx.set_event_timer(END_OF_WINDOW, end)?;
+            END_OF_WINDOW.set(ctx, ctx.window().max_timestamp())?;
             if let Some(ms) = self.max_buffering_ms {
-                ctx.set_processing_timer(BUFFERING, ms)?;
+                BUFFERING.set_after(ctx, ms)?;
             }
         }
-        ctx.bag_add(BATCH, &v)?;
+        batch::<V>().add(ctx, &v)?;
         if count + 1 >= self.size {
             self.flush(key, ctx)
         } else {
-            ctx.write_value(COUNT, &(count + 1))
+            COUNT.write(ctx, &(count + 1))
         }
     }
 

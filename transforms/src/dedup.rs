@@ -4,8 +4,9 @@
 use serde::{Deserialize, Serialize};
 use std::marker::PhantomData;
 use tidewater::{
-    Duration, Element, PCollection, PTransform, StateContext, StatefulDoFn, StatefulParDo,
-    TimeDomain, Timestamp, UserError,
+    Duration, Element, EventTimer, PCollection, PTransform, ProcessingTimer, StateContext,
+    StateSpec, StatefulDoFn, StatefulParDo, TimeDomain, TimerSpec, Timestamp, UserError,
+    ValueState,
 };
 
 /// Drops an element equal to one seen in the same window within a duration (Beam's
@@ -78,8 +79,9 @@ struct FirstWithin<K, V> {
     _kv: PhantomData<fn(K, V)>,
 }
 
-const SEEN: &str = "seen";
-const EXPIRY: &str = "expiry";
+const SEEN: ValueState<bool> = StateSpec::value("seen");
+const EXPIRY: EventTimer = TimerSpec::event("expiry");
+const EXPIRY_PT: ProcessingTimer = TimerSpec::processing("expiry");
 
 impl<K: Element, V: Element> StatefulDoFn for FirstWithin<K, V> {
     type Key = K;
@@ -91,16 +93,16 @@ impl<K: Element, V: Element> StatefulDoFn for FirstWithin<K, V> {
         v: V,
         ctx: &mut StateContext<'_, (K, V)>,
     ) -> Result<(), UserError> {
-        if ctx.read_value::<bool>(SEEN)?.is_some() {
+        if SEEN.read(ctx)?.is_some() {
             return Ok(());
         }
-        ctx.write_value(SEEN, &true)?;
+        SEEN.write(ctx, &true)?;
         match self.domain {
             TimeDomain::EventTime => {
                 let at = Timestamp(ctx.timestamp().millis().saturating_add(self.duration_ms));
-                ctx.set_event_timer(EXPIRY, at.min(ctx.window().max_timestamp()))?
+                EXPIRY.set(ctx, at.min(ctx.window().max_timestamp()))?
             }
-            TimeDomain::ProcessingTime => ctx.set_processing_timer(EXPIRY, self.duration_ms)?,
+            TimeDomain::ProcessingTime => EXPIRY_PT.set_after(ctx, self.duration_ms)?,
         }
         ctx.output((key.clone(), v));
         Ok(())
@@ -112,7 +114,7 @@ impl<K: Element, V: Element> StatefulDoFn for FirstWithin<K, V> {
         _: &str,
         ctx: &mut StateContext<'_, (K, V)>,
     ) -> Result<(), UserError> {
-        ctx.clear(SEEN);
+        SEEN.clear(ctx);
         Ok(())
     }
 }

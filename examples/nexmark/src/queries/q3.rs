@@ -57,6 +57,11 @@ fn output(p: &Person, a: &Auction) -> NameCityStateId {
     }
 }
 
+/// The seller, once seen.
+const PERSON: tidewater::ValueState<Person> = tidewater::StateSpec::value("person");
+/// The seller's auctions seen before the seller.
+const PENDING: tidewater::BagState<Auction> = tidewater::StateSpec::bag("pending");
+
 /// The join per person id: the person in value state, auctions that arrived before
 /// their seller in bag state until the seller arrives.
 #[derive(Serialize, Deserialize)]
@@ -75,15 +80,15 @@ impl StatefulDoFn for JoinPersonAuctions {
     ) -> Result<(), UserError> {
         match value {
             PersonOrAuction::Person(p) => {
-                for a in ctx.bag_read::<Auction>("pending")? {
+                for a in PENDING.read(ctx)? {
                     ctx.output(output(&p, &a));
                 }
-                ctx.clear("pending");
-                ctx.write_value("person", &p)?;
+                PENDING.clear(ctx);
+                PERSON.write(ctx, &p)?;
             }
-            PersonOrAuction::Auction(a) => match ctx.read_value::<Person>("person")? {
+            PersonOrAuction::Auction(a) => match PERSON.read(ctx)? {
                 Some(p) => ctx.output(output(&p, &a)),
-                None => ctx.bag_add("pending", &a)?,
+                None => PENDING.add(ctx, &a)?,
             },
         }
         Ok(())

@@ -53,6 +53,15 @@ pub fn rank(bid: &Bid) -> (usize, Reverse<u64>, Reverse<usize>, Reverse<&str>) {
     )
 }
 
+/// The auction, once seen.
+const AUCTION: tidewater::ValueState<Auction> = tidewater::StateSpec::value("auction");
+/// Bids seen before their auction.
+const PENDING: tidewater::BagState<Bid> = tidewater::StateSpec::bag("pending");
+/// The best valid bid so far.
+const BEST: tidewater::ValueState<Bid> = tidewater::StateSpec::value("best");
+/// Fires at the auction's expiry.
+const CLOSE: tidewater::EventTimer = tidewater::TimerSpec::event("close");
+
 /// Per auction id: the auction in value state, bids that came before it in bag state,
 /// the best valid bid so far in value state, and a timer at the auction's expiry that
 /// emits the winner.
@@ -68,12 +77,12 @@ impl WinningBids {
         if !is_valid(auction, &bid) {
             return Ok(());
         }
-        let better = match ctx.read_value::<Bid>("best")? {
+        let better = match BEST.read(ctx)? {
             Some(best) => rank(&bid) > rank(&best),
             None => true,
         };
         if better {
-            ctx.write_value("best", &bid)?;
+            BEST.write(ctx, &bid)?;
         }
         Ok(())
     }
@@ -92,19 +101,19 @@ impl StatefulDoFn for WinningBids {
     ) -> Result<(), UserError> {
         match value {
             AuctionOrBid::Auction(auction) => {
-                for bid in ctx.bag_read::<Bid>("pending")? {
+                for bid in PENDING.read(ctx)? {
                     Self::consider(ctx, &auction, bid)?;
                 }
-                ctx.clear("pending");
+                PENDING.clear(ctx);
                 // The auction's window is [date_time, expires): it closes once the
                 // watermark passes expires - 1, and the winner is stamped there (Beam's
                 // end-of-window timestamp of the auction window).
-                ctx.set_event_timer("close", Timestamp(auction.expires as i64 - 1))?;
-                ctx.write_value("auction", &auction)?;
+                CLOSE.set(ctx, Timestamp(auction.expires as i64 - 1))?;
+                AUCTION.write(ctx, &auction)?;
             }
-            AuctionOrBid::Bid(bid) => match ctx.read_value::<Auction>("auction")? {
+            AuctionOrBid::Bid(bid) => match AUCTION.read(ctx)? {
                 Some(auction) => Self::consider(ctx, &auction, bid)?,
-                None => ctx.bag_add("pending", &bid)?,
+                None => PENDING.add(ctx, &bid)?,
             },
         }
         Ok(())
@@ -116,13 +125,12 @@ impl StatefulDoFn for WinningBids {
         _name: &str,
         ctx: &mut StateContext<'_, WinningBid>,
     ) -> Result<(), UserError> {
-        let auction = ctx.read_value::<Auction>("auction")?;
-        if let (Some(auction), Some(bid)) = (auction, ctx.read_value::<Bid>("best")?) {
+        if let (Some(auction), Some(bid)) = (AUCTION.read(ctx)?, BEST.read(ctx)?) {
             ctx.output(WinningBid { auction, bid });
         }
         // Keep the auction (so that later bids are not buffered as pending) but not
         // the best bid: later bids are past the expiry and never valid.
-        ctx.clear("best");
+        BEST.clear(ctx);
         Ok(())
     }
 }
