@@ -209,9 +209,6 @@ impl Setting<'_> {
                 }
             }
             o.runner_options = self.runner_options.to_vec();
-            if let Ok(v) = std::env::var("TW_MAXREC") {
-                o.engine.max_records_per_batch = v.parse().ok();
-            }
             if let Some(ms) = self.checkpoint_ms {
                 // The micro-batch runner checkpoints every batch: the interval is its
                 // batch interval.
