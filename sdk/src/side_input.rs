@@ -12,7 +12,11 @@ use std::sync::Arc;
 /// A side input a DoFn reads with [`ProcessContext::side_input`](crate::ProcessContext::side_input);
 /// a DoFn keeps it as a field. `T` is what the DoFn sees: `V` for a singleton, `Vec<V>`
 /// for an iterable, `BTreeMap<K, V>` for a map, `BTreeMap<K, Vec<V>>` for a multimap.
-#[derive(Serialize, Deserialize)]
+///
+/// A ParDo whose DoFn holds a view as a field reads it without more ado: the view
+/// declares itself when the DoFn's fields are written into the plan
+/// ([`ParDo::with_side_input`](crate::ParDo::with_side_input) is then not needed).
+#[derive(Deserialize)]
 #[serde(transparent)]
 pub struct PCollectionView<T> {
     tag: String,
@@ -20,6 +24,38 @@ pub struct PCollectionView<T> {
     source: Option<(usize, String)>,
     #[serde(skip)]
     _t: PhantomData<fn() -> T>,
+}
+
+thread_local! {
+    /// While a DoFn's fields are written into the plan: the views among them, as
+    /// (tag, side PCollection, view function).
+    static VIEWS_SEEN: std::cell::RefCell<Option<Vec<(String, usize, String)>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `write` (which serializes a DoFn's fields) and returns its result with the
+/// views it met, in order, each once.
+pub(crate) fn views_in<R>(write: impl FnOnce() -> R) -> (R, Vec<(String, usize, String)>) {
+    let outer = VIEWS_SEEN.with(|v| v.borrow_mut().replace(Vec::new()));
+    let r = write();
+    let mut seen = VIEWS_SEEN.with(|v| std::mem::replace(&mut *v.borrow_mut(), outer));
+    let mut views = seen.take().unwrap_or_default();
+    let mut tags = std::collections::BTreeSet::new();
+    views.retain(|(tag, _, _)| tags.insert(tag.clone()));
+    (r, views)
+}
+
+impl<T> Serialize for PCollectionView<T> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        if let Some((pcollection, view)) = &self.source {
+            VIEWS_SEEN.with(|v| {
+                if let Some(seen) = v.borrow_mut().as_mut() {
+                    seen.push((self.tag.clone(), *pcollection, view.clone()));
+                }
+            });
+        }
+        self.tag.serialize(s)
+    }
 }
 
 impl<T> Clone for PCollectionView<T> {

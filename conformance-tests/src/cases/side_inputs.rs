@@ -315,21 +315,17 @@ fn windowed_views(p: &Pipeline) {
     let numbers = windowed.as_iterable();
     let by_parity = windowed.map("ByParity", keyed_by_parity).as_map();
     let all_by_parity = side.map("AllByParity", keyed_by_parity).as_multimap();
+    // The views declare themselves as fields of the DoFn: no `with_side_input` here
+    // (the other cases declare theirs explicitly).
     let f = ReadViews {
-        numbers: numbers.clone(),
-        by_parity: by_parity.clone(),
-        all_by_parity: all_by_parity.clone(),
+        numbers,
+        by_parity,
+        all_by_parity,
     };
     p.create("Main", vec![3i64, 12, 25, 33])
         .with_timestamps("StampMain", stamp)
         .apply("MainFixed10", fixed(10))
-        .apply(
-            "Read",
-            ParDo::of(f)
-                .with_side_input(&numbers)
-                .with_side_input(&by_parity)
-                .with_side_input(&all_by_parity),
-        )
+        .apply("Read", ParDo::of(f))
         .capture("read");
 }
 

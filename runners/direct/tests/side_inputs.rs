@@ -236,14 +236,16 @@ fn a_singleton_with_several_elements_is_an_error() {
 }
 
 #[test]
-fn an_undeclared_side_input_says_how_to_declare_it() {
+fn a_view_held_in_a_field_declares_itself() {
     let p = Pipeline::new(options(1));
-    let xs = p.create("Xs", vec![1i64]);
-    let view = xs.as_singleton();
+    let xs = p.create("Xs", vec![1i64, 2]);
+    let view = p.create("Side", vec![40i64]).as_singleton();
+    // No `.with_side_input(&view)`: the DoFn's field is enough.
     xs.apply("Add", ParDo::of(AddWindowTotal { total: view }))
         .capture("out");
-    let e = p.run().unwrap_err().to_string();
-    assert!(e.contains("side input 'side:Xs.main:singleton' was not declared on this ParDo: add .with_side_input(&view)"), "{e}");
+    let mut out = p.run().unwrap().captured_values::<(i64, i64)>("out").unwrap();
+    out.sort();
+    assert_eq!(out, vec![(1, 40), (2, 40)]);
     let _ = BoundedWindow::Global;
 }
 

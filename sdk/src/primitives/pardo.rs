@@ -71,7 +71,9 @@ impl<F: DoFn + Serialize + DeserializeOwned> ParDo<F> {
         }
     }
 
-    /// Declares a side input the DoFn reads with `ctx.side_input(&view)`.
+    /// Declares a side input the DoFn reads with `ctx.side_input(&view)`. A view the
+    /// DoFn holds in a field declares itself (this is then not needed); one it reaches
+    /// otherwise (a static, a view built inside `process`) must be declared here.
     pub fn with_side_input<T>(mut self, view: &crate::PCollectionView<T>) -> Self {
         self.sides.push(side_of(view));
         self
@@ -242,6 +244,28 @@ pub(crate) fn apply_par_do_with_sides(
     p.set_primitive(spec, true, outputs, bounded)
 }
 
+/// The DoFn for the plan, with the side inputs declared: those given with
+/// `with_side_input` and every view held in the DoFn's fields (a view declares itself
+/// when the fields are written).
+fn do_fn_and_sides<F: DoFn + Serialize + DeserializeOwned>(
+    p: &Pipeline,
+    f: &F,
+    declared: &[Side],
+) -> (UserFunction, Vec<Side>) {
+    let (do_fn, views) = crate::side_input::views_in(|| serde_do_fn(p, f));
+    let mut sides = declared.to_vec();
+    for (tag, pcollection, view) in views {
+        if !sides.iter().any(|s| s.tag == tag) {
+            sides.push(Side {
+                tag,
+                pcollection,
+                view,
+            });
+        }
+    }
+    (do_fn, sides)
+}
+
 fn serde_do_fn<F: DoFn + Serialize + DeserializeOwned>(p: &Pipeline, f: &F) -> UserFunction {
     let name = registry::register_do_fn::<F>();
     let fields = serde_json::to_value(f).unwrap_or_else(|e| {
@@ -255,13 +279,13 @@ impl<F: DoFn + Serialize + DeserializeOwned> PTransform<PCollection<F::In>> for 
     type Output = PCollection<F::Out>;
     fn expand(self, input: PCollection<F::In>) -> PCollection<F::Out> {
         let p = input.pipeline().clone();
-        let do_fn = serde_do_fn(&p, &self.f);
+        let (do_fn, sides) = do_fn_and_sides(&p, &self.f, &self.sides);
         let out = apply_par_do_with_sides(
             &p,
             input.id,
             do_fn,
             crate::pipeline::output_types::<F::Out>(MAIN_TAG),
-            &self.sides,
+            &sides,
         );
         p.pcollection(out[0])
     }
@@ -273,11 +297,11 @@ impl<F: DoFn + Serialize + DeserializeOwned> PTransform<PCollection<F::In>>
     type Output = PCollectionTuple;
     fn expand(self, input: PCollection<F::In>) -> PCollectionTuple {
         let p = input.pipeline().clone();
-        let do_fn = serde_do_fn(&p, &self.f);
+        let (do_fn, sides) = do_fn_and_sides(&p, &self.f, &self.sides);
         let mut tags = crate::pipeline::output_types::<F::Out>(MAIN_TAG);
         tags.extend(self.tags);
         let names: Vec<String> = tags.iter().map(|(t, _)| t.clone()).collect();
-        let ids = apply_par_do_with_sides(&p, input.id, do_fn, tags, &self.sides);
+        let ids = apply_par_do_with_sides(&p, input.id, do_fn, tags, &sides);
         PCollectionTuple {
             pipeline: p,
             outputs: names.into_iter().zip(ids).collect(),

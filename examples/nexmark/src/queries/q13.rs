@@ -41,8 +41,7 @@ pub fn q13(events: &PCollection<Event>) -> PCollection<Bid> {
         .pipeline()
         .create("Q13.SideInput", q13_side_rows())
         .as_map();
-    events.flat_map("Q13.Bids", bids_of).apply(
-        "Q13.JoinToFiles",
-        ParDo::of(JoinToFiles { side: side.clone() }).with_side_input(&side),
-    )
+    events
+        .flat_map("Q13.Bids", bids_of)
+        .apply("Q13.JoinToFiles", ParDo::of(JoinToFiles { side }))
 }

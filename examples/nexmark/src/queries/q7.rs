@@ -38,13 +38,7 @@ pub fn q7_windowed(events: &PCollection<Event>, window_ms: i64) -> PCollection<B
         // A late bid alone in an expired window finds no maximum there (the Combine
         // dropped it as late): with the default 0 it matches nothing, as if dropped too.
         .as_singleton_with_default(0);
-    bids.apply(
-        "Q7.Highest",
-        ParDo::of(HighestBids {
-            max_price: max_price.clone(),
-        })
-        .with_side_input(&max_price),
-    )
+    bids.apply("Q7.Highest", ParDo::of(HighestBids { max_price }))
 }
 
 /// Q7, highest bid: the bid(s) with the highest price in each fixed window
