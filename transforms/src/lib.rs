@@ -13,6 +13,7 @@
 //! ```
 #![deny(missing_docs)]
 
+mod approx;
 mod batches;
 mod cogroup;
 mod count;
@@ -29,7 +30,12 @@ mod strings;
 mod tail;
 pub mod text_io;
 mod top;
+mod wait;
 
+pub use approx::{
+    ApproximateQuantiles, ApproximateQuantilesFn, ApproximateUnique, ApproximateUniqueFn,
+    QuantileSketch,
+};
 pub use batches::GroupIntoBatches;
 pub use cogroup::{CoGbkResult, CoGroupByKey, CoGroupExt, CoGrouped, KeyedPCollectionTuple, Union};
 pub use count::{Count, CountFn};
@@ -51,3 +57,4 @@ pub use strings::{
 pub use tail::{TailFile, TailPosition};
 pub use text_io::TextIO;
 pub use top::Top;
+pub use wait::{Wait, WaitOn};

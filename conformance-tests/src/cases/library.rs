@@ -10,8 +10,8 @@ use tidewater::runner::Feature::{
 };
 use tidewater::{Create as CreateT, Pipeline, TimeDomain, Timestamp, Window, WindowFn};
 use tidewater_transforms::{
-    Deduplicate, GroupIntoBatches, Latest, Regex, Reify, Reshuffle, Sum, ToString,
-    ValueInSingleWindow,
+    ApproximateQuantiles, ApproximateUnique, Deduplicate, GroupIntoBatches, Latest, Regex, Reify,
+    Reshuffle, Sum, ToString, ValueInSingleWindow, Wait,
 };
 
 pub(crate) fn cases() -> Vec<Case> {
@@ -46,6 +46,24 @@ pub(crate) fn cases() -> Vec<Case> {
             features: &[Create, ParDo, StatefulParDo, Capture],
             build: dedup,
             check: check_dedup,
+        },
+        Case {
+            name: "library/hot_key_fanout",
+            features: &[Create, ParDo, CombinePerKey, Capture],
+            build: fanout,
+            check: check_fanout,
+        },
+        Case {
+            name: "library/approximate_unique_and_quantiles",
+            features: &[Create, CombineGlobally, CombinePerKey, Capture],
+            build: approximate,
+            check: check_approximate,
+        },
+        Case {
+            name: "library/wait_on_signals",
+            features: &[Create, WindowInto, CombineGlobally, ParDo, Capture],
+            build: wait_on,
+            check: check_wait_on,
         },
         Case {
             name: "library/regex_and_to_string",
@@ -227,5 +245,105 @@ fn check_text(r: RunResult) -> Result<(), String> {
         "without_defaults",
         values::<u64>(&r, "without_defaults")?,
         vec![],
+    )
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Total;
+
+impl tidewater::CombineFn for Total {
+    type In = u64;
+    type Acc = u64;
+    type Out = u64;
+    fn create_accumulator(&self) -> u64 {
+        0
+    }
+    fn add_input(&self, a: &mut u64, x: u64) {
+        *a += x
+    }
+    fn merge_accumulators(&self, a: &mut u64, b: u64) {
+        *a += b
+    }
+    fn extract_output(&self, a: u64) -> u64 {
+        a
+    }
+}
+
+/// One hot key and a few cold ones, summed in 16 parts first.
+fn fanout(p: &Pipeline) {
+    let kvs: Vec<(u32, u64)> = (0..5_000u64)
+        .map(|i| (if i % 50 == 0 { (i % 7) as u32 + 1 } else { 0 }, i))
+        .collect();
+    p.create("Kvs", kvs)
+        .apply(
+            "Sum",
+            tidewater::Combine::per_key(Total).with_hot_key_fanout(16),
+        )
+        .capture("sums");
+}
+
+fn check_fanout(r: RunResult) -> Result<(), String> {
+    let r = succeeded(r)?;
+    let mut sums = std::collections::BTreeMap::new();
+    for i in 0..5_000u64 {
+        let k = if i % 50 == 0 { (i % 7) as u32 + 1 } else { 0 };
+        *sums.entry(k).or_insert(0u64) += i;
+    }
+    values_eq(&r, "sums", sums.into_iter().collect())
+}
+
+/// Inputs within the sketches' exact regime, so every runner gives the same numbers.
+fn approximate(p: &Pipeline) {
+    let xs: Vec<u32> = (0..2_000u32).map(|i| (i * 7919) % 500).collect();
+    let pc = p.create("Xs", xs);
+    pc.apply("Unique", ApproximateUnique::globally(1_000))
+        .capture("unique");
+    pc.apply("Quantiles", ApproximateQuantiles::globally(5))
+        .capture("quantiles");
+    p.create("Kvs", (0..300u32).map(|i| (i % 3, i)).collect::<Vec<_>>())
+        .apply("QuantilesPerKey", ApproximateQuantiles::per_key(3))
+        .capture("per_key");
+}
+
+fn check_approximate(r: RunResult) -> Result<(), String> {
+    let r = succeeded(r)?;
+    values_eq(&r, "unique", vec![500u64])?;
+    // 2,000 values, each of 0..500 four times: ranks 0, 499.75, 999.5, 1499.25, 1999.
+    values_eq(&r, "quantiles", vec![vec![0u32, 124, 249, 374, 499]])?;
+    values_eq(
+        &r,
+        "per_key",
+        vec![
+            (0u32, vec![0u32, 147, 297]),
+            (1, vec![1, 148, 298]),
+            (2, vec![2, 149, 299]),
+        ],
+    )
+}
+
+/// Rows and the signals that they were written, in three windows: every row passes,
+/// in its own window, once its window's signals are complete.
+fn wait_on(p: &Pipeline) {
+    let signals: Vec<(u8, Timestamp)> = (0..9u8).map(|i| (i, ms(i as i64 * 3))).collect();
+    let signals = p
+        .apply("Signals", CreateT::timestamped(signals))
+        .apply("SignalWindows", Window::into(WindowFn::fixed(10)));
+    let rows: Vec<(u32, Timestamp)> = (0..30u32).map(|i| (i, ms(i as i64))).collect();
+    p.apply("Rows", CreateT::timestamped(rows))
+        .apply("RowWindows", Window::into(WindowFn::fixed(10)))
+        .apply("AfterSignals", Wait::on(&signals))
+        .apply("Reify", Reify::windows())
+        .map("Describe", |v: ValueInSingleWindow<u32>| {
+            (v.value, v.window.start().millis())
+        })
+        .capture("rows");
+}
+
+fn check_wait_on(r: RunResult) -> Result<(), String> {
+    let r = succeeded(r)?;
+    values_eq(
+        &r,
+        "rows",
+        (0..30u32).map(|i| (i, (i as i64) / 10 * 10)).collect(),
     )
 }

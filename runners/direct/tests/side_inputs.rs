@@ -243,7 +243,11 @@ fn a_view_held_in_a_field_declares_itself() {
     // No `.with_side_input(&view)`: the DoFn's field is enough.
     xs.apply("Add", ParDo::of(AddWindowTotal { total: view }))
         .capture("out");
-    let mut out = p.run().unwrap().captured_values::<(i64, i64)>("out").unwrap();
+    let mut out = p
+        .run()
+        .unwrap()
+        .captured_values::<(i64, i64)>("out")
+        .unwrap();
     out.sort();
     assert_eq!(out, vec![(1, 40), (2, 40)]);
     let _ = BoundedWindow::Global;

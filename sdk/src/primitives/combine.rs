@@ -79,6 +79,13 @@ pub struct CombinePerKey<F> {
     f: F,
 }
 
+impl<F> CombinePerKey<F> {
+    /// The CombineFn.
+    pub(crate) fn into_fn(self) -> F {
+        self.f
+    }
+}
+
 /// See [`Combine::globally`].
 pub struct CombineGlobally<F> {
     f: F,

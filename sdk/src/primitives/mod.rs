@@ -3,6 +3,7 @@
 mod capture;
 mod combine;
 mod create;
+mod fanout;
 mod flatten;
 mod functions;
 mod group_by_key;
@@ -20,6 +21,7 @@ pub use combine::{
     CombineShape, Globally, GloballyWithoutDefaults, PerKey,
 };
 pub use create::{Create, CreateTimestamped, Impulse, ReifiedTimestampFn};
+pub use fanout::CombinePerKeyWithFanout;
 pub use flatten::{Flatten, FlattenExt};
 pub use functions::{
     ElementContext, FilterFn, FilterWithContextFn, FilterWithFn, FlatMapFn, FlatMapWithContextFn,
