@@ -1,7 +1,7 @@
 //! A deterministic generator source (Beam's `GenerateSequence`, with event times).
 
 use serde::{Deserialize, Serialize};
-use tidewater::{ReadStatus, Source, Timestamp, UserError};
+use tidewater::{Duration, ReadStatus, Source, Timestamp, UserError};
 
 /// The numbers `from..to` (or from `from` on, unbounded), each with an event time that
 /// advances `event_interval_ms` per number, optionally rate-limited on the processing
@@ -84,24 +84,33 @@ impl GenerateSequence {
         self
     }
 
-    /// Event time of the first number and between numbers.
-    pub fn with_event_time(mut self, start_ms: i64, interval_ms: i64) -> Self {
+    /// Event time of the first number (milliseconds since the epoch) and between
+    /// numbers (a [`tidewater::Duration`], or milliseconds).
+    ///
+    /// ```
+    /// use tidewater::Duration;
+    /// let g = tidewater_transforms::GenerateSequence::new(0, Some(10))
+    ///     .with_event_time(1_000, Duration::from_secs(1))
+    ///     .with_out_of_orderness(Duration::from_millis(200), 7)
+    ///     .with_late_records(5, Duration::from_secs(3));
+    /// ```
+    pub fn with_event_time(mut self, start_ms: i64, interval: impl Into<Duration>) -> Self {
         self.start_ms = start_ms;
-        self.event_interval_ms = interval_ms;
+        self.event_interval_ms = interval.into().millis();
         self
     }
 
-    /// Bounded out-of-orderness, seeded.
-    pub fn with_out_of_orderness(mut self, ms: i64, seed: u64) -> Self {
-        self.out_of_orderness_ms = ms;
+    /// Numbers at most `by` out of event-time order, seeded.
+    pub fn with_out_of_orderness(mut self, by: impl Into<Duration>, seed: u64) -> Self {
+        self.out_of_orderness_ms = by.into().millis();
         self.seed = seed;
         self
     }
 
-    /// Every `every`-th number arrives `lateness_ms` behind the watermark.
-    pub fn with_late_records(mut self, every: u64, lateness_ms: i64) -> Self {
+    /// Every `every`-th number arrives `lateness` behind the watermark.
+    pub fn with_late_records(mut self, every: u64, lateness: impl Into<Duration>) -> Self {
         self.late_every = Some(every.max(1));
-        self.lateness_ms = lateness_ms;
+        self.lateness_ms = lateness.into().millis();
         self
     }
 

@@ -175,7 +175,7 @@ fn a_bounded_out_of_orderness_keeps_records_within_the_bound() {
     // After 5000 the watermark is 4000: [4000, 5000) is still open for 4500.
     let (out, late) = counts(
         &[0, 5000, 1000, 4500, 6000],
-        WatermarkEstimator::BoundedOutOfOrderness { max_delay_ms: 1000 },
+        WatermarkEstimator::bounded_out_of_orderness(tidewater::Duration::from_secs(1)),
     );
     assert_eq!(
         out,

@@ -624,6 +624,31 @@ impl<T: Element> PCollection<T> {
         self.apply(name, FunctionParDo::new(WithKeysFn::new(f), fn_name))
     }
 
+    /// [`with_keys`](PCollection::with_keys) with parameters that travel in the plan:
+    /// `x` becomes `(f(&params, &x), x)` (see [`PCollection::map_with`]).
+    ///
+    /// ```
+    /// tidewater_runner_direct::register();
+    /// let p = tidewater::Pipeline::new(Default::default());
+    /// p.create("Xs", vec![7u32, 12])
+    ///     .with_keys_with("Bucket", 5u32, |width: &u32, x: &u32| x / width)
+    ///     .capture("keyed");
+    /// let mut keyed = p.run().unwrap().captured_values::<(u32, u32)>("keyed").unwrap();
+    /// keyed.sort();
+    /// assert_eq!(keyed, vec![(1, 7), (2, 12)]);
+    /// ```
+    #[track_caller]
+    pub fn with_keys_with<P, K, F>(&self, name: &str, params: P, f: F) -> PCollection<(K, T)>
+    where
+        P: Serialize + DeserializeOwned + Send + Sync + 'static,
+        K: Element,
+        F: Fn(&P, &T) -> K + Send + Sync + 'static,
+    {
+        // The wrapper captures only `f`, which captures nothing: it travels by name,
+        // and that name is the caller's place (`map_with` is `#[track_caller]` too).
+        self.map_with(name, params, move |p: &P, x: T| (f(p, &x), x))
+    }
+
     /// [`map`](PCollection::map) whose function also sees the element's timestamp,
     /// window and pane.
     ///

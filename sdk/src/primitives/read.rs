@@ -153,6 +153,22 @@ pub enum WatermarkEstimator {
 }
 
 impl WatermarkEstimator {
+    /// Records at most `max_delay` out of order (a [`Duration`](crate::Duration), or
+    /// milliseconds).
+    ///
+    /// ```
+    /// use tidewater::{Duration, WatermarkEstimator};
+    /// assert_eq!(
+    ///     WatermarkEstimator::bounded_out_of_orderness(Duration::from_secs(2)),
+    ///     WatermarkEstimator::BoundedOutOfOrderness { max_delay_ms: 2000 }
+    /// );
+    /// ```
+    pub fn bounded_out_of_orderness(max_delay: impl Into<crate::Duration>) -> Self {
+        WatermarkEstimator::BoundedOutOfOrderness {
+            max_delay_ms: max_delay.into().millis(),
+        }
+    }
+
     fn estimate(self, latest: Timestamp) -> Timestamp {
         if latest <= Timestamp::MIN {
             return Timestamp::MIN;
