@@ -72,7 +72,10 @@ impl ActiveWindows {
     fn remove(&mut self, &(k, w): &(KeyId, BoundedWindow)) -> Option<WindowState> {
         let st = self.map.remove(&(k, w))?;
         if let Some(ws) = self.of_key.get_mut(&k) {
-            ws.retain(|x| *x != w);
+            // Unordered (`of_key` sorts): no shifting of a key's many open windows.
+            if let Some(i) = ws.iter().position(|x| *x == w) {
+                ws.swap_remove(i);
+            }
             if ws.is_empty() {
                 self.of_key.remove(&k);
             }
