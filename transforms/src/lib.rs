@@ -21,6 +21,7 @@ mod dedup;
 mod distinct;
 mod epoch_files;
 mod generate;
+mod join;
 mod kv;
 mod numeric;
 mod reify;
@@ -43,6 +44,7 @@ pub use dedup::{Deduplicate, DeduplicateKeyed};
 pub use distinct::Distinct;
 pub use epoch_files::EpochFiles;
 pub use generate::{GenerateSequence, SequencePosition};
+pub use join::{StatefulJoinExt, StatefulJoinFn};
 pub use kv::{Keys, KvSwap, Values};
 pub use numeric::{Max, Mean, Min, Numeric, Sum};
 pub use reify::{

@@ -1,6 +1,7 @@
 use crate::{Auction, Event, Person};
 use serde::{Deserialize, Serialize};
-use tidewater::{FlattenExt, PCollection, StateContext, StatefulDoFn, StatefulParDo, UserError};
+use tidewater::{PCollection, StateContext, UserError};
+use tidewater_transforms::{StatefulJoinExt, StatefulJoinFn};
 
 /// Q3 keeps the persons of these states (the generator spells them in lower case;
 /// Beam's generator in upper case).
@@ -21,29 +22,16 @@ pub struct NameCityStateId {
     pub id: usize,
 }
 
-/// One side of the join, keyed by person id.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub enum PersonOrAuction {
-    /// A person of one of the states.
-    Person(Person),
-    /// An auction of the category.
-    Auction(Auction),
-}
-
-fn local_person(e: Event) -> Option<(usize, PersonOrAuction)> {
+fn local_person(e: Event) -> Option<(usize, Person)> {
     match e {
-        Event::Person(p) if Q3_STATES.contains(&p.state.as_str()) => {
-            Some((p.id, PersonOrAuction::Person(p)))
-        }
+        Event::Person(p) if Q3_STATES.contains(&p.state.as_str()) => Some((p.id, p)),
         _ => None,
     }
 }
 
-fn category_auction(e: Event) -> Option<(usize, PersonOrAuction)> {
+fn category_auction(e: Event) -> Option<(usize, Auction)> {
     match e {
-        Event::Auction(a) if a.category == Q3_CATEGORY => {
-            Some((a.seller, PersonOrAuction::Auction(a)))
-        }
+        Event::Auction(a) if a.category == Q3_CATEGORY => Some((a.seller, a)),
         _ => None,
     }
 }
@@ -67,29 +55,34 @@ const PENDING: tidewater::BagState<Auction> = tidewater::StateSpec::bag("pending
 #[derive(Serialize, Deserialize)]
 pub struct JoinPersonAuctions;
 
-impl StatefulDoFn for JoinPersonAuctions {
+impl StatefulJoinFn for JoinPersonAuctions {
     type Key = usize;
-    type Value = PersonOrAuction;
+    type Left = Person;
+    type Right = Auction;
     type Out = NameCityStateId;
 
-    fn process(
+    fn left(
         &mut self,
         _id: &usize,
-        value: PersonOrAuction,
+        p: Person,
         ctx: &mut StateContext<'_, NameCityStateId>,
     ) -> Result<(), UserError> {
-        match value {
-            PersonOrAuction::Person(p) => {
-                for a in PENDING.read(ctx)? {
-                    ctx.output(output(&p, &a));
-                }
-                PENDING.clear(ctx);
-                PERSON.write(ctx, &p)?;
-            }
-            PersonOrAuction::Auction(a) => match PERSON.read(ctx)? {
-                Some(p) => ctx.output(output(&p, &a)),
-                None => PENDING.add(ctx, &a)?,
-            },
+        for a in PENDING.read(ctx)? {
+            ctx.output(output(&p, &a));
+        }
+        PENDING.clear(ctx);
+        PERSON.write(ctx, &p)
+    }
+
+    fn right(
+        &mut self,
+        _id: &usize,
+        a: Auction,
+        ctx: &mut StateContext<'_, NameCityStateId>,
+    ) -> Result<(), UserError> {
+        match PERSON.read(ctx)? {
+            Some(p) => ctx.output(output(&p, &a)),
+            None => PENDING.add(ctx, &a)?,
         }
         Ok(())
     }
@@ -97,11 +90,10 @@ impl StatefulDoFn for JoinPersonAuctions {
 
 /// Q3, local item suggestion: (name, city, state, auction id) for every auction of
 /// category [`Q3_CATEGORY`] whose seller lives in one of [`Q3_STATES`]. A stateful join
-/// in the global window over the tagged union of both sides, keyed by person id.
+/// in the global window of persons and auctions, keyed by person id
+/// ([`StatefulJoinExt::join_stateful`]).
 pub fn q3(events: &PCollection<Event>) -> PCollection<NameCityStateId> {
     let persons = events.flat_map("Q3.Persons", local_person);
     let auctions = events.flat_map("Q3.Auctions", category_auction);
-    vec![persons, auctions]
-        .apply_flatten("Q3.Both")
-        .apply("Q3.Join", StatefulParDo::of(JoinPersonAuctions))
+    persons.join_stateful("Q3.Join", &auctions, JoinPersonAuctions)
 }

@@ -1,9 +1,8 @@
 use crate::{Auction, Bid, Event};
 use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
-use tidewater::{
-    FlattenExt, PCollection, StateContext, StatefulDoFn, StatefulParDo, Timestamp, UserError,
-};
+use tidewater::{PCollection, StateContext, Timestamp, UserError};
+use tidewater_transforms::{StatefulJoinExt, StatefulJoinFn};
 
 /// Q9's output: a closed auction and its winning bid.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -14,25 +13,16 @@ pub struct WinningBid {
     pub bid: Bid,
 }
 
-/// One side of the join, keyed by auction id.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub enum AuctionOrBid {
-    /// A new auction.
-    Auction(Auction),
-    /// A bid on it.
-    Bid(Bid),
-}
-
-fn auction_by_id(e: Event) -> Option<(usize, AuctionOrBid)> {
+fn auction_by_id(e: Event) -> Option<(usize, Auction)> {
     match e {
-        Event::Auction(a) => Some((a.id, AuctionOrBid::Auction(a))),
+        Event::Auction(a) => Some((a.id, a)),
         _ => None,
     }
 }
 
-fn bid_by_auction(e: Event) -> Option<(usize, AuctionOrBid)> {
+fn bid_by_auction(e: Event) -> Option<(usize, Bid)> {
     match e {
-        Event::Bid(b) => Some((b.auction, AuctionOrBid::Bid(b))),
+        Event::Bid(b) => Some((b.auction, b)),
         _ => None,
     }
 }
@@ -88,35 +78,39 @@ impl WinningBids {
     }
 }
 
-impl StatefulDoFn for WinningBids {
+impl StatefulJoinFn for WinningBids {
     type Key = usize;
-    type Value = AuctionOrBid;
+    type Left = Auction;
+    type Right = Bid;
     type Out = WinningBid;
 
-    fn process(
+    fn left(
         &mut self,
         _id: &usize,
-        value: AuctionOrBid,
+        auction: Auction,
         ctx: &mut StateContext<'_, WinningBid>,
     ) -> Result<(), UserError> {
-        match value {
-            AuctionOrBid::Auction(auction) => {
-                for bid in PENDING.read(ctx)? {
-                    Self::consider(ctx, &auction, bid)?;
-                }
-                PENDING.clear(ctx);
-                // The auction's window is [date_time, expires): it closes once the
-                // watermark passes expires - 1, and the winner is stamped there (Beam's
-                // end-of-window timestamp of the auction window).
-                CLOSE.set(ctx, Timestamp(auction.expires as i64 - 1))?;
-                AUCTION.write(ctx, &auction)?;
-            }
-            AuctionOrBid::Bid(bid) => match AUCTION.read(ctx)? {
-                Some(auction) => Self::consider(ctx, &auction, bid)?,
-                None => PENDING.add(ctx, &bid)?,
-            },
+        for bid in PENDING.read(ctx)? {
+            Self::consider(ctx, &auction, bid)?;
         }
-        Ok(())
+        PENDING.clear(ctx);
+        // The auction's window is [date_time, expires): it closes once the watermark
+        // passes expires - 1, and the winner is stamped there (Beam's end-of-window
+        // timestamp of the auction window).
+        CLOSE.set(ctx, Timestamp(auction.expires as i64 - 1))?;
+        AUCTION.write(ctx, &auction)
+    }
+
+    fn right(
+        &mut self,
+        _id: &usize,
+        bid: Bid,
+        ctx: &mut StateContext<'_, WinningBid>,
+    ) -> Result<(), UserError> {
+        match AUCTION.read(ctx)? {
+            Some(auction) => Self::consider(ctx, &auction, bid),
+            None => PENDING.add(ctx, &bid),
+        }
     }
 
     fn on_timer(
@@ -143,7 +137,5 @@ impl StatefulDoFn for WinningBids {
 pub fn q9(events: &PCollection<Event>) -> PCollection<WinningBid> {
     let auctions = events.flat_map("Q9.Auctions", auction_by_id);
     let bids = events.flat_map("Q9.Bids", bid_by_auction);
-    vec![auctions, bids]
-        .apply_flatten("Q9.Both")
-        .apply("Q9.WinningBids", StatefulParDo::of(WinningBids))
+    auctions.join_stateful("Q9.WinningBids", &bids, WinningBids)
 }
