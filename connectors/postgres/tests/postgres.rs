@@ -16,7 +16,7 @@ fn server(test: &str) -> Option<String> {
         _ => {
             eprintln!(
                 "\n*** SKIPPED {test}: no PostgreSQL server (set TIDEWATER_PG_URL, e.g. \
-                 eval \"$(.ci/postgres start /tmp/tw-pg)\"; see the README) ***\n"
+                 eval \"$(.ci/postgres start DIR)\"; see the README) ***\n"
             );
             None
         }
