@@ -250,8 +250,8 @@ impl<T: ToRow> PostgresSink<T> {
             .connect_timeout(self.timeout())
             .keepalives(true)
             .keepalives_idle(Duration::from_secs(10))
-            .application_name(&format!("tidewater-{}-i{instance}-{role}", self.job_id))
-            .options(&format!("-c statement_timeout={}", self.timeout_ms.max(1)));
+            .application_name(format!("tidewater-{}-i{instance}-{role}", self.job_id))
+            .options(format!("-c statement_timeout={}", self.timeout_ms.max(1)));
         let (client, connection) =
             match tokio::time::timeout(self.timeout(), config.connect(NoTls)).await {
                 Ok(Ok(c)) => c,
