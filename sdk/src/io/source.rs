@@ -499,22 +499,31 @@ impl<S: AsyncSource> Source for SourceBridge<S> {
             .map_or(Timestamp::MIN, |p| p.watermark)
     }
 
+    /// Runners ask [`Source::try_available`]; this form answers "unknown" on an error.
     fn available(
         &self,
         partition: usize,
         partitions: usize,
         position: &Self::Position,
     ) -> Option<u64> {
+        self.try_available(partition, partitions, position)
+            .ok()
+            .flatten()
+    }
+
+    fn try_available(
+        &self,
+        partition: usize,
+        partitions: usize,
+        position: &Self::Position,
+    ) -> Result<Option<u64>, UserError> {
         let source = &self.source;
-        // The driver's `available` cannot fail; an error here means "unknown".
-        block_on_timeout(
+        let n = block_on_timeout(
             self.options.timeout,
             || format!("the source asked what partition {partition} has available"),
             source.available(partition, partitions, &position.at),
-        )
-        .ok()
-        .flatten()
-        .map(|n| n.saturating_sub(position.skip))
+        )?;
+        Ok(n.map(|n| n.saturating_sub(position.skip)))
     }
 
     fn finalize(
