@@ -142,6 +142,12 @@ impl<S: Source> ErasedSource for SourceInvoker<S> {
             src.read(partition, partitions, &mut pos, max, now, &mut out)
         })) {
             Ok(Ok(s)) => s,
+            Ok(Err(e)) if e.is::<crate::io::Unavailable>() => {
+                return Err(ExecError::Unavailable {
+                    phase: Phase::Process,
+                    message: format!("reading partition {partition} at {pos:?} failed: {e}"),
+                })
+            }
             Ok(Err(e)) => {
                 return Err(user_error(format!(
                     "reading partition {partition} at {pos:?} failed: {e}"
