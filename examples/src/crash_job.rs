@@ -54,6 +54,15 @@ pub fn build(p: &Pipeline, records: u64, rate: f64, out: &Path) {
     lines(p, records, rate).write_to("Output", EpochFiles::to(out));
 }
 
+/// The whole job, its lines committed into column `line` of PostgreSQL table `table`
+/// on the server at `url` (the PostgreSQL sink, two-phase commit by epoch).
+pub fn build_postgres(p: &Pipeline, records: u64, rate: f64, url: &str, table: &str) {
+    lines(p, records, rate).write_to(
+        "Output",
+        tidewater_postgres::PostgresSink::<String>::new(url, table, &["line"]).bridged(),
+    );
+}
+
 /// Every committed line in `out`, sorted: the job's output, to compare across runs.
 pub fn committed_lines(out: &Path) -> std::io::Result<Vec<String>> {
     let mut lines = Vec::new();

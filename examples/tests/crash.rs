@@ -472,3 +472,221 @@ fn a_logged_batch_runs_again_with_exactly_its_ranges() {
         assert_exact(&run, &what);
     }
 }
+
+/// The PostgreSQL server of the sink's tests (`.ci/run` starts one and sets
+/// `TIDEWATER_PG_URL`); `None` after a loud message.
+fn postgres(test: &str) -> Option<String> {
+    match std::env::var("TIDEWATER_PG_URL") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ => {
+            eprintln!(
+                "\n*** SKIPPED {test}: no PostgreSQL server (set TIDEWATER_PG_URL; see the README) ***\n"
+            );
+            None
+        }
+    }
+}
+
+fn pg_client(url: &str) -> tokio_postgres::Client {
+    tidewater::io::runtime().block_on(async {
+        let (c, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        c
+    })
+}
+
+/// A fresh PostgreSQL table `table` for the crash job's lines.
+fn pg_fresh_table(c: &tokio_postgres::Client, table: &str) {
+    tidewater::io::runtime()
+        .block_on(c.batch_execute(&format!(
+            "DROP TABLE IF EXISTS {table}; CREATE TABLE {table} (line text)"
+        )))
+        .unwrap();
+}
+
+/// The crash job's flags to write into `table`.
+fn pg_flags(url: &str, table: &str) -> [String; 2] {
+    [format!("--postgres={url}"), format!("--pg-table={table}")]
+}
+
+/// Every committed row of `table` equals the direct runner's lines, and no transaction
+/// of the job is left prepared.
+fn pg_assert_exact(c: &tokio_postgres::Client, table: &str, what: &str) {
+    let rt = tidewater::io::runtime();
+    let mut got: Vec<String> = rt
+        .block_on(c.query(&format!("SELECT line FROM {table}"), &[]))
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    got.sort();
+    let want = reference();
+    assert!(got == *want, "{what}: {}", difference(&got, want));
+    let left: Vec<String> = rt
+        .block_on(c.query("SELECT gid FROM pg_prepared_xacts", &[]))
+        .unwrap()
+        .iter()
+        .map(|r| r.get::<_, String>(0))
+        .filter(|g| g.starts_with(&format!("tidewater:{table}:")))
+        .collect();
+    assert!(left.is_empty(), "{what}: left prepared: {left:?}");
+    eprintln!("{what}: every row exactly once");
+}
+
+/// The crash job writes into PostgreSQL table `table` (made afresh) through the
+/// two-phase-commit sink; a process aborts at `point` once, the cluster restarts, and
+/// every committed row must equal the direct runner's lines, with no transaction left
+/// prepared.
+fn postgres_crash(url: &str, runner: &'static str, point: &str) {
+    let table = format!("crash_{runner}_{point}");
+    let c = pg_client(url);
+    let run = Run::on(runner);
+    pg_fresh_table(&c, &table);
+    let marker = run.ckpt.with_extension("fault");
+    let [pg, pg_table] = pg_flags(url, &table);
+    let child = run
+        .command(&["--local-cluster=2", &pg, &pg_table])
+        .env(
+            "TIDEWATER_FAULT",
+            format!("{point}:800:{}", marker.display()),
+        )
+        .spawn()
+        .unwrap();
+    let what = format!("{runner}: PostgreSQL, {point}");
+    let stderr = finish(child, &what);
+    assert!(
+        stderr.contains(&format!("fault injected at '{point}'"))
+            && stderr.contains("restarting all 2 processes"),
+        "{what}: the fault did not fire and recover:\n{stderr}"
+    );
+    pg_assert_exact(&c, &table, &what);
+}
+
+/// A crash between `PREPARE TRANSACTION` and `COMMIT PREPARED` (`staged`: the
+/// checkpoint is durable, its transactions are prepared, not committed; the restored
+/// checkpoint commits them) and during a snapshot (prepared transactions of a
+/// checkpoint that never completed: rolled back, the epochs written again).
+#[test]
+fn a_crash_between_prepare_and_commit_leaves_every_postgres_row_exactly_once() {
+    let Some(url) =
+        postgres("a_crash_between_prepare_and_commit_leaves_every_postgres_row_exactly_once")
+    else {
+        return;
+    };
+    let _s = serial();
+    for runner in RUNNERS {
+        for point in ["staged", "snapshot"] {
+            postgres_crash(&url, runner, point);
+        }
+    }
+}
+
+/// Crashed at 2 workers during a snapshot, resumed at 1: the one instance takes over
+/// both old instances (commits what the checkpoint staged, rolls back what it did not
+/// record); every row exactly once.
+#[test]
+fn a_postgres_job_crashed_at_two_workers_resumes_at_one_with_every_row_exactly_once() {
+    let Some(url) = postgres(
+        "a_postgres_job_crashed_at_two_workers_resumes_at_one_with_every_row_exactly_once",
+    ) else {
+        return;
+    };
+    let _s = serial();
+    for runner in RUNNERS {
+        let table = format!("rescale_{runner}");
+        let c = pg_client(&url);
+        pg_fresh_table(&c, &table);
+        let run = Run::on(runner);
+        let [pg, pg_table] = pg_flags(&url, &table);
+        let marker = run.ckpt.with_extension("fault");
+        let status = run
+            .command(&["--workers=2", &pg, &pg_table])
+            .env(
+                "TIDEWATER_FAULT",
+                format!("snapshot:1000:{}", marker.display()),
+            )
+            .status()
+            .unwrap();
+        assert!(!status.success(), "the fault should have aborted the run");
+        let what = format!("{runner}: PostgreSQL, resumed at 1 worker");
+        let child = run
+            .command(&["--workers=1", &pg, &pg_table])
+            .spawn()
+            .unwrap();
+        let stderr = finish(child, &what);
+        // Whether the crash left transactions prepared depends on where the other
+        // tasks stood; `tidewater-postgres`'s tests roll back another instance's.
+        let rolled_back = stderr.matches("PostgreSQL sink: rolling back").count();
+        eprintln!("{what}: {rolled_back} prepared transactions rolled back at restart");
+        pg_assert_exact(&c, &table, &what);
+    }
+}
+
+/// The server lost mid-run (every connection of the sink cut once rows are committed):
+/// a process whose open transaction was cut fails with `Unavailable`, the supervisor
+/// restarts the cluster from the last checkpoint, and every row is there exactly once.
+#[test]
+fn a_postgres_server_lost_mid_run_restarts_the_cluster_from_the_last_checkpoint() {
+    let Some(url) =
+        postgres("a_postgres_server_lost_mid_run_restarts_the_cluster_from_the_last_checkpoint")
+    else {
+        return;
+    };
+    let _s = serial();
+    let rt = tidewater::io::runtime();
+    for runner in RUNNERS {
+        let table = format!("lost_{runner}");
+        let c = pg_client(&url);
+        pg_fresh_table(&c, &table);
+        let run = Run::on(runner);
+        let [pg, pg_table] = pg_flags(&url, &table);
+        let child = run
+            .command(&["--local-cluster=2", &pg, &pg_table])
+            .spawn()
+            .unwrap();
+        let started = Instant::now();
+        let count = format!("SELECT count(*) FROM {table}");
+        while rt
+            .block_on(c.query_one(&count, &[]))
+            .unwrap()
+            .get::<_, i64>(0)
+            == 0
+        {
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "{runner}: no rows"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        let cut = rt
+            .block_on(c.query(
+                &format!(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE 'tidewater-{table}-%'"
+                ),
+                &[],
+            ))
+            .unwrap()
+            .len();
+        assert!(cut > 0, "{runner}: no connection was cut");
+        let what = format!("{runner}: PostgreSQL lost mid-run");
+        let stderr = finish(child, &what);
+        // A cut that falls between two transactions of an instance loses nothing: the
+        // sink connects again. One that cuts an open transaction fails the process
+        // with `Unavailable`, and the cluster must restart.
+        if stderr.contains("an external system is unavailable") {
+            assert!(
+                stderr.contains("restarting all 2 processes from the last checkpoint"),
+                "{what}: no restart after the loss:\n{stderr}"
+            );
+            eprintln!("{what}: the cluster restarted from the last checkpoint");
+        } else {
+            eprintln!("{what}: the cut fell between transactions; the sink connected again");
+        }
+        pg_assert_exact(&c, &table, &what);
+    }
+}

@@ -29,6 +29,7 @@ mod dofn;
 mod element;
 mod error;
 pub mod exec;
+pub mod io;
 mod key_check;
 mod options;
 mod pipeline;
@@ -57,7 +58,7 @@ pub use pipeline::{run_plan_json, PCollection, Pipeline};
 pub use primitives::*;
 pub use runner::{PipelineResult, Runner};
 pub use side_input::{NoSideInputs, PCollectionView, SideInputReader, ViewOps};
-pub use sink::{Sink, Txn, WriteToSink};
+pub use sink::{Recovery, Sink, Txn, WriteToSink};
 pub use source::{ReadStatus, Source};
 pub use state::{StateContext, StatefulDoFn, StatefulInvoker};
 pub use state_spec::{

@@ -60,6 +60,12 @@ pub trait Source: Send + Sync + 'static {
     fn partitions(&self, desired: usize) -> usize {
         desired.max(1)
     }
+    /// The fallible form of [`Source::partitions`], which runners call: a source whose
+    /// partitions come from a server (a topic's metadata) fails here with a clear
+    /// error instead of guessing. By default, `Ok(self.partitions(desired))`.
+    fn try_partitions(&self, desired: usize) -> Result<usize, UserError> {
+        Ok(self.partitions(desired))
+    }
     /// The position partition `partition` of `partitions` starts from.
     fn initial_position(&self, partition: usize, partitions: usize) -> Self::Position;
     /// Reads up to `max` records of the partition from `position` into `out` (record and
@@ -90,6 +96,17 @@ pub trait Source: Send + Sync + 'static {
         _position: &Self::Position,
     ) -> Option<u64> {
         None
+    }
+    /// The fallible form of [`Source::available`], which runners call: a source that
+    /// asks a server (a topic's end offsets) fails here with a clear error instead of
+    /// answering "unknown". By default, `Ok(self.available(..))`.
+    fn try_available(
+        &self,
+        partition: usize,
+        partitions: usize,
+        position: &Self::Position,
+    ) -> Result<Option<u64>, UserError> {
+        Ok(self.available(partition, partitions, position))
     }
     /// Called once a checkpoint holding `position` is durable: the source may release
     /// what comes before it (commit offsets to a broker, delete consumed files). It will

@@ -55,11 +55,13 @@ fn crates_depend_only_downward() {
             ],
         ),
         ("transforms", &["tidewater"]),
+        ("connectors/postgres", &["tidewater"]),
         (
             "examples",
             &[
                 "tidewater",
                 "tidewater-transforms",
+                "tidewater-postgres",
                 runners[0],
                 runners[1],
                 runners[2],

@@ -23,6 +23,13 @@ struct Args {
     /// The directory the committed files go to (created if missing).
     #[arg(long)]
     output: std::path::PathBuf,
+    /// Write the lines into PostgreSQL instead (a `postgresql://` URL or `key=value`
+    /// pairs), into `--pg-table`'s column `line`, exactly once by epoch.
+    #[arg(long)]
+    postgres: Option<String>,
+    /// The table for `--postgres` (it must exist, with a text column `line`).
+    #[arg(long, default_value = "crash_job")]
+    pg_table: String,
 }
 
 fn main() -> std::process::ExitCode {
@@ -34,7 +41,16 @@ fn run() -> anyhow::Result<()> {
     let args = Args::parse();
     std::fs::create_dir_all(&args.output)?;
     let p = Pipeline::new(args.options);
-    tidewater_examples::crash_job::build(&p, args.records, args.rate, &args.output);
+    match &args.postgres {
+        Some(url) => tidewater_examples::crash_job::build_postgres(
+            &p,
+            args.records,
+            args.rate,
+            url,
+            &args.pg_table,
+        ),
+        None => tidewater_examples::crash_job::build(&p, args.records, args.rate, &args.output),
+    }
     p.run()?;
     Ok(())
 }

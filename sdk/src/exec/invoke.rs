@@ -28,6 +28,8 @@ pub enum Phase {
     SinkCommit,
     /// A sink's `abort`.
     SinkAbort,
+    /// A sink's `recover`.
+    SinkRecover,
 }
 
 impl Phase {
@@ -43,6 +45,7 @@ impl Phase {
             Phase::SinkStage => "stage",
             Phase::SinkCommit => "commit",
             Phase::SinkAbort => "abort",
+            Phase::SinkRecover => "recover",
         }
     }
 }
@@ -57,6 +60,14 @@ pub enum ExecError {
         /// The element's debug form or position, when there was one.
         element: Option<String>,
         /// Error or panic message.
+        message: String,
+    },
+    /// A connector of this step lost an external system
+    /// ([`crate::io::Unavailable`]); the runner adds the transform's name.
+    Unavailable {
+        /// Lifecycle step.
+        phase: Phase,
+        /// What went away.
         message: String,
     },
     /// A step downstream failed; its error is complete.

@@ -21,7 +21,7 @@ pub trait ErasedSource: Send {
     /// Whether the source is finite.
     fn is_bounded(&self) -> bool;
     /// How many partitions to read, given a desired number.
-    fn partitions(&self, desired: usize) -> usize;
+    fn partitions(&self, desired: usize) -> Result<usize, ExecError>;
     /// The encoded initial position of a partition.
     fn initial_position(&self, partition: usize, partitions: usize) -> Result<Vec<u8>, ExecError>;
     /// Records ready at the encoded `position`, if the source knows.
@@ -67,8 +67,17 @@ impl<S: Source> ErasedSource for SourceInvoker<S> {
     fn is_bounded(&self) -> bool {
         self.0.is_bounded()
     }
-    fn partitions(&self, desired: usize) -> usize {
-        self.0.partitions(desired).max(1)
+    fn partitions(&self, desired: usize) -> Result<usize, ExecError> {
+        let s = &self.0;
+        match catch_user(AssertUnwindSafe(|| s.try_partitions(desired))) {
+            Ok(Ok(n)) => Ok(n.max(1)),
+            Ok(Err(e)) => Err(user_error(format!(
+                "finding the source's partitions failed: {e}"
+            ))),
+            Err(_) => Err(user_error(
+                "finding the source's partitions panicked".to_string(),
+            )),
+        }
     }
     fn initial_position(&self, partition: usize, partitions: usize) -> Result<Vec<u8>, ExecError> {
         let p = self.0.initial_position(partition, partitions);
@@ -86,14 +95,17 @@ impl<S: Source> ErasedSource for SourceInvoker<S> {
         let pos: S::Position = coder::decode(position)
             .map_err(|e| user_error(format!("source position does not decode: {e}")))?;
         let s = &self.0;
-        catch_user(AssertUnwindSafe(|| {
-            s.available(partition, partitions, &pos)
-        }))
-        .map_err(|_| {
-            user_error(format!(
+        match catch_user(AssertUnwindSafe(|| {
+            s.try_available(partition, partitions, &pos)
+        })) {
+            Ok(Ok(n)) => Ok(n),
+            Ok(Err(e)) => Err(user_error(format!(
+                "asking partition {partition} at {pos:?} what is available failed: {e}"
+            ))),
+            Err(_) => Err(user_error(format!(
                 "asking partition {partition} at {pos:?} what is available panicked"
-            ))
-        })
+            ))),
+        }
     }
     fn finalize(
         &mut self,
@@ -130,6 +142,12 @@ impl<S: Source> ErasedSource for SourceInvoker<S> {
             src.read(partition, partitions, &mut pos, max, now, &mut out)
         })) {
             Ok(Ok(s)) => s,
+            Ok(Err(e)) if e.is::<crate::io::Unavailable>() => {
+                return Err(ExecError::Unavailable {
+                    phase: Phase::Process,
+                    message: format!("reading partition {partition} at {pos:?} failed: {e}"),
+                })
+            }
             Ok(Err(e)) => {
                 return Err(user_error(format!(
                     "reading partition {partition} at {pos:?} failed: {e}"
