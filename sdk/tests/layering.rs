@@ -55,6 +55,8 @@ fn crates_depend_only_downward() {
             ],
         ),
         ("transforms", &["tidewater"]),
+        // Connectors sit beside the transforms: the model only.
+        ("io/kafka", &["tidewater"]),
         (
             "examples",
             &[
