@@ -36,6 +36,37 @@ impl Txn {
     }
 }
 
+/// What an instance of a sink takes over when it starts or is restored: passed to
+/// [`Sink::recover`] before the instance writes anything.
+///
+/// Instance `instance` of `instances` takes over the transactions of every earlier
+/// instance `i` with `i % instances == instance` (its own included): the runner has
+/// already committed (again) those the restored checkpoint recorded as staged, and
+/// writing resumes at epoch `resume_epoch`. Every other transaction of those instances
+/// that is still staged somewhere belongs to an epoch the job will write again (or to
+/// a run that never reached a checkpoint), and is to be discarded.
+///
+/// ```
+/// let r = tidewater::Recovery { instance: 1, instances: 2, resume_epoch: 5 };
+/// assert!(r.takes_over(3) && !r.takes_over(2));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Recovery {
+    /// This instance.
+    pub instance: u32,
+    /// How many instances the sink has now.
+    pub instances: u32,
+    /// The first epoch this instance will write.
+    pub resume_epoch: u64,
+}
+
+impl Recovery {
+    /// Whether this instance takes over the transactions of instance `instance`.
+    pub fn takes_over(&self, instance: u32) -> bool {
+        instance % self.instances.max(1) == self.instance
+    }
+}
+
 /// A sink that writes exactly once (see the module documentation).
 ///
 /// ```
@@ -79,6 +110,13 @@ pub trait Sink: Send + 'static {
     fn commit(&mut self, txn: &Txn) -> Result<(), UserError>;
     /// Discards `txn`, open or staged. Idempotent.
     fn abort(&mut self, txn: &Txn) -> Result<(), UserError>;
+    /// Called once when the instance starts or is restored, before it writes: discard
+    /// the transactions left staged by earlier runs that `recovery` says this instance
+    /// takes over (see [`Recovery`]). By default, nothing: a sink whose staged
+    /// transactions cost nothing while abandoned, and that `write` starts afresh.
+    fn recover(&mut self, _recovery: &Recovery) -> Result<(), UserError> {
+        Ok(())
+    }
 }
 
 /// Writes a PCollection into a [`Sink`], exactly once per epoch. See

@@ -60,6 +60,12 @@ pub trait Source: Send + Sync + 'static {
     fn partitions(&self, desired: usize) -> usize {
         desired.max(1)
     }
+    /// The fallible form of [`Source::partitions`], which runners call: a source whose
+    /// partitions come from a server (a topic's metadata) fails here with a clear
+    /// error instead of guessing. By default, `Ok(self.partitions(desired))`.
+    fn try_partitions(&self, desired: usize) -> Result<usize, UserError> {
+        Ok(self.partitions(desired))
+    }
     /// The position partition `partition` of `partitions` starts from.
     fn initial_position(&self, partition: usize, partitions: usize) -> Self::Position;
     /// Reads up to `max` records of the partition from `position` into `out` (record and

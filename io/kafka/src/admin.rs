@@ -1,10 +1,11 @@
 //! Setting a topic up from a program or a test: create it, produce records into it,
-//! read its offsets. Synchronous, each call bounded by the timeout.
+//! read its offsets. Synchronous (on the connector runtime), each request bounded by
+//! the timeout.
 
-use crate::client::{bounded, Connection};
-use rskafka::client::partition::{Compression, OffsetAt};
+use crate::client::Connection;
 use rskafka::record::Record;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// An error of the admin helpers, naming the brokers, the topic and what failed.
@@ -45,17 +46,21 @@ impl ProducerRecord {
 ///
 /// ```no_run
 /// use tidewater_io_kafka::admin::{KafkaAdmin, ProducerRecord};
-/// let mut admin = KafkaAdmin::connect("127.0.0.1:9092", "events").unwrap();
+/// let admin = KafkaAdmin::connect("127.0.0.1:9092", "events").unwrap();
 /// admin.create_topic(2).unwrap();
 /// admin.produce(0, &[ProducerRecord::text("hello", 1_000)]).unwrap();
 /// ```
 pub struct KafkaAdmin {
-    runtime: tokio::runtime::Runtime,
-    connection: Connection,
+    connection: Arc<Connection>,
+}
+
+fn block_on<T>(f: impl std::future::Future<Output = Result<T, String>>) -> Result<T, KafkaError> {
+    tidewater::io::runtime().block_on(f).map_err(KafkaError)
 }
 
 impl KafkaAdmin {
-    /// Connects to `brokers` (comma-separated `host:port`) for `topic`, within 10 s.
+    /// Connects to `brokers` (comma-separated `host:port`) for `topic`, with a 10 s
+    /// timeout for every request.
     pub fn connect(brokers: &str, topic: &str) -> Result<Self, KafkaError> {
         Self::connect_within(brokers, topic, Duration::from_secs(10))
     }
@@ -66,65 +71,31 @@ impl KafkaAdmin {
         topic: &str,
         timeout: Duration,
     ) -> Result<Self, KafkaError> {
-        let brokers: Vec<String> = brokers
-            .split(',')
-            .map(str::trim)
-            .filter(|b| !b.is_empty())
-            .map(String::from)
-            .collect();
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| KafkaError(format!("cannot start the Kafka client's runtime: {e}")))?;
-        let connection = runtime
-            .block_on(Connection::connect(&brokers, topic, timeout))
-            .map_err(KafkaError)?;
+        let brokers = crate::source::broker_list(brokers);
+        let connection = block_on(Connection::connect(&brokers, topic, timeout))?;
         Ok(KafkaAdmin {
-            runtime,
-            connection,
+            connection: Arc::new(connection),
         })
     }
 
     /// Creates the topic with `partitions` partitions (replication 1). `false` if it
     /// existed already (then it is left as it is).
-    pub fn create_topic(&mut self, partitions: u32) -> Result<bool, KafkaError> {
-        let c = &self.connection;
-        let topic = self.topic();
-        let timeout = c.timeout();
-        let result = self.runtime.block_on(async {
-            let controller = c.client().controller_client().map_err(|e| e.to_string())?;
-            bounded(
-                timeout,
-                controller.create_topic(
-                    topic.clone(),
-                    partitions as i32,
-                    1,
-                    timeout.as_millis() as i32,
-                ),
-            )
-            .await
-        });
-        match result {
-            Ok(()) => Ok(true),
-            Err(e) if e.contains("TopicAlreadyExists") => Ok(false),
-            Err(e) => Err(KafkaError(c.error(None, "creating the topic failed", e))),
-        }
+    pub fn create_topic(&self, partitions: u32) -> Result<bool, KafkaError> {
+        block_on(self.connection.create_topic(partitions))
     }
 
     /// How many partitions the topic has.
-    pub fn partitions(&mut self) -> Result<usize, KafkaError> {
-        self.runtime
-            .block_on(self.connection.partition_count())
-            .map_err(KafkaError)
+    pub fn partitions(&self) -> Result<usize, KafkaError> {
+        block_on(self.connection.partition_count())
     }
 
-    /// Produces `records` into `partition` in one request; their offsets.
+    /// Produces `records` into `partition` in one request (one record batch); their
+    /// offsets.
     pub fn produce(
-        &mut self,
+        &self,
         partition: u32,
         records: &[ProducerRecord],
     ) -> Result<Vec<i64>, KafkaError> {
-        let part = partition as i32;
         let records: Vec<Record> = records
             .iter()
             .map(|r| {
@@ -138,50 +109,21 @@ impl KafkaAdmin {
                 })
             })
             .collect::<Result<_, KafkaError>>()?;
-        let conn = &mut self.connection;
-        let timeout = conn.timeout();
-        self.runtime
-            .block_on(async {
-                let c = conn.partition_client(part).await?;
-                bounded(timeout, c.produce(records, Compression::NoCompression))
-                    .await
-                    .map_err(|e| conn.error(Some(part), "producing failed", e))
-            })
-            .map_err(KafkaError)
+        let c = &self.connection;
+        block_on(async { c.partition(partition as i32).await?.produce(records).await })
     }
 
     /// The partition's high watermark as a fetch reports it: the offset after its last
     /// record.
-    pub fn high_watermark(&mut self, partition: u32) -> Result<i64, KafkaError> {
-        let conn = &mut self.connection;
-        self.runtime
-            .block_on(async {
-                let earliest = conn.earliest(partition as i32).await?;
-                Ok::<_, String>(
-                    conn.fetch(partition as i32, earliest, 1)
-                        .await?
-                        .high_watermark,
-                )
-            })
-            .map_err(KafkaError)
+    pub fn high_watermark(&self, partition: u32) -> Result<i64, KafkaError> {
+        let c = &self.connection;
+        block_on(async { c.partition(partition as i32).await?.high_watermark().await })
     }
 
-    /// The partition's latest offset as ListOffsets answers it (on Kafka the same as the
-    /// high watermark; see the crate's documentation for brokers where it is not).
-    pub fn listed_end_offset(&mut self, partition: u32) -> Result<i64, KafkaError> {
-        let conn = &mut self.connection;
-        let timeout = conn.timeout();
-        self.runtime
-            .block_on(async {
-                let c = conn.partition_client(partition as i32).await?;
-                bounded(timeout, c.get_offset(OffsetAt::Latest))
-                    .await
-                    .map_err(|e| conn.error(Some(partition as i32), "ListOffsets failed", e))
-            })
-            .map_err(KafkaError)
-    }
-
-    fn topic(&self) -> String {
-        self.connection.topic().to_string()
+    /// The partition's latest offset as ListOffsets answers it (on Apache Kafka the same
+    /// as the high watermark; see the crate documentation for a broker where it is not).
+    pub fn listed_end_offset(&self, partition: u32) -> Result<i64, KafkaError> {
+        let c = &self.connection;
+        block_on(async { c.partition(partition as i32).await?.listed_latest().await })
     }
 }

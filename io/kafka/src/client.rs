@@ -2,23 +2,32 @@
 //! request bounded by a timeout and every failure a message naming the brokers, the
 //! topic and the partition.
 
-use rskafka::client::partition::{OffsetAt, PartitionClient, UnknownTopicHandling};
+use rskafka::client::partition::{Compression, OffsetAt, PartitionClient, UnknownTopicHandling};
 use rskafka::client::{Client, ClientBuilder};
-use rskafka::record::RecordAndOffset;
+use rskafka::record::{Record, RecordAndOffset};
 use rskafka::BackoffConfig;
-use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// A connection to the brokers for one topic: the cluster client and one client per
-/// partition it has used.
+/// How long a fetch may wait on the broker for a first record. A partition with records
+/// is answered at once; this bounds what a read of a caught-up partition costs. Not 0:
+/// tansu 0.6.0 answers a fetch that may not wait with no topic at all.
+const FETCH_WAIT_MS: i32 = 1;
+
+/// A connection to the brokers for one topic.
 pub(crate) struct Connection {
     brokers: Vec<String>,
     topic: String,
     timeout: Duration,
     client: Client,
-    partitions: BTreeMap<i32, Arc<PartitionClient>>,
+}
+
+/// A connection to the leader of one partition.
+pub(crate) struct PartitionConnection {
+    connection: Arc<Connection>,
+    partition: i32,
+    client: PartitionClient,
 }
 
 /// What one fetch gave: the records from the requested offset on, and the partition's
@@ -36,6 +45,9 @@ impl Connection {
         topic: &str,
         timeout: Duration,
     ) -> Result<Connection, String> {
+        if brokers.is_empty() {
+            return Err(format!("no Kafka brokers given for topic '{topic}'"));
+        }
         let builder = ClientBuilder::new(brokers.to_vec())
             .client_id("tidewater")
             .backoff_config(backoff(timeout));
@@ -47,7 +59,6 @@ impl Connection {
             topic: topic.to_string(),
             timeout,
             client,
-            partitions: BTreeMap::new(),
         })
     }
 
@@ -74,11 +85,12 @@ impl Connection {
         Ok(topic.partitions.len())
     }
 
-    async fn partition(&mut self, partition: i32) -> Result<Arc<PartitionClient>, String> {
-        if let Some(c) = self.partitions.get(&partition) {
-            return Ok(c.clone());
-        }
-        let c = bounded(
+    /// A connection to the leader of `partition`.
+    pub async fn partition(
+        self: &Arc<Self>,
+        partition: i32,
+    ) -> Result<PartitionConnection, String> {
+        let client = bounded(
             self.timeout,
             self.client.partition_client(
                 self.topic.clone(),
@@ -88,67 +100,31 @@ impl Connection {
         )
         .await
         .map_err(|e| self.error(Some(partition), "finding the partition's leader failed", e))?;
-        let c = Arc::new(c);
-        self.partitions.insert(partition, c.clone());
-        Ok(c)
-    }
-
-    /// The partition's earliest offset still kept.
-    pub async fn earliest(&mut self, partition: i32) -> Result<i64, String> {
-        let c = self.partition(partition).await?;
-        bounded(self.timeout, c.get_offset(OffsetAt::Earliest))
-            .await
-            .map_err(|e| self.error(Some(partition), "asking for the earliest offset failed", e))
-    }
-
-    /// Records of `partition` from `offset` on (at most about `max_bytes`), waiting at
-    /// most [`FETCH_WAIT_MS`] for new ones.
-    pub async fn fetch(
-        &mut self,
-        partition: i32,
-        offset: i64,
-        max_bytes: i32,
-    ) -> Result<Fetched, String> {
-        let c = self.partition(partition).await?;
-        let (records, high_watermark) = bounded(
-            self.timeout,
-            c.fetch_records(offset, 1..max_bytes.max(2), FETCH_WAIT_MS),
-        )
-        .await
-        .map_err(|e| {
-            self.error(
-                Some(partition),
-                &format!("fetching from offset {offset} failed"),
-                e,
-            )
-        })?;
-        Ok(Fetched {
-            records,
-            high_watermark,
+        Ok(PartitionConnection {
+            connection: Arc::clone(self),
+            partition,
+            client,
         })
     }
 
-    /// The cluster client, for the admin helpers.
-    pub fn client(&self) -> &Client {
-        &self.client
-    }
-
-    /// The partition's client, for the admin helpers.
-    pub async fn partition_client(
-        &mut self,
-        partition: i32,
-    ) -> Result<Arc<PartitionClient>, String> {
-        self.partition(partition).await
-    }
-
-    /// The topic.
-    pub fn topic(&self) -> &str {
-        &self.topic
-    }
-
-    /// The timeout of every request.
-    pub fn timeout(&self) -> Duration {
-        self.timeout
+    /// Creates the topic with `partitions` partitions (replication 1); `false` if it
+    /// existed already.
+    pub async fn create_topic(&self, partitions: u32) -> Result<bool, String> {
+        let controller = self
+            .client
+            .controller_client()
+            .map_err(|e| self.error(None, "finding the controller failed", e))?;
+        let ms = i32::try_from(self.timeout.as_millis()).unwrap_or(i32::MAX);
+        match bounded(
+            self.timeout,
+            controller.create_topic(self.topic.clone(), partitions as i32, 1, ms),
+        )
+        .await
+        {
+            Ok(()) => Ok(true),
+            Err(e) if e.contains("TopicAlreadyExists") => Ok(false),
+            Err(e) => Err(self.error(None, "creating the topic failed", e)),
+        }
     }
 
     /// A message naming where `what` failed.
@@ -161,10 +137,77 @@ impl Connection {
     }
 }
 
-/// How long a fetch may wait on the broker for a first record. A partition with records
-/// is answered at once; this bounds what a read of a caught-up partition costs. Not 0:
-/// tansu 0.6.0 answers a fetch that may not wait with no topic at all.
-const FETCH_WAIT_MS: i32 = 1;
+impl PartitionConnection {
+    /// The partition.
+    pub fn partition(&self) -> i32 {
+        self.partition
+    }
+
+    /// `what` happened at this partition: a message naming it.
+    pub fn describe(&self, what: &str) -> String {
+        let c = &self.connection;
+        format!(
+            "partition {} of Kafka topic '{}' on the brokers {:?}: {what}",
+            self.partition, c.topic, c.brokers
+        )
+    }
+
+    fn error(&self, what: &str, e: impl std::fmt::Display) -> String {
+        self.connection.error(Some(self.partition), what, e)
+    }
+
+    fn timeout(&self) -> Duration {
+        self.connection.timeout
+    }
+
+    /// The partition's earliest offset still kept.
+    pub async fn earliest(&self) -> Result<i64, String> {
+        bounded(self.timeout(), self.client.get_offset(OffsetAt::Earliest))
+            .await
+            .map_err(|e| self.error("asking for the earliest offset failed", e))
+    }
+
+    /// The latest offset as ListOffsets answers it (see the crate documentation for
+    /// why the source does not use it).
+    pub async fn listed_latest(&self) -> Result<i64, String> {
+        bounded(self.timeout(), self.client.get_offset(OffsetAt::Latest))
+            .await
+            .map_err(|e| self.error("asking for the latest offset (ListOffsets) failed", e))
+    }
+
+    /// Records from `offset` on (at most about `max_bytes`), waiting at most
+    /// [`FETCH_WAIT_MS`] for new ones.
+    pub async fn fetch(&self, offset: i64, max_bytes: i32) -> Result<Fetched, String> {
+        let (records, high_watermark) = bounded(
+            self.timeout(),
+            self.client
+                .fetch_records(offset, 1..max_bytes.max(2), FETCH_WAIT_MS),
+        )
+        .await
+        .map_err(|e| self.error(&format!("fetching from offset {offset} failed"), e))?;
+        Ok(Fetched {
+            records,
+            high_watermark,
+        })
+    }
+
+    /// The high watermark: the offset after the partition's last record, as a fetch
+    /// from its earliest offset reports it.
+    pub async fn high_watermark(&self) -> Result<i64, String> {
+        let earliest = self.earliest().await?;
+        Ok(self.fetch(earliest, 1).await?.high_watermark)
+    }
+
+    /// Produces `records` in one request; their offsets.
+    pub async fn produce(&self, records: Vec<Record>) -> Result<Vec<i64>, String> {
+        bounded(
+            self.timeout(),
+            self.client.produce(records, Compression::NoCompression),
+        )
+        .await
+        .map_err(|e| self.error("producing failed", e))
+    }
+}
 
 /// rskafka retries a failed request with backoff, by default forever: a broker that is
 /// down must be an error within the timeout instead.

@@ -19,15 +19,16 @@
 //! [`admin::KafkaAdmin`] creates topics and produces records, for setting up a job or a
 //! test.
 //!
-//! The source reads through async rskafka calls on a runtime of its own, bridged to the
-//! synchronous [`tidewater::Source`] interface: each read runs to completion, bounded by
-//! the request timeout.
+//! The source is an [`tidewater::io::AsyncSource`]: each partition's reader runs on the
+//! connector runtime and hands chunks of records to the pipeline through the bridge's
+//! bounded channel ([`tidewater::io::SourceBridge`]); [`KafkaSource::read`] gives the
+//! `Read`.
 
 pub mod admin;
 mod client;
 mod source;
 
-pub use source::{KafkaPosition, KafkaRecord, KafkaSource, StartOffset};
+pub use source::{KafkaPosition, KafkaReader, KafkaRecord, KafkaSource, StartOffset};
 
 /// The environment variable that names the brokers the tests run against
 /// (comma-separated `host:port`).
@@ -37,13 +38,17 @@ pub const BROKERS_ENV: &str = "TIDEWATER_KAFKA_BROKERS";
 /// needs a broker says so loudly on stderr and returns (`None`); under CI (`CI` set) it
 /// fails instead, so CI never passes without running them.
 pub fn test_brokers(test: &str) -> Option<String> {
+    use std::io::Write;
     match std::env::var(BROKERS_ENV) {
         Ok(b) if !b.trim().is_empty() => Some(b),
         _ => {
             if std::env::var_os("CI").is_some() {
                 panic!("{test}: {BROKERS_ENV} is not set under CI: the Kafka tests must run against a broker (.ci/run starts one)");
             }
-            eprintln!(
+            // Straight to the process's stderr: the test harness captures `eprintln!`
+            // of a passing test, and this must not go unseen.
+            let _ = writeln!(
+                std::io::stderr(),
                 "\n*** SKIPPED {test}: no Kafka broker configured. Set {BROKERS_ENV}=host:port (see the README: \"Kafka tests\") to run it. ***\n"
             );
             None

@@ -4,7 +4,8 @@
 
 use std::time::{Duration, Instant};
 use tidewater::exec::SourceInvoker;
-use tidewater::{Pipeline, PipelineOptions, Read, ReadStatus, Source, Timestamp};
+use tidewater::io::{AsyncSource, AsyncSourceReader, BridgePosition, SourceBridge};
+use tidewater::{Pipeline, PipelineOptions, ReadStatus, Source, Timestamp};
 use tidewater_io_kafka::admin::{KafkaAdmin, ProducerRecord};
 use tidewater_io_kafka::{test_brokers, KafkaPosition, KafkaRecord, KafkaSource};
 use tidewater_runners_core::source_driver::SourceDriver;
@@ -28,7 +29,7 @@ fn fresh_topic(test: &str) -> String {
 
 /// Creates `topic` with `partitions` partitions.
 fn admin(brokers: &str, topic: &str, partitions: u32) -> KafkaAdmin {
-    let mut a = KafkaAdmin::connect(brokers, topic).unwrap();
+    let a = KafkaAdmin::connect(brokers, topic).unwrap();
     assert!(a.create_topic(partitions).unwrap(), "topic {topic} existed");
     a
 }
@@ -51,7 +52,7 @@ fn describe(r: KafkaRecord) -> String {
 
 /// Partition 0 holds one batch of 5 records, partition 1 three batches of one record,
 /// partition 2 nothing.
-fn fill(a: &mut KafkaAdmin) {
+fn fill(a: &KafkaAdmin) {
     assert_eq!(
         a.produce(0, &texts("a", 5, 1_000)).unwrap(),
         vec![0, 1, 2, 3, 4]
@@ -77,8 +78,8 @@ fn available_now_reads_every_partition_to_its_end_and_stops() {
         return;
     };
     let topic = fresh_topic("available-now");
-    let mut a = admin(&brokers, &topic, 3);
-    fill(&mut a);
+    let a = admin(&brokers, &topic, 3);
+    fill(&a);
     // What end offsets mean on this broker: the fetch's high watermark is the offset
     // after the last record; ListOffsets may say less (tansu: last batch's base + 1).
     assert_eq!(a.high_watermark(0).unwrap(), 5);
@@ -93,7 +94,7 @@ fn available_now_reads_every_partition_to_its_end_and_stops() {
     let p = Pipeline::new(options());
     p.apply(
         "ReadTopic",
-        Read::from(KafkaSource::new(&brokers, &topic).available_now()),
+        KafkaSource::new(&brokers, &topic).available_now().read(),
     )
     .map("Describe", describe)
     .capture("records");
@@ -112,12 +113,14 @@ fn available_now_reads_every_partition_to_its_end_and_stops() {
     assert_eq!(times, vec![1000, 1001, 1002, 1003, 1004, 2000, 2001, 2002]);
 }
 
+type Bridged = SourceBridge<KafkaSource>;
+
 /// Reads partition `p` of `source` from `pos` until it reports `until` (or 200 reads).
 fn read_until(
-    source: &mut KafkaSource,
+    source: &mut Bridged,
     p: usize,
     n: usize,
-    pos: &mut KafkaPosition,
+    pos: &mut BridgePosition<KafkaPosition>,
     max: usize,
     until: ReadStatus,
 ) -> Vec<String> {
@@ -138,10 +141,10 @@ fn available_now_stops_at_the_end_offsets_taken_at_start() {
         return;
     };
     let topic = fresh_topic("end-at-start");
-    let mut a = admin(&brokers, &topic, 1);
+    let a = admin(&brokers, &topic, 1);
     a.produce(0, &texts("x", 5, 10)).unwrap();
-    let mut source = KafkaSource::new(&brokers, &topic).available_now();
-    assert_eq!(source.partitions(4), 1);
+    let mut source = SourceBridge::new(KafkaSource::new(&brokers, &topic).available_now());
+    assert_eq!(source.try_partitions(4).unwrap(), 1);
     let mut pos = source.initial_position(0, 1);
     let mut out = Vec::new();
     assert_eq!(
@@ -150,7 +153,9 @@ fn available_now_stops_at_the_end_offsets_taken_at_start() {
             .unwrap(),
         ReadStatus::More
     );
-    assert_eq!(pos.end, Some(5));
+    assert_eq!(out.len(), 2);
+    // Taken when the partition's reader opened, kept in the position.
+    assert_eq!(pos.at.end, Some(5));
     assert_eq!(source.available(0, 1, &pos), Some(3));
     // Produced after the start: not read.
     a.produce(0, &texts("late", 3, 20)).unwrap();
@@ -159,7 +164,7 @@ fn available_now_stops_at_the_end_offsets_taken_at_start() {
         rest,
         vec!["p0 @2 x2 t=12", "p0 @3 x3 t=13", "p0 @4 x4 t=14"]
     );
-    assert_eq!(pos.next, Some(5));
+    assert_eq!(pos.at.next, Some(5));
     assert_eq!(source.watermark(0, 1, &pos), Timestamp::MAX);
 }
 
@@ -170,9 +175,9 @@ fn a_position_from_a_checkpoint_resumes_at_exactly_its_offset() {
         return;
     };
     let topic = fresh_topic("resume");
-    let mut a = admin(&brokers, &topic, 1);
+    let a = admin(&brokers, &topic, 1);
     a.produce(0, &texts("r", 6, 100)).unwrap();
-    let mut first = KafkaSource::new(&brokers, &topic).available_now();
+    let mut first = SourceBridge::new(KafkaSource::new(&brokers, &topic).available_now());
     let mut pos = first.initial_position(0, 1);
     let mut out = Vec::new();
     first
@@ -184,56 +189,84 @@ fn a_position_from_a_checkpoint_resumes_at_exactly_its_offset() {
     let mut bytes = Vec::new();
     tidewater::coder::encode_into(&pos, &mut bytes).unwrap();
     drop(first);
-    let mut restored: KafkaPosition = tidewater::coder::decode(&bytes).unwrap();
-    let mut second = KafkaSource::new(&brokers, &topic).available_now();
+    let mut restored: BridgePosition<KafkaPosition> = tidewater::coder::decode(&bytes).unwrap();
+    let mut second = SourceBridge::new(KafkaSource::new(&brokers, &topic).available_now());
     let rest = read_until(&mut second, 0, 1, &mut restored, 100, ReadStatus::Done);
     assert_eq!(rest, vec!["p0 @4 r4 t=104", "p0 @5 r5 t=105"]);
 }
 
 #[test]
-fn watermarks_follow_record_timestamps_and_an_idle_partition_does_not_hold_them_back() {
-    let Some(brokers) = test_brokers(
-        "watermarks_follow_record_timestamps_and_an_idle_partition_does_not_hold_them_back",
-    ) else {
+fn an_idle_partition_does_not_hold_back_the_watermark_of_the_others() {
+    let Some(brokers) =
+        test_brokers("an_idle_partition_does_not_hold_back_the_watermark_of_the_others")
+    else {
         return;
     };
     let topic = fresh_topic("idle");
-    let mut a = admin(&brokers, &topic, 2);
+    let a = admin(&brokers, &topic, 2);
     a.produce(0, &texts("w", 3, 5_000)).unwrap();
-    // Partition 1 stays empty. Idle at once when caught up:
-    let source = KafkaSource::new(&brokers, &topic).with_idle_after_ms(0);
-    let mut driver = SourceDriver::start(Box::new(SourceInvoker(source)), 1, 0, 1).unwrap();
+    // Partition 1 stays empty: idle once 1 s passed without a record; partition 0 has
+    // just given its records, so it still holds the watermark at its latest timestamp.
+    let source = KafkaSource::new(&brokers, &topic).with_idle_after_ms(1_000);
+    let mut driver =
+        SourceDriver::start(Box::new(SourceInvoker(SourceBridge::new(source))), 1, 0, 1).unwrap();
     let mut out = Vec::new();
-    for _ in 0..5 {
+    driver.read(100, Timestamp(0), &mut out).unwrap();
+    let parts = driver.partitions();
+    assert!(!parts[&0].idle, "{parts:?}");
+    assert!(parts[&1].idle, "{parts:?}");
+    assert_eq!(parts[&0].watermark, Timestamp(5_002));
+    assert_eq!(driver.watermark(), Timestamp(5_002));
+    // Once partition 0 is caught up for 1 s it is idle too: the minimum of the idle
+    // ones holds (partition 1 has read nothing).
+    let started = Instant::now();
+    while !driver.partitions()[&0].idle {
+        assert!(started.elapsed() < Duration::from_secs(10), "never idle");
         driver.read(100, Timestamp(0), &mut out).unwrap();
     }
-    let parts = driver.partitions();
-    assert!(parts[&1].idle, "{parts:?}");
-    assert!(parts[&0].idle, "{parts:?}");
-    assert_eq!(parts[&0].watermark, Timestamp(5_002));
-    assert_eq!(parts[&1].watermark, Timestamp::MIN);
-    // Both idle: the minimum of the idle ones holds.
     assert_eq!(driver.watermark(), Timestamp::MIN);
-
-    // An idleness timeout: a caught-up partition is not idle before it passes, and holds
-    // the watermark at its latest timestamp; partition 1, idle, does not hold it back.
-    let source = KafkaSource::new(&brokers, &topic).with_idle_after_ms(60_000);
-    let mut driver = SourceDriver::start(Box::new(SourceInvoker(source)), 1, 0, 1).unwrap();
-    for _ in 0..5 {
-        driver.read(100, Timestamp(1_000), &mut out).unwrap();
-    }
-    assert!(!driver.partitions()[&0].idle);
-    assert!(!driver.partitions()[&1].idle);
-    assert_eq!(driver.watermark(), Timestamp::MIN);
-    // A minute later partition 1 (still empty) turns idle, and partition 0 gets more.
+    // New records: partition 0 is active again, and its watermark moves on.
     a.produce(0, &texts("v", 2, 7_000)).unwrap();
-    for _ in 0..3 {
-        driver.read(100, Timestamp(61_001), &mut out).unwrap();
+    let started = Instant::now();
+    while driver.watermark() != Timestamp(7_001) {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            driver.partitions()
+        );
+        driver.read(100, Timestamp(0), &mut out).unwrap();
+        std::thread::sleep(Duration::from_millis(5));
     }
-    let parts = driver.partitions();
-    assert!(parts[&1].idle, "{parts:?}");
-    assert!(!parts[&0].idle, "{parts:?}");
-    assert_eq!(driver.watermark(), Timestamp(7_001));
+    assert_eq!(out.iter().map(|b| b.len()).sum::<usize>(), 5);
+}
+
+#[test]
+fn a_caught_up_partition_turns_idle_after_the_idleness_timeout() {
+    let Some(brokers) = test_brokers("a_caught_up_partition_turns_idle_after_the_idleness_timeout")
+    else {
+        return;
+    };
+    let topic = fresh_topic("idle-timeout");
+    let _a = admin(&brokers, &topic, 1);
+    let rt = tidewater::io::runtime();
+    for (idle_after, at_least, below) in [(0u64, 0u64, 500u64), (400, 400, 3_000)] {
+        let source = KafkaSource::new(&brokers, &topic).with_idle_after_ms(idle_after);
+        let mut reader = rt
+            .block_on(source.open(0, 1, source.initial_position(0, 1)))
+            .unwrap();
+        let started = Instant::now();
+        let mut out = Vec::new();
+        assert_eq!(
+            rt.block_on(reader.read(10, &mut out)).unwrap(),
+            ReadStatus::Idle
+        );
+        let took = started.elapsed();
+        assert!(
+            took >= Duration::from_millis(at_least) && took < Duration::from_millis(below),
+            "idle after {idle_after} ms: {took:?}"
+        );
+        assert!(out.is_empty());
+    }
 }
 
 #[test]
@@ -245,7 +278,7 @@ fn an_unknown_topic_fails_the_job_naming_it() {
     let p = Pipeline::new(options());
     p.apply(
         "ReadTopic",
-        Read::from(KafkaSource::new(&brokers, &topic).available_now()),
+        KafkaSource::new(&brokers, &topic).available_now().read(),
     )
     .map("Describe", describe)
     .capture("records");
@@ -264,11 +297,10 @@ fn a_broker_that_is_down_fails_the_job_within_the_timeout_naming_it() {
     let p = Pipeline::new(options());
     p.apply(
         "ReadTopic",
-        Read::from(
-            KafkaSource::new("127.0.0.1:1", "events")
-                .available_now()
-                .with_timeout_ms(1_000),
-        ),
+        KafkaSource::new("127.0.0.1:1", "events")
+            .available_now()
+            .with_timeout_ms(1_000)
+            .read(),
     )
     .map("Describe", describe)
     .capture("records");

@@ -6,7 +6,9 @@
 //!
 //! The runner calls [`SinkHost::write`] with the epoch's data, [`SinkHost::end_epoch`]
 //! at the checkpoint barrier (before snapshotting), [`SinkHost::commit_through`] once
-//! that checkpoint is durable, and [`SinkHost::abort_open`] when the job fails. A
+//! that checkpoint is durable, and [`SinkHost::abort_open`] when the job fails. Before
+//! the first write of an instance (started or restored) it calls
+//! [`SinkHost::recover`], so the sink discards what earlier runs left staged. A
 //! bounded job on the direct runner is one epoch, committed when the job ends.
 
 use crate::snapshot::{decode_part, encode_part, Scope};
@@ -111,6 +113,19 @@ impl SinkHost {
             self.sink.abort(&txn).map_err(|e| self.err(e))?;
         }
         Ok(())
+    }
+
+    /// The instance starts writing, one of `instances`: the sink discards what earlier
+    /// runs left staged of the instances it takes over and the checkpoint did not
+    /// record ([`tidewater::Recovery`]). Call once, after `new` or `restore` and
+    /// `resume_at`, before the first write.
+    pub fn recover(&mut self, instances: u32) -> Result<()> {
+        let recovery = tidewater::Recovery {
+            instance: self.instance,
+            instances: instances.max(1),
+            resume_epoch: self.epoch,
+        };
+        self.sink.recover(&recovery).map_err(|e| self.err(e))
     }
 
     /// The epoch being written.

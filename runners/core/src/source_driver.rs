@@ -79,7 +79,7 @@ impl SourceDriver {
         worker: usize,
         workers: usize,
     ) -> Result<Self, ExecError> {
-        let n = source.partitions(desired);
+        let n = source.partitions(desired)?;
         let mut owned = BTreeMap::new();
         for p in (0..n).filter(|p| p % workers.max(1) == worker) {
             owned.insert(

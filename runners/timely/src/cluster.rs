@@ -83,7 +83,7 @@ pub enum WireError {
     Other(String),
 }
 
-const PHASES: [Phase; 9] = [
+const PHASES: [Phase; 10] = [
     Phase::Setup,
     Phase::StartBundle,
     Phase::Process,
@@ -93,6 +93,7 @@ const PHASES: [Phase; 9] = [
     Phase::SinkStage,
     Phase::SinkCommit,
     Phase::SinkAbort,
+    Phase::SinkRecover,
 ];
 
 impl WireError {

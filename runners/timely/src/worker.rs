@@ -705,6 +705,7 @@ fn build(
                         };
                         let host = Rc::new(RefCell::new(host));
                         host.borrow_mut().resume_at(start_epoch);
+                        host.borrow_mut().recover(peers as u32)?;
                         sink_names.push(sink_name);
                         Route::Sink(host)
                     }

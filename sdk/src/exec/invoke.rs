@@ -28,6 +28,8 @@ pub enum Phase {
     SinkCommit,
     /// A sink's `abort`.
     SinkAbort,
+    /// A sink's `recover`.
+    SinkRecover,
 }
 
 impl Phase {
@@ -43,6 +45,7 @@ impl Phase {
             Phase::SinkStage => "stage",
             Phase::SinkCommit => "commit",
             Phase::SinkAbort => "abort",
+            Phase::SinkRecover => "recover",
         }
     }
 }

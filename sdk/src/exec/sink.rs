@@ -1,6 +1,6 @@
 use super::{downcast_batch, AnyBatch, ExecError, Phase};
 use crate::exec::catch_user;
-use crate::{Sink, Txn};
+use crate::{Recovery, Sink, Txn};
 use std::panic::AssertUnwindSafe;
 
 /// A [`Sink`] behind the erased interface runners drive.
@@ -15,6 +15,8 @@ pub trait ErasedSink: Send {
     fn commit(&mut self, txn: &Txn) -> Result<(), ExecError>;
     /// See [`Sink::abort`].
     fn abort(&mut self, txn: &Txn) -> Result<(), ExecError>;
+    /// See [`Sink::recover`].
+    fn recover(&mut self, recovery: &Recovery) -> Result<(), ExecError>;
 }
 
 /// Runs a typed [`Sink`] behind [`ErasedSink`], turning errors and panics into
@@ -64,5 +66,13 @@ impl<S: Sink> ErasedSink for SinkInvoker<S> {
     fn abort(&mut self, txn: &Txn) -> Result<(), ExecError> {
         let s = &mut self.0;
         call(Phase::SinkAbort, txn, || s.abort(txn))
+    }
+    fn recover(&mut self, recovery: &Recovery) -> Result<(), ExecError> {
+        let s = &mut self.0;
+        let txn = Txn {
+            epoch: recovery.resume_epoch,
+            instance: recovery.instance,
+        };
+        call(Phase::SinkRecover, &txn, || s.recover(recovery))
     }
 }

@@ -21,7 +21,7 @@ pub trait ErasedSource: Send {
     /// Whether the source is finite.
     fn is_bounded(&self) -> bool;
     /// How many partitions to read, given a desired number.
-    fn partitions(&self, desired: usize) -> usize;
+    fn partitions(&self, desired: usize) -> Result<usize, ExecError>;
     /// The encoded initial position of a partition.
     fn initial_position(&self, partition: usize, partitions: usize) -> Result<Vec<u8>, ExecError>;
     /// Records ready at the encoded `position`, if the source knows.
@@ -67,8 +67,17 @@ impl<S: Source> ErasedSource for SourceInvoker<S> {
     fn is_bounded(&self) -> bool {
         self.0.is_bounded()
     }
-    fn partitions(&self, desired: usize) -> usize {
-        self.0.partitions(desired).max(1)
+    fn partitions(&self, desired: usize) -> Result<usize, ExecError> {
+        let s = &self.0;
+        match catch_user(AssertUnwindSafe(|| s.try_partitions(desired))) {
+            Ok(Ok(n)) => Ok(n.max(1)),
+            Ok(Err(e)) => Err(user_error(format!(
+                "finding the source's partitions failed: {e}"
+            ))),
+            Err(_) => Err(user_error(
+                "finding the source's partitions panicked".to_string(),
+            )),
+        }
     }
     fn initial_position(&self, partition: usize, partitions: usize) -> Result<Vec<u8>, ExecError> {
         let p = self.0.initial_position(partition, partitions);

@@ -217,6 +217,10 @@ where
         self.source.partitions(desired)
     }
 
+    fn try_partitions(&self, desired: usize) -> Result<usize, UserError> {
+        self.source.try_partitions(desired)
+    }
+
     fn initial_position(&self, partition: usize, partitions: usize) -> Self::Position {
         TimestampedPosition {
             inner: self.source.initial_position(partition, partitions),

@@ -141,7 +141,9 @@ impl Executor<'_> {
                         .filter(|(scope, _)| matches!(scope, Scope::List(_)))
                         .flat_map(|(_, b)| b.iter().copied())
                         .collect();
-                    self.sinks[i] = Some(SinkHost::restore(plan, i, 0, &lists)?);
+                    let mut host = SinkHost::restore(plan, i, 0, &lists)?;
+                    host.recover(1)?;
+                    self.sinks[i] = Some(host);
                 }
                 _ => {}
             }

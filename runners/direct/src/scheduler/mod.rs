@@ -272,7 +272,9 @@ impl Executor<'_> {
         }
         for (i, n) in self.plan.nodes.iter().enumerate() {
             if let NodeKind::Sink { .. } = &n.kind {
-                self.sinks[i] = Some(SinkHost::new(self.plan, i, 0, 0)?);
+                let mut host = SinkHost::new(self.plan, i, 0, 0)?;
+                host.recover(1)?;
+                self.sinks[i] = Some(host);
             }
         }
         if self.options.clock == Clock::Wall {
