@@ -62,6 +62,7 @@ fn crates_depend_only_downward() {
             &[
                 "tidewater",
                 "tidewater-transforms",
+                "tidewater-io-kafka",
                 runners[0],
                 runners[1],
                 runners[2],
