@@ -85,6 +85,7 @@ fn crates_depend_only_downward() {
             &[
                 "tidewater",
                 "tidewater-transforms",
+                "tidewater-io-kafka",
                 "tidewater-nexmark",
                 runners[0],
                 runners[1],
