@@ -156,6 +156,20 @@ pub fn build_over(p: &Pipeline, input: &Input, out: &Path) {
     lines_of(p, input).write_to("Output", EpochFiles::to(out));
 }
 
+/// The whole job, its lines committed into column `line` of PostgreSQL table `table`
+/// on the server at `url` (the PostgreSQL sink, two-phase commit by epoch).
+pub fn build_postgres(p: &Pipeline, records: u64, rate: f64, url: &str, table: &str) {
+    build_postgres_over(p, &Input::Generated { records, rate }, url, table);
+}
+
+/// The job over `input`, its lines written into PostgreSQL.
+pub fn build_postgres_over(p: &Pipeline, input: &Input, url: &str, table: &str) {
+    lines_of(p, input).write_to(
+        "Output",
+        tidewater_postgres::PostgresSink::<String>::new(url, table, &["line"]).bridged(),
+    );
+}
+
 /// Every committed line in `out`, sorted: the job's output, to compare across runs.
 pub fn committed_lines(out: &Path) -> std::io::Result<Vec<String>> {
     let mut lines = Vec::new();

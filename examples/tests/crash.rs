@@ -523,3 +523,101 @@ fn a_logged_batch_runs_again_with_exactly_its_ranges() {
         assert_exact(&run, &what);
     }
 }
+
+/// The PostgreSQL server of the sink's tests (`.ci/run` starts one and sets
+/// `TIDEWATER_PG_URL`); `None` after a loud message.
+fn postgres(test: &str) -> Option<String> {
+    match std::env::var("TIDEWATER_PG_URL") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ => {
+            eprintln!(
+                "\n*** SKIPPED {test}: no PostgreSQL server (set TIDEWATER_PG_URL; see the README) ***\n"
+            );
+            None
+        }
+    }
+}
+
+fn pg_client(url: &str) -> tokio_postgres::Client {
+    tidewater::io::runtime().block_on(async {
+        let (c, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        c
+    })
+}
+
+/// The crash job writes into PostgreSQL table `table` (made afresh) through the
+/// two-phase-commit sink; a process aborts at `point` once, the cluster restarts, and
+/// every committed row must equal the direct runner's lines, with no transaction left
+/// prepared.
+fn postgres_crash(url: &str, runner: &'static str, point: &str) {
+    let table = format!("crash_{runner}_{point}");
+    let c = pg_client(url);
+    let run = Run::on(runner);
+    let rt = tidewater::io::runtime();
+    rt.block_on(c.batch_execute(&format!(
+        "DROP TABLE IF EXISTS {table}; CREATE TABLE {table} (line text)"
+    )))
+    .unwrap();
+    let marker = run.ckpt.with_extension("fault");
+    let child = run
+        .command(&[
+            "--local-cluster=2",
+            &format!("--postgres={url}"),
+            &format!("--pg-table={table}"),
+        ])
+        .env(
+            "TIDEWATER_FAULT",
+            format!("{point}:800:{}", marker.display()),
+        )
+        .spawn()
+        .unwrap();
+    let what = format!("{runner}: PostgreSQL, {point}");
+    let stderr = finish(child, &what);
+    assert!(
+        stderr.contains(&format!("fault injected at '{point}'"))
+            && stderr.contains("restarting all 2 processes"),
+        "{what}: the fault did not fire and recover:\n{stderr}"
+    );
+    let mut got: Vec<String> = rt
+        .block_on(c.query(&format!("SELECT line FROM {table}"), &[]))
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    got.sort();
+    let want = reference();
+    assert!(got == *want, "{what}: {}", difference(&got, want));
+    let left: Vec<String> = rt
+        .block_on(c.query("SELECT gid FROM pg_prepared_xacts", &[]))
+        .unwrap()
+        .iter()
+        .map(|r| r.get::<_, String>(0))
+        .filter(|g| g.starts_with(&format!("tidewater:{table}:")))
+        .collect();
+    assert!(left.is_empty(), "{what}: left prepared: {left:?}");
+    eprintln!("{what}: every row exactly once");
+}
+
+/// A crash between `PREPARE TRANSACTION` and `COMMIT PREPARED` (`staged`: the
+/// checkpoint is durable, its transactions are prepared, not committed; the restored
+/// checkpoint commits them) and during a snapshot (prepared transactions of a
+/// checkpoint that never completed: rolled back, the epochs written again).
+#[test]
+fn a_crash_between_prepare_and_commit_leaves_every_postgres_row_exactly_once() {
+    let Some(url) =
+        postgres("a_crash_between_prepare_and_commit_leaves_every_postgres_row_exactly_once")
+    else {
+        return;
+    };
+    let _s = serial();
+    for runner in RUNNERS {
+        for point in ["staged", "snapshot"] {
+            postgres_crash(&url, runner, point);
+        }
+    }
+}

@@ -55,6 +55,7 @@ fn crates_depend_only_downward() {
             ],
         ),
         ("transforms", &["tidewater"]),
+        ("connectors/postgres", &["tidewater"]),
         // Connectors sit beside the transforms: the model only.
         ("io/kafka", &["tidewater"]),
         (
@@ -62,6 +63,7 @@ fn crates_depend_only_downward() {
             &[
                 "tidewater",
                 "tidewater-transforms",
+                "tidewater-postgres",
                 "tidewater-io-kafka",
                 runners[0],
                 runners[1],

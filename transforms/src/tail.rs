@@ -1,18 +1,23 @@
 //! A text source that tails a file: lines appended while the pipeline runs are read.
+//! It is an async connector (`tidewater::io`): its reader runs on the connector
+//! runtime, reading ahead of the pipeline by a bounded number of chunks.
 
+use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use std::io::{Read, Seek, SeekFrom};
-use tidewater::{ReadStatus, Source, Timestamp, UserError};
+use tidewater::io::{AsyncSource, AsyncSourceReader};
+use tidewater::{ReadStatus, Timestamp, UserError};
 
 /// Reads the lines of a file as they are appended (an unbounded source; stop it with
-/// `--max-duration`). Each line's timestamp is the processing time it was read at, and
-/// the watermark follows processing time. The position is the byte offset after the
-/// last complete line read, so a reader resumes exactly there; a partial last line is
-/// left for the next read.
+/// `--max-duration`). Each line's timestamp is the wall-clock time it was read at, and
+/// the watermark follows that clock. The position is the byte offset after the last
+/// complete line read, so a reader resumes exactly there; a partial last line is left
+/// for the next read. Read it with `Read::from_async`.
 ///
 /// ```
 /// use tidewater_transforms::TailFile;
-/// let source = TailFile::new("/var/log/app.log");
+/// let p = tidewater::Pipeline::new(Default::default());
+/// let lines = p.apply("Tail", tidewater::Read::from_async(TailFile::new("/var/log/app.log")));
 /// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TailFile {
@@ -25,7 +30,7 @@ pub struct TailFile {
 /// Where the tail reader stands.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TailPosition {
-    /// Byte offset after the last complete line read; `None` before the first read.
+    /// Byte offset after the last complete line read; `None` before reading began.
     pub offset: Option<u64>,
 }
 
@@ -38,100 +43,153 @@ impl TailFile {
         }
     }
 
-    /// Tails `path` from its end at the first read.
+    /// Tails `path` from its end when reading begins.
     pub fn from_end(mut self) -> Self {
         self.from_end = true;
         self
     }
 }
 
-impl Source for TailFile {
+/// Reads the tailed file from its offset on the connector runtime.
+pub struct TailReader {
+    path: String,
+    offset: u64,
+    watermark: Timestamp,
+}
+
+fn wall_clock() -> Timestamp {
+    Timestamp(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or(0),
+    )
+}
+
+#[async_trait]
+impl AsyncSource for TailFile {
     type Output = String;
     type Position = TailPosition;
+    type Reader = TailReader;
 
     fn is_bounded(&self) -> bool {
         false
     }
 
-    fn partitions(&self, _desired: usize) -> usize {
-        1
+    async fn partitions(&self, _desired: usize) -> Result<usize, UserError> {
+        Ok(1)
     }
 
     fn initial_position(&self, _partition: usize, _partitions: usize) -> TailPosition {
         TailPosition { offset: None }
     }
 
-    fn read(
+    async fn open(
+        &self,
+        _partition: usize,
+        _partitions: usize,
+        at: TailPosition,
+    ) -> Result<TailReader, UserError> {
+        let offset = match at.offset {
+            Some(o) => o,
+            // A file that does not exist yet starts empty: its end is 0.
+            None if self.from_end => match std::fs::metadata(&self.path) {
+                Ok(m) => m.len(),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
+                Err(e) => {
+                    return Err(format!("cannot read tailed file '{}': {e}", self.path).into())
+                }
+            },
+            None => 0,
+        };
+        Ok(TailReader {
+            path: self.path.clone(),
+            offset,
+            watermark: Timestamp::MIN,
+        })
+    }
+}
+
+#[async_trait]
+impl AsyncSourceReader for TailReader {
+    type Output = String;
+    type Position = TailPosition;
+
+    async fn read(
         &mut self,
-        _p: usize,
-        _n: usize,
-        pos: &mut TailPosition,
         max: usize,
-        now: Timestamp,
         out: &mut Vec<(String, Timestamp)>,
     ) -> Result<ReadStatus, UserError> {
-        let mut file = match std::fs::File::open(&self.path) {
-            Ok(f) => f,
-            // The file may not exist yet: nothing to read now.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(ReadStatus::Idle),
-            Err(e) => return Err(format!("cannot read tailed file '{}': {e}", self.path).into()),
-        };
-        let len = file
-            .metadata()
-            .map_err(|e| format!("cannot read tailed file '{}': {e}", self.path))?
-            .len();
-        let offset = *pos
-            .offset
-            .get_or_insert(if self.from_end { len } else { 0 });
-        if len < offset {
-            return Err(format!(
-                "tailed file '{}' shrank from {offset} to {len} bytes (truncated or replaced)",
-                self.path
-            )
-            .into());
-        }
-        if len == offset {
-            return Ok(ReadStatus::Idle);
-        }
-        file.seek(SeekFrom::Start(offset))
-            .map_err(|e| format!("cannot seek in '{}': {e}", self.path))?;
-        let mut buf = Vec::new();
-        // A bounded chunk: a large existing file is consumed over several reads.
-        file.take((len - offset).min(1 << 20))
-            .read_to_end(&mut buf)
-            .map_err(|e| format!("cannot read tailed file '{}': {e}", self.path))?;
-        let mut consumed = 0usize;
-        for line in buf.split_inclusive(|b| *b == b'\n') {
-            if out.len() >= max || !line.ends_with(b"\n") {
-                break;
-            }
-            let text = std::str::from_utf8(&line[..line.len() - 1]).map_err(|_| {
-                format!(
-                    "tailed file '{}' has a line that is not UTF-8 at byte {}",
-                    self.path,
-                    offset + consumed as u64
-                )
-            })?;
-            out.push((text.strip_suffix('\r').unwrap_or(text).to_string(), now));
-            consumed += line.len();
-        }
-        pos.offset = Some(offset + consumed as u64);
-        Ok(if out.len() >= max {
+        let (path, offset) = (self.path.clone(), self.offset);
+        let now = wall_clock();
+        let (lines, offset) = tokio::task::spawn_blocking(move || read_lines(&path, offset, max))
+            .await
+            .map_err(|e| format!("reading tailed file '{}' stopped: {e}", self.path))??;
+        self.offset = offset;
+        // Lines are stamped with the time of the read; later reads are not earlier.
+        self.watermark = Timestamp(now.millis() - 1);
+        let full = lines.len() >= max;
+        out.extend(lines.into_iter().map(|l| (l, now)));
+        Ok(if full {
             ReadStatus::More
         } else {
             ReadStatus::Idle
         })
     }
 
-    fn watermark(&self, _p: usize, _n: usize, _pos: &TailPosition) -> Timestamp {
-        // Lines are stamped with the processing time they are read at; this reading is
-        // never behind the time of the read that asks for it.
-        Timestamp(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_millis() as i64)
-                .unwrap_or(0)
-                - 1,
-        )
+    fn position(&self) -> TailPosition {
+        TailPosition {
+            offset: Some(self.offset),
+        }
     }
+
+    fn watermark(&self) -> Timestamp {
+        self.watermark
+    }
+}
+
+/// Up to `max` complete lines of `path` from byte `offset`, and the offset after them.
+fn read_lines(path: &str, offset: u64, max: usize) -> Result<(Vec<String>, u64), UserError> {
+    let mut file = match std::fs::File::open(path) {
+        Ok(f) => f,
+        // The file may not exist yet: nothing to read now.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), offset)),
+        Err(e) => return Err(format!("cannot read tailed file '{path}': {e}").into()),
+    };
+    let len = file
+        .metadata()
+        .map_err(|e| format!("cannot read tailed file '{path}': {e}"))?
+        .len();
+    if len < offset {
+        return Err(format!(
+            "tailed file '{path}' shrank from {offset} to {len} bytes (truncated or replaced)"
+        )
+        .into());
+    }
+    if len == offset {
+        return Ok((Vec::new(), offset));
+    }
+    file.seek(SeekFrom::Start(offset))
+        .map_err(|e| format!("cannot seek in '{path}': {e}"))?;
+    let mut buf = Vec::new();
+    // A bounded chunk: a large existing file is consumed over several reads.
+    file.take((len - offset).min(1 << 20))
+        .read_to_end(&mut buf)
+        .map_err(|e| format!("cannot read tailed file '{path}': {e}"))?;
+    let mut consumed = 0usize;
+    let mut lines = Vec::new();
+    for line in buf.split_inclusive(|b| *b == b'\n') {
+        if lines.len() >= max || !line.ends_with(b"\n") {
+            break;
+        }
+        let text = std::str::from_utf8(&line[..line.len() - 1]).map_err(|_| {
+            format!(
+                "tailed file '{path}' has a line that is not UTF-8 at byte {}",
+                offset + consumed as u64
+            )
+        })?;
+        lines.push(text.strip_suffix('\r').unwrap_or(text).to_string());
+        consumed += line.len();
+    }
+    Ok((lines, offset + consumed as u64))
 }

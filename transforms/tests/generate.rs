@@ -108,7 +108,7 @@ fn a_tailed_file_yields_lines_appended_while_running() {
     let p = Pipeline::new(o);
     p.apply(
         "Tail",
-        Read::from(tidewater_transforms::TailFile::new(path.to_str().unwrap())),
+        Read::from_async(tidewater_transforms::TailFile::new(path.to_str().unwrap())),
     )
     .capture("lines");
     let r = p.run().unwrap();

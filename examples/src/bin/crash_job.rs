@@ -31,6 +31,13 @@ struct Args {
     /// The directory the committed files go to (created if missing).
     #[arg(long)]
     output: std::path::PathBuf,
+    /// Write the lines into PostgreSQL instead (a `postgresql://` URL or `key=value`
+    /// pairs), into `--pg-table`'s column `line`, exactly once by epoch.
+    #[arg(long)]
+    postgres: Option<String>,
+    /// The table for `--postgres` (it must exist, with a text column `line`).
+    #[arg(long, default_value = "crash_job")]
+    pg_table: String,
 }
 
 fn main() -> std::process::ExitCode {
@@ -53,7 +60,10 @@ fn run() -> anyhow::Result<()> {
             rate: args.rate,
         },
     };
-    crash_job::build_over(&p, &input, &args.output);
+    match &args.postgres {
+        Some(url) => crash_job::build_postgres_over(&p, &input, url, &args.pg_table),
+        None => crash_job::build_over(&p, &input, &args.output),
+    }
     p.run()?;
     Ok(())
 }

@@ -120,8 +120,11 @@ fn append(path: &std::path::Path, from: u32, to: u32) {
 fn tail(input: &std::path::Path, engine: EngineOptions) -> Vec<String> {
     tidewater_runner_microbatch::register();
     let p = Pipeline::new(microbatch(engine));
-    p.apply("Tail", Read::from(TailFile::new(input.to_str().unwrap())))
-        .capture("lines");
+    p.apply(
+        "Tail",
+        Read::from_async(TailFile::new(input.to_str().unwrap())),
+    )
+    .capture("lines");
     sorted(&p.run().unwrap(), "lines")
 }
 
@@ -151,8 +154,11 @@ fn once_and_available_now_stop_with_the_position_kept_and_resume_from_it() {
     append(&input, 150, 195);
     tidewater_runner_microbatch::register();
     let p = Pipeline::new(microbatch(engine("available-now", Some(20))));
-    p.apply("Tail", Read::from(TailFile::new(input.to_str().unwrap())))
-        .capture("lines");
+    p.apply(
+        "Tail",
+        Read::from_async(TailFile::new(input.to_str().unwrap())),
+    )
+    .capture("lines");
     let r = p.run().unwrap();
     assert_eq!(sorted(&r, "lines"), lines(150, 195));
     let records = r

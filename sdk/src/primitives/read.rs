@@ -25,6 +25,44 @@ impl Read<()> {
     }
 }
 
+impl Read<()> {
+    /// Reads an [`AsyncSource`](crate::io::AsyncSource) through its bridge to the
+    /// source driver: `Read::from(SourceBridge::new(source))`.
+    ///
+    /// ```
+    /// # use tidewater::io::{AsyncSource, AsyncSourceReader};
+    /// # use tidewater::{ReadStatus, Timestamp, UserError};
+    /// # #[derive(serde::Serialize, serde::Deserialize)]
+    /// # struct Empty;
+    /// # struct Nothing;
+    /// # #[async_trait::async_trait]
+    /// # impl AsyncSource for Empty {
+    /// #     type Output = u64;
+    /// #     type Position = u64;
+    /// #     type Reader = Nothing;
+    /// #     fn is_bounded(&self) -> bool { true }
+    /// #     fn initial_position(&self, _: usize, _: usize) -> u64 { 0 }
+    /// #     async fn open(&self, _: usize, _: usize, _: u64) -> Result<Nothing, UserError> { Ok(Nothing) }
+    /// # }
+    /// # #[async_trait::async_trait]
+    /// # impl AsyncSourceReader for Nothing {
+    /// #     type Output = u64;
+    /// #     type Position = u64;
+    /// #     async fn read(&mut self, _: usize, _: &mut Vec<(u64, Timestamp)>) -> Result<ReadStatus, UserError> { Ok(ReadStatus::Done) }
+    /// #     fn position(&self) -> u64 { 0 }
+    /// #     fn watermark(&self) -> Timestamp { Timestamp::MAX }
+    /// # }
+    /// let p = tidewater::Pipeline::new(Default::default());
+    /// let numbers = p.apply("Read", tidewater::Read::from_async(Empty));
+    /// ```
+    pub fn from_async<S>(source: S) -> Read<crate::io::SourceBridge<S>>
+    where
+        S: crate::io::AsyncSource + Serialize + DeserializeOwned,
+    {
+        Read::from(crate::io::SourceBridge::new(source))
+    }
+}
+
 impl<S: Source + Serialize + DeserializeOwned> Read<S> {
     /// Gives every record the event time `f(&record)` as it is read, and each partition
     /// the watermark `watermarks` estimates from those times, in place of the source's

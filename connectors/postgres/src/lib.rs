@@ -1,0 +1,498 @@
+//! A PostgreSQL sink that writes exactly once by epoch, with PostgreSQL's own two-phase
+//! commit (Flink's two-phase-commit JDBC sink, without XA).
+//!
+//! Each instance of the sink (one per worker) holds two connections. On the first, the
+//! rows of an epoch go into one transaction (`BEGIN`, `INSERT`s); at the epoch's stage
+//! step of the sink commit protocol it runs `PREPARE TRANSACTION 'gid'`, which makes
+//! the rows durable on the server but invisible. On the second, once the checkpoint (or
+//! micro-batch) holding the epoch is durable, it runs `COMMIT PREPARED 'gid'`; a
+//! transaction of an epoch that will be written again gets `ROLLBACK PREPARED`. The
+//! transaction id encodes the job, the epoch and the instance:
+//! `tidewater:JOB:e{epoch}:i{instance}`.
+//!
+//! After a crash, the runner restores the checkpoint: the transactions it recorded as
+//! staged are committed (again: a commit of a transaction already committed is a
+//! no-op), and then [`Sink::recover`](tidewater::Sink::recover) rolls back every other
+//! prepared transaction of this job left by the instances this one takes over — those
+//! of epochs after the checkpoint, which the job writes again.
+//!
+//! The server must allow prepared transactions (`max_prepared_transactions` > 0; it is
+//! 0 by default), and the table must exist, with the sink's columns.
+//!
+//! ```no_run
+//! use tidewater_postgres::PostgresSink;
+//! let p = tidewater::Pipeline::new(Default::default());
+//! p.create("Counts", vec![("a".to_string(), 2i64), ("b".to_string(), 1)])
+//!     .write_to(
+//!         "Write",
+//!         PostgresSink::new("host=127.0.0.1 port=5432 user=postgres dbname=app", "counts", &["word", "n"])
+//!             .with_job_id("wordcount")
+//!             .bridged(),
+//!     );
+//! ```
+
+#![deny(missing_docs)]
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use std::marker::PhantomData;
+use std::str::FromStr;
+use std::time::Duration;
+use tidewater::io::{AsyncSink, BridgeOptions, SinkBridge};
+use tidewater::{Element, Recovery, Txn, UserError, WindowedValue};
+use tokio_postgres::error::SqlState;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{Client, Config, NoTls};
+
+/// An element that is one row of the sink's table: one value per column, in the order
+/// of the sink's columns.
+pub trait ToRow: Element {
+    /// How many columns the row has.
+    const COLUMNS: usize;
+    /// The row's values.
+    fn values(&self) -> Vec<&(dyn ToSql + Sync)>;
+}
+
+macro_rules! to_row_scalar {
+    ($($t:ty),*) => {$(
+        impl ToRow for $t {
+            const COLUMNS: usize = 1;
+            fn values(&self) -> Vec<&(dyn ToSql + Sync)> {
+                vec![self]
+            }
+        }
+    )*};
+}
+
+to_row_scalar!(String, i16, i32, i64, f32, f64, bool);
+
+macro_rules! to_row_tuple {
+    ($n:expr; $($t:ident $i:tt),*) => {
+        impl<$($t: ToSql + Sync + Element),*> ToRow for ($($t,)*) {
+            const COLUMNS: usize = $n;
+            fn values(&self) -> Vec<&(dyn ToSql + Sync)> {
+                vec![$(&self.$i),*]
+            }
+        }
+    };
+}
+
+to_row_tuple!(1; A 0);
+to_row_tuple!(2; A 0, B 1);
+to_row_tuple!(3; A 0, B 1, C 2);
+to_row_tuple!(4; A 0, B 1, C 2, D 3);
+to_row_tuple!(5; A 0, B 1, C 2, D 3, E 4);
+to_row_tuple!(6; A 0, B 1, C 2, D 3, E 4, F 5);
+
+/// Writes rows of type `T` into a PostgreSQL table, exactly once by epoch (see the crate
+/// documentation). Its fields travel in the plan; write through [`PostgresSink::bridged`].
+#[derive(Serialize, Deserialize)]
+#[serde(bound = "")]
+pub struct PostgresSink<T> {
+    /// The connection: a `postgresql://` URL or `key=value` pairs (tokio-postgres'
+    /// `Config`).
+    pub url: String,
+    /// The table, `name` or `schema.name`.
+    pub table: String,
+    /// Its columns the rows fill, in the order of a row's values.
+    pub columns: Vec<String>,
+    /// Names this job in transaction ids (letters, digits, `-` and `_`; at most 100):
+    /// two jobs (or two sinks of one job) writing at once need different ids.
+    pub job_id: String,
+    /// The longest a connection attempt or a statement may take, in milliseconds.
+    pub timeout_ms: u64,
+    #[serde(skip)]
+    conn: Connections,
+    #[serde(skip)]
+    _rows: PhantomData<fn(T)>,
+}
+
+/// An instance's two connections, made at its first call.
+#[derive(Default)]
+struct Connections {
+    /// Holds the open transaction.
+    data: Option<Client>,
+    /// Commits, rolls back and lists prepared transactions (which cannot run inside
+    /// the data connection's open transaction).
+    control: Option<Client>,
+    /// The transaction open on `data`.
+    open: Option<Txn>,
+    instance: Option<u32>,
+}
+
+impl<T: ToRow> PostgresSink<T> {
+    /// Writes into `columns` of `table` on the server at `url`; the job id defaults to
+    /// the table's name.
+    pub fn new(url: &str, table: &str, columns: &[&str]) -> Self {
+        PostgresSink {
+            url: url.to_string(),
+            table: table.to_string(),
+            columns: columns.iter().map(|c| c.to_string()).collect(),
+            job_id: table.replace('.', "_"),
+            timeout_ms: 10_000,
+            conn: Connections::default(),
+            _rows: PhantomData,
+        }
+    }
+
+    /// Names the job in transaction ids.
+    pub fn with_job_id(mut self, job_id: &str) -> Self {
+        self.job_id = job_id.to_string();
+        self
+    }
+
+    /// The longest a connection attempt or statement may take.
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout_ms = timeout.as_millis() as u64;
+        self
+    }
+
+    /// The sink as a [`tidewater::Sink`], to pass to `write_to`.
+    pub fn bridged(self) -> SinkBridge<Self> {
+        SinkBridge::new(self)
+    }
+
+    /// The transaction id of `txn`.
+    pub fn gid(&self, txn: &Txn) -> String {
+        format!("tidewater:{}:e{}:i{}", self.job_id, txn.epoch, txn.instance)
+    }
+
+    /// The epoch and instance of a transaction id of this job, if it is one.
+    fn parse_gid(&self, gid: &str) -> Option<Txn> {
+        let rest = gid.strip_prefix(&format!("tidewater:{}:e", self.job_id))?;
+        let (epoch, instance) = rest.split_once(":i")?;
+        Some(Txn {
+            epoch: epoch.parse().ok()?,
+            instance: instance.parse().ok()?,
+        })
+    }
+
+    fn timeout(&self) -> Duration {
+        Duration::from_millis(self.timeout_ms.max(1))
+    }
+
+    /// Where the sink connects, without the password, for messages.
+    fn server(&self) -> String {
+        match Config::from_str(&self.url) {
+            Ok(c) => {
+                let hosts: Vec<String> = c
+                    .get_hosts()
+                    .iter()
+                    .zip(c.get_ports().iter().chain(std::iter::repeat(&5432)))
+                    .map(|(h, p)| match h {
+                        tokio_postgres::config::Host::Tcp(h) => format!("{h}:{p}"),
+                        tokio_postgres::config::Host::Unix(d) => {
+                            format!("{}/.s.PGSQL.{p}", d.display())
+                        }
+                    })
+                    .collect();
+                format!(
+                    "PostgreSQL at {} (user {}, database {})",
+                    hosts.join(","),
+                    c.get_user().unwrap_or("?"),
+                    c.get_dbname().unwrap_or("?")
+                )
+            }
+            Err(_) => "PostgreSQL".to_string(),
+        }
+    }
+
+    /// Checks the configuration: what a bad one gets wrong, named.
+    fn check(&self) -> Result<(), UserError> {
+        let ident = |s: &str| {
+            !s.is_empty()
+                && s.len() <= 63
+                && s.chars()
+                    .next()
+                    .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        };
+        if !self.table.split('.').all(ident) || self.table.split('.').count() > 2 {
+            return Err(format!(
+                "PostgreSQL sink: the table '{}' is not a plain name (letters, digits, _; optionally schema.name)",
+                self.table
+            )
+            .into());
+        }
+        if let Some(c) = self.columns.iter().find(|c| !ident(c)) {
+            return Err(format!("PostgreSQL sink: the column '{c}' is not a plain name").into());
+        }
+        if self.columns.len() != T::COLUMNS {
+            return Err(format!(
+                "PostgreSQL sink: {} columns given for table '{}' ({}), but a row has {} values",
+                self.columns.len(),
+                self.table,
+                self.columns.join(", "),
+                T::COLUMNS
+            )
+            .into());
+        }
+        if self.job_id.is_empty()
+            || self.job_id.len() > 100
+            || !self
+                .job_id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            return Err(format!(
+                "PostgreSQL sink: the job id '{}' must be 1 to 100 letters, digits, - or _",
+                self.job_id
+            )
+            .into());
+        }
+        Ok(())
+    }
+
+    async fn connect(&self, role: &str, instance: u32) -> Result<Client, UserError> {
+        let mut config = Config::from_str(&self.url)
+            .map_err(|e| format!("PostgreSQL sink: the connection string is not valid: {e}"))?;
+        config
+            .connect_timeout(self.timeout())
+            .keepalives(true)
+            .keepalives_idle(Duration::from_secs(10))
+            .application_name(format!("tidewater-{}-i{instance}-{role}", self.job_id))
+            .options(format!("-c statement_timeout={}", self.timeout_ms.max(1)));
+        let (client, connection) =
+            match tokio::time::timeout(self.timeout(), config.connect(NoTls)).await {
+                Ok(Ok(c)) => c,
+                Ok(Err(e)) => {
+                    return Err(format!(
+                        "cannot connect to {}: {} (is the server running, and the URL right?)",
+                        self.server(),
+                        describe(&e)
+                    )
+                    .into())
+                }
+                Err(_) => {
+                    return Err(format!(
+                        "cannot connect to {}: no answer within {:?}",
+                        self.server(),
+                        self.timeout()
+                    )
+                    .into())
+                }
+            };
+        // The connection's IO runs on its own task; it ends when the client is dropped
+        // or the server goes away (the client's calls then fail).
+        tokio::spawn(async move {
+            let _ = connection.await;
+        });
+        Ok(client)
+    }
+
+    async fn control(&mut self, instance: u32) -> Result<&Client, UserError> {
+        if self.conn.control.as_ref().is_none_or(|c| c.is_closed()) {
+            // Nothing is open on this connection: a new one does as well.
+            let c = self.connect("control", instance).await?;
+            self.conn.control = Some(c);
+        }
+        Ok(self.conn.control.as_ref().expect("connected above"))
+    }
+
+    /// Runs `sql` on the control connection; a transaction id that does not exist
+    /// (committed or rolled back already) is no error.
+    async fn finish_prepared(&mut self, verb: &str, txn: &Txn) -> Result<(), UserError> {
+        let gid = self.gid(txn);
+        let server = self.server();
+        let client = self.control(txn.instance).await?;
+        match client
+            .batch_execute(&format!("{verb} PREPARED '{gid}'"))
+            .await
+        {
+            Ok(()) => Ok(()),
+            Err(e) if e.code() == Some(&SqlState::UNDEFINED_OBJECT) => Ok(()),
+            Err(e) => Err(format!(
+                "{verb} PREPARED '{gid}' on {server} failed: {}",
+                describe(&e)
+            )
+            .into()),
+        }
+    }
+
+    fn insert_sql(&self, rows: usize) -> String {
+        let cols = self.columns.len();
+        let mut sql = format!(
+            "INSERT INTO {} ({}) VALUES ",
+            self.table,
+            self.columns.join(", ")
+        );
+        for r in 0..rows {
+            if r > 0 {
+                sql.push(',');
+            }
+            sql.push('(');
+            for c in 0..cols {
+                if c > 0 {
+                    sql.push(',');
+                }
+                sql.push_str(&format!("${}", r * cols + c + 1));
+            }
+            sql.push(')');
+        }
+        sql
+    }
+}
+
+/// A tokio-postgres error with its server message or cause.
+fn describe(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!("{} ({})", db.message(), db.code().code()),
+        None => {
+            let mut s = e.to_string();
+            let mut cause = std::error::Error::source(e);
+            while let Some(c) = cause {
+                s.push_str(&format!(": {c}"));
+                cause = c.source();
+            }
+            s
+        }
+    }
+}
+
+/// Rows per INSERT statement (PostgreSQL takes at most 65535 parameters).
+const ROWS_PER_STATEMENT: usize = 500;
+
+#[async_trait]
+impl<T: ToRow> AsyncSink for PostgresSink<T> {
+    type In = T;
+
+    async fn write(&mut self, txn: &Txn, elements: Vec<WindowedValue<T>>) -> Result<(), UserError> {
+        let server = self.server();
+        if self.conn.open != Some(*txn) {
+            if let Some(open) = self.conn.open {
+                return Err(format!(
+                    "transaction {} is still open while {} begins (the sink protocol stages one epoch before the next)",
+                    self.gid(&open),
+                    self.gid(txn)
+                )
+                .into());
+            }
+            if self.conn.data.as_ref().is_none_or(|c| c.is_closed()) {
+                let c = self.connect("data", txn.instance).await?;
+                self.conn.data = Some(c);
+            }
+            let data = self.conn.data.as_ref().expect("connected above");
+            data.batch_execute("BEGIN")
+                .await
+                .map_err(|e| format!("BEGIN on {server} failed: {}", describe(&e)))?;
+            self.conn.open = Some(*txn);
+        }
+        let data = self.conn.data.as_ref().expect("a transaction is open");
+        if data.is_closed() {
+            return Err(format!(
+                "the connection to {server} was lost with transaction {} open: its rows are gone, the epoch is written again after recovery",
+                self.gid(txn)
+            )
+            .into());
+        }
+        let per = ROWS_PER_STATEMENT.min(65_535 / T::COLUMNS.max(1));
+        for chunk in elements.chunks(per) {
+            let sql = self.insert_sql(chunk.len());
+            let params: Vec<&(dyn ToSql + Sync)> =
+                chunk.iter().flat_map(|x| x.value.values()).collect();
+            data.execute(sql.as_str(), &params).await.map_err(|e| {
+                format!(
+                    "inserting into {} on {server} (transaction {}) failed: {}",
+                    self.table,
+                    self.gid(txn),
+                    describe(&e)
+                )
+            })?;
+        }
+        Ok(())
+    }
+
+    async fn stage(&mut self, txn: &Txn) -> Result<(), UserError> {
+        if self.conn.open != Some(*txn) {
+            // Nothing was written to the server in this transaction.
+            return Ok(());
+        }
+        let gid = self.gid(txn);
+        let server = self.server();
+        let data = self.conn.data.as_ref().expect("a transaction is open");
+        let result = data
+            .batch_execute(&format!("PREPARE TRANSACTION '{gid}'"))
+            .await;
+        self.conn.open = None;
+        result.map_err(|e| {
+            let hint = if e.code() == Some(&SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE) {
+                " (set max_prepared_transactions > 0 on the server)"
+            } else {
+                ""
+            };
+            format!(
+                "PREPARE TRANSACTION '{gid}' on {server} failed: {}{hint}",
+                describe(&e)
+            )
+            .into()
+        })
+    }
+
+    async fn commit(&mut self, txn: &Txn) -> Result<(), UserError> {
+        self.finish_prepared("COMMIT", txn).await
+    }
+
+    async fn abort(&mut self, txn: &Txn) -> Result<(), UserError> {
+        if self.conn.open == Some(*txn) {
+            self.conn.open = None;
+            if let Some(data) = self.conn.data.as_ref().filter(|c| !c.is_closed()) {
+                let _ = data.batch_execute("ROLLBACK").await;
+            }
+            return Ok(());
+        }
+        self.finish_prepared("ROLLBACK", txn).await
+    }
+
+    async fn recover(&mut self, recovery: &Recovery) -> Result<(), UserError> {
+        self.check()?;
+        self.conn.instance = Some(recovery.instance);
+        let server = self.server();
+        let table = self.table.clone();
+        let columns = self.columns.join(", ");
+        let client = self.control(recovery.instance).await?;
+        // A clear error now for a missing table or column, not at the first write.
+        client
+            .batch_execute(&format!("SELECT {columns} FROM {table} WHERE false"))
+            .await
+            .map_err(|e| {
+                format!(
+                    "the table {table} ({columns}) on {server}: {}",
+                    describe(&e)
+                )
+            })?;
+        let rows = client
+            .query(
+                "SELECT gid FROM pg_prepared_xacts WHERE database = current_database()",
+                &[],
+            )
+            .await
+            .map_err(|e| {
+                format!(
+                    "listing prepared transactions on {server} failed: {}",
+                    describe(&e)
+                )
+            })?;
+        let leftover: Vec<Txn> = rows
+            .iter()
+            .filter_map(|r| self.parse_gid(r.get::<_, &str>(0)))
+            .filter(|t| recovery.takes_over(t.instance))
+            .collect();
+        for txn in leftover {
+            eprintln!(
+                "PostgreSQL sink: rolling back {} left prepared by an earlier run (its epoch is written again)",
+                self.gid(&txn)
+            );
+            self.finish_prepared("ROLLBACK", &txn).await?;
+        }
+        Ok(())
+    }
+
+    fn bridge_options(&self) -> BridgeOptions {
+        BridgeOptions {
+            // A statement may take up to the sink's timeout; the pipeline waits a
+            // little longer before it calls the sink unresponsive.
+            timeout: self.timeout() * 2,
+            ..BridgeOptions::default()
+        }
+    }
+}
