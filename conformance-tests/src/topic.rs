@@ -22,8 +22,8 @@ use tidewater::runner::Feature::{self, Capture, CombinePerKey, ParDo, ReadBounde
 use tidewater::{
     ElementContext, PCollection, Pipeline, Timestamp, WatermarkEstimator, Window, WindowFn,
 };
-use tidewater_io_kafka::admin::{KafkaAdmin, ProducerRecord};
-use tidewater_io_kafka::{KafkaRecord, KafkaSource, BROKERS_ENV};
+use tidewater_kafka::admin::{KafkaAdmin, ProducerRecord};
+use tidewater_kafka::{KafkaRecord, KafkaSource, BROKERS_ENV};
 use tidewater_transforms::{Count, TextIO};
 
 /// One record of a case: its partition, timestamp (ms) and value.

@@ -8,7 +8,7 @@ use tidewater_conformance::{harness, register_runners, topic, MatrixConfig};
 
 #[test]
 fn the_same_pipeline_over_the_same_records_from_a_file_and_from_a_topic_gives_the_same_output() {
-    if tidewater_io_kafka::test_brokers(
+    if tidewater_kafka::test_brokers(
         "the_same_pipeline_over_the_same_records_from_a_file_and_from_a_topic_gives_the_same_output",
     )
     .is_none()

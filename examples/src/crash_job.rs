@@ -17,8 +17,8 @@ use tidewater::{
     Duration, ElementContext, FlattenExt, PCollection, Pipeline, Read, StatefulParDo, Window,
     WindowFn,
 };
-use tidewater_io_kafka::admin::{KafkaAdmin, KafkaError, ProducerRecord};
-use tidewater_io_kafka::{KafkaRecord, KafkaSource};
+use tidewater_kafka::admin::{KafkaAdmin, KafkaError, ProducerRecord};
+use tidewater_kafka::{KafkaRecord, KafkaSource};
 use tidewater_transforms::{Count, EpochFiles, GenerateSequence};
 
 /// Where the job's numbers come from.

@@ -225,7 +225,7 @@ fn random_kills_leave_every_line_exactly_once() {
 /// what the checkpoints hold for it, so this is the test that they resume it exactly.
 #[test]
 fn random_kills_over_a_kafka_topic_leave_every_line_exactly_once() {
-    let Some(brokers) = tidewater_io_kafka::test_brokers(
+    let Some(brokers) = tidewater_kafka::test_brokers(
         "random_kills_over_a_kafka_topic_leave_every_line_exactly_once",
     ) else {
         return;

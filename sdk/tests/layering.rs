@@ -55,16 +55,16 @@ fn crates_depend_only_downward() {
             ],
         ),
         ("transforms", &["tidewater"]),
-        ("connectors/postgres", &["tidewater"]),
         // Connectors sit beside the transforms: the model only.
-        ("io/kafka", &["tidewater"]),
+        ("connectors/postgres", &["tidewater"]),
+        ("connectors/kafka", &["tidewater"]),
         (
             "examples",
             &[
                 "tidewater",
                 "tidewater-transforms",
                 "tidewater-postgres",
-                "tidewater-io-kafka",
+                "tidewater-kafka",
                 runners[0],
                 runners[1],
                 runners[2],
@@ -87,7 +87,7 @@ fn crates_depend_only_downward() {
             &[
                 "tidewater",
                 "tidewater-transforms",
-                "tidewater-io-kafka",
+                "tidewater-kafka",
                 "tidewater-nexmark",
                 runners[0],
                 runners[1],

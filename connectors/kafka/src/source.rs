@@ -81,7 +81,7 @@ pub struct KafkaPosition {
 ///   fails the job with a message naming the brokers, the topic and the partition.
 ///
 /// ```
-/// use tidewater_io_kafka::KafkaSource;
+/// use tidewater_kafka::KafkaSource;
 /// let source = KafkaSource::new("127.0.0.1:9092", "events").available_now();
 /// assert!(tidewater::io::AsyncSource::is_bounded(&source));
 /// let p = tidewater::Pipeline::new(Default::default());
@@ -178,9 +178,10 @@ impl KafkaSource {
         self
     }
 
-    /// The `Read` of this source, through the connector bridge.
+    /// The `Read` of this source, through the connector bridge: the same as
+    /// `Read::from_async(source)`.
     pub fn read(self) -> Read<SourceBridge<KafkaSource>> {
-        Read::from(SourceBridge::new(self))
+        Read::from_async(self)
     }
 
     fn timeout(&self) -> Duration {

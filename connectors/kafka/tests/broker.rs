@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 use tidewater::exec::SourceInvoker;
 use tidewater::io::{AsyncSource, AsyncSourceReader, BridgePosition, SourceBridge};
 use tidewater::{Pipeline, PipelineOptions, ReadStatus, Source, Timestamp};
-use tidewater_io_kafka::admin::{KafkaAdmin, ProducerRecord};
-use tidewater_io_kafka::{test_brokers, KafkaPosition, KafkaRecord, KafkaSource};
+use tidewater_kafka::admin::{KafkaAdmin, ProducerRecord};
+use tidewater_kafka::{test_brokers, KafkaPosition, KafkaRecord, KafkaSource};
 use tidewater_runners_core::source_driver::SourceDriver;
 
 fn options() -> PipelineOptions {

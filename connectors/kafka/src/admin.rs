@@ -45,7 +45,7 @@ impl ProducerRecord {
 /// A connection to the brokers for one topic, for setting it up.
 ///
 /// ```no_run
-/// use tidewater_io_kafka::admin::{KafkaAdmin, ProducerRecord};
+/// use tidewater_kafka::admin::{KafkaAdmin, ProducerRecord};
 /// let admin = KafkaAdmin::connect("127.0.0.1:9092", "events").unwrap();
 /// admin.create_topic(2).unwrap();
 /// admin.produce(0, &[ProducerRecord::text("hello", 1_000)]).unwrap();
