@@ -269,6 +269,96 @@ fn a_caught_up_partition_turns_idle_after_the_idleness_timeout() {
     }
 }
 
+/// An unbounded read on the direct runner sees the records produced while it runs, and
+/// stops at `--max-duration`.
+#[test]
+fn an_unbounded_read_gets_the_records_produced_while_it_runs() {
+    let Some(brokers) = test_brokers("an_unbounded_read_gets_the_records_produced_while_it_runs")
+    else {
+        return;
+    };
+    let topic = fresh_topic("unbounded");
+    let a = admin(&brokers, &topic, 2);
+    a.produce(0, &texts("early", 2, 10)).unwrap();
+    let producer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        a.produce(1, &texts("later", 3, 20)).unwrap();
+    });
+    let p = Pipeline::new(PipelineOptions {
+        max_duration: Some(Duration::from_millis(1_500)),
+        ..options()
+    });
+    p.apply("ReadTopic", KafkaSource::new(&brokers, &topic).read())
+        .map("Describe", describe)
+        .capture("records");
+    let r = p.run().unwrap();
+    producer.join().unwrap();
+    let mut got = r.captured_values::<String>("records").unwrap();
+    got.sort();
+    assert_eq!(
+        got,
+        vec![
+            "p0 @0 early0 t=10",
+            "p0 @1 early1 t=11",
+            "p1 @0 later0 t=20",
+            "p1 @1 later1 t=21",
+            "p1 @2 later2 t=22"
+        ]
+    );
+}
+
+/// The micro-batch runner's `--trigger available-now` over the unbounded source: each run
+/// reads what the topic holds and stops, its offsets kept in the checkpoint directory,
+/// so the next run reads exactly the records produced since.
+#[test]
+fn microbatch_available_now_runs_resume_from_the_offsets_in_the_checkpoint() {
+    let Some(brokers) =
+        test_brokers("microbatch_available_now_runs_resume_from_the_offsets_in_the_checkpoint")
+    else {
+        return;
+    };
+    tidewater_runner_microbatch::register();
+    let topic = fresh_topic("microbatch");
+    let a = admin(&brokers, &topic, 2);
+    let dir = tempfile::tempdir().unwrap();
+    let run = || {
+        let p = Pipeline::new(PipelineOptions {
+            engine: tidewater::EngineOptions {
+                checkpoint_dir: Some(dir.path().join("ckpt")),
+                trigger: Some("available-now".into()),
+                max_records_per_batch: Some(4),
+                batch_interval: Some(Duration::from_millis(1)),
+                ..Default::default()
+            },
+            ..PipelineOptions::for_runner("microbatch")
+        });
+        p.apply("ReadTopic", KafkaSource::new(&brokers, &topic).read())
+            .map("Describe", describe)
+            .capture("records");
+        let mut got = p
+            .run()
+            .unwrap()
+            .captured_values::<String>("records")
+            .unwrap();
+        got.sort();
+        got
+    };
+    a.produce(0, &texts("a", 5, 100)).unwrap();
+    a.produce(1, &texts("b", 2, 200)).unwrap();
+    let mut want: Vec<String> = (0..5)
+        .map(|i| format!("p0 @{i} a{i} t={}", 100 + i))
+        .chain((0..2).map(|i| format!("p1 @{i} b{i} t={}", 200 + i)))
+        .collect();
+    want.sort();
+    assert_eq!(run(), want);
+    a.produce(1, &texts("c", 3, 300)).unwrap();
+    assert_eq!(
+        run(),
+        vec!["p1 @2 c0 t=300", "p1 @3 c1 t=301", "p1 @4 c2 t=302"]
+    );
+    assert_eq!(run(), Vec::<String>::new());
+}
+
 #[test]
 fn an_unknown_topic_fails_the_job_naming_it() {
     let Some(brokers) = test_brokers("an_unknown_topic_fails_the_job_naming_it") else {
