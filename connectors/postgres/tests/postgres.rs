@@ -322,18 +322,26 @@ fn a_bad_table_or_column_count_is_a_clear_error() {
 }
 
 #[test]
-fn leftover_prepared_transactions_of_later_epochs_are_rolled_back_at_start() {
-    let Some(url) =
-        server("leftover_prepared_transactions_of_later_epochs_are_rolled_back_at_start")
-    else {
+fn leftover_prepared_transactions_of_the_instances_taken_over_are_rolled_back_at_start() {
+    let Some(url) = server(
+        "leftover_prepared_transactions_of_the_instances_taken_over_are_rolled_back_at_start",
+    ) else {
         return;
     };
     let _s = serial();
     let c = client(&url);
     fresh_table(&c, "pg_leftover", "n bigint, k bigint");
-    // What a crashed earlier run left: a prepared transaction of this job.
+    // What a crashed earlier run at 2 workers left: a prepared transaction of each
+    // instance; the one instance of this run takes over both.
+    for i in 0..2 {
+        block_on(c.batch_execute(&format!(
+            "BEGIN; INSERT INTO pg_leftover VALUES (-1, {i}); PREPARE TRANSACTION 'tidewater:pg_leftover:e9:i{i}'"
+        )))
+        .unwrap();
+    }
+    // Another job's is not this job's to touch.
     block_on(c.batch_execute(
-        "BEGIN; INSERT INTO pg_leftover VALUES (-1, -1); PREPARE TRANSACTION 'tidewater:pg_leftover:e9:i0'",
+        "BEGIN; INSERT INTO pg_leftover VALUES (-2, 0); PREPARE TRANSACTION 'tidewater:other:e9:i0'",
     ))
     .unwrap();
     tidewater_runner_direct::register();
@@ -345,4 +353,9 @@ fn leftover_prepared_transactions_of_later_epochs_are_rolled_back_at_start() {
     p.run().unwrap();
     assert_eq!(rows(&c, "pg_leftover"), vec![(1, 2)]);
     assert!(prepared(&c, "pg_leftover").is_empty());
+    assert_eq!(
+        prepared(&c, "other"),
+        vec!["tidewater:other:e9:i0".to_string()]
+    );
+    block_on(c.batch_execute("ROLLBACK PREPARED 'tidewater:other:e9:i0'")).unwrap();
 }

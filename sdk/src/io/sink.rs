@@ -91,12 +91,22 @@ pub trait AsyncSink: Send + 'static {
 }
 
 /// A step the pipeline waits for.
-#[derive(Debug)]
 enum Step {
     Stage(Txn),
     Commit(Txn),
     Abort(Txn),
     Recover(Recovery),
+}
+
+impl Step {
+    fn describe(&self) -> String {
+        match self {
+            Step::Stage(t) => format!("stage transaction {}", t.id()),
+            Step::Commit(t) => format!("commit transaction {}", t.id()),
+            Step::Abort(t) => format!("abort transaction {}", t.id()),
+            Step::Recover(r) => format!("recover instance {} of {}", r.instance, r.instances),
+        }
+    }
 }
 
 enum Op<T> {
@@ -164,13 +174,13 @@ impl<S: AsyncSink> SinkBridge<S> {
 
     fn step(&mut self, step: Step) -> Result<(), UserError> {
         let timeout = self.options.timeout;
-        let what = format!("{step:?}");
+        let what = step.describe();
         let running = self.running();
         let tx = running.tx.clone();
         let (reply, answer) = oneshot::channel();
         block_on_timeout(
             timeout,
-            || format!("the sink's task, asked to {what},"),
+            || format!("the sink, asked to {what},"),
             async move {
                 tx.send(Op::Step(step, reply))
                     .await
