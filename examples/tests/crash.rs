@@ -676,3 +676,68 @@ fn a_postgres_job_crashed_at_two_workers_resumes_at_one_with_every_row_exactly_o
         pg_assert_exact(&c, &table, &what);
     }
 }
+
+/// The server lost mid-run (every connection of the sink cut once rows are committed):
+/// a process whose open transaction was cut fails with `Unavailable`, the supervisor
+/// restarts the cluster from the last checkpoint, and every row is there exactly once.
+#[test]
+fn a_postgres_server_lost_mid_run_restarts_the_cluster_from_the_last_checkpoint() {
+    let Some(url) =
+        postgres("a_postgres_server_lost_mid_run_restarts_the_cluster_from_the_last_checkpoint")
+    else {
+        return;
+    };
+    let _s = serial();
+    let rt = tidewater::io::runtime();
+    for runner in RUNNERS {
+        let table = format!("lost_{runner}");
+        let c = pg_client(&url);
+        pg_fresh_table(&c, &table);
+        let run = Run::on(runner);
+        let [pg, pg_table] = pg_flags(&url, &table);
+        let child = run
+            .command(&["--local-cluster=2", &pg, &pg_table])
+            .spawn()
+            .unwrap();
+        let started = Instant::now();
+        let count = format!("SELECT count(*) FROM {table}");
+        while rt
+            .block_on(c.query_one(&count, &[]))
+            .unwrap()
+            .get::<_, i64>(0)
+            == 0
+        {
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "{runner}: no rows"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        let cut = rt
+            .block_on(c.query(
+                &format!(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE 'tidewater-{table}-%'"
+                ),
+                &[],
+            ))
+            .unwrap()
+            .len();
+        assert!(cut > 0, "{runner}: no connection was cut");
+        let what = format!("{runner}: PostgreSQL lost mid-run");
+        let stderr = finish(child, &what);
+        // A cut that falls between two transactions of an instance loses nothing: the
+        // sink connects again. One that cuts an open transaction fails the process
+        // with `Unavailable`, and the cluster must restart.
+        if stderr.contains("an external system is unavailable") {
+            assert!(
+                stderr.contains("restarting all 2 processes from the last checkpoint"),
+                "{what}: no restart after the loss:\n{stderr}"
+            );
+            eprintln!("{what}: the cluster restarted from the last checkpoint");
+        } else {
+            eprintln!("{what}: the cut fell between transactions; the sink connected again");
+        }
+        pg_assert_exact(&c, &table, &what);
+    }
+}

@@ -135,6 +135,19 @@ pub enum Error {
         /// What was asked, and what the result holds.
         message: String,
     },
+    /// An external system a connector writes to or reads from went away mid-run (a
+    /// database connection lost): nothing committed is lost, and the job resumes from
+    /// its last checkpoint once the system is back. A local cluster's supervisor
+    /// restarts the job on it; any other runner returns it.
+    #[error("transform '{transform}' failed in {phase}: {message} (an external system is unavailable; the job resumes from its last checkpoint)")]
+    Unavailable {
+        /// Full name of the transform.
+        transform: String,
+        /// The lifecycle step.
+        phase: &'static str,
+        /// What went away.
+        message: String,
+    },
     /// A checkpoint or snapshot cannot be used: corrupt, truncated, of another plan or
     /// of another format version. Never turned into wrong results.
     #[error("checkpoint cannot be restored: {message}")]

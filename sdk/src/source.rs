@@ -97,6 +97,17 @@ pub trait Source: Send + Sync + 'static {
     ) -> Option<u64> {
         None
     }
+    /// The fallible form of [`Source::available`], which runners call: a source that
+    /// asks a server (a topic's end offsets) fails here with a clear error instead of
+    /// answering "unknown". By default, `Ok(self.available(..))`.
+    fn try_available(
+        &self,
+        partition: usize,
+        partitions: usize,
+        position: &Self::Position,
+    ) -> Result<Option<u64>, UserError> {
+        Ok(self.available(partition, partitions, position))
+    }
     /// Called once a checkpoint holding `position` is durable: the source may release
     /// what comes before it (commit offsets to a broker, delete consumed files). It will
     /// never be asked to read before `position` again.

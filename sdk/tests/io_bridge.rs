@@ -287,3 +287,47 @@ fn a_reader_that_fails_to_open_names_the_partition_and_position() {
         .to_string();
     assert_eq!(e, "opening partition 0 at 0 failed: nope");
 }
+
+/// Knows what is available, or fails to ask.
+#[derive(Serialize, Deserialize)]
+struct Counted {
+    end: Option<u64>,
+}
+
+#[async_trait]
+impl AsyncSource for Counted {
+    type Output = u64;
+    type Position = u64;
+    type Reader = NumbersReader;
+    fn is_bounded(&self) -> bool {
+        true
+    }
+    fn initial_position(&self, _p: usize, _n: usize) -> u64 {
+        0
+    }
+    async fn open(&self, _p: usize, _n: usize, at: u64) -> Result<NumbersReader, UserError> {
+        Ok(NumbersReader {
+            next: at,
+            n: 0,
+            reads: Arc::default(),
+        })
+    }
+    async fn available(&self, _p: usize, _n: usize, at: &u64) -> Result<Option<u64>, UserError> {
+        match self.end {
+            Some(end) => Ok(Some(end - at)),
+            None => Err("the broker is away".into()),
+        }
+    }
+}
+
+#[test]
+fn what_is_available_counts_from_the_bridged_position_and_a_failure_is_an_error() {
+    let pos = tidewater::io::BridgePosition { at: 10, skip: 4 };
+    let bridge = SourceBridge::new(Counted { end: Some(50) });
+    assert_eq!(bridge.try_available(0, 1, &pos).unwrap(), Some(36));
+    let bridge = SourceBridge::new(Counted { end: None });
+    assert_eq!(
+        bridge.try_available(0, 1, &pos).unwrap_err().to_string(),
+        "the broker is away"
+    );
+}

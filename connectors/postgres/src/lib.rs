@@ -38,7 +38,7 @@ use serde::{Deserialize, Serialize};
 use std::marker::PhantomData;
 use std::str::FromStr;
 use std::time::Duration;
-use tidewater::io::{AsyncSink, BridgeOptions, SinkBridge};
+use tidewater::io::{AsyncSink, BridgeOptions, SinkBridge, Unavailable};
 use tidewater::{Element, Recovery, Txn, UserError, WindowedValue};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
@@ -243,7 +243,22 @@ impl<T: ToRow> PostgresSink<T> {
         Ok(())
     }
 
-    async fn connect(&self, role: &str, instance: u32) -> Result<Client, UserError> {
+    /// Opens a connection. Failing to reach the server when the instance starts is the
+    /// job's error (a wrong URL, a server that is down); later, mid-run, the server went
+    /// away ([`Unavailable`]).
+    async fn connect(
+        &self,
+        role: &str,
+        instance: u32,
+        at_start: bool,
+    ) -> Result<Client, UserError> {
+        let gone = |message: String| -> UserError {
+            if at_start {
+                message.into()
+            } else {
+                Unavailable(message).into()
+            }
+        };
         let mut config = Config::from_str(&self.url)
             .map_err(|e| format!("PostgreSQL sink: the connection string is not valid: {e}"))?;
         config
@@ -256,20 +271,18 @@ impl<T: ToRow> PostgresSink<T> {
             match tokio::time::timeout(self.timeout(), config.connect(NoTls)).await {
                 Ok(Ok(c)) => c,
                 Ok(Err(e)) => {
-                    return Err(format!(
+                    return Err(gone(format!(
                         "cannot connect to {}: {} (is the server running, and the URL right?)",
                         self.server(),
                         describe(&e)
-                    )
-                    .into())
+                    )))
                 }
                 Err(_) => {
-                    return Err(format!(
+                    return Err(gone(format!(
                         "cannot connect to {}: no answer within {:?}",
                         self.server(),
                         self.timeout()
-                    )
-                    .into())
+                    )))
                 }
             };
         // The connection's IO runs on its own task; it ends when the client is dropped
@@ -280,10 +293,10 @@ impl<T: ToRow> PostgresSink<T> {
         Ok(client)
     }
 
-    async fn control(&mut self, instance: u32) -> Result<&Client, UserError> {
+    async fn control(&mut self, instance: u32, at_start: bool) -> Result<&Client, UserError> {
         if self.conn.control.as_ref().is_none_or(|c| c.is_closed()) {
             // Nothing is open on this connection: a new one does as well.
-            let c = self.connect("control", instance).await?;
+            let c = self.connect("control", instance, at_start).await?;
             self.conn.control = Some(c);
         }
         Ok(self.conn.control.as_ref().expect("connected above"))
@@ -294,18 +307,20 @@ impl<T: ToRow> PostgresSink<T> {
     async fn finish_prepared(&mut self, verb: &str, txn: &Txn) -> Result<(), UserError> {
         let gid = self.gid(txn);
         let server = self.server();
-        let client = self.control(txn.instance).await?;
+        let client = self.control(txn.instance, false).await?;
         match client
             .batch_execute(&format!("{verb} PREPARED '{gid}'"))
             .await
         {
             Ok(()) => Ok(()),
             Err(e) if e.code() == Some(&SqlState::UNDEFINED_OBJECT) => Ok(()),
-            Err(e) => Err(format!(
-                "{verb} PREPARED '{gid}' on {server} failed: {}",
-                describe(&e)
-            )
-            .into()),
+            Err(e) => {
+                let m = format!(
+                    "{verb} PREPARED '{gid}' on {server} failed: {}",
+                    describe(&e)
+                );
+                Err(failure(&e, m))
+            }
         }
     }
 
@@ -330,6 +345,28 @@ impl<T: ToRow> PostgresSink<T> {
             sql.push(')');
         }
         sql
+    }
+}
+
+/// Whether `e` means the server went away (the connection closed or broken, the server
+/// shutting down): recoverable from the last checkpoint, unlike a bad statement.
+fn lost(e: &tokio_postgres::Error) -> bool {
+    if e.is_closed() {
+        return true;
+    }
+    if let Some(code) = e.code() {
+        let code = code.code();
+        return code.starts_with("08") || code.starts_with("57P");
+    }
+    std::error::Error::source(e).is_some_and(|s| s.is::<std::io::Error>())
+}
+
+/// `message` as the sink's error: [`Unavailable`] if the server went away.
+fn failure(e: &tokio_postgres::Error, message: String) -> UserError {
+    if lost(e) {
+        Unavailable(message).into()
+    } else {
+        message.into()
     }
 }
 
@@ -368,21 +405,21 @@ impl<T: ToRow> AsyncSink for PostgresSink<T> {
                 .into());
             }
             if self.conn.data.as_ref().is_none_or(|c| c.is_closed()) {
-                let c = self.connect("data", txn.instance).await?;
+                let c = self.connect("data", txn.instance, false).await?;
                 self.conn.data = Some(c);
             }
             let data = self.conn.data.as_ref().expect("connected above");
             data.batch_execute("BEGIN")
                 .await
-                .map_err(|e| format!("BEGIN on {server} failed: {}", describe(&e)))?;
+                .map_err(|e| failure(&e, format!("BEGIN on {server} failed: {}", describe(&e))))?;
             self.conn.open = Some(*txn);
         }
         let data = self.conn.data.as_ref().expect("a transaction is open");
         if data.is_closed() {
-            return Err(format!(
+            return Err(Unavailable(format!(
                 "the connection to {server} was lost with transaction {} open: its rows are gone, the epoch is written again after recovery",
                 self.gid(txn)
-            )
+            ))
             .into());
         }
         let per = ROWS_PER_STATEMENT.min(65_535 / T::COLUMNS.max(1));
@@ -391,12 +428,13 @@ impl<T: ToRow> AsyncSink for PostgresSink<T> {
             let params: Vec<&(dyn ToSql + Sync)> =
                 chunk.iter().flat_map(|x| x.value.values()).collect();
             data.execute(sql.as_str(), &params).await.map_err(|e| {
-                format!(
+                let m = format!(
                     "inserting into {} on {server} (transaction {}) failed: {}",
                     self.table,
                     self.gid(txn),
                     describe(&e)
-                )
+                );
+                failure(&e, m)
             })?;
         }
         Ok(())
@@ -420,11 +458,11 @@ impl<T: ToRow> AsyncSink for PostgresSink<T> {
             } else {
                 ""
             };
-            format!(
+            let m = format!(
                 "PREPARE TRANSACTION '{gid}' on {server} failed: {}{hint}",
                 describe(&e)
-            )
-            .into()
+            );
+            failure(&e, m)
         })
     }
 
@@ -449,7 +487,7 @@ impl<T: ToRow> AsyncSink for PostgresSink<T> {
         let server = self.server();
         let table = self.table.clone();
         let columns = self.columns.join(", ");
-        let client = self.control(recovery.instance).await?;
+        let client = self.control(recovery.instance, true).await?;
         // A clear error now for a missing table or column, not at the first write.
         client
             .batch_execute(&format!("SELECT {columns} FROM {table} WHERE false"))

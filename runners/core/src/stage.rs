@@ -565,6 +565,13 @@ pub fn attribute(e: ExecError, transform: &str) -> ExecError {
             message,
             replay: None,
         })),
+        ExecError::Unavailable { phase, message } => {
+            ExecError::Downstream(Box::new(Error::Unavailable {
+                transform: transform.to_string(),
+                phase: phase.name(),
+                message,
+            }))
+        }
         other => other,
     }
 }
@@ -583,6 +590,11 @@ pub fn unwrap_downstream(e: ExecError) -> Error {
             element,
             message,
             replay: None,
+        },
+        ExecError::Unavailable { phase, message } => Error::Unavailable {
+            transform: "?".into(),
+            phase: phase.name(),
+            message,
         },
     }
 }

@@ -33,6 +33,10 @@ pub const CHILD_ENV: &str = "TIDEWATER_CLUSTER_CHILD";
 /// Exit status of a child whose pipeline failed with its own error (not restarted).
 pub const PIPELINE_FAILED: i32 = 3;
 
+/// Exit status of a child that lost an external system ([`Error::Unavailable`]): the
+/// cluster is restarted from the last checkpoint.
+pub const UNAVAILABLE: i32 = 4;
+
 /// What a child process hands back.
 #[derive(Debug, Serialize, Deserialize)]
 pub enum Outcome {
@@ -79,6 +83,15 @@ pub enum WireError {
         /// What is wrong.
         message: String,
     },
+    /// [`Error::Unavailable`].
+    Unavailable {
+        /// The transform.
+        transform: String,
+        /// The phase's name.
+        phase: String,
+        /// What went away.
+        message: String,
+    },
     /// Any other error, as its message.
     Other(String),
 }
@@ -122,6 +135,15 @@ impl WireError {
                 message: message.clone(),
             },
             Error::Checkpoint { message } => WireError::Checkpoint(message.clone()),
+            Error::Unavailable {
+                transform,
+                phase,
+                message,
+            } => WireError::Unavailable {
+                transform: transform.clone(),
+                phase: phase.to_string(),
+                message: message.clone(),
+            },
             Error::InvalidOption { option, message } => WireError::InvalidOption {
                 option: option.clone(),
                 message: message.clone(),
@@ -159,6 +181,19 @@ impl WireError {
                 message,
             },
             WireError::Checkpoint(message) => Error::Checkpoint { message },
+            WireError::Unavailable {
+                transform,
+                phase,
+                message,
+            } => Error::Unavailable {
+                transform,
+                phase: PHASES
+                    .iter()
+                    .map(|p| p.name())
+                    .find(|n| *n == phase)
+                    .unwrap_or("process"),
+                message,
+            },
             WireError::InvalidOption { option, message } => {
                 Error::InvalidOption { option, message }
             }
@@ -180,7 +215,11 @@ pub fn finish_child(path: &Path, result: Result<PipelineResult>) -> ! {
         ),
         Err(e) => {
             eprintln!("error: {e}");
-            (Outcome::Failed(WireError::from_error(&e)), PIPELINE_FAILED)
+            let code = match e {
+                Error::Unavailable { .. } => UNAVAILABLE,
+                _ => PIPELINE_FAILED,
+            };
+            (Outcome::Failed(WireError::from_error(&e)), code)
         }
     };
     let bytes = postcard::to_allocvec(&outcome).expect("an outcome encodes");
@@ -377,6 +416,14 @@ impl Supervisor {
                 .find_map(|(i, s)| s.filter(|s| !s.success()).map(|s| (i, s)))
             {
                 Self::kill_all(&mut children);
+                // An external system went away: say which, then recover.
+                if status.code() == Some(UNAVAILABLE) {
+                    if let Ok(Outcome::Failed(e)) = postcard::from_bytes::<Outcome>(
+                        &std::fs::read(&outcomes[i]).unwrap_or_default(),
+                    ) {
+                        return Ok(Attempt::Restart(format!("process {i}: {}", e.into_error())));
+                    }
+                }
                 return Ok(Attempt::Restart(format!(
                     "process {i} exited with {status}"
                 )));

@@ -62,6 +62,14 @@ pub enum ExecError {
         /// Error or panic message.
         message: String,
     },
+    /// A connector of this step lost an external system
+    /// ([`crate::io::Unavailable`]); the runner adds the transform's name.
+    Unavailable {
+        /// Lifecycle step.
+        phase: Phase,
+        /// What went away.
+        message: String,
+    },
     /// A step downstream failed; its error is complete.
     Downstream(Box<crate::Error>),
 }

@@ -30,6 +30,12 @@ fn call(
 ) -> Result<(), ExecError> {
     let message = match catch_user(AssertUnwindSafe(f)) {
         Ok(Ok(())) => return Ok(()),
+        Ok(Err(e)) if e.is::<crate::io::Unavailable>() => {
+            return Err(ExecError::Unavailable {
+                phase,
+                message: format!("transaction {}: {e}", txn.id()),
+            })
+        }
         Ok(Err(e)) => e.to_string(),
         Err(p) => format!(
             "panicked: {}",

@@ -95,14 +95,17 @@ impl<S: Source> ErasedSource for SourceInvoker<S> {
         let pos: S::Position = coder::decode(position)
             .map_err(|e| user_error(format!("source position does not decode: {e}")))?;
         let s = &self.0;
-        catch_user(AssertUnwindSafe(|| {
-            s.available(partition, partitions, &pos)
-        }))
-        .map_err(|_| {
-            user_error(format!(
+        match catch_user(AssertUnwindSafe(|| {
+            s.try_available(partition, partitions, &pos)
+        })) {
+            Ok(Ok(n)) => Ok(n),
+            Ok(Err(e)) => Err(user_error(format!(
+                "asking partition {partition} at {pos:?} what is available failed: {e}"
+            ))),
+            Err(_) => Err(user_error(format!(
                 "asking partition {partition} at {pos:?} what is available panicked"
-            ))
-        })
+            ))),
+        }
     }
     fn finalize(
         &mut self,
@@ -139,6 +142,12 @@ impl<S: Source> ErasedSource for SourceInvoker<S> {
             src.read(partition, partitions, &mut pos, max, now, &mut out)
         })) {
             Ok(Ok(s)) => s,
+            Ok(Err(e)) if e.is::<crate::io::Unavailable>() => {
+                return Err(ExecError::Unavailable {
+                    phase: Phase::Process,
+                    message: format!("reading partition {partition} at {pos:?} failed: {e}"),
+                })
+            }
             Ok(Err(e)) => {
                 return Err(user_error(format!(
                     "reading partition {partition} at {pos:?} failed: {e}"

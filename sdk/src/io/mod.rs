@@ -29,6 +29,29 @@ pub use runtime::runtime;
 pub use sink::{AsyncSink, SinkBridge};
 pub use source::{AsyncSource, AsyncSourceReader, BridgePosition, SourceBridge};
 
+/// The error a connector returns when the external system it talks to went away
+/// mid-run (a connection lost, a server restarting): the runner reports it as
+/// [`Error::Unavailable`](crate::Error::Unavailable), and a local cluster's supervisor
+/// restarts the job from its last checkpoint instead of failing it. Not for a
+/// configuration that can never work (a wrong URL, a missing table): those are plain
+/// errors, and fail the job.
+///
+/// ```
+/// let e: tidewater::UserError = tidewater::io::Unavailable("the connection was lost".into()).into();
+/// assert!(e.is::<tidewater::io::Unavailable>());
+/// assert_eq!(e.to_string(), "the connection was lost");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unavailable(pub String);
+
+impl std::fmt::Display for Unavailable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Unavailable {}
+
 /// How a bridge moves data between an async connector and the synchronous pipeline.
 ///
 /// ```
@@ -60,6 +83,34 @@ impl Default for BridgeOptions {
     }
 }
 
+/// A connector's error as it crosses back to the pipeline: its message, and whether it is
+/// an [`Unavailable`] (which the runner treats as recoverable).
+#[derive(Clone)]
+pub(crate) struct Failure {
+    pub(crate) message: String,
+    pub(crate) unavailable: bool,
+}
+
+impl Failure {
+    pub(crate) fn of(
+        e: &crate::UserError,
+        context: impl FnOnce(&crate::UserError) -> String,
+    ) -> Self {
+        Failure {
+            message: context(e),
+            unavailable: e.is::<Unavailable>(),
+        }
+    }
+
+    pub(crate) fn into_error(self) -> crate::UserError {
+        if self.unavailable {
+            Unavailable(self.message).into()
+        } else {
+            self.message.into()
+        }
+    }
+}
+
 /// Runs `fut` on the connector runtime from a pipeline thread, for at most `timeout`;
 /// `what` names what did not answer in the error.
 pub(crate) fn block_on_timeout<T>(
@@ -69,5 +120,5 @@ pub(crate) fn block_on_timeout<T>(
 ) -> Result<T, crate::UserError> {
     runtime()
         .block_on(async { tokio::time::timeout(timeout, fut).await })
-        .map_err(|_| format!("{} did not answer within {timeout:?}", what()))?
+        .map_err(|_| Unavailable(format!("{} did not answer within {timeout:?}", what())))?
 }

@@ -1,6 +1,6 @@
 //! Async sinks and their bridge to the sink commit protocol.
 
-use super::{block_on_timeout, runtime, BridgeOptions};
+use super::{block_on_timeout, runtime, BridgeOptions, Failure};
 use crate::{Element, Recovery, Sink, Txn, UserError, WindowedValue};
 use async_trait::async_trait;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -111,13 +111,13 @@ impl Step {
 
 enum Op<T> {
     Write(Txn, Vec<WindowedValue<T>>),
-    Step(Step, oneshot::Sender<Result<(), String>>),
+    Step(Step, oneshot::Sender<Result<(), Failure>>),
 }
 
 struct Running<T> {
     tx: mpsc::Sender<Op<T>>,
     /// The first failed write, reported by the next call.
-    failed: Arc<Mutex<Option<String>>>,
+    failed: Arc<Mutex<Option<Failure>>>,
 }
 
 enum State<S: AsyncSink> {
@@ -164,7 +164,7 @@ impl<S: AsyncSink> SinkBridge<S> {
         }
     }
 
-    fn failure(running: &Running<S::In>) -> Option<String> {
+    fn failure(running: &Running<S::In>) -> Option<Failure> {
         running
             .failed
             .lock()
@@ -188,7 +188,7 @@ impl<S: AsyncSink> SinkBridge<S> {
                 answer
                     .await
                     .map_err(|_| "the sink's task stopped before answering (it panicked)")?
-                    .map_err(UserError::from)
+                    .map_err(Failure::into_error)
             },
         )
     }
@@ -198,17 +198,19 @@ impl<S: AsyncSink> SinkBridge<S> {
 async fn serve<S: AsyncSink>(
     mut sink: S,
     mut rx: mpsc::Receiver<Op<S::In>>,
-    failed: Arc<Mutex<Option<String>>>,
+    failed: Arc<Mutex<Option<Failure>>>,
 ) {
-    let mut failure: Option<String> = None;
+    let mut failure: Option<Failure> = None;
     while let Some(op) = rx.recv().await {
         match op {
             Op::Write(txn, xs) => {
                 if failure.is_none() {
                     if let Err(e) = sink.write(&txn, xs).await {
-                        let message = format!("writing transaction {} failed: {e}", txn.id());
-                        *failed.lock().unwrap_or_else(|e| e.into_inner()) = Some(message.clone());
-                        failure = Some(message);
+                        let f = Failure::of(&e, |e| {
+                            format!("writing transaction {} failed: {e}", txn.id())
+                        });
+                        *failed.lock().unwrap_or_else(|e| e.into_inner()) = Some(f.clone());
+                        failure = Some(f);
                     }
                 }
             }
@@ -216,12 +218,15 @@ async fn serve<S: AsyncSink>(
                 let result = match (&failure, step) {
                     // An abort is tried even after a failed write: it cleans up.
                     (_, Step::Abort(txn)) => sink.abort(&txn).await,
-                    (Some(f), _) => Err(f.clone().into()),
+                    (Some(f), _) => {
+                        let _ = reply.send(Err(f.clone()));
+                        continue;
+                    }
                     (None, Step::Stage(txn)) => sink.stage(&txn).await,
                     (None, Step::Commit(txn)) => sink.commit(&txn).await,
                     (None, Step::Recover(r)) => sink.recover(&r).await,
                 };
-                let _ = reply.send(result.map_err(|e| e.to_string()));
+                let _ = reply.send(result.map_err(|e| Failure::of(&e, |e| e.to_string())));
             }
         }
     }
@@ -251,7 +256,7 @@ impl<S: AsyncSink> Sink for SinkBridge<S> {
         let timeout = self.options.timeout;
         let running = self.running();
         if let Some(f) = Self::failure(running) {
-            return Err(f.into());
+            return Err(f.into_error());
         }
         let op = Op::Write(*txn, elements);
         let op = match running.tx.try_send(op) {

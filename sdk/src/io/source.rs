@@ -1,6 +1,6 @@
 //! Async sources and their bridge to the source driver.
 
-use super::{block_on_timeout, runtime, BridgeOptions};
+use super::{block_on_timeout, runtime, BridgeOptions, Failure};
 use crate::{Element, ReadStatus, Source, Timestamp, UserError};
 use async_trait::async_trait;
 use serde::de::DeserializeOwned;
@@ -216,7 +216,7 @@ struct Chunk<S: AsyncSource> {
     status: ReadStatus,
 }
 
-type Message<S> = Result<Chunk<S>, String>;
+type Message<S> = Result<Chunk<S>, Failure>;
 
 /// One partition's reader, seen from the pipeline.
 struct Partition<S: AsyncSource> {
@@ -279,9 +279,10 @@ impl<S: AsyncSource> SourceBridge<S> {
             let mut reader = match source.open(partition, partitions, from_at.clone()).await {
                 Ok(r) => r,
                 Err(e) => {
-                    let _ = tx
-                        .send(Err(format!("opening partition {partition} at {from_at:?} failed: {e}")))
-                        .await;
+                    let f = Failure::of(&e, |e| {
+                        format!("opening partition {partition} at {from_at:?} failed: {e}")
+                    });
+                    let _ = tx.send(Err(f)).await;
                     return;
                 }
             };
@@ -292,20 +293,21 @@ impl<S: AsyncSource> SourceBridge<S> {
                 let status = match reader.read(chunk, &mut records).await {
                     Ok(s) => s,
                     Err(e) => {
-                        let _ = tx
-                            .send(Err(format!("reading partition {partition} failed: {e}")))
-                            .await;
+                        let f = Failure::of(&e, |e| format!("reading partition {partition} failed: {e}"));
+                        let _ = tx.send(Err(f)).await;
                         return;
                     }
                 };
                 let dropped = skip.min(records.len() as u64);
                 skip -= dropped;
                 if skip > 0 && status == ReadStatus::Done {
-                    let _ = tx
-                        .send(Err(format!(
+                    let f = Failure {
+                        message: format!(
                             "partition {partition} ended {skip} records before the position {from_at:?} + {from_skip} it resumes from: the source does not replay what it gave"
-                        )))
-                        .await;
+                        ),
+                        unavailable: false,
+                    };
+                    let _ = tx.send(Err(f)).await;
                     return;
                 }
                 let empty = records.len() as u64 == dropped;
@@ -476,7 +478,7 @@ impl<S: AsyncSource> Source for SourceBridge<S> {
             };
             match next {
                 Some(Ok(chunk)) => p.current = Some((chunk, 0)),
-                Some(Err(e)) => return Err(e.into()),
+                Some(Err(e)) => return Err(e.into_error()),
                 None => break,
             }
         }
@@ -499,22 +501,31 @@ impl<S: AsyncSource> Source for SourceBridge<S> {
             .map_or(Timestamp::MIN, |p| p.watermark)
     }
 
+    /// Runners ask [`Source::try_available`]; this form answers "unknown" on an error.
     fn available(
         &self,
         partition: usize,
         partitions: usize,
         position: &Self::Position,
     ) -> Option<u64> {
+        self.try_available(partition, partitions, position)
+            .ok()
+            .flatten()
+    }
+
+    fn try_available(
+        &self,
+        partition: usize,
+        partitions: usize,
+        position: &Self::Position,
+    ) -> Result<Option<u64>, UserError> {
         let source = &self.source;
-        // The driver's `available` cannot fail; an error here means "unknown".
-        block_on_timeout(
+        let n = block_on_timeout(
             self.options.timeout,
             || format!("the source asked what partition {partition} has available"),
             source.available(partition, partitions, &position.at),
-        )
-        .ok()
-        .flatten()
-        .map(|n| n.saturating_sub(position.skip))
+        )?;
+        Ok(n.map(|n| n.saturating_sub(position.skip)))
     }
 
     fn finalize(

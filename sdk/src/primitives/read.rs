@@ -307,6 +307,15 @@ where
         self.source.available(partition, partitions, &p.inner)
     }
 
+    fn try_available(
+        &self,
+        partition: usize,
+        partitions: usize,
+        p: &Self::Position,
+    ) -> Result<Option<u64>, UserError> {
+        self.source.try_available(partition, partitions, &p.inner)
+    }
+
     fn finalize(
         &mut self,
         partition: usize,
