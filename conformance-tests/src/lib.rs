@@ -22,6 +22,7 @@ pub mod check;
 pub mod harness;
 pub mod matrix;
 pub mod scratch;
+pub mod topic;
 
 pub use case::{Case, Outcome};
 pub use cases::all_cases;

@@ -56,8 +56,11 @@ fn main() -> ExitCode {
     if std::env::var_os(tidewater_runner_native::CLUSTER_CHILD_ENV).is_some() {
         return run_cluster_child(&args);
     }
+    // The "source = topic" class runs when a Kafka broker is configured (and says so
+    // loudly when not).
     let cases: Vec<_> = all_cases()
         .into_iter()
+        .chain(tidewater_conformance::topic::topic_cases())
         .filter(|c| match &args.case_filter {
             Some(f) => c.name.contains(f.as_str()),
             None => true,
@@ -140,6 +143,7 @@ fn print_out(s: &str) {
 fn run_cluster_child(args: &Args) -> ExitCode {
     let Some(case) = all_cases()
         .into_iter()
+        .chain(tidewater_conformance::topic::all())
         .find(|c| Some(c.name) == args.case_filter.as_deref())
     else {
         eprintln!("error: a cluster process needs --case with a case's exact name");

@@ -27,6 +27,17 @@ pub fn set_run(name: String) {
     RUN.with(|r| *r.borrow_mut() = Some((name, 0)));
 }
 
+/// The current run's name (shared by the processes of a local cluster that run it):
+/// what a case names the things it makes outside the process after.
+pub fn run_name() -> String {
+    RUN.with(|r| {
+        r.borrow_mut()
+            .get_or_insert_with(|| (new_run_name(), 0))
+            .0
+            .clone()
+    })
+}
+
 /// A new, empty directory, removed after the current run (build, run and check of one
 /// case happen on one thread).
 pub fn dir(label: &str) -> std::io::Result<PathBuf> {

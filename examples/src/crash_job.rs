@@ -5,6 +5,11 @@
 //! any number of crashes and restarts: the watermark of the generator is exact (no
 //! record is late), so no result depends on timing; a running count's lines are the
 //! counts 1..n of each word whatever order the records took.
+//!
+//! The numbers come from the generator, or from a Kafka topic that holds the same
+//! numbers with the same event times ([`fill_topic`]), read up to its end offsets
+//! (`available-now`): the output is then the same again, and a crash test over the topic
+//! shows that the offsets in the checkpoint resume the source exactly.
 
 use crate::streaming_word_count::words_of;
 use std::path::Path;
@@ -12,19 +17,111 @@ use tidewater::{
     Duration, ElementContext, FlattenExt, PCollection, Pipeline, Read, StatefulParDo, Window,
     WindowFn,
 };
+use tidewater_kafka::admin::{KafkaAdmin, KafkaError, ProducerRecord};
+use tidewater_kafka::{KafkaRecord, KafkaSource};
 use tidewater_transforms::{Count, EpochFiles, GenerateSequence};
+
+/// Where the job's numbers come from.
+#[derive(Clone, Debug)]
+pub enum Input {
+    /// The generator: `records` numbers, `rate` per second (0: as fast as possible).
+    Generated {
+        /// How many.
+        records: u64,
+        /// Per second.
+        rate: f64,
+    },
+    /// A topic filled by [`fill_topic`], read at most `rate` records per second.
+    Kafka {
+        /// Comma-separated `host:port`.
+        brokers: String,
+        /// The topic.
+        topic: String,
+        /// Per second (0: as fast as the broker gives).
+        rate: f64,
+    },
+}
+
+/// Number `n` is the value of a record of partition `n % partitions` with timestamp
+/// `n` ms (the generator's event time), produced in order, so every partition's
+/// timestamps increase. Creates the topic; a topic that exists must hold exactly that.
+pub fn fill_topic(
+    brokers: &str,
+    topic: &str,
+    records: u64,
+    partitions: u32,
+) -> Result<(), KafkaError> {
+    let admin = KafkaAdmin::connect(brokers, topic)?;
+    if admin.create_topic(partitions)? {
+        let numbers: Vec<u64> = (0..records).collect();
+        for part in 0..partitions {
+            let mine: Vec<ProducerRecord> = numbers
+                .iter()
+                .filter(|n| **n % u64::from(partitions) == u64::from(part))
+                .map(|n| ProducerRecord::text(&n.to_string(), *n as i64))
+                .collect();
+            for batch in mine.chunks(1000) {
+                admin.produce(part, batch)?;
+            }
+        }
+    }
+    let mut held = 0;
+    for part in 0..admin.partitions()? as u32 {
+        held += admin.high_watermark(part)?;
+    }
+    if held != records as i64 {
+        return Err(KafkaError(format!(
+            "Kafka topic '{topic}' holds {held} records, not the {records} of the crash job"
+        )));
+    }
+    Ok(())
+}
+
+/// A record's number.
+fn number(r: KafkaRecord) -> u64 {
+    let text = r.value_text();
+    text.parse().unwrap_or_else(|_| {
+        panic!(
+            "record {} of partition {} is not a number: {text:?}",
+            r.offset, r.partition
+        )
+    })
+}
+
+/// The job's numbers, with their event times.
+pub fn numbers(p: &Pipeline, input: &Input) -> PCollection<u64> {
+    match input {
+        Input::Generated { records, rate } => {
+            let mut source = GenerateSequence::new(0, Some(*records)).with_event_time(0, 1);
+            if *rate > 0.0 {
+                source = source.with_rate(*rate);
+            }
+            p.apply("Generate", Read::from(source))
+        }
+        Input::Kafka {
+            brokers,
+            topic,
+            rate,
+        } => {
+            let mut source = KafkaSource::new(brokers, topic).available_now();
+            if *rate > 0.0 {
+                source = source.with_max_rate(*rate);
+            }
+            p.apply("ReadTopic", source.read()).map("Number", number)
+        }
+    }
+}
 
 /// The job's result lines, before they are written.
 pub fn lines(p: &Pipeline, records: u64, rate: f64) -> PCollection<String> {
-    let mut source = GenerateSequence::new(0, Some(records)).with_event_time(0, 1);
-    if rate > 0.0 {
-        source = source.with_rate(rate);
-    }
-    let words = p.apply("Generate", Read::from(source)).flat_map_with(
-        "Words",
-        7u64,
-        |seed: &u64, offset: u64| words_of(*seed, offset),
-    );
+    lines_of(p, &Input::Generated { records, rate })
+}
+
+/// The job's result lines over `input`.
+pub fn lines_of(p: &Pipeline, input: &Input) -> PCollection<String> {
+    let words = numbers(p, input).flat_map_with("Words", 7u64, |seed: &u64, offset: u64| {
+        words_of(*seed, offset)
+    });
     let per_window = words
         .apply(
             "Window",
@@ -51,13 +148,23 @@ pub fn lines(p: &Pipeline, records: u64, rate: f64) -> PCollection<String> {
 
 /// The whole job: its lines committed into `out` (an existing directory).
 pub fn build(p: &Pipeline, records: u64, rate: f64, out: &Path) {
-    lines(p, records, rate).write_to("Output", EpochFiles::to(out));
+    build_over(p, &Input::Generated { records, rate }, out);
+}
+
+/// The whole job over `input`.
+pub fn build_over(p: &Pipeline, input: &Input, out: &Path) {
+    lines_of(p, input).write_to("Output", EpochFiles::to(out));
 }
 
 /// The whole job, its lines committed into column `line` of PostgreSQL table `table`
 /// on the server at `url` (the PostgreSQL sink, two-phase commit by epoch).
 pub fn build_postgres(p: &Pipeline, records: u64, rate: f64, url: &str, table: &str) {
-    lines(p, records, rate).write_to(
+    build_postgres_over(p, &Input::Generated { records, rate }, url, table);
+}
+
+/// The job over `input`, its lines written into PostgreSQL.
+pub fn build_postgres_over(p: &Pipeline, input: &Input, url: &str, table: &str) {
+    lines_of(p, input).write_to(
         "Output",
         tidewater_postgres::PostgresSink::<String>::new(url, table, &["line"]).bridged(),
     );

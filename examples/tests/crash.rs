@@ -74,6 +74,8 @@ struct Run {
     out: PathBuf,
     ckpt: PathBuf,
     runner: &'static str,
+    /// Where the numbers come from, if not the generator (`--kafka-topic ...`).
+    source: Vec<String>,
     _dir: tempfile::TempDir,
 }
 
@@ -103,7 +105,20 @@ impl Run {
             out,
             ckpt,
             runner,
+            source: Vec::new(),
             _dir: dir,
+        }
+    }
+
+    /// The job over a Kafka topic holding the generator's numbers.
+    fn over_topic(runner: &'static str, brokers: &str, topic: &str) -> Self {
+        crash_job::fill_topic(brokers, topic, RECORDS, 4).unwrap();
+        Run {
+            source: vec![
+                format!("--kafka-brokers={brokers}"),
+                format!("--kafka-topic={topic}"),
+            ],
+            ..Self::on(runner)
         }
     }
 
@@ -113,6 +128,7 @@ impl Run {
             .args([&format!("--records={RECORDS}"), &format!("--rate={RATE}")])
             .arg(format!("--checkpoint-dir={}", self.ckpt.display()))
             .arg(format!("--output={}", self.out.display()))
+            .args(&self.source)
             .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
@@ -203,11 +219,39 @@ fn random_kills_leave_every_line_exactly_once() {
     }
 }
 
+/// The crash job reading a Kafka topic (4 partitions, the generator's numbers and event
+/// times, read up to the end offsets taken at start): after kills, every line exactly
+/// once, the same as the direct runner's over the generator. The source's offsets are
+/// what the checkpoints hold for it, so this is the test that they resume it exactly.
+#[test]
+fn random_kills_over_a_kafka_topic_leave_every_line_exactly_once() {
+    let Some(brokers) = tidewater_kafka::test_brokers(
+        "random_kills_over_a_kafka_topic_leave_every_line_exactly_once",
+    ) else {
+        return;
+    };
+    for runner in RUNNERS {
+        let topic = format!(
+            "crash-{runner}-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or(0)
+        );
+        random_kills_of(Run::over_topic(runner, &brokers, &topic));
+    }
+}
+
 fn random_kills(runner: &'static str) {
+    random_kills_of(Run::on(runner));
+}
+
+fn random_kills_of(run: Run) {
     let _s = serial();
     let want = reference();
     let (mut rng, seed) = Rng::new();
-    let run = Run::on(runner);
+    let runner = run.runner;
     let child = run.command(&["--local-cluster=2"]).spawn().unwrap();
     let mut kills = 0;
     let started = Instant::now();
@@ -231,7 +275,14 @@ fn random_kills(runner: &'static str) {
         "{runner}, seed {seed}: {}",
         difference(&got, want)
     );
-    eprintln!("{runner}: {kills} kills (seed {seed}), every line exactly once");
+    eprintln!(
+        "{runner}{}: {kills} kills (seed {seed}), every line exactly once",
+        if run.source.is_empty() {
+            ""
+        } else {
+            " over a Kafka topic"
+        }
+    );
 }
 
 #[test]

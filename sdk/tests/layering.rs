@@ -55,13 +55,16 @@ fn crates_depend_only_downward() {
             ],
         ),
         ("transforms", &["tidewater"]),
+        // Connectors sit beside the transforms: the model only.
         ("connectors/postgres", &["tidewater"]),
+        ("connectors/kafka", &["tidewater"]),
         (
             "examples",
             &[
                 "tidewater",
                 "tidewater-transforms",
                 "tidewater-postgres",
+                "tidewater-kafka",
                 runners[0],
                 runners[1],
                 runners[2],
@@ -84,6 +87,7 @@ fn crates_depend_only_downward() {
             &[
                 "tidewater",
                 "tidewater-transforms",
+                "tidewater-kafka",
                 "tidewater-nexmark",
                 runners[0],
                 runners[1],

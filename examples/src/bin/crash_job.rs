@@ -8,6 +8,7 @@
 
 use clap::Parser;
 use tidewater::{Pipeline, PipelineOptions};
+use tidewater_examples::crash_job;
 
 /// Generated words counted per window and in state, written exactly once.
 #[derive(Parser)]
@@ -20,6 +21,13 @@ struct Args {
     /// Records per second (0: as fast as possible).
     #[arg(long, default_value_t = 0.0)]
     rate: f64,
+    /// Read the numbers from this Kafka topic (filled by `crash_job::fill_topic`)
+    /// instead of generating them; with `--kafka-brokers`.
+    #[arg(long, requires = "kafka_brokers")]
+    kafka_topic: Option<String>,
+    /// The topic's brokers, comma-separated `host:port`.
+    #[arg(long)]
+    kafka_brokers: Option<String>,
     /// The directory the committed files go to (created if missing).
     #[arg(long)]
     output: std::path::PathBuf,
@@ -41,15 +49,20 @@ fn run() -> anyhow::Result<()> {
     let args = Args::parse();
     std::fs::create_dir_all(&args.output)?;
     let p = Pipeline::new(args.options);
+    let input = match (args.kafka_topic, args.kafka_brokers) {
+        (Some(topic), Some(brokers)) => crash_job::Input::Kafka {
+            brokers,
+            topic,
+            rate: args.rate,
+        },
+        _ => crash_job::Input::Generated {
+            records: args.records,
+            rate: args.rate,
+        },
+    };
     match &args.postgres {
-        Some(url) => tidewater_examples::crash_job::build_postgres(
-            &p,
-            args.records,
-            args.rate,
-            url,
-            &args.pg_table,
-        ),
-        None => tidewater_examples::crash_job::build(&p, args.records, args.rate, &args.output),
+        Some(url) => crash_job::build_postgres_over(&p, &input, url, &args.pg_table),
+        None => crash_job::build_over(&p, &input, &args.output),
     }
     p.run()?;
     Ok(())

@@ -207,7 +207,17 @@ impl WatermarkEstimator {
         }
     }
 
-    fn estimate(self, latest: Timestamp) -> Timestamp {
+    /// The watermark of a partition whose latest event time read is `latest`
+    /// (`Timestamp::MIN` before any record): sources that carry their own event times,
+    /// such as a Kafka topic's, estimate with it too, so the rule lives here once.
+    ///
+    /// ```
+    /// use tidewater::{Timestamp, WatermarkEstimator};
+    /// let e = WatermarkEstimator::BoundedOutOfOrderness { max_delay_ms: 500 };
+    /// assert_eq!(e.estimate(Timestamp(2_000)), Timestamp(1_500));
+    /// assert_eq!(e.estimate(Timestamp::MIN), Timestamp::MIN);
+    /// ```
+    pub fn estimate(self, latest: Timestamp) -> Timestamp {
         if latest <= Timestamp::MIN {
             return Timestamp::MIN;
         }
