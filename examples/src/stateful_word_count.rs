@@ -10,6 +10,9 @@ use tidewater_transforms::TextIO;
 #[derive(Serialize, Deserialize)]
 pub struct RunningCount;
 
+// Linked: `run_plan` runs a saved plan naming it without constructing the pipeline.
+tidewater::register!(StatefulDoFn RunningCount);
+
 impl StatefulDoFn for RunningCount {
     type Key = String;
     type Value = u64;

@@ -45,7 +45,15 @@ pub enum Error {
         "unknown {kind} '{name}' in {transform}: this binary has not registered it. \
          Functions and types register themselves when the pipeline that uses them is constructed; \
          a binary that runs a plan it did not build must construct the same pipeline first{}{}",
-        if *kind_snake == "do_fn" { " (or, for a DoFn struct, call tidewater::registry::register_do_fn::<T>())" } else { "" },
+        match *kind_snake {
+            "do_fn" | "stateful_do_fn" | "source" | "sink" | "window_fn" => format!(
+                " (or, for a concrete {kind} type, link it: tidewater::register!({}{} T) in the module that \
+                 defines T, or call tidewater::registry::register_{kind_snake}::<T>())",
+                if *kind_snake == "stateful_do_fn" { "Stateful" } else { "" },
+                match *kind_snake { "do_fn" | "stateful_do_fn" => "DoFn", "source" => "Source", "sink" => "Sink", _ => "WindowFn" },
+            ),
+            _ => String::new(),
+        },
         closure_hint(name)
     )]
     UnknownFunction {

@@ -339,3 +339,107 @@ pub fn register_view<O: 'static>(name: &str, factory: ViewFactory) {
 pub fn view(name: &str) -> Option<ViewFactory> {
     read().views.get(name).cloned()
 }
+
+// ---------------------------------------------------------------------------------------
+// Link-time registration.
+// ---------------------------------------------------------------------------------------
+
+/// A concrete user function registered at link time by [`register!`](crate::register):
+/// its impl is collected by typetag (through `inventory`, a constructor that runs when
+/// the binary starts), so a binary that merely links it resolves its name in a plan it
+/// did not construct.
+///
+/// Resolving a name this way deserializes the plan's fields into a value of the type
+/// (straight from the plan's deserializer, through erased-serde) and calls
+/// [`Linked::register`], which fills the run-time registry just as applying the
+/// function in a pipeline would: its factory and its element types. From then on the
+/// name resolves like any other.
+///
+/// Only concrete, non-generic types can be linked: typetag needs one constant name per
+/// impl. Generic functions (`CountFn<T>`, `MapFn<F, A, B>`, groupings) register when
+/// the pipeline that uses them is constructed.
+#[typetag::deserialize]
+pub trait Linked: Send + Sync {
+    /// Registers the type in the run-time registry under its type name and returns
+    /// that name.
+    fn register(&self) -> String;
+}
+
+/// Whether `name` could be resolved at link time: `Ok(true)` when a linked function of
+/// that name was found and registered (or already was), `Ok(false)` when no linked
+/// function has that name, `Err` when one has it but `fields` do not decode into it.
+///
+/// The fields are read through `fields`, any serde deserializer (the plan's own).
+///
+/// ```
+/// // No function is linked under this name.
+/// let fields = serde_json::Value::Null;
+/// assert_eq!(tidewater::registry::link(
+///     "nobody::Nothing", &fields).unwrap(), false);
+/// ```
+pub fn link<'de, D: serde::Deserializer<'de>>(name: &str, fields: D) -> Result<bool, String> {
+    use serde::de::{value::MapAccessDeserializer, Deserialize, DeserializeSeed, MapAccess};
+    use std::cell::Cell;
+    // Presents `{name: fields}` (typetag's externally tagged form) without building it:
+    // the key is the name, the value is read from `fields` itself.
+    struct One<'a, D> {
+        name: Option<&'a str>,
+        fields: Option<D>,
+        unknown: &'a Cell<bool>,
+    }
+    impl<'de, D: serde::Deserializer<'de>> MapAccess<'de> for One<'_, D> {
+        type Error = D::Error;
+        fn next_key_seed<K: DeserializeSeed<'de>>(
+            &mut self,
+            seed: K,
+        ) -> Result<Option<K::Value>, D::Error> {
+            let Some(name) = self.name.take() else {
+                return Ok(None);
+            };
+            let key = serde::de::value::StrDeserializer::<D::Error>::new(name);
+            seed.deserialize(key).map(Some).inspect_err(|_| {
+                self.unknown.set(true);
+            })
+        }
+        fn next_value_seed<V: DeserializeSeed<'de>>(
+            &mut self,
+            seed: V,
+        ) -> Result<V::Value, D::Error> {
+            let fields = self.fields.take().expect("one value after one key");
+            seed.deserialize(fields)
+        }
+    }
+    if has_any(name) {
+        return Ok(true);
+    }
+    let unknown = Cell::new(false);
+    let one = One {
+        name: Some(name),
+        fields: Some(fields),
+        unknown: &unknown,
+    };
+    match <Box<dyn Linked>>::deserialize(MapAccessDeserializer::new(one)) {
+        Ok(f) => {
+            let registered = f.register();
+            if registered != name {
+                return Err(format!(
+                    "it is linked under '{name}' but its type is '{registered}': \
+                     call tidewater::register! in the module that defines the type"
+                ));
+            }
+            Ok(true)
+        }
+        Err(_) if unknown.get() => Ok(false),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Whether any kind of function is registered at run time under `name`.
+fn has_any(name: &str) -> bool {
+    let r = read();
+    r.do_fns.contains_key(name)
+        || r.stateful_do_fns.contains_key(name)
+        || r.sources.contains_key(name)
+        || r.sinks.contains_key(name)
+        || r.window_fns.contains_key(name)
+}

@@ -1,6 +1,7 @@
 //! Decoded plan -> executable graph: every primitive resolved to registered code, every
 //! PCollection to its element type, in topological order.
 
+use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use tidewater::exec::{ElementType, ErasedDoFn, GroupingOps};
@@ -270,8 +271,71 @@ fn invalid(message: String) -> Error {
     Error::InvalidPlan { message }
 }
 
+/// Registers every function the plan names that this binary linked
+/// ([`tidewater::register!`]) but has not registered at run time (it did not construct
+/// the pipeline), so that the resolution below finds them with their element types.
+/// Names found in neither registry are left for it to report.
+fn link_functions(plan: &Plan) -> Result<()> {
+    let c = &plan.components;
+    let link = |f: &tidewater::plan::UserFunction, transform: &str| {
+        registry::link(&f.name, &f.fields)
+            .map(|_| ())
+            .map_err(|message| Error::FunctionPayload {
+                name: f.name.clone(),
+                transform: transform.to_string(),
+                message,
+            })
+    };
+    let custom_window_fn = |spec: &tidewater::plan::FunctionSpec, transform: &str| {
+        if spec.urn != urn::CUSTOM_WINDOWS {
+            return Ok(());
+        }
+        match (spec.payload.get("name"), spec.payload.get("fields")) {
+            (Some(serde_json::Value::String(name)), Some(fields)) => {
+                registry::link(name, fields)
+                    .map(|_| ())
+                    .map_err(|message| Error::FunctionPayload {
+                        name: name.clone(),
+                        transform: transform.to_string(),
+                        message,
+                    })
+            }
+            // A malformed payload is reported where it is decoded.
+            _ => Ok(()),
+        }
+    };
+    for (id, ws) in &c.windowing_strategies {
+        custom_window_fn(&ws.window_fn, &format!("windowing strategy {id}"))?;
+    }
+    for t in c.transforms.values() {
+        let Some(spec) = &t.spec else { continue };
+        let field = match spec.urn.as_str() {
+            urn::PAR_DO | urn::STATEFUL_PAR_DO => "do_fn",
+            urn::READ => "source",
+            urn::SINK => "sink",
+            urn::WINDOW_INTO => {
+                if let Some(w) = spec.payload.get("window_fn") {
+                    if let Ok(w) = tidewater::plan::FunctionSpec::deserialize(w) {
+                        custom_window_fn(&w, &t.unique_name)?;
+                    }
+                }
+                continue;
+            }
+            _ => continue,
+        };
+        if let Some(f) = spec.payload.get(field) {
+            // A malformed payload is reported where it is decoded.
+            if let Ok(f) = tidewater::plan::UserFunction::deserialize(f) {
+                link(&f, &t.unique_name)?;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Resolves every primitive of `plan` to registered code and orders them.
 pub fn translate(plan: &Plan) -> Result<ExecutablePlan> {
+    link_functions(plan)?;
     let c = &plan.components;
     // PCollections: ids to indices, with element types.
     let mut pc_index = BTreeMap::new();
