@@ -54,7 +54,7 @@ pub enum Error {
             ),
             _ => String::new(),
         },
-        closure_hint(name)
+        generic_hint(name)
     )]
     UnknownFunction {
         /// "DoFn", "grouping" or "element type".
@@ -156,6 +156,19 @@ pub enum Error {
 }
 
 /// For a closure's name (`..{{closure}}..@file:line:column`): why this binary may lack it.
+/// The closure hint, or for another generic function's name (it has type parameters)
+/// why linking cannot register it.
+fn generic_hint(name: &str) -> String {
+    let hint = closure_hint(name);
+    if hint.is_empty() && name.contains('<') {
+        return ". Its name has type parameters: a generic function cannot be registered at link time \
+                (typetag needs one constant name per impl), so it registers only when the pipeline \
+                that uses it is constructed"
+            .into();
+    }
+    hint
+}
+
 fn closure_hint(name: &str) -> String {
     match name.rsplit_once('@') {
         Some((ty, site)) if ty.contains("{{closure}}") => format!(

@@ -330,6 +330,43 @@ fn link_functions(plan: &Plan) -> Result<()> {
             }
         }
     }
+    // A function neither registry knows is reported before the element types it would
+    // have registered, so that the error names the function.
+    for t in c.transforms.values() {
+        let Some(spec) = &t.spec else { continue };
+        let (field, kind, kind_snake, known): (_, _, _, fn(&str) -> bool) =
+            match spec.urn.as_str() {
+                urn::PAR_DO => ("do_fn", "DoFn", "do_fn", registry::has_do_fn),
+                urn::STATEFUL_PAR_DO => ("do_fn", "stateful DoFn", "stateful_do_fn", |n| {
+                    registry::stateful_do_fn(n).is_some()
+                }),
+                urn::READ => ("source", "source", "source", |n| {
+                    registry::source(n).is_some()
+                }),
+                urn::SINK => ("sink", "sink", "sink", |n| registry::sink(n).is_some()),
+                urn::GROUP_BY_KEY | urn::COMBINE_PER_KEY | urn::COMBINE_GLOBALLY => {
+                    ("grouping", "grouping", "grouping", |n| {
+                        registry::grouping(n).is_some()
+                    })
+                }
+                _ => continue,
+            };
+        let name = spec
+            .payload
+            .get(field)
+            .and_then(|f| f.get("name"))
+            .and_then(|n| n.as_str());
+        if let Some(name) = name {
+            if !known(name) {
+                return Err(Error::UnknownFunction {
+                    kind,
+                    kind_snake,
+                    name: name.to_string(),
+                    transform: format!("transform '{}'", t.unique_name),
+                });
+            }
+        }
+    }
     Ok(())
 }
 
