@@ -46,7 +46,7 @@ pub enum Error {
          Functions and types register themselves when the pipeline that uses them is constructed; \
          a binary that runs a plan it did not build must construct the same pipeline first{}{}",
         match *kind_snake {
-            "do_fn" | "stateful_do_fn" | "source" | "sink" | "window_fn" => format!(
+            "do_fn" | "stateful_do_fn" | "source" | "sink" | "window_fn" if !name.contains('<') => format!(
                 " (or, for a concrete {kind} type, link it: tidewater::register!({}{} T) in the module that \
                  defines T, or call tidewater::registry::register_{kind_snake}::<T>())",
                 if *kind_snake == "stateful_do_fn" { "Stateful" } else { "" },
