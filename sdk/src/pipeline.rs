@@ -536,7 +536,7 @@ impl Graph {
             RUST_ENV.into(),
             EnvironmentSpec {
                 urn: urn::RUST_ENV.into(),
-                payload: serde_json::json!({ "sdk": "tidewater", "sdk_version": env!("CARGO_PKG_VERSION") }),
+                payload: serde_json::json!({ "sdk": "tidewater", "sdk_version": env!("CARGO_PKG_VERSION") }).into(),
             },
         );
         Plan {

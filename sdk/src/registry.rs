@@ -16,35 +16,35 @@ use std::sync::{Arc, OnceLock, RwLock};
 
 /// Builds a DoFn from its fields in the plan.
 pub type DoFnFactory =
-    Arc<dyn Fn(&serde_json::Value) -> Result<Box<dyn ErasedDoFn>, String> + Send + Sync>;
+    Arc<dyn Fn(&mut dyn erased_serde::Deserializer<'_>) -> Result<Box<dyn ErasedDoFn>, String> + Send + Sync>;
 /// Builds a grouping's typed operations from its payload's fields.
 pub type GroupingFactory =
-    Arc<dyn Fn(&serde_json::Value) -> Result<Box<dyn GroupingOps>, String> + Send + Sync>;
+    Arc<dyn Fn(&mut dyn erased_serde::Deserializer<'_>) -> Result<Box<dyn GroupingOps>, String> + Send + Sync>;
 
 /// Builds a user WindowFn from its fields in the plan.
 pub type WindowFnFactory =
-    Arc<dyn Fn(&serde_json::Value) -> Result<Arc<dyn CustomWindowFn>, String> + Send + Sync>;
+    Arc<dyn Fn(&mut dyn erased_serde::Deserializer<'_>) -> Result<Arc<dyn CustomWindowFn>, String> + Send + Sync>;
 
 /// Builds a source from its fields in the plan.
 pub type SourceFactory = Arc<
-    dyn Fn(&serde_json::Value) -> Result<Box<dyn crate::exec::ErasedSource>, String> + Send + Sync,
+    dyn Fn(&mut dyn erased_serde::Deserializer<'_>) -> Result<Box<dyn crate::exec::ErasedSource>, String> + Send + Sync,
 >;
 
 /// Builds a sink from its fields in the plan.
 pub type SinkFactory = Arc<
-    dyn Fn(&serde_json::Value) -> Result<Box<dyn crate::exec::ErasedSink>, String> + Send + Sync,
+    dyn Fn(&mut dyn erased_serde::Deserializer<'_>) -> Result<Box<dyn crate::exec::ErasedSink>, String> + Send + Sync,
 >;
 
 /// Builds a stateful DoFn from its fields in the plan.
 pub type StatefulDoFnFactory = Arc<
-    dyn Fn(&serde_json::Value) -> Result<Box<dyn crate::exec::ErasedStatefulDoFn>, String>
+    dyn Fn(&mut dyn erased_serde::Deserializer<'_>) -> Result<Box<dyn crate::exec::ErasedStatefulDoFn>, String>
         + Send
         + Sync,
 >;
 
 /// Builds a side input's view function from its fields.
 pub type ViewFactory = Arc<
-    dyn Fn(&serde_json::Value) -> Result<Arc<dyn crate::side_input::ViewOps>, String> + Send + Sync,
+    dyn Fn(&mut dyn erased_serde::Deserializer<'_>) -> Result<Arc<dyn crate::side_input::ViewOps>, String> + Send + Sync,
 >;
 
 #[derive(Default)]
@@ -61,6 +61,11 @@ struct Registry {
     do_fns: HashMap<String, DoFnFactory>,
     groupings: HashMap<String, GroupingFactory>,
     types: HashMap<String, Arc<dyn ElementType>>,
+}
+
+/// A factory's message for fields that do not decode.
+fn fields_error(e: erased_serde::Error) -> String {
+    crate::plan::without_position(e.to_string())
 }
 
 fn registry() -> &'static RwLock<Registry> {
@@ -124,7 +129,7 @@ pub fn register_do_fn<F: DoFn + DeserializeOwned>() -> String {
     register_element_type::<F::Out>();
     let name = std::any::type_name::<F>().to_string();
     let factory: DoFnFactory = Arc::new(|fields| {
-        let f: F = serde_json::from_value(fields.clone()).map_err(|e| e.to_string())?;
+        let f: F = erased_serde::deserialize(fields).map_err(fields_error)?;
         Ok(Box::new(crate::exec::DoFnInvoker::new(f)) as Box<dyn ErasedDoFn>)
     });
     let mut r = write();
@@ -218,7 +223,7 @@ pub fn element_type(name: &str) -> Option<Arc<dyn ElementType>> {
 pub fn register_window_fn<W: CustomWindowFn + DeserializeOwned>() -> String {
     let name = std::any::type_name::<W>().to_string();
     let factory: WindowFnFactory = Arc::new(|fields| {
-        let w: W = serde_json::from_value(fields.clone()).map_err(|e| e.to_string())?;
+        let w: W = erased_serde::deserialize(fields).map_err(fields_error)?;
         Ok(Arc::new(w) as Arc<dyn CustomWindowFn>)
     });
     let mut r = write();
@@ -273,7 +278,7 @@ pub fn register_source_named<S: crate::Source + DeserializeOwned>(
     register_element_type::<S::Output>();
     let name = name.to_string();
     let factory: SourceFactory = Arc::new(move |fields| {
-        let mut s: S = serde_json::from_value(fields.clone()).map_err(|e| e.to_string())?;
+        let mut s: S = erased_serde::deserialize(fields).map_err(fields_error)?;
         finish(&mut s);
         Ok(Box::new(crate::exec::SourceInvoker(s)) as Box<dyn crate::exec::ErasedSource>)
     });
@@ -294,7 +299,7 @@ pub fn register_sink<S: crate::Sink + DeserializeOwned>() -> String {
     register_element_type::<S::In>();
     let name = std::any::type_name::<S>().to_string();
     let factory: SinkFactory = Arc::new(|fields| {
-        let s: S = serde_json::from_value(fields.clone()).map_err(|e| e.to_string())?;
+        let s: S = erased_serde::deserialize(fields).map_err(fields_error)?;
         Ok(Box::new(crate::exec::SinkInvoker(s)) as Box<dyn crate::exec::ErasedSink>)
     });
     let mut r = write();
@@ -314,7 +319,7 @@ pub fn register_stateful_do_fn<F: crate::StatefulDoFn + DeserializeOwned>() -> S
     register_element_type::<F::Out>();
     let name = std::any::type_name::<F>().to_string();
     let factory: StatefulDoFnFactory = Arc::new(|fields| {
-        let f: F = serde_json::from_value(fields.clone()).map_err(|e| e.to_string())?;
+        let f: F = erased_serde::deserialize(fields).map_err(fields_error)?;
         Ok(Box::new(crate::StatefulInvoker::new(f)) as Box<dyn crate::exec::ErasedStatefulDoFn>)
     });
     let mut r = write();

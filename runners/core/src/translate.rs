@@ -1,13 +1,13 @@
 //! Decoded plan -> executable graph: every primitive resolved to registered code, every
 //! PCollection to its element type, in topological order.
 
-use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use tidewater::exec::{ElementType, ErasedDoFn, GroupingOps};
 use tidewater::plan::{
     urn, CapturePayload, CreatePayload, GroupingPayload, ParDoPayload, Plan, TransformSpec,
 };
+use tidewater::plan::Json;
 use tidewater::registry::{self, DoFnFactory};
 use tidewater::{Error, Result};
 
@@ -34,7 +34,7 @@ pub enum NodeKind {
     /// Fixed elements (JSON, decoded by the element type).
     Create {
         /// The elements.
-        elements: Vec<serde_json::Value>,
+        elements: Vec<Json>,
     },
     /// A DoFn.
     ParDo {
@@ -43,7 +43,7 @@ pub enum NodeKind {
         /// Builds a fresh instance.
         factory: DoFnFactory,
         /// The DoFn's fields.
-        fields: serde_json::Value,
+        fields: Json,
         /// Output tags in output order.
         output_tags: Vec<String>,
         /// Side inputs: tag and view function; node input `1 + i` is side input `i`.
@@ -68,7 +68,7 @@ pub enum NodeKind {
         /// Builds an instance.
         factory: tidewater::registry::StatefulDoFnFactory,
         /// Its fields.
-        fields: serde_json::Value,
+        fields: Json,
     },
     /// Reads a registered source.
     Read {
@@ -77,7 +77,7 @@ pub enum NodeKind {
         /// Builds an instance.
         factory: tidewater::registry::SourceFactory,
         /// Its fields.
-        fields: serde_json::Value,
+        fields: Json,
     },
     /// A scripted unbounded source.
     TestStream {
@@ -91,7 +91,7 @@ pub enum NodeKind {
         /// Builds an instance.
         factory: tidewater::registry::SinkFactory,
         /// Its fields.
-        fields: serde_json::Value,
+        fields: Json,
     },
     /// Returns the input in the result.
     Capture {
@@ -138,10 +138,12 @@ impl Node {
     fn build<T>(
         &self,
         name: &str,
-        factory: &(dyn Fn(&serde_json::Value) -> std::result::Result<T, String> + Send + Sync),
-        fields: &serde_json::Value,
+        factory: &(dyn Fn(&mut dyn erased_serde::Deserializer<'_>) -> std::result::Result<T, String>
+              + Send
+              + Sync),
+        fields: &Json,
     ) -> Result<T> {
-        factory(fields).map_err(|message| Error::FunctionPayload {
+        fields.with_deserializer(factory).map_err(|message| Error::FunctionPayload {
             name: name.to_string(),
             transform: self.name.clone(),
             message,
@@ -224,11 +226,11 @@ pub struct ExecutablePlan {
 /// factory and its fields; an unknown name says what kind of function it should be.
 fn registered<F>(
     t: &TransformSpec,
-    value: &serde_json::Value,
+    value: &Json,
     field: &str,
     (kind, kind_snake): (&'static str, &'static str),
     lookup: fn(&str) -> Option<F>,
-) -> Result<(String, F, serde_json::Value)> {
+) -> Result<(String, F, Json)> {
     let mut p: BTreeMap<String, tidewater::plan::UserFunction> = payload(t, value)?;
     let f = match (p.remove(field), p.keys().next()) {
         (Some(f), None) => f,
@@ -254,15 +256,13 @@ fn registered<F>(
     Ok((f.name, factory, f.fields))
 }
 
-fn payload<T: serde::de::DeserializeOwned>(
-    t: &TransformSpec,
-    value: &serde_json::Value,
-) -> Result<T> {
-    serde_json::from_value(value.clone()).map_err(|e| Error::InvalidPlan {
+fn payload<T: serde::de::DeserializeOwned>(t: &TransformSpec, value: &Json) -> Result<T> {
+    value.parse().map_err(|e| Error::InvalidPlan {
         message: format!(
-            "payload of transform '{}' ({}) is malformed: {e}",
+            "payload of transform '{}' ({}) is malformed: {}",
             t.unique_name,
-            t.spec.as_ref().map(|s| s.urn.as_str()).unwrap_or("")
+            t.spec.as_ref().map(|s| s.urn.as_str()).unwrap_or(""),
+            tidewater::plan::without_position(e.to_string())
         ),
     })
 }
@@ -276,37 +276,44 @@ fn invalid(message: String) -> Error {
 /// the pipeline), so that the resolution below finds them with their element types.
 /// Names found in neither registry are left for it to report.
 fn link_functions(plan: &Plan) -> Result<()> {
+    use tidewater::plan::{FunctionSpec, UserFunction};
     let c = &plan.components;
-    let link = |f: &tidewater::plan::UserFunction, transform: &str| {
-        registry::link(&f.name, &f.fields)
+    let link = |name: &str, fields: &Json, transform: &str| {
+        let mut de = serde_json::Deserializer::from_str(fields.get());
+        registry::link(name, &mut de)
             .map(|_| ())
             .map_err(|message| Error::FunctionPayload {
-                name: f.name.clone(),
+                name: name.to_string(),
                 transform: transform.to_string(),
-                message,
+                message: tidewater::plan::without_position(message),
             })
     };
-    let custom_window_fn = |spec: &tidewater::plan::FunctionSpec, transform: &str| {
+    #[derive(serde::Deserialize)]
+    struct CustomWindowFn {
+        name: String,
+        fields: Json,
+    }
+    let custom_window_fn = |spec: &FunctionSpec, transform: &str| {
         if spec.urn != urn::CUSTOM_WINDOWS {
             return Ok(());
         }
-        match (spec.payload.get("name"), spec.payload.get("fields")) {
-            (Some(serde_json::Value::String(name)), Some(fields)) => {
-                registry::link(name, fields)
-                    .map(|_| ())
-                    .map_err(|message| Error::FunctionPayload {
-                        name: name.clone(),
-                        transform: transform.to_string(),
-                        message,
-                    })
-            }
+        match spec.payload.parse::<CustomWindowFn>() {
+            Ok(w) => link(&w.name, &w.fields, transform),
             // A malformed payload is reported where it is decoded.
-            _ => Ok(()),
+            Err(_) => Ok(()),
         }
     };
     for (id, ws) in &c.windowing_strategies {
         custom_window_fn(&ws.window_fn, &format!("windowing strategy {id}"))?;
     }
+    // The function a payload holds under `field`, if it has that shape.
+    let function = |payload: &Json, field: &str| {
+        payload
+            .parse::<BTreeMap<String, Json>>()
+            .ok()
+            .and_then(|mut p| p.remove(field))
+            .and_then(|f| f.parse::<UserFunction>().ok())
+    };
     for t in c.transforms.values() {
         let Some(spec) = &t.spec else { continue };
         let field = match spec.urn.as_str() {
@@ -314,20 +321,19 @@ fn link_functions(plan: &Plan) -> Result<()> {
             urn::READ => "source",
             urn::SINK => "sink",
             urn::WINDOW_INTO => {
-                if let Some(w) = spec.payload.get("window_fn") {
-                    if let Ok(w) = tidewater::plan::FunctionSpec::deserialize(w) {
-                        custom_window_fn(&w, &t.unique_name)?;
-                    }
+                #[derive(serde::Deserialize)]
+                struct WindowInto {
+                    window_fn: FunctionSpec,
+                }
+                if let Ok(w) = spec.payload.parse::<WindowInto>() {
+                    custom_window_fn(&w.window_fn, &t.unique_name)?;
                 }
                 continue;
             }
             _ => continue,
         };
-        if let Some(f) = spec.payload.get(field) {
-            // A malformed payload is reported where it is decoded.
-            if let Ok(f) = tidewater::plan::UserFunction::deserialize(f) {
-                link(&f, &t.unique_name)?;
-            }
+        if let Some(f) = function(&spec.payload, field) {
+            link(&f.name, &f.fields, &t.unique_name)?;
         }
     }
     // A function neither registry knows is reported before the element types it would
@@ -351,17 +357,12 @@ fn link_functions(plan: &Plan) -> Result<()> {
                 }
                 _ => continue,
             };
-        let name = spec
-            .payload
-            .get(field)
-            .and_then(|f| f.get("name"))
-            .and_then(|n| n.as_str());
-        if let Some(name) = name {
-            if !known(name) {
+        if let Some(f) = function(&spec.payload, field) {
+            if !known(&f.name) {
                 return Err(Error::UnknownFunction {
                     kind,
                     kind_snake,
-                    name: name.to_string(),
+                    name: f.name,
                     transform: format!("transform '{}'", t.unique_name),
                 });
             }
@@ -443,7 +444,7 @@ pub fn translate(plan: &Plan) -> Result<ExecutablePlan> {
                     window_fn: tidewater::plan::FunctionSpec,
                 }
                 let assigner = match &spec.payload {
-                    serde_json::Value::Null => None,
+                    p if p.is_null() => None,
                     p => {
                         let p: Payload = payload(t, p)?;
                         let w = tidewater::plan::window_fn_from_spec(&p.window_fn, &t.unique_name)?;
@@ -539,7 +540,7 @@ pub fn translate(plan: &Plan) -> Result<ExecutablePlan> {
                                 transform: format!("transform '{}'", t.unique_name),
                             }
                         })?;
-                        let ops = factory(&side.view.fields).map_err(|message| {
+                        let ops = side.view.fields.with_deserializer(|d| factory(d)).map_err(|message| {
                             Error::FunctionPayload {
                                 name: side.view.name.clone(),
                                 transform: t.unique_name.clone(),
@@ -566,12 +567,13 @@ pub fn translate(plan: &Plan) -> Result<ExecutablePlan> {
                         name: p.grouping.name.clone(),
                         transform: format!("transform '{}'", t.unique_name),
                     })?;
-                let ops =
-                    factory(&p.grouping.fields).map_err(|message| Error::FunctionPayload {
+                let ops = p.grouping.fields.with_deserializer(|d| factory(d)).map_err(|message| {
+                    Error::FunctionPayload {
                         name: p.grouping.name.clone(),
                         transform: t.unique_name.clone(),
                         message,
-                    })?;
+                    }
+                })?;
                 NodeKind::Grouping {
                     ops: Arc::from(ops),
                 }
@@ -672,7 +674,7 @@ fn check_shape(n: &Node, pcs: &[PCollectionInfo]) -> Result<()> {
             arity(0, Some(1))?;
             for e in events {
                 if let tidewater::TestStreamEvent::Elements(values) = e {
-                    let json: Vec<serde_json::Value> =
+                    let json: Vec<Json> =
                         values.iter().map(|(v, _)| v.clone()).collect();
                     pcs[n.outputs[0]]
                         .element_type

@@ -35,7 +35,7 @@ impl<T: Element> PTransform<PCollection<T>> for Capture {
             ));
         }
         let payload =
-            serde_json::to_value(CapturePayload { name: self.name }).expect("strings serialize");
+            serde_json::to_value(CapturePayload { name: self.name }).expect("strings serialize").into();
         p.set_primitive(
             FunctionSpec {
                 urn: urn::CAPTURE.into(),

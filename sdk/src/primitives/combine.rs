@@ -162,7 +162,8 @@ fn apply_combine<S: CombineShape<F>, F: CombineFn + Serialize + DeserializeOwned
     registry::register_grouping::<CombineOps<S, F>>(
         &name,
         Arc::new(|fields| {
-            let f: F = serde_json::from_value(fields.clone()).map_err(|e| e.to_string())?;
+            let f: F = erased_serde::deserialize(fields)
+                .map_err(|e| crate::plan::without_position(e.to_string()))?;
             Ok(Box::new(CombineOps::<S, F> {
                 f: Arc::new(f),
                 _s: PhantomData,
@@ -177,11 +178,11 @@ fn apply_combine<S: CombineShape<F>, F: CombineFn + Serialize + DeserializeOwned
         serde_json::Value::Null
     });
     let payload = GroupingPayload {
-        grouping: UserFunction { name, fields },
+        grouping: UserFunction { name, fields: fields.into() },
     };
     let spec = FunctionSpec {
         urn: urn.into(),
-        payload: serde_json::to_value(payload).expect("payload serializes"),
+        payload: serde_json::to_value(payload).expect("payload serializes").into(),
     };
     let bounded = p.is_bounded(&[input.id]);
     let out = p.set_primitive(

@@ -69,7 +69,7 @@ impl WindowAssigner {
                         name: name.clone(),
                         transform: format!("transform '{transform}'"),
                     })?;
-                WindowAssigner::Custom(factory(fields).map_err(|message| {
+                WindowAssigner::Custom(fields.with_deserializer(|d| factory(d)).map_err(|message| {
                     Error::FunctionPayload {
                         name: name.clone(),
                         transform: transform.into(),
