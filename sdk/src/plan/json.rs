@@ -220,9 +220,82 @@ impl serde_json::ser::Formatter for Pretty {
         w: &mut W,
         fragment: &str,
     ) -> std::io::Result<()> {
-        let v: serde_json::Value = serde_json::from_str(fragment).map_err(std::io::Error::other)?;
-        let pretty = serde_json::to_string_pretty(&v).map_err(std::io::Error::other)?;
-        let indent = "  ".repeat(self.depth);
-        w.write_all(pretty.replace('\n', &format!("\n{indent}")).as_bytes())
+        w.write_all(indent_compact(fragment, self.depth).as_bytes())
+    }
+}
+
+/// Compact JSON (no whitespace outside strings, as [`Json`] holds it) laid out as
+/// serde_json's pretty printer lays out a value at `depth`: two spaces a level, `{}` and
+/// `[]` when empty, `": "` after keys. Key order is kept.
+fn indent_compact(compact: &str, depth: usize) -> String {
+    let mut out = String::with_capacity(compact.len() * 2);
+    let mut level = depth;
+    let newline = |out: &mut String, level: usize| {
+        out.push('\n');
+        for _ in 0..level {
+            out.push_str("  ");
+        }
+    };
+    let (mut in_string, mut escaped) = (false, false);
+    let mut chars = compact.chars().peekable();
+    while let Some(c) = chars.next() {
+        if in_string {
+            out.push(c);
+            match (escaped, c) {
+                (true, _) => escaped = false,
+                (false, '\\') => escaped = true,
+                (false, '"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            '"' => {
+                in_string = true;
+                out.push(c);
+            }
+            '{' | '[' => {
+                out.push(c);
+                let close = if c == '{' { '}' } else { ']' };
+                if chars.peek() == Some(&close) {
+                    out.push(chars.next().expect("peeked"));
+                } else {
+                    level += 1;
+                    newline(&mut out, level);
+                }
+            }
+            '}' | ']' => {
+                level -= 1;
+                newline(&mut out, level);
+                out.push(c);
+            }
+            ',' => {
+                out.push(c);
+                newline(&mut out, level);
+            }
+            ':' => out.push_str(": "),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn indenting_compact_text_is_serde_json_pretty() {
+        let v = serde_json::json!({
+            "a": [1, {"b": "x,y:{}[]\\\"", "c": []}, {}],
+            "d": {"e": null, "f": [true, -1.5e3]},
+            "g": "",
+        });
+        let compact = serde_json::to_string(&v).unwrap();
+        assert_eq!(indent_compact(&compact, 0), serde_json::to_string_pretty(&v).unwrap());
+        let nested = serde_json::json!({ "outer": { "inner": v.clone() } });
+        let pretty = serde_json::to_string_pretty(&nested).unwrap();
+        let inner = indent_compact(&compact, 2);
+        assert!(pretty.contains(&format!("\"inner\": {inner}")), "{pretty}\n{inner}");
     }
 }
