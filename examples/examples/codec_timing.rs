@@ -42,7 +42,9 @@ fn main() {
         .map(|g| Part {
             transform: "CountWords/Count/Combine".into(),
             scope: Scope::KeyGroup(g),
-            bytes: (0..16 * 1024).map(|i| (i * 31 + g as usize) as u8).collect(),
+            bytes: (0..16 * 1024)
+                .map(|i| (i * 31 + g as usize) as u8)
+                .collect(),
         })
         .collect();
     let snap = Snapshot {

@@ -69,10 +69,7 @@ fn a_saved_plan_of_linked_functions_runs_in_a_binary_that_constructs_no_pipeline
     assert_eq!(native, direct);
     assert_eq!(from_plan(&["--runner=native"]), native);
     // Two processes of the native runner, each decoding the plan alone.
-    assert_eq!(
-        from_plan(&["--runner=native", "--local-cluster=2"]),
-        native
-    );
+    assert_eq!(from_plan(&["--runner=native", "--local-cluster=2"]), native);
     let microbatch = normal("microbatch");
     assert_eq!(microbatch, direct);
     assert_eq!(from_plan(&["--runner=microbatch"]), microbatch);

@@ -15,36 +15,59 @@ use std::collections::HashMap;
 use std::sync::{Arc, OnceLock, RwLock};
 
 /// Builds a DoFn from its fields in the plan.
-pub type DoFnFactory =
-    Arc<dyn Fn(&mut dyn erased_serde::Deserializer<'_>) -> Result<Box<dyn ErasedDoFn>, String> + Send + Sync>;
+pub type DoFnFactory = Arc<
+    dyn Fn(&mut dyn erased_serde::Deserializer<'_>) -> Result<Box<dyn ErasedDoFn>, String>
+        + Send
+        + Sync,
+>;
 /// Builds a grouping's typed operations from its payload's fields.
-pub type GroupingFactory =
-    Arc<dyn Fn(&mut dyn erased_serde::Deserializer<'_>) -> Result<Box<dyn GroupingOps>, String> + Send + Sync>;
+pub type GroupingFactory = Arc<
+    dyn Fn(&mut dyn erased_serde::Deserializer<'_>) -> Result<Box<dyn GroupingOps>, String>
+        + Send
+        + Sync,
+>;
 
 /// Builds a user WindowFn from its fields in the plan.
-pub type WindowFnFactory =
-    Arc<dyn Fn(&mut dyn erased_serde::Deserializer<'_>) -> Result<Arc<dyn CustomWindowFn>, String> + Send + Sync>;
+pub type WindowFnFactory = Arc<
+    dyn Fn(&mut dyn erased_serde::Deserializer<'_>) -> Result<Arc<dyn CustomWindowFn>, String>
+        + Send
+        + Sync,
+>;
 
 /// Builds a source from its fields in the plan.
 pub type SourceFactory = Arc<
-    dyn Fn(&mut dyn erased_serde::Deserializer<'_>) -> Result<Box<dyn crate::exec::ErasedSource>, String> + Send + Sync,
+    dyn Fn(
+            &mut dyn erased_serde::Deserializer<'_>,
+        ) -> Result<Box<dyn crate::exec::ErasedSource>, String>
+        + Send
+        + Sync,
 >;
 
 /// Builds a sink from its fields in the plan.
 pub type SinkFactory = Arc<
-    dyn Fn(&mut dyn erased_serde::Deserializer<'_>) -> Result<Box<dyn crate::exec::ErasedSink>, String> + Send + Sync,
+    dyn Fn(
+            &mut dyn erased_serde::Deserializer<'_>,
+        ) -> Result<Box<dyn crate::exec::ErasedSink>, String>
+        + Send
+        + Sync,
 >;
 
 /// Builds a stateful DoFn from its fields in the plan.
 pub type StatefulDoFnFactory = Arc<
-    dyn Fn(&mut dyn erased_serde::Deserializer<'_>) -> Result<Box<dyn crate::exec::ErasedStatefulDoFn>, String>
+    dyn Fn(
+            &mut dyn erased_serde::Deserializer<'_>,
+        ) -> Result<Box<dyn crate::exec::ErasedStatefulDoFn>, String>
         + Send
         + Sync,
 >;
 
 /// Builds a side input's view function from its fields.
 pub type ViewFactory = Arc<
-    dyn Fn(&mut dyn erased_serde::Deserializer<'_>) -> Result<Arc<dyn crate::side_input::ViewOps>, String> + Send + Sync,
+    dyn Fn(
+            &mut dyn erased_serde::Deserializer<'_>,
+        ) -> Result<Arc<dyn crate::side_input::ViewOps>, String>
+        + Send
+        + Sync,
 >;
 
 #[derive(Default)]

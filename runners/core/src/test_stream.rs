@@ -48,7 +48,8 @@ impl TestStreamDriver {
         self.position += 1;
         Ok(match event {
             TestStreamEvent::Elements(values) => {
-                let json: Vec<tidewater::plan::Json> = values.iter().map(|(v, _)| v.clone()).collect();
+                let json: Vec<tidewater::plan::Json> =
+                    values.iter().map(|(v, _)| v.clone()).collect();
                 let stamps: Vec<Timestamp> = values.iter().map(|(_, t)| *t).collect();
                 let mut batch = self
                     .element_type

@@ -4,10 +4,10 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use tidewater::exec::{ElementType, ErasedDoFn, GroupingOps};
+use tidewater::plan::Json;
 use tidewater::plan::{
     urn, CapturePayload, CreatePayload, GroupingPayload, ParDoPayload, Plan, TransformSpec,
 };
-use tidewater::plan::Json;
 use tidewater::registry::{self, DoFnFactory};
 use tidewater::{Error, Result};
 
@@ -143,11 +143,13 @@ impl Node {
               + Sync),
         fields: &Json,
     ) -> Result<T> {
-        fields.with_deserializer(factory).map_err(|message| Error::FunctionPayload {
-            name: name.to_string(),
-            transform: self.name.clone(),
-            message,
-        })
+        fields
+            .with_deserializer(factory)
+            .map_err(|message| Error::FunctionPayload {
+                name: name.to_string(),
+                transform: self.name.clone(),
+                message,
+            })
     }
 
     /// A fresh instance of a sink node's sink.
@@ -340,23 +342,23 @@ fn link_functions(plan: &Plan) -> Result<()> {
     // have registered, so that the error names the function.
     for t in c.transforms.values() {
         let Some(spec) = &t.spec else { continue };
-        let (field, kind, kind_snake, known): (_, _, _, fn(&str) -> bool) =
-            match spec.urn.as_str() {
-                urn::PAR_DO => ("do_fn", "DoFn", "do_fn", registry::has_do_fn),
-                urn::STATEFUL_PAR_DO => ("do_fn", "stateful DoFn", "stateful_do_fn", |n| {
-                    registry::stateful_do_fn(n).is_some()
-                }),
-                urn::READ => ("source", "source", "source", |n| {
-                    registry::source(n).is_some()
-                }),
-                urn::SINK => ("sink", "sink", "sink", |n| registry::sink(n).is_some()),
-                urn::GROUP_BY_KEY | urn::COMBINE_PER_KEY | urn::COMBINE_GLOBALLY => {
-                    ("grouping", "grouping", "grouping", |n| {
-                        registry::grouping(n).is_some()
-                    })
-                }
-                _ => continue,
-            };
+        let (field, kind, kind_snake, known): (_, _, _, fn(&str) -> bool) = match spec.urn.as_str()
+        {
+            urn::PAR_DO => ("do_fn", "DoFn", "do_fn", registry::has_do_fn),
+            urn::STATEFUL_PAR_DO => ("do_fn", "stateful DoFn", "stateful_do_fn", |n| {
+                registry::stateful_do_fn(n).is_some()
+            }),
+            urn::READ => ("source", "source", "source", |n| {
+                registry::source(n).is_some()
+            }),
+            urn::SINK => ("sink", "sink", "sink", |n| registry::sink(n).is_some()),
+            urn::GROUP_BY_KEY | urn::COMBINE_PER_KEY | urn::COMBINE_GLOBALLY => {
+                ("grouping", "grouping", "grouping", |n| {
+                    registry::grouping(n).is_some()
+                })
+            }
+            _ => continue,
+        };
         if let Some(f) = function(&spec.payload, field) {
             if !known(&f.name) {
                 return Err(Error::UnknownFunction {
@@ -540,13 +542,13 @@ pub fn translate(plan: &Plan) -> Result<ExecutablePlan> {
                                 transform: format!("transform '{}'", t.unique_name),
                             }
                         })?;
-                        let ops = side.view.fields.with_deserializer(|d| factory(d)).map_err(|message| {
-                            Error::FunctionPayload {
+                        let ops = side.view.fields.with_deserializer(|d| factory(d)).map_err(
+                            |message| Error::FunctionPayload {
                                 name: side.view.name.clone(),
                                 transform: t.unique_name.clone(),
                                 message,
-                            }
-                        })?;
+                            },
+                        )?;
                         side_inputs.push((side.tag.clone(), ops));
                     }
                 }
@@ -567,13 +569,15 @@ pub fn translate(plan: &Plan) -> Result<ExecutablePlan> {
                         name: p.grouping.name.clone(),
                         transform: format!("transform '{}'", t.unique_name),
                     })?;
-                let ops = p.grouping.fields.with_deserializer(|d| factory(d)).map_err(|message| {
-                    Error::FunctionPayload {
+                let ops = p
+                    .grouping
+                    .fields
+                    .with_deserializer(|d| factory(d))
+                    .map_err(|message| Error::FunctionPayload {
                         name: p.grouping.name.clone(),
                         transform: t.unique_name.clone(),
                         message,
-                    }
-                })?;
+                    })?;
                 NodeKind::Grouping {
                     ops: Arc::from(ops),
                 }
@@ -674,8 +678,7 @@ fn check_shape(n: &Node, pcs: &[PCollectionInfo]) -> Result<()> {
             arity(0, Some(1))?;
             for e in events {
                 if let tidewater::TestStreamEvent::Elements(values) = e {
-                    let json: Vec<Json> =
-                        values.iter().map(|(v, _)| v.clone()).collect();
+                    let json: Vec<Json> = values.iter().map(|(v, _)| v.clone()).collect();
                     pcs[n.outputs[0]]
                         .element_type
                         .batch_from_json(&json)

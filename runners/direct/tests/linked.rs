@@ -132,6 +132,9 @@ impl DoFn for Scaled {
 #[test]
 fn fields_that_do_not_decode_say_why() {
     let e = link("linked::Scaled", r#"{"factor": "two"}"#).unwrap_err();
-    assert!(e.contains("invalid type: string \"two\", expected i64"), "{e}");
+    assert!(
+        e.contains("invalid type: string \"two\", expected i64"),
+        "{e}"
+    );
     assert!(!registry::has_do_fn("linked::Scaled"));
 }

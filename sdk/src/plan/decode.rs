@@ -177,12 +177,10 @@ fn check_references(plan: &Plan) -> Result<()> {
 fn enum_from<T: serde::de::DeserializeOwned>(what: &str, id: &str, s: &str) -> Result<T> {
     use serde::de::IntoDeserializer;
     let de: serde::de::value::StrDeserializer<'_, serde::de::value::Error> = s.into_deserializer();
-    T::deserialize(de).map_err(|_| {
-        Error::InvalidPlan {
-            message: format!(
-                "windowing strategy '{id}' has {what} '{s}', which is not one this binary knows"
-            ),
-        }
+    T::deserialize(de).map_err(|_| Error::InvalidPlan {
+        message: format!(
+            "windowing strategy '{id}' has {what} '{s}', which is not one this binary knows"
+        ),
     })
 }
 
@@ -260,10 +258,9 @@ pub fn window_fn_from_spec(spec: &FunctionSpec, id: &str) -> Result<WindowFn> {
 /// Reads a windowing strategy; `id` names it in errors.
 pub fn windowing_from_spec(spec: &WindowingStrategySpec, id: &str) -> Result<WindowingStrategy> {
     let window_fn = window_fn_from_spec(&spec.window_fn, id)?;
-    let trigger: crate::Trigger =
-        spec.trigger.parse().map_err(|e| Error::InvalidPlan {
-            message: format!("trigger of windowing strategy '{id}' is malformed: {e}"),
-        })?;
+    let trigger: crate::Trigger = spec.trigger.parse().map_err(|e| Error::InvalidPlan {
+        message: format!("trigger of windowing strategy '{id}' is malformed: {e}"),
+    })?;
     trigger.validate().map_err(|m| Error::InvalidPlan {
         message: format!("trigger of windowing strategy '{id}': {m}"),
     })?;

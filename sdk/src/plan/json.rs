@@ -206,10 +206,7 @@ impl serde_json::ser::Formatter for Pretty {
     ) -> std::io::Result<()> {
         self.inner.begin_object_key(w, first)
     }
-    fn begin_object_value<W: ?Sized + std::io::Write>(
-        &mut self,
-        w: &mut W,
-    ) -> std::io::Result<()> {
+    fn begin_object_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
         self.inner.begin_object_value(w)
     }
     fn end_object_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
@@ -292,10 +289,16 @@ mod tests {
             "g": "",
         });
         let compact = serde_json::to_string(&v).unwrap();
-        assert_eq!(indent_compact(&compact, 0), serde_json::to_string_pretty(&v).unwrap());
+        assert_eq!(
+            indent_compact(&compact, 0),
+            serde_json::to_string_pretty(&v).unwrap()
+        );
         let nested = serde_json::json!({ "outer": { "inner": v.clone() } });
         let pretty = serde_json::to_string_pretty(&nested).unwrap();
         let inner = indent_compact(&compact, 2);
-        assert!(pretty.contains(&format!("\"inner\": {inner}")), "{pretty}\n{inner}");
+        assert!(
+            pretty.contains(&format!("\"inner\": {inner}")),
+            "{pretty}\n{inner}"
+        );
     }
 }

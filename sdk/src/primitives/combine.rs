@@ -178,11 +178,16 @@ fn apply_combine<S: CombineShape<F>, F: CombineFn + Serialize + DeserializeOwned
         serde_json::Value::Null
     });
     let payload = GroupingPayload {
-        grouping: UserFunction { name, fields: fields.into() },
+        grouping: UserFunction {
+            name,
+            fields: fields.into(),
+        },
     };
     let spec = FunctionSpec {
         urn: urn.into(),
-        payload: serde_json::to_value(payload).expect("payload serializes").into(),
+        payload: serde_json::to_value(payload)
+            .expect("payload serializes")
+            .into(),
     };
     let bounded = p.is_bounded(&[input.id]);
     let out = p.set_primitive(

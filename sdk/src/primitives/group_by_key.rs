@@ -41,7 +41,9 @@ impl<K: Element, V: Element> PTransform<PCollection<(K, V)>> for GroupByKey {
         };
         let spec = FunctionSpec {
             urn: urn::GROUP_BY_KEY.into(),
-            payload: serde_json::to_value(payload).expect("payload serializes").into(),
+            payload: serde_json::to_value(payload)
+                .expect("payload serializes")
+                .into(),
         };
         let bounded = p.is_bounded(&[input.id]);
         let out = p.set_primitive(

@@ -134,7 +134,15 @@ impl<T: Element, F: Fn(&T, usize) -> usize + Send + Sync + 'static> PTransform<P
             }
         };
         let fields = serde_json::json!({ "partitions": self.n });
-        let ids = apply_par_do(&p, input.id, UserFunction { name, fields: fields.into() }, outputs);
+        let ids = apply_par_do(
+            &p,
+            input.id,
+            UserFunction {
+                name,
+                fields: fields.into(),
+            },
+            outputs,
+        );
         ids.into_iter().map(|id| p.pcollection(id)).collect()
     }
 }
