@@ -308,20 +308,33 @@ fn link_functions(plan: &Plan) -> Result<()> {
     for (id, ws) in &c.windowing_strategies {
         custom_window_fn(&ws.window_fn, &format!("windowing strategy {id}"))?;
     }
-    // The function a payload holds under `field`, if it has that shape.
-    let function = |payload: &Json, field: &str| {
-        payload
-            .parse::<BTreeMap<String, Json>>()
-            .ok()
-            .and_then(|mut p| p.remove(field))
-            .and_then(|f| f.parse::<UserFunction>().ok())
-    };
+    // The function a payload holds, if it has that shape; other fields are skipped
+    // unread.
+    #[derive(serde::Deserialize)]
+    struct Functions {
+        #[serde(default)]
+        do_fn: Option<UserFunction>,
+        #[serde(default)]
+        source: Option<UserFunction>,
+        #[serde(default)]
+        sink: Option<UserFunction>,
+        #[serde(default)]
+        grouping: Option<UserFunction>,
+    }
+    type Known = fn(&str) -> bool;
+    let mut named: Vec<(&str, &'static str, &'static str, Known, UserFunction)> = Vec::new();
     for t in c.transforms.values() {
         let Some(spec) = &t.spec else { continue };
-        let field = match spec.urn.as_str() {
-            urn::PAR_DO | urn::STATEFUL_PAR_DO => "do_fn",
-            urn::READ => "source",
-            urn::SINK => "sink",
+        let (kind, kind_snake, known): (_, _, Known) = match spec.urn.as_str() {
+            urn::PAR_DO => ("DoFn", "do_fn", registry::has_do_fn),
+            urn::STATEFUL_PAR_DO => ("stateful DoFn", "stateful_do_fn", |n| {
+                registry::stateful_do_fn(n).is_some()
+            }),
+            urn::READ => ("source", "source", |n| registry::source(n).is_some()),
+            urn::SINK => ("sink", "sink", |n| registry::sink(n).is_some()),
+            urn::GROUP_BY_KEY | urn::COMBINE_PER_KEY | urn::COMBINE_GLOBALLY => {
+                ("grouping", "grouping", |n| registry::grouping(n).is_some())
+            }
             urn::WINDOW_INTO => {
                 #[derive(serde::Deserialize)]
                 struct WindowInto {
@@ -334,40 +347,30 @@ fn link_functions(plan: &Plan) -> Result<()> {
             }
             _ => continue,
         };
-        if let Some(f) = function(&spec.payload, field) {
-            link(&f.name, &f.fields, &t.unique_name)?;
+        // A malformed payload is reported where it is decoded.
+        let Ok(p) = spec.payload.parse::<Functions>() else {
+            continue;
+        };
+        if let Some(f) = p.do_fn.or(p.source).or(p.sink).or(p.grouping) {
+            named.push((&t.unique_name, kind, kind_snake, known, f));
+        }
+    }
+    for (transform, kind, _, _, f) in &named {
+        // Groupings are generic: never linked.
+        if *kind != "grouping" {
+            link(&f.name, &f.fields, transform)?;
         }
     }
     // A function neither registry knows is reported before the element types it would
     // have registered, so that the error names the function.
-    for t in c.transforms.values() {
-        let Some(spec) = &t.spec else { continue };
-        let (field, kind, kind_snake, known): (_, _, _, fn(&str) -> bool) = match spec.urn.as_str()
-        {
-            urn::PAR_DO => ("do_fn", "DoFn", "do_fn", registry::has_do_fn),
-            urn::STATEFUL_PAR_DO => ("do_fn", "stateful DoFn", "stateful_do_fn", |n| {
-                registry::stateful_do_fn(n).is_some()
-            }),
-            urn::READ => ("source", "source", "source", |n| {
-                registry::source(n).is_some()
-            }),
-            urn::SINK => ("sink", "sink", "sink", |n| registry::sink(n).is_some()),
-            urn::GROUP_BY_KEY | urn::COMBINE_PER_KEY | urn::COMBINE_GLOBALLY => {
-                ("grouping", "grouping", "grouping", |n| {
-                    registry::grouping(n).is_some()
-                })
-            }
-            _ => continue,
-        };
-        if let Some(f) = function(&spec.payload, field) {
-            if !known(&f.name) {
-                return Err(Error::UnknownFunction {
-                    kind,
-                    kind_snake,
-                    name: f.name,
-                    transform: format!("transform '{}'", t.unique_name),
-                });
-            }
+    for (transform, kind, kind_snake, known, f) in named {
+        if !known(&f.name) {
+            return Err(Error::UnknownFunction {
+                kind,
+                kind_snake,
+                name: f.name,
+                transform: format!("transform '{transform}'"),
+            });
         }
     }
     Ok(())
