@@ -6,6 +6,11 @@
 //! given binary, so generic functions (`CountFn<String>`) need no per-type boilerplate.
 //! Every process of a job runs the same binary and the same construction code before it
 //! decodes a plan, so the registry is complete wherever the plan is read.
+//!
+//! Concrete functions can also register at link time ([`register!`](crate::register),
+//! [`Linked`], [`link`]): a binary that links them resolves their names in a plan it did
+//! not construct. Factories build a function from a `&mut dyn erased_serde::Deserializer`
+//! over its fields' JSON text in the plan, never from a `serde_json::Value`.
 
 use crate::exec::{ElementType, ErasedDoFn, GroupingOps, TypedElementType};
 use crate::{CustomWindowFn, DoFn, Element};
