@@ -1,14 +1,14 @@
 //! A running word count whose every function is concrete and registered at link time
 //! (`tidewater::register!`): the text source, the DoFns, the custom WindowFn, the
-//! stateful DoFn and the file sink. A binary that links this crate — `run_plan` — runs
+//! stateful DoFn, the CombineFn and the file sink. A binary that links this crate — `run_plan` — runs
 //! its saved plan without constructing the pipeline; the word count of `word_count.rs`,
 //! with its closures and generic transforms, cannot be run that way.
 
 use crate::stateful_word_count::RunningCount;
 use serde::{Deserialize, Serialize};
 use tidewater::{
-    BoundedWindow, CustomWindowFn, DoFn, PCollection, ParDo, Pipeline, ProcessContext,
-    StatefulParDo, Timestamp, UserError, Window, WindowFn,
+    BoundedWindow, Combine, CombineFn, CustomWindowFn, DoFn, Flatten, PCollection, ParDo, Pipeline,
+    ProcessContext, StatefulParDo, Timestamp, UserError, Window, WindowFn,
 };
 use tidewater_transforms::{EpochFiles, TextIO};
 
@@ -56,6 +56,48 @@ impl DoFn for FormatCount {
     }
 }
 
+/// The total of each word's counts: a CombineFn, linked with the key type it is applied
+/// with per key.
+#[derive(Serialize, Deserialize)]
+pub struct SumCounts;
+tidewater::register!(CombineFn SumCounts keys: String);
+
+impl CombineFn for SumCounts {
+    type In = u64;
+    type Acc = u64;
+    type Out = u64;
+    fn create_accumulator(&self) -> u64 {
+        0
+    }
+    fn add_input(&self, acc: &mut u64, n: u64) {
+        *acc += n;
+    }
+    fn merge_accumulators(&self, acc: &mut u64, other: u64) {
+        *acc += other;
+    }
+    fn extract_output(&self, acc: u64) -> u64 {
+        acc
+    }
+}
+
+/// `total word: count`.
+#[derive(Serialize, Deserialize)]
+pub struct FormatTotal;
+tidewater::register!(DoFn FormatTotal);
+
+impl DoFn for FormatTotal {
+    type In = (String, u64);
+    type Out = String;
+    fn process(
+        &mut self,
+        (word, count): (String, u64),
+        ctx: &mut ProcessContext<'_, String>,
+    ) -> Result<(), UserError> {
+        ctx.output(format!("total {word}: {count}"));
+        Ok(())
+    }
+}
+
 /// Every element in the global window: a custom WindowFn, linked like the functions.
 #[derive(Serialize, Deserialize)]
 pub struct OneWindow;
@@ -67,15 +109,21 @@ impl CustomWindowFn for OneWindow {
     }
 }
 
-/// Reads `input` and writes `word: count so far` for every word occurrence into
-/// `output` (an existing directory), one file per committed epoch.
+/// Reads `input` and writes `word: count so far` for every word occurrence and
+/// `total word: count` for every word into `output` (an existing directory), one file
+/// per committed epoch and sink instance.
 pub fn build(p: &Pipeline, input: &str, output: &str) -> PCollection<String> {
-    let counts = p
+    let words = p
         .apply("ReadLines", TextIO::read().from(input))
         .apply("ExtractWords", ParDo::of(ExtractWords { min_len: 1 }))
-        .apply("OneWindow", Window::into(WindowFn::custom(OneWindow)))
+        .apply("OneWindow", Window::into(WindowFn::custom(OneWindow)));
+    let running = words
         .apply("RunningCount", StatefulParDo::of(RunningCount))
         .apply("Format", ParDo::of(FormatCount));
-    counts.write_to("Write", EpochFiles::to(output));
-    counts
+    let totals = words
+        .apply("Total", Combine::per_key(SumCounts))
+        .apply("FormatTotal", ParDo::of(FormatTotal));
+    let lines = p.apply_to("Lines", vec![running, totals], Flatten);
+    lines.write_to("Write", EpochFiles::to(output));
+    lines
 }

@@ -63,6 +63,10 @@ fn a_saved_plan_of_linked_functions_runs_in_a_binary_that_constructs_no_pipeline
     };
     let direct = normal("direct");
     assert!(direct.contains(&"the: 1".to_string()), "{direct:?}");
+    assert!(
+        direct.iter().any(|l| l.starts_with("total the: ")),
+        "{direct:?}"
+    );
     assert!(direct.len() > 100, "{direct:?}");
     assert_eq!(from_plan(&["--runner=direct"]), direct);
     let native = normal("native");

@@ -160,6 +160,12 @@ pub enum Error {
 /// why linking cannot register it.
 fn generic_hint(name: &str) -> String {
     let hint = closure_hint(name);
+    if hint.is_empty() && crate::registry::combine_fn_of(name).is_some() {
+        return ". It is a combine of a concrete CombineFn: link it with \
+                tidewater::register!(CombineFn F keys: K) naming the key type of a per-key combine, \
+                or construct the pipeline that applies it"
+            .into();
+    }
     if hint.is_empty() && name.contains('<') {
         return ". Its name has type parameters: a generic function cannot be registered at link time \
                 (typetag needs one constant name per impl), so it registers only when the pipeline \

@@ -105,7 +105,10 @@ pub mod __private {
 /// # }
 /// ```
 ///
-/// The kinds are `DoFn`, `StatefulDoFn`, `Source`, `Sink` and `WindowFn`. It expands to
+/// The kinds are `DoFn`, `StatefulDoFn`, `Source`, `Sink`, `WindowFn` and `CombineFn`.
+/// A CombineFn registers Combine.globally, and Combine.perKey for the key types it
+/// names (`tidewater::register!(CombineFn SumLen keys: String, u64);`): the key type is
+/// a parameter of a per-key combine, which a link-time registration must spell. It expands to
 /// a `#[typetag::deserialize]` impl of [`registry::Linked`]; a generic type cannot be
 /// registered this way (typetag needs one constant name per impl) and keeps registering
 /// when the pipeline that uses it is constructed.
@@ -125,6 +128,19 @@ macro_rules! register {
     };
     (WindowFn $ty:ident) => {
         $crate::register!(@link $ty, register_window_fn);
+    };
+    (CombineFn $ty:ident $(keys: $($key:ty),+)?) => {
+        const _: () = {
+            use $crate::__private::typetag;
+            #[typetag::deserialize(name = concat!(module_path!(), "::", stringify!($ty)))]
+            impl $crate::registry::Linked for $ty {
+                fn register(&self) -> ::std::string::String {
+                    $crate::registry::register_combine_fn_globally::<$ty>();
+                    $($($crate::registry::register_combine_fn_per_key::<$key, $ty>();)+)?
+                    ::std::any::type_name::<$ty>().to_string()
+                }
+            }
+        };
     };
     (@link $ty:ident, $register:ident) => {
         const _: () = {

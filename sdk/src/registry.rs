@@ -260,6 +260,36 @@ pub fn register_window_fn<W: CustomWindowFn + DeserializeOwned>() -> String {
     name
 }
 
+/// Registers Combine.globally of the CombineFn `F` (its grouping, under the name a plan
+/// gives it, and its element types) and returns that name. Applying the combine does
+/// this; [`register!`](crate::register)`(CombineFn F)` does it at link time.
+pub fn register_combine_fn_globally<F: crate::CombineFn + DeserializeOwned>() -> String {
+    crate::primitives::register_combine::<crate::Globally, F>()
+}
+
+/// Registers Combine.perKey of the CombineFn `F` with keys of type `K` and returns the
+/// grouping's name. The key type is a parameter of the grouping, so a linked CombineFn
+/// names the key types it is applied with: `register!(CombineFn F keys: String)`.
+pub fn register_combine_fn_per_key<K: Element, F: crate::CombineFn + DeserializeOwned>() -> String {
+    crate::primitives::register_combine::<crate::PerKey<K>, F>()
+}
+
+/// The CombineFn a combine's grouping name holds, when it is a concrete type (its name
+/// has no type parameters): what a linked CombineFn is registered under.
+///
+/// ```
+/// let g = "tidewater::primitives::combine::CombineOps<tidewater::primitives::combine::PerKey<(u8, u16)>, my::Sum>";
+/// assert_eq!(tidewater::registry::combine_fn_of(g), Some("my::Sum"));
+/// assert_eq!(tidewater::registry::combine_fn_of("x::CountFn<()>"), None);
+/// ```
+pub fn combine_fn_of(grouping: &str) -> Option<&str> {
+    let shapes = grouping
+        .strip_prefix("tidewater::primitives::combine::CombineOps<")?
+        .strip_suffix('>')?;
+    let (_, f) = shapes.rsplit_once(", ")?;
+    (!f.contains(['<', '>', ',', ' '])).then_some(f)
+}
+
 /// The user WindowFn factory named `name`.
 pub fn window_fn(name: &str) -> Option<WindowFnFactory> {
     read().window_fns.get(name).cloned()

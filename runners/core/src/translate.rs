@@ -356,9 +356,14 @@ fn link_functions(plan: &Plan) -> Result<()> {
         }
     }
     for (transform, kind, _, _, f) in &named {
-        // Groupings are generic: never linked.
         if *kind != "grouping" {
             link(&f.name, &f.fields, transform)?;
+        } else if let Some(combine_fn) = registry::combine_fn_of(&f.name) {
+            // A combine of a linked CombineFn registers its groupings (the fields are
+            // the CombineFn's); other groupings are generic and never linked.
+            if registry::grouping(&f.name).is_none() {
+                link(combine_fn, &f.fields, transform)?;
+            }
         }
     }
     // A function neither registry knows is reported before the element types it would

@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 use tidewater::registry;
 use tidewater::{
-    BoundedWindow, CustomWindowFn, DoFn, ProcessContext, ReadStatus, Sink, StateContext,
+    BoundedWindow, CombineFn, CustomWindowFn, DoFn, ProcessContext, ReadStatus, Sink, StateContext,
     StatefulDoFn, Timestamp, Txn, UserError, WindowedValue,
 };
 
@@ -137,4 +137,44 @@ fn fields_that_do_not_decode_say_why() {
         "{e}"
     );
     assert!(!registry::has_do_fn("linked::Scaled"));
+}
+
+#[derive(Serialize, Deserialize)]
+pub struct Longest {
+    at_least: usize,
+}
+tidewater::register!(CombineFn Longest keys: String, (u8, u16));
+impl CombineFn for Longest {
+    type In = String;
+    type Acc = usize;
+    type Out = usize;
+    fn create_accumulator(&self) -> usize {
+        self.at_least
+    }
+    fn add_input(&self, acc: &mut usize, s: String) {
+        *acc = (*acc).max(s.len());
+    }
+    fn merge_accumulators(&self, acc: &mut usize, other: usize) {
+        *acc = (*acc).max(other);
+    }
+    fn extract_output(&self, acc: usize) -> usize {
+        acc
+    }
+}
+
+#[test]
+fn a_linked_combine_fn_registers_its_groupings_for_the_keys_it_names() {
+    let combine = "tidewater::primitives::combine::CombineOps";
+    let globally = format!("{combine}<tidewater::primitives::combine::Globally, linked::Longest>");
+    let per_key = |k: &str| {
+        format!("{combine}<tidewater::primitives::combine::PerKey<{k}>, linked::Longest>")
+    };
+    assert_eq!(registry::combine_fn_of(&globally), Some("linked::Longest"));
+    assert!(registry::grouping(&globally).is_none());
+    assert_eq!(link("linked::Longest", r#"{"at_least": 1}"#), Ok(true));
+    assert!(registry::grouping(&globally).is_some());
+    assert!(registry::grouping(&per_key("alloc::string::String")).is_some());
+    assert!(registry::grouping(&per_key("(u8, u16)")).is_some());
+    assert!(registry::grouping(&per_key("u64")).is_none());
+    assert!(registry::element_type("(alloc::string::String, usize)").is_some());
 }

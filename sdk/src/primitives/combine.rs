@@ -150,14 +150,12 @@ pub struct CombineOps<S, F> {
     _s: PhantomData<fn() -> S>,
 }
 
-fn apply_combine<S: CombineShape<F>, F: CombineFn + Serialize + DeserializeOwned>(
-    input: &PCollection<S::Input>,
-    f: F,
-    urn: &str,
-) -> PCollection<S::Output> {
-    let p = input.pipeline().clone();
-    super::group_by_key::check_groupable(&p, input.id);
+/// Registers the grouping of a combine of shape `S` with `F` (and the element types it
+/// reads, writes and shuffles) and returns its name in the plan.
+pub(crate) fn register_combine<S: CombineShape<F>, F: CombineFn + DeserializeOwned>() -> String {
     let name = std::any::type_name::<CombineOps<S, F>>().to_string();
+    registry::register_element_type::<S::Input>();
+    registry::register_element_type::<S::Output>();
     registry::register_element_type::<(S::Key, F::Acc)>();
     registry::register_grouping::<CombineOps<S, F>>(
         &name,
@@ -170,6 +168,17 @@ fn apply_combine<S: CombineShape<F>, F: CombineFn + Serialize + DeserializeOwned
             }) as Box<dyn GroupingOps>)
         }),
     );
+    name
+}
+
+fn apply_combine<S: CombineShape<F>, F: CombineFn + Serialize + DeserializeOwned>(
+    input: &PCollection<S::Input>,
+    f: F,
+    urn: &str,
+) -> PCollection<S::Output> {
+    let p = input.pipeline().clone();
+    super::group_by_key::check_groupable(&p, input.id);
+    let name = register_combine::<S, F>();
     let fields = serde_json::to_value(&f).unwrap_or_else(|e| {
         p.record_error(format!(
             "the fields of CombineFn {} do not serialize: {e}",

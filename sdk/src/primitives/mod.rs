@@ -15,6 +15,7 @@ mod test_stream;
 mod window_into;
 
 pub use capture::Capture;
+pub(crate) use combine::register_combine;
 pub use combine::{
     Combine, CombineFn, CombineGlobally, CombineOps, CombinePerKey, CombineShape, Globally, PerKey,
 };
