@@ -13,6 +13,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 pub mod bench;
 pub mod crash_job;
 pub mod latency;
+pub mod linked_word_count;
 pub mod stateful_word_count;
 pub mod streaming_word_count;
 pub mod word_count;

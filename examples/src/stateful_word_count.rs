@@ -40,3 +40,7 @@ pub fn build(p: &Pipeline, input: &str) -> PCollection<(String, u64)> {
         .map("PairWithOne", |word: String| (word, 1u64))
         .apply("RunningCount", StatefulParDo::of(RunningCount))
 }
+
+// Linked: `run_plan` runs a saved plan naming it without constructing the pipeline.
+// (Below `build`, so that its closure keeps its line, which names it in the plan.)
+tidewater::register!(StatefulDoFn RunningCount);

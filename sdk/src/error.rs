@@ -45,8 +45,16 @@ pub enum Error {
         "unknown {kind} '{name}' in {transform}: this binary has not registered it. \
          Functions and types register themselves when the pipeline that uses them is constructed; \
          a binary that runs a plan it did not build must construct the same pipeline first{}{}",
-        if *kind_snake == "do_fn" { " (or, for a DoFn struct, call tidewater::registry::register_do_fn::<T>())" } else { "" },
-        closure_hint(name)
+        match *kind_snake {
+            "do_fn" | "stateful_do_fn" | "source" | "sink" | "window_fn" if !name.contains('<') => format!(
+                " (or, for a concrete {kind} type, link it: tidewater::register!({}{} T) in the module that \
+                 defines T, or call tidewater::registry::register_{kind_snake}::<T>())",
+                if *kind_snake == "stateful_do_fn" { "Stateful" } else { "" },
+                match *kind_snake { "do_fn" | "stateful_do_fn" => "DoFn", "source" => "Source", "sink" => "Sink", _ => "WindowFn" },
+            ),
+            _ => String::new(),
+        },
+        generic_hint(name)
     )]
     UnknownFunction {
         /// "DoFn", "grouping" or "element type".
@@ -161,6 +169,25 @@ pub enum Error {
 }
 
 /// For a closure's name (`..{{closure}}..@file:line:column`): why this binary may lack it.
+/// The closure hint, or for another generic function's name (it has type parameters)
+/// why linking cannot register it.
+fn generic_hint(name: &str) -> String {
+    let hint = closure_hint(name);
+    if hint.is_empty() && crate::registry::combine_fn_of(name).is_some() {
+        return ". It is a combine of a concrete CombineFn: link it with \
+                tidewater::register!(CombineFn F keys: K) naming the key type of a per-key combine, \
+                or construct the pipeline that applies it"
+            .into();
+    }
+    if hint.is_empty() && name.contains('<') {
+        return ". Its name has type parameters: a generic function cannot be registered at link time \
+                (typetag needs one constant name per impl), so it registers only when the pipeline \
+                that uses it is constructed"
+            .into();
+    }
+    hint
+}
+
 fn closure_hint(name: &str) -> String {
     match name.rsplit_once('@') {
         Some((ty, site)) if ty.contains("{{closure}}") => format!(

@@ -54,7 +54,7 @@ pub use element::{Element, KV};
 pub use error::{shorten, Error, Result, UserError};
 pub use exec::TimeDomain;
 pub use options::{parse_key_value, EngineOptions, PipelineOptions};
-pub use pipeline::{run_plan_json, PCollection, Pipeline};
+pub use pipeline::{run_plan_file, run_plan_json, PCollection, Pipeline};
 pub use primitives::*;
 pub use runner::{PipelineResult, Runner};
 pub use side_input::{NoSideInputs, PCollectionView, SideInputReader, ViewOps};
@@ -74,3 +74,89 @@ pub use windowing::{
     AccumulationMode, ClosingBehavior, CustomWindowFn, OnTimeBehavior, TimestampCombiner, WindowFn,
     WindowingStrategy,
 };
+
+#[doc(hidden)]
+pub mod __private {
+    pub use typetag;
+}
+
+/// Registers a concrete user function at link time, so that a binary that links it
+/// runs a saved plan naming it without constructing the pipeline first (as Beam Go's
+/// `register` calls in `init()` allow). Invoke it in the module that defines the type
+/// (its name in the plan is `module_path!()` plus the type's name, which is the type's
+/// `std::any::type_name`), once per type:
+///
+/// ```
+/// use serde::{Deserialize, Serialize};
+/// use tidewater::{DoFn, ProcessContext, UserError};
+///
+/// #[derive(Serialize, Deserialize)]
+/// pub struct Upper;
+/// impl DoFn for Upper {
+///     type In = String;
+///     type Out = String;
+///     fn process(&mut self, s: String, ctx: &mut ProcessContext<'_, String>) -> Result<(), UserError> {
+///         ctx.output(s.to_uppercase());
+///         Ok(())
+///     }
+/// }
+/// tidewater::register!(DoFn Upper);
+///
+/// # fn main() {
+/// // A binary that never applied `Upper` resolves it from a plan's name and fields.
+/// let name = std::any::type_name::<Upper>();
+/// assert!(!tidewater::registry::has_do_fn(name));
+/// assert!(tidewater::registry::link(name, &serde_json::Value::Null).unwrap());
+/// assert!(tidewater::registry::has_do_fn(name));
+/// # }
+/// ```
+///
+/// The kinds are `DoFn`, `StatefulDoFn`, `Source`, `Sink`, `WindowFn` and `CombineFn`.
+/// A CombineFn registers Combine.globally, and Combine.perKey for the key types it
+/// names (`tidewater::register!(CombineFn SumLen keys: String, u64);`): the key type is
+/// a parameter of a per-key combine, which a link-time registration must spell. It expands to
+/// a `#[typetag::deserialize]` impl of [`registry::Linked`]; a generic type cannot be
+/// registered this way (typetag needs one constant name per impl) and keeps registering
+/// when the pipeline that uses it is constructed.
+#[macro_export]
+macro_rules! register {
+    (DoFn $ty:ident) => {
+        $crate::register!(@link $ty, register_do_fn);
+    };
+    (StatefulDoFn $ty:ident) => {
+        $crate::register!(@link $ty, register_stateful_do_fn);
+    };
+    (Source $ty:ident) => {
+        $crate::register!(@link $ty, register_source);
+    };
+    (Sink $ty:ident) => {
+        $crate::register!(@link $ty, register_sink);
+    };
+    (WindowFn $ty:ident) => {
+        $crate::register!(@link $ty, register_window_fn);
+    };
+    (CombineFn $ty:ident $(keys: $($key:ty),+)?) => {
+        const _: () = {
+            use $crate::__private::typetag;
+            #[typetag::deserialize(name = concat!(module_path!(), "::", stringify!($ty)))]
+            impl $crate::registry::Linked for $ty {
+                fn register(&self) -> ::std::string::String {
+                    $crate::registry::register_combine_fn_globally::<$ty>();
+                    $($($crate::registry::register_combine_fn_per_key::<$key, $ty>();)+)?
+                    ::std::any::type_name::<$ty>().to_string()
+                }
+            }
+        };
+    };
+    (@link $ty:ident, $register:ident) => {
+        const _: () = {
+            use $crate::__private::typetag;
+            #[typetag::deserialize(name = concat!(module_path!(), "::", stringify!($ty)))]
+            impl $crate::registry::Linked for $ty {
+                fn register(&self) -> ::std::string::String {
+                    $crate::registry::$register::<$ty>()
+                }
+            }
+        };
+    };
+}

@@ -41,9 +41,10 @@ pub struct PipelineOptions {
     #[arg(long, value_name = "PATH")]
     pub dump_plan_dot: Option<PathBuf>,
     /// Run this saved plan (as `--dump-plan` wrote it) instead of the pipeline the
-    /// binary builds. The binary still builds its pipeline first, which registers its
-    /// functions; a plan naming a function this binary does not have is refused before
-    /// anything runs.
+    /// binary builds. An example binary still builds its pipeline first, which
+    /// registers its functions (closures, generic transforms); `run_plan` builds none and
+    /// resolves the functions it links (`tidewater::register!`). A plan naming a function
+    /// the binary has in neither registry is refused before anything runs.
     #[arg(long, value_name = "FILE")]
     pub plan: Option<PathBuf>,
     /// Stop reading unbounded sources after this long (e.g. `30s`, `500ms`, `2m`); the

@@ -173,14 +173,8 @@ impl Pipeline {
             })?;
             eprintln!("wrote the pipeline graph to {}", path.display());
         }
-        if let Some(path) = &self.options.plan {
-            let saved = std::fs::read_to_string(path).map_err(|cause| Error::Io {
-                what: "cannot read the plan".into(),
-                path: path.clone(),
-                cause,
-            })?;
-            eprintln!("running the saved plan {}", path.display());
-            return run_plan_json(&saved, &self.options);
+        if self.options.plan.is_some() {
+            return run_plan_file(&self.options);
         }
         run_plan_json(&json, &self.options)
     }
@@ -414,6 +408,30 @@ impl Pipeline {
     }
 }
 
+/// Runs the saved plan `options.plan` names (`--plan FILE`) without constructing a
+/// pipeline: the plan's functions resolve in the run-time registry (what this process
+/// constructed) or among the functions the binary links ([`register!`](crate::register)).
+/// A name found in neither is refused before anything runs.
+///
+/// ```
+/// let options = tidewater::PipelineOptions::default();
+/// let e = tidewater::run_plan_file(&options).unwrap_err();
+/// assert_eq!(e.to_string(), "invalid option --plan: no saved plan to run: give --plan FILE");
+/// ```
+pub fn run_plan_file(options: &PipelineOptions) -> Result<PipelineResult> {
+    let path = options.plan.as_ref().ok_or_else(|| Error::InvalidOption {
+        option: "--plan".into(),
+        message: "no saved plan to run: give --plan FILE".into(),
+    })?;
+    let saved = std::fs::read_to_string(path).map_err(|cause| Error::Io {
+        what: "cannot read the plan".into(),
+        path: path.clone(),
+        cause,
+    })?;
+    eprintln!("running the saved plan {}", path.display());
+    run_plan_json(&saved, options)
+}
+
 /// Decodes a plan from JSON, checks it against the runner the options name, and runs
 /// it. [`Pipeline::run`] ends here; so does a binary that runs a plan file.
 pub fn run_plan_json(json: &str, options: &PipelineOptions) -> Result<PipelineResult> {
@@ -518,7 +536,7 @@ impl Graph {
             RUST_ENV.into(),
             EnvironmentSpec {
                 urn: urn::RUST_ENV.into(),
-                payload: serde_json::json!({ "sdk": "tidewater", "sdk_version": env!("CARGO_PKG_VERSION") }),
+                payload: serde_json::json!({ "sdk": "tidewater", "sdk_version": env!("CARGO_PKG_VERSION") }).into(),
             },
         );
         Plan {

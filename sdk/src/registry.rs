@@ -6,6 +6,11 @@
 //! given binary, so generic functions (`CountFn<String>`) need no per-type boilerplate.
 //! Every process of a job runs the same binary and the same construction code before it
 //! decodes a plan, so the registry is complete wherever the plan is read.
+//!
+//! Concrete functions can also register at link time ([`register!`](crate::register),
+//! [`Linked`], [`link`]): a binary that links them resolves their names in a plan it did
+//! not construct. Factories build a function from a `&mut dyn erased_serde::Deserializer`
+//! over its fields' JSON text in the plan, never from a `serde_json::Value`.
 
 use crate::exec::{ElementType, ErasedDoFn, GroupingOps, TypedElementType};
 use crate::{CustomWindowFn, DoFn, Element};
@@ -15,36 +20,59 @@ use std::collections::HashMap;
 use std::sync::{Arc, OnceLock, RwLock};
 
 /// Builds a DoFn from its fields in the plan.
-pub type DoFnFactory =
-    Arc<dyn Fn(&serde_json::Value) -> Result<Box<dyn ErasedDoFn>, String> + Send + Sync>;
+pub type DoFnFactory = Arc<
+    dyn Fn(&mut dyn erased_serde::Deserializer<'_>) -> Result<Box<dyn ErasedDoFn>, String>
+        + Send
+        + Sync,
+>;
 /// Builds a grouping's typed operations from its payload's fields.
-pub type GroupingFactory =
-    Arc<dyn Fn(&serde_json::Value) -> Result<Box<dyn GroupingOps>, String> + Send + Sync>;
+pub type GroupingFactory = Arc<
+    dyn Fn(&mut dyn erased_serde::Deserializer<'_>) -> Result<Box<dyn GroupingOps>, String>
+        + Send
+        + Sync,
+>;
 
 /// Builds a user WindowFn from its fields in the plan.
-pub type WindowFnFactory =
-    Arc<dyn Fn(&serde_json::Value) -> Result<Arc<dyn CustomWindowFn>, String> + Send + Sync>;
+pub type WindowFnFactory = Arc<
+    dyn Fn(&mut dyn erased_serde::Deserializer<'_>) -> Result<Arc<dyn CustomWindowFn>, String>
+        + Send
+        + Sync,
+>;
 
 /// Builds a source from its fields in the plan.
 pub type SourceFactory = Arc<
-    dyn Fn(&serde_json::Value) -> Result<Box<dyn crate::exec::ErasedSource>, String> + Send + Sync,
+    dyn Fn(
+            &mut dyn erased_serde::Deserializer<'_>,
+        ) -> Result<Box<dyn crate::exec::ErasedSource>, String>
+        + Send
+        + Sync,
 >;
 
 /// Builds a sink from its fields in the plan.
 pub type SinkFactory = Arc<
-    dyn Fn(&serde_json::Value) -> Result<Box<dyn crate::exec::ErasedSink>, String> + Send + Sync,
+    dyn Fn(
+            &mut dyn erased_serde::Deserializer<'_>,
+        ) -> Result<Box<dyn crate::exec::ErasedSink>, String>
+        + Send
+        + Sync,
 >;
 
 /// Builds a stateful DoFn from its fields in the plan.
 pub type StatefulDoFnFactory = Arc<
-    dyn Fn(&serde_json::Value) -> Result<Box<dyn crate::exec::ErasedStatefulDoFn>, String>
+    dyn Fn(
+            &mut dyn erased_serde::Deserializer<'_>,
+        ) -> Result<Box<dyn crate::exec::ErasedStatefulDoFn>, String>
         + Send
         + Sync,
 >;
 
 /// Builds a side input's view function from its fields.
 pub type ViewFactory = Arc<
-    dyn Fn(&serde_json::Value) -> Result<Arc<dyn crate::side_input::ViewOps>, String> + Send + Sync,
+    dyn Fn(
+            &mut dyn erased_serde::Deserializer<'_>,
+        ) -> Result<Arc<dyn crate::side_input::ViewOps>, String>
+        + Send
+        + Sync,
 >;
 
 #[derive(Default)]
@@ -61,6 +89,11 @@ struct Registry {
     do_fns: HashMap<String, DoFnFactory>,
     groupings: HashMap<String, GroupingFactory>,
     types: HashMap<String, Arc<dyn ElementType>>,
+}
+
+/// A factory's message for fields that do not decode.
+fn fields_error(e: erased_serde::Error) -> String {
+    crate::plan::without_position(e.to_string())
 }
 
 fn registry() -> &'static RwLock<Registry> {
@@ -124,7 +157,7 @@ pub fn register_do_fn<F: DoFn + DeserializeOwned>() -> String {
     register_element_type::<F::Out>();
     let name = std::any::type_name::<F>().to_string();
     let factory: DoFnFactory = Arc::new(|fields| {
-        let f: F = serde_json::from_value(fields.clone()).map_err(|e| e.to_string())?;
+        let f: F = erased_serde::deserialize(fields).map_err(fields_error)?;
         Ok(Box::new(crate::exec::DoFnInvoker::new(f)) as Box<dyn ErasedDoFn>)
     });
     let mut r = write();
@@ -218,13 +251,43 @@ pub fn element_type(name: &str) -> Option<Arc<dyn ElementType>> {
 pub fn register_window_fn<W: CustomWindowFn + DeserializeOwned>() -> String {
     let name = std::any::type_name::<W>().to_string();
     let factory: WindowFnFactory = Arc::new(|fields| {
-        let w: W = serde_json::from_value(fields.clone()).map_err(|e| e.to_string())?;
+        let w: W = erased_serde::deserialize(fields).map_err(fields_error)?;
         Ok(Arc::new(w) as Arc<dyn CustomWindowFn>)
     });
     let mut r = write();
     r.claim::<W>(&name);
     r.window_fns.entry(name.clone()).or_insert(factory);
     name
+}
+
+/// Registers Combine.globally of the CombineFn `F` (its grouping, under the name a plan
+/// gives it, and its element types) and returns that name. Applying the combine does
+/// this; [`register!`](crate::register)`(CombineFn F)` does it at link time.
+pub fn register_combine_fn_globally<F: crate::CombineFn + DeserializeOwned>() -> String {
+    crate::primitives::register_combine::<crate::Globally, F>()
+}
+
+/// Registers Combine.perKey of the CombineFn `F` with keys of type `K` and returns the
+/// grouping's name. The key type is a parameter of the grouping, so a linked CombineFn
+/// names the key types it is applied with: `register!(CombineFn F keys: String)`.
+pub fn register_combine_fn_per_key<K: Element, F: crate::CombineFn + DeserializeOwned>() -> String {
+    crate::primitives::register_combine::<crate::PerKey<K>, F>()
+}
+
+/// The CombineFn a combine's grouping name holds, when it is a concrete type (its name
+/// has no type parameters): what a linked CombineFn is registered under.
+///
+/// ```
+/// let g = "tidewater::primitives::combine::CombineOps<tidewater::primitives::combine::PerKey<(u8, u16)>, my::Sum>";
+/// assert_eq!(tidewater::registry::combine_fn_of(g), Some("my::Sum"));
+/// assert_eq!(tidewater::registry::combine_fn_of("x::CountFn<()>"), None);
+/// ```
+pub fn combine_fn_of(grouping: &str) -> Option<&str> {
+    let shapes = grouping
+        .strip_prefix("tidewater::primitives::combine::CombineOps<")?
+        .strip_suffix('>')?;
+    let (_, f) = shapes.rsplit_once(", ")?;
+    (!f.contains(['<', '>', ',', ' '])).then_some(f)
 }
 
 /// The user WindowFn factory named `name`.
@@ -273,7 +336,7 @@ pub fn register_source_named<S: crate::Source + DeserializeOwned>(
     register_element_type::<S::Output>();
     let name = name.to_string();
     let factory: SourceFactory = Arc::new(move |fields| {
-        let mut s: S = serde_json::from_value(fields.clone()).map_err(|e| e.to_string())?;
+        let mut s: S = erased_serde::deserialize(fields).map_err(fields_error)?;
         finish(&mut s);
         Ok(Box::new(crate::exec::SourceInvoker(s)) as Box<dyn crate::exec::ErasedSource>)
     });
@@ -294,7 +357,7 @@ pub fn register_sink<S: crate::Sink + DeserializeOwned>() -> String {
     register_element_type::<S::In>();
     let name = std::any::type_name::<S>().to_string();
     let factory: SinkFactory = Arc::new(|fields| {
-        let s: S = serde_json::from_value(fields.clone()).map_err(|e| e.to_string())?;
+        let s: S = erased_serde::deserialize(fields).map_err(fields_error)?;
         Ok(Box::new(crate::exec::SinkInvoker(s)) as Box<dyn crate::exec::ErasedSink>)
     });
     let mut r = write();
@@ -314,7 +377,7 @@ pub fn register_stateful_do_fn<F: crate::StatefulDoFn + DeserializeOwned>() -> S
     register_element_type::<F::Out>();
     let name = std::any::type_name::<F>().to_string();
     let factory: StatefulDoFnFactory = Arc::new(|fields| {
-        let f: F = serde_json::from_value(fields.clone()).map_err(|e| e.to_string())?;
+        let f: F = erased_serde::deserialize(fields).map_err(fields_error)?;
         Ok(Box::new(crate::StatefulInvoker::new(f)) as Box<dyn crate::exec::ErasedStatefulDoFn>)
     });
     let mut r = write();
@@ -338,4 +401,108 @@ pub fn register_view<O: 'static>(name: &str, factory: ViewFactory) {
 /// The view factory named `name`.
 pub fn view(name: &str) -> Option<ViewFactory> {
     read().views.get(name).cloned()
+}
+
+// ---------------------------------------------------------------------------------------
+// Link-time registration.
+// ---------------------------------------------------------------------------------------
+
+/// A concrete user function registered at link time by [`register!`](crate::register):
+/// its impl is collected by typetag (through `inventory`, a constructor that runs when
+/// the binary starts), so a binary that merely links it resolves its name in a plan it
+/// did not construct.
+///
+/// Resolving a name this way deserializes the plan's fields into a value of the type
+/// (straight from the plan's deserializer, through erased-serde) and calls
+/// [`Linked::register`], which fills the run-time registry just as applying the
+/// function in a pipeline would: its factory and its element types. From then on the
+/// name resolves like any other.
+///
+/// Only concrete, non-generic types can be linked: typetag needs one constant name per
+/// impl. Generic functions (`CountFn<T>`, `MapFn<F, A, B>`, groupings) register when
+/// the pipeline that uses them is constructed.
+#[typetag::deserialize]
+pub trait Linked: Send + Sync {
+    /// Registers the type in the run-time registry under its type name and returns
+    /// that name.
+    fn register(&self) -> String;
+}
+
+/// Whether `name` could be resolved at link time: `Ok(true)` when a linked function of
+/// that name was found and registered (or already was), `Ok(false)` when no linked
+/// function has that name, `Err` when one has it but `fields` do not decode into it.
+///
+/// The fields are read through `fields`, any serde deserializer (the plan's own).
+///
+/// ```
+/// // No function is linked under this name.
+/// let fields = serde_json::Value::Null;
+/// assert_eq!(tidewater::registry::link(
+///     "nobody::Nothing", &fields).unwrap(), false);
+/// ```
+pub fn link<'de, D: serde::Deserializer<'de>>(name: &str, fields: D) -> Result<bool, String> {
+    use serde::de::{value::MapAccessDeserializer, Deserialize, DeserializeSeed, MapAccess};
+    use std::cell::Cell;
+    // Presents `{name: fields}` (typetag's externally tagged form) without building it:
+    // the key is the name, the value is read from `fields` itself.
+    struct One<'a, D> {
+        name: Option<&'a str>,
+        fields: Option<D>,
+        unknown: &'a Cell<bool>,
+    }
+    impl<'de, D: serde::Deserializer<'de>> MapAccess<'de> for One<'_, D> {
+        type Error = D::Error;
+        fn next_key_seed<K: DeserializeSeed<'de>>(
+            &mut self,
+            seed: K,
+        ) -> Result<Option<K::Value>, D::Error> {
+            let Some(name) = self.name.take() else {
+                return Ok(None);
+            };
+            let key = serde::de::value::StrDeserializer::<D::Error>::new(name);
+            seed.deserialize(key).map(Some).inspect_err(|_| {
+                self.unknown.set(true);
+            })
+        }
+        fn next_value_seed<V: DeserializeSeed<'de>>(
+            &mut self,
+            seed: V,
+        ) -> Result<V::Value, D::Error> {
+            let fields = self.fields.take().expect("one value after one key");
+            seed.deserialize(fields)
+        }
+    }
+    if has_any(name) {
+        return Ok(true);
+    }
+    let unknown = Cell::new(false);
+    let one = One {
+        name: Some(name),
+        fields: Some(fields),
+        unknown: &unknown,
+    };
+    match <Box<dyn Linked>>::deserialize(MapAccessDeserializer::new(one)) {
+        Ok(f) => {
+            let registered = f.register();
+            if registered != name {
+                return Err(format!(
+                    "it is linked under '{name}' but its type is '{registered}': \
+                     call tidewater::register! in the module that defines the type"
+                ));
+            }
+            Ok(true)
+        }
+        Err(_) if unknown.get() => Ok(false),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Whether any kind of function is registered at run time under `name`.
+fn has_any(name: &str) -> bool {
+    let r = read();
+    r.do_fns.contains_key(name)
+        || r.stateful_do_fns.contains_key(name)
+        || r.sources.contains_key(name)
+        || r.sinks.contains_key(name)
+        || r.window_fns.contains_key(name)
 }

@@ -141,11 +141,11 @@ impl<S: Sink + Serialize + DeserializeOwned> PTransform<PCollection<S::In>> for 
             p.record_error(format!("the fields of {name} do not serialize: {e}"));
             serde_json::Value::Null
         });
-        let payload = serde_json::json!({ "sink": UserFunction { name, fields } });
+        let payload = serde_json::json!({ "sink": UserFunction { name, fields: fields.into() } });
         p.set_primitive(
             FunctionSpec {
                 urn: urn::SINK.into(),
-                payload,
+                payload: payload.into(),
             },
             false,
             Vec::new(),

@@ -67,7 +67,7 @@ pub enum WindowFn {
         /// Registered name.
         name: String,
         /// Its fields.
-        fields: serde_json::Value,
+        fields: crate::plan::Json,
         /// Whether it merges.
         merging: bool,
     },
@@ -134,7 +134,7 @@ impl WindowFn {
         WindowFn::Custom {
             name,
             merging: w.is_merging(),
-            fields: serde_json::to_value(&w).unwrap_or(serde_json::Value::Null),
+            fields: crate::plan::Json::of(&w).unwrap_or_default(),
         }
     }
 

@@ -17,6 +17,9 @@ use std::io::Write;
 use std::path::PathBuf;
 use tidewater::{Sink, Txn, UserError, WindowedValue};
 
+// Linked: a binary that did not construct the pipeline writes it from a saved plan.
+tidewater::register!(Sink EpochFiles);
+
 /// Lines written into `dir`, one file per committed epoch and sink instance.
 #[derive(Serialize, Deserialize)]
 pub struct EpochFiles {

@@ -149,6 +149,10 @@ impl PTransform<PBegin> for Read {
     }
 }
 
+// Linked, so that a binary that did not construct the pipeline still reads text files
+// from a saved plan.
+tidewater::register!(Source TextSource);
+
 /// The lines of a list of files, split into partitions by byte ranges of the files
 /// taken end to end, as Hadoop splits text: a partition reads every line that starts
 /// in its range, so a line across a boundary belongs to the partition it starts in.

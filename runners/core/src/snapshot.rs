@@ -248,7 +248,9 @@ impl Snapshot {
     }
 }
 
-/// Encodes the contents of a snapshot part (postcard).
+/// Encodes the contents of a snapshot part (postcard). With [`decode_part`], the one
+/// place the snapshot format chooses the binary encoding of operator and state parts:
+/// keyed operators, the stateful runner and the state backends all go through them.
 pub fn encode_part<T: Serialize>(v: &T) -> Vec<u8> {
     postcard::to_allocvec(v).expect("snapshot parts are plain data")
 }
@@ -258,11 +260,17 @@ pub fn decode_part<T: serde::de::DeserializeOwned>(
     bytes: &[u8],
     what: &str,
 ) -> std::result::Result<T, tidewater::exec::ExecError> {
-    tidewater::coder::decode(bytes).map_err(|e| {
-        tidewater::exec::ExecError::Downstream(Box::new(Error::Checkpoint {
-            message: format!("{what} does not decode: {e}"),
-        }))
+    decode_part_or_message(bytes, what).map_err(|message| {
+        tidewater::exec::ExecError::Downstream(Box::new(Error::Checkpoint { message }))
     })
+}
+
+/// [`decode_part`] for a caller that reports corruption as a message (a state backend).
+pub fn decode_part_or_message<T: serde::de::DeserializeOwned>(
+    bytes: &[u8],
+    what: &str,
+) -> std::result::Result<T, String> {
+    tidewater::coder::decode(bytes).map_err(|e| format!("{what} does not decode: {e}"))
 }
 
 #[cfg(test)]

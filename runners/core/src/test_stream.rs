@@ -48,7 +48,8 @@ impl TestStreamDriver {
         self.position += 1;
         Ok(match event {
             TestStreamEvent::Elements(values) => {
-                let json: Vec<serde_json::Value> = values.iter().map(|(v, _)| v.clone()).collect();
+                let json: Vec<tidewater::plan::Json> =
+                    values.iter().map(|(v, _)| v.clone()).collect();
                 let stamps: Vec<Timestamp> = values.iter().map(|(_, t)| *t).collect();
                 let mut batch = self
                     .element_type
@@ -73,7 +74,7 @@ pub fn initial_batch(plan: &ExecutablePlan, node: usize) -> Result<Box<dyn AnyBa
             .batch_from_json(elements)
             .map_err(|m| Error::InvalidPlan { message: m }),
         NodeKind::Impulse => ty
-            .batch_from_json(&[serde_json::Value::Null])
+            .batch_from_json(&[tidewater::plan::Json::null()])
             .map_err(Error::Internal),
         _ => Err(Error::Internal(format!(
             "'{}' is not a Create or an Impulse",

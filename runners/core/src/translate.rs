@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use tidewater::exec::{ElementType, ErasedDoFn, GroupingOps};
+use tidewater::plan::Json;
 use tidewater::plan::{
     urn, CapturePayload, CreatePayload, GroupingPayload, ParDoPayload, Plan, TransformSpec,
 };
@@ -33,7 +34,7 @@ pub enum NodeKind {
     /// Fixed elements (JSON, decoded by the element type).
     Create {
         /// The elements.
-        elements: Vec<serde_json::Value>,
+        elements: Vec<Json>,
     },
     /// A DoFn.
     ParDo {
@@ -42,7 +43,7 @@ pub enum NodeKind {
         /// Builds a fresh instance.
         factory: DoFnFactory,
         /// The DoFn's fields.
-        fields: serde_json::Value,
+        fields: Json,
         /// Output tags in output order.
         output_tags: Vec<String>,
         /// Side inputs: tag and view function; node input `1 + i` is side input `i`.
@@ -67,7 +68,7 @@ pub enum NodeKind {
         /// Builds an instance.
         factory: tidewater::registry::StatefulDoFnFactory,
         /// Its fields.
-        fields: serde_json::Value,
+        fields: Json,
     },
     /// Reads a registered source.
     Read {
@@ -76,7 +77,7 @@ pub enum NodeKind {
         /// Builds an instance.
         factory: tidewater::registry::SourceFactory,
         /// Its fields.
-        fields: serde_json::Value,
+        fields: Json,
     },
     /// A scripted unbounded source.
     TestStream {
@@ -90,7 +91,7 @@ pub enum NodeKind {
         /// Builds an instance.
         factory: tidewater::registry::SinkFactory,
         /// Its fields.
-        fields: serde_json::Value,
+        fields: Json,
     },
     /// Returns the input in the result.
     Capture {
@@ -137,14 +138,18 @@ impl Node {
     fn build<T>(
         &self,
         name: &str,
-        factory: &(dyn Fn(&serde_json::Value) -> std::result::Result<T, String> + Send + Sync),
-        fields: &serde_json::Value,
+        factory: &(dyn Fn(&mut dyn erased_serde::Deserializer<'_>) -> std::result::Result<T, String>
+              + Send
+              + Sync),
+        fields: &Json,
     ) -> Result<T> {
-        factory(fields).map_err(|message| Error::FunctionPayload {
-            name: name.to_string(),
-            transform: self.name.clone(),
-            message,
-        })
+        fields
+            .with_deserializer(factory)
+            .map_err(|message| Error::FunctionPayload {
+                name: name.to_string(),
+                transform: self.name.clone(),
+                message,
+            })
     }
 
     /// A fresh instance of a sink node's sink.
@@ -223,11 +228,11 @@ pub struct ExecutablePlan {
 /// factory and its fields; an unknown name says what kind of function it should be.
 fn registered<F>(
     t: &TransformSpec,
-    value: &serde_json::Value,
+    value: &Json,
     field: &str,
     (kind, kind_snake): (&'static str, &'static str),
     lookup: fn(&str) -> Option<F>,
-) -> Result<(String, F, serde_json::Value)> {
+) -> Result<(String, F, Json)> {
     let mut p: BTreeMap<String, tidewater::plan::UserFunction> = payload(t, value)?;
     let f = match (p.remove(field), p.keys().next()) {
         (Some(f), None) => f,
@@ -253,15 +258,13 @@ fn registered<F>(
     Ok((f.name, factory, f.fields))
 }
 
-fn payload<T: serde::de::DeserializeOwned>(
-    t: &TransformSpec,
-    value: &serde_json::Value,
-) -> Result<T> {
-    serde_json::from_value(value.clone()).map_err(|e| Error::InvalidPlan {
+fn payload<T: serde::de::DeserializeOwned>(t: &TransformSpec, value: &Json) -> Result<T> {
+    value.parse().map_err(|e| Error::InvalidPlan {
         message: format!(
-            "payload of transform '{}' ({}) is malformed: {e}",
+            "payload of transform '{}' ({}) is malformed: {}",
             t.unique_name,
-            t.spec.as_ref().map(|s| s.urn.as_str()).unwrap_or("")
+            t.spec.as_ref().map(|s| s.urn.as_str()).unwrap_or(""),
+            tidewater::plan::without_position(e.to_string())
         ),
     })
 }
@@ -270,8 +273,117 @@ fn invalid(message: String) -> Error {
     Error::InvalidPlan { message }
 }
 
+/// Registers every function the plan names that this binary linked
+/// ([`tidewater::register!`]) but has not registered at run time (it did not construct
+/// the pipeline), so that the resolution below finds them with their element types.
+/// Names found in neither registry are left for it to report.
+fn link_functions(plan: &Plan) -> Result<()> {
+    use tidewater::plan::{FunctionSpec, UserFunction};
+    let c = &plan.components;
+    let link = |name: &str, fields: &Json, transform: &str| {
+        let mut de = serde_json::Deserializer::from_str(fields.get());
+        registry::link(name, &mut de)
+            .map(|_| ())
+            .map_err(|message| Error::FunctionPayload {
+                name: name.to_string(),
+                transform: transform.to_string(),
+                message: tidewater::plan::without_position(message),
+            })
+    };
+    #[derive(serde::Deserialize)]
+    struct CustomWindowFn {
+        name: String,
+        fields: Json,
+    }
+    let custom_window_fn = |spec: &FunctionSpec, transform: &str| {
+        if spec.urn != urn::CUSTOM_WINDOWS {
+            return Ok(());
+        }
+        match spec.payload.parse::<CustomWindowFn>() {
+            Ok(w) => link(&w.name, &w.fields, transform),
+            // A malformed payload is reported where it is decoded.
+            Err(_) => Ok(()),
+        }
+    };
+    for (id, ws) in &c.windowing_strategies {
+        custom_window_fn(&ws.window_fn, &format!("windowing strategy {id}"))?;
+    }
+    // The function a payload holds, if it has that shape; other fields are skipped
+    // unread.
+    #[derive(serde::Deserialize)]
+    struct Functions {
+        #[serde(default)]
+        do_fn: Option<UserFunction>,
+        #[serde(default)]
+        source: Option<UserFunction>,
+        #[serde(default)]
+        sink: Option<UserFunction>,
+        #[serde(default)]
+        grouping: Option<UserFunction>,
+    }
+    type Known = fn(&str) -> bool;
+    let mut named: Vec<(&str, &'static str, &'static str, Known, UserFunction)> = Vec::new();
+    for t in c.transforms.values() {
+        let Some(spec) = &t.spec else { continue };
+        let (kind, kind_snake, known): (_, _, Known) = match spec.urn.as_str() {
+            urn::PAR_DO => ("DoFn", "do_fn", registry::has_do_fn),
+            urn::STATEFUL_PAR_DO => ("stateful DoFn", "stateful_do_fn", |n| {
+                registry::stateful_do_fn(n).is_some()
+            }),
+            urn::READ => ("source", "source", |n| registry::source(n).is_some()),
+            urn::SINK => ("sink", "sink", |n| registry::sink(n).is_some()),
+            urn::GROUP_BY_KEY | urn::COMBINE_PER_KEY | urn::COMBINE_GLOBALLY => {
+                ("grouping", "grouping", |n| registry::grouping(n).is_some())
+            }
+            urn::WINDOW_INTO => {
+                #[derive(serde::Deserialize)]
+                struct WindowInto {
+                    window_fn: FunctionSpec,
+                }
+                if let Ok(w) = spec.payload.parse::<WindowInto>() {
+                    custom_window_fn(&w.window_fn, &t.unique_name)?;
+                }
+                continue;
+            }
+            _ => continue,
+        };
+        // A malformed payload is reported where it is decoded.
+        let Ok(p) = spec.payload.parse::<Functions>() else {
+            continue;
+        };
+        if let Some(f) = p.do_fn.or(p.source).or(p.sink).or(p.grouping) {
+            named.push((&t.unique_name, kind, kind_snake, known, f));
+        }
+    }
+    for (transform, kind, _, _, f) in &named {
+        if *kind != "grouping" {
+            link(&f.name, &f.fields, transform)?;
+        } else if let Some(combine_fn) = registry::combine_fn_of(&f.name) {
+            // A combine of a linked CombineFn registers its groupings (the fields are
+            // the CombineFn's); other groupings are generic and never linked.
+            if registry::grouping(&f.name).is_none() {
+                link(combine_fn, &f.fields, transform)?;
+            }
+        }
+    }
+    // A function neither registry knows is reported before the element types it would
+    // have registered, so that the error names the function.
+    for (transform, kind, kind_snake, known, f) in named {
+        if !known(&f.name) {
+            return Err(Error::UnknownFunction {
+                kind,
+                kind_snake,
+                name: f.name,
+                transform: format!("transform '{transform}'"),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// Resolves every primitive of `plan` to registered code and orders them.
 pub fn translate(plan: &Plan) -> Result<ExecutablePlan> {
+    link_functions(plan)?;
     let c = &plan.components;
     // PCollections: ids to indices, with element types.
     let mut pc_index = BTreeMap::new();
@@ -342,7 +454,7 @@ pub fn translate(plan: &Plan) -> Result<ExecutablePlan> {
                     window_fn: tidewater::plan::FunctionSpec,
                 }
                 let assigner = match &spec.payload {
-                    serde_json::Value::Null => None,
+                    p if p.is_null() => None,
                     p => {
                         let p: Payload = payload(t, p)?;
                         let w = tidewater::plan::window_fn_from_spec(&p.window_fn, &t.unique_name)?;
@@ -438,13 +550,13 @@ pub fn translate(plan: &Plan) -> Result<ExecutablePlan> {
                                 transform: format!("transform '{}'", t.unique_name),
                             }
                         })?;
-                        let ops = factory(&side.view.fields).map_err(|message| {
-                            Error::FunctionPayload {
+                        let ops = side.view.fields.with_deserializer(|d| factory(d)).map_err(
+                            |message| Error::FunctionPayload {
                                 name: side.view.name.clone(),
                                 transform: t.unique_name.clone(),
                                 message,
-                            }
-                        })?;
+                            },
+                        )?;
                         side_inputs.push((side.tag.clone(), ops));
                     }
                 }
@@ -465,8 +577,11 @@ pub fn translate(plan: &Plan) -> Result<ExecutablePlan> {
                         name: p.grouping.name.clone(),
                         transform: format!("transform '{}'", t.unique_name),
                     })?;
-                let ops =
-                    factory(&p.grouping.fields).map_err(|message| Error::FunctionPayload {
+                let ops = p
+                    .grouping
+                    .fields
+                    .with_deserializer(|d| factory(d))
+                    .map_err(|message| Error::FunctionPayload {
                         name: p.grouping.name.clone(),
                         transform: t.unique_name.clone(),
                         message,
@@ -571,8 +686,7 @@ fn check_shape(n: &Node, pcs: &[PCollectionInfo]) -> Result<()> {
             arity(0, Some(1))?;
             for e in events {
                 if let tidewater::TestStreamEvent::Elements(values) = e {
-                    let json: Vec<serde_json::Value> =
-                        values.iter().map(|(v, _)| v.clone()).collect();
+                    let json: Vec<Json> = values.iter().map(|(v, _)| v.clone()).collect();
                     pcs[n.outputs[0]]
                         .element_type
                         .batch_from_json(&json)

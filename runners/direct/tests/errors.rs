@@ -104,7 +104,7 @@ fn an_unknown_function_name_says_how_to_register_it() {
     let json = json.replace("errors::FailOn", "errors::Missing");
     let e = run_plan_json(&json, &options(1)).unwrap_err();
     assert!(matches!(e, Error::UnknownFunction { kind: "DoFn", .. }));
-    insta::assert_snapshot!(e.to_string(), @"unknown DoFn 'errors::Missing' in transform 'Outer/Validate': this binary has not registered it. Functions and types register themselves when the pipeline that uses them is constructed; a binary that runs a plan it did not build must construct the same pipeline first (or, for a DoFn struct, call tidewater::registry::register_do_fn::<T>())");
+    insta::assert_snapshot!(e.to_string(), @"unknown DoFn 'errors::Missing' in transform 'Outer/Validate': this binary has not registered it. Functions and types register themselves when the pipeline that uses them is constructed; a binary that runs a plan it did not build must construct the same pipeline first (or, for a concrete DoFn type, link it: tidewater::register!(DoFn T) in the module that defines T, or call tidewater::registry::register_do_fn::<T>())");
 }
 
 #[test]

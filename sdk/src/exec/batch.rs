@@ -339,7 +339,7 @@ pub trait ElementType: Send + Sync {
     /// An empty batch.
     fn new_batch(&self) -> Box<dyn AnyBatch>;
     /// A batch from the JSON values of `Create`'s payload, in the global window.
-    fn batch_from_json(&self, values: &[serde_json::Value]) -> Result<Box<dyn AnyBatch>, String>;
+    fn batch_from_json(&self, values: &[crate::plan::Json]) -> Result<Box<dyn AnyBatch>, String>;
     /// Decodes what [`AnyBatch::encode`] wrote.
     fn decode_batch(&self, bytes: &[u8]) -> Result<Box<dyn AnyBatch>, CoderError>;
 }
@@ -360,14 +360,17 @@ impl<T: Element> ElementType for TypedElementType<T> {
     fn new_batch(&self) -> Box<dyn AnyBatch> {
         Box::new(Batch::<T> { items: Vec::new() })
     }
-    fn batch_from_json(&self, values: &[serde_json::Value]) -> Result<Box<dyn AnyBatch>, String> {
+    fn batch_from_json(&self, values: &[crate::plan::Json]) -> Result<Box<dyn AnyBatch>, String> {
         let items = values
             .iter()
             .enumerate()
             .map(|(i, v)| {
-                serde_json::from_value::<T>(v.clone())
+                v.parse::<T>()
                     .map(WindowedValue::in_global_window)
-                    .map_err(|e| format!("element {i} ({v}) is not a {}: {e}", self.name()))
+                    .map_err(|e| {
+                        let e = crate::plan::without_position(e.to_string());
+                        format!("element {i} ({v:?}) is not a {}: {e}", self.name())
+                    })
             })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Box::new(Batch { items }))

@@ -10,27 +10,47 @@ use crate::{WindowFn, WindowingStrategy};
 /// assert_eq!(e.to_string(), "plan format version 9 is not supported: this binary reads version 1");
 /// ```
 pub fn decode(json: &str) -> Result<Plan> {
-    let value: serde_json::Value =
-        serde_json::from_str(json).map_err(|e| Error::MalformedPlan {
-            message: e.to_string(),
-        })?;
-    match value.get("version") {
+    // The version first, so that another version's plan is not refused for its shape;
+    // read without building the document (unknown fields are skipped).
+    #[derive(serde::Deserialize)]
+    struct Probe<'a> {
+        #[serde(borrow, default)]
+        version: Option<&'a serde_json::value::RawValue>,
+    }
+    let malformed = |e: serde_json::Error| Error::MalformedPlan {
+        message: e.to_string(),
+    };
+    // (A derived struct also reads an array: only an object has a `version` field.)
+    let version = if json.trim_start().starts_with('{') {
+        match serde_json::from_str::<Probe>(json) {
+            Ok(probe) => probe.version,
+            Err(e) if e.is_data() => None,
+            Err(e) => return Err(malformed(e)),
+        }
+    } else {
+        serde_json::from_str::<serde::de::IgnoredAny>(json).map_err(malformed)?;
+        None
+    };
+    match version {
         None => {
             return Err(Error::MalformedPlan {
                 message: "missing field `version` at the top level".into(),
             })
         }
-        Some(v) => match v.as_u64() {
-            Some(PLAN_VERSION) => {}
-            Some(found) => {
+        Some(v) => match serde_json::from_str::<u64>(v.get()) {
+            Ok(PLAN_VERSION) => {}
+            Ok(found) => {
                 return Err(Error::PlanVersion {
                     found,
                     supported: PLAN_VERSION,
                 })
             }
-            None => {
+            Err(_) => {
                 return Err(Error::MalformedPlan {
-                    message: format!("field `version` must be an unsigned integer, found {v}"),
+                    message: format!(
+                        "field `version` must be an unsigned integer, found {}",
+                        v.get()
+                    ),
                 })
             }
         },
@@ -155,12 +175,12 @@ fn check_references(plan: &Plan) -> Result<()> {
 }
 
 fn enum_from<T: serde::de::DeserializeOwned>(what: &str, id: &str, s: &str) -> Result<T> {
-    serde_json::from_value(serde_json::Value::String(s.to_string())).map_err(|_| {
-        Error::InvalidPlan {
-            message: format!(
-                "windowing strategy '{id}' has {what} '{s}', which is not one this binary knows"
-            ),
-        }
+    use serde::de::IntoDeserializer;
+    let de: serde::de::value::StrDeserializer<'_, serde::de::value::Error> = s.into_deserializer();
+    T::deserialize(de).map_err(|_| Error::InvalidPlan {
+        message: format!(
+            "windowing strategy '{id}' has {what} '{s}', which is not one this binary knows"
+        ),
     })
 }
 
@@ -191,21 +211,21 @@ pub fn window_fn_from_spec(spec: &FunctionSpec, id: &str) -> Result<WindowFn> {
     #[serde(deny_unknown_fields)]
     struct Custom {
         name: String,
-        fields: serde_json::Value,
+        fields: super::Json,
         merging: bool,
     }
-    let p = spec.payload.clone();
+    let p = &spec.payload;
     let w = match spec.urn.as_str() {
         urn::GLOBAL_WINDOWS => WindowFn::Global,
         urn::FIXED_WINDOWS => {
-            let f: Fixed = serde_json::from_value(p).map_err(bad)?;
+            let f: Fixed = p.parse().map_err(bad)?;
             WindowFn::Fixed {
                 size_ms: f.size_ms,
                 offset_ms: f.offset_ms,
             }
         }
         urn::SLIDING_WINDOWS => {
-            let f: Sliding = serde_json::from_value(p).map_err(bad)?;
+            let f: Sliding = p.parse().map_err(bad)?;
             WindowFn::Sliding {
                 size_ms: f.size_ms,
                 period_ms: f.period_ms,
@@ -213,10 +233,10 @@ pub fn window_fn_from_spec(spec: &FunctionSpec, id: &str) -> Result<WindowFn> {
             }
         }
         urn::SESSION_WINDOWS => WindowFn::Sessions {
-            gap_ms: serde_json::from_value::<Sessions>(p).map_err(bad)?.gap_ms,
+            gap_ms: p.parse::<Sessions>().map_err(bad)?.gap_ms,
         },
         urn::CUSTOM_WINDOWS => {
-            let f: Custom = serde_json::from_value(p).map_err(bad)?;
+            let f: Custom = p.parse().map_err(bad)?;
             WindowFn::Custom {
                 name: f.name,
                 fields: f.fields,
@@ -238,10 +258,9 @@ pub fn window_fn_from_spec(spec: &FunctionSpec, id: &str) -> Result<WindowFn> {
 /// Reads a windowing strategy; `id` names it in errors.
 pub fn windowing_from_spec(spec: &WindowingStrategySpec, id: &str) -> Result<WindowingStrategy> {
     let window_fn = window_fn_from_spec(&spec.window_fn, id)?;
-    let trigger: crate::Trigger =
-        serde_json::from_value(spec.trigger.clone()).map_err(|e| Error::InvalidPlan {
-            message: format!("trigger of windowing strategy '{id}' is malformed: {e}"),
-        })?;
+    let trigger: crate::Trigger = spec.trigger.parse().map_err(|e| Error::InvalidPlan {
+        message: format!("trigger of windowing strategy '{id}' is malformed: {e}"),
+    })?;
     trigger.validate().map_err(|m| Error::InvalidPlan {
         message: format!("trigger of windowing strategy '{id}': {m}"),
     })?;

@@ -11,7 +11,12 @@ use crate::{WindowFn, WindowingStrategy};
 /// assert!(json.contains("\"version\": 1"));
 /// ```
 pub fn encode(plan: &Plan) -> String {
-    serde_json::to_string_pretty(plan).expect("a plan always serializes: its maps have string keys")
+    use serde::Serialize;
+    let mut out = Vec::new();
+    let mut ser = serde_json::Serializer::with_formatter(&mut out, super::json::Pretty::new());
+    plan.serialize(&mut ser)
+        .expect("a plan always serializes: its maps have string keys");
+    String::from_utf8(out).expect("JSON is UTF-8")
 }
 
 fn enum_name<T: serde::Serialize>(v: &T) -> String {
@@ -50,7 +55,7 @@ pub fn window_fn_to_spec(w: &WindowFn) -> FunctionSpec {
     };
     FunctionSpec {
         urn: u.into(),
-        payload,
+        payload: payload.into(),
     }
 }
 
@@ -69,7 +74,7 @@ pub fn windowing_to_spec(
         }
         .into(),
         window_coder_id: window_coder_id.into(),
-        trigger: serde_json::to_value(&w.trigger).expect("triggers serialize"),
+        trigger: super::Json::of(&w.trigger).expect("triggers serialize"),
         accumulation_mode: enum_name(&w.accumulation_mode),
         output_time: enum_name(&w.timestamp_combiner),
         closing_behavior: enum_name(&w.closing_behavior),

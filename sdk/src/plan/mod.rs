@@ -5,6 +5,7 @@
 
 mod decode;
 mod encode;
+mod json;
 pub mod model;
 
 pub use decode::{decode, window_fn_from_spec, windowing_from_spec};

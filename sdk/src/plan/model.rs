@@ -1,5 +1,6 @@
 //! The plan's data model: what the JSON holds. See `docs/plan-format.md`.
 
+pub use super::json::{without_position, Json};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -41,8 +42,8 @@ pub struct FunctionSpec {
     /// What kind of thing this is, e.g. `beam:transform:pardo:v1`.
     pub urn: String,
     /// Kind-specific data.
-    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
-    pub payload: serde_json::Value,
+    #[serde(default, skip_serializing_if = "Json::is_null")]
+    pub payload: Json,
 }
 
 /// One applied transform (Beam's `PTransform` proto).
@@ -103,7 +104,7 @@ pub struct WindowingStrategySpec {
     /// Coder of the windows.
     pub window_coder_id: String,
     /// The trigger as a tree, e.g. `{"default": {}}`.
-    pub trigger: serde_json::Value,
+    pub trigger: Json,
     /// `DISCARDING` or `ACCUMULATING`.
     pub accumulation_mode: String,
     /// Timestamp combiner: `END_OF_WINDOW`, `EARLIEST_IN_PANE` or `LATEST_IN_PANE`.
@@ -139,8 +140,8 @@ pub struct EnvironmentSpec {
     /// `tidewater:env:rust_binary:v1`: the same binary that built the plan.
     pub urn: String,
     /// Details.
-    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
-    pub payload: serde_json::Value,
+    #[serde(default, skip_serializing_if = "Json::is_null")]
+    pub payload: Json,
 }
 
 /// A user function in a payload: its registered name plus its serialized fields.
@@ -150,8 +151,8 @@ pub struct UserFunction {
     /// Registered name (the Rust type's name).
     pub name: String,
     /// Its fields as JSON; `null` for a function item.
-    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
-    pub fields: serde_json::Value,
+    #[serde(default, skip_serializing_if = "Json::is_null")]
+    pub fields: Json,
 }
 
 /// Payload of `beam:transform:pardo:v1`.
@@ -190,7 +191,7 @@ pub struct GroupingPayload {
 #[serde(deny_unknown_fields)]
 pub struct CreatePayload {
     /// The elements as JSON values.
-    pub elements: Vec<serde_json::Value>,
+    pub elements: Vec<Json>,
 }
 
 /// Payload of `tidewater:transform:capture:v1`.

@@ -34,8 +34,9 @@ impl<T: Element> PTransform<PCollection<T>> for Capture {
                 self.name
             ));
         }
-        let payload =
-            serde_json::to_value(CapturePayload { name: self.name }).expect("strings serialize");
+        let payload = serde_json::to_value(CapturePayload { name: self.name })
+            .expect("strings serialize")
+            .into();
         p.set_primitive(
             FunctionSpec {
                 urn: urn::CAPTURE.into(),

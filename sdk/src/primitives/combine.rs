@@ -212,6 +212,27 @@ pub struct CombineOps<S, F> {
     _s: PhantomData<fn() -> S>,
 }
 
+/// Registers the grouping of a combine of shape `S` with `F` (and the element types it
+/// reads, writes and shuffles) and returns its name in the plan.
+pub(crate) fn register_combine<S: CombineShape<F>, F: CombineFn + DeserializeOwned>() -> String {
+    let name = std::any::type_name::<CombineOps<S, F>>().to_string();
+    registry::register_element_type::<S::Input>();
+    registry::register_element_type::<S::Output>();
+    registry::register_element_type::<(S::Key, F::Acc)>();
+    registry::register_grouping::<CombineOps<S, F>>(
+        &name,
+        Arc::new(|fields| {
+            let f: F = erased_serde::deserialize(fields)
+                .map_err(|e| crate::plan::without_position(e.to_string()))?;
+            Ok(Box::new(CombineOps::<S, F> {
+                f: Arc::new(f),
+                _s: PhantomData,
+            }) as Box<dyn GroupingOps>)
+        }),
+    );
+    name
+}
+
 fn apply_combine<S: CombineShape<F>, F: CombineFn + Serialize + DeserializeOwned>(
     input: &PCollection<S::Input>,
     f: F,
@@ -219,18 +240,7 @@ fn apply_combine<S: CombineShape<F>, F: CombineFn + Serialize + DeserializeOwned
 ) -> PCollection<S::Output> {
     let p = input.pipeline().clone();
     super::group_by_key::check_groupable(&p, input.id);
-    let name = std::any::type_name::<CombineOps<S, F>>().to_string();
-    registry::register_element_type::<(S::Key, F::Acc)>();
-    registry::register_grouping::<CombineOps<S, F>>(
-        &name,
-        Arc::new(|fields| {
-            let f: F = serde_json::from_value(fields.clone()).map_err(|e| e.to_string())?;
-            Ok(Box::new(CombineOps::<S, F> {
-                f: Arc::new(f),
-                _s: PhantomData,
-            }) as Box<dyn GroupingOps>)
-        }),
-    );
+    let name = register_combine::<S, F>();
     let fields = serde_json::to_value(&f).unwrap_or_else(|e| {
         p.record_error(format!(
             "the fields of CombineFn {} do not serialize: {e}",
@@ -239,11 +249,16 @@ fn apply_combine<S: CombineShape<F>, F: CombineFn + Serialize + DeserializeOwned
         serde_json::Value::Null
     });
     let payload = GroupingPayload {
-        grouping: UserFunction { name, fields },
+        grouping: UserFunction {
+            name,
+            fields: fields.into(),
+        },
     };
     let spec = FunctionSpec {
         urn: urn.into(),
-        payload: serde_json::to_value(payload).expect("payload serializes"),
+        payload: serde_json::to_value(payload)
+            .expect("payload serializes")
+            .into(),
     };
     let bounded = p.is_bounded(&[input.id]);
     let out = p.set_primitive(

@@ -87,7 +87,7 @@ impl<T: Element> PTransform<PBegin> for Create<T> {
         let elements = match self
             .elements
             .iter()
-            .map(serde_json::to_value)
+            .map(crate::plan::Json::of)
             .collect::<Result<Vec<_>, _>>()
         {
             Ok(v) => v,
@@ -99,7 +99,7 @@ impl<T: Element> PTransform<PBegin> for Create<T> {
             }
         };
         let payload =
-            serde_json::to_value(CreatePayload { elements }).expect("JSON values serialize");
+            crate::plan::Json::of(&CreatePayload { elements }).expect("JSON values serialize");
         let spec = FunctionSpec {
             urn: urn::CREATE.into(),
             payload,
@@ -124,7 +124,7 @@ impl PTransform<PBegin> for Impulse {
         let p = input.pipeline().clone();
         let spec = FunctionSpec {
             urn: urn::IMPULSE.into(),
-            payload: serde_json::Value::Null,
+            payload: crate::plan::Json::null(),
         };
         let out = p.set_primitive(spec, false, output_types::<()>("main"), IsBounded::Bounded);
         p.pcollection(out[0])

@@ -37,7 +37,7 @@ impl<T: Element> PTransform<Vec<PCollection<T>>> for Flatten {
         let out = p.set_primitive(
             FunctionSpec {
                 urn: urn::FLATTEN.into(),
-                payload: serde_json::Value::Null,
+                payload: crate::plan::Json::null(),
             },
             false,
             output_types::<T>("main"),

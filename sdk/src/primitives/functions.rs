@@ -122,7 +122,7 @@ pub(crate) fn same_place_message(name: &str) -> String {
 /// the plan, and the factory that builds its DoFn from them.
 pub(crate) struct FunctionParDo<D> {
     name: Result<String, String>,
-    fields: serde_json::Value,
+    fields: crate::plan::Json,
     factory: DoFnFactory,
     _d: PhantomData<fn() -> D>,
 }
@@ -132,7 +132,7 @@ impl<D: DoFn + Clone + Sync> FunctionParDo<D> {
     pub(crate) fn new(do_fn: D, name: Result<String, String>) -> Self {
         FunctionParDo {
             name,
-            fields: serde_json::Value::Null,
+            fields: crate::plan::Json::null(),
             factory: Arc::new(move |_| {
                 Ok(Box::new(DoFnInvoker::new(do_fn.clone())) as Box<dyn ErasedDoFn>)
             }),
@@ -143,8 +143,11 @@ impl<D: DoFn + Clone + Sync> FunctionParDo<D> {
     /// A ParDo whose DoFn `build` makes from `fields`, which travel in the plan.
     pub(crate) fn with_fields(
         name: Result<String, String>,
-        fields: serde_json::Value,
-        build: impl Fn(&serde_json::Value) -> Result<D, String> + Send + Sync + 'static,
+        fields: crate::plan::Json,
+        build: impl Fn(&mut dyn erased_serde::Deserializer<'_>) -> Result<D, String>
+            + Send
+            + Sync
+            + 'static,
     ) -> Self {
         FunctionParDo {
             name,
@@ -518,15 +521,16 @@ where
     P: Serialize + DeserializeOwned + Send + Sync + 'static,
 {
     let (name, fields) = match params_fields(method, params) {
-        Ok(fields) => (name, fields),
-        Err(e) => (Err(e), serde_json::Value::Null),
+        Ok(fields) => (name, fields.into()),
+        Err(e) => (Err(e), crate::plan::Json::null()),
     };
     let f = Arc::new(f);
     FunctionParDo::with_fields(name, fields, move |fields| {
-        let params: P = serde_json::from_value(fields.clone()).map_err(|e| {
+        let params: P = erased_serde::deserialize(fields).map_err(|e| {
             format!(
-                "cannot decode the parameters ({}) from {fields}: {e}",
-                std::any::type_name::<P>()
+                "cannot decode the parameters ({}): {}",
+                std::any::type_name::<P>(),
+                crate::plan::without_position(e.to_string())
             )
         })?;
         Ok(make(f.clone(), Arc::new(params)))

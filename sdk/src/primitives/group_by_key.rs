@@ -36,12 +36,14 @@ impl<K: Element, V: Element> PTransform<PCollection<(K, V)>> for GroupByKey {
         let payload = GroupingPayload {
             grouping: UserFunction {
                 name,
-                fields: serde_json::Value::Null,
+                fields: crate::plan::Json::null(),
             },
         };
         let spec = FunctionSpec {
             urn: urn::GROUP_BY_KEY.into(),
-            payload: serde_json::to_value(payload).expect("payload serializes"),
+            payload: serde_json::to_value(payload)
+                .expect("payload serializes")
+                .into(),
         };
         let bounded = p.is_bounded(&[input.id]);
         let out = p.set_primitive(

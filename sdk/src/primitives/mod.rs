@@ -16,6 +16,7 @@ mod test_stream;
 mod window_into;
 
 pub use capture::Capture;
+pub(crate) use combine::register_combine;
 pub use combine::{
     Combine, CombineFn, CombineGlobally, CombineGloballyWithoutDefaults, CombineOps, CombinePerKey,
     CombineShape, Globally, GloballyWithoutDefaults, PerKey,

@@ -231,14 +231,16 @@ pub(crate) fn apply_par_do_with_sides(
                 tag: s.tag.clone(),
                 view: UserFunction {
                     name: s.view.clone(),
-                    fields: serde_json::Value::Null,
+                    fields: crate::plan::Json::null(),
                 },
             })
             .collect(),
     };
     let spec = FunctionSpec {
         urn: urn::PAR_DO.into(),
-        payload: serde_json::to_value(payload).expect("payload serializes"),
+        payload: serde_json::to_value(payload)
+            .expect("payload serializes")
+            .into(),
     };
     let bounded = p.is_bounded(&[input]);
     p.set_primitive(spec, true, outputs, bounded)
@@ -272,7 +274,10 @@ fn serde_do_fn<F: DoFn + Serialize + DeserializeOwned>(p: &Pipeline, f: &F) -> U
         p.record_error(format!("the fields of DoFn {name} do not serialize: {e}"));
         serde_json::Value::Null
     });
-    UserFunction { name, fields }
+    UserFunction {
+        name,
+        fields: fields.into(),
+    }
 }
 
 impl<F: DoFn + Serialize + DeserializeOwned> PTransform<PCollection<F::In>> for ParDo<F> {

@@ -100,13 +100,16 @@ impl<T: Element, F: Fn(&T, usize) -> usize + Send + Sync + 'static> PTransform<P
         // can partition several PCollections differently.
         let f = Arc::new(self.f);
         let factory: registry::DoFnFactory = Arc::new(move |fields| {
-            let n = fields
-                .get("partitions")
-                .and_then(|n| n.as_u64())
+            #[derive(serde::Deserialize)]
+            #[serde(deny_unknown_fields)]
+            struct Fields {
+                partitions: usize,
+            }
+            let n = erased_serde::deserialize::<Fields>(fields)
+                .ok()
+                .map(|f| f.partitions)
                 .filter(|n| *n > 0)
-                .ok_or_else(|| {
-                    format!("expected {{\"partitions\": <a positive integer>}}, got {fields}")
-                })? as usize;
+                .ok_or_else(|| "expected {\"partitions\": <a positive integer>}".to_string())?;
             let tags = Arc::new((1..n).map(|i| TupleTag::new(&i.to_string())).collect());
             let d = PartitionFn {
                 f: f.clone(),
@@ -131,7 +134,15 @@ impl<T: Element, F: Fn(&T, usize) -> usize + Send + Sync + 'static> PTransform<P
             }
         };
         let fields = serde_json::json!({ "partitions": self.n });
-        let ids = apply_par_do(&p, input.id, UserFunction { name, fields }, outputs);
+        let ids = apply_par_do(
+            &p,
+            input.id,
+            UserFunction {
+                name,
+                fields: fields.into(),
+            },
+            outputs,
+        );
         ids.into_iter().map(|id| p.pcollection(id)).collect()
     }
 }

@@ -154,7 +154,7 @@ impl<S: Source + Serialize + DeserializeOwned> PTransform<PBegin> for Read<S> {
             p.record_error(format!("the fields of source {name} do not serialize: {e}"));
             serde_json::Value::Null
         });
-        let payload = serde_json::json!({ "source": UserFunction { name, fields } });
+        let payload = serde_json::json!({ "source": UserFunction { name, fields: fields.into() } });
         let bounded = if self.source.is_bounded() {
             IsBounded::Bounded
         } else {
@@ -163,7 +163,7 @@ impl<S: Source + Serialize + DeserializeOwned> PTransform<PBegin> for Read<S> {
         let out = p.set_primitive(
             FunctionSpec {
                 urn: urn::READ.into(),
-                payload,
+                payload: payload.into(),
             },
             true,
             crate::pipeline::output_types::<S::Output>("main"),

@@ -43,12 +43,12 @@ impl<F: StatefulDoFn + Serialize + DeserializeOwned> PTransform<PCollection<(F::
             p.record_error(format!("the fields of {name} do not serialize: {e}"));
             serde_json::Value::Null
         });
-        let payload = serde_json::json!({ "do_fn": UserFunction { name, fields } });
+        let payload = serde_json::json!({ "do_fn": UserFunction { name, fields: fields.into() } });
         let bounded = p.is_bounded(&[input.id]);
         let out = p.set_primitive(
             FunctionSpec {
                 urn: urn::STATEFUL_PAR_DO.into(),
-                payload,
+                payload: payload.into(),
             },
             true,
             crate::pipeline::output_types::<F::Out>("main"),

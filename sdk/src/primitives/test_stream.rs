@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 #[serde(rename_all = "snake_case")]
 pub enum TestStreamEvent {
     /// Elements (as JSON) with their event timestamps, in the global window.
-    Elements(Vec<(serde_json::Value, Timestamp)>),
+    Elements(Vec<(crate::plan::Json, Timestamp)>),
     /// The source's watermark advances to this time.
     Watermark(Timestamp),
     /// Processing time advances by this many ms.
@@ -55,7 +55,7 @@ impl<T: Element> TestStream<T> {
     pub fn add_elements(mut self, elements: Vec<(T, Timestamp)>) -> Self {
         let mut values = Vec::new();
         for (v, ts) in elements {
-            match serde_json::to_value(&v) {
+            match crate::plan::Json::of(&v) {
                 Ok(j) => values.push((j, ts)),
                 Err(e) => {
                     self.error.get_or_insert(format!(
@@ -120,7 +120,7 @@ impl<T: Element> PTransform<PBegin> for TestStream<T> {
         let payload = serde_json::json!({ "events": self.events });
         let spec = FunctionSpec {
             urn: urn::TEST_STREAM.into(),
-            payload,
+            payload: payload.into(),
         };
         let out = p.set_primitive(
             spec,

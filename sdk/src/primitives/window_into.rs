@@ -127,7 +127,7 @@ impl<T: Element> PTransform<PCollection<T>> for Window {
         };
         let spec = FunctionSpec {
             urn: urn::WINDOW_INTO.into(),
-            payload,
+            payload: payload.into(),
         };
         let bounded: IsBounded = p.is_bounded(&[input.id]);
         let out = p.set_primitive_windowed(
@@ -259,16 +259,34 @@ impl<T: Element, F: Fn(&T) -> Timestamp + Send + Sync + 'static> PTransform<PCol
         let f = std::sync::Arc::new(self.f);
         // The skew travels in the fields, only when there is one (older plans have none).
         let fields = if skew_ms == 0 {
-            serde_json::Value::Null
+            crate::plan::Json::null()
         } else {
-            serde_json::json!({ "allowed_timestamp_skew_ms": skew_ms })
+            serde_json::json!({ "allowed_timestamp_skew_ms": skew_ms }).into()
         };
         let transform = super::functions::FunctionParDo::with_fields(name, fields, move |fields| {
-            let skew_ms = match fields.get("allowed_timestamp_skew_ms") {
-                None => 0,
-                Some(v) => v.as_i64().filter(|s| *s >= 0).ok_or_else(|| {
-                    format!("allowed_timestamp_skew_ms must be a non-negative integer, got {v}")
-                })?,
+            #[derive(serde::Deserialize)]
+            #[serde(deny_unknown_fields)]
+            struct Fields {
+                allowed_timestamp_skew_ms: i64,
+            }
+            let skew_ms = match erased_serde::deserialize::<Option<Fields>>(fields) {
+                Ok(None) => 0,
+                Ok(Some(Fields {
+                    allowed_timestamp_skew_ms: s,
+                })) if s >= 0 => s,
+                Ok(Some(Fields {
+                    allowed_timestamp_skew_ms: s,
+                })) => {
+                    return Err(format!(
+                        "allowed_timestamp_skew_ms must be a non-negative integer, got {s}"
+                    ))
+                }
+                Err(e) => {
+                    return Err(format!(
+                        "expected {{\"allowed_timestamp_skew_ms\": <a non-negative integer>}}: {}",
+                        crate::plan::without_position(e.to_string())
+                    ))
+                }
             };
             Ok(WithTimestampsFn {
                 f: f.clone(),

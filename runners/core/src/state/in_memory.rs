@@ -333,17 +333,14 @@ impl StateBackend for InMemoryStateBackend {
                 cells.sort_unstable_by(|(a, _), (b, _)| {
                     (a.key, a.window, a.name).cmp(&(b.key, b.window, b.name))
                 });
-                let bytes = postcard::to_allocvec(&cells).expect("cells encode: bytes and windows");
+                let bytes = crate::snapshot::encode_part(&cells);
                 (g, bytes)
             })
             .collect()
     }
     fn restore_add(&mut self, bytes: &[u8]) -> Result<(), String> {
-        let (cells, rest): (Vec<(CellId, Cell)>, _) = postcard::take_from_bytes(bytes)
-            .map_err(|e| format!("state snapshot is corrupt: {e}"))?;
-        if !rest.is_empty() {
-            return Err(format!("state snapshot has {} trailing bytes", rest.len()));
-        }
+        let cells: Vec<(CellId, Cell)> =
+            crate::snapshot::decode_part_or_message(bytes, "state snapshot")?;
         for (id, cell) in cells {
             let mut cell = Some(cell);
             let slot = self.cell_or_insert(&id.key, &id.window, &id.name, true, || {
@@ -414,7 +411,7 @@ mod tests {
         }
         for (g, cells) in expected {
             let cells: Vec<(Address, Cell)> = cells.into_iter().collect();
-            assert_eq!(parts[&g], postcard::to_allocvec(&cells).unwrap());
+            assert_eq!(parts[&g], crate::snapshot::encode_part(&cells));
         }
     }
 

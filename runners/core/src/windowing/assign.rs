@@ -69,13 +69,13 @@ impl WindowAssigner {
                         name: name.clone(),
                         transform: format!("transform '{transform}'"),
                     })?;
-                WindowAssigner::Custom(factory(fields).map_err(|message| {
-                    Error::FunctionPayload {
+                WindowAssigner::Custom(fields.with_deserializer(|d| factory(d)).map_err(
+                    |message| Error::FunctionPayload {
                         name: name.clone(),
                         transform: transform.into(),
                         message,
-                    }
-                })?)
+                    },
+                )?)
             }
         })
     }
