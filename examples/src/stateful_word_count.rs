@@ -3,14 +3,8 @@
 
 use crate::word_count::extract_words;
 use serde::{Deserialize, Serialize};
-use tidewater::{
-    PCollection, Pipeline, StateContext, StateSpec, StatefulDoFn, StatefulParDo, UserError,
-    ValueState,
-};
+use tidewater::{PCollection, Pipeline, StateContext, StatefulDoFn, StatefulParDo, UserError};
 use tidewater_transforms::TextIO;
-
-/// The count so far of a word.
-const COUNT: ValueState<u64> = StateSpec::value("count");
 
 /// Keeps the count of each word in value state.
 #[derive(Serialize, Deserialize)]
@@ -40,6 +34,9 @@ pub fn build(p: &Pipeline, input: &str) -> PCollection<(String, u64)> {
         .map("PairWithOne", |word: String| (word, 1u64))
         .apply("RunningCount", StatefulParDo::of(RunningCount))
 }
+
+/// The count so far of a word. (Below `build`, so that its closure keeps its line.)
+const COUNT: tidewater::ValueState<u64> = tidewater::StateSpec::value("count");
 
 // Linked: `run_plan` runs a saved plan naming it without constructing the pipeline.
 // (Below `build`, so that its closure keeps its line, which names it in the plan.)
