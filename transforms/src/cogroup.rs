@@ -133,8 +133,12 @@ type RawValue = (u32, Vec<u8>);
 
 fn encode_value<K, V: Element>(index: &u32, (k, v): (K, V)) -> (K, RawValue) {
     let mut bytes = Vec::new();
-    // An element that does not encode fails where it is encoded anyway (the exchange).
-    let _ = tidewater::coder::encode_into(&v, &mut bytes);
+    // The exchange carries these bytes, not `v`: a value that does not encode must fail
+    // here (a panic in user code, reported with the transform and the element), not
+    // travel as empty bytes and fail to decode later.
+    if let Err(e) = tidewater::coder::encode_into(&v, &mut bytes) {
+        panic!("CoGroupByKey: a value of input {index} does not encode: {e}");
+    }
     (k, (*index, bytes))
 }
 
