@@ -66,7 +66,7 @@ pub fn metadata_eq<T: Element>(
         eq(
             &format!("{what}: windows"),
             &wv.windows,
-            &Windows::One(window),
+            &Windows::One(window.clone()),
         )?;
         eq(&format!("{what}: pane"), wv.pane, pane)?;
     }

@@ -104,6 +104,7 @@ pub struct OneWindow;
 tidewater::register!(WindowFn OneWindow);
 
 impl CustomWindowFn for OneWindow {
+    type Window = BoundedWindow;
     fn assign(&self, _ts: Timestamp) -> Vec<BoundedWindow> {
         vec![BoundedWindow::Global]
     }

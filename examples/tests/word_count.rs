@@ -191,7 +191,7 @@ fn streaming_counts_add_up_per_window() {
     // Accumulating panes: each word's last pane in each window holds its full count.
     let mut last: BTreeMap<(String, tidewater::BoundedWindow), (u64, u64)> = BTreeMap::new();
     for wv in r.captured::<(String, u64)>("counts").unwrap() {
-        let w = *wv.windows.iter().next().unwrap();
+        let w = wv.windows.iter().next().unwrap().clone();
         let e = last.entry((wv.value.0.clone(), w)).or_insert((0, 0));
         if wv.pane.index >= e.0 {
             *e = (wv.pane.index, wv.value.1);
@@ -217,7 +217,7 @@ fn streaming_oracle() -> BTreeMap<(String, tidewater::BoundedWindow), u64> {
             end: tidewater::Timestamp(start + 10_000),
         };
         for word in tidewater_examples::streaming_word_count::words_of(42, i) {
-            *oracle.entry((word, w)).or_insert(0) += 1;
+            *oracle.entry((word, w.clone())).or_insert(0) += 1;
         }
     }
     oracle

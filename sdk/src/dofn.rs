@@ -285,7 +285,11 @@ impl<O: Element> ProcessContext<'_, O> {
 
     /// The window the element is being processed in.
     pub fn window(&self) -> BoundedWindow {
-        *self.windows.iter().next().unwrap_or(&BoundedWindow::Global)
+        self.windows
+            .iter()
+            .next()
+            .cloned()
+            .unwrap_or(BoundedWindow::Global)
     }
 
     /// The input element's pane.

@@ -68,11 +68,13 @@ pub use state_spec::{
 pub use time::{Duration, Timestamp};
 pub use transform::{PBegin, PInput, POutput, PTransform};
 pub use trigger::{AfterProcessingTimeTrigger, AfterWatermarkTrigger, TimeTransform, Trigger};
-pub use window::{BoundedWindow, GlobalWindow, PaneInfo, Timing, Windows};
+pub use window::{
+    BoundedWindow, CustomWindow, GlobalWindow, PaneInfo, Timing, WindowType, Windows,
+};
 pub use windowed_value::WindowedValue;
 pub use windowing::{
-    AccumulationMode, ClosingBehavior, CustomWindowFn, OnTimeBehavior, TimestampCombiner, WindowFn,
-    WindowingStrategy,
+    AccumulationMode, ClosingBehavior, CustomWindowFn, ElementWindowFn, ErasedWindowFn,
+    OnTimeBehavior, TimestampCombiner, WindowFn, WindowingStrategy,
 };
 
 #[doc(hidden)]
@@ -112,6 +114,8 @@ pub mod __private {
 /// ```
 ///
 /// The kinds are `DoFn`, `StatefulDoFn`, `Source`, `Sink`, `WindowFn` and `CombineFn`.
+/// A WindowFn that sees elements ([`ElementWindowFn`]) names their type:
+/// `tidewater::register!(WindowFn PerAuction for Event);`.
 /// A CombineFn registers Combine.globally, and Combine.perKey for the key types it
 /// names (`tidewater::register!(CombineFn SumLen keys: String, u64);`): the key type is
 /// a parameter of a per-key combine, which a link-time registration must spell. It expands to
@@ -134,6 +138,17 @@ macro_rules! register {
     };
     (WindowFn $ty:ident) => {
         $crate::register!(@link $ty, register_window_fn);
+    };
+    (WindowFn $ty:ident for $elem:ty) => {
+        const _: () = {
+            use $crate::__private::typetag;
+            #[typetag::deserialize(name = concat!(module_path!(), "::", stringify!($ty)))]
+            impl $crate::registry::Linked for $ty {
+                fn register(&self) -> ::std::string::String {
+                    $crate::registry::register_element_window_fn::<$elem, $ty>()
+                }
+            }
+        };
     };
     (CombineFn $ty:ident $(keys: $($key:ty),+)?) => {
         const _: () = {

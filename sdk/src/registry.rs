@@ -13,7 +13,7 @@
 //! over its fields' JSON text in the plan, never from a `serde_json::Value`.
 
 use crate::exec::{ElementType, ErasedDoFn, GroupingOps, TypedElementType};
-use crate::{CustomWindowFn, DoFn, Element};
+use crate::{CustomWindowFn, DoFn, Element, ElementWindowFn, ErasedWindowFn};
 use serde::de::DeserializeOwned;
 use std::any::TypeId;
 use std::collections::HashMap;
@@ -34,7 +34,7 @@ pub type GroupingFactory = Arc<
 
 /// Builds a user WindowFn from its fields in the plan.
 pub type WindowFnFactory = Arc<
-    dyn Fn(&mut dyn erased_serde::Deserializer<'_>) -> Result<Arc<dyn CustomWindowFn>, String>
+    dyn Fn(&mut dyn erased_serde::Deserializer<'_>) -> Result<Arc<dyn ErasedWindowFn>, String>
         + Send
         + Sync,
 >;
@@ -252,11 +252,33 @@ pub fn register_window_fn<W: CustomWindowFn + DeserializeOwned>() -> String {
     let name = std::any::type_name::<W>().to_string();
     let factory: WindowFnFactory = Arc::new(|fields| {
         let w: W = erased_serde::deserialize(fields).map_err(fields_error)?;
-        Ok(Arc::new(w) as Arc<dyn CustomWindowFn>)
+        Ok(Arc::new(crate::windowing::ByTimestamp(w)) as Arc<dyn ErasedWindowFn>)
     });
     let mut r = write();
     r.claim::<W>(&name);
     r.window_fns.entry(name.clone()).or_insert(factory);
+    name
+}
+
+/// Registers a user WindowFn that sees elements of type `T`, under its type name (one
+/// `W` applied to two element types is a name collision, reported as for DoFns).
+/// [`WindowFn::by_element`](crate::WindowFn::by_element) does this;
+/// `register!(WindowFn W for T)` does it at link time.
+pub fn register_element_window_fn<T: Element, W: ElementWindowFn<T> + DeserializeOwned>() -> String
+{
+    let name = std::any::type_name::<W>().to_string();
+    let factory: WindowFnFactory = Arc::new(|fields| {
+        let w: W = erased_serde::deserialize(fields).map_err(fields_error)?;
+        Ok(Arc::new(crate::windowing::ByElement::<T, W>(
+            w,
+            std::marker::PhantomData,
+        )) as Arc<dyn ErasedWindowFn>)
+    });
+    let mut r = write();
+    r.claim::<crate::windowing::ByElement<T, W>>(&name);
+    r.window_fns.entry(name.clone()).or_insert(factory);
+    drop(r);
+    register_element_type::<T>();
     name
 }
 

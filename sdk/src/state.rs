@@ -82,7 +82,7 @@ impl<O: Element> StateContext<'_, O> {
         self.out.push(WindowedValue {
             value,
             timestamp: self.timestamp,
-            windows: Windows::One(self.window),
+            windows: Windows::One(self.window.clone()),
             pane: PaneInfo::NO_FIRING,
         });
     }
@@ -94,7 +94,7 @@ impl<O: Element> StateContext<'_, O> {
 
     /// The window.
     pub fn window(&self) -> BoundedWindow {
-        self.window
+        self.window.clone()
     }
 
     /// The current processing time.
@@ -372,7 +372,7 @@ impl<F: StatefulDoFn> ErasedStatefulDoFn for StatefulInvoker<F> {
                 let mut ctx = StateContext {
                     state: &mut *state,
                     key: &self.key_buf,
-                    window: *w,
+                    window: w.clone(),
                     timestamp: wv.timestamp,
                     out: &mut out,
                     scratch: &mut self.scratch,
@@ -416,7 +416,7 @@ impl<F: StatefulDoFn> ErasedStatefulDoFn for StatefulInvoker<F> {
         let mut ctx = StateContext {
             state,
             key: &timer.key,
-            window: timer.window,
+            window: timer.window.clone(),
             timestamp: timer.output,
             out: &mut out,
             scratch: &mut self.scratch,

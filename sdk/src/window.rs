@@ -1,7 +1,9 @@
 //! Windows and panes carried by every element.
 
 use crate::Timestamp;
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 /// The single window of the global windowing strategy.
 ///
@@ -25,7 +27,7 @@ impl GlobalWindow {
 /// let w = BoundedWindow::Interval { start: Timestamp::from_millis(0), end: Timestamp::from_millis(10) };
 /// assert_eq!(w.max_timestamp(), Timestamp::from_millis(9));
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum BoundedWindow {
     /// The global window.
     Global,
@@ -36,6 +38,9 @@ pub enum BoundedWindow {
         /// Exclusive end.
         end: Timestamp,
     },
+    /// A window of a user-defined type ([`WindowType`]), such as the per-auction window
+    /// of Beam's Nexmark Q9: its bounds, and its value encoded.
+    Custom(CustomWindow),
 }
 
 impl BoundedWindow {
@@ -52,6 +57,7 @@ impl BoundedWindow {
         match self {
             BoundedWindow::Global => Timestamp::MIN,
             BoundedWindow::Interval { start, .. } => *start,
+            BoundedWindow::Custom(c) => c.0.start,
         }
     }
 
@@ -68,6 +74,7 @@ impl BoundedWindow {
         match self {
             BoundedWindow::Global => Timestamp(GlobalWindow::MAX_TIMESTAMP.0 + 1),
             BoundedWindow::Interval { end, .. } => *end,
+            BoundedWindow::Custom(c) => c.0.end,
         }
     }
 
@@ -76,7 +83,170 @@ impl BoundedWindow {
         match self {
             BoundedWindow::Global => GlobalWindow::MAX_TIMESTAMP,
             BoundedWindow::Interval { end, .. } => Timestamp(end.0 - 1),
+            BoundedWindow::Custom(c) => Timestamp(c.0.end.0 - 1),
         }
+    }
+
+    /// The window of a user-defined type `w`, as every element carries it.
+    ///
+    /// ```
+    /// # use serde::{Deserialize, Serialize};
+    /// use tidewater::{BoundedWindow, Timestamp, WindowType};
+    /// /// The window of one auction: its bounds and its id.
+    /// #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+    /// struct AuctionWindow { start: i64, end: i64, auction: u64 }
+    /// impl WindowType for AuctionWindow {
+    ///     fn start(&self) -> Timestamp { Timestamp(self.start) }
+    ///     fn end(&self) -> Timestamp { Timestamp(self.end) }
+    /// }
+    /// let a = AuctionWindow { start: 0, end: 10, auction: 7 };
+    /// let w = BoundedWindow::custom(&a);
+    /// assert_eq!(w.max_timestamp(), Timestamp(9));
+    /// assert_eq!(w.to_custom::<AuctionWindow>(), Some(a));
+    /// assert_eq!(BoundedWindow::Global.to_custom::<AuctionWindow>(), None);
+    /// ```
+    pub fn custom<W: WindowType>(w: &W) -> BoundedWindow {
+        let (start, end) = (w.start(), w.end());
+        assert!(
+            start <= end,
+            "a window of {} must not end ({end:?}) before it starts ({start:?})",
+            std::any::type_name::<W>()
+        );
+        let mut bytes = Vec::new();
+        if let Err(e) = crate::coder::encode_into(w, &mut bytes) {
+            panic!(
+                "a window of {} does not encode: {e}",
+                std::any::type_name::<W>()
+            );
+        }
+        BoundedWindow::Custom(CustomWindow(Arc::new(CustomRepr {
+            start,
+            end,
+            kind: std::any::type_name::<W>().into(),
+            bytes: bytes.into(),
+        })))
+    }
+
+    /// This window as the user-defined type `W`, if it is one (`None` for the global
+    /// window, an interval or a window of another type).
+    pub fn to_custom<W: WindowType>(&self) -> Option<W> {
+        match self {
+            BoundedWindow::Custom(c) if *c.0.kind == *std::any::type_name::<W>() => {
+                crate::coder::decode(&c.0.bytes).ok()
+            }
+            _ => None,
+        }
+    }
+}
+
+/// A window type of the user's own, such as Beam's `AuctionOrBidWindow` in Nexmark Q9:
+/// an interval with more fields. Windows of it travel as [`BoundedWindow::Custom`]
+/// (made by [`BoundedWindow::custom`], read back by [`BoundedWindow::to_custom`]); two
+/// windows are the same window when their bounds and encodings are equal. Assigned and
+/// merged by a [`CustomWindowFn`](crate::CustomWindowFn) or an
+/// [`ElementWindowFn`](crate::ElementWindowFn) whose `Window` it is.
+///
+/// [`BoundedWindow`] is a `WindowType` too: a WindowFn whose windows are intervals
+/// names it as its `Window`.
+///
+/// ```
+/// # use serde::{Deserialize, Serialize};
+/// use tidewater::{Timestamp, WindowType};
+/// #[derive(Clone, Debug, Serialize, Deserialize)]
+/// struct Shift { day: i64, night: bool }
+/// impl WindowType for Shift {
+///     fn start(&self) -> Timestamp { Timestamp(self.day * 1000 + if self.night { 500 } else { 0 }) }
+///     fn end(&self) -> Timestamp { Timestamp(self.start().millis() + 500) }
+/// }
+/// assert_eq!(Shift { day: 1, night: true }.end(), Timestamp(2000));
+/// ```
+pub trait WindowType:
+    Clone + std::fmt::Debug + Serialize + DeserializeOwned + Send + Sync + 'static
+{
+    /// The window's first timestamp.
+    fn start(&self) -> Timestamp;
+    /// The window's end, exclusive: its last timestamp is `end - 1`, and it fires when
+    /// the watermark passes that.
+    fn end(&self) -> Timestamp;
+    /// The window as elements carry it. Provided; [`BoundedWindow`] keeps itself.
+    fn into_bounded(self) -> BoundedWindow {
+        BoundedWindow::custom(&self)
+    }
+    /// The window back from how elements carry it: `None` if it is not of this type.
+    /// Provided.
+    fn from_bounded(w: &BoundedWindow) -> Option<Self> {
+        w.to_custom()
+    }
+}
+
+impl WindowType for BoundedWindow {
+    fn start(&self) -> Timestamp {
+        BoundedWindow::start(self)
+    }
+    fn end(&self) -> Timestamp {
+        BoundedWindow::end(self)
+    }
+    fn into_bounded(self) -> BoundedWindow {
+        self
+    }
+    fn from_bounded(w: &BoundedWindow) -> Option<Self> {
+        Some(w.clone())
+    }
+}
+
+/// A window of a user-defined type as elements carry it: bounds, the type's name and
+/// the value's encoding, shared (cloning a window does not copy the bytes).
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct CustomWindow(Arc<CustomRepr>);
+
+impl Serialize for CustomWindow {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for CustomWindow {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        CustomRepr::deserialize(d).map(|r| CustomWindow(Arc::new(r)))
+    }
+}
+
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+struct CustomRepr {
+    start: Timestamp,
+    end: Timestamp,
+    kind: Box<str>,
+    bytes: Box<[u8]>,
+}
+
+impl CustomWindow {
+    /// The window's bounds: start (inclusive) and end (exclusive).
+    pub fn start_and_end(&self) -> (Timestamp, Timestamp) {
+        (self.0.start, self.0.end)
+    }
+    /// The name of the window's type.
+    pub fn type_name(&self) -> &str {
+        &self.0.kind
+    }
+    /// The window value's encoding.
+    pub fn bytes(&self) -> &[u8] {
+        &self.0.bytes
+    }
+}
+
+impl std::fmt::Debug for CustomWindow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let short = self.0.kind.rsplit("::").next().unwrap_or(&self.0.kind);
+        write!(
+            f,
+            "{short}[{}, {})#",
+            self.0.start.millis(),
+            self.0.end.millis()
+        )?;
+        for b in self.0.bytes.iter() {
+            write!(f, "{b:02x}")?;
+        }
+        Ok(())
     }
 }
 

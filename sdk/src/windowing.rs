@@ -6,7 +6,10 @@
 use crate::{BoundedWindow, Duration, Timestamp, Trigger};
 use serde::{Deserialize, Serialize};
 
-/// A user-defined WindowFn, registered by name like a DoFn.
+/// A user-defined WindowFn that assigns windows by timestamp, registered by name like a
+/// DoFn. Its windows are intervals ([`BoundedWindow`]) or of a type of the user's own
+/// ([`WindowType`](crate::WindowType)). To see the element itself, implement
+/// [`ElementWindowFn`].
 ///
 /// ```
 /// use serde::{Deserialize, Serialize};
@@ -15,6 +18,7 @@ use serde::{Deserialize, Serialize};
 /// #[derive(Serialize, Deserialize)]
 /// struct Days;
 /// impl CustomWindowFn for Days {
+///     type Window = BoundedWindow;
 ///     fn assign(&self, ts: Timestamp) -> Vec<BoundedWindow> {
 ///         let start = ts.millis().div_euclid(1000) * 1000;
 ///         vec![BoundedWindow::Interval { start: Timestamp(start), end: Timestamp(start + 1000) }]
@@ -22,16 +26,177 @@ use serde::{Deserialize, Serialize};
 /// }
 /// ```
 pub trait CustomWindowFn: Send + Sync + 'static {
+    /// The type of the windows it assigns.
+    type Window: crate::WindowType;
     /// The windows of an element with timestamp `ts`.
-    fn assign(&self, ts: Timestamp) -> Vec<BoundedWindow>;
+    fn assign(&self, ts: Timestamp) -> Vec<Self::Window>;
     /// Whether windows of one key must be merged (like sessions).
     fn is_merging(&self) -> bool {
         false
     }
     /// For a merging WindowFn: which windows merge into which. `windows` are the
     /// active windows of one key; each returned pair is (windows merged, result).
-    fn merge(&self, _windows: &[BoundedWindow]) -> Vec<(Vec<BoundedWindow>, BoundedWindow)> {
+    fn merge(&self, _windows: &[Self::Window]) -> Vec<(Vec<Self::Window>, Self::Window)> {
         Vec::new()
+    }
+}
+
+/// A user-defined WindowFn that sees each element, not only its timestamp (Beam's
+/// `WindowFn.assignWindows(AssignContext)`): Nexmark Q9's per-auction windows read the
+/// auction's expiry from the element. It applies to a PCollection of `T` only (a
+/// construction error otherwise); [`WindowFn::by_element`] puts it into the plan.
+///
+/// ```
+/// use serde::{Deserialize, Serialize};
+/// use tidewater::{BoundedWindow, ElementWindowFn, Timestamp};
+/// /// Each (name, lifetime in ms) lives in a window from its timestamp for its lifetime.
+/// #[derive(Serialize, Deserialize)]
+/// struct Lifetime;
+/// impl ElementWindowFn<(String, i64)> for Lifetime {
+///     type Window = BoundedWindow;
+///     fn assign(&self, e: &(String, i64), ts: Timestamp) -> Vec<BoundedWindow> {
+///         vec![BoundedWindow::Interval { start: ts, end: Timestamp(ts.millis() + e.1) }]
+///     }
+/// }
+/// ```
+pub trait ElementWindowFn<T>: Send + Sync + 'static {
+    /// The type of the windows it assigns.
+    type Window: crate::WindowType;
+    /// The windows of `element`, whose timestamp is `ts`.
+    fn assign(&self, element: &T, ts: Timestamp) -> Vec<Self::Window>;
+    /// Whether windows of one key must be merged (like sessions).
+    fn is_merging(&self) -> bool {
+        false
+    }
+    /// For a merging WindowFn: which of one key's active windows merge into which;
+    /// each returned pair is (windows merged, result).
+    fn merge(&self, _windows: &[Self::Window]) -> Vec<(Vec<Self::Window>, Self::Window)> {
+        Vec::new()
+    }
+}
+
+/// A user WindowFn as runners call it, whatever its window type: what the registry
+/// builds from a plan's fields.
+pub trait ErasedWindowFn: Send + Sync {
+    /// Assigns every element of `batch` its windows.
+    fn assign_batch(
+        &self,
+        batch: Box<dyn crate::exec::AnyBatch>,
+    ) -> Result<Box<dyn crate::exec::AnyBatch>, String>;
+    /// The windows of a timestamp, for a WindowFn that needs no element (`None` for an
+    /// [`ElementWindowFn`]): how a side input's windows are found from a main input's.
+    fn assign_timestamp(&self, ts: Timestamp) -> Option<Vec<BoundedWindow>>;
+    /// Whether it merges.
+    fn is_merging(&self) -> bool;
+    /// Which windows merge into which; an error names a window not of its type.
+    fn merge(
+        &self,
+        windows: &[BoundedWindow],
+    ) -> Result<Vec<(Vec<BoundedWindow>, BoundedWindow)>, String>;
+}
+
+/// Decodes `windows` as `W`, merges them with `merge` and encodes the result.
+fn merge_typed<W: crate::WindowType>(
+    windows: &[BoundedWindow],
+    merge: impl FnOnce(&[W]) -> Vec<(Vec<W>, W)>,
+) -> Result<Vec<(Vec<BoundedWindow>, BoundedWindow)>, String> {
+    let typed = windows
+        .iter()
+        .map(|w| {
+            W::from_bounded(w).ok_or_else(|| {
+                format!(
+                    "window {w:?} is not a {} (the windows of the WindowFn merging it)",
+                    std::any::type_name::<W>()
+                )
+            })
+        })
+        .collect::<Result<Vec<W>, String>>()?;
+    Ok(merge(&typed)
+        .into_iter()
+        .map(|(from, to)| {
+            (
+                from.into_iter().map(W::into_bounded).collect(),
+                to.into_bounded(),
+            )
+        })
+        .collect())
+}
+
+fn windows_of<W: crate::WindowType>(ws: Vec<W>) -> crate::Windows {
+    let mut ws: Vec<BoundedWindow> = ws.into_iter().map(W::into_bounded).collect();
+    if ws.len() == 1 {
+        crate::Windows::One(ws.pop().expect("one window"))
+    } else {
+        crate::Windows::Many(ws)
+    }
+}
+
+/// A [`CustomWindowFn`] as runners call it.
+pub(crate) struct ByTimestamp<F>(pub(crate) F);
+
+impl<F: CustomWindowFn> ErasedWindowFn for ByTimestamp<F> {
+    fn assign_batch(
+        &self,
+        mut batch: Box<dyn crate::exec::AnyBatch>,
+    ) -> Result<Box<dyn crate::exec::AnyBatch>, String> {
+        batch.assign_windows(&mut |ts, _| windows_of(self.0.assign(ts)));
+        Ok(batch)
+    }
+    fn assign_timestamp(&self, ts: Timestamp) -> Option<Vec<BoundedWindow>> {
+        Some(
+            self.0
+                .assign(ts)
+                .into_iter()
+                .map(crate::WindowType::into_bounded)
+                .collect(),
+        )
+    }
+    fn is_merging(&self) -> bool {
+        self.0.is_merging()
+    }
+    fn merge(
+        &self,
+        windows: &[BoundedWindow],
+    ) -> Result<Vec<(Vec<BoundedWindow>, BoundedWindow)>, String> {
+        merge_typed(windows, |ws| self.0.merge(ws))
+    }
+}
+
+/// An [`ElementWindowFn`] as runners call it.
+pub(crate) struct ByElement<T, F>(pub(crate) F, pub(crate) std::marker::PhantomData<fn(T)>);
+
+impl<T: crate::Element, F: ElementWindowFn<T>> ErasedWindowFn for ByElement<T, F> {
+    fn assign_batch(
+        &self,
+        batch: Box<dyn crate::exec::AnyBatch>,
+    ) -> Result<Box<dyn crate::exec::AnyBatch>, String> {
+        let name = batch.element_type();
+        let b = batch
+            .into_any()
+            .downcast::<crate::exec::Batch<T>>()
+            .map_err(|_| {
+                format!(
+                    "the WindowFn assigns windows to {} but got a batch of {name}",
+                    std::any::type_name::<T>()
+                )
+            })?;
+        let mut b = *b;
+        for wv in &mut b.items {
+            wv.windows = windows_of(self.0.assign(&wv.value, wv.timestamp));
+        }
+        Ok(Box::new(b))
+    }
+    fn assign_timestamp(&self, _ts: Timestamp) -> Option<Vec<BoundedWindow>> {
+        None
+    }
+    fn is_merging(&self) -> bool {
+        self.0.is_merging()
+    }
+    fn merge(
+        &self,
+        windows: &[BoundedWindow],
+    ) -> Result<Vec<(Vec<BoundedWindow>, BoundedWindow)>, String> {
+        merge_typed(windows, |ws| self.0.merge(ws))
     }
 }
 
@@ -62,7 +227,7 @@ pub enum WindowFn {
         /// The gap in ms.
         gap_ms: i64,
     },
-    /// A registered [`CustomWindowFn`].
+    /// A registered [`CustomWindowFn`] or [`ElementWindowFn`].
     Custom {
         /// Registered name.
         name: String,
@@ -70,6 +235,8 @@ pub enum WindowFn {
         fields: crate::plan::Json,
         /// Whether it merges.
         merging: bool,
+        /// For an [`ElementWindowFn`]: the element type it applies to.
+        element_type: Option<String>,
     },
 }
 
@@ -125,6 +292,7 @@ impl WindowFn {
     /// #[derive(Serialize, Deserialize)]
     /// struct Everything;
     /// impl CustomWindowFn for Everything {
+    ///     type Window = BoundedWindow;
     ///     fn assign(&self, _ts: Timestamp) -> Vec<BoundedWindow> { vec![BoundedWindow::Global] }
     /// }
     /// assert!(!WindowFn::custom(Everything).is_merging());
@@ -135,6 +303,40 @@ impl WindowFn {
             name,
             merging: w.is_merging(),
             fields: crate::plan::Json::of(&w).unwrap_or_default(),
+            element_type: None,
+        }
+    }
+
+    /// A registered user WindowFn that sees the elements, of type `T`: `Window::into`
+    /// it on a PCollection of another type is a construction error.
+    ///
+    /// ```
+    /// # use serde::{Deserialize, Serialize};
+    /// # use tidewater::{BoundedWindow, ElementWindowFn, Timestamp, Window, WindowFn};
+    /// #[derive(Serialize, Deserialize)]
+    /// struct UntilValue;
+    /// impl ElementWindowFn<i64> for UntilValue {
+    ///     type Window = BoundedWindow;
+    ///     fn assign(&self, x: &i64, ts: Timestamp) -> Vec<BoundedWindow> {
+    ///         vec![BoundedWindow::Interval { start: ts, end: Timestamp(*x) }]
+    ///     }
+    /// }
+    /// let p = tidewater::Pipeline::new(Default::default());
+    /// p.create("Xs", vec![5i64, 9]).apply("Until", Window::into(WindowFn::by_element(UntilValue)));
+    /// assert!(p.construction_errors().is_empty());
+    /// p.create("Ys", vec![1u8]).apply("Wrong", Window::into(WindowFn::by_element(UntilValue)));
+    /// assert!(p.construction_errors()[0].contains("applies to elements of type i64"));
+    /// ```
+    pub fn by_element<T: crate::Element, W>(w: W) -> WindowFn
+    where
+        W: ElementWindowFn<T> + Serialize + serde::de::DeserializeOwned,
+    {
+        let name = crate::registry::register_element_window_fn::<T, W>();
+        WindowFn::Custom {
+            name,
+            merging: w.is_merging(),
+            fields: crate::plan::Json::of(&w).unwrap_or_default(),
+            element_type: Some(std::any::type_name::<T>().to_string()),
         }
     }
 

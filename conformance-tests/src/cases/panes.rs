@@ -123,7 +123,7 @@ pub(crate) fn fired_groups(r: &PipelineResult, name: &str) -> Result<Vec<Group>,
 }
 
 fn sort_key<T: Ord + Clone>(f: &Fired<T>) -> (BoundedWindow, u64, T) {
-    (f.window, f.pane.index, f.value.clone())
+    (f.window.clone(), f.pane.index, f.value.clone())
 }
 
 fn render<T: Debug>(fs: &[Fired<T>]) -> String {
@@ -152,6 +152,7 @@ fn show_window(w: &BoundedWindow) -> String {
     match w {
         BoundedWindow::Global => "global".into(),
         BoundedWindow::Interval { start, end } => format!("[{}, {})", start.millis(), end.millis()),
+        BoundedWindow::Custom(c) => format!("{c:?}"),
     }
 }
 

@@ -27,6 +27,12 @@ pub(crate) fn cases() -> Vec<Case> {
             check: check_same_fn_different_counts,
         },
         Case {
+            name: "partition/with_params",
+            features: &[Create, ParDo, MultipleOutputs, Capture],
+            build: with_params,
+            check: check_with_params,
+        },
+        Case {
             name: "partition/out_of_range_fails",
             features: &[Create, ParDo, MultipleOutputs],
             build: out_of_range,
@@ -66,6 +72,27 @@ fn check_three_ways(r: RunResult) -> Result<(), String> {
         )?;
     }
     Ok(())
+}
+
+/// Partition `i` holds the elements at or above `i` of the thresholds, which travel in
+/// the plan as the function's parameters.
+fn with_params(p: &Pipeline) {
+    let parts = p.create("Xs", (-5i64..25).collect()).apply(
+        "ByThresholds",
+        Partition::of_with(3, vec![0i64, 10], |limits: &Vec<i64>, x: &i64, _n| {
+            limits.iter().filter(|l| x >= l).count()
+        }),
+    );
+    for (i, part) in parts.iter().enumerate() {
+        part.capture(&format!("part{i}"));
+    }
+}
+
+fn check_with_params(r: RunResult) -> Result<(), String> {
+    let r = succeeded(r)?;
+    values_eq(&r, "part0", (-5i64..0).collect())?;
+    values_eq(&r, "part1", (0i64..10).collect())?;
+    values_eq(&r, "part2", (10i64..25).collect())
 }
 
 fn always_first(_: &i64, _: usize) -> usize {

@@ -199,10 +199,14 @@ fn check_every_view(r: RunResult) -> Result<(), String> {
                     "one".into(),
                     s(&["first", "odd", "odd"]),
                 ),
-                g,
+                g.clone(),
                 min,
             ),
-            out((2, 6, vec![1, 2, 3], "two".into(), s(&["even"])), g, min),
+            out(
+                (2, 6, vec![1, 2, 3], "two".into(), s(&["even"])),
+                g.clone(),
+                min,
+            ),
             out((3, 6, vec![1, 2, 3], String::new(), vec![]), g, min),
         ],
     )

@@ -194,11 +194,11 @@ fn check_running_count(r: RunResult) -> Result<(), String> {
         &r,
         "counts",
         vec![
-            out(kv("a", 1u64), g, min),
-            out(kv("a", 2), g, min),
-            out(kv("a", 3), g, min),
-            out(kv("b", 1), g, min),
-            out(kv("b", 2), g, min),
+            out(kv("a", 1u64), g.clone(), min),
+            out(kv("a", 2), g.clone(), min),
+            out(kv("a", 3), g.clone(), min),
+            out(kv("b", 1), g.clone(), min),
+            out(kv("b", 2), g.clone(), min),
             out(kv("c", 1), g, min),
         ],
     )
@@ -431,11 +431,19 @@ fn check_map_and_set(r: RunResult) -> Result<(), String> {
         &r,
         "snapshots",
         vec![
-            out((2, true, vec![(2, 1)], vec![2], true), g, 1),
-            out((5, true, vec![(2, 1), (5, 1)], vec![2, 5], true), g, 2),
-            out((2, false, vec![(2, 2), (5, 1)], vec![2, 5], true), g, 3),
-            out((-2, false, vec![(5, 1)], vec![2, 5], true), g, 4),
-            out((0, false, vec![(5, 1)], vec![], false), g, 5),
+            out((2, true, vec![(2, 1)], vec![2], true), g.clone(), 1),
+            out(
+                (5, true, vec![(2, 1), (5, 1)], vec![2, 5], true),
+                g.clone(),
+                2,
+            ),
+            out(
+                (2, false, vec![(2, 2), (5, 1)], vec![2, 5], true),
+                g.clone(),
+                3,
+            ),
+            out((-2, false, vec![(5, 1)], vec![2, 5], true), g.clone(), 4),
+            out((0, false, vec![(5, 1)], vec![], false), g.clone(), 5),
             out((7, true, vec![(5, 1), (7, 1)], vec![7], false), g, 6),
         ],
     )
@@ -543,8 +551,8 @@ fn check_reset_and_clear(r: RunResult) -> Result<(), String> {
         &r,
         "fired",
         vec![
-            out(kv("kept", 1u64), g, 5),
-            out(kv("kept", 2), g, 20),
+            out(kv("kept", 1u64), g.clone(), 5),
+            out(kv("kept", 2), g.clone(), 20),
             out(kv("reset", 3), g, 15),
         ],
     )
@@ -614,7 +622,9 @@ fn check_timer_order(r: RunResult) -> Result<(), String> {
     let g = BoundedWindow::Global;
     // Each fired in timestamp order within its key (rank) and within its instance,
     // across keys (every timer came after the instance's previous one).
-    let f = |k: &str, t: i64, rank: u64| out((k.to_string(), format!("at{t}"), rank, true), g, t);
+    let f = |k: &str, t: i64, rank: u64| {
+        out((k.to_string(), format!("at{t}"), rank, true), g.clone(), t)
+    };
     outputs_eq(
         &r,
         "fired",
@@ -688,7 +698,7 @@ fn check_chained(r: RunResult) -> Result<(), String> {
         &r,
         "fired",
         vec![
-            out(("a".to_string(), "first".to_string(), 1u64), g, 5),
+            out(("a".to_string(), "first".to_string(), 1u64), g.clone(), 5),
             out(("a".to_string(), "second".to_string(), 2), g, 12),
         ],
     )
@@ -759,7 +769,7 @@ fn check_processing_time(r: RunResult) -> Result<(), String> {
     outputs_eq(
         &r,
         "flushes",
-        vec![out(kv("a", 2u64), g, 1), out(kv("a", 2), g, 3)],
+        vec![out(kv("a", 2u64), g.clone(), 1), out(kv("a", 2), g, 3)],
     )
 }
 
@@ -821,8 +831,8 @@ fn check_watermark_hold(r: RunResult) -> Result<(), String> {
         &r,
         "emitted",
         vec![
-            out(kv("a", 2i64), g, 2),
-            out(kv("a", 4), g, 4),
+            out(kv("a", 2i64), g.clone(), 2),
+            out(kv("a", 4), g.clone(), 4),
             out(kv("b", 3), g, 3),
         ],
     )?;

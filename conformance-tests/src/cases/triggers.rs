@@ -393,17 +393,17 @@ fn check_global_early_processing_time(r: RunResult) -> Result<(), String> {
         &r,
         "groups",
         vec![
-            group("a", &[1, 2], global, end, early(0, false)),
-            group("a", &[1, 2, 3], global, end, early(1, false)),
-            group("a", &[1, 2, 3], global, end, on_time(2, true)),
+            group("a", &[1, 2], global.clone(), end, early(0, false)),
+            group("a", &[1, 2, 3], global.clone(), end, early(1, false)),
+            group("a", &[1, 2, 3], global.clone(), end, on_time(2, true)),
         ],
     )?;
     keyed_eq(
         &r,
         "sums",
         vec![
-            keyed("a", 3i64, global, end, early(0, false)),
-            keyed("a", 6, global, end, early(1, false)),
+            keyed("a", 3i64, global.clone(), end, early(0, false)),
+            keyed("a", 6, global.clone(), end, early(1, false)),
             keyed("a", 6, global, end, on_time(2, true)),
         ],
     )
@@ -483,16 +483,16 @@ fn check_processing_time_aligned(r: RunResult) -> Result<(), String> {
         &r,
         "aligned",
         vec![
-            group("a", &[1, 2], global, end, early(0, false)),
-            group("a", &[3], global, end, early(1, false)),
-            group("a", &[4], global, end, on_time(2, true)),
+            group("a", &[1, 2], global.clone(), end, early(0, false)),
+            group("a", &[3], global.clone(), end, early(1, false)),
+            group("a", &[4], global.clone(), end, on_time(2, true)),
         ],
     )?;
     groups_eq(
         &r,
         "delayed_aligned",
         vec![
-            group("a", &[1, 2, 3], global, end, early(0, false)),
+            group("a", &[1, 2, 3], global.clone(), end, early(0, false)),
             group("a", &[4], global, end, on_time(1, true)),
         ],
     )

@@ -20,8 +20,8 @@ use tidewater::runner::Feature::{
     Capture, CombinePerKey, Create, GroupByKey, ParDo, TestStream as TestStreamFeature, WindowInto,
 };
 use tidewater::{
-    BoundedWindow, Combine, CombineFn, CustomWindowFn, Pipeline, TestStream, Timestamp, Trigger,
-    Window, WindowFn,
+    BoundedWindow, Combine, CombineFn, CustomWindowFn, ElementWindowFn, Pipeline, TestStream,
+    Timestamp, Trigger, Window, WindowFn, WindowType,
 };
 
 pub(crate) fn cases() -> Vec<Case> {
@@ -55,6 +55,12 @@ pub(crate) fn cases() -> Vec<Case> {
             features: &[Create, ParDo, WindowInto, GroupByKey, Capture],
             build: custom,
             check: check_custom,
+        },
+        Case {
+            name: "windowing/element_window_fn_with_its_own_window_type",
+            features: &[TestStreamFeature, WindowInto, GroupByKey, Capture],
+            build: spans,
+            check: check_spans,
         },
         Case {
             name: "windowing/combine_per_window",
@@ -263,6 +269,7 @@ fn check_sessions(r: RunResult) -> Result<(), String> {
 struct HundredsAndThousand;
 
 impl CustomWindowFn for HundredsAndThousand {
+    type Window = BoundedWindow;
     fn assign(&self, ts: Timestamp) -> Vec<BoundedWindow> {
         let start = ts.millis().div_euclid(100) * 100;
         vec![iw(start, start + 100), iw(0, 1000)]
@@ -296,6 +303,111 @@ fn check_custom(r: RunResult) -> Result<(), String> {
             group("b", &[999], iw(0, 1000), 999, ONLY),
         ],
     )
+}
+
+/// A user window type: a span of a key, opened by an element, or an item's provisional
+/// span (Beam's Nexmark Q9 windows, in small).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+struct Span {
+    start: i64,
+    end: i64,
+    opener: bool,
+}
+
+impl WindowType for Span {
+    fn start(&self) -> Timestamp {
+        Timestamp(self.start)
+    }
+    fn end(&self) -> Timestamp {
+        Timestamp(self.end)
+    }
+}
+
+fn span(start: i64, end: i64, opener: bool) -> BoundedWindow {
+    BoundedWindow::custom(&Span { start, end, opener })
+}
+
+/// Windows by element: `(key, n)` with `n > 0` opens the span `[t, t + n)`; `n < 0` is
+/// an item with the provisional span `[t, t + 5)`; `n == 0` is in no window (dropped).
+/// An item's span merges into its key's opened span when it starts before that ends.
+#[derive(Serialize, Deserialize)]
+struct Spans;
+
+impl ElementWindowFn<(String, i64)> for Spans {
+    type Window = Span;
+    fn assign(&self, e: &(String, i64), ts: Timestamp) -> Vec<Span> {
+        let t = ts.millis();
+        match e.1 {
+            0 => Vec::new(),
+            n if n > 0 => vec![Span {
+                start: t,
+                end: t + n,
+                opener: true,
+            }],
+            _ => vec![Span {
+                start: t,
+                end: t + 5,
+                opener: false,
+            }],
+        }
+    }
+    fn is_merging(&self) -> bool {
+        true
+    }
+    fn merge(&self, windows: &[Span]) -> Vec<(Vec<Span>, Span)> {
+        let mut merges = Vec::new();
+        for opened in windows.iter().filter(|w| w.opener) {
+            let mut from: Vec<Span> = windows
+                .iter()
+                .filter(|w| !w.opener && w.start < opened.end)
+                .cloned()
+                .collect();
+            if !from.is_empty() {
+                from.push(opened.clone());
+                merges.push((from, opened.clone()));
+            }
+        }
+        merges
+    }
+}
+
+fn spans(p: &Pipeline) {
+    let e = |k: &str, n: i64, t: i64| ((k.to_string(), n), Timestamp(t));
+    let events = TestStream::new()
+        // Items before their opener: provisional spans [5, 10) and [25, 30) of a.
+        .add_elements(vec![
+            e("a", -1, 5),
+            e("a", -2, 25),
+            e("b", -4, 3),
+            e("a", 0, 12),
+        ])
+        // b's [3, 8) ends with nothing to merge into: it fires alone.
+        .advance_watermark_to(Timestamp(9))
+        // a opens [10, 30): both of a's items merge into it ([5, 10) starts before 30).
+        .add_elements(vec![e("a", 20, 10)])
+        // [40, 45) starts after a's span ends: it stays on its own.
+        .add_elements(vec![e("a", -3, 40)])
+        // Late: its span [2, 7) ended before the watermark (9): dropped.
+        .add_elements(vec![e("a", -5, 2)])
+        .advance_watermark_to_infinity();
+    p.apply("Events", events)
+        .apply("Spans", Window::into(WindowFn::by_element(Spans)))
+        .group_by_key("Group")
+        .capture("spans");
+}
+
+fn check_spans(r: RunResult) -> Result<(), String> {
+    let r = succeeded(r)?;
+    groups_eq(
+        &r,
+        "spans",
+        vec![
+            group("b", &[-4], span(3, 8, false), 7, ONLY),
+            group("a", &[-2, -1, 20], span(10, 30, true), 29, ONLY),
+            group("a", &[-3], span(40, 45, false), 44, ONLY),
+        ],
+    )?;
+    counter_eq(&r, "Group", DROPPED_LATE, 1)
 }
 
 #[derive(Serialize, Deserialize)]

@@ -193,8 +193,8 @@ impl DoFn for FormatWindowed {
         ctx: &mut ProcessContext<'_, String>,
     ) -> Result<(), UserError> {
         let start = match ctx.window() {
-            BoundedWindow::Interval { start, .. } => start.0.to_string(),
             BoundedWindow::Global => "global".to_string(),
+            w => w.start().0.to_string(),
         };
         ctx.output(format!("{start} {word} {n}"));
         Ok(())

@@ -60,7 +60,7 @@ impl ActiveWindows {
     }
 
     fn insert(&mut self, (k, w): (KeyId, BoundedWindow), st: WindowState) {
-        if self.map.insert((k, w), st).is_none() {
+        if self.map.insert((k, w.clone()), st).is_none() {
             // Most keys have one window open at a time: room for one, not Vec's four.
             self.of_key
                 .entry(k)
@@ -69,11 +69,12 @@ impl ActiveWindows {
         }
     }
 
-    fn remove(&mut self, &(k, w): &(KeyId, BoundedWindow)) -> Option<WindowState> {
-        let st = self.map.remove(&(k, w))?;
+    fn remove(&mut self, kw: &(KeyId, BoundedWindow)) -> Option<WindowState> {
+        let st = self.map.remove(kw)?;
+        let (k, w) = (kw.0, &kw.1);
         if let Some(ws) = self.of_key.get_mut(&k) {
             // Unordered (`of_key` sorts): no shifting of a key's many open windows.
-            if let Some(i) = ws.iter().position(|x| *x == w) {
+            if let Some(i) = ws.iter().position(|x| x == w) {
                 ws.swap_remove(i);
             }
             if ws.is_empty() {
@@ -241,7 +242,7 @@ impl Reducer {
                     late += 1;
                     return false;
                 }
-                if windows.get(&(k, w)).is_some_and(|s| s.closed) {
+                if windows.get(&(k, w.clone())).is_some_and(|s| s.closed) {
                     closed += 1;
                     return false;
                 }
@@ -266,10 +267,10 @@ impl Reducer {
     /// Makes (k, w) active, merging it with k's other windows if the WindowFn merges;
     /// returns the window the element now belongs to.
     fn activate(&mut self, k: KeyId, w: BoundedWindow) -> Result<BoundedWindow, ExecError> {
-        if !self.windows.contains_key(&(k, w)) {
+        if !self.windows.contains_key(&(k, w.clone())) {
             let st = self.new_window_state();
-            self.windows.insert((k, w), st);
-            self.set_window_timers(k, w);
+            self.windows.insert((k, w.clone()), st);
+            self.set_window_timers(k, w.clone());
         }
         if !self.strategy.window_fn.is_merging() {
             return Ok(w);
@@ -280,24 +281,34 @@ impl Reducer {
             .windows
             .of_key(k)
             .into_iter()
-            .filter(|w| !self.windows[&(k, *w)].closed)
+            .filter(|w| !self.windows[&(k, w.clone())].closed)
             .collect();
         let mut result = w;
-        for (from, into) in merge_windows(&self.assigner, &active) {
+        let merges = tidewater::exec::catch_user(std::panic::AssertUnwindSafe(|| {
+            merge_windows(&self.assigner, &active)
+        }))
+        .map_err(|_| "the WindowFn panicked while merging windows".to_string())
+        .and_then(|r| r)
+        .map_err(|message| ExecError::User {
+            phase: tidewater::exec::Phase::Process,
+            element: Some(format!("with key {}", self.state.key_debug(k))),
+            message,
+        })?;
+        for (from, into) in merges {
             let states: Vec<WindowState> = from
                 .iter()
-                .filter_map(|f| self.windows.remove(&(k, *f)))
+                .filter_map(|f| self.windows.remove(&(k, f.clone())))
                 .collect();
             for f in &from {
-                self.remove_timers(k, *f);
+                self.remove_timers(k, f.clone());
             }
-            self.state.merge(k, &from, into)?;
+            self.state.merge(k, &from, into.clone())?;
             let mut timers = Vec::new();
             let trigger = {
                 let trigger_states: Vec<TriggerState> =
                     states.iter().map(|s| s.trigger.clone()).collect();
                 let mut ctx = TriggerContext {
-                    window: into,
+                    window: into.clone(),
                     watermark: self.input_watermark,
                     processing_time: self.processing_time,
                     timers: &mut timers,
@@ -321,9 +332,9 @@ impl Reducer {
                 min_ts: states.iter().filter_map(|s| s.min_ts).min(),
                 max_ts: states.iter().filter_map(|s| s.max_ts).max(),
             };
-            self.windows.insert((k, into), merged);
-            self.add_timers(k, into, timers);
-            self.set_window_timers(k, into);
+            self.windows.insert((k, into.clone()), merged);
+            self.add_timers(k, into.clone(), timers);
+            self.set_window_timers(k, into.clone());
             if from.contains(&result) {
                 result = into;
             }
@@ -359,7 +370,7 @@ impl Reducer {
         for (domain, at) in timers {
             self.timers.set(Timer {
                 key: k,
-                window: w,
+                window: w.clone(),
                 name: at,
                 domain,
                 at,
@@ -371,7 +382,7 @@ impl Reducer {
     fn on_element(&mut self, k: KeyId, w: BoundedWindow, ts: Timestamp) -> Result<(), ExecError> {
         let mut timers = Vec::new();
         let fire = {
-            let st = self.windows.get_mut(&(k, w)).expect("activated");
+            let st = self.windows.get_mut(&(k, w.clone())).expect("activated");
             st.new_data = true;
             // Late input (behind the output watermark) gets no hold, so it does not
             // move the pane's output time (Beam's WatermarkHold).
@@ -380,7 +391,7 @@ impl Reducer {
                 st.max_ts = Some(st.max_ts.map_or(ts, |m| m.max(ts)));
             }
             let mut ctx = TriggerContext {
-                window: w,
+                window: w.clone(),
                 watermark: self.input_watermark,
                 processing_time: self.processing_time,
                 timers: &mut timers,
@@ -388,7 +399,7 @@ impl Reducer {
             self.trigger.on_element(&mut st.trigger, ts, &mut ctx);
             self.trigger.should_fire(&st.trigger, &ctx)
         };
-        self.add_timers(k, w, timers);
+        self.add_timers(k, w.clone(), timers);
         if fire {
             self.fire(k, w, false)?;
         }
@@ -418,18 +429,19 @@ impl Reducer {
             else {
                 break;
             };
-            if !self.windows.contains_key(&(k, w)) {
+            let kw = (k, w);
+            let Some(st) = self.windows.get(&kw) else {
                 continue;
-            }
+            };
+            let (k, w) = kw;
             if self.expired(&w) {
                 self.expire(k, w)?;
                 continue;
             }
             let fire = {
-                let st = &self.windows[&(k, w)];
                 let mut none = Vec::new();
                 let ctx = TriggerContext {
-                    window: w,
+                    window: w.clone(),
                     watermark: self.input_watermark,
                     processing_time: self.processing_time,
                     timers: &mut none,
@@ -450,12 +462,13 @@ impl Reducer {
         // Beam builds the final pane at expiry whatever the trigger says; whether it is
         // emitted is decided like every pane (new data, an on-time pane under
         // FIRE_ALWAYS, or EMIT_ALWAYS at closing).
-        if !self.windows[&(k, w)].closed {
-            self.fire(k, w, true)?;
+        let kw = (k, w);
+        if !self.windows[&kw].closed {
+            self.fire(k, kw.1.clone(), true)?;
         }
-        self.state.clear(k, w);
-        self.windows.remove(&(k, w));
-        self.remove_timers(k, w);
+        self.state.clear(k, kw.1.clone());
+        self.windows.remove(&kw);
+        self.remove_timers(k, kw.1);
         // A key with no window left is forgotten, so memory follows the live keys.
         if !self.windows.has_key(k) {
             self.state.forget_key(k);
@@ -473,7 +486,10 @@ impl Reducer {
         let watermark = self.input_watermark;
         let mut timers = Vec::new();
         let (pane, timestamp, emit, finished) = {
-            let st = self.windows.get_mut(&(k, w)).expect("active window");
+            let st = self
+                .windows
+                .get_mut(&(k, w.clone()))
+                .expect("active window");
             // Beam's PaneInfoTracker: late once an on-time or late pane went out, or once
             // the output watermark passed the window (its on-time moment is gone
             // downstream); early while the input watermark has not passed its end.
@@ -484,7 +500,7 @@ impl Reducer {
                 _ => Timing::OnTime,
             };
             let mut ctx = TriggerContext {
-                window: w,
+                window: w.clone(),
                 watermark,
                 processing_time: self.processing_time,
                 timers: &mut timers,
@@ -529,7 +545,7 @@ impl Reducer {
             }
             (pane, timestamp, emit, finished)
         };
-        self.add_timers(k, w, timers);
+        self.add_timers(k, w.clone(), timers);
         if emit {
             let clear = self.strategy.accumulation_mode == AccumulationMode::Discarding
                 || finished
@@ -601,13 +617,14 @@ impl Reducer {
         max_key_groups: u32,
     ) -> Result<Vec<(Scope, Vec<u8>)>, ExecError> {
         let mut groups: BTreeMap<u32, Vec<WindowEntry>> = BTreeMap::new();
-        for (&(k, w), st) in self.windows.iter() {
+        for ((k, w), st) in self.windows.iter() {
+            let (k, w) = (*k, w.clone());
             let key = self.state.key_bytes(k).to_vec();
             let entry = WindowEntry {
-                contents: self.state.encode_contents(k, w)?,
+                contents: self.state.encode_contents(k, w.clone())?,
                 timers: self
                     .timers
-                    .of(&k, w)
+                    .of(&k, w.clone())
                     .into_iter()
                     .map(|t| (t.domain, t.at))
                     .collect(),
@@ -624,7 +641,7 @@ impl Reducer {
             .into_iter()
             .map(|(g, mut entries)| {
                 // The same state gives the same bytes, whatever the hash map's order.
-                entries.sort_by(|a, b| (&a.key, a.window).cmp(&(&b.key, b.window)));
+                entries.sort_by(|a, b| (&a.key, &a.window).cmp(&(&b.key, &b.window)));
                 (Scope::KeyGroup(g), encode_part(&entries))
             })
             .collect())
@@ -647,9 +664,9 @@ impl Reducer {
             }
             let k = self.state.intern_key(&e.key)?;
             if let Some(c) = &e.contents {
-                self.state.restore_contents(k, e.window, c)?;
+                self.state.restore_contents(k, e.window.clone(), c)?;
             }
-            self.windows.insert((k, e.window), e.state);
+            self.windows.insert((k, e.window.clone()), e.state);
             self.add_timers(k, e.window, e.timers);
         }
         Ok(())

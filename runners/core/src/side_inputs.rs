@@ -25,24 +25,33 @@ pub struct WindowMapper {
 impl WindowMapper {
     /// The mapper into windows of `side`.
     pub fn new(side: &WindowFn, transform: &str) -> Result<Self> {
-        Ok(WindowMapper {
-            assigner: if *side == WindowFn::Global {
-                None
-            } else {
-                Some(WindowAssigner::new(side, transform)?)
-            },
-        })
+        let assigner = if *side == WindowFn::Global {
+            None
+        } else {
+            Some(WindowAssigner::new(side, transform)?)
+        };
+        if assigner.as_ref().is_some_and(|a| !a.by_timestamp()) {
+            return Err(tidewater::Error::InvalidPlan {
+                message: format!(
+                    "transform '{transform}': a side input windowed by a WindowFn that \
+                     assigns windows by element cannot be read: the side window of a main \
+                     input's window is found from its end timestamp alone"
+                ),
+            });
+        }
+        Ok(WindowMapper { assigner })
     }
 
     /// The side window for `main`.
     pub fn side_window(&self, main: &BoundedWindow) -> BoundedWindow {
         match &self.assigner {
             None => BoundedWindow::Global,
-            Some(a) => *a
+            Some(a) => a
                 .assign(main.max_timestamp())
                 .iter()
                 .next()
-                .unwrap_or(&BoundedWindow::Global),
+                .cloned()
+                .unwrap_or(BoundedWindow::Global),
         }
     }
 
@@ -219,7 +228,7 @@ impl SideInputRunner {
             let mut values = HashMap::new();
             for w in ready.iter().flat_map(|(ws, _)| ws.iter()) {
                 let sw = side.mapper.side_window(w);
-                values.entry(sw).or_insert_with(|| side.value(sw));
+                values.entry(sw.clone()).or_insert_with(|| side.value(sw));
             }
             by_tag.insert(side.tag.clone(), (side.mapper.clone(), values));
         }
@@ -284,7 +293,7 @@ impl SideInputRunner {
             for (w, b) in &side.data {
                 let mut bytes = Vec::new();
                 self.encode(b.as_ref(), &mut bytes)?;
-                windows.push((*w, bytes));
+                windows.push((w.clone(), bytes));
             }
             sides.push(SideSnapshot {
                 watermark: side.watermark,

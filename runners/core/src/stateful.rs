@@ -64,7 +64,7 @@ fn touch(
     key: &[u8],
     window: &BoundedWindow,
 ) {
-    live.insert((gc_time(window, lateness), key.to_vec(), *window));
+    live.insert((gc_time(window, lateness), key.to_vec(), window.clone()));
 }
 
 impl StateCells for Access<'_> {
@@ -129,7 +129,7 @@ impl StateAccess for Access<'_> {
         }
         let first = self.timers.set(Timer {
             key: key.to_vec(),
-            window: *window,
+            window: window.clone(),
             name: name.to_string(),
             domain,
             at,
@@ -142,7 +142,7 @@ impl StateAccess for Access<'_> {
     }
     fn clear_timer(&mut self, key: &[u8], window: &BoundedWindow, name: &str, domain: TimeDomain) {
         self.timers
-            .delete(&key.to_vec(), *window, &name.to_string(), domain);
+            .delete(&key.to_vec(), window.clone(), &name.to_string(), domain);
     }
     fn processing_time(&self) -> Timestamp {
         self.processing_time
@@ -337,12 +337,12 @@ impl StatefulRunner {
         let cells = self.state.snapshot_by(&mut group);
         let mut live_groups = Vec::new();
         for (gc, key, w) in &self.live {
-            live_groups.push((group(key), (*gc, key.clone(), *w)));
+            live_groups.push((group(key), (*gc, key.clone(), w.clone())));
         }
         let mut timer_groups = Vec::new();
         for (key, w) in self.timers.windows() {
             let g = group(key);
-            timer_groups.extend(self.timers.of(key, *w).into_iter().map(|t| (g, t)));
+            timer_groups.extend(self.timers.of(key, w.clone()).into_iter().map(|t| (g, t)));
         }
         for (g, c) in cells {
             groups.get_mut(&g).expect("grouped").cells = c;

@@ -162,7 +162,7 @@ impl<K: Ord + Clone + std::hash::Hash, N: Ord + Clone> TimerService<K, N> {
         // A window has a timer or two: room for one, not Vec's four.
         let timers = self
             .of_window
-            .entry((t.key.clone(), t.window))
+            .entry((t.key.clone(), t.window.clone()))
             .or_insert_with(|| Vec::with_capacity(1));
         let first = timers.is_empty();
         let q = &mut self.queues[d(t.domain)];
@@ -257,12 +257,12 @@ impl<K: Ord + Clone + std::hash::Hash, N: Ord + Clone> TimerService<K, N> {
     /// The timers of (key, window).
     pub fn of(&self, key: &K, window: BoundedWindow) -> Vec<Timer<K, N>> {
         self.of_window
-            .get(&(key.clone(), window))
+            .get(&(key.clone(), window.clone()))
             .into_iter()
             .flatten()
             .map(|((name, domain), (at, output))| Timer {
                 key: key.clone(),
-                window,
+                window: window.clone(),
                 name: name.clone(),
                 domain: *domain,
                 at: *at,

@@ -5,8 +5,8 @@
 use serde::{Deserialize, Serialize};
 use tidewater::registry;
 use tidewater::{
-    BoundedWindow, CombineFn, CustomWindowFn, DoFn, ProcessContext, ReadStatus, Sink, StateContext,
-    StatefulDoFn, Timestamp, Txn, UserError, WindowedValue,
+    BoundedWindow, CombineFn, CustomWindowFn, DoFn, ElementWindowFn, ProcessContext, ReadStatus,
+    Sink, StateContext, StatefulDoFn, Timestamp, Txn, UserError, WindowedValue,
 };
 
 #[derive(Serialize, Deserialize)]
@@ -84,8 +84,24 @@ impl Sink for Discard {
 pub struct Whole;
 tidewater::register!(WindowFn Whole);
 impl CustomWindowFn for Whole {
+    type Window = BoundedWindow;
     fn assign(&self, _: Timestamp) -> Vec<BoundedWindow> {
         vec![BoundedWindow::Global]
+    }
+}
+
+/// A WindowFn that sees its elements: a window per value, linked with its element type.
+#[derive(Serialize, Deserialize)]
+pub struct PerValue;
+tidewater::register!(WindowFn PerValue for (char, i32));
+impl ElementWindowFn<(char, i32)> for PerValue {
+    type Window = BoundedWindow;
+    fn assign(&self, e: &(char, i32), _: Timestamp) -> Vec<BoundedWindow> {
+        let start = Timestamp(i64::from(e.1));
+        vec![BoundedWindow::Interval {
+            start,
+            end: Timestamp(start.millis() + 1),
+        }]
     }
 }
 
@@ -110,6 +126,10 @@ fn every_kind_links_in_a_test_binary() {
     assert!(registry::sink("linked::Discard").is_some());
     assert_eq!(link("linked::Whole", "null"), Ok(true));
     assert!(registry::window_fn("linked::Whole").is_some());
+    assert!(registry::element_type("(char, i32)").is_none());
+    assert_eq!(link("linked::PerValue", "null"), Ok(true));
+    assert!(registry::window_fn("linked::PerValue").is_some());
+    assert!(registry::element_type("(char, i32)").is_some());
     // Not linked: left to the caller to report.
     assert_eq!(link("linked::Missing", "null"), Ok(false));
     assert_eq!(link("linked::Twice<u8>", "null"), Ok(false));

@@ -404,3 +404,50 @@ fn side_windows_are_pruned_once_expired_and_held_input_survives_a_snapshot() {
     assert_eq!(restored.side_windows(), 0);
     assert_eq!(restored.output_watermark(), Timestamp(60));
 }
+
+/// Each element in a window ending at its own value.
+#[derive(Serialize, Deserialize)]
+struct UntilValue;
+impl tidewater::ElementWindowFn<i64> for UntilValue {
+    type Window = BoundedWindow;
+    fn assign(&self, x: &i64, ts: Timestamp) -> Vec<BoundedWindow> {
+        vec![BoundedWindow::Interval {
+            start: ts,
+            end: Timestamp(*x),
+        }]
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+struct WithTotal {
+    total: PCollectionView<i64>,
+}
+
+impl DoFn for WithTotal {
+    type In = i64;
+    type Out = i64;
+    fn process(&mut self, x: i64, ctx: &mut ProcessContext<'_, i64>) -> Result<(), UserError> {
+        let total = *ctx.side_input(&self.total)?;
+        ctx.output(x + total);
+        Ok(())
+    }
+}
+
+#[test]
+fn a_side_input_windowed_by_element_is_refused_naming_the_reader() {
+    let p = Pipeline::new(options(1));
+    let total = p
+        .create("Side", vec![5i64, 7])
+        .apply("ByValue", Window::into(WindowFn::by_element(UntilValue)))
+        .apply("Total", Combine::globally(Total).without_defaults())
+        .as_singleton();
+    p.create("Main", vec![1i64])
+        .apply("Read", ParDo::of(WithTotal { total }))
+        .capture("out");
+    let e = p.run().unwrap_err().to_string();
+    assert!(
+        e.contains("transform 'Read'")
+            && e.contains("a side input windowed by a WindowFn that assigns windows by element"),
+        "{e}"
+    );
+}

@@ -4,8 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 use tidewater::{
-    BoundedWindow, Combine, CombineFn, Pipeline, PipelineOptions, Read, ReadStatus, Source,
-    Timestamp, UserError, WatermarkEstimator, Window, WindowFn, WindowedValue,
+    Combine, CombineFn, Pipeline, PipelineOptions, Read, ReadStatus, Source, Timestamp, UserError,
+    WatermarkEstimator, Window, WindowFn, WindowedValue,
 };
 
 /// The given event times (ms), one record per read, in this order; records carry no
@@ -122,10 +122,7 @@ fn counts_with(
         .unwrap()
         .into_iter()
         .map(|wv: WindowedValue<u64>| {
-            let start = match wv.windows.iter().next().unwrap() {
-                BoundedWindow::Interval { start, .. } => start.0,
-                BoundedWindow::Global => i64::MIN,
-            };
+            let start = wv.windows.iter().next().unwrap().start().0;
             (start, wv.value, wv.timestamp)
         })
         .collect();

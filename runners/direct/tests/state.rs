@@ -142,7 +142,13 @@ fn event_time_timers_fire_at_the_end_of_each_window_with_its_timestamp() {
         .captured::<(String, i64, usize, Vec<i64>)>("sums")
         .unwrap()
         .into_iter()
-        .map(|wv| (wv.value, *wv.windows.iter().next().unwrap(), wv.timestamp))
+        .map(|wv| {
+            (
+                wv.value,
+                wv.windows.iter().next().unwrap().clone(),
+                wv.timestamp,
+            )
+        })
         .collect();
     got.sort();
     assert_eq!(

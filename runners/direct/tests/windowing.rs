@@ -74,7 +74,7 @@ fn outputs<T: tidewater::Element + Ord>(
         .unwrap()
         .into_iter()
         .map(|wv: WindowedValue<T>| {
-            let w = *wv.windows.iter().next().unwrap();
+            let w = wv.windows.iter().next().unwrap().clone();
             (wv.value, w, wv.timestamp, PaneInfoKey(wv.pane))
         })
         .collect();

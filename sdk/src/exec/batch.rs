@@ -187,7 +187,7 @@ impl<T: Element> AnyBatch for Batch<T> {
             .map(|wv| WindowedValue {
                 value: wv.value.clone(),
                 timestamp: wv.timestamp,
-                windows: crate::Windows::One(*w),
+                windows: crate::Windows::One(w.clone()),
                 pane: wv.pane,
             })
             .collect();
@@ -197,19 +197,19 @@ impl<T: Element> AnyBatch for Batch<T> {
         let mut out: Vec<(crate::BoundedWindow, Vec<WindowedValue<T>>)> = Vec::new();
         let mut index = rustc_hash::FxHashMap::default();
         let mut push = |w: crate::BoundedWindow, wv: WindowedValue<T>| {
-            let i = *index.entry(w).or_insert_with(|| {
-                out.push((w, Vec::new()));
+            let i = *index.entry(w.clone()).or_insert_with(|| {
+                out.push((w.clone(), Vec::new()));
                 out.len() - 1
             });
             out[i].1.push(wv);
         };
         for wv in self.items {
             match &wv.windows {
-                crate::Windows::One(w) => push(*w, wv),
+                crate::Windows::One(w) => push(w.clone(), wv),
                 crate::Windows::Many(ws) => {
                     for w in ws.clone() {
                         push(
-                            w,
+                            w.clone(),
                             WindowedValue {
                                 value: wv.value.clone(),
                                 timestamp: wv.timestamp,
@@ -256,7 +256,7 @@ impl<T: Element> AnyBatch for Batch<T> {
         let mut seen = Vec::new();
         for w in self.items.iter().flat_map(|wv| wv.windows.iter()) {
             if !seen.contains(w) {
-                seen.push(*w);
+                seen.push(w.clone());
             }
         }
         seen

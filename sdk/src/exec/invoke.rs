@@ -262,7 +262,7 @@ impl<F: DoFn> ErasedDoFn for DoFnInvoker<F> {
                     self.process_in(
                         value.clone(),
                         timestamp,
-                        &Windows::One(*w),
+                        &Windows::One(w.clone()),
                         pane,
                         ctx,
                         &mut failed,

@@ -213,6 +213,8 @@ pub fn window_fn_from_spec(spec: &FunctionSpec, id: &str) -> Result<WindowFn> {
         name: String,
         fields: super::Json,
         merging: bool,
+        #[serde(default)]
+        element_type: Option<String>,
     }
     let p = &spec.payload;
     let w = match spec.urn.as_str() {
@@ -241,6 +243,7 @@ pub fn window_fn_from_spec(spec: &FunctionSpec, id: &str) -> Result<WindowFn> {
                 name: f.name,
                 fields: f.fields,
                 merging: f.merging,
+                element_type: f.element_type,
             }
         }
         other => {

@@ -48,9 +48,19 @@ pub fn window_fn_to_spec(w: &WindowFn) -> FunctionSpec {
             name,
             fields,
             merging,
+            element_type: None,
         } => (
             urn::CUSTOM_WINDOWS,
             json!({ "name": name, "fields": fields, "merging": merging }),
+        ),
+        WindowFn::Custom {
+            name,
+            fields,
+            merging,
+            element_type: Some(t),
+        } => (
+            urn::CUSTOM_WINDOWS,
+            json!({ "name": name, "fields": fields, "merging": merging, "element_type": t }),
         ),
     };
     FunctionSpec {

@@ -635,7 +635,7 @@ mod tests {
             .into_iter()
             .map(|wv| {
                 let BoundedWindow::Interval { start, .. } =
-                    wv.windows.iter().next().copied().unwrap()
+                    wv.windows.iter().next().cloned().unwrap()
                 else {
                     panic!("interval windows only")
                 };

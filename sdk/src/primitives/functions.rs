@@ -60,10 +60,17 @@ pub(crate) fn light_fn_name<D: 'static, F: 'static>(
     let closure = is_closure(f);
     if std::mem::size_of::<F>() != 0 {
         let instead = match with_form {
-            Some(w) => format!(
-                "pass them as parameters instead, `{w}(name, params, |params, x| ...)`: params \
-                 serialize with serde and travel in the plan"
-            ),
+            Some(w) => {
+                let args = if w.starts_with("Partition") {
+                    "n, params, |params, x, n| ..."
+                } else {
+                    "name, params, |params, x| ..."
+                };
+                format!(
+                    "pass them as parameters instead, `{w}({args})`: params serialize with \
+                     serde and travel in the plan"
+                )
+            }
             None => "implement DoFn on a struct with serde fields and use ParDo::of".into(),
         };
         if closure {
@@ -207,7 +214,7 @@ where
 ///     .map_with_context("Start", |x: i64, c: &ElementContext| (x, c.window().start()));
 /// assert!(p.construction_errors().is_empty());
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ElementContext {
     timestamp: Timestamp,
     window: BoundedWindow,
@@ -243,7 +250,7 @@ impl ElementContext {
     /// let ends = xs.map_with_context("End", |x: u8, c: &tidewater::ElementContext| (x, c.window().end()));
     /// ```
     pub fn window(&self) -> BoundedWindow {
-        self.window
+        self.window.clone()
     }
 
     /// The pane the element came in.
@@ -497,7 +504,10 @@ where
 }
 
 /// The parameters' JSON, or a construction error saying why they have none.
-fn params_fields<P: Serialize>(method: &str, params: &P) -> Result<serde_json::Value, String> {
+pub(crate) fn params_fields<P: Serialize>(
+    method: &str,
+    params: &P,
+) -> Result<serde_json::Value, String> {
     serde_json::to_value(params).map_err(|e| {
         format!(
             "the parameters given to {method}() ({}) must serialize to JSON to travel in the plan: {e}",

@@ -234,6 +234,15 @@ pub(crate) fn group_key<K: Element>(
             buf.extend_from_slice(&start.0.to_le_bytes());
             buf.extend_from_slice(&end.0.to_le_bytes());
         }
+        BoundedWindow::Custom(c) => {
+            // The window is last: its bytes need no delimiter.
+            buf.push(2);
+            buf.extend_from_slice(&c.start_and_end().0 .0.to_le_bytes());
+            buf.extend_from_slice(&c.start_and_end().1 .0.to_le_bytes());
+            buf.extend_from_slice(c.type_name().as_bytes());
+            buf.push(0);
+            buf.extend_from_slice(c.bytes());
+        }
     }
     Ok(())
 }

@@ -37,6 +37,33 @@ impl Partition<()> {
             site: std::panic::Location::caller(),
         }
     }
+
+    /// `n` partitions chosen by `f(&params, &element, n)`, its `params` in the plan
+    /// (a closure must not capture: see [`PCollection::map_with`]).
+    ///
+    /// ```
+    /// let p = tidewater::Pipeline::new(Default::default());
+    /// let xs = p.create("Xs", vec![1i64, 20, 300]);
+    /// let parts = xs.apply(
+    ///     "BySize",
+    ///     tidewater::Partition::of_with(2, 10i64, |limit: &i64, x: &i64, _n| usize::from(x >= limit)),
+    /// );
+    /// assert_eq!(parts.len(), 2);
+    /// # assert!(p.construction_errors().is_empty());
+    /// ```
+    #[track_caller]
+    pub fn of_with<T, P, F: Fn(&P, &T, usize) -> usize + Send + Sync + 'static>(
+        n: usize,
+        params: P,
+        f: F,
+    ) -> PartitionWith<F, P> {
+        PartitionWith {
+            n,
+            params,
+            f,
+            site: std::panic::Location::caller(),
+        }
+    }
 }
 
 /// The DoFn of [`Partition`]: partition 0 is the main output, partition `i` the output
@@ -63,19 +90,120 @@ impl<F: Fn(&T, usize) -> usize + Send + Sync + 'static, T: Element> DoFn for Par
     type In = T;
     type Out = T;
     fn process(&mut self, x: T, ctx: &mut ProcessContext<'_, T>) -> Result<(), UserError> {
-        match (self.f)(&x, self.n) {
-            0 => ctx.output(x),
-            i if i < self.n => ctx.output_to(&self.tags[i - 1], x),
-            i => {
-                return Err(format!(
-                    "the partition function returned {i}, but there are only {} partitions (0..{})",
-                    self.n, self.n
-                )
-                .into())
-            }
-        }
-        Ok(())
+        let i = (self.f)(&x, self.n);
+        route(i, self.n, &self.tags, x, ctx)
     }
+}
+
+/// Sends `x` to partition `i` of `n`: 0 is the main output, `i` the output tagged `i`.
+fn route<T: Element>(
+    i: usize,
+    n: usize,
+    tags: &[TupleTag<T>],
+    x: T,
+    ctx: &mut ProcessContext<'_, T>,
+) -> Result<(), UserError> {
+    match i {
+        0 => ctx.output(x),
+        i if i < n => ctx.output_to(&tags[i - 1], x),
+        i => {
+            return Err(format!(
+                "the partition function returned {i}, but there are only {n} partitions (0..{n})"
+            )
+            .into())
+        }
+    }
+    Ok(())
+}
+
+/// [`Partition`] with parameters that travel in the plan: `f(&params, &element, n)`
+/// (made by [`Partition::of_with`]).
+pub struct PartitionWith<F, P> {
+    n: usize,
+    params: P,
+    f: F,
+    site: &'static std::panic::Location<'static>,
+}
+
+/// The DoFn of [`PartitionWith`].
+pub struct PartitionWithFn<F, P, T> {
+    f: Arc<F>,
+    params: Arc<P>,
+    n: usize,
+    tags: Arc<Vec<TupleTag<T>>>,
+}
+
+impl<F, P, T> Clone for PartitionWithFn<F, P, T> {
+    fn clone(&self) -> Self {
+        PartitionWithFn {
+            f: self.f.clone(),
+            params: self.params.clone(),
+            n: self.n,
+            tags: self.tags.clone(),
+        }
+    }
+}
+
+impl<F, P, T> DoFn for PartitionWithFn<F, P, T>
+where
+    F: Fn(&P, &T, usize) -> usize + Send + Sync + 'static,
+    P: Send + Sync + 'static,
+    T: Element,
+{
+    type In = T;
+    type Out = T;
+    fn process(&mut self, x: T, ctx: &mut ProcessContext<'_, T>) -> Result<(), UserError> {
+        let i = (self.f)(&self.params, &x, self.n);
+        route(i, self.n, &self.tags, x, ctx)
+    }
+}
+
+/// The partition count of a Partition's fields; the error says what was expected.
+fn partitions(n: Option<usize>) -> Result<usize, String> {
+    n.filter(|n| *n > 0)
+        .ok_or_else(|| "expected {\"partitions\": <a positive integer>}".to_string())
+}
+
+fn partition_tags<T>(n: usize) -> Arc<Vec<TupleTag<T>>> {
+    Arc::new((1..n).map(|i| TupleTag::new(&i.to_string())).collect())
+}
+
+/// Registers a Partition's DoFn `D` under `name` and applies it with `fields`.
+fn apply_partition<T: Element, D: 'static>(
+    input: &PCollection<T>,
+    n: usize,
+    name: Result<String, String>,
+    factory: registry::DoFnFactory,
+    fields: serde_json::Value,
+) -> Vec<PCollection<T>> {
+    let p = input.pipeline().clone();
+    if n == 0 {
+        p.record_error("a Partition needs at least one partition".into());
+    }
+    let mut outputs = crate::pipeline::output_types::<T>(crate::dofn::MAIN_TAG);
+    outputs.extend((1..n.max(1)).map(|i| (i.to_string(), registry::register_element_type::<T>())));
+    let name = match name {
+        Ok(name) => {
+            if registry::register_do_fn_factory_checked::<D>(&name, factory).is_err() {
+                p.record_error(super::functions::same_place_message(&name));
+            }
+            name
+        }
+        Err(m) => {
+            p.record_error(m);
+            std::any::type_name::<D>().to_string()
+        }
+    };
+    let ids = apply_par_do(
+        &p,
+        input.id,
+        UserFunction {
+            name,
+            fields: fields.into(),
+        },
+        outputs,
+    );
+    ids.into_iter().map(|id| p.pcollection(id)).collect()
 }
 
 impl<T: Element, F: Fn(&T, usize) -> usize + Send + Sync + 'static> PTransform<PCollection<T>>
@@ -83,18 +211,10 @@ impl<T: Element, F: Fn(&T, usize) -> usize + Send + Sync + 'static> PTransform<P
 {
     type Output = Vec<PCollection<T>>;
     fn expand(self, input: PCollection<T>) -> Vec<PCollection<T>> {
-        let p = input.pipeline().clone();
         let name = super::functions::light_fn_name::<PartitionFn<F, T>, F>(
             "Partition::of",
-            None,
+            Some("Partition::of_with"),
             self.site,
-        );
-        if self.n == 0 {
-            p.record_error("a Partition needs at least one partition".into());
-        }
-        let mut outputs = crate::pipeline::output_types::<T>(crate::dofn::MAIN_TAG);
-        outputs.extend(
-            (1..self.n.max(1)).map(|i| (i.to_string(), registry::register_element_type::<T>())),
         );
         // The function travels by name, the partition count in the fields: one function
         // can partition several PCollections differently.
@@ -105,44 +225,72 @@ impl<T: Element, F: Fn(&T, usize) -> usize + Send + Sync + 'static> PTransform<P
             struct Fields {
                 partitions: usize,
             }
-            let n = erased_serde::deserialize::<Fields>(fields)
-                .ok()
-                .map(|f| f.partitions)
-                .filter(|n| *n > 0)
-                .ok_or_else(|| "expected {\"partitions\": <a positive integer>}".to_string())?;
-            let tags = Arc::new((1..n).map(|i| TupleTag::new(&i.to_string())).collect());
+            let n = partitions(
+                erased_serde::deserialize::<Fields>(fields)
+                    .ok()
+                    .map(|f| f.partitions),
+            )?;
             let d = PartitionFn {
                 f: f.clone(),
                 n,
-                tags,
+                tags: partition_tags(n),
                 _t: PhantomData,
             };
             Ok(Box::new(DoFnInvoker::new(d)) as Box<dyn ErasedDoFn>)
         });
-        let name = match name {
-            Ok(name) => {
-                if registry::register_do_fn_factory_checked::<PartitionFn<F, T>>(&name, factory)
-                    .is_err()
-                {
-                    p.record_error(super::functions::same_place_message(&name));
-                }
-                name
-            }
-            Err(m) => {
-                p.record_error(m);
-                std::any::type_name::<PartitionFn<F, T>>().to_string()
+        let fields = serde_json::json!({ "partitions": self.n });
+        apply_partition::<T, PartitionFn<F, T>>(&input, self.n, name, factory, fields)
+    }
+}
+
+impl<T, P, F> PTransform<PCollection<T>> for PartitionWith<F, P>
+where
+    T: Element,
+    P: serde::Serialize + serde::de::DeserializeOwned + Send + Sync + 'static,
+    F: Fn(&P, &T, usize) -> usize + Send + Sync + 'static,
+{
+    type Output = Vec<PCollection<T>>;
+    fn expand(self, input: PCollection<T>) -> Vec<PCollection<T>> {
+        let mut name = super::functions::light_fn_name::<PartitionWithFn<F, P, T>, F>(
+            "Partition::of_with",
+            None,
+            self.site,
+        );
+        let params = match super::functions::params_fields("Partition::of_with", &self.params) {
+            Ok(v) => v,
+            Err(e) => {
+                name = Err(e);
+                serde_json::Value::Null
             }
         };
-        let fields = serde_json::json!({ "partitions": self.n });
-        let ids = apply_par_do(
-            &p,
-            input.id,
-            UserFunction {
-                name,
-                fields: fields.into(),
-            },
-            outputs,
-        );
-        ids.into_iter().map(|id| p.pcollection(id)).collect()
+        let f = Arc::new(self.f);
+        let factory: registry::DoFnFactory = Arc::new(move |fields| {
+            #[derive(serde::Deserialize)]
+            #[serde(deny_unknown_fields)]
+            struct Fields<P> {
+                partitions: usize,
+                params: P,
+            }
+            let Fields {
+                partitions: n,
+                params,
+            } = erased_serde::deserialize::<Fields<P>>(fields).map_err(|e| {
+                format!(
+                    "expected {{\"partitions\": <a positive integer>, \"params\": <{}>}}: {}",
+                    std::any::type_name::<P>(),
+                    crate::plan::without_position(e.to_string())
+                )
+            })?;
+            let n = partitions(Some(n))?;
+            let d = PartitionWithFn {
+                f: f.clone(),
+                params: Arc::new(params),
+                n,
+                tags: partition_tags(n),
+            };
+            Ok(Box::new(DoFnInvoker::new(d)) as Box<dyn ErasedDoFn>)
+        });
+        let fields = serde_json::json!({ "partitions": self.n, "params": params });
+        apply_partition::<T, PartitionWithFn<F, P, T>>(&input, self.n, name, factory, fields)
     }
 }

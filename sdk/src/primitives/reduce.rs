@@ -91,7 +91,7 @@ impl<R: Reduction> ReduceTable<R> {
             self.set_key(id, key.clone());
         }
         let id = id as KeyId;
-        if !accept(id, w, ts) {
+        if !accept(id, w.clone(), ts) {
             if new {
                 // Late input of a key seen for the first time leaves nothing behind.
                 self.index.remove(id as usize);
@@ -99,7 +99,7 @@ impl<R: Reduction> ReduceTable<R> {
             return Ok(());
         }
         let r = &self.r;
-        let acc = match self.groups.get_mut(&(id, w)) {
+        let acc = match self.groups.get_mut(&(id, w.clone())) {
             Some(acc) => acc,
             None => {
                 let acc =
@@ -153,12 +153,12 @@ impl<R: Reduction> ReduceFnState for ReduceTable<R> {
         from: &[BoundedWindow],
         into: BoundedWindow,
     ) -> Result<(), ExecError> {
-        let mut merged: Option<R::Acc> = self.groups.remove(&(key, into));
+        let mut merged: Option<R::Acc> = self.groups.remove(&(key, into.clone()));
         for w in from {
             if *w == into {
                 continue;
             }
-            if let Some(acc) = self.groups.remove(&(key, *w)) {
+            if let Some(acc) = self.groups.remove(&(key, w.clone())) {
                 merged = Some(match merged {
                     None => acc,
                     Some(mut m) => {
@@ -189,7 +189,7 @@ impl<R: Reduction> ReduceFnState for ReduceTable<R> {
     ) -> Result<(), ExecError> {
         let k = &self.keys[key as usize];
         let value = if clear {
-            let acc = match self.groups.remove(&(key, window)) {
+            let acc = match self.groups.remove(&(key, window.clone())) {
                 Some(acc) => acc,
                 None => {
                     let r = &self.r;
@@ -200,7 +200,7 @@ impl<R: Reduction> ReduceFnState for ReduceTable<R> {
             self.guarded(key, "extracting the output", || r.take_output(k, acc))?
         } else {
             let r = &self.r;
-            match self.groups.get(&(key, window)) {
+            match self.groups.get(&(key, window.clone())) {
                 Some(acc) => self.guarded(key, "extracting the output", || r.output(k, acc))?,
                 None => self.guarded(key, "extracting the output", || {
                     r.take_output(k, r.create())
@@ -242,7 +242,7 @@ impl<R: Reduction> ReduceFnState for ReduceTable<R> {
         key: KeyId,
         window: BoundedWindow,
     ) -> Result<Option<Vec<u8>>, ExecError> {
-        let Some(acc) = self.groups.get(&(key, window)) else {
+        let Some(acc) = self.groups.get(&(key, window.clone())) else {
             return Ok(None);
         };
         let mut out = Vec::new();

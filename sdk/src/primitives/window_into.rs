@@ -101,6 +101,20 @@ impl<T: Element> PTransform<PCollection<T>> for Window {
             if let Err(m) = f.validate() {
                 p.record_error(m);
             }
+            if let WindowFn::Custom {
+                name,
+                element_type: Some(t),
+                ..
+            } = f
+            {
+                if t != std::any::type_name::<T>() {
+                    p.record_error(format!(
+                        "WindowFn {name} applies to elements of type {t}, not to the {} of \
+                         the PCollection it windows",
+                        std::any::type_name::<T>()
+                    ));
+                }
+            }
             w.window_fn = f.clone();
         }
         if let Some(t) = self.trigger {

@@ -1,7 +1,7 @@
 use super::q9::{q9, WinningBid};
 use crate::Event;
 use serde::{Deserialize, Serialize};
-use tidewater::{Combine, CombineFn, PCollection};
+use tidewater::{Combine, CombineFn, PCollection, Window, WindowFn};
 
 /// Q6 averages over each seller's last this many closed auctions (Beam: 10).
 pub const Q6_LAST_AUCTIONS: usize = 10;
@@ -66,6 +66,7 @@ impl CombineFn for MovingMeanSellingPrice {
 /// compute the final pane only (the global window's default trigger).
 pub fn q6(events: &PCollection<Event>) -> PCollection<SellerPrice> {
     q9(events)
+        .apply("Q6.Global", Window::into(WindowFn::Global))
         .map("Q6.BySeller", |w: WinningBid| {
             (w.auction.seller, (w.bid.date_time, w.bid.price))
         })

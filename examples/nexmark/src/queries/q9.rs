@@ -1,8 +1,9 @@
 use crate::{Auction, Bid, Event};
 use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
-use tidewater::{PCollection, StateContext, Timestamp, UserError};
-use tidewater_transforms::{StatefulJoinExt, StatefulJoinFn};
+use std::collections::BTreeMap;
+use tidewater::{ElementWindowFn, PCollection, Timestamp, TupleTag, Window, WindowFn, WindowType};
+use tidewater_transforms::{CoGbkResult, CoGroupByKey, KeyedPCollectionTuple};
 
 /// Q9's output: a closed auction and its winning bid.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -43,99 +44,129 @@ pub fn rank(bid: &Bid) -> (usize, Reverse<u64>, Reverse<usize>, Reverse<&str>) {
     )
 }
 
-/// The auction, once seen.
-const AUCTION: tidewater::ValueState<Auction> = tidewater::StateSpec::value("auction");
-/// Bids seen before their auction.
-const PENDING: tidewater::BagState<Bid> = tidewater::StateSpec::bag("pending");
-/// The best valid bid so far.
-const BEST: tidewater::ValueState<Bid> = tidewater::StateSpec::value("best");
-/// Fires at the auction's expiry.
-const CLOSE: tidewater::EventTimer = tidewater::TimerSpec::event("close");
+/// Beam's `AuctionOrBidWindow`: an auction's window `[date_time, expires)`, or a bid's
+/// provisional window `[date_time, date_time + 2 * expected auction duration)`, both
+/// naming the auction. A bid's window merges into its auction's.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuctionOrBidWindow {
+    start: i64,
+    end: i64,
+    /// The auction the window is for.
+    pub auction: usize,
+    /// An auction's window (not a bid's).
+    pub is_auction_window: bool,
+}
 
-/// Per auction id: the auction in value state, bids that came before it in bag state,
-/// the best valid bid so far in value state, and a timer at the auction's expiry that
-/// emits the winner.
+impl WindowType for AuctionOrBidWindow {
+    fn start(&self) -> Timestamp {
+        Timestamp(self.start)
+    }
+    fn end(&self) -> Timestamp {
+        Timestamp(self.end)
+    }
+}
+
+/// Beam's `AuctionOrBidWindowFn`: auctions into their own window, bids into a
+/// provisional one, persons into none; per auction id, every bid window that starts
+/// before the auction's window ends merges into it (a later bid's window expires
+/// alone and produces nothing).
 #[derive(Serialize, Deserialize)]
-pub struct WinningBids;
+pub struct AuctionOrBidWindowFn {
+    expected_auction_duration_ms: i64,
+}
 
-impl WinningBids {
-    fn consider(
-        ctx: &mut StateContext<'_, WinningBid>,
-        auction: &Auction,
-        bid: Bid,
-    ) -> Result<(), UserError> {
-        if !is_valid(auction, &bid) {
-            return Ok(());
+impl ElementWindowFn<Event> for AuctionOrBidWindowFn {
+    type Window = AuctionOrBidWindow;
+
+    fn assign(&self, e: &Event, ts: Timestamp) -> Vec<AuctionOrBidWindow> {
+        match e {
+            Event::Auction(a) => vec![AuctionOrBidWindow {
+                start: ts.millis(),
+                end: a.expires as i64,
+                auction: a.id,
+                is_auction_window: true,
+            }],
+            Event::Bid(b) => vec![AuctionOrBidWindow {
+                start: ts.millis(),
+                end: ts.millis() + 2 * self.expected_auction_duration_ms,
+                auction: b.auction,
+                is_auction_window: false,
+            }],
+            Event::Person(_) => Vec::new(),
         }
-        let better = match BEST.read(ctx)? {
-            Some(best) => rank(&bid) > rank(&best),
-            None => true,
-        };
-        if better {
-            BEST.write(ctx, &bid)?;
+    }
+
+    fn is_merging(&self) -> bool {
+        true
+    }
+
+    fn merge(
+        &self,
+        windows: &[AuctionOrBidWindow],
+    ) -> Vec<(Vec<AuctionOrBidWindow>, AuctionOrBidWindow)> {
+        let auctions: BTreeMap<usize, &AuctionOrBidWindow> = windows
+            .iter()
+            .filter(|w| w.is_auction_window)
+            .map(|w| (w.auction, w))
+            .collect();
+        let mut bids: BTreeMap<usize, Vec<AuctionOrBidWindow>> = BTreeMap::new();
+        for w in windows.iter().filter(|w| !w.is_auction_window) {
+            bids.entry(w.auction).or_default().push(w.clone());
         }
-        Ok(())
+        let mut merges = Vec::new();
+        for (id, auction) in auctions {
+            let mut merged: Vec<AuctionOrBidWindow> = bids
+                .remove(&id)
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|b| b.start < auction.end)
+                .collect();
+            if !merged.is_empty() {
+                merged.push(auction.clone());
+                merges.push((merged, auction.clone()));
+            }
+        }
+        merges
     }
 }
 
-impl StatefulJoinFn for WinningBids {
-    type Key = usize;
-    type Left = Auction;
-    type Right = Bid;
-    type Out = WinningBid;
+/// Beam's expected auction duration under its standard configuration (10,000
+/// events/s from 100 generators, 100 auctions in flight, 3 auctions in 50 events):
+/// 16,667 ms. A bid's provisional window lasts twice that.
+pub const EXPECTED_AUCTION_DURATION_MS: i64 = 16_667;
 
-    fn left(
-        &mut self,
-        _id: &usize,
-        auction: Auction,
-        ctx: &mut StateContext<'_, WinningBid>,
-    ) -> Result<(), UserError> {
-        for bid in PENDING.read(ctx)? {
-            Self::consider(ctx, &auction, bid)?;
-        }
-        PENDING.clear(ctx);
-        // The auction's window is [date_time, expires): it closes once the watermark
-        // passes expires - 1, and the winner is stamped there (Beam's end-of-window
-        // timestamp of the auction window).
-        CLOSE.set(ctx, Timestamp(auction.expires as i64 - 1))?;
-        AUCTION.write(ctx, &auction)
-    }
-
-    fn right(
-        &mut self,
-        _id: &usize,
-        bid: Bid,
-        ctx: &mut StateContext<'_, WinningBid>,
-    ) -> Result<(), UserError> {
-        match AUCTION.read(ctx)? {
-            Some(auction) => Self::consider(ctx, &auction, bid),
-            None => PENDING.add(ctx, &bid),
-        }
-    }
-
-    fn on_timer(
-        &mut self,
-        _id: &usize,
-        _name: &str,
-        ctx: &mut StateContext<'_, WinningBid>,
-    ) -> Result<(), UserError> {
-        if let (Some(auction), Some(bid)) = (AUCTION.read(ctx)?, BEST.read(ctx)?) {
-            ctx.output(WinningBid { auction, bid });
-        }
-        // Keep the auction (so that later bids are not buffered as pending) but not
-        // the best bid: later bids are past the expiry and never valid.
-        BEST.clear(ctx);
-        Ok(())
-    }
-}
-
-/// Q9, winning bids: for every auction, the highest valid bid (placed before the
-/// auction expires, at least its reserve; the earliest on a price tie), emitted when
-/// the watermark passes the auction's expiry, with timestamp `expires - 1`. A stateful
-/// join in the global window of auctions and bids keyed by auction id, with an
-/// event-time timer per auction.
+/// Q9, winning bids (Beam's `WinningBids`): for every auction, the highest valid bid
+/// (placed before the auction expires, at least its reserve; the earliest on a price
+/// tie), emitted when the watermark passes the auction's expiry, with timestamp
+/// `expires - 1`, in the auction's [`AuctionOrBidWindow`].
 pub fn q9(events: &PCollection<Event>) -> PCollection<WinningBid> {
-    let auctions = events.flat_map("Q9.Auctions", auction_by_id);
-    let bids = events.flat_map("Q9.Bids", bid_by_auction);
-    auctions.join_stateful("Q9.WinningBids", &bids, WinningBids)
+    q9_with_expected_auction_duration(events, EXPECTED_AUCTION_DURATION_MS)
+}
+
+/// Q9 with the expected auction duration of another configuration.
+pub fn q9_with_expected_auction_duration(
+    events: &PCollection<Event>,
+    expected_auction_duration_ms: i64,
+) -> PCollection<WinningBid> {
+    let windowed = events.apply(
+        "Q9.Window",
+        Window::into(WindowFn::by_element(AuctionOrBidWindowFn {
+            expected_auction_duration_ms,
+        })),
+    );
+    let auction: TupleTag<Auction> = TupleTag::new("auction");
+    let bid: TupleTag<Bid> = TupleTag::new("bid");
+    KeyedPCollectionTuple::of(&auction, windowed.flat_map("Q9.Auctions", auction_by_id))
+        .and(&bid, windowed.flat_map("Q9.Bids", bid_by_auction))
+        .apply("Q9.CoGroup", CoGroupByKey)
+        .flat_map("Q9.Join", |(_, r): (usize, CoGbkResult)| {
+            // Bids without their auction (their window never merged) give nothing.
+            let auction = r.only(&TupleTag::<Auction>::new("auction"))?;
+            let bid = r
+                .all(&TupleTag::<Bid>::new("bid"))
+                .into_iter()
+                .filter(|b| is_valid(&auction, b))
+                .max_by(|x, y| rank(x).cmp(&rank(y)))?;
+            Some(WinningBid { auction, bid })
+        })
 }

@@ -18,7 +18,7 @@ struct CellId {
 #[derive(Serialize)]
 struct CellIdRef<'a> {
     key: &'a [u8],
-    window: BoundedWindow,
+    window: &'a BoundedWindow,
     name: &'a str,
 }
 
@@ -170,12 +170,12 @@ impl InMemoryStateBackend {
             Entry::Occupied(e) => e.into_mut(),
             Entry::Vacant(e) => {
                 if !restoring {
-                    self.new_windows.push((key.to_vec(), *window));
+                    self.new_windows.push((key.to_vec(), window.clone()));
                 }
                 e.insert(WindowCells {
                     hash,
                     key: key.into(),
-                    window: *window,
+                    window: window.clone(),
                     cells: Vec::with_capacity(1),
                 })
                 .into_mut()
@@ -320,7 +320,7 @@ impl StateBackend for InMemoryStateBackend {
             for (name, cell) in &w.cells {
                 let id = CellIdRef {
                     key: &w.key,
-                    window: w.window,
+                    window: &w.window,
                     name: self.names.name(*name),
                 };
                 part.push((id, cell));
@@ -401,7 +401,7 @@ mod tests {
                 let cells = expected.entry(group(k)).or_default();
                 let at = |name: &str| Address {
                     key: k.clone(),
-                    window: win,
+                    window: win.clone(),
                     name: name.into(),
                 };
                 cells.insert(at("v"), Cell::Value(k.clone()));
@@ -461,7 +461,7 @@ mod tests {
         let mut s = InMemoryStateBackend::default();
         let mut drained = Vec::new();
         let mut drain = |s: &mut InMemoryStateBackend| {
-            s.drain_new_windows(&mut |k, win| drained.push((k.to_vec(), *win)));
+            s.drain_new_windows(&mut |k, win| drained.push((k.to_vec(), win.clone())));
         };
         s.put(b"a", &w(0), "v", &[1]);
         s.put(b"a", &w(0), "v", &[2]);

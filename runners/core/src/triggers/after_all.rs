@@ -71,11 +71,11 @@ mod tests {
         );
         let w = iw(0, 100);
         t.inject(&[1]);
-        assert!(!t.should_fire(w));
+        assert!(!t.should_fire(&w));
         t.inject(&[2]);
-        assert!(t.should_fire(w));
-        t.fire_if_should_fire(w);
-        assert!(t.is_finished(w));
+        assert!(t.should_fire(&w));
+        t.fire_if_should_fire(&w);
+        assert!(t.is_finished(&w));
     }
 
     /// Beam's `testT2FiresFirst`.
@@ -87,11 +87,11 @@ mod tests {
         );
         let w = iw(0, 100);
         t.inject(&[1]);
-        assert!(!t.should_fire(w));
+        assert!(!t.should_fire(&w));
         t.inject(&[2]);
-        assert!(t.should_fire(w));
-        t.fire_if_should_fire(w);
-        assert!(t.is_finished(w));
+        assert!(t.should_fire(&w));
+        t.fire_if_should_fire(&w);
+        assert!(t.is_finished(&w));
     }
 
     #[test]
@@ -105,11 +105,11 @@ mod tests {
         );
         let w = iw(0, 10);
         t.inject(&[1, 2]);
-        assert!(!t.should_fire(w));
+        assert!(!t.should_fire(&w));
         t.advance_watermark(10);
-        assert!(t.should_fire(w));
-        assert!(t.fire_if_should_fire(w));
-        assert!(t.is_finished(w));
+        assert!(t.should_fire(&w));
+        assert!(t.fire_if_should_fire(&w));
+        assert!(t.is_finished(&w));
     }
 
     #[test]
@@ -154,38 +154,38 @@ mod tests {
 
         // Finish the AfterAll in the first window.
         t.advance_watermark(11);
-        assert!(t.should_fire(first));
-        assert!(!t.should_fire(second));
-        t.fire_if_should_fire(first);
+        assert!(t.should_fire(&first));
+        assert!(!t.should_fire(&second));
+        t.fire_if_should_fire(&first);
 
         // Merged: the AfterAll is not finished.
         t.merge_windows();
         let merged = iw(1, 15);
-        assert!(!t.is_finished(merged));
+        assert!(!t.is_finished(&merged));
         assert!(
-            !t.state(merged).finished(1),
+            !t.state(&merged).finished(1),
             "the AfterAll itself is unfinished"
         );
 
         // Back on the first sub-trigger: an element does not fire it.
         t.inject(&[3]);
         t.merge_windows();
-        assert!(!t.should_fire(merged));
+        assert!(!t.should_fire(&merged));
 
         // Fire the AfterAll in the merged window.
         t.advance_watermark(15);
-        assert!(t.should_fire(merged));
-        t.fire_if_should_fire(merged);
+        assert!(t.should_fire(&merged));
+        t.fire_if_should_fire(&merged);
 
         // Now on the second sub-trigger.
         t.inject(&[2]);
         t.merge_windows();
-        assert!(t.should_fire(merged));
-        t.fire_if_should_fire(merged);
+        assert!(t.should_fire(&merged));
+        t.fire_if_should_fire(&merged);
         t.inject(&[2]);
         t.merge_windows();
-        assert!(t.should_fire(merged));
-        t.fire_if_should_fire(merged);
-        assert!(!t.is_finished(merged));
+        assert!(t.should_fire(&merged));
+        t.fire_if_should_fire(&merged);
+        assert!(!t.is_finished(&merged));
     }
 }

@@ -43,15 +43,15 @@ mod tests {
         let mut t = Tester::new(Trigger::after_count(2), WindowFn::Fixed(10));
         let w = iw(0, 10);
         t.inject(&[1]);
-        assert!(!t.should_fire(w));
+        assert!(!t.should_fire(&w));
         t.inject(&[2]);
         t.inject(&[11]);
-        assert!(t.should_fire(w));
-        t.fire_if_should_fire(w);
-        assert!(t.is_finished(w));
+        assert!(t.should_fire(&w));
+        t.fire_if_should_fire(&w);
+        assert!(t.is_finished(&w));
         // No leakage into the other window.
-        assert!(!t.is_finished(iw(10, 20)));
-        assert!(!t.should_fire(iw(10, 20)));
+        assert!(!t.is_finished(&iw(10, 20)));
+        assert!(!t.should_fire(&iw(10, 20)));
         assert!(t.take_timers().is_empty());
     }
 
@@ -60,22 +60,22 @@ mod tests {
     fn sessions() {
         let mut t = Tester::new(Trigger::after_count(2), WindowFn::Sessions(10));
         t.inject(&[1, 2]);
-        assert!(!t.should_fire(iw(1, 11)));
-        assert!(!t.should_fire(iw(2, 12)));
+        assert!(!t.should_fire(&iw(1, 11)));
+        assert!(!t.should_fire(&iw(2, 12)));
 
         t.merge_windows();
         let merged = iw(1, 12);
-        assert!(t.should_fire(merged));
-        t.fire_if_should_fire(merged);
-        assert!(t.is_finished(merged));
+        assert!(t.should_fire(&merged));
+        t.fire_if_should_fire(&merged);
+        assert!(t.is_finished(&merged));
 
         // The closed window is not around to merge with: a new FIRE_AND_FINISH.
         t.inject(&[7, 9]);
         t.merge_windows();
         let new_merged = iw(7, 19);
-        assert!(t.should_fire(new_merged));
-        t.fire_if_should_fire(new_merged);
-        assert!(t.is_finished(new_merged));
+        assert!(t.should_fire(&new_merged));
+        t.fire_if_should_fire(&new_merged);
+        assert!(t.is_finished(&new_merged));
     }
 
     #[test]
@@ -87,17 +87,17 @@ mod tests {
             WindowFn::Sessions(10),
         );
         t.inject(&[1, 1]);
-        assert!(t.fire_if_should_fire(iw(1, 11)));
-        assert!(!t.is_finished(iw(1, 11)));
+        assert!(t.fire_if_should_fire(&iw(1, 11)));
+        assert!(!t.is_finished(&iw(1, 11)));
         t.inject(&[5]);
         t.merge_windows();
         let merged = iw(1, 15);
         // On the second sub-trigger, which AfterEach cleared on firing: 0 + 1.
-        assert!(!t.should_fire(merged));
+        assert!(!t.should_fire(&merged));
         // Elements of the windows merged away go to the merge result.
         t.inject(&[1, 5]);
-        assert!(t.should_fire(merged));
-        assert!(t.fire_if_should_fire(merged));
-        assert!(t.is_finished(merged));
+        assert!(t.should_fire(&merged));
+        assert!(t.fire_if_should_fire(&merged));
+        assert!(t.is_finished(&merged));
     }
 }

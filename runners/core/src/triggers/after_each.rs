@@ -103,35 +103,35 @@ mod tests {
 
         // AfterCount(2) not ready.
         t.inject(&[1]);
-        assert!(!t.should_fire(w));
+        assert!(!t.should_fire(&w));
 
         // AfterCount(2) ready, not finished.
         t.inject(&[2]);
-        assert!(t.should_fire(w));
-        t.fire_if_should_fire(w);
-        assert!(!t.is_finished(w));
+        assert!(t.should_fire(&w));
+        t.fire_if_should_fire(&w);
+        assert!(!t.is_finished(&w));
 
         // or_finally(AfterCount(3)) ready and finishes the first.
         t.inject(&[1, 2, 3]);
-        assert!(t.should_fire(w));
-        t.fire_if_should_fire(w);
-        assert!(!t.is_finished(w));
+        assert!(t.should_fire(&w));
+        t.fire_if_should_fire(&w);
+        assert!(!t.is_finished(&w));
 
         // Now the second: four elements would have fired and finished the first.
-        assert!(!t.should_fire(w));
+        assert!(!t.should_fire(&w));
         t.inject(&[1, 2, 3, 4]);
-        assert!(!t.should_fire(w));
+        assert!(!t.should_fire(&w));
 
         t.inject(&[5]);
-        assert!(t.should_fire(w));
-        t.fire_if_should_fire(w);
-        assert!(!t.is_finished(w));
+        assert!(t.should_fire(&w));
+        t.fire_if_should_fire(&w);
+        assert!(!t.is_finished(&w));
 
         // The watermark finishes the whole thing.
         t.advance_watermark(10);
-        assert!(t.should_fire(w));
-        t.fire_if_should_fire(w);
-        assert!(t.is_finished(w));
+        assert!(t.should_fire(&w));
+        t.fire_if_should_fire(&w);
+        assert!(t.is_finished(&w));
     }
 
     /// Under a merging WindowFn Beam clears every sub-trigger when AfterEach fires,
@@ -147,27 +147,27 @@ mod tests {
         let mut fixed = Tester::new(trigger.clone(), WindowFn::Fixed(100));
         let w = iw(0, 100);
         fixed.inject(&[1, 2]);
-        assert!(fixed.fire_if_should_fire(w)); // Repeatedly(AfterCount(2)); until at 2
+        assert!(fixed.fire_if_should_fire(&w)); // Repeatedly(AfterCount(2)); until at 2
         fixed.inject(&[3]);
-        assert!(fixed.fire_if_should_fire(w)); // until reached 3: the first is done
+        assert!(fixed.fire_if_should_fire(&w)); // until reached 3: the first is done
         fixed.inject(&[4, 5]);
-        assert!(!fixed.should_fire(w), "now on AfterCount(100)");
+        assert!(!fixed.should_fire(&w), "now on AfterCount(100)");
 
         // One session window (no merge happens), same elements.
         let mut sessions = Tester::new(trigger, WindowFn::Sessions(1_000));
         let s = iw(1, 1_001);
         sessions.inject(&[1, 1]);
-        assert!(sessions.fire_if_should_fire(s));
+        assert!(sessions.fire_if_should_fire(&s));
         sessions.inject(&[1]);
         assert!(
-            !sessions.should_fire(s),
+            !sessions.should_fire(&s),
             "the until count was cleared by the firing"
         );
         sessions.inject(&[1]);
-        assert!(sessions.fire_if_should_fire(s)); // Repeatedly(AfterCount(2)) again
+        assert!(sessions.fire_if_should_fire(&s)); // Repeatedly(AfterCount(2)) again
         sessions.inject(&[1, 1]);
-        assert!(sessions.fire_if_should_fire(s)); // two more: still the first sub-trigger
-        assert!(!sessions.is_finished(s));
+        assert!(sessions.fire_if_should_fire(&s)); // two more: still the first sub-trigger
+        assert!(!sessions.is_finished(&s));
     }
 
     #[test]
@@ -182,17 +182,17 @@ mod tests {
         );
         let w = iw(0, 10);
         t.inject(&[1]);
-        assert!(t.fire_if_should_fire(w));
+        assert!(t.fire_if_should_fire(&w));
         t.inject(&[2]);
-        assert!(!t.should_fire(w), "the second counts from zero");
+        assert!(!t.should_fire(&w), "the second counts from zero");
         t.inject(&[3]);
-        assert!(t.fire_if_should_fire(w));
-        assert!(!t.is_finished(w));
+        assert!(t.fire_if_should_fire(&w));
+        assert!(!t.is_finished(&w));
         t.inject(&[4]);
-        assert!(!t.should_fire(w));
+        assert!(!t.should_fire(&w));
         t.advance_watermark(10);
-        assert!(t.fire_if_should_fire(w));
-        assert!(t.is_finished(w));
+        assert!(t.fire_if_should_fire(&w));
+        assert!(t.is_finished(&w));
     }
 
     #[test]
@@ -207,18 +207,18 @@ mod tests {
         t.inject(&[1]);
         t.inject(&[30]);
         t.advance_watermark(11);
-        assert!(t.fire_if_should_fire(iw(1, 11)));
+        assert!(t.fire_if_should_fire(&iw(1, 11)));
         // [1, 11) is on AfterCount(1) now.
         t.inject(&[1]);
-        assert!(t.should_fire(iw(1, 11)));
+        assert!(t.should_fire(&iw(1, 11)));
         // An element at 8 merges [1, 11) and [8, 18) into [1, 18), which ends after the
         // watermark: AfterWatermark is active again and AfterCount(1) not started.
         t.inject(&[8]);
         t.merge_windows();
         let merged = iw(1, 18);
-        assert!(!t.should_fire(merged));
-        assert!(!t.is_finished(merged));
+        assert!(!t.should_fire(&merged));
+        assert!(!t.is_finished(&merged));
         t.advance_watermark(18);
-        assert!(t.should_fire(merged));
+        assert!(t.should_fire(&merged));
     }
 }

@@ -77,9 +77,9 @@ mod tests {
         t.advance_processing_time(0);
         t.inject(&[1]);
         let w = iw(0, 10);
-        assert!(!t.should_fire(w));
-        assert!(!t.fire_if_should_fire(w));
-        assert!(!t.is_finished(w));
+        assert!(!t.should_fire(&w));
+        assert!(!t.fire_if_should_fire(&w));
+        assert!(!t.is_finished(&w));
     }
 
     /// Beam's `testOnlyT1ShouldFireFixedWindows`.
@@ -89,9 +89,9 @@ mod tests {
         t.advance_processing_time(0);
         t.inject(&[1, 2, 3]);
         let w = iw(0, 10);
-        assert!(t.should_fire(w));
-        t.fire_if_should_fire(w);
-        assert!(t.is_finished(w));
+        assert!(t.should_fire(&w));
+        t.fire_if_should_fire(&w);
+        assert!(t.is_finished(&w));
     }
 
     /// Beam's `testOnlyT2ShouldFireFixedWindows`.
@@ -103,9 +103,9 @@ mod tests {
         // Past the AfterProcessingTime's target 10.
         t.advance_processing_time(11);
         let w = iw(0, 10);
-        assert!(t.should_fire(w));
-        t.fire_if_should_fire(w);
-        assert!(t.is_finished(w));
+        assert!(t.should_fire(&w));
+        t.fire_if_should_fire(&w);
+        assert!(t.is_finished(&w));
     }
 
     /// Beam's `testBothShouldFireFixedWindows`.
@@ -117,9 +117,9 @@ mod tests {
         // Past the AfterProcessingTime's target 10.
         t.advance_processing_time(11);
         let w = iw(0, 10);
-        assert!(t.should_fire(w));
-        t.fire_if_should_fire(w);
-        assert!(t.is_finished(w));
+        assert!(t.should_fire(&w));
+        t.fire_if_should_fire(&w);
+        assert!(t.is_finished(&w));
     }
 
     #[test]
@@ -129,8 +129,8 @@ mod tests {
         t.advance_processing_time(0);
         t.inject(&[1, 2, 3]);
         let w = iw(0, 10);
-        assert!(t.fire_if_should_fire(w));
-        let s = t.state(w);
+        assert!(t.fire_if_should_fire(&w));
+        let s = t.state(&w);
         // AfterCount fired (finished), AfterProcessingTime was cleared (not finished).
         assert!(s.finished(1));
         assert!(!s.finished(2));
@@ -155,24 +155,24 @@ mod tests {
         // Finish the AfterFirst in the first window.
         t.inject(&[1]);
         let first = iw(1, 11);
-        assert!(!t.should_fire(first));
+        assert!(!t.should_fire(&first));
         t.advance_watermark(11);
-        assert!(t.should_fire(first));
-        t.fire_if_should_fire(first);
+        assert!(t.should_fire(&first));
+        t.fire_if_should_fire(&first);
 
         // A second window where it is not done.
         t.inject(&[5]);
         let second = iw(5, 15);
-        assert!(!t.should_fire(second));
+        assert!(!t.should_fire(&second));
 
         // Merged: were it on the second sub-trigger, it would be ready.
         t.merge_windows();
         let merged = iw(1, 15);
-        assert!(!t.should_fire(merged));
+        assert!(!t.should_fire(&merged));
 
         // More elements make the AfterFirst's count ready.
         t.inject(&[1, 2, 3, 4, 5]);
         t.merge_windows();
-        assert!(t.should_fire(merged));
+        assert!(t.should_fire(&merged));
     }
 }

@@ -154,22 +154,22 @@ mod tests {
         t.inject(&[1]);
         assert_eq!(
             t.take_timers(),
-            vec![(first, TimeDomain::ProcessingTime, Timestamp(15))]
+            vec![(first.clone(), TimeDomain::ProcessingTime, Timestamp(15))]
         );
         t.advance_processing_time(12);
-        assert!(!t.should_fire(first));
+        assert!(!t.should_fire(&first));
 
         // Elements in the next window: timer at 17 for them.
         t.inject(&[11, 12, 13]);
         assert_eq!(
             t.take_timers(),
-            vec![(second, TimeDomain::ProcessingTime, Timestamp(17))]
+            vec![(second.clone(), TimeDomain::ProcessingTime, Timestamp(17))]
         );
-        assert!(!t.should_fire(second));
+        assert!(!t.should_fire(&second));
 
         t.advance_processing_time(14);
-        assert!(!t.should_fire(first));
-        assert!(!t.should_fire(second));
+        assert!(!t.should_fire(&first));
+        assert!(!t.should_fire(&second));
 
         // More elements in the first window change nothing: 15 still stands.
         t.inject(&[2, 3]);
@@ -177,20 +177,20 @@ mod tests {
 
         // At the target 15 itself: not yet.
         t.advance_processing_time(15);
-        assert!(!t.should_fire(first));
-        assert!(!t.should_fire(second));
+        assert!(!t.should_fire(&first));
+        assert!(!t.should_fire(&second));
 
         // Past the first target: fires, finishing the first window.
         t.advance_processing_time(16);
-        assert!(t.should_fire(first));
-        assert!(!t.should_fire(second));
-        t.fire_if_should_fire(first);
-        assert!(t.is_finished(first));
+        assert!(t.should_fire(&first));
+        assert!(!t.should_fire(&second));
+        t.fire_if_should_fire(&first);
+        assert!(t.is_finished(&first));
 
         t.advance_processing_time(18);
-        assert!(t.should_fire(second));
-        t.fire_if_should_fire(second);
-        assert!(t.is_finished(second));
+        assert!(t.should_fire(&second));
+        t.fire_if_should_fire(&second);
+        assert!(t.is_finished(&second));
     }
 
     #[test]
@@ -204,14 +204,14 @@ mod tests {
         t.inject(&[1]);
         assert_eq!(
             t.take_timers(),
-            vec![(w, TimeDomain::ProcessingTime, Timestamp(1_300))]
+            vec![(w.clone(), TimeDomain::ProcessingTime, Timestamp(1_300))]
         );
         // At the target: not yet; past it: fires.
         t.advance_processing_time(1_300);
-        assert!(!t.should_fire(w));
+        assert!(!t.should_fire(&w));
         t.advance_processing_time(1_301);
-        assert!(t.fire_if_should_fire(w));
-        assert!(t.is_finished(w));
+        assert!(t.fire_if_should_fire(&w));
+        assert!(t.is_finished(&w));
     }
 
     /// Beam's `testAfterProcessingTimeWithMergingWindow`: the merged window waits for the
@@ -224,18 +224,18 @@ mod tests {
         );
         t.advance_processing_time(10);
         t.inject(&[1]); // in [1, 11), timer for 15
-        assert!(!t.should_fire(iw(1, 11)));
+        assert!(!t.should_fire(&iw(1, 11)));
 
         t.advance_processing_time(12);
         t.inject(&[3]); // in [3, 13), timer for 17
-        assert!(!t.should_fire(iw(3, 13)));
+        assert!(!t.should_fire(&iw(3, 13)));
         t.take_timers();
 
         t.merge_windows();
         let merged = iw(1, 13);
         assert_eq!(
             t.take_timers(),
-            vec![(merged, TimeDomain::ProcessingTime, Timestamp(15))]
+            vec![(merged.clone(), TimeDomain::ProcessingTime, Timestamp(15))]
         );
         // Further elements do not move the target.
         t.inject(&[3]);
@@ -244,11 +244,11 @@ mod tests {
         // At the earlier target 15: not yet; past it (Beam's 16), though before the
         // later target 17: fires.
         t.advance_processing_time(15);
-        assert!(!t.should_fire(merged));
+        assert!(!t.should_fire(&merged));
         t.advance_processing_time(16);
-        assert!(t.should_fire(merged));
-        t.fire_if_should_fire(merged);
-        assert!(t.is_finished(merged));
+        assert!(t.should_fire(&merged));
+        t.fire_if_should_fire(&merged);
+        assert!(t.is_finished(&merged));
     }
 
     #[test]
@@ -262,13 +262,13 @@ mod tests {
         );
         t.inject(&[1]);
         t.inject(&[3]);
-        t.fire_if_should_fire(iw(1, 11));
-        t.fire_if_should_fire(iw(3, 13));
+        t.fire_if_should_fire(&iw(1, 11));
+        t.fire_if_should_fire(&iw(3, 13));
         t.take_timers();
         // AfterEach under merging clears every sub-trigger when it fires: no target left.
         t.merge_windows();
         assert!(t.take_timers().is_empty());
         t.advance_processing_time(1_000_000);
-        assert!(!t.should_fire(iw(1, 13)));
+        assert!(!t.should_fire(&iw(1, 13)));
     }
 }

@@ -170,18 +170,18 @@ mod tests {
         let w = iw(0, 10);
         assert_eq!(
             t.take_timers(),
-            vec![(w, TimeDomain::EventTime, Timestamp(9))]
+            vec![(w.clone(), TimeDomain::EventTime, Timestamp(9))]
         );
         // The watermark at the timer, the max timestamp 9: not yet; past it: fires.
         t.advance_watermark(9);
-        assert!(!t.should_fire(w));
+        assert!(!t.should_fire(&w));
         t.advance_watermark(10);
-        assert!(t.should_fire(w));
-        assert!(t.fire_if_should_fire(w));
-        assert!(t.is_finished(w));
+        assert!(t.should_fire(&w));
+        assert!(t.fire_if_should_fire(&w));
+        assert!(t.is_finished(&w));
         // Late data for the closed window is dropped.
         t.inject(&[3]);
-        assert!(!t.should_fire(w));
+        assert!(!t.should_fire(&w));
     }
 
     #[test]
@@ -190,7 +190,7 @@ mod tests {
         t.advance_watermark(10);
         t.inject(&[1]);
         assert!(t.take_timers().is_empty());
-        assert!(t.should_fire(iw(0, 10)));
+        assert!(t.should_fire(&iw(0, 10)));
     }
 
     /// Beam's `testEarlyAndAtWatermark`, with AfterCount(2) for the mocked early trigger.
@@ -204,25 +204,25 @@ mod tests {
         t.inject(&[1]);
         assert_eq!(
             t.take_timers(),
-            vec![(w, TimeDomain::EventTime, Timestamp(99))]
+            vec![(w.clone(), TimeDomain::EventTime, Timestamp(99))]
         );
-        assert!(!t.should_fire(w));
+        assert!(!t.should_fire(&w));
         t.inject(&[2]);
-        assert!(t.should_fire(w));
-        assert!(t.fire_if_should_fire(w)); // early
-        assert!(!t.is_finished(w));
+        assert!(t.should_fire(&w));
+        assert!(t.fire_if_should_fire(&w)); // early
+        assert!(!t.is_finished(&w));
         // The early trigger repeats: its count starts over.
         t.inject(&[3]);
-        assert!(!t.should_fire(w));
+        assert!(!t.should_fire(&w));
         t.inject(&[4]);
-        assert!(t.fire_if_should_fire(w)); // early again
-        assert!(!t.is_finished(w));
+        assert!(t.fire_if_should_fire(&w)); // early again
+        assert!(!t.is_finished(&w));
 
         // On time, even with no new elements; then finished.
         t.advance_watermark(100);
-        assert!(t.should_fire(w));
-        assert!(t.fire_if_should_fire(w));
-        assert!(t.is_finished(w));
+        assert!(t.should_fire(&w));
+        assert!(t.fire_if_should_fire(&w));
+        assert!(t.is_finished(&w));
     }
 
     /// Beam's `testAtWatermarkAndLate`.
@@ -235,23 +235,23 @@ mod tests {
         let w = iw(0, 100);
         t.inject(&[1]);
         // No early firings: the early trigger is Never.
-        assert!(!t.should_fire(w));
-        assert!(!t.fire_if_should_fire(w));
-        assert!(!t.is_finished(w));
+        assert!(!t.should_fire(&w));
+        assert!(!t.fire_if_should_fire(&w));
+        assert!(!t.is_finished(&w));
 
         t.advance_watermark(100);
-        assert!(t.should_fire(w));
-        assert!(t.fire_if_should_fire(w)); // on time
-        assert!(!t.is_finished(w));
+        assert!(t.should_fire(&w));
+        assert!(t.fire_if_should_fire(&w)); // on time
+        assert!(!t.is_finished(&w));
 
         // Late firings, one per late element, forever.
-        assert!(!t.should_fire(w));
+        assert!(!t.should_fire(&w));
         for ts in [5, 6, 7] {
             t.inject(&[ts]);
-            assert!(t.should_fire(w));
-            assert!(t.fire_if_should_fire(w));
-            assert!(!t.should_fire(w));
-            assert!(!t.is_finished(w));
+            assert!(t.should_fire(&w));
+            assert!(t.fire_if_should_fire(&w));
+            assert!(!t.should_fire(&w));
+            assert!(!t.is_finished(&w));
         }
     }
 
@@ -266,25 +266,25 @@ mod tests {
         );
         let w = iw(0, 100);
         t.inject(&[1, 2]);
-        assert!(t.fire_if_should_fire(w)); // early
+        assert!(t.fire_if_should_fire(&w)); // early
         t.inject(&[3]);
-        assert!(!t.should_fire(w));
+        assert!(!t.should_fire(&w));
 
         t.advance_watermark(100);
-        assert!(t.fire_if_should_fire(w)); // on time
-        assert!(!t.is_finished(w));
+        assert!(t.fire_if_should_fire(&w)); // on time
+        assert!(!t.is_finished(&w));
 
         // The late trigger starts from zero after the on-time pane.
         t.inject(&[4, 5]);
-        assert!(!t.should_fire(w));
+        assert!(!t.should_fire(&w));
         t.inject(&[6]);
-        assert!(t.fire_if_should_fire(w)); // late
-        assert!(!t.is_finished(w));
+        assert!(t.fire_if_should_fire(&w)); // late
+        assert!(!t.is_finished(&w));
         t.inject(&[7, 8]);
-        assert!(!t.should_fire(w));
+        assert!(!t.should_fire(&w));
         t.inject(&[9]);
-        assert!(t.fire_if_should_fire(w));
-        assert!(!t.is_finished(w));
+        assert!(t.fire_if_should_fire(&w));
+        assert!(!t.is_finished(&w));
     }
 
     #[test]
@@ -298,12 +298,12 @@ mod tests {
         let w = iw(0, 10);
         t.advance_watermark(10);
         t.inject(&[1]);
-        assert!(t.fire_if_should_fire(w)); // on time, not early
-                                           // Now in the late phase: one element is not enough for AfterCount(2).
+        assert!(t.fire_if_should_fire(&w)); // on time, not early
+                                            // Now in the late phase: one element is not enough for AfterCount(2).
         t.inject(&[2]);
-        assert!(!t.should_fire(w));
+        assert!(!t.should_fire(&w));
         t.inject(&[3]);
-        assert!(t.should_fire(w));
+        assert!(t.should_fire(&w));
     }
 
     #[test]
@@ -319,30 +319,30 @@ mod tests {
         assert_eq!(
             t.take_timers(),
             vec![
-                (w, TimeDomain::EventTime, Timestamp(99)),
-                (w, TimeDomain::ProcessingTime, Timestamp(1_010))
+                (w.clone(), TimeDomain::EventTime, Timestamp(99)),
+                (w.clone(), TimeDomain::ProcessingTime, Timestamp(1_010))
             ]
         );
         // At the target: not yet; past it: an early pane.
         t.advance_processing_time(1_010);
-        assert!(!t.should_fire(w));
+        assert!(!t.should_fire(&w));
         t.advance_processing_time(1_011);
-        assert!(t.fire_if_should_fire(w));
+        assert!(t.fire_if_should_fire(&w));
         // Re-armed: nothing until the next element, which sets a new delay.
         t.advance_processing_time(2_000);
-        assert!(!t.should_fire(w));
+        assert!(!t.should_fire(&w));
         t.inject(&[2]);
         assert_eq!(
             t.take_timers(),
             vec![
-                (w, TimeDomain::EventTime, Timestamp(99)),
-                (w, TimeDomain::ProcessingTime, Timestamp(2_010))
+                (w.clone(), TimeDomain::EventTime, Timestamp(99)),
+                (w.clone(), TimeDomain::ProcessingTime, Timestamp(2_010))
             ]
         );
-        assert!(!t.should_fire(w));
+        assert!(!t.should_fire(&w));
         t.advance_watermark(100);
-        assert!(t.fire_if_should_fire(w));
-        assert!(t.is_finished(w));
+        assert!(t.fire_if_should_fire(&w));
+        assert!(t.is_finished(&w));
     }
 
     /// The deviation from Beam: a composite early trigger is re-armed as a whole, so an
@@ -358,14 +358,14 @@ mod tests {
         );
         let w = iw(0, 100);
         t.inject(&[1, 2, 3]);
-        assert!(t.fire_if_should_fire(w));
+        assert!(t.fire_if_should_fire(&w));
         t.inject(&[4]);
         assert!(
-            !t.should_fire(w),
+            !t.should_fire(&w),
             "the early AfterFirst must wait for 3 new elements again"
         );
         t.inject(&[5, 6]);
-        assert!(t.should_fire(w));
+        assert!(t.should_fire(&w));
     }
 
     #[test]
@@ -381,18 +381,18 @@ mod tests {
         t.advance_processing_time(0);
         t.inject(&[1]);
         t.advance_watermark(10);
-        assert!(t.fire_if_should_fire(w)); // on time
+        assert!(t.fire_if_should_fire(&w)); // on time
         t.inject(&[2, 3]); // the AfterProcessingTime's target: 0
         t.advance_processing_time(1);
-        assert!(t.fire_if_should_fire(w)); // late
+        assert!(t.fire_if_should_fire(&w)); // late
         t.inject(&[4]); // the AfterProcessingTime's target: 1
         t.advance_processing_time(2);
         assert!(
-            !t.should_fire(w),
+            !t.should_fire(&w),
             "the late AfterAll must see 2 new elements again"
         );
         t.inject(&[5]);
-        assert!(t.should_fire(w));
+        assert!(t.should_fire(&w));
     }
 
     /// Beam's `testOnMergeAlreadyFinished`.
@@ -411,26 +411,26 @@ mod tests {
 
         // Finish the AfterWatermark in both windows.
         t.advance_watermark(15);
-        assert!(t.should_fire(first));
-        assert!(t.should_fire(second));
-        t.fire_if_should_fire(first);
-        t.fire_if_should_fire(second);
+        assert!(t.should_fire(&first));
+        assert!(t.should_fire(&second));
+        t.fire_if_should_fire(&first);
+        t.fire_if_should_fire(&second);
 
         // Both on the second trigger.
-        assert!(!t.should_fire(first));
-        assert!(!t.should_fire(second));
+        assert!(!t.should_fire(&first));
+        assert!(!t.should_fire(&second));
         t.inject(&[1]);
         t.inject(&[5]);
-        assert!(t.should_fire(first));
-        assert!(t.should_fire(second));
-        t.fire_if_should_fire(first);
-        t.fire_if_should_fire(second);
+        assert!(t.should_fire(&first));
+        assert!(t.should_fire(&second));
+        t.fire_if_should_fire(&first);
+        t.fire_if_should_fire(&second);
 
         // Merging leaves the AfterWatermark finished: still on the second trigger.
         t.merge_windows();
-        assert!(!t.should_fire(merged));
+        assert!(!t.should_fire(&merged));
         t.inject(&[1]);
-        assert!(t.should_fire(merged));
+        assert!(t.should_fire(&merged));
     }
 
     /// Beam's `testOnMergeRewinds`.
@@ -449,22 +449,22 @@ mod tests {
 
         // Finish the AfterWatermark in the first window only.
         t.advance_watermark(11);
-        assert!(t.should_fire(first));
-        assert!(!t.should_fire(second));
-        t.fire_if_should_fire(first);
+        assert!(t.should_fire(&first));
+        assert!(!t.should_fire(&second));
+        t.fire_if_should_fire(&first);
 
-        assert!(!t.should_fire(first));
+        assert!(!t.should_fire(&first));
         t.inject(&[1]);
-        assert!(t.should_fire(first));
-        t.fire_if_should_fire(first);
+        assert!(t.should_fire(&first));
+        t.fire_if_should_fire(&first);
 
         // The merge re-activates the watermark trigger.
         t.merge_windows();
-        assert!(!t.should_fire(merged));
+        assert!(!t.should_fire(&merged));
         t.inject(&[1]);
-        assert!(!t.should_fire(merged));
+        assert!(!t.should_fire(&merged));
         t.advance_watermark(15);
-        assert!(t.should_fire(merged));
+        assert!(t.should_fire(&merged));
     }
 
     /// Beam's `testEarlyAndLateOnMergeAlreadyFinished`.
@@ -481,26 +481,26 @@ mod tests {
         let (first, second, merged) = (iw(1, 11), iw(5, 15), iw(1, 15));
 
         t.advance_watermark(15);
-        assert!(t.should_fire(first));
-        assert!(t.should_fire(second));
-        t.fire_if_should_fire(first);
-        t.fire_if_should_fire(second);
+        assert!(t.should_fire(&first));
+        assert!(t.should_fire(&second));
+        t.fire_if_should_fire(&first);
+        t.fire_if_should_fire(&second);
 
         // In the late phase.
-        assert!(!t.should_fire(first));
-        assert!(!t.should_fire(second));
+        assert!(!t.should_fire(&first));
+        assert!(!t.should_fire(&second));
         t.inject(&[1]);
         t.inject(&[5]);
-        assert!(t.should_fire(first));
-        assert!(t.should_fire(second));
-        t.fire_if_should_fire(first);
-        t.fire_if_should_fire(second);
+        assert!(t.should_fire(&first));
+        assert!(t.should_fire(&second));
+        t.fire_if_should_fire(&first);
+        t.fire_if_should_fire(&second);
 
         // Merging leaves it in the late phase.
         t.merge_windows();
-        assert!(!t.should_fire(merged));
+        assert!(!t.should_fire(&merged));
         t.inject(&[1]);
-        assert!(t.should_fire(merged));
+        assert!(t.should_fire(&merged));
     }
 
     /// Beam's `testEarlyAndLateOnMergeRewinds`.
@@ -517,25 +517,25 @@ mod tests {
         let (first, second, merged) = (iw(1, 11), iw(5, 15), iw(1, 15));
 
         t.advance_watermark(11);
-        assert!(t.should_fire(first));
-        assert!(!t.should_fire(second));
-        t.fire_if_should_fire(first);
+        assert!(t.should_fire(&first));
+        assert!(!t.should_fire(&second));
+        t.fire_if_should_fire(&first);
 
         // The first window is in the late phase.
-        assert!(!t.should_fire(first));
+        assert!(!t.should_fire(&first));
         t.inject(&[1]);
-        assert!(t.should_fire(first));
-        t.fire_if_should_fire(first);
+        assert!(t.should_fire(&first));
+        t.fire_if_should_fire(&first);
 
         // The merge re-activates the early phase: one element does not fire.
         t.merge_windows();
-        assert!(!t.should_fire(merged));
+        assert!(!t.should_fire(&merged));
         t.inject(&[1]);
-        assert!(!t.should_fire(merged));
+        assert!(!t.should_fire(&merged));
 
         // And the watermark fires it on time again.
         t.advance_watermark(15);
-        assert!(t.should_fire(merged));
+        assert!(t.should_fire(&merged));
     }
 
     #[test]
@@ -548,14 +548,14 @@ mod tests {
         );
         t.inject(&[1]);
         t.inject(&[5]);
-        assert!(!t.should_fire(iw(1, 11)));
-        assert!(!t.should_fire(iw(5, 15)));
+        assert!(!t.should_fire(&iw(1, 11)));
+        assert!(!t.should_fire(&iw(5, 15)));
         t.merge_windows();
         let merged = iw(1, 15);
-        assert!(!t.should_fire(merged));
+        assert!(!t.should_fire(&merged));
         t.inject(&[1]);
-        assert!(t.should_fire(merged));
-        assert!(t.fire_if_should_fire(merged)); // early
-        assert!(!t.is_finished(merged));
+        assert!(t.should_fire(&merged));
+        assert!(t.fire_if_should_fire(&merged)); // early
+        assert!(!t.is_finished(&merged));
     }
 }

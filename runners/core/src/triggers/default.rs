@@ -34,31 +34,31 @@ mod tests {
         assert_eq!(
             t.take_timers(),
             vec![
-                (first, TimeDomain::EventTime, Timestamp(99)),
-                (second, TimeDomain::EventTime, Timestamp(199))
+                (first.clone(), TimeDomain::EventTime, Timestamp(99)),
+                (second.clone(), TimeDomain::EventTime, Timestamp(199))
             ]
         );
 
         // The watermark at the end of [0, 100) (its max timestamp 99): not ready yet.
         t.advance_watermark(99);
-        assert!(!t.should_fire(first));
-        assert!(!t.should_fire(second));
+        assert!(!t.should_fire(&first));
+        assert!(!t.should_fire(&second));
 
         // Past the end of [0, 100): ready.
         t.advance_watermark(100);
-        assert!(t.should_fire(first));
-        assert!(!t.should_fire(second));
+        assert!(t.should_fire(&first));
+        assert!(!t.should_fire(&second));
 
         // Fired, but the first window may fire again.
-        t.fire_if_should_fire(first);
-        assert!(t.should_fire(first));
-        assert!(!t.should_fire(second));
+        t.fire_if_should_fire(&first);
+        assert!(t.should_fire(&first));
+        assert!(!t.should_fire(&second));
 
         t.advance_watermark(200);
-        assert!(t.should_fire(first));
-        assert!(t.should_fire(second));
-        assert!(!t.is_finished(first));
-        assert!(!t.is_finished(second));
+        assert!(t.should_fire(&first));
+        assert!(t.should_fire(&second));
+        assert!(!t.is_finished(&first));
+        assert!(!t.is_finished(&second));
     }
 
     #[test]
@@ -66,13 +66,13 @@ mod tests {
         let mut t = Tester::new(Trigger::Default, WindowFn::Fixed(10));
         t.inject(&[1]);
         t.advance_watermark(50);
-        assert!(t.fire_if_should_fire(iw(0, 10)));
+        assert!(t.fire_if_should_fire(&iw(0, 10)));
         t.take_timers();
         // A late element: ready at once, no timer needed.
         t.inject(&[2]);
         assert!(t.take_timers().is_empty());
-        assert!(t.fire_if_should_fire(iw(0, 10)));
-        assert!(!t.is_finished(iw(0, 10)));
+        assert!(t.fire_if_should_fire(&iw(0, 10)));
+        assert!(!t.is_finished(&iw(0, 10)));
     }
 
     #[test]
@@ -86,35 +86,35 @@ mod tests {
         );
         t.inject(&[1, 50]);
         let (first, second, third) = (iw(-50, 50), iw(0, 100), iw(50, 150));
-        assert!(!t.should_fire(first));
-        assert!(!t.should_fire(second));
-        assert!(!t.should_fire(third));
+        assert!(!t.should_fire(&first));
+        assert!(!t.should_fire(&second));
+        assert!(!t.should_fire(&third));
 
         // At 50, past the end of [-50, 50): the first is ready, and stays ready after
         // firing.
         t.advance_watermark(50);
-        assert!(t.should_fire(first));
-        assert!(!t.should_fire(second));
-        assert!(!t.should_fire(third));
-        t.fire_if_should_fire(first);
-        assert!(t.should_fire(first));
-        assert!(!t.should_fire(second));
+        assert!(t.should_fire(&first));
+        assert!(!t.should_fire(&second));
+        assert!(!t.should_fire(&third));
+        t.fire_if_should_fire(&first);
+        assert!(t.should_fire(&first));
+        assert!(!t.should_fire(&second));
 
         // At 99, the max timestamp of [0, 100): still only the first.
         t.advance_watermark(99);
-        assert!(t.should_fire(first));
-        assert!(!t.should_fire(second));
-        assert!(!t.should_fire(third));
+        assert!(t.should_fire(&first));
+        assert!(!t.should_fire(&second));
+        assert!(!t.should_fire(&third));
 
         // At 100: the first and the second.
         t.advance_watermark(100);
-        assert!(t.should_fire(first));
-        assert!(t.should_fire(second));
-        assert!(!t.should_fire(third));
-        t.fire_if_should_fire(first);
-        assert!(!t.is_finished(first));
-        assert!(!t.is_finished(second));
-        assert!(!t.is_finished(third));
+        assert!(t.should_fire(&first));
+        assert!(t.should_fire(&second));
+        assert!(!t.should_fire(&third));
+        t.fire_if_should_fire(&first);
+        assert!(!t.is_finished(&first));
+        assert!(!t.is_finished(&second));
+        assert!(!t.is_finished(&third));
     }
 
     #[test]
@@ -127,32 +127,32 @@ mod tests {
         // The merge requests the end-of-window timer of the merged window.
         assert_eq!(
             t.take_timers(),
-            vec![(merged, TimeDomain::EventTime, Timestamp(149))]
+            vec![(merged.clone(), TimeDomain::EventTime, Timestamp(149))]
         );
 
         // At 100, the max timestamp of [1, 101): not ready in any window yet.
         t.advance_watermark(100);
-        assert!(!t.should_fire(first));
-        assert!(!t.should_fire(second));
-        assert!(!t.should_fire(merged));
+        assert!(!t.should_fire(&first));
+        assert!(!t.should_fire(&second));
+        assert!(!t.should_fire(&merged));
 
         // The first window is "ready": the caller owns knowledge of which windows are
         // merged away.
         t.advance_watermark(149);
-        assert!(t.should_fire(first));
-        assert!(!t.should_fire(second));
-        assert!(!t.should_fire(merged));
+        assert!(t.should_fire(&first));
+        assert!(!t.should_fire(&second));
+        assert!(!t.should_fire(&merged));
 
         // Past 149, the max timestamp of [50, 150) and [1, 150): ready in all.
         t.advance_watermark(150);
-        assert!(t.should_fire(first));
-        assert!(t.should_fire(second));
-        assert!(t.should_fire(merged));
+        assert!(t.should_fire(&first));
+        assert!(t.should_fire(&second));
+        assert!(t.should_fire(&merged));
 
         // It repeats.
-        t.fire_if_should_fire(merged);
-        assert!(t.should_fire(merged));
-        assert!(!t.is_finished(merged));
+        t.fire_if_should_fire(&merged);
+        assert!(t.should_fire(&merged));
+        assert!(!t.is_finished(&merged));
     }
 
     #[test]
@@ -163,6 +163,6 @@ mod tests {
         t.advance_watermark(20);
         t.merge_windows();
         assert!(t.take_timers().is_empty());
-        assert!(t.should_fire(iw(1, 15)));
+        assert!(t.should_fire(&iw(1, 15)));
     }
 }

@@ -559,7 +559,7 @@ mod tests {
         );
         t.advance_processing_time(100);
         t.inject(&[1, 2]);
-        let state = t.state(iw(0, 10));
+        let state = t.state(&iw(0, 10));
         let json = serde_json::to_string(&state).unwrap();
         let back: TriggerState = serde_json::from_str(&json).unwrap();
         assert_eq!(back, state);
@@ -592,8 +592,12 @@ mod tests {
                 let m = TriggerStateMachine::with_merging(&trigger, merging);
                 let mut state = m.initial_state();
                 let mut timers = Vec::new();
-                let mut ctx =
-                    TriggerContext::new(ctx_window, Timestamp::MIN, Timestamp(0), &mut timers);
+                let mut ctx = TriggerContext::new(
+                    ctx_window.clone(),
+                    Timestamp::MIN,
+                    Timestamp(0),
+                    &mut timers,
+                );
                 m.on_element(&mut state, Timestamp(1), &mut ctx);
                 let merged = m.on_merge(&[state.clone(), state.clone()], &mut ctx);
                 // Merging finishes the vacuous AfterEach and AfterAll.

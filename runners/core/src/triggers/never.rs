@@ -24,12 +24,12 @@ mod tests {
     fn never_fires_and_never_finishes() {
         let mut t = Tester::new(Trigger::Never, WindowFn::Fixed(10));
         t.inject(&[1, 2, 3]);
-        assert!(!t.should_fire(iw(0, 10)));
+        assert!(!t.should_fire(&iw(0, 10)));
         t.advance_watermark(1_000);
         t.advance_processing_time(1_000);
-        assert!(!t.should_fire(iw(0, 10)));
-        assert!(!t.fire_if_should_fire(iw(0, 10)));
-        assert!(!t.is_finished(iw(0, 10)));
+        assert!(!t.should_fire(&iw(0, 10)));
+        assert!(!t.fire_if_should_fire(&iw(0, 10)));
+        assert!(!t.is_finished(&iw(0, 10)));
         assert!(t.take_timers().is_empty());
     }
 
@@ -38,7 +38,7 @@ mod tests {
         let mut t = Tester::new(Trigger::Never, WindowFn::Global);
         t.inject(&[1]);
         t.advance_watermark(tidewater::Timestamp::MAX.0);
-        assert!(!t.should_fire(tidewater::BoundedWindow::Global));
-        assert!(!t.is_finished(tidewater::BoundedWindow::Global));
+        assert!(!t.should_fire(&tidewater::BoundedWindow::Global));
+        assert!(!t.is_finished(&tidewater::BoundedWindow::Global));
     }
 }

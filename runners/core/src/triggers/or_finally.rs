@@ -79,12 +79,12 @@ mod tests {
         );
         let w = iw(0, 100);
         t.inject(&[1]);
-        assert!(!t.should_fire(w));
-        assert!(!t.is_finished(w));
+        assert!(!t.should_fire(&w));
+        assert!(!t.is_finished(&w));
         t.inject(&[2]);
-        assert!(t.should_fire(w));
-        t.fire_if_should_fire(w);
-        assert!(t.is_finished(w));
+        assert!(t.should_fire(&w));
+        t.fire_if_should_fire(&w);
+        assert!(t.is_finished(&w));
     }
 
     /// Beam's `testActualFiresOnly`.
@@ -96,16 +96,16 @@ mod tests {
         );
         let w = iw(0, 100);
         t.inject(&[1]);
-        assert!(!t.should_fire(w));
-        assert!(!t.is_finished(w));
+        assert!(!t.should_fire(&w));
+        assert!(!t.is_finished(&w));
         t.inject(&[2]);
-        assert!(t.should_fire(w));
-        t.fire_if_should_fire(w);
-        assert!(!t.is_finished(w));
+        assert!(t.should_fire(&w));
+        t.fire_if_should_fire(&w);
+        assert!(!t.is_finished(&w));
         t.inject(&[3, 4]);
-        assert!(t.should_fire(w));
-        t.fire_if_should_fire(w);
-        assert!(!t.is_finished(w));
+        assert!(t.should_fire(&w));
+        t.fire_if_should_fire(&w);
+        assert!(!t.is_finished(&w));
     }
 
     /// Beam's `testActualFiresButUntilFinishes`: the until count spans panes.
@@ -117,16 +117,16 @@ mod tests {
         );
         let w = iw(0, 10);
         t.inject(&[1]);
-        assert!(!t.should_fire(w));
-        assert!(!t.is_finished(w));
+        assert!(!t.should_fire(&w));
+        assert!(!t.is_finished(&w));
         t.inject(&[2]);
-        assert!(t.should_fire(w));
-        t.fire_if_should_fire(w);
-        assert!(!t.is_finished(w));
+        assert!(t.should_fire(&w));
+        t.fire_if_should_fire(&w);
+        assert!(!t.is_finished(&w));
         t.inject(&[3]);
-        assert!(t.should_fire(w));
-        t.fire_if_should_fire(w);
-        assert!(t.is_finished(w));
+        assert!(t.should_fire(&w));
+        t.fire_if_should_fire(&w);
+        assert!(t.is_finished(&w));
     }
 
     #[test]
@@ -137,12 +137,12 @@ mod tests {
         );
         let w = iw(0, 10);
         t.inject(&[1, 2]);
-        assert!(!t.should_fire(w));
+        assert!(!t.should_fire(&w));
         t.advance_watermark(10);
-        assert!(t.fire_if_should_fire(w));
-        assert!(t.is_finished(w));
+        assert!(t.fire_if_should_fire(&w));
+        assert!(t.is_finished(&w));
         // The main trigger was cleared, nothing is pending.
-        assert_eq!(t.state(w).nodes[2].count, 0);
+        assert_eq!(t.state(&w).nodes[2].count, 0);
     }
 
     /// Beam's `testShouldFireAfterMerge`.
@@ -159,23 +159,23 @@ mod tests {
         // Finish the or_finally in the first window.
         t.inject(&[1]);
         let first = iw(1, 11);
-        assert!(!t.should_fire(first));
+        assert!(!t.should_fire(&first));
         t.advance_watermark(11);
-        assert!(t.should_fire(first));
-        t.fire_if_should_fire(first);
+        assert!(t.should_fire(&first));
+        t.fire_if_should_fire(&first);
 
         t.inject(&[5]);
         let second = iw(5, 15);
-        assert!(!t.should_fire(second));
+        assert!(!t.should_fire(&second));
 
         // Were the merged window on the second sub-trigger, it would be ready.
         t.merge_windows();
         let merged = iw(1, 15);
-        assert!(!t.should_fire(merged));
+        assert!(!t.should_fire(&merged));
 
         // More elements make the main trigger ready.
         t.inject(&[1, 2, 3, 4, 5]);
         t.merge_windows();
-        assert!(t.should_fire(merged));
+        assert!(t.should_fire(&merged));
     }
 }

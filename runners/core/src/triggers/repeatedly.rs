@@ -69,11 +69,11 @@ mod tests {
         let w = iw(0, 10);
         for round in 0..3 {
             t.inject(&[1]);
-            assert!(!t.should_fire(w), "round {round}");
+            assert!(!t.should_fire(&w), "round {round}");
             t.inject(&[2]);
-            assert!(t.should_fire(w), "round {round}");
-            assert!(t.fire_if_should_fire(w));
-            assert!(!t.is_finished(w));
+            assert!(t.should_fire(&w), "round {round}");
+            assert!(t.fire_if_should_fire(&w));
+            assert!(!t.is_finished(&w));
         }
     }
 
@@ -85,11 +85,11 @@ mod tests {
             WindowFn::Sessions(10),
         );
         t.inject(&[1]);
-        assert!(!t.should_fire(iw(1, 11)));
+        assert!(!t.should_fire(&iw(1, 11)));
         t.inject(&[5]);
-        assert!(!t.should_fire(iw(5, 15)));
+        assert!(!t.should_fire(&iw(5, 15)));
         t.merge_windows();
-        assert!(t.should_fire(iw(1, 15)));
+        assert!(t.should_fire(&iw(1, 15)));
     }
 
     /// Beam's `testRepeatedlyAfterFirstElementCount`.
@@ -106,16 +106,16 @@ mod tests {
         );
         let w = BoundedWindow::Global;
         t.inject(&[1]);
-        assert!(!t.should_fire(w));
+        assert!(!t.should_fire(&w));
         t.inject(&[2, 3, 4, 5]);
-        assert!(t.should_fire(w));
-        t.fire_if_should_fire(w);
-        assert!(!t.should_fire(w));
+        assert!(t.should_fire(&w));
+        t.fire_if_should_fire(&w);
+        assert!(!t.should_fire(&w));
         // The whole AfterFirst subtree was reset: 4 more elements are not enough.
         t.inject(&[6, 7, 8, 9]);
-        assert!(!t.should_fire(w));
+        assert!(!t.should_fire(&w));
         t.inject(&[10]);
-        assert!(t.should_fire(w));
+        assert!(t.should_fire(&w));
     }
 
     /// Beam's `testRepeatedlyAfterFirstProcessingTime`.
@@ -136,13 +136,13 @@ mod tests {
         // the target at exactly 15 minutes.
         t.advance_processing_time(0);
         t.inject(&[1]);
-        assert!(!t.should_fire(w));
+        assert!(!t.should_fire(&w));
         t.advance_processing_time(15 * MINUTE);
-        assert!(!t.should_fire(w), "not at the target itself");
+        assert!(!t.should_fire(&w), "not at the target itself");
         t.advance_processing_time(15 * MINUTE + 1);
-        assert!(t.should_fire(w));
-        t.fire_if_should_fire(w);
-        assert!(!t.should_fire(w));
+        assert!(t.should_fire(&w));
+        t.fire_if_should_fire(&w);
+        assert!(!t.should_fire(&w));
     }
 
     /// Beam's `testRepeatedlyElementCount`.
@@ -154,11 +154,11 @@ mod tests {
         );
         let w = BoundedWindow::Global;
         t.inject(&[1]);
-        assert!(!t.should_fire(w));
+        assert!(!t.should_fire(&w));
         t.inject(&[2, 3, 4, 5]);
-        assert!(t.should_fire(w));
-        t.fire_if_should_fire(w);
-        assert!(!t.should_fire(w));
+        assert!(t.should_fire(&w));
+        t.fire_if_should_fire(&w);
+        assert!(!t.should_fire(&w));
     }
 
     /// Beam's `testRepeatedlyProcessingTime`, with the timers it requests.
@@ -173,25 +173,33 @@ mod tests {
         t.inject(&[1]);
         assert_eq!(
             t.take_timers(),
-            vec![(w, TimeDomain::ProcessingTime, Timestamp(15 * MINUTE))]
+            vec![(
+                w.clone(),
+                TimeDomain::ProcessingTime,
+                Timestamp(15 * MINUTE)
+            )]
         );
-        assert!(!t.should_fire(w));
+        assert!(!t.should_fire(&w));
         // Beam's 15 minutes are long past its target, as its tester starts the processing
         // time at the minimum timestamp; here the target is exactly 15 minutes.
         t.advance_processing_time(15 * MINUTE);
-        assert!(!t.should_fire(w), "not at the target itself");
+        assert!(!t.should_fire(&w), "not at the target itself");
         t.advance_processing_time(15 * MINUTE + 1);
-        assert!(t.should_fire(w));
-        t.fire_if_should_fire(w);
-        assert!(!t.should_fire(w));
+        assert!(t.should_fire(&w));
+        t.fire_if_should_fire(&w);
+        assert!(!t.should_fire(&w));
         // The next pane's first element sets the next target.
         t.advance_processing_time(20 * MINUTE);
         t.inject(&[2]);
         assert_eq!(
             t.take_timers(),
-            vec![(w, TimeDomain::ProcessingTime, Timestamp(35 * MINUTE))]
+            vec![(
+                w.clone(),
+                TimeDomain::ProcessingTime,
+                Timestamp(35 * MINUTE)
+            )]
         );
-        assert!(!t.should_fire(w));
+        assert!(!t.should_fire(&w));
     }
 
     #[test]
@@ -203,9 +211,9 @@ mod tests {
         let w = iw(0, 10);
         t.inject(&[1]);
         t.advance_watermark(10);
-        assert!(t.fire_if_should_fire(w));
+        assert!(t.fire_if_should_fire(&w));
         // The reset sub-trigger is immediately ready again, as Default is.
-        assert!(t.should_fire(w));
-        assert!(!t.is_finished(w));
+        assert!(t.should_fire(&w));
+        assert!(!t.is_finished(&w));
     }
 }

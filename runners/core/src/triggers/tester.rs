@@ -55,10 +55,10 @@ impl WindowFn {
     }
 }
 
-fn bounds(w: BoundedWindow) -> (Timestamp, Timestamp) {
+fn bounds(w: &BoundedWindow) -> (Timestamp, Timestamp) {
     match w {
-        BoundedWindow::Interval { start, end } => (start, end),
         BoundedWindow::Global => (Timestamp::MIN, Timestamp::MAX),
+        w => (w.start(), w.end()),
     }
 }
 
@@ -108,14 +108,18 @@ impl Tester {
     ) -> R {
         let mut timers = Vec::new();
         let result = {
-            let mut ctx =
-                TriggerContext::new(window, self.watermark, self.processing_time, &mut timers);
+            let mut ctx = TriggerContext::new(
+                window.clone(),
+                self.watermark,
+                self.processing_time,
+                &mut timers,
+            );
             f(&self.machine, &mut ctx)
         };
         // Setting a timer again is a no-op, as in Beam's timer internals.
         for (domain, at) in timers {
-            if !self.timers.contains(&(window, domain, at)) {
-                self.timers.push((window, domain, at));
+            if !self.timers.contains(&(window.clone(), domain, at)) {
+                self.timers.push((window.clone(), domain, at));
             }
         }
         result
@@ -128,7 +132,7 @@ impl Tester {
                 let window = self
                     .merge_result
                     .get(&assigned)
-                    .copied()
+                    .cloned()
                     .unwrap_or(assigned);
                 if self.closed.contains_key(&window) {
                     continue; // dropped, as a reducer drops data for a closed window
@@ -137,7 +141,7 @@ impl Tester {
                     .active
                     .remove(&window)
                     .unwrap_or_else(|| self.machine.initial_state());
-                self.with_ctx(window, |m, ctx| {
+                self.with_ctx(window.clone(), |m, ctx| {
                     m.on_element(&mut state, Timestamp(ts), ctx)
                 });
                 self.active.insert(window, state);
@@ -154,23 +158,23 @@ impl Tester {
     }
 
     /// The state of `window`: active, closed, or that of a window never seen.
-    pub(crate) fn state(&self, window: BoundedWindow) -> TriggerState {
+    pub(crate) fn state(&self, window: &BoundedWindow) -> TriggerState {
         self.active
-            .get(&window)
-            .or_else(|| self.closed.get(&window))
+            .get(window)
+            .or_else(|| self.closed.get(window))
             .cloned()
             .unwrap_or_else(|| self.machine.initial_state())
     }
 
-    pub(crate) fn should_fire(&mut self, window: BoundedWindow) -> bool {
+    pub(crate) fn should_fire(&mut self, window: &BoundedWindow) -> bool {
         let state = self.state(window);
-        self.with_ctx(window, |m, ctx| m.should_fire(&state, ctx))
+        self.with_ctx(window.clone(), |m, ctx| m.should_fire(&state, ctx))
     }
 
     /// Fires `window` if its trigger is ready; returns whether it fired.
-    pub(crate) fn fire_if_should_fire(&mut self, window: BoundedWindow) -> bool {
+    pub(crate) fn fire_if_should_fire(&mut self, window: &BoundedWindow) -> bool {
         let mut state = self.state(window);
-        let fired = self.with_ctx(window, |m, ctx| {
+        let fired = self.with_ctx(window.clone(), |m, ctx| {
             let fire = m.should_fire(&state, ctx);
             if fire {
                 m.on_fire(&mut state, ctx);
@@ -178,15 +182,15 @@ impl Tester {
             fire
         });
         if self.machine.is_finished(&state) {
-            self.active.remove(&window);
-            self.closed.insert(window, state);
+            self.active.remove(window);
+            self.closed.insert(window.clone(), state);
         } else if fired {
-            self.active.insert(window, state);
+            self.active.insert(window.clone(), state);
         }
         fired
     }
 
-    pub(crate) fn is_finished(&self, window: BoundedWindow) -> bool {
+    pub(crate) fn is_finished(&self, window: &BoundedWindow) -> bool {
         self.machine.is_finished(&self.state(window))
     }
 
@@ -199,10 +203,10 @@ impl Tester {
         }
         let mut groups: Vec<Vec<BoundedWindow>> = Vec::new();
         let mut union_end = Timestamp::MIN;
-        let mut windows: Vec<BoundedWindow> = self.active.keys().copied().collect();
-        windows.sort_by_key(|&w| bounds(w));
+        let mut windows: Vec<BoundedWindow> = self.active.keys().cloned().collect();
+        windows.sort_by_key(bounds);
         for w in windows {
-            let (start, end) = bounds(w);
+            let (start, end) = bounds(&w);
             match groups.last_mut() {
                 Some(group) if start < union_end => {
                     group.push(w);
@@ -215,16 +219,16 @@ impl Tester {
             }
         }
         for group in groups.into_iter().filter(|g| g.len() > 1) {
-            let start = group.iter().map(|&w| bounds(w).0).min().unwrap();
-            let end = group.iter().map(|&w| bounds(w).1).max().unwrap();
+            let start = group.iter().map(|w| bounds(w).0).min().unwrap();
+            let end = group.iter().map(|w| bounds(w).1).max().unwrap();
             let result = BoundedWindow::Interval { start, end };
             let merging: Vec<TriggerState> = group
                 .iter()
                 .map(|w| self.active.remove(w).unwrap())
                 .collect();
-            let merged = self.with_ctx(result, |m, ctx| m.on_merge(&merging, ctx));
+            let merged = self.with_ctx(result.clone(), |m, ctx| m.on_merge(&merging, ctx));
             for w in group {
-                self.merge_result.insert(w, result);
+                self.merge_result.insert(w, result.clone());
             }
             self.active.insert(result, merged);
         }

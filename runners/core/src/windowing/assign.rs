@@ -1,6 +1,6 @@
 use std::sync::Arc;
 use tidewater::exec::{AnyBatch, ErasedDoFn, ExecError, InvokeContext, Phase};
-use tidewater::{BoundedWindow, CustomWindowFn, Error, Result, Timestamp, WindowFn, Windows};
+use tidewater::{BoundedWindow, ErasedWindowFn, Error, Result, Timestamp, WindowFn, Windows};
 
 /// Assigns windows to timestamps for one WindowFn.
 #[derive(Clone)]
@@ -28,8 +28,8 @@ pub enum WindowAssigner {
         /// Gap.
         gap: i64,
     },
-    /// A registered user WindowFn.
-    Custom(Arc<dyn CustomWindowFn>),
+    /// A registered user WindowFn (by timestamp or by element).
+    Custom(Arc<dyn ErasedWindowFn>),
 }
 
 fn interval(start: i64, end: i64) -> BoundedWindow {
@@ -80,7 +80,19 @@ impl WindowAssigner {
         })
     }
 
-    /// The windows of an element at `ts`.
+    /// Whether it assigns windows from timestamps alone: every WindowFn but an
+    /// [`ElementWindowFn`](tidewater::ElementWindowFn). Only such a WindowFn can map a
+    /// main input's window to a side input's.
+    pub fn by_timestamp(&self) -> bool {
+        match self {
+            WindowAssigner::Custom(f) => f.assign_timestamp(Timestamp(0)).is_some(),
+            _ => true,
+        }
+    }
+
+    /// The windows of an element at `ts`. An [`ElementWindowFn`](tidewater::ElementWindowFn)
+    /// needs the element: it gives the global window here (callers check
+    /// [`by_timestamp`](WindowAssigner::by_timestamp) first).
     pub fn assign(&self, ts: Timestamp) -> Windows {
         let t = ts.millis();
         match self {
@@ -104,18 +116,18 @@ impl WindowAssigner {
                     start -= period;
                 }
                 if ws.len() == 1 {
-                    Windows::One(ws[0])
+                    Windows::One(ws.pop().expect("one window"))
                 } else {
                     Windows::Many(ws)
                 }
             }
             WindowAssigner::Sessions { gap } => Windows::One(interval(t, t.saturating_add(*gap))),
             WindowAssigner::Custom(f) => {
-                let ws = f.assign(ts);
-                if ws.len() == 1 {
-                    Windows::One(ws[0])
-                } else {
-                    Windows::Many(ws)
+                let mut ws = f.assign_timestamp(ts).unwrap_or_default();
+                match ws.len() {
+                    0 => Windows::Many(ws),
+                    1 => Windows::One(ws.pop().expect("one")),
+                    _ => Windows::Many(ws),
                 }
             }
         }
@@ -157,20 +169,24 @@ impl ErasedDoFn for AssignWindowsFn {
         mut input: Box<dyn AnyBatch>,
         ctx: &mut InvokeContext<'_>,
     ) -> std::result::Result<(), ExecError> {
-        if let Some(a) = &self.assigner {
-            let custom = matches!(a, WindowAssigner::Custom(_));
-            let mut assign = || input.assign_windows(&mut |ts, _| a.assign(ts));
-            if custom {
-                tidewater::exec::catch_user(std::panic::AssertUnwindSafe(assign)).map_err(
-                    |_| ExecError::User {
-                        phase: Phase::Process,
-                        element: None,
-                        message: "the WindowFn panicked while assigning windows".into(),
-                    },
-                )?;
-            } else {
-                assign();
+        match &self.assigner {
+            Some(WindowAssigner::Custom(f)) => {
+                input = tidewater::exec::catch_user(std::panic::AssertUnwindSafe(|| {
+                    f.assign_batch(input)
+                }))
+                .map_err(|_| ExecError::User {
+                    phase: Phase::Process,
+                    element: None,
+                    message: "the WindowFn panicked while assigning windows".into(),
+                })?
+                .map_err(|message| ExecError::User {
+                    phase: Phase::Process,
+                    element: None,
+                    message,
+                })?;
             }
+            Some(a) => input.assign_windows(&mut |ts, _| a.assign(ts)),
+            None => {}
         }
         ctx.emit.emit(0, input)
     }

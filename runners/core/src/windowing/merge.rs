@@ -9,24 +9,24 @@ use tidewater::{BoundedWindow, Timestamp};
 /// use tidewater::{BoundedWindow, Timestamp};
 /// use tidewater_runners_core::windowing::{merge_windows, WindowAssigner};
 /// let w = |s, e| BoundedWindow::Interval { start: Timestamp(s), end: Timestamp(e) };
-/// let merged = merge_windows(&WindowAssigner::Sessions { gap: 10 }, &[w(0, 10), w(5, 15), w(30, 40)]);
+/// let merged = merge_windows(&WindowAssigner::Sessions { gap: 10 }, &[w(0, 10), w(5, 15), w(30, 40)]).unwrap();
 /// assert_eq!(merged, vec![(vec![w(0, 10), w(5, 15)], w(0, 15))]);
 /// ```
 pub fn merge_windows(
     assigner: &WindowAssigner,
     windows: &[BoundedWindow],
-) -> Vec<(Vec<BoundedWindow>, BoundedWindow)> {
+) -> Result<Vec<(Vec<BoundedWindow>, BoundedWindow)>, String> {
     match assigner {
-        WindowAssigner::Sessions { .. } => merge_overlapping(windows),
+        WindowAssigner::Sessions { .. } => Ok(merge_overlapping(windows)),
         WindowAssigner::Custom(f) if f.is_merging() => f.merge(windows),
-        _ => Vec::new(),
+        _ => Ok(Vec::new()),
     }
 }
 
 fn bounds(w: &BoundedWindow) -> (i64, i64) {
     match w {
-        BoundedWindow::Interval { start, end } => (start.millis(), end.millis()),
         BoundedWindow::Global => (i64::MIN, i64::MAX),
+        w => (w.start().millis(), w.end().millis()),
     }
 }
 
