@@ -12,7 +12,9 @@ use tidewater::{ReadStatus, Timestamp, UserError};
 /// `--max-duration`). Each line's timestamp is the wall-clock time it was read at, and
 /// the watermark follows that clock. The position is the byte offset after the last
 /// complete line read, so a reader resumes exactly there; a partial last line is left
-/// for the next read. Read it with `Read::from_async`.
+/// for the next read. Read it with `Read::from_async`. A micro-batch run with
+/// `--trigger available-now` or `once` reads the complete lines the file holds when
+/// the run starts, and stops.
 ///
 /// ```
 /// use tidewater_transforms::TailFile;

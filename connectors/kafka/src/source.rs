@@ -77,8 +77,13 @@ pub struct KafkaPosition {
 /// - [`KafkaSource::available_now`] makes it bounded: each partition is read up to the
 ///   end offset taken when its reader first opens (kept in its position, so a restored
 ///   job stops at the same place), then is done.
-/// - A broker that does not answer within the timeout, or a topic that does not exist,
-///   fails the job with a message naming the brokers, the topic and the partition.
+/// - Under the micro-batch runner's `--trigger available-now` (or `once`), each run
+///   reads up to the high watermarks taken at its start ([`AsyncSource::available`]).
+/// - A broker out of reach when the job first starts, or a topic that does not exist,
+///   fails the job with a message naming the brokers and the topic. Brokers lost
+///   mid-run (a connection refused or reset, a request that timed out) are
+///   [`tidewater::io::Unavailable`]: the job restarts from its last checkpoint and
+///   reads on from its offsets.
 ///
 /// ```
 /// use tidewater_kafka::KafkaSource;

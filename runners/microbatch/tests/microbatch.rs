@@ -168,7 +168,7 @@ fn once_and_available_now_stop_with_the_position_kept_and_resume_from_it() {
     assert_eq!(
         (records.count, records.max, records.sum),
         (3, 20, 45),
-        "batches of at most 20 until nothing more is available"
+        "batches of at most 20 up to the end taken at the start"
     );
     // Nothing new: an empty run.
     assert_eq!(tail(&input, engine("available-now", Some(20))), lines(0, 0));
