@@ -227,6 +227,36 @@ fn available_now_reads_up_to_the_end_taken_at_its_start() {
     );
 }
 
+/// A bounded GenerateSequence says what it has left, so `available-now` over it runs
+/// exactly ceil(records / limit) batches: none to find that the partitions are done.
+#[test]
+fn available_now_over_a_bounded_sequence_runs_exactly_ceil_records_over_limit_batches() {
+    for (workers, limit, batches) in [(1, 10, 10), (1, 30, 4), (2, 10, 20)] {
+        let r = counts(
+            microbatch(EngineOptions {
+                workers,
+                trigger: Some("available-now".into()),
+                max_records_per_batch: Some(limit),
+                batch_interval: Some(Duration::from_millis(1)),
+                ..Default::default()
+            }),
+            GenerateSequence::new(0, Some(100)),
+        )
+        .run()
+        .unwrap();
+        assert!(sorted(&r, "counts").iter().all(|c| c.ends_with(" 10")));
+        let records = r
+            .metrics
+            .distribution(ENGINE_STEP, "batch_records")
+            .unwrap();
+        assert_eq!(
+            (records.count, records.sum),
+            (batches, 100),
+            "{workers} workers, at most {limit} per batch: {records:?}"
+        );
+    }
+}
+
 #[test]
 fn flags_of_the_other_runner_are_refused() {
     let run = |runner: &str, engine: EngineOptions| {
