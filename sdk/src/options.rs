@@ -108,8 +108,9 @@ pub struct EngineOptions {
     pub max_records_per_batch: Option<u64>,
     /// When the micro-batch runner runs batches, as Spark's triggers: `interval` (a
     /// batch every --batch-interval, the default), `once` (one batch of everything
-    /// available, then stop), `available-now` (batches of at most
-    /// --max-records-per-batch until nothing more is available, then stop). A job
+    /// available at the start, then stop), `available-now` (batches of at most
+    /// --max-records-per-batch until every source partition reached the end taken at
+    /// the start, then stop; records arriving meanwhile are the next run's). A job
     /// stopped this way keeps its state and source positions in --checkpoint-dir.
     #[arg(long, value_name = "MODE", value_parser = ["interval", "once", "available-now"])]
     pub trigger: Option<String>,

@@ -87,8 +87,12 @@ pub trait Source: Send + Sync + 'static {
         position: &Self::Position,
     ) -> Timestamp;
     /// How many records the partition has ready at `position` right now, if the source
-    /// knows (a run with Spark's "available now" trigger reads up to there). `None`:
-    /// unknown.
+    /// knows. A micro-batch run with `--trigger once` or `available-now` asks it once
+    /// per partition at its start and reads exactly that many records (Spark's
+    /// `Trigger.AvailableNow`): records that arrive later are left for the next run,
+    /// so the answer must count records the partition will give from `position`, not
+    /// more. `None`: unknown; such a run then reads until a batch finds less than its
+    /// limit.
     fn available(
         &self,
         _partition: usize,

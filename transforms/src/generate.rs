@@ -190,4 +190,19 @@ impl Source for GenerateSequence {
         }
         Timestamp(self.nominal_time(pos.next) - self.out_of_orderness_ms)
     }
+
+    /// What is left of a bounded sequence without a rate: all of it is ready. With a
+    /// rate, or unbounded, unknown (numbers come due with time).
+    fn available(
+        &self,
+        _partition: usize,
+        partitions: usize,
+        pos: &SequencePosition,
+    ) -> Option<u64> {
+        let to = self.to.filter(|_| self.rate_per_sec.is_none())?;
+        Some(
+            to.saturating_sub(pos.next)
+                .div_ceil(partitions.max(1) as u64),
+        )
+    }
 }

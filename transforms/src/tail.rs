@@ -12,7 +12,9 @@ use tidewater::{ReadStatus, Timestamp, UserError};
 /// `--max-duration`). Each line's timestamp is the wall-clock time it was read at, and
 /// the watermark follows that clock. The position is the byte offset after the last
 /// complete line read, so a reader resumes exactly there; a partial last line is left
-/// for the next read. Read it with `Read::from_async`.
+/// for the next read. Read it with `Read::from_async`. A micro-batch run with
+/// `--trigger available-now` or `once` reads the complete lines the file holds when
+/// the run starts, and stops.
 ///
 /// ```
 /// use tidewater_transforms::TailFile;
@@ -108,6 +110,33 @@ impl AsyncSource for TailFile {
             watermark: Timestamp::MIN,
         })
     }
+
+    /// The complete lines after the position (a micro-batch run with `--trigger once`
+    /// or `available-now` reads exactly those: lines appended later wait for the next
+    /// run). Before reading began, none if tailing from the end (the reader starts at
+    /// the end as it is then), else the file's complete lines.
+    async fn available(
+        &self,
+        _partition: usize,
+        _partitions: usize,
+        at: &TailPosition,
+    ) -> Result<Option<u64>, UserError> {
+        let offset = match at.offset {
+            Some(o) => o,
+            None if self.from_end => return Ok(Some(0)),
+            None => 0,
+        };
+        let path = self.path.clone();
+        let lines = tokio::task::spawn_blocking(move || complete_lines(&path, offset))
+            .await
+            .map_err(|e| {
+                format!(
+                    "counting the lines of tailed file '{}' stopped: {e}",
+                    self.path
+                )
+            })??;
+        Ok(Some(lines))
+    }
 }
 
 #[async_trait]
@@ -192,4 +221,38 @@ fn read_lines(path: &str, offset: u64, max: usize) -> Result<(Vec<String>, u64),
         consumed += line.len();
     }
     Ok((lines, offset + consumed as u64))
+}
+
+/// How many complete lines `path` holds after byte `offset`.
+fn complete_lines(path: &str, offset: u64) -> Result<u64, UserError> {
+    let mut file = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(format!("cannot read tailed file '{path}': {e}").into()),
+    };
+    let len = file
+        .metadata()
+        .map_err(|e| format!("cannot read tailed file '{path}': {e}"))?
+        .len();
+    if len < offset {
+        return Err(format!(
+            "tailed file '{path}' shrank from {offset} to {len} bytes (truncated or replaced)"
+        )
+        .into());
+    }
+    file.seek(SeekFrom::Start(offset))
+        .map_err(|e| format!("cannot seek in '{path}': {e}"))?;
+    // Up to the length seen now: lines appended while counting are the next run's.
+    let mut rest = file.take(len - offset);
+    let mut buf = vec![0u8; 1 << 16];
+    let mut lines = 0u64;
+    loop {
+        let n = rest
+            .read(&mut buf)
+            .map_err(|e| format!("cannot read tailed file '{path}': {e}"))?;
+        if n == 0 {
+            return Ok(lines);
+        }
+        lines += buf[..n].iter().filter(|b| **b == b'\n').count() as u64;
+    }
 }

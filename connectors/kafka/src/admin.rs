@@ -54,8 +54,12 @@ pub struct KafkaAdmin {
     connection: Arc<Connection>,
 }
 
-fn block_on<T>(f: impl std::future::Future<Output = Result<T, String>>) -> Result<T, KafkaError> {
-    tidewater::io::runtime().block_on(f).map_err(KafkaError)
+fn block_on<T>(
+    f: impl std::future::Future<Output = Result<T, crate::client::Failure>>,
+) -> Result<T, KafkaError> {
+    tidewater::io::runtime()
+        .block_on(f)
+        .map_err(|f| KafkaError(f.message))
 }
 
 impl KafkaAdmin {

@@ -1,7 +1,9 @@
 //! The broker side, async: a connection to a Kafka-protocol cluster over rskafka, every
 //! request bounded by a timeout and every failure a message naming the brokers, the
-//! topic and the partition.
+//! topic and the partition, which also says whether the brokers were out of reach
+//! ([`Failure::lost`]).
 
+use rskafka::client::error::{Error as KafkaClientError, ProtocolError, RequestError};
 use rskafka::client::partition::{Compression, OffsetAt, PartitionClient, UnknownTopicHandling};
 use rskafka::client::{Client, ClientBuilder};
 use rskafka::record::{Record, RecordAndOffset};
@@ -14,6 +16,75 @@ use std::time::Duration;
 /// is answered at once; this bounds what a read of a caught-up partition costs. Not 0:
 /// tansu 0.6.0 answers a fetch that may not wait with no topic at all.
 const FETCH_WAIT_MS: i32 = 1;
+
+/// A failed request: what failed, where, and whether the brokers were out of reach.
+#[derive(Debug)]
+pub(crate) struct Failure {
+    /// What failed, naming the brokers, the topic and the partition.
+    pub message: String,
+    /// The brokers could not be reached or stopped answering: a connection refused,
+    /// reset or broken, a request that timed out, a partition without a leader for
+    /// now, a topic the broker does not know for now (Kafka's clients retry these
+    /// too). Mid-run the source reports such a failure as
+    /// [`tidewater::io::Unavailable`], so that the job restarts from its last
+    /// checkpoint; at start it is the job's error.
+    pub lost: bool,
+}
+
+impl Failure {
+    fn fatal(message: String) -> Self {
+        Failure {
+            message,
+            lost: false,
+        }
+    }
+
+    fn context(self, f: impl FnOnce(&str) -> String) -> Self {
+        Failure {
+            message: f(&self.message),
+            lost: self.lost,
+        }
+    }
+}
+
+/// A failure mid-run, as the source's error: [`tidewater::io::Unavailable`] if the
+/// brokers were lost.
+impl From<Failure> for tidewater::UserError {
+    fn from(f: Failure) -> Self {
+        if f.lost {
+            tidewater::io::Unavailable(f.message).into()
+        } else {
+            f.message.into()
+        }
+    }
+}
+
+/// Whether rskafka's error means the brokers were out of reach rather than that the
+/// request can never succeed.
+fn lost(e: &KafkaClientError) -> bool {
+    match e {
+        KafkaClientError::Connection(_) | KafkaClientError::Timeout => true,
+        KafkaClientError::Request(RequestError::NoVersionMatch { .. }) => false,
+        KafkaClientError::Request(_) => true,
+        // rskafka retries only connection errors and leaders that are moving; the
+        // deadline ran out on one of them.
+        KafkaClientError::RetryFailed(_) => true,
+        KafkaClientError::ServerError { protocol_error, .. } => matches!(
+            protocol_error,
+            ProtocolError::LeaderNotAvailable
+                | ProtocolError::NotLeaderOrFollower
+                | ProtocolError::RequestTimedOut
+                | ProtocolError::NetworkException
+                | ProtocolError::UnknownTopicOrPartition
+                | ProtocolError::OffsetNotAvailable
+                | ProtocolError::BrokerNotAvailable
+                | ProtocolError::ReplicaNotAvailable
+                | ProtocolError::NotCoordinator
+                | ProtocolError::CoordinatorNotAvailable
+        ),
+        _ => false,
+    }
+}
 
 /// A connection to the brokers for one topic.
 pub(crate) struct Connection {
@@ -44,16 +115,18 @@ impl Connection {
         brokers: &[String],
         topic: &str,
         timeout: Duration,
-    ) -> Result<Connection, String> {
+    ) -> Result<Connection, Failure> {
         if brokers.is_empty() {
-            return Err(format!("no Kafka brokers given for topic '{topic}'"));
+            return Err(Failure::fatal(format!(
+                "no Kafka brokers given for topic '{topic}'"
+            )));
         }
         let builder = ClientBuilder::new(brokers.to_vec())
             .client_id("tidewater")
             .backoff_config(backoff(timeout));
-        let client = bounded(timeout, builder.build())
-            .await
-            .map_err(|e| format!("cannot reach the Kafka brokers {brokers:?}: {e}"))?;
+        let client = bounded(timeout, builder.build()).await.map_err(|f| {
+            f.context(|e| format!("cannot reach the Kafka brokers {brokers:?}: {e}"))
+        })?;
         Ok(Connection {
             brokers: brokers.to_vec(),
             topic: topic.to_string(),
@@ -63,24 +136,24 @@ impl Connection {
     }
 
     /// How many partitions the topic has; an error if it does not exist.
-    pub async fn partition_count(&self) -> Result<usize, String> {
+    pub async fn partition_count(&self) -> Result<usize, Failure> {
         let topics = bounded(self.timeout, self.client.list_topics())
             .await
-            .map_err(|e| self.error(None, "listing the topics failed", e))?;
+            .map_err(|f| self.error(None, "listing the topics failed", f))?;
         let topic = topics
             .into_iter()
             .find(|t| t.name == self.topic)
             .ok_or_else(|| {
-                format!(
+                Failure::fatal(format!(
                     "Kafka topic '{}' does not exist on the brokers {:?}",
                     self.topic, self.brokers
-                )
+                ))
             })?;
         if topic.partitions.is_empty() {
-            return Err(format!(
+            return Err(Failure::fatal(format!(
                 "Kafka topic '{}' on the brokers {:?} has no partitions",
                 self.topic, self.brokers
-            ));
+            )));
         }
         Ok(topic.partitions.len())
     }
@@ -89,7 +162,7 @@ impl Connection {
     pub async fn partition(
         self: &Arc<Self>,
         partition: i32,
-    ) -> Result<PartitionConnection, String> {
+    ) -> Result<PartitionConnection, Failure> {
         let client = bounded(
             self.timeout,
             self.client.partition_client(
@@ -99,7 +172,7 @@ impl Connection {
             ),
         )
         .await
-        .map_err(|e| self.error(Some(partition), "finding the partition's leader failed", e))?;
+        .map_err(|f| self.error(Some(partition), "finding the partition's leader failed", f))?;
         Ok(PartitionConnection {
             connection: Arc::clone(self),
             partition,
@@ -109,11 +182,17 @@ impl Connection {
 
     /// Creates the topic with `partitions` partitions (replication 1); `false` if it
     /// existed already.
-    pub async fn create_topic(&self, partitions: u32) -> Result<bool, String> {
-        let controller = self
-            .client
-            .controller_client()
-            .map_err(|e| self.error(None, "finding the controller failed", e))?;
+    pub async fn create_topic(&self, partitions: u32) -> Result<bool, Failure> {
+        let controller = self.client.controller_client().map_err(|e| {
+            self.error(
+                None,
+                "finding the controller failed",
+                Failure {
+                    lost: lost(&e),
+                    message: e.to_string(),
+                },
+            )
+        })?;
         let ms = i32::try_from(self.timeout.as_millis()).unwrap_or(i32::MAX);
         match bounded(
             self.timeout,
@@ -122,18 +201,18 @@ impl Connection {
         .await
         {
             Ok(()) => Ok(true),
-            Err(e) if e.contains("TopicAlreadyExists") => Ok(false),
-            Err(e) => Err(self.error(None, "creating the topic failed", e)),
+            Err(f) if f.message.contains("TopicAlreadyExists") => Ok(false),
+            Err(f) => Err(self.error(None, "creating the topic failed", f)),
         }
     }
 
-    /// A message naming where `what` failed.
-    pub fn error(&self, partition: Option<i32>, what: &str, e: impl std::fmt::Display) -> String {
+    /// `f` with a message naming where `what` failed.
+    pub fn error(&self, partition: Option<i32>, what: &str, f: Failure) -> Failure {
         let at = match partition {
             Some(p) => format!("partition {p} of Kafka topic '{}'", self.topic),
             None => format!("Kafka topic '{}'", self.topic),
         };
-        format!("{at} on the brokers {:?}: {what}: {e}", self.brokers)
+        f.context(|e| format!("{at} on the brokers {:?}: {what}: {e}", self.brokers))
     }
 }
 
@@ -152,8 +231,8 @@ impl PartitionConnection {
         )
     }
 
-    fn error(&self, what: &str, e: impl std::fmt::Display) -> String {
-        self.connection.error(Some(self.partition), what, e)
+    fn error(&self, what: &str, f: Failure) -> Failure {
+        self.connection.error(Some(self.partition), what, f)
     }
 
     fn timeout(&self) -> Duration {
@@ -161,30 +240,30 @@ impl PartitionConnection {
     }
 
     /// The partition's earliest offset still kept.
-    pub async fn earliest(&self) -> Result<i64, String> {
+    pub async fn earliest(&self) -> Result<i64, Failure> {
         bounded(self.timeout(), self.client.get_offset(OffsetAt::Earliest))
             .await
-            .map_err(|e| self.error("asking for the earliest offset failed", e))
+            .map_err(|f| self.error("asking for the earliest offset failed", f))
     }
 
     /// The latest offset as ListOffsets answers it (see the crate documentation for
     /// why the source does not use it).
-    pub async fn listed_latest(&self) -> Result<i64, String> {
+    pub async fn listed_latest(&self) -> Result<i64, Failure> {
         bounded(self.timeout(), self.client.get_offset(OffsetAt::Latest))
             .await
-            .map_err(|e| self.error("asking for the latest offset (ListOffsets) failed", e))
+            .map_err(|f| self.error("asking for the latest offset (ListOffsets) failed", f))
     }
 
     /// Records from `offset` on (at most about `max_bytes`), waiting at most
     /// [`FETCH_WAIT_MS`] for new ones.
-    pub async fn fetch(&self, offset: i64, max_bytes: i32) -> Result<Fetched, String> {
+    pub async fn fetch(&self, offset: i64, max_bytes: i32) -> Result<Fetched, Failure> {
         let (records, high_watermark) = bounded(
             self.timeout(),
             self.client
                 .fetch_records(offset, 1..max_bytes.max(2), FETCH_WAIT_MS),
         )
         .await
-        .map_err(|e| self.error(&format!("fetching from offset {offset} failed"), e))?;
+        .map_err(|f| self.error(&format!("fetching from offset {offset} failed"), f))?;
         Ok(Fetched {
             records,
             high_watermark,
@@ -193,19 +272,19 @@ impl PartitionConnection {
 
     /// The high watermark: the offset after the partition's last record, as a fetch
     /// from its earliest offset reports it.
-    pub async fn high_watermark(&self) -> Result<i64, String> {
+    pub async fn high_watermark(&self) -> Result<i64, Failure> {
         let earliest = self.earliest().await?;
         Ok(self.fetch(earliest, 1).await?.high_watermark)
     }
 
     /// Produces `records` in one request; their offsets.
-    pub async fn produce(&self, records: Vec<Record>) -> Result<Vec<i64>, String> {
+    pub async fn produce(&self, records: Vec<Record>) -> Result<Vec<i64>, Failure> {
         bounded(
             self.timeout(),
             self.client.produce(records, Compression::NoCompression),
         )
         .await
-        .map_err(|e| self.error("producing failed", e))
+        .map_err(|f| self.error("producing failed", f))
     }
 }
 
@@ -220,14 +299,57 @@ fn backoff(timeout: Duration) -> BackoffConfig {
     }
 }
 
-/// `f` within `timeout`, its error or the timeout's as text.
-pub(crate) async fn bounded<T, E: std::fmt::Display>(
+/// `f` within `timeout`; its error, or the timeout's (the brokers were lost).
+pub(crate) async fn bounded<T>(
     timeout: Duration,
-    f: impl Future<Output = Result<T, E>>,
-) -> Result<T, String> {
+    f: impl Future<Output = Result<T, KafkaClientError>>,
+) -> Result<T, Failure> {
     match tokio::time::timeout(timeout, f).await {
         Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(e.to_string()),
-        Err(_) => Err(format!("no answer within {} ms", timeout.as_millis())),
+        Ok(Err(e)) => Err(Failure {
+            lost: lost(&e),
+            message: e.to_string(),
+        }),
+        Err(_) => Err(Failure {
+            message: format!("no answer within {} ms", timeout.as_millis()),
+            lost: true,
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rskafka::client::error::RequestContext;
+
+    fn server(protocol_error: ProtocolError) -> KafkaClientError {
+        KafkaClientError::ServerError {
+            protocol_error,
+            error_message: None,
+            request: RequestContext::Topic("t".into()),
+            response: None,
+            is_virtual: false,
+        }
+    }
+
+    #[test]
+    fn unreachable_brokers_are_lost_and_requests_that_can_never_work_are_not() {
+        let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        assert!(lost(&KafkaClientError::Request(RequestError::IO(refused))));
+        assert!(lost(&KafkaClientError::Timeout));
+        assert!(lost(&server(ProtocolError::NotLeaderOrFollower)));
+        assert!(lost(&server(ProtocolError::UnknownTopicOrPartition)));
+        assert!(!lost(&server(ProtocolError::OffsetOutOfRange)));
+        assert!(!lost(&server(ProtocolError::TopicAuthorizationFailed)));
+        assert!(!lost(&KafkaClientError::InvalidResponse("x".into())));
+        let f: tidewater::UserError = Failure {
+            message: "gone".into(),
+            lost: true,
+        }
+        .into();
+        assert!(f.is::<tidewater::io::Unavailable>());
+        let f: tidewater::UserError = Failure::fatal("wrong".into()).into();
+        assert!(!f.is::<tidewater::io::Unavailable>());
+        assert_eq!(f.to_string(), "wrong");
     }
 }

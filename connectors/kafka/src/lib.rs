@@ -7,7 +7,14 @@
 //! offsets it had, so its output is the same as an uninterrupted run's. Event times are
 //! the records' timestamps; each partition's watermark follows them, and a partition
 //! without new records becomes idle so that it does not hold the others back.
-//! [`KafkaSource::available_now`] reads up to the end offsets taken at start and stops.
+//! [`KafkaSource::available_now`] reads up to the end offsets taken at start and stops;
+//! the micro-batch runner's `--trigger available-now` reads the unbounded source up to
+//! the end offsets taken at each run's start.
+//!
+//! A broker lost mid-run (a connection refused, reset or broken, a request that timed
+//! out) is a [`tidewater::io::Unavailable`]: the job restarts from its last checkpoint
+//! and reads on from the offsets it holds. A broker out of reach when a job first
+//! starts is the job's error, naming it.
 //!
 //! End offsets are taken from the high watermark that a fetch response reports, not
 //! from ListOffsets: the broker the tests run against (tansu 0.6.0) answers ListOffsets

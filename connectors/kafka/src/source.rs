@@ -1,7 +1,7 @@
 //! [`KafkaSource`]: a topic's partitions are the source's partitions, a partition's
 //! position is its next offset, and its watermark follows the record timestamps read.
 
-use crate::client::{Connection, PartitionConnection};
+use crate::client::{Connection, Failure, PartitionConnection};
 use async_trait::async_trait;
 use rskafka::record::RecordAndOffset;
 use serde::{Deserialize, Serialize};
@@ -77,8 +77,13 @@ pub struct KafkaPosition {
 /// - [`KafkaSource::available_now`] makes it bounded: each partition is read up to the
 ///   end offset taken when its reader first opens (kept in its position, so a restored
 ///   job stops at the same place), then is done.
-/// - A broker that does not answer within the timeout, or a topic that does not exist,
-///   fails the job with a message naming the brokers, the topic and the partition.
+/// - Under the micro-batch runner's `--trigger available-now` (or `once`), each run
+///   reads up to the high watermarks taken at its start ([`AsyncSource::available`]).
+/// - A broker out of reach when the job first starts, or a topic that does not exist,
+///   fails the job with a message naming the brokers and the topic. Brokers lost
+///   mid-run (a connection refused or reset, a request that timed out) are
+///   [`tidewater::io::Unavailable`]: the job restarts from its last checkpoint and
+///   reads on from its offsets.
 ///
 /// ```
 /// use tidewater_kafka::KafkaSource;
@@ -188,7 +193,7 @@ impl KafkaSource {
         Duration::from_millis(self.timeout_ms)
     }
 
-    async fn connection(&self) -> Result<Arc<Connection>, String> {
+    async fn connection(&self) -> Result<Arc<Connection>, Failure> {
         self.connection
             .get_or_try_init(|| async {
                 Connection::connect(&self.brokers, &self.topic, self.timeout())
@@ -210,9 +215,13 @@ impl AsyncSource for KafkaSource {
         self.available_now
     }
 
-    /// The topic's partitions, as the brokers' metadata says.
+    /// The topic's partitions, as the brokers' metadata says. Asked when a job first
+    /// starts: a broker out of reach then is the job's error (a wrong address, a
+    /// broker that is not running), not one to recover from.
     async fn partitions(&self, _desired: usize) -> Result<usize, UserError> {
-        Ok(self.connection().await?.partition_count().await?)
+        let at_start = |f: Failure| -> UserError { f.message.into() };
+        let connection = self.connection().await.map_err(at_start)?;
+        Ok(connection.partition_count().await.map_err(at_start)?)
     }
 
     fn initial_position(&self, _partition: usize, _partitions: usize) -> KafkaPosition {
@@ -267,16 +276,24 @@ impl AsyncSource for KafkaSource {
         _partitions: usize,
         position: &KafkaPosition,
     ) -> Result<Option<u64>, UserError> {
-        let Some(next) = position.next else {
+        if position.next.is_none() && self.start == StartOffset::Latest {
+            // The reader starts at the end as it is when it opens, which is not known
+            // yet: unknown.
             return Ok(None);
+        }
+        if let (Some(next), Some(end)) = (position.next, position.end) {
+            return Ok(Some(u64::try_from(end - next).unwrap_or(0)));
+        }
+        let part = i32::try_from(partition).map_err(|_| format!("no partition {partition}"))?;
+        let conn = self.connection().await?.partition(part).await?;
+        let next = match position.next {
+            Some(next) => next,
+            None => conn.earliest().await?,
         };
+        // The fetch response's high watermark, not ListOffsets (see the crate docs).
         let upto = match position.end {
             Some(end) => end,
-            None => {
-                let part = i32::try_from(partition).map_err(|_| "partition?")?;
-                let conn = self.connection().await?.partition(part).await?;
-                conn.high_watermark().await?
-            }
+            None => conn.high_watermark().await?,
         };
         Ok(Some(u64::try_from(upto - next).unwrap_or(0)))
     }

@@ -359,6 +359,96 @@ fn microbatch_available_now_runs_resume_from_the_offsets_in_the_checkpoint() {
     assert_eq!(run(), Vec::<String>::new());
 }
 
+/// `--trigger available-now` on the micro-batch runner reads exactly the records the
+/// topic held when the run started (Spark's `Trigger.AvailableNow`), in batches of at
+/// most `--max-records-per-batch`: records produced while it runs (here by the
+/// pipeline itself, in its third batch, when every worker has long taken its end
+/// offsets) are left for the next run, which reads exactly them, at another worker
+/// count. Each run takes ceil(records per partition / share) batches per worker, no
+/// empty one at the end.
+#[test]
+fn microbatch_available_now_reads_exactly_up_to_the_end_offsets_taken_at_start() {
+    let Some(brokers) =
+        test_brokers("microbatch_available_now_reads_exactly_up_to_the_end_offsets_taken_at_start")
+    else {
+        return;
+    };
+    tidewater_runner_microbatch::register();
+    let topic = fresh_topic("available-now-ends");
+    let a = admin(&brokers, &topic, 2);
+    // 10 records per partition, in record batches of 3 (tansu's ListOffsets would say
+    // 10 - 1 = 9: the base offset of the last batch plus one).
+    for part in 0..2u32 {
+        let records = texts(&format!("p{part}-"), 10, 1_000 * i64::from(part + 1));
+        for chunk in records.chunks(3) {
+            a.produce(part, chunk).unwrap();
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let run = |workers: u64| {
+        let p = Pipeline::new(PipelineOptions {
+            engine: tidewater::EngineOptions {
+                workers,
+                checkpoint_dir: Some(dir.path().join("ckpt")),
+                trigger: Some("available-now".into()),
+                // 2 per partition and batch.
+                max_records_per_batch: Some(4),
+                batch_interval: Some(Duration::from_millis(1)),
+                ..Default::default()
+            },
+            ..PipelineOptions::for_runner("microbatch")
+        });
+        p.apply("ReadTopic", KafkaSource::new(&brokers, &topic).read())
+            .map_with(
+                "ProduceDuringTheRun",
+                (brokers.clone(), topic.clone()),
+                // Only the first run reads offset 4.
+                |(brokers, topic): &(String, String), r: KafkaRecord| {
+                    if r.partition == 0 && r.offset == 4 {
+                        let a = KafkaAdmin::connect(brokers, topic).unwrap();
+                        for part in 0..2 {
+                            a.produce(part, &texts(&format!("late{part}-"), 3, 9_000))
+                                .unwrap();
+                        }
+                    }
+                    r
+                },
+            )
+            .map("Describe", describe)
+            .capture("records");
+        let r = p.run().unwrap();
+        let mut got = r.captured_values::<String>("records").unwrap();
+        got.sort();
+        let batches = r
+            .metrics
+            .distribution(tidewater_runners_timely::task::ENGINE_STEP, "batch_records")
+            .unwrap();
+        (got, (batches.count, batches.max, batches.sum))
+    };
+    let first: Vec<String> = {
+        let mut v: Vec<String> = (0..2)
+            .flat_map(|part| {
+                (0..10)
+                    .map(move |i| format!("p{part} @{i} p{part}-{i} t={}", 1_000 * (part + 1) + i))
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    // Two workers, one partition each: 5 batches of 2 records each.
+    assert_eq!(run(2), (first, (10, 2, 20)));
+    assert_eq!(a.high_watermark(0).unwrap(), 13, "produced during the run");
+    let mut rest: Vec<String> = (0..2)
+        .flat_map(|part| {
+            (0..3).map(move |i| format!("p{part} @{} late{part}-{i} t={}", 10 + i, 9_000 + i))
+        })
+        .collect();
+    rest.sort();
+    // One worker, both partitions: 2 batches (2 + 2, then 1 + 1).
+    assert_eq!(run(1), (rest, (2, 4, 6)));
+    assert_eq!(run(1), (Vec::new(), (1, 0, 0)), "nothing new");
+}
+
 #[test]
 fn an_unknown_topic_fails_the_job_naming_it() {
     let Some(brokers) = test_brokers("an_unknown_topic_fails_the_job_naming_it") else {
@@ -381,29 +471,43 @@ fn an_unknown_topic_fails_the_job_naming_it() {
     );
 }
 
-/// Needs no broker: nothing listens on port 1.
+/// Needs no broker: nothing listens on port 1. A broker out of reach when a job first
+/// starts is the job's error on every runner (a wrong address, a broker not running),
+/// not an `Unavailable` to restart on.
 #[test]
 fn a_broker_that_is_down_fails_the_job_within_the_timeout_naming_it() {
-    let p = Pipeline::new(options());
-    p.apply(
-        "ReadTopic",
-        KafkaSource::new("127.0.0.1:1", "events")
-            .available_now()
-            .with_timeout_ms(1_000)
-            .read(),
-    )
-    .map("Describe", describe)
-    .capture("records");
-    let started = Instant::now();
-    let err = p.run().unwrap_err().to_string();
-    assert!(
-        started.elapsed() < Duration::from_secs(10),
-        "{:?}",
-        started.elapsed()
-    );
-    assert!(
-        err.contains("cannot reach the Kafka brokers [\"127.0.0.1:1\"]"),
-        "{err}"
-    );
-    assert!(err.contains("ReadTopic"), "{err}");
+    tidewater_runner_direct::register();
+    tidewater_runner_native::register();
+    tidewater_runner_microbatch::register();
+    for runner in ["direct", "native", "microbatch"] {
+        let p = Pipeline::new(PipelineOptions {
+            engine: tidewater::EngineOptions {
+                workers: 2,
+                ..Default::default()
+            },
+            ..PipelineOptions::for_runner(runner)
+        });
+        p.apply(
+            "ReadTopic",
+            KafkaSource::new("127.0.0.1:1", "events")
+                .available_now()
+                .with_timeout_ms(1_000)
+                .read(),
+        )
+        .map("Describe", describe)
+        .capture("records");
+        let started = Instant::now();
+        let err = p.run().unwrap_err().to_string();
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{runner}: {:?}",
+            started.elapsed()
+        );
+        assert!(
+            err.contains("cannot reach the Kafka brokers [\"127.0.0.1:1\"]")
+                && err.contains("ReadTopic")
+                && !err.contains("an external system is unavailable"),
+            "{runner}: {err}"
+        );
+    }
 }

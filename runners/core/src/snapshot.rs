@@ -18,7 +18,7 @@
 //!   data) that may go to any instance (Flink's operator list state).
 //! - [`Scope::Partition`]: a source partition's position and watermark.
 //!
-//! Encoding, version 1: the magic `TWSNAP`, the version (u16 big-endian), the CRC-32
+//! Encoding, version 2 (version 1 had no end of a run in a source partition's part): the magic `TWSNAP`, the version (u16 big-endian), the CRC-32
 //! of the header (u32 big-endian), a postcard header (plan hash, maximum key groups,
 //! epoch, part count), then the parts, each a postcard part header (transform, scope,
 //! length, CRC-32 of transform, scope and bytes) followed by its bytes. A part can also be encoded alone ([`Part::encode`]), so that a store
@@ -35,7 +35,7 @@ use tidewater::plan::Plan;
 use tidewater::{Error, Result};
 
 /// The snapshot format version this build writes and reads.
-pub const FORMAT_VERSION: u16 = 1;
+pub const FORMAT_VERSION: u16 = 2;
 
 const MAGIC: &[u8; 6] = b"TWSNAP";
 

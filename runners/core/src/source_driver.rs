@@ -11,9 +11,19 @@
 //! - A micro-batch is read by [`SourceDriver::read_batch`], which returns its ranges
 //!   (partition, start position, record count): what a micro-batch write-ahead log
 //!   stores, and what the same call reads again exactly after a failure.
-//! - [`SourceDriver::available_now`] tells how much is ready (for "once" and
-//!   "available now" batch modes), and [`SourceDriver::finalize`] tells the source that
-//!   a checkpoint holding its positions is durable.
+//! - [`SourceDriver::available_now`] tells how much is ready, and
+//!   [`SourceDriver::finalize`] tells the source that a checkpoint holding its positions
+//!   is durable.
+//! - A run that reads up to the end taken at its start (the micro-batch triggers
+//!   "once" and "available now", as Spark's `Trigger.AvailableNow`) fixes each owned
+//!   partition's end once, with [`SourceDriver::fix_run_ends`]: how many records the
+//!   source says the partition has available at its position then. Batches then read
+//!   at most that many in all; records that arrive later are left for the next run.
+//!   The count left is kept in the partition's state (so in snapshots) and in every
+//!   range a batch logs, so that a run restored after a crash stops where it would
+//!   have. A source that cannot say what it has available keeps the old rule: the run
+//!   ends after the first batch in which no partition of it stopped at its share of
+//!   the limit.
 
 use crate::snapshot::{decode_part, encode_part, Scope};
 use serde::{Deserialize, Serialize};
@@ -32,6 +42,10 @@ pub struct PartitionState {
     pub idle: bool,
     /// The partition's watermark.
     pub watermark: Timestamp,
+    /// In a run that reads up to the end taken at its start: how many records the
+    /// partition has left to read in it, from `position`. `None` outside such a run,
+    /// and for a source that cannot say what it has available.
+    pub run_left: Option<u64>,
 }
 
 /// A range of records one read took from a partition: replaying it reads the same
@@ -44,6 +58,11 @@ pub struct ReadRange {
     pub start: Vec<u8>,
     /// How many records it read.
     pub count: u64,
+    /// In a run that reads up to the end taken at its start: the records the partition
+    /// had left in the run at `start` (so that a replay of the range after a crash
+    /// also restores the run's end).
+    #[serde(default)]
+    pub left: Option<u64>,
 }
 
 /// What one micro-batch read.
@@ -51,9 +70,16 @@ pub struct ReadRange {
 pub struct BatchRead {
     /// One range per partition that was not done.
     pub ranges: Vec<ReadRange>,
-    /// Some partition stopped at its share of the limit with more to give.
+    /// Some partition has more to give in this run: with an end fixed at the run's
+    /// start, records left before it; without one, it stopped at its share of the
+    /// limit.
     pub limited: bool,
 }
+
+/// How many batches in a row a partition may read nothing while records are left
+/// before its end taken at the run's start, before the run fails: the source said it
+/// had records that it does not give.
+pub const STALLED_BATCHES: u32 = 1000;
 
 /// A partition in a snapshot: its state and how many partitions the source has.
 #[derive(Serialize, Deserialize)]
@@ -68,6 +94,8 @@ pub struct SourceDriver {
     /// How many partitions the source has in all.
     partitions: u32,
     owned: BTreeMap<u32, PartitionState>,
+    /// Batches in a row in which a partition with records left in the run read none.
+    stalled: BTreeMap<u32, u32>,
 }
 
 impl SourceDriver {
@@ -89,6 +117,7 @@ impl SourceDriver {
                     done: false,
                     idle: false,
                     watermark: Timestamp::MIN,
+                    run_left: None,
                 },
             );
         }
@@ -96,6 +125,7 @@ impl SourceDriver {
             source,
             partitions: n as u32,
             owned,
+            stalled: BTreeMap::new(),
         })
     }
 
@@ -134,6 +164,7 @@ impl SourceDriver {
             source,
             partitions,
             owned,
+            stalled: BTreeMap::new(),
         })
     }
 
@@ -197,8 +228,9 @@ impl SourceDriver {
     }
 
     /// Reads one micro-batch: from every owned partition that is not done, records
-    /// until it has none available now, is done, or gave its share of `limit` (the
-    /// batch's limit for the whole source, split evenly over all its partitions), at
+    /// until it has none available now, is done, gave its share of `limit` (the
+    /// batch's limit for the whole source, split evenly over all its partitions), or
+    /// reached the end fixed at the run's start ([`SourceDriver::fix_run_ends`]), at
     /// most `chunk` per read.
     /// A partition that `logged` holds a range for (a batch fixed before a failure,
     /// from the write-ahead log) reads exactly that range instead, from the position
@@ -227,31 +259,96 @@ impl SourceDriver {
         for p in live {
             let logged = logged.and_then(|l| l.iter().find(|r| r.partition == p));
             let start = self.owned[&p].position.clone();
-            let count = match logged {
+            if let Some(left) = logged.and_then(|r| r.left) {
+                // The run's end as the batch was logged with, before the failure.
+                self.owned.get_mut(&p).expect("owned").run_left = Some(left);
+            }
+            let left = self.owned[&p].run_left;
+            let want = match logged {
                 Some(range) => {
                     if range.start != start {
                         return Err(checkpoint(format!(
                             "the write-ahead log's range of source partition {p} does not start where the checkpoint left the partition"
                         )));
                     }
-                    self.read_partition(p, range.count, true, chunk, now, out)?
+                    range.count
                 }
-                None => {
-                    let want = share.unwrap_or(u64::MAX);
-                    let got = self.read_partition(p, want, false, chunk, now, out)?;
-                    if got == want && !self.owned[&p].done {
-                        batch.limited = true;
-                    }
-                    got
-                }
+                None => share.unwrap_or(u64::MAX).min(left.unwrap_or(u64::MAX)),
             };
+            let count = self.read_partition(p, want, logged.is_some(), chunk, now, out)?;
+            let st = self.owned.get_mut(&p).expect("owned");
+            if let Some(left) = &mut st.run_left {
+                if count > *left {
+                    return Err(checkpoint(format!(
+                        "source partition {p} read {count} records in a batch with {left} left before the end the run took at its start"
+                    )));
+                }
+                *left -= count;
+            }
+            let more = !st.done
+                && match st.run_left {
+                    Some(left) => left > 0,
+                    // Without an end, more may follow if it gave its whole share.
+                    None => count >= share.unwrap_or(u64::MAX),
+                };
+            batch.limited |= more;
+            let stalled = self.stalled.entry(p).or_default();
+            *stalled = if count == 0 && more && st.run_left.is_some() {
+                *stalled + 1
+            } else {
+                0
+            };
+            if *stalled >= STALLED_BATCHES {
+                return Err(ExecError::User {
+                    phase: tidewater::exec::Phase::Process,
+                    element: None,
+                    message: format!(
+                        "source partition {p} had {} records left before the end this run took at its start, but gave none in {STALLED_BATCHES} batches in a row: the source's `available` says more than it reads",
+                        st.run_left.unwrap_or_default()
+                    ),
+                });
+            }
             batch.ranges.push(ReadRange {
                 partition: p,
                 start,
                 count,
+                left,
             });
         }
         Ok(batch)
+    }
+
+    /// Fixes the end of a run that reads up to the end taken at its start (the
+    /// micro-batch triggers "once" and "available now"): each owned partition that is
+    /// not done and has no end yet (a run restored from a checkpoint taken within the
+    /// run keeps the end it had) gets as many records left as the source says it has
+    /// available now. A source that cannot say leaves it unset: batches then read
+    /// until they find less than the limit.
+    pub fn fix_run_ends(&mut self) -> Result<(), ExecError> {
+        let n = self.partitions as usize;
+        for (p, st) in &mut self.owned {
+            if st.done || st.run_left.is_some() {
+                continue;
+            }
+            st.run_left = self.source.available(*p as usize, n, &st.position)?;
+        }
+        Ok(())
+    }
+
+    /// Ends a run that read up to its end: the ends are forgotten, so that the next
+    /// run (restored from the checkpoint taken after this) takes new ones. Also for a
+    /// run that reads on without an end, restored from a checkpoint taken within such
+    /// a run.
+    pub fn end_run(&mut self) {
+        for st in self.owned.values_mut() {
+            st.run_left = None;
+        }
+    }
+
+    /// Every owned partition is done or read up to the end fixed at the run's start;
+    /// `false` if some partition has no such end.
+    pub fn reached_run_ends(&self) -> bool {
+        self.owned.values().all(|s| s.done || s.run_left == Some(0))
     }
 
     /// Reads up to `want` records of partition `p` (exactly `want` if `exact`: fewer is

@@ -220,3 +220,183 @@ fn a_snapshot_missing_a_partition_is_refused() {
         other => panic!("{other:?}"),
     }
 }
+
+/// How many records each partition of a [`Growing`] source holds now, by test.
+static GROWN: Mutex<BTreeMap<String, u64>> = Mutex::new(BTreeMap::new());
+
+/// An unbounded source of 2 partitions: partition `p` holds `p * 1000 + i` for `i`
+/// below the test's count in [`GROWN`], which grows while the test runs; `available`
+/// overstates by `lie` records.
+#[derive(Serialize, Deserialize, Clone)]
+struct Growing {
+    test: String,
+    lie: u64,
+}
+
+impl Growing {
+    fn len(&self) -> u64 {
+        GROWN.lock().unwrap()[&self.test]
+    }
+}
+
+impl Source for Growing {
+    type Output = u64;
+    type Position = u64;
+    fn is_bounded(&self) -> bool {
+        false
+    }
+    fn partitions(&self, _desired: usize) -> usize {
+        2
+    }
+    fn initial_position(&self, _p: usize, _n: usize) -> u64 {
+        0
+    }
+    fn read(
+        &mut self,
+        p: usize,
+        _n: usize,
+        pos: &mut u64,
+        max: usize,
+        _now: Timestamp,
+        out: &mut Vec<(u64, Timestamp)>,
+    ) -> Result<ReadStatus, UserError> {
+        let end = (*pos + max as u64).min(self.len());
+        for i in *pos..end {
+            out.push((p as u64 * 1000 + i, Timestamp(i as i64)));
+        }
+        *pos = end;
+        Ok(if end == self.len() {
+            ReadStatus::Idle
+        } else {
+            ReadStatus::More
+        })
+    }
+    fn watermark(&self, _p: usize, _n: usize, pos: &u64) -> Timestamp {
+        Timestamp(*pos as i64)
+    }
+    fn available(&self, _p: usize, _n: usize, pos: &u64) -> Option<u64> {
+        Some(self.len() + self.lie - pos)
+    }
+}
+
+fn growing(test: &str, len: u64, lie: u64) -> Box<dyn ErasedSource> {
+    GROWN.lock().unwrap().insert(test.to_string(), len);
+    Box::new(SourceInvoker(Growing {
+        test: test.into(),
+        lie,
+    }))
+}
+
+/// Reads batches of at most `limit` until the ends fixed at the run's start are
+/// reached; the records of each batch.
+fn run_to_ends(d: &mut SourceDriver, limit: u64, log: &mut Vec<Vec<u64>>) {
+    while !d.reached_run_ends() {
+        let mut out = Vec::new();
+        let b = d
+            .read_batch(None, Some(limit), 2, Timestamp(0), &mut out)
+            .unwrap();
+        log.push(values(out));
+        assert_eq!(b.limited, !d.reached_run_ends(), "{:?}", d.partitions());
+    }
+}
+
+#[test]
+fn a_run_reads_exactly_to_the_ends_fixed_at_its_start_and_keeps_them_in_snapshots() {
+    let test = "run-ends";
+    let mut d = SourceDriver::start(growing(test, 6, 0), 1, 0, 1).unwrap();
+    d.fix_run_ends().unwrap();
+    let left = |d: &SourceDriver| -> Vec<Option<u64>> {
+        d.partitions().values().map(|s| s.run_left).collect()
+    };
+    assert_eq!(left(&d), vec![Some(6), Some(6)]);
+    // Records arrive after the start: this run does not read them, even with room
+    // left in its batches.
+    GROWN.lock().unwrap().insert(test.into(), 20);
+    let mut out = Vec::new();
+    let b = d
+        .read_batch(None, Some(4), 2, Timestamp(0), &mut out)
+        .unwrap();
+    assert!(b.limited);
+    let ranges: Vec<(u32, u64, Option<u64>)> = b
+        .ranges
+        .iter()
+        .map(|r| (r.partition, r.count, r.left))
+        .collect();
+    assert_eq!(ranges, vec![(0, 2, Some(6)), (1, 2, Some(6))]);
+    assert_eq!(values(out), vec![0, 1, 1000, 1001]);
+    // A snapshot within the run keeps the ends: restored, it stops where it would have
+    // (a second fix keeps them).
+    let snapshot = parts(std::slice::from_ref(&d));
+    let refs: Vec<(u32, &[u8])> = snapshot.iter().map(|(p, b)| (*p, b.as_slice())).collect();
+    let mut d = SourceDriver::restore(growing(test, 20, 0), &refs, 0, 1).unwrap();
+    d.fix_run_ends().unwrap();
+    assert_eq!(left(&d), vec![Some(4), Some(4)]);
+    let mut batches = Vec::new();
+    run_to_ends(&mut d, 4, &mut batches);
+    assert_eq!(
+        batches,
+        vec![vec![2, 3, 1002, 1003], vec![4, 5, 1004, 1005]],
+        "two more batches, none after the end"
+    );
+    // The next run takes new ends: the 14 records per partition that arrived.
+    d.end_run();
+    d.fix_run_ends().unwrap();
+    assert_eq!(left(&d), vec![Some(14), Some(14)]);
+    let mut batches = Vec::new();
+    run_to_ends(&mut d, 10, &mut batches);
+    assert_eq!(batches.len(), 3, "ceil(14 / 5) batches: {batches:?}");
+    assert_eq!(batches.concat().len(), 28);
+}
+
+#[test]
+fn a_replayed_range_restores_the_end_it_was_logged_with() {
+    let test = "run-ends-replay";
+    let mut d = SourceDriver::start(growing(test, 5, 0), 1, 0, 1).unwrap();
+    let before = parts(std::slice::from_ref(&d));
+    d.fix_run_ends().unwrap();
+    let b = d
+        .read_batch(None, Some(4), 2, Timestamp(0), &mut Vec::new())
+        .unwrap();
+    // A crash before the batch's checkpoint: restarted from before the run with more
+    // records, the logged batch replays and the run ends where it began: 5 each.
+    let refs: Vec<(u32, &[u8])> = before.iter().map(|(p, b)| (*p, b.as_slice())).collect();
+    let mut d = SourceDriver::restore(growing(test, 9, 0), &refs, 0, 1).unwrap();
+    d.fix_run_ends().unwrap();
+    let mut out = Vec::new();
+    let again = d
+        .read_batch(Some(&b.ranges), Some(4), 2, Timestamp(0), &mut out)
+        .unwrap();
+    assert_eq!(again.ranges, b.ranges);
+    assert!(again.limited);
+    let mut batches = vec![values(out)];
+    run_to_ends(&mut d, 4, &mut batches);
+    assert_eq!(
+        batches.concat().len(),
+        10,
+        "5 records per partition, as at the run's first start: {batches:?}"
+    );
+}
+
+#[test]
+fn a_source_whose_available_overstates_what_it_reads_fails_the_run_instead_of_hanging() {
+    let mut d = SourceDriver::start(growing("run-ends-lie", 3, 2), 1, 0, 1).unwrap();
+    d.fix_run_ends().unwrap();
+    let mut batches = 0;
+    let e = loop {
+        match d.read_batch(None, Some(100), 10, Timestamp(0), &mut Vec::new()) {
+            Ok(b) => {
+                assert!(b.limited);
+                batches += 1;
+            }
+            Err(e) => break e,
+        }
+    };
+    assert_eq!(
+        batches,
+        tidewater_runners_core::source_driver::STALLED_BATCHES
+    );
+    assert!(
+        format!("{e:?}").contains("source partition 0 had 2 records left before the end this run took at its start, but gave none in 1000 batches in a row"),
+        "{e:?}"
+    );
+}

@@ -16,9 +16,14 @@
 //!    complete; sinks then commit it by batch id.
 //!
 //! A job started on a checkpoint directory restores the last complete batch and runs
-//! the logged batch after it again with exactly its ranges. `--trigger once` runs one
-//! batch of everything available; `--trigger available-now` runs batches until
-//! nothing more is available; both then stop with the state and source positions kept.
+//! the logged batch after it again with exactly its ranges. `--trigger available-now`
+//! takes each source partition's end when the run starts (what the source says it has
+//! available) and runs batches until every partition reached it, as Spark's
+//! `Trigger.AvailableNow`: records arriving during the run are the next run's, and a
+//! run restored after a crash stops at the ends it took. `--trigger once` does the
+//! same in one batch. Both then stop with the state and source positions kept. A
+//! source that cannot say what it has available ends such a run after a batch in
+//! which it gave less than its share of the limit.
 //!
 //! Runner options (`--runner-option KEY=VALUE`): the engine's
 //! ([`tidewater_runners_timely::launch::COMMON_OPTIONS`]).

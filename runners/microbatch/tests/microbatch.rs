@@ -168,10 +168,93 @@ fn once_and_available_now_stop_with_the_position_kept_and_resume_from_it() {
     assert_eq!(
         (records.count, records.max, records.sum),
         (3, 20, 45),
-        "batches of at most 20 until nothing more is available"
+        "batches of at most 20 up to the end taken at the start"
     );
     // Nothing new: an empty run.
     assert_eq!(tail(&input, engine("available-now", Some(20))), lines(0, 0));
+}
+
+/// Under `available-now` the end of the input is taken once, when the run starts
+/// (Spark's `Trigger.AvailableNow`): lines appended while it runs are not read by it,
+/// however much room its batches have, and the next run reads exactly them. The run
+/// takes ceil(lines / limit) batches: no empty batch to find that nothing is left.
+#[test]
+fn available_now_reads_up_to_the_end_taken_at_its_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("input.txt");
+    let engine = EngineOptions {
+        checkpoint_dir: Some(dir.path().join("ckpt")),
+        trigger: Some("available-now".into()),
+        max_records_per_batch: Some(10),
+        batch_interval: Some(Duration::from_millis(1)),
+        ..Default::default()
+    };
+    let run = || {
+        tidewater_runner_microbatch::register();
+        let p = Pipeline::new(microbatch(engine.clone()));
+        let path = input.to_str().unwrap().to_string();
+        p.apply("Tail", Read::from_async(TailFile::new(&path)))
+            // The first line of the first run appends 30 more: after the run's start.
+            .map_with("AppendOnFirst", path, |path: &String, line: String| {
+                if line == "line 0" {
+                    append(std::path::Path::new(path), 50, 80);
+                }
+                line
+            })
+            .capture("lines");
+        let r = p.run().unwrap();
+        let batches = r
+            .metrics
+            .distribution(ENGINE_STEP, "batch_records")
+            .unwrap();
+        (
+            sorted(&r, "lines"),
+            (batches.count, batches.max, batches.sum),
+        )
+    };
+    append(&input, 0, 50);
+    assert_eq!(run(), (lines(0, 50), (5, 10, 50)));
+    assert_eq!(
+        std::fs::read_to_string(&input).unwrap().lines().count(),
+        80,
+        "the lines appended during the first run"
+    );
+    assert_eq!(run(), (lines(50, 80), (3, 10, 30)));
+    assert_eq!(
+        run(),
+        (lines(0, 0), (1, 0, 0)),
+        "nothing new: one empty batch"
+    );
+}
+
+/// A bounded GenerateSequence says what it has left, so `available-now` over it runs
+/// exactly ceil(records / limit) batches: none to find that the partitions are done.
+#[test]
+fn available_now_over_a_bounded_sequence_runs_exactly_ceil_records_over_limit_batches() {
+    for (workers, limit, batches) in [(1, 10, 10), (1, 30, 4), (2, 10, 20)] {
+        let r = counts(
+            microbatch(EngineOptions {
+                workers,
+                trigger: Some("available-now".into()),
+                max_records_per_batch: Some(limit),
+                batch_interval: Some(Duration::from_millis(1)),
+                ..Default::default()
+            }),
+            GenerateSequence::new(0, Some(100)),
+        )
+        .run()
+        .unwrap();
+        assert!(sorted(&r, "counts").iter().all(|c| c.ends_with(" 10")));
+        let records = r
+            .metrics
+            .distribution(ENGINE_STEP, "batch_records")
+            .unwrap();
+        assert_eq!(
+            (records.count, records.sum),
+            (batches, 100),
+            "{workers} workers, at most {limit} per batch: {records:?}"
+        );
+    }
 }
 
 #[test]

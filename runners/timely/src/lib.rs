@@ -57,10 +57,13 @@ pub enum Guarantee {
 pub enum BatchTrigger {
     /// A batch every interval, reading what arrived since the last one.
     Interval,
-    /// One batch of everything available now (no record limit), then the job ends.
+    /// One batch of everything available at the run's start (no record limit), then
+    /// the job ends.
     Once,
-    /// Batches (of at most the record limit) until the sources have nothing more
-    /// available, then the job ends.
+    /// Batches (of at most the record limit) until every source partition reached the
+    /// end taken at the run's start (Spark's `Trigger.AvailableNow`), then the job
+    /// ends; a partition whose source cannot say what it has available: until a
+    /// batch in which it gave less than its share of the limit.
     AvailableNow,
 }
 

@@ -617,6 +617,7 @@ mod tests {
             partition: p,
             start: vec![p as u8],
             count,
+            left: (p == 0).then_some(count + 4),
         };
         assert_eq!(store.read_offsets(2, 1, 7).unwrap(), None);
         store

@@ -306,6 +306,10 @@ pub struct Task {
     pub batch_time: Timestamp,
     /// With micro-batches, the batch a source task is running through its stage.
     pub batch_run: Option<BatchRun>,
+    /// With micro-batches, the run's end was settled: under `once` and
+    /// `available-now`, each owned partition's end taken (or kept from the checkpoint
+    /// taken within the run); under `interval`, any such end forgotten.
+    pub run_ends_fixed: bool,
 
     /// Its figures (also in the worker's list).
     pub figures: Rc<OperatorFigures>,
@@ -1156,6 +1160,22 @@ impl Task {
         if ctx.stopping.get() && !ctx.savepoint {
             driver.finish();
         }
+        if !self.run_ends_fixed {
+            // Spark's Trigger.AvailableNow: the end of every partition this worker
+            // owns is taken once, at the start of the run (a run restored from a
+            // checkpoint taken within it keeps the ends it had).
+            match trigger {
+                BatchTrigger::Interval => driver.end_run(),
+                BatchTrigger::Once | BatchTrigger::AvailableNow => driver
+                    .fix_run_ends()
+                    .map_err(|e| attribute(e, &self.name))?,
+            }
+            self.run_ends_fixed = true;
+        }
+        // A run restored after its last batch has nothing left to read.
+        if trigger != BatchTrigger::Interval && driver.reached_run_ends() {
+            stop = true;
+        }
         let mut out = Vec::new();
         if !stop && !driver.is_done() {
             let logged = match &ctx.store {
@@ -1250,6 +1270,10 @@ impl Task {
         self.flush(cur);
         self.collect_metrics();
         if end {
+            // The run is over: the next one takes its own ends.
+            if let Head::Read { driver, .. } = &mut self.head {
+                driver.end_run();
+            }
             return self.finish();
         }
         let next = crate::epochs::next_span(cur, self.ctx.stride);

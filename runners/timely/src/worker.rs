@@ -792,6 +792,7 @@ fn build(
             epoch_began: Instant::now(),
             batch_time: crate::task::wall_clock(),
             batch_run: None,
+            run_ends_fixed: false,
             figures,
             ctx: Rc::clone(ctx),
         };

@@ -99,6 +99,12 @@ impl<S: Source> ErasedSource for SourceInvoker<S> {
             s.try_available(partition, partitions, &pos)
         })) {
             Ok(Ok(n)) => Ok(n),
+            Ok(Err(e)) if e.is::<crate::io::Unavailable>() => Err(ExecError::Unavailable {
+                phase: Phase::Process,
+                message: format!(
+                    "asking partition {partition} at {pos:?} what is available failed: {e}"
+                ),
+            }),
             Ok(Err(e)) => Err(user_error(format!(
                 "asking partition {partition} at {pos:?} what is available failed: {e}"
             ))),
@@ -118,6 +124,10 @@ impl<S: Source> ErasedSource for SourceInvoker<S> {
         let s = &mut self.0;
         match catch_user(AssertUnwindSafe(|| s.finalize(partition, partitions, &pos))) {
             Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) if e.is::<crate::io::Unavailable>() => Err(ExecError::Unavailable {
+                phase: Phase::Process,
+                message: format!("finalizing partition {partition} at {pos:?} failed: {e}"),
+            }),
             Ok(Err(e)) => Err(user_error(format!(
                 "finalizing partition {partition} at {pos:?} failed: {e}"
             ))),

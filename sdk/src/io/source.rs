@@ -48,8 +48,11 @@ use tokio::task::JoinHandle;
 ///   source, or a Kafka partition read up to its end offset under `available-now`).
 ///   An unbounded source never says Done; the runner stops it (`--max-duration`).
 /// - **What is available now** ([`AsyncSource::available`]): how many records are
-///   ready at a position, for the micro-batch runner's `once` and `available-now`
-///   triggers (Kafka: the end offset minus the position). `None`: unknown.
+///   ready at a position, asked once per partition at the start of a micro-batch run
+///   with the `once` or `available-now` trigger, which then reads exactly that many
+///   (Kafka: the high watermark minus the position; a tailed file: its complete lines
+///   after the position). Asked before the partition's reader first opened, it must
+///   resolve a symbolic position as `open` would. `None`: unknown.
 /// - **Finalize** ([`AsyncSource::finalize`]): a checkpoint holding the position is
 ///   durable; the source may release what came before (commit a consumer group's
 ///   offsets). It is never asked to read before that position again.
