@@ -114,6 +114,18 @@ impl<A: Element, B: Element> POutput for (PCollection<A>, PCollection<B>) {
     }
 }
 
+impl<A: Element, B: Element, C: Element> POutput
+    for (PCollection<A>, PCollection<B>, PCollection<C>)
+{
+    fn pcollections(&self) -> Vec<(String, usize)> {
+        vec![
+            ("0".into(), self.0.id),
+            ("1".into(), self.1.id),
+            ("2".into(), self.2.id),
+        ]
+    }
+}
+
 impl POutput for () {
     fn pcollections(&self) -> Vec<(String, usize)> {
         Vec::new()

@@ -13,8 +13,8 @@ use crate::check::succeeded;
 use crate::Case;
 use std::fmt::Debug;
 use tidewater::runner::Feature::{
-    Capture, CombineGlobally, CombinePerKey, Flatten, GroupByKey, ParDo, ReadBounded,
-    StatefulParDo, WindowInto,
+    Capture, CombineGlobally, CombinePerKey, Flatten, GroupByKey, MultipleOutputs, ParDo,
+    ReadBounded, StatefulParDo, WindowInto,
 };
 use tidewater::{Element, PCollection, Pipeline, Read};
 use tidewater_nexmark::{oracle, queries, sorted_by_encoding, Event, NexmarkSource};
@@ -47,7 +47,15 @@ pub(crate) fn cases() -> Vec<Case> {
         },
         Case {
             name: "nexmark/q8",
-            features: &[ReadBounded, ParDo, WindowInto, Flatten, GroupByKey, Capture],
+            features: &[
+                ReadBounded,
+                ParDo,
+                MultipleOutputs,
+                WindowInto,
+                Flatten,
+                GroupByKey,
+                Capture,
+            ],
             build: build_q8,
             check: check_q8,
         },

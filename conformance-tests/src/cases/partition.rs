@@ -4,7 +4,7 @@ use crate::case::RunResult;
 use crate::check::{metadata_eq, succeeded, user_code_error, values_eq, ExpectedUserError};
 use crate::Case;
 use tidewater::runner::Feature::{Capture, Create, MultipleOutputs, ParDo};
-use tidewater::{BoundedWindow, PaneInfo, Partition, Pipeline, Timestamp};
+use tidewater::{BoundedWindow, PaneInfo, Partition, Pipeline, Split3, Timestamp};
 
 pub(crate) fn cases() -> Vec<Case> {
     vec![
@@ -31,6 +31,12 @@ pub(crate) fn cases() -> Vec<Case> {
             features: &[Create, ParDo, MultipleOutputs, Capture],
             build: with_params,
             check: check_with_params,
+        },
+        Case {
+            name: "partition/split_by_variant",
+            features: &[Create, ParDo, MultipleOutputs, Capture],
+            build: split_by_variant,
+            check: check_split_by_variant,
         },
         Case {
             name: "partition/out_of_range_fails",
@@ -93,6 +99,34 @@ fn check_with_params(r: RunResult) -> Result<(), String> {
     values_eq(&r, "part0", (-5i64..0).collect())?;
     values_eq(&r, "part1", (0i64..10).collect())?;
     values_eq(&r, "part2", (10i64..25).collect())
+}
+
+/// `split3`: numbers, words and empty lines into three PCollections of their own types.
+fn split_by_variant(p: &Pipeline) {
+    let lines = p.create(
+        "Lines",
+        ["7", "x", "", "-2", "yy", ""].map(String::from).to_vec(),
+    );
+    let (numbers, words, empty) = lines.split3("Kinds", |l: String| {
+        if l.is_empty() {
+            Split3::Third(())
+        } else {
+            match l.parse::<i64>() {
+                Ok(n) => Split3::First(n),
+                Err(_) => Split3::Second(l.len()),
+            }
+        }
+    });
+    numbers.capture("numbers");
+    words.capture("word_lengths");
+    empty.capture("empty");
+}
+
+fn check_split_by_variant(r: RunResult) -> Result<(), String> {
+    let r = succeeded(r)?;
+    values_eq(&r, "numbers", vec![-2i64, 7])?;
+    values_eq(&r, "word_lengths", vec![1usize, 2])?;
+    values_eq(&r, "empty", vec![(), ()])
 }
 
 fn always_first(_: &i64, _: usize) -> usize {

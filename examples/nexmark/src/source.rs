@@ -61,6 +61,17 @@ impl NexmarkSource {
         }
     }
 
+    /// Event times from `base_time_ms` instead of 0 (Beam's `baseTime`).
+    ///
+    /// ```
+    /// let s = tidewater_nexmark::NexmarkSource::new(10, 1_000).with_base_time(3_600_000);
+    /// assert_eq!(s.base_time_ms, 3_600_000);
+    /// ```
+    pub fn with_base_time(mut self, base_time_ms: u64) -> Self {
+        self.base_time_ms = base_time_ms;
+        self
+    }
+
     /// Each event's time moved back by a seeded amount in `[0, bound_ms]`; the
     /// watermark trails by `bound_ms`.
     pub fn with_out_of_order(mut self, bound_ms: u64, seed: u64) -> Self {

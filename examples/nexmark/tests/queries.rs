@@ -327,9 +327,8 @@ fn q14_filters_and_computes_bids_at_every_time_of_day() {
     check(queries::q14, oracle::q14);
     // 3,000 events at 1,000 per second across each hour boundary where the time of day
     // changes (7 -> 8, 18 -> 19, 19 -> 20, 6 -> 7), and at midnight.
-    let sources = [7u64, 18, 19, 6, 0].map(|hour| NexmarkSource {
-        base_time_ms: (hour * 3_600 + 3_599) * 1_000 - 1_500,
-        ..NexmarkSource::new(3_000, 1_000)
+    let sources = [7u64, 18, 19, 6, 0].map(|hour| {
+        NexmarkSource::new(3_000, 1_000).with_base_time((hour * 3_600 + 3_599) * 1_000 - 1_500)
     });
     let kinds: std::collections::BTreeSet<_> = sources
         .iter()
@@ -400,12 +399,10 @@ fn out_of_order_events_are_behind_no_watermark_and_late_ones_are() {
     use tidewater::{Source, Timestamp};
     use tidewater_nexmark::NexmarkPosition;
     // From time 1,000 s, so that no time saturates at 0.
-    let source = NexmarkSource {
-        base_time_ms: 1_000_000,
-        ..NexmarkSource::new(2_000, 1_000)
-    }
-    .with_out_of_order(500, 3)
-    .with_late_events(50, 2_000);
+    let source = NexmarkSource::new(2_000, 1_000)
+        .with_base_time(1_000_000)
+        .with_out_of_order(500, 3)
+        .with_late_events(50, 2_000);
     let events = source.all_events();
     let mut late = 0;
     for (n, e) in events.iter().enumerate() {
@@ -480,12 +477,10 @@ fn late_sources() -> Vec<NexmarkSource> {
     [(6_000u64, 21u64), (3_000, 22)]
         .into_iter()
         .map(|(events, seed)| {
-            NexmarkSource {
-                base_time_ms: 1_000_000,
-                ..NexmarkSource::new(events, 1_000)
-            }
-            .with_out_of_order(500, seed)
-            .with_late_events(40, 5_000)
+            NexmarkSource::new(events, 1_000)
+                .with_base_time(1_000_000)
+                .with_out_of_order(500, seed)
+                .with_late_events(40, 5_000)
         })
         .collect()
 }

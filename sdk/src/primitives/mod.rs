@@ -30,7 +30,9 @@ pub use functions::{
 };
 pub use group_by_key::{GroupByKey, GroupByKeyOps};
 pub use pardo::{PCollectionTuple, ParDo, ParDoWithOutputs};
-pub use partition::{Partition, PartitionFn, PartitionWith, PartitionWithFn};
+pub use partition::{
+    Partition, PartitionFn, PartitionWith, PartitionWithFn, Split2, Split3, SplitFn,
+};
 pub use read::{Read, TimestampedPosition, TimestampedSource, WatermarkEstimator};
 pub use stateful_pardo::StatefulParDo;
 pub use test_stream::{TestStream, TestStreamEvent};

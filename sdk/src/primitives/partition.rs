@@ -182,6 +182,20 @@ fn apply_partition<T: Element, D: 'static>(
     }
     let mut outputs = crate::pipeline::output_types::<T>(crate::dofn::MAIN_TAG);
     outputs.extend((1..n.max(1)).map(|i| (i.to_string(), registry::register_element_type::<T>())));
+    let ids = apply_named::<D>(&p, input.id, name, factory, fields, outputs);
+    ids.into_iter().map(|id| p.pcollection(id)).collect()
+}
+
+/// Registers the DoFn `D` of a function given by name (or the error making the name)
+/// and applies it to `input` with `fields` and `outputs`; the output ids in tag order.
+fn apply_named<D: 'static>(
+    p: &crate::Pipeline,
+    input: usize,
+    name: Result<String, String>,
+    factory: registry::DoFnFactory,
+    fields: serde_json::Value,
+    outputs: Vec<(String, String)>,
+) -> Vec<usize> {
     let name = match name {
         Ok(name) => {
             if registry::register_do_fn_factory_checked::<D>(&name, factory).is_err() {
@@ -194,16 +208,15 @@ fn apply_partition<T: Element, D: 'static>(
             std::any::type_name::<D>().to_string()
         }
     };
-    let ids = apply_par_do(
-        &p,
-        input.id,
+    apply_par_do(
+        p,
+        input,
         UserFunction {
             name,
             fields: fields.into(),
         },
         outputs,
-    );
-    ids.into_iter().map(|id| p.pcollection(id)).collect()
+    )
 }
 
 impl<T: Element, F: Fn(&T, usize) -> usize + Send + Sync + 'static> PTransform<PCollection<T>>
@@ -292,5 +305,247 @@ where
         });
         let fields = serde_json::json!({ "partitions": self.n, "params": params });
         apply_partition::<T, PartitionWithFn<F, P, T>>(&input, self.n, name, factory, fields)
+    }
+}
+
+/// Where [`PCollection::split2`] sends an element: a typed partition by variant.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Split2<A, B> {
+    /// To the first output.
+    First(A),
+    /// To the second output.
+    Second(B),
+}
+
+/// Where [`PCollection::split3`] sends an element: a typed partition by variant.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Split3<A, B, C> {
+    /// To the first output.
+    First(A),
+    /// To the second output.
+    Second(B),
+    /// To the third output.
+    Third(C),
+}
+
+/// The DoFn of [`PCollection::split2`] and [`PCollection::split3`]: the first output is
+/// the main one, the others are tagged `1` and `2`.
+pub struct SplitFn<F, T, A, B, C> {
+    f: Arc<F>,
+    second: TupleTag<B>,
+    third: TupleTag<C>,
+    _t: PhantomData<fn(T) -> A>,
+}
+
+impl<F, T, A, B, C> Clone for SplitFn<F, T, A, B, C> {
+    fn clone(&self) -> Self {
+        SplitFn {
+            f: self.f.clone(),
+            second: self.second.clone(),
+            third: self.third.clone(),
+            _t: PhantomData,
+        }
+    }
+}
+
+/// What a split function returns: the variant and its value.
+trait Routed<A, B, C> {
+    fn route(self) -> Split3<A, B, C>;
+}
+
+impl<A, B> Routed<A, B, ()> for Split2<A, B> {
+    fn route(self) -> Split3<A, B, ()> {
+        match self {
+            Split2::First(a) => Split3::First(a),
+            Split2::Second(b) => Split3::Second(b),
+        }
+    }
+}
+
+impl<A, B, C> Routed<A, B, C> for Split3<A, B, C> {
+    fn route(self) -> Split3<A, B, C> {
+        self
+    }
+}
+
+impl<F, T, A, B, C, R> DoFn for SplitFn<F, T, A, B, C>
+where
+    F: Fn(T) -> R + Send + Sync + 'static,
+    R: Routed<A, B, C>,
+    T: Element,
+    A: Element,
+    B: Element,
+    C: Element,
+{
+    type In = T;
+    type Out = A;
+    fn process(&mut self, x: T, ctx: &mut ProcessContext<'_, A>) -> Result<(), UserError> {
+        match (self.f)(x).route() {
+            Split3::First(a) => ctx.output(a),
+            Split3::Second(b) => ctx.output_to(&self.second, b),
+            Split3::Third(c) => ctx.output_to(&self.third, c),
+        }
+        Ok(())
+    }
+}
+
+/// [`PCollection::split2`] and [`PCollection::split3`] as a transform.
+struct Split<F, R> {
+    f: F,
+    method: &'static str,
+    site: &'static std::panic::Location<'static>,
+    _r: PhantomData<fn() -> R>,
+}
+
+impl<F, R> Split<F, R> {
+    /// Applies the split DoFn with outputs of `A`, `B` and, if `three`, `C`.
+    fn ids<T, A, B, C>(self, input: &PCollection<T>, three: bool) -> Vec<usize>
+    where
+        F: Fn(T) -> R + Send + Sync + 'static,
+        R: Routed<A, B, C> + 'static,
+        T: Element,
+        A: Element,
+        B: Element,
+        C: Element,
+    {
+        let name = super::functions::light_fn_name::<SplitFn<F, T, A, B, C>, F>(
+            self.method,
+            None,
+            self.site,
+        );
+        let mut outputs = crate::pipeline::output_types::<A>(crate::dofn::MAIN_TAG);
+        outputs.push(("1".into(), registry::register_element_type::<B>()));
+        if three {
+            outputs.push(("2".into(), registry::register_element_type::<C>()));
+        }
+        let f = Arc::new(self.f);
+        let factory: registry::DoFnFactory = Arc::new(move |_| {
+            let d = SplitFn {
+                f: f.clone(),
+                second: TupleTag::<B>::new("1"),
+                third: TupleTag::<C>::new("2"),
+                _t: PhantomData,
+            };
+            Ok(Box::new(DoFnInvoker::new(d)) as Box<dyn ErasedDoFn>)
+        });
+        let p = input.pipeline().clone();
+        apply_named::<SplitFn<F, T, A, B, C>>(
+            &p,
+            input.id,
+            name,
+            factory,
+            serde_json::Value::Null,
+            outputs,
+        )
+    }
+}
+
+impl<T, A, B, F> PTransform<PCollection<T>> for Split<F, Split2<A, B>>
+where
+    T: Element,
+    A: Element,
+    B: Element,
+    F: Fn(T) -> Split2<A, B> + Send + Sync + 'static,
+{
+    type Output = (PCollection<A>, PCollection<B>);
+    fn expand(self, input: PCollection<T>) -> Self::Output {
+        let ids = self.ids::<T, A, B, ()>(&input, false);
+        let p = input.pipeline();
+        (p.pcollection(ids[0]), p.pcollection(ids[1]))
+    }
+}
+
+impl<T, A, B, C, F> PTransform<PCollection<T>> for Split<F, Split3<A, B, C>>
+where
+    T: Element,
+    A: Element,
+    B: Element,
+    C: Element,
+    F: Fn(T) -> Split3<A, B, C> + Send + Sync + 'static,
+{
+    type Output = (PCollection<A>, PCollection<B>, PCollection<C>);
+    fn expand(self, input: PCollection<T>) -> Self::Output {
+        let ids = self.ids::<T, A, B, C>(&input, true);
+        let p = input.pipeline();
+        (
+            p.pcollection(ids[0]),
+            p.pcollection(ids[1]),
+            p.pcollection(ids[2]),
+        )
+    }
+}
+
+impl<T: Element> PCollection<T> {
+    /// Splits by variant into two typed PCollections (a Partition whose outputs have
+    /// types of their own): `f` returns [`Split2::First`] or [`Split2::Second`]; a named
+    /// `fn` item or a closure that captures nothing.
+    ///
+    /// ```
+    /// use tidewater::Split2;
+    /// let p = tidewater::Pipeline::new(Default::default());
+    /// let lines = p.create("Lines", vec!["7".to_string(), "x".to_string()]);
+    /// let (numbers, words) = lines.split2("Parse", |l: String| match l.parse::<i64>() {
+    ///     Ok(n) => Split2::First(n),
+    ///     Err(_) => Split2::Second(l),
+    /// });
+    /// numbers.capture("numbers");
+    /// words.capture("words");
+    /// # assert!(p.construction_errors().is_empty());
+    /// ```
+    #[track_caller]
+    pub fn split2<A, B, F>(&self, name: &str, f: F) -> (PCollection<A>, PCollection<B>)
+    where
+        A: Element,
+        B: Element,
+        F: Fn(T) -> Split2<A, B> + Send + Sync + 'static,
+    {
+        self.apply(
+            name,
+            Split {
+                f,
+                method: "split2",
+                site: std::panic::Location::caller(),
+                _r: PhantomData,
+            },
+        )
+    }
+
+    /// Splits by variant into three typed PCollections: `f` returns
+    /// [`Split3::First`], [`Split3::Second`] or [`Split3::Third`] (Nexmark's persons,
+    /// auctions and bids from one event stream, in one pass).
+    ///
+    /// ```
+    /// use tidewater::Split3;
+    /// let p = tidewater::Pipeline::new(Default::default());
+    /// let xs = p.create("Xs", vec![-1i64, 0, 5]);
+    /// let (neg, zero, pos) = xs.split3("Sign", |x: i64| match x.signum() {
+    ///     -1 => Split3::First(x),
+    ///     0 => Split3::Second(()),
+    ///     _ => Split3::Third(x as u64),
+    /// });
+    /// # let _ = (neg, zero, pos);
+    /// # assert!(p.construction_errors().is_empty());
+    /// ```
+    #[track_caller]
+    pub fn split3<A, B, C, F>(
+        &self,
+        name: &str,
+        f: F,
+    ) -> (PCollection<A>, PCollection<B>, PCollection<C>)
+    where
+        A: Element,
+        B: Element,
+        C: Element,
+        F: Fn(T) -> Split3<A, B, C> + Send + Sync + 'static,
+    {
+        self.apply(
+            name,
+            Split {
+                f,
+                method: "split3",
+                site: std::panic::Location::caller(),
+                _r: PhantomData,
+            },
+        )
     }
 }

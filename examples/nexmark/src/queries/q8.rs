@@ -1,6 +1,6 @@
 use crate::Event;
 use serde::{Deserialize, Serialize};
-use tidewater::{ElementContext, PCollection, Window, WindowFn};
+use tidewater::{ElementContext, PCollection, Split3, Window, WindowFn};
 use tidewater_transforms::CoGroupExt;
 
 /// Q8's window size (Beam's default: 10 s).
@@ -24,13 +24,10 @@ pub struct IdNameReserve {
 /// who registered in that window.
 pub fn q8_windowed(events: &PCollection<Event>, window_ms: i64) -> PCollection<IdNameReserve> {
     let windowed = events.apply("Q8.Window", Window::into(WindowFn::fixed(window_ms)));
-    let persons = windowed.flat_map("Q8.Persons", |e: Event| match e {
-        Event::Person(p) => Some((p.id, p.name)),
-        _ => None,
-    });
-    let auctions = windowed.flat_map("Q8.Auctions", |e: Event| match e {
-        Event::Auction(a) => Some((a.seller, a.reserve)),
-        _ => None,
+    let (persons, auctions, _bids) = windowed.split3("Q8.ByKind", |e: Event| match e {
+        Event::Person(p) => Split3::First((p.id, p.name)),
+        Event::Auction(a) => Split3::Second((a.seller, a.reserve)),
+        Event::Bid(_) => Split3::Third(()),
     });
     type Joined = (usize, (Vec<String>, Vec<usize>));
     (persons, auctions)

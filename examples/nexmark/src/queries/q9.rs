@@ -2,7 +2,9 @@ use crate::{Auction, Bid, Event};
 use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
 use std::collections::BTreeMap;
-use tidewater::{ElementWindowFn, PCollection, Timestamp, TupleTag, Window, WindowFn, WindowType};
+use tidewater::{
+    ElementWindowFn, PCollection, Split3, Timestamp, TupleTag, Window, WindowFn, WindowType,
+};
 use tidewater_transforms::{CoGbkResult, CoGroupByKey, KeyedPCollectionTuple};
 
 /// Q9's output: a closed auction and its winning bid.
@@ -12,20 +14,6 @@ pub struct WinningBid {
     pub auction: Auction,
     /// Its winning bid.
     pub bid: Bid,
-}
-
-fn auction_by_id(e: Event) -> Option<(usize, Auction)> {
-    match e {
-        Event::Auction(a) => Some((a.id, a)),
-        _ => None,
-    }
-}
-
-fn bid_by_auction(e: Event) -> Option<(usize, Bid)> {
-    match e {
-        Event::Bid(b) => Some((b.auction, b)),
-        _ => None,
-    }
 }
 
 /// Whether `bid` can win `auction`: placed before it expires, at least the reserve.
@@ -154,10 +142,16 @@ pub fn q9_with_expected_auction_duration(
             expected_auction_duration_ms,
         })),
     );
+    // Persons are in no window: the WindowFn dropped them.
+    let (_, auctions, bids) = windowed.split3("Q9.ByKind", |e: Event| match e {
+        Event::Person(_) => Split3::First(()),
+        Event::Auction(a) => Split3::Second((a.id, a)),
+        Event::Bid(b) => Split3::Third((b.auction, b)),
+    });
     let auction: TupleTag<Auction> = TupleTag::new("auction");
     let bid: TupleTag<Bid> = TupleTag::new("bid");
-    KeyedPCollectionTuple::of(&auction, windowed.flat_map("Q9.Auctions", auction_by_id))
-        .and(&bid, windowed.flat_map("Q9.Bids", bid_by_auction))
+    KeyedPCollectionTuple::of(&auction, auctions)
+        .and(&bid, bids)
         .apply("Q9.CoGroup", CoGroupByKey)
         .flat_map("Q9.Join", |(_, r): (usize, CoGbkResult)| {
             // Bids without their auction (their window never merged) give nothing.
