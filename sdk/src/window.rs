@@ -196,6 +196,24 @@ impl WindowType for BoundedWindow {
 
 /// A window of a user-defined type as elements carry it: bounds, the type's name and
 /// the value's encoding, shared (cloning a window does not copy the bytes).
+///
+/// ```
+/// # use serde::{Deserialize, Serialize};
+/// use tidewater::{BoundedWindow, Timestamp, WindowType};
+/// #[derive(Clone, Debug, Serialize, Deserialize)]
+/// struct Tagged { start: i64, end: i64, tag: u8 }
+/// impl WindowType for Tagged {
+///     fn start(&self) -> Timestamp { Timestamp(self.start) }
+///     fn end(&self) -> Timestamp { Timestamp(self.end) }
+/// }
+/// let BoundedWindow::Custom(c) = BoundedWindow::custom(&Tagged { start: 0, end: 5, tag: 7 }) else {
+///     unreachable!()
+/// };
+/// assert_eq!(c.start_and_end(), (Timestamp(0), Timestamp(5)));
+/// assert!(c.type_name().ends_with("Tagged"));
+/// assert!(!c.bytes().is_empty());
+/// assert!(format!("{c:?}").starts_with("Tagged[0, 5)#"));
+/// ```
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct CustomWindow(Arc<CustomRepr>);
 

@@ -77,6 +77,28 @@ pub trait ElementWindowFn<T>: Send + Sync + 'static {
 
 /// A user WindowFn as runners call it, whatever its window type: what the registry
 /// builds from a plan's fields.
+///
+/// ```
+/// # use serde::{Deserialize, Serialize};
+/// use tidewater::{BoundedWindow, CustomWindowFn, Timestamp, WindowFn};
+/// #[derive(Serialize, Deserialize)]
+/// struct Tens;
+/// impl CustomWindowFn for Tens {
+///     type Window = BoundedWindow;
+///     fn assign(&self, ts: Timestamp) -> Vec<BoundedWindow> {
+///         let s = ts.millis().div_euclid(10) * 10;
+///         vec![BoundedWindow::Interval { start: Timestamp(s), end: Timestamp(s + 10) }]
+///     }
+/// }
+/// let WindowFn::Custom { name, .. } = WindowFn::custom(Tens) else { unreachable!() };
+/// let factory = tidewater::registry::window_fn(&name).unwrap();
+/// let f = factory(&mut <dyn erased_serde::Deserializer>::erase(serde_json::Value::Null)).unwrap();
+/// assert_eq!(
+///     f.assign_timestamp(Timestamp(12)),
+///     Some(vec![BoundedWindow::Interval { start: Timestamp(10), end: Timestamp(20) }])
+/// );
+/// assert!(!f.is_merging());
+/// ```
 pub trait ErasedWindowFn: Send + Sync {
     /// Assigns every element of `batch` its windows.
     fn assign_batch(

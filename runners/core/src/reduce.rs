@@ -38,15 +38,26 @@ struct WindowState {
 }
 
 /// The active windows of a reducer: their state by (key, window) in a hash map (one
-/// lookup per input, however many windows are open), and each key's windows (for
-/// merging, and to forget a key with none left).
+/// lookup per input, however many windows are open), and per key how many are open (to
+/// forget a key with none left) and, under a merging WindowFn, which (merging needs
+/// them; a key's many fixed windows would make each removal a scan).
 #[derive(Default)]
 struct ActiveWindows {
     map: FxHashMap<(KeyId, BoundedWindow), WindowState>,
+    open: FxHashMap<KeyId, u32>,
+    /// Each key's windows, kept only when `merging`.
     of_key: FxHashMap<KeyId, Vec<BoundedWindow>>,
+    merging: bool,
 }
 
 impl ActiveWindows {
+    fn new(merging: bool) -> Self {
+        ActiveWindows {
+            merging,
+            ..Default::default()
+        }
+    }
+
     fn get(&self, kw: &(KeyId, BoundedWindow)) -> Option<&WindowState> {
         self.map.get(kw)
     }
@@ -60,20 +71,31 @@ impl ActiveWindows {
     }
 
     fn insert(&mut self, (k, w): (KeyId, BoundedWindow), st: WindowState) {
-        if self.map.insert((k, w.clone()), st).is_none() {
-            // Most keys have one window open at a time: room for one, not Vec's four.
-            self.of_key
-                .entry(k)
-                .or_insert_with(|| Vec::with_capacity(1))
-                .push(w);
+        if self.merging {
+            if self.map.insert((k, w.clone()), st).is_none() {
+                // Most keys have one window open at a time: room for one, not Vec's four.
+                self.of_key
+                    .entry(k)
+                    .or_insert_with(|| Vec::with_capacity(1))
+                    .push(w);
+                *self.open.entry(k).or_default() += 1;
+            }
+        } else if self.map.insert((k, w), st).is_none() {
+            *self.open.entry(k).or_default() += 1;
         }
     }
 
     fn remove(&mut self, kw: &(KeyId, BoundedWindow)) -> Option<WindowState> {
         let st = self.map.remove(kw)?;
         let (k, w) = (kw.0, &kw.1);
+        if let Some(n) = self.open.get_mut(&k) {
+            *n -= 1;
+            if *n == 0 {
+                self.open.remove(&k);
+            }
+        }
         if let Some(ws) = self.of_key.get_mut(&k) {
-            // Unordered (`of_key` sorts): no shifting of a key's many open windows.
+            // Unordered (`of_key` sorts): no shifting of a key's open windows.
             if let Some(i) = ws.iter().position(|x| x == w) {
                 ws.swap_remove(i);
             }
@@ -84,15 +106,16 @@ impl ActiveWindows {
         Some(st)
     }
 
-    /// `k`'s windows, in window order.
+    /// `k`'s windows, in window order (under a merging WindowFn).
     fn of_key(&self, k: KeyId) -> Vec<BoundedWindow> {
+        debug_assert!(self.merging, "windows per key are kept only for merging");
         let mut ws = self.of_key.get(&k).cloned().unwrap_or_default();
         ws.sort();
         ws
     }
 
     fn has_key(&self, k: KeyId) -> bool {
-        self.of_key.contains_key(&k)
+        self.open.contains_key(&k)
     }
 
     fn iter(&self) -> impl Iterator<Item = (&(KeyId, BoundedWindow), &WindowState)> {
@@ -185,11 +208,11 @@ impl Reducer {
         let trigger =
             TriggerStateMachine::with_merging(&strategy.trigger, strategy.window_fn.is_merging());
         Reducer {
+            windows: ActiveWindows::new(strategy.window_fn.is_merging()),
             strategy,
             assigner,
             trigger,
             state,
-            windows: ActiveWindows::default(),
             timers: TimerService::default(),
             input_watermark: Timestamp::MIN,
             output_watermark: Timestamp::MIN,

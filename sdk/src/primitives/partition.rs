@@ -118,6 +118,14 @@ fn route<T: Element>(
 
 /// [`Partition`] with parameters that travel in the plan: `f(&params, &element, n)`
 /// (made by [`Partition::of_with`]).
+///
+/// ```
+/// let p = tidewater::Pipeline::new(Default::default());
+/// let by_mod: tidewater::PartitionWith<_, u64> =
+///     tidewater::Partition::of_with(2, 3u64, |m: &u64, x: &u64, _n| usize::from(x % m == 0));
+/// let parts = p.create("Xs", vec![1u64, 3, 6]).apply("ByMod", by_mod);
+/// assert_eq!(parts.len(), 2);
+/// ```
 pub struct PartitionWith<F, P> {
     n: usize,
     params: P,
@@ -125,7 +133,16 @@ pub struct PartitionWith<F, P> {
     site: &'static std::panic::Location<'static>,
 }
 
-/// The DoFn of [`PartitionWith`].
+/// The DoFn of [`PartitionWith`]: what the plan names for it (the name of the
+/// closure's place).
+///
+/// ```
+/// let p = tidewater::Pipeline::new(Default::default());
+/// let _ = p.create("Xs", vec![1u8])
+///     .apply("Odd", tidewater::Partition::of_with(2, (), |_: &(), x: &u8, _n| usize::from(x % 2 == 1)));
+/// let plan = p.to_plan().unwrap();
+/// assert!(serde_json::to_string(&plan).unwrap().contains("PartitionWithFn"));
+/// ```
 pub struct PartitionWithFn<F, P, T> {
     f: Arc<F>,
     params: Arc<P>,
@@ -309,6 +326,14 @@ where
 }
 
 /// Where [`PCollection::split2`] sends an element: a typed partition by variant.
+///
+/// ```
+/// use tidewater::Split2;
+/// fn parity(x: u8) -> Split2<u8, u8> {
+///     if x % 2 == 0 { Split2::First(x) } else { Split2::Second(x) }
+/// }
+/// assert_eq!(parity(3), Split2::Second(3));
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Split2<A, B> {
     /// To the first output.
@@ -318,6 +343,12 @@ pub enum Split2<A, B> {
 }
 
 /// Where [`PCollection::split3`] sends an element: a typed partition by variant.
+///
+/// ```
+/// use tidewater::Split3;
+/// let s: Split3<i64, String, ()> = Split3::Second("x".into());
+/// assert!(matches!(s, Split3::Second(_)));
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Split3<A, B, C> {
     /// To the first output.
@@ -330,6 +361,15 @@ pub enum Split3<A, B, C> {
 
 /// The DoFn of [`PCollection::split2`] and [`PCollection::split3`]: the first output is
 /// the main one, the others are tagged `1` and `2`.
+///
+/// ```
+/// use tidewater::Split2;
+/// let p = tidewater::Pipeline::new(Default::default());
+/// let (_small, _big) = p.create("Xs", vec![1u32, 100])
+///     .split2("BySize", |x: u32| if x < 10 { Split2::First(x) } else { Split2::Second(x as u64) });
+/// let plan = serde_json::to_string(&p.to_plan().unwrap()).unwrap();
+/// assert!(plan.contains("SplitFn"));
+/// ```
 pub struct SplitFn<F, T, A, B, C> {
     f: Arc<F>,
     second: TupleTag<B>,
