@@ -36,4 +36,4 @@ pub use partition::{
 pub use read::{Read, TimestampedPosition, TimestampedSource, WatermarkEstimator};
 pub use stateful_pardo::StatefulParDo;
 pub use test_stream::{TestStream, TestStreamEvent};
-pub use window_into::{Window, WithTimestamps, WithTimestampsFn};
+pub use window_into::{Window, WithTimestamps, WithTimestampsFn, WithTimestampsWithFn};

@@ -183,19 +183,72 @@ impl<F: Fn(&T) -> Timestamp + Send + Sync + 'static, T: Element> crate::DoFn
         ctx: &mut crate::ProcessContext<'_, T>,
     ) -> Result<(), crate::UserError> {
         let ts = (self.f)(&x);
-        if ts < Timestamp::MIN || ts > Timestamp::MAX {
-            return Err(format!(
-                "timestamp {ts:?} is outside [{:?}, {:?}]",
-                Timestamp::MIN,
-                Timestamp::MAX
-            )
-            .into());
-        }
-        ctx.output_with_timestamp(x, ts);
-        Ok(())
+        stamp(x, ts, ctx)
     }
     fn allowed_timestamp_skew(&self) -> i64 {
         self.skew_ms
+    }
+}
+
+/// Outputs `x` at `ts`, a timestamp a function gave: one outside the representable
+/// range is the user's error.
+pub(crate) fn stamp<T: Element>(
+    x: T,
+    ts: Timestamp,
+    ctx: &mut crate::ProcessContext<'_, T>,
+) -> Result<(), crate::UserError> {
+    if ts < Timestamp::MIN || ts > Timestamp::MAX {
+        return Err(format!(
+            "timestamp {ts:?} is outside [{:?}, {:?}]",
+            Timestamp::MIN,
+            Timestamp::MAX
+        )
+        .into());
+    }
+    ctx.output_with_timestamp(x, ts);
+    Ok(())
+}
+
+/// The DoFn of [`PCollection::with_timestamps_with`].
+///
+/// ```
+/// let p = tidewater::Pipeline::new(Default::default());
+/// let _ = p.create("Xs", vec![2i64])
+///     .with_timestamps_with("Secs", 1000i64, |unit: &i64, x: &i64| tidewater::Timestamp(x * unit));
+/// let plan = serde_json::to_string(&p.to_plan().unwrap()).unwrap();
+/// assert!(plan.contains("WithTimestampsWithFn"));
+/// ```
+pub struct WithTimestampsWithFn<F, P, T> {
+    pub(crate) f: std::sync::Arc<F>,
+    pub(crate) params: std::sync::Arc<P>,
+    pub(crate) _t: std::marker::PhantomData<fn(T)>,
+}
+
+impl<F, P, T> Clone for WithTimestampsWithFn<F, P, T> {
+    fn clone(&self) -> Self {
+        WithTimestampsWithFn {
+            f: self.f.clone(),
+            params: self.params.clone(),
+            _t: std::marker::PhantomData,
+        }
+    }
+}
+
+impl<F, P, T> crate::DoFn for WithTimestampsWithFn<F, P, T>
+where
+    F: Fn(&P, &T) -> Timestamp + Send + Sync + 'static,
+    P: Send + Sync + 'static,
+    T: Element,
+{
+    type In = T;
+    type Out = T;
+    fn process(
+        &mut self,
+        x: T,
+        ctx: &mut crate::ProcessContext<'_, T>,
+    ) -> Result<(), crate::UserError> {
+        let ts = (self.f)(&self.params, &x);
+        stamp(x, ts, ctx)
     }
 }
 
@@ -261,7 +314,7 @@ impl<T: Element, F: Fn(&T) -> Timestamp + Send + Sync + 'static> PTransform<PCol
     fn expand(self, input: PCollection<T>) -> PCollection<T> {
         let mut name = super::functions::light_fn_name::<WithTimestampsFn<F, T>, F>(
             "with_timestamps",
-            None,
+            Some("with_timestamps_with"),
             self.site,
         );
         let skew_ms = self.skew_ms;
