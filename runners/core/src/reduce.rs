@@ -35,6 +35,11 @@ struct WindowState {
     /// Earliest and latest input timestamps of the pane (all panes when accumulating).
     min_ts: Option<Timestamp>,
     max_ts: Option<Timestamp>,
+    /// Which activation of (key, window) this is: a queued window timer of an earlier
+    /// one (a window expired or merged away, its key's number since reused) is stale.
+    /// Given afresh on restore.
+    #[serde(skip)]
+    serial: u64,
 }
 
 /// The active windows of a reducer: their state by (key, window) in a hash map (one
@@ -137,9 +142,15 @@ pub struct Reducer {
     trigger: TriggerStateMachine,
     state: Box<dyn ReduceFnState>,
     windows: ActiveWindows,
-    /// End-of-window, garbage-collection and trigger timers; a timer is named by its
-    /// time, so setting one twice keeps one.
+    /// Trigger timers; a timer is named by its time, so setting one twice keeps one.
     timers: TimerService<KeyId, Timestamp>,
+    /// The timers every window has, at its end and at its garbage-collection time, by
+    /// time: set once when the window becomes active, never moved, so they need no
+    /// per-window index (a popped one whose window is gone, merged away or expired,
+    /// is skipped). A trigger's timer at one of these times is this one.
+    window_timers: BTreeMap<Timestamp, Vec<(KeyId, BoundedWindow, u64)>>,
+    /// The serial of the latest window activation.
+    next_serial: u64,
     input_watermark: Timestamp,
     output_watermark: Timestamp,
     processing_time: Timestamp,
@@ -214,6 +225,8 @@ impl Reducer {
             trigger,
             state,
             timers: TimerService::default(),
+            window_timers: BTreeMap::new(),
+            next_serial: 0,
             input_watermark: Timestamp::MIN,
             output_watermark: Timestamp::MIN,
             processing_time: Timestamp(0),
@@ -292,8 +305,9 @@ impl Reducer {
     fn activate(&mut self, k: KeyId, w: BoundedWindow) -> Result<BoundedWindow, ExecError> {
         if !self.windows.contains_key(&(k, w.clone())) {
             let st = self.new_window_state();
+            let serial = st.serial;
             self.windows.insert((k, w.clone()), st);
-            self.set_window_timers(k, w.clone());
+            self.set_window_timers(k, w.clone(), serial);
         }
         if !self.strategy.window_fn.is_merging() {
             return Ok(w);
@@ -345,7 +359,18 @@ impl Reducer {
                 .iter()
                 .position(|f| *f == into)
                 .and_then(|p| states.get(p).filter(|_| states.len() == from.len()));
+            // A window that absorbed others keeps its activation and the timers it
+            // had; a new one gets its own.
+            let fresh = kept.is_none();
+            let serial = match kept {
+                Some(s) => s.serial,
+                None => {
+                    self.next_serial += 1;
+                    self.next_serial
+                }
+            };
             let merged = WindowState {
+                serial,
                 trigger,
                 closed: states.iter().any(|s| s.closed),
                 panes: kept.map_or(0, |s| s.panes),
@@ -357,7 +382,9 @@ impl Reducer {
             };
             self.windows.insert((k, into.clone()), merged);
             self.add_timers(k, into.clone(), timers);
-            self.set_window_timers(k, into.clone());
+            if fresh {
+                self.set_window_timers(k, into.clone(), serial);
+            }
             if from.contains(&result) {
                 result = into;
             }
@@ -365,8 +392,10 @@ impl Reducer {
         Ok(result)
     }
 
-    fn new_window_state(&self) -> WindowState {
+    fn new_window_state(&mut self) -> WindowState {
+        self.next_serial += 1;
         WindowState {
+            serial: self.next_serial,
             trigger: self.trigger.initial_state(),
             closed: false,
             panes: 0,
@@ -379,18 +408,61 @@ impl Reducer {
     }
 
     /// The end-of-window and garbage-collection timers every window has.
-    fn set_window_timers(&mut self, k: KeyId, w: BoundedWindow) {
-        let gc = self.gc_time(&w);
-        let mut timers = vec![(TimeDomain::EventTime, end_of(&w))];
-        // Without allowed lateness they are one timer (a timer is named by its time).
-        if gc != end_of(&w) {
-            timers.push((TimeDomain::EventTime, gc));
+    /// Sets the end-of-window and garbage-collection timers of a window that just
+    /// became active (once per window: they are never moved).
+    fn set_window_timers(&mut self, k: KeyId, w: BoundedWindow, serial: u64) {
+        let (end, gc) = (end_of(&w), self.gc_time(&w));
+        // Without allowed lateness they are one timer.
+        if gc != end {
+            self.window_timers
+                .entry(gc)
+                .or_default()
+                .push((k, w.clone(), serial));
         }
-        self.add_timers(k, w, timers);
+        self.window_timers
+            .entry(end)
+            .or_default()
+            .push((k, w, serial));
+    }
+
+    /// Whether `at` in `domain` is one of `w`'s own end-of-window and
+    /// garbage-collection timers, which every active window has.
+    fn is_window_timer(&self, w: &BoundedWindow, domain: TimeDomain, at: Timestamp) -> bool {
+        domain == TimeDomain::EventTime && (at == end_of(w) || at == self.gc_time(w))
+    }
+
+    /// The earliest due event-time timer, of a window (with its activation's serial)
+    /// or of a trigger.
+    fn pop_due_event_timer(&mut self) -> Option<((KeyId, BoundedWindow), Option<u64>)> {
+        let wm = self.input_watermark;
+        let window_first = self
+            .window_timers
+            .first_key_value()
+            .map(|(t, _)| *t)
+            .filter(|t| *t <= wm);
+        let trigger_first = self.timers.next(TimeDomain::EventTime).filter(|t| *t <= wm);
+        match (window_first, trigger_first) {
+            (Some(w), t) if t.is_none_or(|t| w <= t) => {
+                let mut entry = self.window_timers.first_entry().expect("a first time");
+                let due = entry.get_mut().pop();
+                if entry.get().is_empty() {
+                    entry.remove();
+                }
+                due.map(|(k, w, serial)| ((k, w), Some(serial)))
+            }
+            (_, Some(_)) => self
+                .timers
+                .pop_due(TimeDomain::EventTime, wm)
+                .map(|t| ((t.key, t.window), None)),
+            _ => None,
+        }
     }
 
     fn add_timers(&mut self, k: KeyId, w: BoundedWindow, timers: Vec<(TimeDomain, Timestamp)>) {
         for (domain, at) in timers {
+            if self.is_window_timer(&w, domain, at) {
+                continue;
+            }
             self.timers.set(Timer {
                 key: k,
                 window: w.clone(),
@@ -439,23 +511,20 @@ impl Reducer {
         self.input_watermark = self.input_watermark.max(input_watermark);
         self.processing_time = self.processing_time.max(processing_time);
         loop {
-            let next = self
-                .timers
-                .pop_due(TimeDomain::EventTime, self.input_watermark)
-                .or_else(|| {
-                    self.timers
-                        .pop_due(TimeDomain::ProcessingTime, self.processing_time)
-                });
-            let Some(Timer {
-                key: k, window: w, ..
-            }) = next
-            else {
+            let next = self.pop_due_event_timer().or_else(|| {
+                self.timers
+                    .pop_due(TimeDomain::ProcessingTime, self.processing_time)
+                    .map(|t| ((t.key, t.window), None))
+            });
+            let Some((kw, serial)) = next else {
                 break;
             };
-            let kw = (k, w);
             let Some(st) = self.windows.get(&kw) else {
                 continue;
             };
+            if serial.is_some_and(|s| s != st.serial) {
+                continue;
+            }
             let (k, w) = kw;
             if self.expired(&w) {
                 self.expire(k, w)?;
@@ -617,7 +686,10 @@ impl Reducer {
 
     /// Whether a timer is due at or before these times.
     pub fn has_due_timers(&self, watermark: Timestamp, processing_time: Timestamp) -> bool {
-        self.timers.has_due(TimeDomain::EventTime, watermark)
+        self.window_timers
+            .first_key_value()
+            .is_some_and(|(t, _)| *t <= watermark)
+            || self.timers.has_due(TimeDomain::EventTime, watermark)
             || self
                 .timers
                 .has_due(TimeDomain::ProcessingTime, processing_time)
@@ -640,17 +712,35 @@ impl Reducer {
         max_key_groups: u32,
     ) -> Result<Vec<(Scope, Vec<u8>)>, ExecError> {
         let mut groups: BTreeMap<u32, Vec<WindowEntry>> = BTreeMap::new();
+        // A window's own timer is pending when it is after the watermark, or in a time
+        // not yet handled (a window made active by late data since the last advance).
+        let wm = self.input_watermark;
+        let unhandled: std::collections::HashSet<(Timestamp, KeyId, &BoundedWindow, u64)> = self
+            .window_timers
+            .range(..=wm)
+            .flat_map(|(t, ws)| ws.iter().map(move |(k, w, s)| (*t, *k, w, *s)))
+            .collect();
         for ((k, w), st) in self.windows.iter() {
             let (k, w) = (*k, w.clone());
             let key = self.state.key_bytes(k).to_vec();
-            let entry = WindowEntry {
-                contents: self.state.encode_contents(k, w.clone())?,
-                timers: self
-                    .timers
+            let (end, gc) = (end_of(&w), self.gc_time(&w));
+            let mut timers: Vec<(TimeDomain, Timestamp)> = [end, gc]
+                .into_iter()
+                .enumerate()
+                .filter(|&(i, t)| {
+                    (i == 0 || t != end) && (t > wm || unhandled.contains(&(t, k, &w, st.serial)))
+                })
+                .map(|(_, t)| (TimeDomain::EventTime, t))
+                .collect();
+            timers.extend(
+                self.timers
                     .of(&k, w.clone())
                     .into_iter()
-                    .map(|t| (t.domain, t.at))
-                    .collect(),
+                    .map(|t| (t.domain, t.at)),
+            );
+            let entry = WindowEntry {
+                contents: self.state.encode_contents(k, w.clone())?,
+                timers,
                 state: st.clone(),
                 window: w,
                 key,
@@ -689,7 +779,20 @@ impl Reducer {
             if let Some(c) = &e.contents {
                 self.state.restore_contents(k, e.window.clone(), c)?;
             }
-            self.windows.insert((k, e.window.clone()), e.state);
+            let mut st = e.state;
+            self.next_serial += 1;
+            st.serial = self.next_serial;
+            self.windows.insert((k, e.window.clone()), st);
+            // The window's own timers that were pending go back into their queue.
+            for &(domain, at) in &e.timers {
+                if self.is_window_timer(&e.window, domain, at) {
+                    self.window_timers.entry(at).or_default().push((
+                        k,
+                        e.window.clone(),
+                        self.next_serial,
+                    ));
+                }
+            }
             self.add_timers(k, e.window, e.timers);
         }
         Ok(())
