@@ -439,8 +439,9 @@ impl Reducer {
             .window_timers
             .first_key_value()
             .map(|(t, _)| *t)
-            .filter(|t| *t <= wm);
-        let trigger_first = self.timers.next(TimeDomain::EventTime).filter(|t| *t <= wm);
+            .filter(|t| *t < wm);
+        // Due once the watermark has passed them, as every timer.
+        let trigger_first = self.timers.next(TimeDomain::EventTime).filter(|t| *t < wm);
         match (window_first, trigger_first) {
             (Some(w), t) if t.is_none_or(|t| w <= t) => {
                 let mut entry = self.window_timers.first_entry().expect("a first time");
@@ -688,7 +689,7 @@ impl Reducer {
     pub fn has_due_timers(&self, watermark: Timestamp, processing_time: Timestamp) -> bool {
         self.window_timers
             .first_key_value()
-            .is_some_and(|(t, _)| *t <= watermark)
+            .is_some_and(|(t, _)| *t < watermark)
             || self.timers.has_due(TimeDomain::EventTime, watermark)
             || self
                 .timers
@@ -712,12 +713,13 @@ impl Reducer {
         max_key_groups: u32,
     ) -> Result<Vec<(Scope, Vec<u8>)>, ExecError> {
         let mut groups: BTreeMap<u32, Vec<WindowEntry>> = BTreeMap::new();
-        // A window's own timer is pending when it is after the watermark, or in a time
-        // not yet handled (a window made active by late data since the last advance).
+        // A window's own timer is pending when the watermark has not passed it, or in
+        // a time not yet handled (a window made active by late data since the last
+        // advance).
         let wm = self.input_watermark;
         let unhandled: std::collections::HashSet<(Timestamp, KeyId, &BoundedWindow, u64)> = self
             .window_timers
-            .range(..=wm)
+            .range(..wm)
             .flat_map(|(t, ws)| ws.iter().map(move |(k, w, s)| (*t, *k, w, *s)))
             .collect();
         for ((k, w), st) in self.windows.iter() {
@@ -728,7 +730,7 @@ impl Reducer {
                 .into_iter()
                 .enumerate()
                 .filter(|&(i, t)| {
-                    (i == 0 || t != end) && (t > wm || unhandled.contains(&(t, k, &w, st.serial)))
+                    (i == 0 || t != end) && (t >= wm || unhandled.contains(&(t, k, &w, st.serial)))
                 })
                 .map(|(_, t)| (TimeDomain::EventTime, t))
                 .collect();
