@@ -177,12 +177,12 @@ impl AsyncSourceReader for TailReader {
     }
 }
 
-/// Up to `max` complete lines of `path` from byte `offset`, and the offset after them.
-fn read_lines(path: &str, offset: u64, max: usize) -> Result<(Vec<String>, u64), UserError> {
-    let mut file = match std::fs::File::open(path) {
+/// `path` opened, with its length now (`None` if it does not exist yet); a file shorter
+/// than `offset`, which a reader already passed, is an error.
+fn open_at_most(path: &str, offset: u64) -> Result<Option<(std::fs::File, u64)>, UserError> {
+    let file = match std::fs::File::open(path) {
         Ok(f) => f,
-        // The file may not exist yet: nothing to read now.
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), offset)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(format!("cannot read tailed file '{path}': {e}").into()),
     };
     let len = file
@@ -195,6 +195,15 @@ fn read_lines(path: &str, offset: u64, max: usize) -> Result<(Vec<String>, u64),
         )
         .into());
     }
+    Ok(Some((file, len)))
+}
+
+/// Up to `max` complete lines of `path` from byte `offset`, and the offset after them.
+fn read_lines(path: &str, offset: u64, max: usize) -> Result<(Vec<String>, u64), UserError> {
+    // The file may not exist yet: nothing to read now.
+    let Some((mut file, len)) = open_at_most(path, offset)? else {
+        return Ok((Vec::new(), offset));
+    };
     if len == offset {
         return Ok((Vec::new(), offset));
     }
@@ -225,21 +234,9 @@ fn read_lines(path: &str, offset: u64, max: usize) -> Result<(Vec<String>, u64),
 
 /// How many complete lines `path` holds after byte `offset`.
 fn complete_lines(path: &str, offset: u64) -> Result<u64, UserError> {
-    let mut file = match std::fs::File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
-        Err(e) => return Err(format!("cannot read tailed file '{path}': {e}").into()),
+    let Some((mut file, len)) = open_at_most(path, offset)? else {
+        return Ok(0);
     };
-    let len = file
-        .metadata()
-        .map_err(|e| format!("cannot read tailed file '{path}': {e}"))?
-        .len();
-    if len < offset {
-        return Err(format!(
-            "tailed file '{path}' shrank from {offset} to {len} bytes (truncated or replaced)"
-        )
-        .into());
-    }
     file.seek(SeekFrom::Start(offset))
         .map_err(|e| format!("cannot seek in '{path}': {e}"))?;
     // Up to the length seen now: lines appended while counting are the next run's.
