@@ -351,11 +351,13 @@ pub fn summary(runner: &str, metrics: &tidewater::exec::MetricResults) -> String
         _ => format!("{name} -"),
     };
     let mut out = format!(
-        "{runner} runner: {} records read; {} checkpoints ({}); {}; {}",
+        "{runner} runner: {} records read; {} checkpoints ({}); {}; {}; {}; {}",
         counter("records_read"),
         counter("checkpoints"),
         dist("manifest_ms", "ms"),
         dist("snapshot_ms", "ms"),
+        dist("snapshot_write_ms", "ms"),
+        dist("snapshot_durable_ms", "ms"),
         dist("snapshot_bytes", "B"),
     );
     if counter("batches") > 0 {
@@ -498,7 +500,7 @@ mod tests {
         m.step_mut("Format").inc_counter("formatted", 10);
         assert_eq!(
             summary("native", &m),
-            "native runner: 600 records read; 2 checkpoints (manifest_ms -); snapshot_ms -; snapshot_bytes -; alignment_ms -; sources held back 7 ms by the epochs in flight
+            "native runner: 600 records read; 2 checkpoints (manifest_ms -); snapshot_ms -; snapshot_write_ms -; snapshot_durable_ms -; snapshot_bytes -; alignment_ms -; sources held back 7 ms by the epochs in flight
   per checkpoint: checkpoint_ms avg 20.0ms max 30ms over 2, checkpoint_bytes avg 400.0B max 500B over 2; per checkpoint and worker: checkpoint_alignment_ms avg 0.0ms max 0ms over 2
   records in flight (read, not yet durable everywhere) at most 48 on a worker; an epoch read at most 16
   operator            records in   records out       input watermark  backpressure

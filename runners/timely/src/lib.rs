@@ -19,6 +19,7 @@ pub mod msg;
 pub mod store;
 pub mod task;
 mod worker;
+pub mod writer;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -7,9 +7,11 @@
 //! messages of later epochs wait until every input's frontier has passed `cur` (Flink's
 //! barrier alignment, with timely's progress tracking in place of in-band barriers).
 //! When the frontier passes `cur`, the task closes the epochs up to the next one it has
-//! work for: sinks stage their transactions, the state is written to the store, and
-//! only then are the capabilities downgraded — the acknowledgement that the durable
-//! probe after every task observes.
+//! work for: sinks stage their transactions, the state is taken apart into parts and
+//! handed to the worker's snapshot writer ([`crate::writer`]), and the data outputs
+//! move on to the next epoch. The control output stays at the closed epoch until the
+//! writer says the file is durable: its capability is the acknowledgement that the
+//! durable probe after every task observes.
 //!
 //! Every semantic rule applied here lives in runners/core: the task only moves batches
 //! and progress between core's parts.
@@ -17,9 +19,10 @@
 use crate::metrics::{Checkpoints, InFlight, OperatorFigures};
 use crate::msg::{Body, InputClock, LocalBatch, Msg, Senders};
 use crate::store::Store;
+use crate::writer::{PartWriter, WriteFigures, Written};
 use crate::{BatchTrigger, Clock, Guarantee, Policy};
 use std::cell::RefCell;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -39,7 +42,7 @@ use tidewater_runners_core::watermarks;
 use timely::dataflow::channels::pushers::Output;
 use timely::dataflow::operators::Capability;
 use timely::dataflow::ProbeHandle;
-use timely::scheduling::Activator;
+use timely::scheduling::{Activator, SyncActivator};
 
 /// The epoch a task's last range ends at when it finishes: every later checkpoint
 /// finds its final state there.
@@ -87,6 +90,8 @@ pub struct WorkerCtx {
     pub started: Instant,
     /// The checkpoint store, if checkpoints are on.
     pub store: Option<Store>,
+    /// Writes this worker's snapshot files, if checkpoints are on.
+    pub writer: Option<PartWriter>,
     /// The plan's hash (in every file).
     pub plan_hash: u64,
     /// The durable probe, after every task.
@@ -160,6 +165,19 @@ pub struct BatchRun {
     pub queue: std::collections::VecDeque<Box<dyn AnyBatch>>,
     /// The task finishes after it (its sources are done, or the trigger stops).
     pub end: bool,
+}
+
+/// A snapshot handed to the writer, holding the task's control capability at `hold`
+/// until it is durable.
+pub struct PendingWrite {
+    /// The epoch the task was at when it closed the range: the probe must not pass it.
+    pub hold: u64,
+    /// The range's last epoch.
+    pub last: u64,
+    /// When the task began taking the state apart.
+    pub started: Instant,
+    /// The writer's answer.
+    pub done: Arc<Written>,
 }
 
 /// How a stage exit leaves the task.
@@ -292,8 +310,13 @@ pub struct Task {
     /// Per output port: messages to send.
     pub outbox: Vec<Vec<Msg>>,
     /// Capabilities, one per output port (port 0 is the control output the durable
-    /// probe watches); empty once the task is done.
+    /// probe watches: it stays at the epoch of the oldest snapshot not yet durable);
+    /// empty once the task is done.
     pub caps: Vec<Capability<u64>>,
+    /// Snapshots handed to the writer and not yet durable, oldest first.
+    pub writes: VecDeque<PendingWrite>,
+    /// Wakes this operator from the writer's thread.
+    pub wake: SyncActivator,
     /// The outputs.
     pub outputs: Vec<Output<u64, Vec<Msg>>>,
     /// Reschedules this operator.
@@ -795,35 +818,85 @@ impl Task {
             return Ok(());
         }
         if self.stateful {
-            if let Some(store) = &self.ctx.store {
+            if let Some(writer) = &self.ctx.writer {
+                let started = Instant::now();
                 let snapshot = Snapshot {
                     plan_hash: self.ctx.plan_hash,
                     max_key_groups: self.ctx.max_key_groups,
                     epoch: last,
                     parts: self.parts()?,
                 };
-                let started = Instant::now();
-                let bytes =
-                    store.write_part(self.node, self.ctx.me, self.first, last, &snapshot)?;
-                let mut metrics = self.ctx.metrics.borrow_mut();
-                let m = metrics.step_mut(ENGINE_STEP);
-                m.update_distribution("snapshot_ms", started.elapsed().as_millis() as i64);
-                m.update_distribution("snapshot_bytes", bytes as i64);
-                drop(metrics);
-                *self.ctx.state_bytes.borrow_mut().entry(last).or_default() += bytes as u64;
-                crate::fault::point("snapshot");
+                let done = writer.submit(
+                    self.node,
+                    self.ctx.me,
+                    (self.first, last),
+                    snapshot,
+                    self.wake.clone(),
+                );
+                self.ctx
+                    .metrics
+                    .borrow_mut()
+                    .step_mut(ENGINE_STEP)
+                    .update_distribution("snapshot_ms", started.elapsed().as_millis() as i64);
+                self.writes.push_back(PendingWrite {
+                    hold: self.cur,
+                    last,
+                    started,
+                    done,
+                });
             }
         }
         self.first = last.saturating_add(1);
         Ok(())
     }
 
-    /// Moves the current epoch to `next`, downgrading the capabilities.
+    /// Moves the current epoch to `next`, downgrading the capabilities (the control
+    /// one as far as the snapshots in flight let it).
     fn move_to(&mut self, next: u64) {
         self.cur = next;
-        for cap in &mut self.caps {
-            cap.downgrade(&next);
+        let control = self.writes.front().map_or(next, |w| w.hold.min(next));
+        for (port, cap) in self.caps.iter_mut().enumerate() {
+            cap.downgrade(if port == 0 { &control } else { &next });
         }
+    }
+
+    /// Takes the writer's answers for the snapshots that are durable, in order, and
+    /// lets the control capability follow; a failed write fails the task.
+    fn poll_writes(&mut self) -> Result<()> {
+        while let Some(w) = self.writes.front() {
+            let Some(result) = w.done.try_take() else {
+                break;
+            };
+            let w = self.writes.pop_front().expect("the front");
+            self.written(&w, result?);
+        }
+        if let Some(cap) = self.caps.first_mut() {
+            let control = self.writes.front().map_or(self.cur, |w| w.hold.min(self.cur));
+            if *cap.time() < control {
+                cap.downgrade(&control);
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits for every snapshot in flight to be durable.
+    fn wait_writes(&mut self) -> Result<()> {
+        while let Some(w) = self.writes.pop_front() {
+            let figures = w.done.wait()?;
+            self.written(&w, figures);
+        }
+        Ok(())
+    }
+
+    /// Records a durable snapshot's figures.
+    fn written(&self, w: &PendingWrite, figures: WriteFigures) {
+        let mut metrics = self.ctx.metrics.borrow_mut();
+        let m = metrics.step_mut(ENGINE_STEP);
+        m.update_distribution("snapshot_write_ms", figures.took.as_millis() as i64);
+        m.update_distribution("snapshot_durable_ms", w.started.elapsed().as_millis() as i64);
+        m.update_distribution("snapshot_bytes", figures.bytes as i64);
+        drop(metrics);
+        *self.ctx.state_bytes.borrow_mut().entry(w.last).or_default() += figures.bytes as u64;
     }
 
     /// Finishes: the last range runs to [`FINAL_EPOCH`], capabilities are dropped.
@@ -832,6 +905,7 @@ impl Task {
         let cur = self.cur;
         self.flush(cur);
         self.close(FINAL_EPOCH)?;
+        self.wait_writes()?;
         if self.inputs.is_empty() && self.ctx.store.is_some() {
             self.ctx.checkpoints.borrow_mut().source_ended(FINAL_EPOCH);
         }
@@ -845,6 +919,7 @@ impl Task {
         if self.caps.is_empty() {
             return Ok(());
         }
+        self.poll_writes()?;
         let cur = self.cur;
         let mut held = false;
         for (t, port, msg) in incoming {
@@ -950,6 +1025,7 @@ impl Task {
         if self.caps.is_empty() {
             return Ok(());
         }
+        self.poll_writes()?;
         if let (
             Policy::Batches {
                 max_records,

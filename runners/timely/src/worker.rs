@@ -90,6 +90,10 @@ fn run(worker: &mut timely::worker::Worker, shared: &Shared) -> Result<WorkerOut
         },
         max_duration: config.max_duration,
         started: shared.started,
+        writer: match &store {
+            Some(s) => Some(crate::writer::PartWriter::new(s.clone(), worker.index())?),
+            None => None,
+        },
         store: store.clone(),
         plan_hash: shared.plan_hash,
         probe: probe.clone(),
@@ -763,6 +767,9 @@ fn build(
         }
         control_stream.probe_with(probe);
         let activator = scope.activator_for(builder.operator_info().address);
+        let wake = scope
+            .worker()
+            .sync_activator_for(builder.operator_info().address.to_vec());
         let n_outputs = outputs.len();
         let figures = Rc::new(OperatorFigures::new(&name, is_source));
         // A capture is the test harness's, not an operator of the pipeline.
@@ -787,6 +794,8 @@ fn build(
             sent: None,
             outbox: (0..n_outputs).map(|_| Vec::new()).collect(),
             caps: Vec::new(),
+            writes: std::collections::VecDeque::new(),
+            wake,
             outputs,
             activator,
             epoch_began: Instant::now(),

@@ -1,0 +1,157 @@
+//! The snapshot writer: a thread per worker that encodes a task's snapshot, writes it
+//! into the store and syncs it, off the task's thread.
+//!
+//! At a checkpoint a task takes its state apart into parts on its own thread (the
+//! state goes on changing as soon as the task moves on, so this copy cannot wait), then
+//! hands them here and moves on: its data outputs go to the next epoch at once, so
+//! records of the next epoch flow while the file is written. Only its control output,
+//! the one the durable probe watches, stays at the epoch of the write until the writer
+//! says the file is durable; the task is woken then and lets it go. So the probe
+//! passing `e` still means every task's file holding `e` is on disk, as when the task
+//! wrote the file itself, and what is left on the hot path is the copy of the state,
+//! not the encoding, the write or the `fsync`.
+//!
+//! Files are written in the order they are handed over. A failed write fails the task
+//! that wrote it the next time it runs, with the store's message.
+
+use crate::store::Store;
+use std::sync::mpsc;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+use tidewater::{Error, Result};
+use tidewater_runners_core::snapshot::Snapshot;
+use timely::scheduling::SyncActivator;
+
+/// What a finished write reports: its size in bytes and how long the writer took.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WriteFigures {
+    /// The file's length.
+    pub bytes: usize,
+    /// From the writer taking the job to the file synced.
+    pub took: Duration,
+}
+
+/// One write handed to the writer, as its task waits for it.
+pub struct Written {
+    result: Mutex<Option<Result<WriteFigures>>>,
+    ready: Condvar,
+    wake: SyncActivator,
+}
+
+impl Written {
+    fn new(wake: SyncActivator) -> Arc<Self> {
+        Arc::new(Written {
+            result: Mutex::new(None),
+            ready: Condvar::new(),
+            wake,
+        })
+    }
+
+    fn set(&self, result: Result<WriteFigures>) {
+        *self.result.lock().unwrap_or_else(|e| e.into_inner()) = Some(result);
+        self.ready.notify_all();
+        // The task's worker is gone only when the job is over.
+        let _ = self.wake.activate();
+    }
+
+    /// The write's outcome, once it is over.
+    pub fn try_take(&self) -> Option<Result<WriteFigures>> {
+        self.result.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+
+    /// Waits for the write to be over.
+    pub fn wait(&self) -> Result<WriteFigures> {
+        let mut result = self.result.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if let Some(r) = result.take() {
+                return r;
+            }
+            result = self
+                .ready
+                .wait(result)
+                .unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
+struct Job {
+    node: usize,
+    worker: usize,
+    first: u64,
+    last: u64,
+    snapshot: Snapshot,
+    done: Arc<Written>,
+}
+
+/// A worker's snapshot writer thread; dropping it lets the thread finish what it was
+/// given and waits for it.
+pub struct PartWriter {
+    jobs: Option<mpsc::Sender<Job>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl PartWriter {
+    /// A writer into `store` for worker `worker`'s tasks.
+    pub fn new(store: Store, worker: usize) -> Result<Self> {
+        let (jobs, rx) = mpsc::channel::<Job>();
+        let thread = std::thread::Builder::new()
+            .name(format!("tidewater-snapshots-w{worker}"))
+            .spawn(move || {
+                for job in rx {
+                    let started = Instant::now();
+                    let result = store
+                        .write_part(job.node, job.worker, job.first, job.last, &job.snapshot)
+                        .map(|bytes| WriteFigures {
+                            bytes,
+                            took: started.elapsed(),
+                        });
+                    if result.is_ok() {
+                        crate::fault::point("snapshot");
+                    }
+                    job.done.set(result);
+                }
+            })
+            .map_err(|e| Error::Internal(format!("cannot start the snapshot writer: {e}")))?;
+        Ok(PartWriter {
+            jobs: Some(jobs),
+            thread: Some(thread),
+        })
+    }
+
+    /// Hands over task `node`'s snapshot for epochs `first..=last` of worker `worker`;
+    /// `wake` activates the task when the file is durable (or the write failed).
+    pub fn submit(
+        &self,
+        node: usize,
+        worker: usize,
+        (first, last): (u64, u64),
+        snapshot: Snapshot,
+        wake: SyncActivator,
+    ) -> Arc<Written> {
+        let done = Written::new(wake);
+        let job = Job {
+            node,
+            worker,
+            first,
+            last,
+            snapshot,
+            done: Arc::clone(&done),
+        };
+        let sent = self.jobs.as_ref().map(|j| j.send(job));
+        if !matches!(sent, Some(Ok(()))) {
+            done.set(Err(Error::Internal(
+                "the snapshot writer has stopped".to_string(),
+            )));
+        }
+        done
+    }
+}
+
+impl Drop for PartWriter {
+    fn drop(&mut self) {
+        self.jobs.take();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
