@@ -110,6 +110,15 @@ pub fn build(p: &Pipeline, rate: f64, seconds: f64, keys: u64) {
 /// `records` records over `keys` keys, at `rate` records per second, or as fast as
 /// the runner reads them with `None` (a peak measurement: its latencies mean nothing).
 pub fn build_records(p: &Pipeline, records: u64, rate: Option<f64>, keys: u64) {
+    // Room for every latency up front: growing the shared vector copies it under its
+    // lock, which would stall every worker's sink (tens of ms at millions of records)
+    // and show in the tail as the pipeline's latency.
+    {
+        let mut all = LATENCIES.lock().unwrap_or_else(|e| e.into_inner());
+        let want = usize::try_from(records).unwrap_or(usize::MAX).min(1 << 28);
+        let have = all.len();
+        all.reserve(want.saturating_sub(have));
+    }
     let mut source = GenerateSequence::new(0, Some(records));
     if let Some(rate) = rate {
         source = source.with_rate(rate);
