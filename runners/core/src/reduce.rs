@@ -3,7 +3,7 @@
 //! to fire, and emits panes with their timing, index and timestamp. One reducer per
 //! grouping transform; every runner uses it.
 
-use crate::snapshot::{decode_part, encode_part, Scope};
+use crate::snapshot::{decode_part, Scope};
 use crate::timers::{Timer, TimerService};
 use crate::triggers::{TimeDomain, TriggerContext, TriggerState, TriggerStateMachine};
 use crate::windowing::{gc_time, merge_windows, WindowAssigner};
@@ -166,6 +166,40 @@ struct WindowEntry {
     state: WindowState,
     contents: Option<Vec<u8>>,
     timers: Vec<(TimeDomain, Timestamp)>,
+}
+
+/// A [`WindowEntry`] as the snapshot writes it, borrowed from the state: the same
+/// fields in the same order, so the same bytes (postcard writes a byte string and a
+/// sequence of bytes alike).
+#[derive(Serialize)]
+struct WindowEntryRef<'a> {
+    #[serde(serialize_with = "bytes")]
+    key: &'a [u8],
+    window: &'a BoundedWindow,
+    state: &'a WindowState,
+    #[serde(serialize_with = "optional_bytes")]
+    contents: Option<Vec<u8>>,
+    timers: Vec<(TimeDomain, Timestamp)>,
+}
+
+fn bytes<S: serde::Serializer>(b: &&[u8], s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_bytes(b)
+}
+
+fn optional_bytes<S: serde::Serializer>(b: &Option<Vec<u8>>, s: S) -> Result<S::Ok, S::Error> {
+    match b {
+        Some(b) => s.serialize_some(&BytesRef(b)),
+        None => s.serialize_none(),
+    }
+}
+
+/// A byte string, serialized as one.
+struct BytesRef<'a>(&'a [u8]);
+
+impl Serialize for BytesRef<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bytes(self.0)
+    }
 }
 
 /// An operator's clocks in a snapshot.
@@ -712,7 +746,18 @@ impl Reducer {
         &self,
         max_key_groups: u32,
     ) -> Result<Vec<(Scope, Vec<u8>)>, ExecError> {
-        let mut groups: BTreeMap<u32, Vec<WindowEntry>> = BTreeMap::new();
+        // Each key group's windows in (key, window) order, so that the same state gives
+        // the same bytes whatever the hash map's order: the references are sorted, then
+        // each entry is encoded straight from the state.
+        let mut groups: BTreeMap<u32, Vec<(&[u8], &BoundedWindow, KeyId, &WindowState)>> =
+            BTreeMap::new();
+        for ((k, w), st) in self.windows.iter() {
+            let key = self.state.key_bytes(*k);
+            groups
+                .entry(key_group_of(key, max_key_groups))
+                .or_default()
+                .push((key, w, *k, st));
+        }
         // A window's own timer is pending when the watermark has not passed it, or in
         // a time not yet handled (a window made active by late data since the last
         // advance).
@@ -722,44 +767,43 @@ impl Reducer {
             .range(..wm)
             .flat_map(|(t, ws)| ws.iter().map(move |(k, w, s)| (*t, *k, w, *s)))
             .collect();
-        for ((k, w), st) in self.windows.iter() {
-            let (k, w) = (*k, w.clone());
-            let key = self.state.key_bytes(k).to_vec();
-            let (end, gc) = (end_of(&w), self.gc_time(&w));
-            let mut timers: Vec<(TimeDomain, Timestamp)> = [end, gc]
-                .into_iter()
-                .enumerate()
-                .filter(|&(i, t)| {
-                    (i == 0 || t != end) && (t >= wm || unhandled.contains(&(t, k, &w, st.serial)))
-                })
-                .map(|(_, t)| (TimeDomain::EventTime, t))
-                .collect();
-            timers.extend(
-                self.timers
-                    .of(&k, w.clone())
+        let mut parts = Vec::with_capacity(groups.len());
+        for (g, mut windows) in groups {
+            windows.sort_unstable_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+            let mut entries = Vec::with_capacity(windows.len());
+            let mut size = 0;
+            for (key, w, k, st) in windows {
+                let (end, gc) = (end_of(w), self.gc_time(w));
+                let mut timers: Vec<(TimeDomain, Timestamp)> = [end, gc]
                     .into_iter()
-                    .map(|t| (t.domain, t.at)),
-            );
-            let entry = WindowEntry {
-                contents: self.state.encode_contents(k, w.clone())?,
-                timers,
-                state: st.clone(),
-                window: w,
-                key,
-            };
-            groups
-                .entry(key_group_of(&entry.key, max_key_groups))
-                .or_default()
-                .push(entry);
+                    .enumerate()
+                    .filter(|&(i, t)| {
+                        (i == 0 || t != end)
+                            && (t >= wm || unhandled.contains(&(t, k, w, st.serial)))
+                    })
+                    .map(|(_, t)| (TimeDomain::EventTime, t))
+                    .collect();
+                timers.extend(
+                    self.timers
+                        .of(&k, w.clone())
+                        .into_iter()
+                        .map(|t| (t.domain, t.at)),
+                );
+                let contents = self.state.encode_contents(k, w.clone())?;
+                size += key.len() + contents.as_ref().map_or(0, Vec::len) + 48;
+                entries.push(WindowEntryRef {
+                    key,
+                    window: w,
+                    state: st,
+                    contents,
+                    timers,
+                });
+            }
+            let bytes = postcard::to_extend(&entries, Vec::with_capacity(size))
+                .expect("snapshot parts are plain data");
+            parts.push((Scope::KeyGroup(g), bytes));
         }
-        Ok(groups
-            .into_iter()
-            .map(|(g, mut entries)| {
-                // The same state gives the same bytes, whatever the hash map's order.
-                entries.sort_by(|a, b| (&a.key, &a.window).cmp(&(&b.key, &b.window)));
-                (Scope::KeyGroup(g), encode_part(&entries))
-            })
-            .collect())
+        Ok(parts)
     }
 
     /// Adds a key group written by [`Reducer::snapshot_key_groups`].
@@ -817,5 +861,73 @@ impl Reducer {
             &mut self.output_watermark,
             &mut self.processing_time,
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The borrowed form the snapshot writes decodes as the owned form restore reads,
+    /// byte for byte.
+    #[test]
+    fn window_entries_encode_alike_borrowed_and_owned() {
+        let state = WindowState {
+            serial: 7,
+            trigger: postcard::from_bytes(&[0]).expect("a trigger state"),
+            closed: false,
+            panes: 2,
+            non_speculative_panes: 1,
+            last_timing: None,
+            new_data: true,
+            min_ts: Some(Timestamp(5)),
+            max_ts: Some(Timestamp(900)),
+        };
+        let window = BoundedWindow::Interval {
+            start: Timestamp(0),
+            end: Timestamp(1000),
+        };
+        let timers = vec![
+            (TimeDomain::EventTime, Timestamp(999)),
+            (TimeDomain::ProcessingTime, Timestamp(42)),
+        ];
+        let owned = vec![
+            WindowEntry {
+                key: b"apple".to_vec(),
+                window: window.clone(),
+                state: state.clone(),
+                contents: Some(vec![1, 2, 3, 200]),
+                timers: timers.clone(),
+            },
+            WindowEntry {
+                key: Vec::new(),
+                window: BoundedWindow::Global,
+                state: state.clone(),
+                contents: None,
+                timers: Vec::new(),
+            },
+        ];
+        let borrowed = vec![
+            WindowEntryRef {
+                key: b"apple",
+                window: &window,
+                state: &state,
+                contents: Some(vec![1, 2, 3, 200]),
+                timers,
+            },
+            WindowEntryRef {
+                key: &[],
+                window: &BoundedWindow::Global,
+                state: &state,
+                contents: None,
+                timers: Vec::new(),
+            },
+        ];
+        let bytes = postcard::to_allocvec(&borrowed).unwrap();
+        assert_eq!(bytes, postcard::to_allocvec(&owned).unwrap());
+        let back: Vec<WindowEntry> = postcard::from_bytes(&bytes).unwrap();
+        assert_eq!(back[0].key, b"apple");
+        assert_eq!(back[0].contents, Some(vec![1, 2, 3, 200]));
+        assert_eq!(back[1].window, BoundedWindow::Global);
     }
 }

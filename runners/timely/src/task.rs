@@ -871,7 +871,10 @@ impl Task {
             self.written(&w, result?);
         }
         if let Some(cap) = self.caps.first_mut() {
-            let control = self.writes.front().map_or(self.cur, |w| w.hold.min(self.cur));
+            let control = self
+                .writes
+                .front()
+                .map_or(self.cur, |w| w.hold.min(self.cur));
             if *cap.time() < control {
                 cap.downgrade(&control);
             }
@@ -893,7 +896,10 @@ impl Task {
         let mut metrics = self.ctx.metrics.borrow_mut();
         let m = metrics.step_mut(ENGINE_STEP);
         m.update_distribution("snapshot_write_ms", figures.took.as_millis() as i64);
-        m.update_distribution("snapshot_durable_ms", w.started.elapsed().as_millis() as i64);
+        m.update_distribution(
+            "snapshot_durable_ms",
+            w.started.elapsed().as_millis() as i64,
+        );
         m.update_distribution("snapshot_bytes", figures.bytes as i64);
         drop(metrics);
         *self.ctx.state_bytes.borrow_mut().entry(w.last).or_default() += figures.bytes as u64;

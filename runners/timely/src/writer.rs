@@ -66,10 +66,7 @@ impl Written {
             if let Some(r) = result.take() {
                 return r;
             }
-            result = self
-                .ready
-                .wait(result)
-                .unwrap_or_else(|e| e.into_inner());
+            result = self.ready.wait(result).unwrap_or_else(|e| e.into_inner());
         }
     }
 }
