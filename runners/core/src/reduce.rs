@@ -9,7 +9,9 @@ use crate::triggers::{TimeDomain, TriggerContext, TriggerState, TriggerStateMach
 use crate::windowing::{gc_time, merge_windows, WindowAssigner};
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
+use std::cell::RefCell;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use tidewater::exec::{key_group_of, AnyBatch, ExecError, KeyId, ReduceFnState, StepMetrics};
 use tidewater::{
     AccumulationMode, BoundedWindow, ClosingBehavior, OnTimeBehavior, PaneInfo, Timestamp,
@@ -40,6 +42,26 @@ struct WindowState {
     /// Given afresh on restore.
     #[serde(skip)]
     serial: u64,
+    /// How the window stands against the snapshots: see [`Written`].
+    #[serde(skip)]
+    written: RefCell<Written>,
+}
+
+/// A window against the snapshots, so that a snapshot encodes only what changed: a
+/// snapshot keeps the bytes of each window's entry, and the next one copies them for
+/// every window nothing changed in the meantime instead of encoding it again (a
+/// window's input usually comes within a short stretch of processing time, while the
+/// window stays open until the watermark passes it). Anything that changes the window
+/// (its state, contents or timers) goes through [`ActiveWindows::get_mut`] or
+/// [`ActiveWindows::touch`], which forget them. (Under debug assertions every kept
+/// entry is checked against a fresh encoding.)
+#[derive(Clone, Debug, Default)]
+enum Written {
+    /// Changed since the last snapshot (or new).
+    #[default]
+    Changed,
+    /// Unchanged since the last snapshot: the bytes of its entry.
+    Kept(Arc<[u8]>),
 }
 
 /// The active windows of a reducer: their state by (key, window) in a hash map (one
@@ -67,8 +89,19 @@ impl ActiveWindows {
         self.map.get(kw)
     }
 
+    /// A window's state to change: the snapshots forget its bytes.
     fn get_mut(&mut self, kw: &(KeyId, BoundedWindow)) -> Option<&mut WindowState> {
-        self.map.get_mut(kw)
+        let st = self.map.get_mut(kw)?;
+        let written = st.written.get_mut();
+        if !matches!(written, Written::Changed) {
+            *written = Written::Changed;
+        }
+        Some(st)
+    }
+
+    /// Something of the window's besides its state changes (a timer of it was taken).
+    fn touch(&mut self, kw: &(KeyId, BoundedWindow)) {
+        let _ = self.get_mut(kw);
     }
 
     fn contains_key(&self, kw: &(KeyId, BoundedWindow)) -> bool {
@@ -413,6 +446,7 @@ impl Reducer {
                 new_data: states.iter().any(|s| s.new_data),
                 min_ts: states.iter().filter_map(|s| s.min_ts).min(),
                 max_ts: states.iter().filter_map(|s| s.max_ts).max(),
+                written: RefCell::new(Written::Changed),
             };
             self.windows.insert((k, into.clone()), merged);
             self.add_timers(k, into.clone(), timers);
@@ -438,6 +472,7 @@ impl Reducer {
             new_data: false,
             min_ts: None,
             max_ts: None,
+            written: RefCell::new(Written::Changed),
         }
     }
 
@@ -554,6 +589,8 @@ impl Reducer {
             let Some((kw, serial)) = next else {
                 break;
             };
+            // Its timers change (this one was taken), whatever comes of it.
+            self.windows.touch(&kw);
             let Some(st) = self.windows.get(&kw) else {
                 continue;
             };
@@ -748,7 +785,8 @@ impl Reducer {
     ) -> Result<Vec<(Scope, Vec<u8>)>, ExecError> {
         // Each key group's windows in (key, window) order, so that the same state gives
         // the same bytes whatever the hash map's order: the references are sorted, then
-        // each entry is encoded straight from the state.
+        // each entry is encoded straight from the state, or copied from the bytes kept
+        // for a window nothing changed in since the last snapshot ([`Written`]).
         let mut groups: BTreeMap<u32, Vec<(&[u8], &BoundedWindow, KeyId, &WindowState)>> =
             BTreeMap::new();
         for ((k, w), st) in self.windows.iter() {
@@ -770,40 +808,71 @@ impl Reducer {
         let mut parts = Vec::with_capacity(groups.len());
         for (g, mut windows) in groups {
             windows.sort_unstable_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
-            let mut entries = Vec::with_capacity(windows.len());
-            let mut size = 0;
+            // A sequence: its length, then each entry, kept or encoded afresh.
+            let size: usize = windows
+                .iter()
+                .map(|(key, _, _, st)| match &*st.written.borrow() {
+                    Written::Kept(b) => b.len(),
+                    _ => key.len() + 64,
+                })
+                .sum();
+            let mut out = postcard::to_extend(&windows.len(), Vec::with_capacity(size + 10))
+                .expect("a length encodes");
             for (key, w, k, st) in windows {
-                let (end, gc) = (end_of(w), self.gc_time(w));
-                let mut timers: Vec<(TimeDomain, Timestamp)> = [end, gc]
-                    .into_iter()
-                    .enumerate()
-                    .filter(|&(i, t)| {
-                        (i == 0 || t != end)
-                            && (t >= wm || unhandled.contains(&(t, k, w, st.serial)))
-                    })
-                    .map(|(_, t)| (TimeDomain::EventTime, t))
-                    .collect();
-                timers.extend(
-                    self.timers
-                        .of(&k, w.clone())
-                        .into_iter()
-                        .map(|t| (t.domain, t.at)),
-                );
-                let contents = self.state.encode_contents(k, w.clone())?;
-                size += key.len() + contents.as_ref().map_or(0, Vec::len) + 48;
-                entries.push(WindowEntryRef {
-                    key,
-                    window: w,
-                    state: st,
-                    contents,
-                    timers,
-                });
+                let mut written = st.written.borrow_mut();
+                if let Written::Kept(bytes) = &*written {
+                    debug_assert_eq!(
+                        &bytes[..],
+                        &postcard::to_allocvec(&self.entry_ref(key, w, k, st, wm, &unhandled)?)
+                            .expect("snapshot parts are plain data")[..],
+                        "the kept bytes of window {w:?} are stale: a change did not forget them"
+                    );
+                    out.extend_from_slice(bytes);
+                    continue;
+                }
+                let start = out.len();
+                out = postcard::to_extend(&self.entry_ref(key, w, k, st, wm, &unhandled)?, out)
+                    .expect("snapshot parts are plain data");
+                *written = Written::Kept(Arc::from(&out[start..]));
             }
-            let bytes = postcard::to_extend(&entries, Vec::with_capacity(size))
-                .expect("snapshot parts are plain data");
-            parts.push((Scope::KeyGroup(g), bytes));
+            parts.push((Scope::KeyGroup(g), out));
         }
         Ok(parts)
+    }
+
+    /// The snapshot entry of window `w` of key `k` (canonical key `key`, state `st`),
+    /// with the input watermark `wm` and the window timers below it not yet handled.
+    fn entry_ref<'a>(
+        &self,
+        key: &'a [u8],
+        w: &'a BoundedWindow,
+        k: KeyId,
+        st: &'a WindowState,
+        wm: Timestamp,
+        unhandled: &std::collections::HashSet<(Timestamp, KeyId, &BoundedWindow, u64)>,
+    ) -> Result<WindowEntryRef<'a>, ExecError> {
+        let (end, gc) = (end_of(w), self.gc_time(w));
+        let mut timers: Vec<(TimeDomain, Timestamp)> = [end, gc]
+            .into_iter()
+            .enumerate()
+            .filter(|&(i, t)| {
+                (i == 0 || t != end) && (t >= wm || unhandled.contains(&(t, k, w, st.serial)))
+            })
+            .map(|(_, t)| (TimeDomain::EventTime, t))
+            .collect();
+        timers.extend(
+            self.timers
+                .of(&k, w.clone())
+                .into_iter()
+                .map(|t| (t.domain, t.at)),
+        );
+        Ok(WindowEntryRef {
+            key,
+            window: w,
+            state: st,
+            contents: self.state.encode_contents(k, w.clone())?,
+            timers,
+        })
     }
 
     /// Adds a key group written by [`Reducer::snapshot_key_groups`].

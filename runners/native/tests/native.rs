@@ -586,3 +586,56 @@ fn a_source_that_starts_late_holds_the_watermark_until_it_reports() {
     );
     assert!(stdout.contains("1 passed"), "{stdout}");
 }
+
+/// The snapshot writer works off the tasks' threads: with every file's write delayed
+/// (a slow disk), a checkpoint is complete only once its files are on disk, and the
+/// output is exact. (A task that let its
+/// control capability go before the writer answered would make worker 0 write the
+/// manifest over files not there yet: "the file ... is missing".)
+#[test]
+fn a_slow_snapshot_write_completes_checkpoints_only_once_their_files_are_on_disk() {
+    if std::env::var_os("TIDEWATER_SLOW_WRITE_CHILD").is_some() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = pipeline(
+            native(EngineOptions {
+                workers: 2,
+                checkpoint_dir: Some(dir.path().to_path_buf()),
+                checkpoint_interval: Some(std::time::Duration::from_millis(20)),
+                ..Default::default()
+            }),
+            6_000,
+        );
+        let r = p.run().unwrap();
+        let mut counts = r.captured_values::<String>("counts").unwrap();
+        counts.sort();
+        let expected: Vec<String> = (0..10).map(|k| format!("{k} 600")).collect();
+        assert_eq!(counts, expected);
+        let m = &r.metrics;
+        let step = tidewater_runners_timely::task::ENGINE_STEP;
+        assert!(m.counter(step, "checkpoints").unwrap_or(0) >= 2, "{m:?}");
+        // Every file took the writer at least the delay, and no snapshot was durable
+        // before its file.
+        let write = m.distribution(step, "snapshot_write_ms").unwrap();
+        assert!(write.min >= 30, "{write:?}");
+        let durable = m.distribution(step, "snapshot_durable_ms").unwrap();
+        assert!(durable.min >= 30, "{durable:?}");
+        return;
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "a_slow_snapshot_write_completes_checkpoints_only_once_their_files_are_on_disk",
+            "--nocapture",
+        ])
+        .env("TIDEWATER_SLOW_WRITE_CHILD", "1")
+        .env("TIDEWATER_DELAY", "snapshot-write:30")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("1 passed"), "{stdout}");
+}

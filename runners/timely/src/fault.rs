@@ -13,7 +13,8 @@
 //! reaches `POINT` sleep `MS` milliseconds there. Points:
 //!
 //! - `late-source`: the first activation of a source on a worker other than 0 (a
-//!   worker whose thread starts late, as under load).
+//!   worker whose thread starts late, as under load);
+//! - `snapshot-write`: the snapshot writer, before it writes each file (a slow disk).
 
 use std::sync::OnceLock;
 

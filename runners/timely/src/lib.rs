@@ -6,8 +6,9 @@
 //! hosts one of core's heads (a source driver, a keyed operator, a side-input runner, a
 //! Flatten, a capture) and the fused stage its output feeds; the stage's exits are the
 //! task's timely outputs, routed by key group, broadcast, kept local or gathered. Epochs
-//! close when timely's frontiers pass them; a task writes its state for the closed
-//! epochs before it lets its capabilities go, so the probe after every task passing `e`
+//! close when timely's frontiers pass them; a task hands its state for the closed
+//! epochs to its worker's snapshot writer ([`writer`]) and holds its control
+//! capability until the file is durable, so the probe after every task passing `e`
 //! means checkpoint `e` is durable everywhere, and sinks commit it.
 
 pub mod cluster;

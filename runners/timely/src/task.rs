@@ -49,7 +49,10 @@ use timely::scheduling::{Activator, SyncActivator};
 pub const FINAL_EPOCH: u64 = u64::MAX;
 
 /// The step under which the engine's own metrics are reported: checkpoints
-/// (`snapshot_ms`, `snapshot_bytes` per task and epoch range, `alignment_ms`: how long
+/// (per task and epoch range: `snapshot_ms`, the copy of the state on the task's
+/// thread; `snapshot_write_ms`, the writer's encoding, write and sync;
+/// `snapshot_durable_ms`, from the copy's start to the file durable; `snapshot_bytes`),
+/// `alignment_ms`: how long
 /// records of a later epoch waited for the earlier one to close), sources
 /// (`throttled_ms`: reading held back by the epochs in flight, `records_read`),
 /// checkpoints completed (`checkpoints`, `manifest_ms`, and those of

@@ -96,6 +96,7 @@ impl PartWriter {
             .spawn(move || {
                 for job in rx {
                     let started = Instant::now();
+                    crate::fault::delay("snapshot-write");
                     let result = store
                         .write_part(job.node, job.worker, job.first, job.last, &job.snapshot)
                         .map(|bytes| WriteFigures {

@@ -104,13 +104,29 @@ impl Executor<'_> {
             let parts = snapshot.parts_of(&n.name);
             match &n.kind {
                 NodeKind::Grouping { .. } | NodeKind::Stateful { .. } => {
-                    self.keyed[i] = Some(rescale_through(
-                        plan,
-                        i,
-                        self.lifted[i],
-                        &snapshot,
-                        workers,
-                    )?);
+                    let op = rescale_through(plan, i, self.lifted[i], &snapshot, workers)?;
+                    // Restored, it gives back the same parts. Snapshotting it also
+                    // makes the next round's snapshot copy the bytes it keeps of what
+                    // did not change in between (checked against a fresh encoding
+                    // under debug assertions), as an engine's live operator does.
+                    let again = keyed_parts(&n.name, op.as_ref(), max, 0)?;
+                    let before: Vec<&Part> = snapshot
+                        .parts
+                        .iter()
+                        .filter(|p| p.transform == n.name)
+                        .collect();
+                    if again.len() != before.len()
+                        || again
+                            .iter()
+                            .zip(&before)
+                            .any(|(a, b)| a.scope != b.scope || a.bytes != b.bytes)
+                    {
+                        return Err(Error::Internal(format!(
+                            "'{}' restored does not give back the state it was restored from",
+                            n.name
+                        )));
+                    }
+                    self.keyed[i] = Some(op);
                 }
                 NodeKind::Read { .. } => {
                     let partitions: Vec<(u32, &[u8])> = parts
