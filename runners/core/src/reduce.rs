@@ -951,6 +951,7 @@ mod tests {
             new_data: true,
             min_ts: Some(Timestamp(5)),
             max_ts: Some(Timestamp(900)),
+            written: RefCell::default(),
         };
         let window = BoundedWindow::Interval {
             start: Timestamp(0),
