@@ -168,6 +168,22 @@ impl std::ops::Index<&(KeyId, BoundedWindow)> for ActiveWindows {
     }
 }
 
+/// The watermark hold of window `w` in state `s`, if it holds: a window with input
+/// not yet in a pane, or an accumulating one with no pane yet, holds the output
+/// watermark at its pane's output time (Beam's WatermarkHold).
+fn hold_of(strategy: &WindowingStrategy, w: &BoundedWindow, s: &WindowState) -> Option<Timestamp> {
+    let holds = s.new_data
+        || (!s.closed
+            && strategy.accumulation_mode == AccumulationMode::Accumulating
+            && s.panes == 0);
+    holds.then(|| match strategy.timestamp_combiner {
+        TimestampCombiner::EndOfWindow => end_of(w),
+        TimestampCombiner::EarliestInPane | TimestampCombiner::LatestInPane => {
+            s.min_ts.unwrap_or(end_of(w)).min(end_of(w))
+        }
+    })
+}
+
 /// The reducer of one grouping transform.
 pub struct Reducer {
     strategy: WindowingStrategy,
@@ -189,6 +205,12 @@ pub struct Reducer {
     processing_time: Timestamp,
     /// A union part set the clocks (later ones lower the watermarks).
     restored_clocks: bool,
+    /// At most the earliest watermark hold of any window (see [`Reducer::hold_of`]):
+    /// the exact one after a scan of the windows, lowered by every change that may
+    /// add or lower a hold. While it is at or past the input watermark no window
+    /// holds the output watermark back and the scan is skipped (it would read every
+    /// open window, at every watermark move, while the windows of a slow input wait).
+    hold_floor: Timestamp,
 }
 
 /// One (key, window) of a reducer in a snapshot.
@@ -298,6 +320,7 @@ impl Reducer {
             output_watermark: Timestamp::MIN,
             processing_time: Timestamp(0),
             restored_clocks: false,
+            hold_floor: Timestamp::MAX,
         }
     }
 
@@ -373,6 +396,9 @@ impl Reducer {
         if !self.windows.contains_key(&(k, w.clone())) {
             let st = self.new_window_state();
             let serial = st.serial;
+            if let Some(h) = hold_of(&self.strategy, &w, &st) {
+                self.hold_floor = self.hold_floor.min(h);
+            }
             self.windows.insert((k, w.clone()), st);
             self.set_window_timers(k, w.clone(), serial);
         }
@@ -448,6 +474,9 @@ impl Reducer {
                 max_ts: states.iter().filter_map(|s| s.max_ts).max(),
                 written: RefCell::new(Written::Changed),
             };
+            if let Some(h) = hold_of(&self.strategy, &into, &merged) {
+                self.hold_floor = self.hold_floor.min(h);
+            }
             self.windows.insert((k, into.clone()), merged);
             self.add_timers(k, into.clone(), timers);
             if fresh {
@@ -562,6 +591,9 @@ impl Reducer {
                 timers: &mut timers,
             };
             self.trigger.on_element(&mut st.trigger, ts, &mut ctx);
+            if let Some(h) = hold_of(&self.strategy, &w, st) {
+                self.hold_floor = self.hold_floor.min(h);
+            }
             self.trigger.should_fire(&st.trigger, &ctx)
         };
         self.add_timers(k, w.clone(), timers);
@@ -728,22 +760,23 @@ impl Reducer {
         if self.output_watermark >= self.input_watermark {
             return;
         }
+        if self.hold_floor >= self.input_watermark {
+            debug_assert!(
+                self.windows
+                    .iter()
+                    .filter_map(|((_, w), s)| hold_of(&self.strategy, w, s))
+                    .all(|h| h >= self.hold_floor),
+                "a window holds the output watermark below the floor"
+            );
+            self.output_watermark = self.input_watermark;
+            return;
+        }
         let hold = self
             .windows
             .iter()
-            .filter(|(_, s)| {
-                s.new_data
-                    || (!s.closed
-                        && self.strategy.accumulation_mode == AccumulationMode::Accumulating
-                        && s.panes == 0)
-            })
-            .map(|((_, w), s)| match self.strategy.timestamp_combiner {
-                TimestampCombiner::EndOfWindow => end_of(w),
-                TimestampCombiner::EarliestInPane | TimestampCombiner::LatestInPane => {
-                    s.min_ts.unwrap_or(end_of(w)).min(end_of(w))
-                }
-            })
+            .filter_map(|((_, w), s)| hold_of(&self.strategy, w, s))
             .min();
+        self.hold_floor = hold.unwrap_or(Timestamp::MAX);
         let candidate = match hold {
             Some(h) => h.min(self.input_watermark),
             None => self.input_watermark,
@@ -877,6 +910,8 @@ impl Reducer {
 
     /// Adds a key group written by [`Reducer::snapshot_key_groups`].
     pub fn restore_key_group(&mut self, bytes: &[u8]) -> Result<(), ExecError> {
+        // The restored windows' holds are found by the next scan.
+        self.hold_floor = Timestamp::MIN;
         for e in decode_part::<Vec<WindowEntry>>(bytes, "reducer key group")? {
             // The trigger's methods index its state by node: a state of another shape
             // would panic at the next element or timer.
