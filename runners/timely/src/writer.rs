@@ -97,12 +97,20 @@ impl PartWriter {
                 for job in rx {
                     let started = Instant::now();
                     crate::fault::delay("snapshot-write");
-                    let result = store
-                        .write_part(job.node, job.worker, job.first, job.last, &job.snapshot)
-                        .map(|bytes| WriteFigures {
-                            bytes,
-                            took: started.elapsed(),
-                        });
+                    // A panic here must still answer the task, which would otherwise
+                    // wait for this file for ever.
+                    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        store.write_part(job.node, job.worker, job.first, job.last, &job.snapshot)
+                    }))
+                    .unwrap_or_else(|_| {
+                        Err(Error::Internal(
+                            "the snapshot writer panicked while writing a file".to_string(),
+                        ))
+                    })
+                    .map(|bytes| WriteFigures {
+                        bytes,
+                        took: started.elapsed(),
+                    });
                     if result.is_ok() {
                         crate::fault::point("snapshot");
                     }

@@ -1,0 +1,244 @@
+//! Issue 10's targets that are not ratios to a peer (those are in
+//! [`super::peers::ratios`]), judged from the runs' records: what fault tolerance costs
+//! (checkpoints on against off, per setting), latency at half the peak, the direct
+//! runner against the native one, and peak memory on the stateful word count.
+
+use super::record::BenchRecord;
+use super::report::{group, human, Group};
+use super::workloads::WordCount;
+use std::fmt::Write as _;
+
+/// One target judged on one setting.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Judged {
+    /// What is aimed at, e.g. `snapshots every 1000 ms cost ≤ 10%`.
+    pub target: String,
+    /// The setting, e.g. `windowed, native W=2`.
+    pub setting: String,
+    /// The measured figure, e.g. `4.46M vs 4.72M: 5.5%`.
+    pub figure: String,
+    /// Whether the figure meets the target.
+    pub met: bool,
+}
+
+/// The micro-batch runner's batch interval when none is given (`--batch-interval`).
+const DEFAULT_BATCH_INTERVAL_MS: f64 = 500.0;
+
+fn setting(workload: &str, g: &Group) -> String {
+    let mut s = format!("{workload}, {} W={}", g.runner, g.workers);
+    if g.processes != 1 {
+        let _ = write!(s, " P={}", g.processes);
+    }
+    s
+}
+
+/// Every target the records let us judge, in workload order.
+pub fn judge(records: &[BenchRecord]) -> Vec<Judged> {
+    let ours: Vec<BenchRecord> = records
+        .iter()
+        .filter(|r| r.peer.is_none())
+        .cloned()
+        .collect();
+    let mut out = Vec::new();
+    let groups = group(&ours);
+    for (workload, gs) in &groups {
+        let word_count = WordCount::from_name(workload).is_some();
+        for g in gs {
+            // Fault tolerance: the same setting with checkpoints on against off, in one
+            // process (a local cluster's time holds its start-up, about a second).
+            if word_count && g.checkpoint.0 && g.runner != "direct" && g.processes == 1 {
+                let off = gs.iter().find(|o| {
+                    !o.checkpoint.0
+                        && (o.runner.as_str(), o.workers, o.processes)
+                            == (g.runner.as_str(), g.workers, g.processes)
+                });
+                let limit = match g.runner.as_str() {
+                    "native" => Some(("snapshots", 0.10)),
+                    "microbatch" => Some(("commits", 0.15)),
+                    _ => None,
+                };
+                if let (Some(off), Some((what, limit))) = (off, limit) {
+                    let (on, off) = (g.median().records_per_s, off.median().records_per_s);
+                    let cost = 1.0 - on / off.max(1e-9);
+                    out.push(Judged {
+                        target: format!(
+                            "{what} every {} ms cost ≤ {:.0}%",
+                            g.checkpoint.1.unwrap_or(0),
+                            limit * 100.0
+                        ),
+                        setting: setting(workload, g),
+                        figure: format!(
+                            "{} on vs {} off: {:.1}%",
+                            human(on),
+                            human(off),
+                            cost * 100.0
+                        ),
+                        met: cost <= limit,
+                    });
+                }
+            }
+            // Latency at half the peak.
+            if workload == "latency" {
+                let Some(p99) = g.median().p99_latency_ms else {
+                    continue;
+                };
+                let limit = match g.runner.as_str() {
+                    "native" => Some(("p99 ≤ 10 ms at half the peak".to_string(), 10.0)),
+                    "microbatch" => {
+                        let interval = g
+                            .checkpoint
+                            .1
+                            .map_or(DEFAULT_BATCH_INTERVAL_MS, |ms| ms as f64);
+                        Some((
+                            format!(
+                                "p99 ≤ batch interval ({interval:.0} ms) + 100 ms at half the peak"
+                            ),
+                            interval + 100.0,
+                        ))
+                    }
+                    _ => None,
+                };
+                if let Some((target, limit)) = limit {
+                    let mut s = setting(workload, g);
+                    if g.checkpoint.0 {
+                        s.push_str(", checkpoints on");
+                    }
+                    out.push(Judged {
+                        target,
+                        setting: s,
+                        figure: format!("{p99:.2} ms"),
+                        met: p99 <= limit,
+                    });
+                }
+            }
+        }
+        // The direct runner (validation off) within 2× of the native runner at W = 1.
+        let single = |runner: &str| {
+            gs.iter().find(|g| {
+                g.runner == runner && g.workers == 1 && g.processes == 1 && !g.checkpoint.0
+            })
+        };
+        if let (Some(direct), Some(native)) = (single("direct"), single("native")) {
+            if workload != "latency" && workload != "recovery" {
+                let (d, n) = (direct.median().records_per_s, native.median().records_per_s);
+                if !direct.median().validate {
+                    out.push(Judged {
+                        target: "direct (validation off) within 2× of native W=1".into(),
+                        setting: workload.clone(),
+                        figure: format!("{} vs {}: {:.2}×", human(d), human(n), n / d.max(1e-9)),
+                        met: d * 2.0 >= n,
+                    });
+                }
+            }
+        }
+        // Memory on the stateful word count.
+        if workload == "stateful" {
+            for g in gs
+                .iter()
+                .filter(|g| g.processes == 1 && !g.checkpoint.0 && g.workers == 1)
+            {
+                if let Some(mb) = g.median().peak_rss_mb {
+                    out.push(Judged {
+                        target: "peak RSS ≤ 100 MB on the 10M-word stateful run".into(),
+                        setting: setting(workload, g),
+                        figure: format!("{mb:.0} MB"),
+                        met: mb <= 100.0,
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The targets as a Markdown table.
+pub fn markdown(judged: &[Judged]) -> String {
+    let mut s = String::from("| target | setting | measured | |\n|---|---|---|---|\n");
+    for j in judged {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} |",
+            j.target,
+            j.setting,
+            j.figure,
+            if j.met { "met" } else { "**not met**" }
+        );
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::record::tests::sample;
+
+    fn run(workload: &str, runner: &str, rate: f64, checkpoint_ms: Option<u64>) -> BenchRecord {
+        let mut r = sample();
+        r.workload = workload.into();
+        r.runner = runner.into();
+        r.workers = 1;
+        r.processes = 1;
+        r.records_per_s = rate;
+        r.checkpoint = checkpoint_ms.is_some();
+        r.checkpoint_interval_ms = checkpoint_ms;
+        r.validate = false;
+        r
+    }
+
+    fn latency(runner: &str, p99: f64, checkpoint_ms: Option<u64>) -> BenchRecord {
+        let mut r = run("latency", runner, 1e6, checkpoint_ms);
+        r.p99_latency_ms = Some(p99);
+        r
+    }
+
+    #[test]
+    fn each_target_is_judged_on_the_median_runs() {
+        let mut rss = run("stateful", "native", 4e6, None);
+        rss.peak_rss_mb = Some(16.0);
+        let mut big = run("stateful", "microbatch", 4e6, None);
+        big.peak_rss_mb = Some(166.0);
+        let records = vec![
+            run("count", "native", 10e6, None),
+            run("count", "native", 9.5e6, Some(1000)),
+            run("count", "microbatch", 10e6, None),
+            // Three runs: the median (8M) is judged, not the best.
+            run("count", "microbatch", 9.9e6, Some(1000)),
+            run("count", "microbatch", 8e6, Some(1000)),
+            run("count", "microbatch", 7e6, Some(1000)),
+            run("count", "direct", 4e6, None),
+            latency("native", 12.0, None),
+            latency("microbatch", 540.0, None),
+            latency("microbatch", 1105.0, Some(1000)),
+            rss,
+            big,
+        ];
+        let judged = judge(&records);
+        let row = |target: &str, setting: &str| {
+            judged
+                .iter()
+                .find(|j| j.target.starts_with(target) && j.setting == setting)
+                .unwrap_or_else(|| panic!("no {target} for {setting}: {judged:#?}"))
+        };
+        let native = row("snapshots every 1000 ms cost ≤ 10%", "count, native W=1");
+        assert_eq!(native.figure, "9.50M on vs 10.00M off: 5.0%");
+        assert!(native.met);
+        let micro = row("commits every 1000 ms cost ≤ 15%", "count, microbatch W=1");
+        assert_eq!(micro.figure, "8.00M on vs 10.00M off: 20.0%");
+        assert!(!micro.met);
+        let direct = row("direct (validation off) within 2×", "count");
+        assert_eq!(direct.figure, "4.00M vs 10.00M: 2.50×");
+        assert!(!direct.met);
+        assert!(!row("p99 ≤ 10 ms", "latency, native W=1").met);
+        assert!(row("p99 ≤ batch interval (500 ms)", "latency, microbatch W=1").met);
+        let slow = row(
+            "p99 ≤ batch interval (1000 ms)",
+            "latency, microbatch W=1, checkpoints on",
+        );
+        assert_eq!(slow.figure, "1105.00 ms");
+        assert!(!slow.met);
+        assert!(row("peak RSS", "stateful, native W=1").met);
+        assert!(!row("peak RSS", "stateful, microbatch W=1").met);
+        let table = markdown(&judged);
+        assert!(table.contains("| peak RSS ≤ 100 MB on the 10M-word stateful run | stateful, microbatch W=1 | 166 MB | **not met** |"), "{table}");
+    }
+}
