@@ -223,6 +223,10 @@ struct WindowEntry {
     timers: Vec<(TimeDomain, Timestamp)>,
 }
 
+/// A window as a snapshot finds it: its key's canonical encoding, the window, the key's
+/// number and the window's state.
+type WindowRef<'a> = (&'a [u8], &'a BoundedWindow, KeyId, &'a WindowState);
+
 /// A [`WindowEntry`] as the snapshot writes it, borrowed from the state: the same
 /// fields in the same order, so the same bytes (postcard writes a byte string and a
 /// sequence of bytes alike).
@@ -820,8 +824,7 @@ impl Reducer {
         // the same bytes whatever the hash map's order: the references are sorted, then
         // each entry is encoded straight from the state, or copied from the bytes kept
         // for a window nothing changed in since the last snapshot ([`Written`]).
-        let mut groups: BTreeMap<u32, Vec<(&[u8], &BoundedWindow, KeyId, &WindowState)>> =
-            BTreeMap::new();
+        let mut groups: BTreeMap<u32, Vec<WindowRef<'_>>> = BTreeMap::new();
         for ((k, w), st) in self.windows.iter() {
             let key = self.state.key_bytes(*k);
             groups
