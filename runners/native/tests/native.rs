@@ -568,14 +568,21 @@ fn a_source_that_starts_late_holds_the_watermark_until_it_reports() {
         assert_eq!(r.metrics.counter_total("dropped_due_to_lateness"), 10);
         return;
     }
+    passes_in_a_child(
+        "a_source_that_starts_late_holds_the_watermark_until_it_reports",
+        &[
+            ("TIDEWATER_LATE_SOURCE_CHILD", "1"),
+            ("TIDEWATER_DELAY", "late-source:200"),
+        ],
+    );
+}
+
+/// Runs test `name` of this binary again in a child process with `env` set (a delay
+/// hook is armed for a whole process), and checks that it passed there.
+fn passes_in_a_child(name: &str, env: &[(&str, &str)]) {
     let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "a_source_that_starts_late_holds_the_watermark_until_it_reports",
-            "--nocapture",
-        ])
-        .env("TIDEWATER_LATE_SOURCE_CHILD", "1")
-        .env("TIDEWATER_DELAY", "late-source:200")
+        .args(["--exact", name, "--nocapture"])
+        .envs(env.iter().copied())
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -621,21 +628,11 @@ fn a_slow_snapshot_write_completes_checkpoints_only_once_their_files_are_on_disk
         assert!(durable.min >= 30, "{durable:?}");
         return;
     }
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "a_slow_snapshot_write_completes_checkpoints_only_once_their_files_are_on_disk",
-            "--nocapture",
-        ])
-        .env("TIDEWATER_SLOW_WRITE_CHILD", "1")
-        .env("TIDEWATER_DELAY", "snapshot-write:30")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
+    passes_in_a_child(
+        "a_slow_snapshot_write_completes_checkpoints_only_once_their_files_are_on_disk",
+        &[
+            ("TIDEWATER_SLOW_WRITE_CHILD", "1"),
+            ("TIDEWATER_DELAY", "snapshot-write:30"),
+        ],
     );
-    assert!(stdout.contains("1 passed"), "{stdout}");
 }
