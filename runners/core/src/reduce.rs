@@ -52,8 +52,8 @@ struct WindowState {
 /// every window nothing changed in the meantime instead of encoding it again (a
 /// window's input usually comes within a short stretch of processing time, while the
 /// window stays open until the watermark passes it). Anything that changes the window
-/// (its state, contents or timers) goes through [`ActiveWindows::get_mut`] or
-/// [`ActiveWindows::touch`], which forget them. (Under debug assertions every kept
+/// (its state, contents or timers; a popped timer too) goes through
+/// [`ActiveWindows::get_mut`], which forgets them. (Under debug assertions every kept
 /// entry is checked against a fresh encoding.)
 #[derive(Clone, Debug, Default)]
 enum Written {
@@ -97,11 +97,6 @@ impl ActiveWindows {
             *written = Written::Changed;
         }
         Some(st)
-    }
-
-    /// Something of the window's besides its state changes (a timer of it was taken).
-    fn touch(&mut self, kw: &(KeyId, BoundedWindow)) {
-        let _ = self.get_mut(kw);
     }
 
     fn contains_key(&self, kw: &(KeyId, BoundedWindow)) -> bool {
@@ -625,16 +620,16 @@ impl Reducer {
             let Some((kw, serial)) = next else {
                 break;
             };
-            // Its timers change (this one was taken), whatever comes of it.
-            self.windows.touch(&kw);
-            let Some(st) = self.windows.get(&kw) else {
+            let expired = self.expired(&kw.1);
+            // Taken as changed (`get_mut`): its timers do change, whatever comes of it.
+            let Some(st) = self.windows.get_mut(&kw) else {
                 continue;
             };
             if serial.is_some_and(|s| s != st.serial) {
                 continue;
             }
             let (k, w) = kw;
-            if self.expired(&w) {
+            if expired {
                 self.expire(k, w)?;
                 continue;
             }
