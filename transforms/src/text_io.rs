@@ -217,6 +217,71 @@ impl TextSource {
     fn file_start(&self, file: usize) -> u64 {
         self.files[..file].iter().map(|(_, len)| len).sum()
     }
+
+    /// Steps `pos` over the partition's next lines, at most `max` of them, as `read`
+    /// gives them: `take` consumes one line from the reader (`keep`: the line is the
+    /// partition's, not the rest of one that started before its range) and says how
+    /// many bytes it took (0: the file ended). `slot` holds the open file.
+    fn walk(
+        &self,
+        partition: usize,
+        partitions: usize,
+        pos: &mut TextPosition,
+        max: usize,
+        slot: &mut Option<(usize, BufReader<std::fs::File>)>,
+        mut take: impl FnMut(&mut BufReader<std::fs::File>, bool) -> std::io::Result<usize>,
+    ) -> Result<tidewater::ReadStatus, UserError> {
+        use std::io::{Seek, SeekFrom};
+        let (_, end) = self.range(partition, partitions);
+        // The partition reads every line that starts in its range, and the line that
+        // starts exactly at its end unless that is a file's first byte (as Hadoop: the
+        // next partition skips its first line, whole or partial).
+        let ends_inside_a_file = self.locate(end).is_some_and(|(_, o)| o > 0);
+        let past_end = |pos: &TextPosition| {
+            !pos.skip_partial && (pos.offset > end || (pos.offset == end && !ends_inside_a_file))
+        };
+        let mut read = 0;
+        while read < max {
+            if past_end(pos) {
+                return Ok(tidewater::ReadStatus::Done);
+            }
+            let Some((file, in_file)) = self.locate(pos.offset) else {
+                return Ok(tidewater::ReadStatus::Done);
+            };
+            let next_file = self.file_start(file) + self.files[file].1;
+            let path = &self.files[file].0;
+            if slot.as_ref().is_none_or(|(f, _)| *f != file) {
+                let mut f = std::fs::File::open(path)
+                    .map_err(|e| format!("cannot read input file '{path}': {e}"))?;
+                f.seek(SeekFrom::Start(in_file))
+                    .map_err(|e| format!("cannot read input file '{path}': {e}"))?;
+                *slot = Some((file, BufReader::with_capacity(1 << 16, f)));
+            }
+            let (_, reader) = slot.as_mut().expect("opened above");
+            let n = take(reader, !pos.skip_partial)
+                .map_err(|e| format!("cannot read input file '{path}' at byte {in_file}: {e}"))?
+                as u64;
+            if n == 0 {
+                // The file ended early (it shrank since the pipeline was built): go on
+                // with the next one.
+                pos.offset = next_file;
+                pos.skip_partial = false;
+                *slot = None;
+                continue;
+            }
+            pos.offset += n;
+            if std::mem::take(&mut pos.skip_partial) {
+                continue;
+            }
+            read += 1;
+        }
+        // A read that took the partition's last line says so: a batch that read
+        // exactly what was available ends the partition.
+        if past_end(pos) || self.locate(pos.offset).is_none() {
+            return Ok(tidewater::ReadStatus::Done);
+        }
+        Ok(tidewater::ReadStatus::More)
+    }
 }
 
 impl tidewater::Source for TextSource {
@@ -256,62 +321,80 @@ impl tidewater::Source for TextSource {
         _now: tidewater::Timestamp,
         out: &mut Vec<(String, tidewater::Timestamp)>,
     ) -> Result<tidewater::ReadStatus, UserError> {
-        use std::io::{Seek, SeekFrom};
-        let (_, end) = self.range(partition, partitions);
         if self.readers.len() < partitions {
             self.readers.resize_with(partitions, || None);
         }
-        let mut read = 0;
-        while read < max {
-            // The partition reads every line that starts in its range, and the line
-            // that starts exactly at its end unless that is a file's first byte (as
-            // Hadoop: the next partition skips its first line, whole or partial).
-            let ends_inside_a_file = self.locate(end).is_some_and(|(_, o)| o > 0);
-            if !pos.skip_partial && (pos.offset > end || (pos.offset == end && !ends_inside_a_file))
-            {
-                return Ok(tidewater::ReadStatus::Done);
-            }
-            let Some((file, in_file)) = self.locate(pos.offset) else {
-                return Ok(tidewater::ReadStatus::Done);
-            };
-            let next_file = self.file_start(file) + self.files[file].1;
-            let path = &self.files[file].0;
-            let slot = &mut self.readers[partition];
-            if slot.as_ref().is_none_or(|(f, _)| *f != file) {
-                let mut f = std::fs::File::open(path)
-                    .map_err(|e| format!("cannot read input file '{path}': {e}"))?;
-                f.seek(SeekFrom::Start(in_file))
-                    .map_err(|e| format!("cannot read input file '{path}': {e}"))?;
-                *slot = Some((file, BufReader::with_capacity(1 << 16, f)));
-            }
-            let (_, reader) = slot.as_mut().expect("opened above");
-            let mut line = String::new();
-            let n = reader
-                .read_line(&mut line)
-                .map_err(|e| format!("cannot read input file '{path}' at byte {in_file}: {e}"))?
-                as u64;
-            if n == 0 {
-                // The file ended early (it shrank since the pipeline was built): go on
-                // with the next one.
-                pos.offset = next_file;
-                pos.skip_partial = false;
-                *slot = None;
-                continue;
-            }
-            pos.offset += n;
-            if std::mem::take(&mut pos.skip_partial) {
-                continue;
-            }
-            if line.ends_with('\n') {
-                line.pop();
-                if line.ends_with('\r') {
-                    line.pop();
+        let mut slot = self.readers[partition].take();
+        let status = self.walk(
+            partition,
+            partitions,
+            pos,
+            max,
+            &mut slot,
+            |reader, keep| {
+                let mut line = String::new();
+                let n = reader.read_line(&mut line)?;
+                if keep && n > 0 {
+                    if line.ends_with('\n') {
+                        line.pop();
+                        if line.ends_with('\r') {
+                            line.pop();
+                        }
+                    }
+                    out.push((line, tidewater::Timestamp::MIN));
                 }
-            }
-            out.push((line, tidewater::Timestamp::MIN));
-            read += 1;
-        }
-        Ok(tidewater::ReadStatus::More)
+                Ok(n)
+            },
+        );
+        self.readers[partition] = slot;
+        status
+    }
+
+    fn available(&self, partition: usize, partitions: usize, pos: &TextPosition) -> Option<u64> {
+        self.try_available(partition, partitions, pos)
+            .ok()
+            .flatten()
+    }
+
+    /// The lines left from `pos` to the partition's end, counted by a pass over the
+    /// bytes (a micro-batch fixes its ranges with it before reading them).
+    fn try_available(
+        &self,
+        partition: usize,
+        partitions: usize,
+        pos: &TextPosition,
+    ) -> Result<Option<u64>, UserError> {
+        let mut pos = pos.clone();
+        let mut count = 0u64;
+        self.walk(
+            partition,
+            partitions,
+            &mut pos,
+            usize::MAX,
+            &mut None,
+            |reader, keep| {
+                // Past one line, without decoding it.
+                let mut n = 0;
+                loop {
+                    let buf = reader.fill_buf()?;
+                    if buf.is_empty() {
+                        break;
+                    }
+                    let (took, ended) = match memchr::memchr(b'\n', buf) {
+                        Some(i) => (i + 1, true),
+                        None => (buf.len(), false),
+                    };
+                    reader.consume(took);
+                    n += took;
+                    if ended {
+                        break;
+                    }
+                }
+                count += u64::from(keep && n > 0);
+                Ok(n)
+            },
+        )?;
+        Ok(Some(count))
     }
 
     fn watermark(&self, _: usize, _: usize, _: &TextPosition) -> tidewater::Timestamp {

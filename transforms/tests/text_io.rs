@@ -269,7 +269,8 @@ fn writing_unbounded_input_says_that_text_io_needs_bounded_input() {
 
 /// Every line of every file is read exactly once, however the files are split into
 /// partitions: lines across partition boundaries, at them, empty lines, a last line
-/// without a terminator, an empty file.
+/// without a terminator, an empty file. At every position the source says exactly how
+/// many lines the partition has left (a micro-batch fixes its ranges with it).
 #[test]
 fn a_text_source_reads_every_line_once_whatever_the_partitions() {
     use tidewater::{ReadStatus, Source, Timestamp};
@@ -296,16 +297,35 @@ fn a_text_source_reads_every_line_once_whatever_the_partitions() {
         let mut got = Vec::new();
         for p in 0..partitions {
             let mut pos = source.initial_position(p, partitions);
+            let mut lines = Vec::new();
+            let mut left = Vec::new();
             loop {
+                left.push(source.available(p, partitions, &pos).unwrap());
                 let mut out = Vec::new();
                 let status = source
                     .read(p, partitions, &mut pos, 2, Timestamp(0), &mut out)
                     .unwrap();
-                got.extend(out.into_iter().map(|(l, _)| l));
+                lines.extend(out.into_iter().map(|(l, _)| l));
                 if status == ReadStatus::Done {
                     break;
                 }
             }
+            assert_eq!(source.available(p, partitions, &pos), Some(0));
+            // The read that takes the partition's last line says that it is done.
+            assert_eq!(
+                left.len(),
+                lines.len().div_ceil(2).max(1),
+                "partition {p} of {partitions}: reads"
+            );
+            // Before the k-th read, lines read so far + left = all the partition's.
+            for (k, left) in left.iter().enumerate() {
+                assert_eq!(
+                    (2 * k).min(lines.len()) as u64 + left,
+                    lines.len() as u64,
+                    "partition {p} of {partitions}, before read {k}"
+                );
+            }
+            got.extend(lines);
         }
         got.sort();
         assert_eq!(got, want, "with {partitions} partitions");

@@ -10,7 +10,11 @@
 //!   workers each takes the parts of the partitions it now owns.
 //! - A micro-batch is read by [`SourceDriver::read_batch`], which returns its ranges
 //!   (partition, start position, record count): what a micro-batch write-ahead log
-//!   stores, and what the same call reads again exactly after a failure.
+//!   stores, and what the same call reads again exactly after a failure. Where the
+//!   source says what each partition has available, [`SourceDriver::plan_batch`]
+//!   fixes the ranges before anything is read, so that a runner logs them first and
+//!   then reads the batch chunk by chunk as it runs ([`SourceDriver::read_planned`]):
+//!   the records in memory stay within a chunk however large the batch.
 //! - [`SourceDriver::available_now`] tells how much is ready, and
 //!   [`SourceDriver::finalize`] tells the source that a checkpoint holding its positions
 //!   is durable.
@@ -74,6 +78,52 @@ pub struct BatchRead {
     /// start, records left before it; without one, it stopped at its share of the
     /// limit.
     pub limited: bool,
+}
+
+/// A micro-batch whose ranges were fixed before it was read
+/// ([`SourceDriver::plan_batch`]), being read chunk by chunk.
+#[derive(Debug)]
+pub struct PlannedBatch {
+    parts: Vec<PartRead>,
+    share: Option<u64>,
+}
+
+impl PlannedBatch {
+    /// The ranges the batch is to read, for the write-ahead log.
+    pub fn ranges(&self) -> Vec<ReadRange> {
+        self.parts
+            .iter()
+            .map(|r| ReadRange {
+                partition: r.p,
+                start: r.start.clone(),
+                count: r.want,
+                left: r.left,
+            })
+            .collect()
+    }
+
+    /// Every partition's part is read.
+    pub fn is_read(&self) -> bool {
+        self.parts.iter().all(|r| r.finished)
+    }
+}
+
+/// One partition's part of a batch.
+#[derive(Debug)]
+struct PartRead {
+    p: u32,
+    /// Where it starts.
+    start: Vec<u8>,
+    /// The records the partition has left in the run at `start`.
+    left: Option<u64>,
+    /// How many it is to read.
+    want: u64,
+    /// A logged range: exactly `want`.
+    exact: bool,
+    got: u64,
+    /// Empty reads in a row.
+    empty: u32,
+    finished: bool,
 }
 
 /// How many batches in a row a partition may read nothing while records are left
@@ -245,77 +295,214 @@ impl SourceDriver {
         now: Timestamp,
         out: &mut Vec<Box<dyn AnyBatch>>,
     ) -> Result<BatchRead, ExecError> {
-        let live: Vec<u32> = self
-            .owned
-            .iter()
-            .filter(|(_, s)| !s.done)
-            .map(|(p, _)| *p)
-            .collect();
-        let share = limit.map(|l| l.div_ceil(u64::from(self.partitions.max(1))).max(1));
+        let mut plan = self
+            .plan(logged, limit, false)?
+            .expect("a batch read as it goes always has a plan");
+        for r in &mut plan.parts {
+            while !self.read_step(r, chunk, now, out)? {}
+            r.finished = true;
+        }
+        self.settle_planned(plan)
+    }
+
+    /// Fixes one micro-batch's ranges before any of it is read, so that the batch can
+    /// be logged first and then read chunk by chunk as it runs
+    /// ([`SourceDriver::read_planned`], then [`SourceDriver::settle_planned`]): the
+    /// records in memory stay within a chunk however large the batch. A partition
+    /// reads what `logged` holds for it, or else what the source says it has
+    /// available now, within its share of `limit` and the run's end, as
+    /// [`SourceDriver::read_batch`] would. `None` when some live partition cannot be
+    /// planned: the source cannot say what it has, or says nothing (a partition at
+    /// its end learns that it is done only by reading); then the batch is read whole
+    /// with [`SourceDriver::read_batch`].
+    pub fn plan_batch(
+        &mut self,
+        logged: Option<&[ReadRange]>,
+        limit: Option<u64>,
+    ) -> Result<Option<PlannedBatch>, ExecError> {
+        self.plan(logged, limit, true)
+    }
+
+    /// Reads the next records of a planned batch into `out`: at most `chunk` from the
+    /// first partition whose part is not read yet. A partition that has nothing now
+    /// ends its part early (the source had fewer than it said: the plan's ranges are
+    /// then longer than what was read, and [`SourceDriver::settle_planned`] gives the
+    /// ranges read); a logged range must be read whole.
+    pub fn read_planned(
+        &mut self,
+        plan: &mut PlannedBatch,
+        chunk: usize,
+        now: Timestamp,
+        out: &mut Vec<Box<dyn AnyBatch>>,
+    ) -> Result<(), ExecError> {
+        let before = out.len();
+        while let Some(r) = plan.parts.iter_mut().find(|r| !r.finished) {
+            r.finished = self.read_step(r, chunk, now, out)?;
+            if out.len() > before {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Closes a batch whose parts are all read: the ranges it read (one per live
+    /// partition, `count` 0 if it gave none), and whether any partition has more in
+    /// this run.
+    pub fn settle_planned(&mut self, plan: PlannedBatch) -> Result<BatchRead, ExecError> {
+        if !plan.is_read() {
+            return Err(ExecError::Downstream(Box::new(tidewater::Error::Internal(
+                "a micro-batch was closed before all of it was read".into(),
+            ))));
+        }
         let mut batch = BatchRead {
-            ranges: Vec::with_capacity(live.len()),
+            ranges: Vec::with_capacity(plan.parts.len()),
             limited: false,
         };
-        for p in live {
+        for r in plan.parts {
+            let (range, more) = self.settle(r, plan.share)?;
+            batch.limited |= more;
+            batch.ranges.push(range);
+        }
+        Ok(batch)
+    }
+
+    /// What each live partition reads in the next batch (see
+    /// [`SourceDriver::plan_batch`]); with `ask` the source's `available` caps each
+    /// partition not in `logged`, and `None` means some partition cannot be planned.
+    fn plan(
+        &mut self,
+        logged: Option<&[ReadRange]>,
+        limit: Option<u64>,
+        ask: bool,
+    ) -> Result<Option<PlannedBatch>, ExecError> {
+        let n = self.partitions as usize;
+        let share = limit.map(|l| l.div_ceil(u64::from(self.partitions.max(1))).max(1));
+        let mut parts = Vec::new();
+        for (p, st) in self.owned.iter().filter(|(_, s)| !s.done) {
+            let p = *p;
             let logged = logged.and_then(|l| l.iter().find(|r| r.partition == p));
-            let start = self.owned[&p].position.clone();
-            if let Some(left) = logged.and_then(|r| r.left) {
-                // The run's end as the batch was logged with, before the failure.
-                self.owned.get_mut(&p).expect("owned").run_left = Some(left);
-            }
-            let left = self.owned[&p].run_left;
-            let want = match logged {
+            let (left, want) = match logged {
                 Some(range) => {
-                    if range.start != start {
+                    if range.start != st.position {
                         return Err(checkpoint(format!(
                             "the write-ahead log's range of source partition {p} does not start where the checkpoint left the partition"
                         )));
                     }
-                    range.count
+                    // The run's end as the batch was logged with, before the failure.
+                    (range.left.or(st.run_left), range.count)
                 }
-                None => share.unwrap_or(u64::MAX).min(left.unwrap_or(u64::MAX)),
-            };
-            let count = self.read_partition(p, want, logged.is_some(), chunk, now, out)?;
-            let st = self.owned.get_mut(&p).expect("owned");
-            if let Some(left) = &mut st.run_left {
-                if count > *left {
-                    return Err(checkpoint(format!(
-                        "source partition {p} read {count} records in a batch with {left} left before the end the run took at its start"
-                    )));
+                None => {
+                    let mut want = share
+                        .unwrap_or(u64::MAX)
+                        .min(st.run_left.unwrap_or(u64::MAX));
+                    if ask {
+                        match self.source.available(p as usize, n, &st.position)? {
+                            Some(k) if k > 0 => want = want.min(k),
+                            _ => return Ok(None),
+                        }
+                    }
+                    (st.run_left, want)
                 }
-                *left -= count;
-            }
-            let more = !st.done
-                && match st.run_left {
-                    Some(left) => left > 0,
-                    // Without an end, more may follow if it gave its whole share.
-                    None => count >= share.unwrap_or(u64::MAX),
-                };
-            batch.limited |= more;
-            let stalled = self.stalled.entry(p).or_default();
-            *stalled = if count == 0 && more && st.run_left.is_some() {
-                *stalled + 1
-            } else {
-                0
             };
-            if *stalled >= STALLED_BATCHES {
-                return Err(ExecError::User {
-                    phase: tidewater::exec::Phase::Process,
-                    element: None,
-                    message: format!(
-                        "source partition {p} had {} records left before the end this run took at its start, but gave none in {STALLED_BATCHES} batches in a row: the source's `available` says more than it reads",
-                        st.run_left.unwrap_or_default()
-                    ),
-                });
-            }
-            batch.ranges.push(ReadRange {
-                partition: p,
-                start,
-                count,
+            parts.push(PartRead {
+                p,
+                start: st.position.clone(),
                 left,
+                want,
+                exact: logged.is_some(),
+                got: 0,
+                empty: 0,
+                finished: false,
             });
         }
-        Ok(batch)
+        for r in &parts {
+            self.owned.get_mut(&r.p).expect("owned").run_left = r.left;
+        }
+        Ok(Some(PlannedBatch { parts, share }))
+    }
+
+    /// One read of `r`'s partition towards its count; whether its part of the batch is
+    /// read (a logged range read short is an error: the source lost records).
+    fn read_step(
+        &mut self,
+        r: &mut PartRead,
+        chunk: usize,
+        now: Timestamp,
+        out: &mut Vec<Box<dyn AnyBatch>>,
+    ) -> Result<bool, ExecError> {
+        if r.got >= r.want {
+            return Ok(true);
+        }
+        let max = usize::try_from(r.want - r.got)
+            .unwrap_or(usize::MAX)
+            .min(chunk.max(1));
+        let (k, status) = self.read_once(r.p, max, now, out)?;
+        if k > max as u64 {
+            return Err(replay_error(r.p, r.want, "more"));
+        }
+        r.got += k;
+        // A source that has nothing now ends the part; replaying a range it cannot
+        // give again is an error, never fewer records.
+        let finished = r.got >= r.want
+            || match (status, k) {
+                (ReadStatus::Done | ReadStatus::Idle, _) => true,
+                (_, 0) if !r.exact => true,
+                (_, 0) => {
+                    r.empty += 1;
+                    r.empty > 1000
+                }
+                _ => {
+                    r.empty = 0;
+                    false
+                }
+            };
+        if finished && r.exact && r.got < r.want {
+            return Err(replay_error(r.p, r.want, "fewer"));
+        }
+        Ok(finished)
+    }
+
+    /// A read part's range, and whether its partition has more in this run.
+    fn settle(&mut self, r: PartRead, share: Option<u64>) -> Result<(ReadRange, bool), ExecError> {
+        let (p, count) = (r.p, r.got);
+        let st = self.owned.get_mut(&p).expect("owned");
+        if let Some(left) = &mut st.run_left {
+            if count > *left {
+                return Err(checkpoint(format!(
+                    "source partition {p} read {count} records in a batch with {left} left before the end the run took at its start"
+                )));
+            }
+            *left -= count;
+        }
+        let more = !st.done
+            && match st.run_left {
+                Some(left) => left > 0,
+                // Without an end, more may follow if it gave its whole share.
+                None => count >= share.unwrap_or(u64::MAX),
+            };
+        let stalled = self.stalled.entry(p).or_default();
+        *stalled = if count == 0 && more && st.run_left.is_some() {
+            *stalled + 1
+        } else {
+            0
+        };
+        if *stalled >= STALLED_BATCHES {
+            return Err(ExecError::User {
+                phase: tidewater::exec::Phase::Process,
+                element: None,
+                message: format!(
+                    "source partition {p} had {} records left before the end this run took at its start, but gave none in {STALLED_BATCHES} batches in a row: the source's `available` says more than it reads",
+                    st.run_left.unwrap_or_default()
+                ),
+            });
+        }
+        let range = ReadRange {
+            partition: p,
+            start: r.start,
+            count,
+            left: r.left,
+        };
+        Ok((range, more))
     }
 
     /// Fixes the end of a run that reads up to the end taken at its start (the
@@ -349,51 +536,6 @@ impl SourceDriver {
     /// `false` if some partition has no such end.
     pub fn reached_run_ends(&self) -> bool {
         self.owned.values().all(|s| s.done || s.run_left == Some(0))
-    }
-
-    /// Reads up to `want` records of partition `p` (exactly `want` if `exact`: fewer is
-    /// an error, the source lost them), at most `chunk` per read; how many it read.
-    fn read_partition(
-        &mut self,
-        p: u32,
-        want: u64,
-        exact: bool,
-        chunk: usize,
-        now: Timestamp,
-        out: &mut Vec<Box<dyn AnyBatch>>,
-    ) -> Result<u64, ExecError> {
-        let mut got = 0u64;
-        let mut empty = 0u32;
-        while got < want {
-            let max = usize::try_from(want - got)
-                .unwrap_or(usize::MAX)
-                .min(chunk.max(1));
-            let (k, status) = self.read_once(p, max, now, out)?;
-            if k > max as u64 {
-                return Err(replay_error(p, want, "more"));
-            }
-            got += k;
-            if got >= want || status == ReadStatus::Done {
-                break;
-            }
-            // A source that has nothing now ends the batch; replaying a range it
-            // cannot give again is an error, never fewer records.
-            match (status, k) {
-                (ReadStatus::Idle, _) => break,
-                (_, 0) if !exact => break,
-                (_, 0) => {
-                    empty += 1;
-                    if empty > 1000 {
-                        break;
-                    }
-                }
-                _ => empty = 0,
-            }
-        }
-        if exact && got < want {
-            return Err(replay_error(p, want, "fewer"));
-        }
-        Ok(got)
     }
 
     /// Records ready in all owned partitions right now, if the source knows for each.

@@ -400,3 +400,106 @@ fn a_source_whose_available_overstates_what_it_reads_fails_the_run_instead_of_ha
         "{e:?}"
     );
 }
+
+/// Reads a planned batch to its end at most `chunk` records per call: the records of
+/// each call, and the batch's ranges.
+fn read_planned(
+    d: &mut SourceDriver,
+    mut plan: tidewater_runners_core::source_driver::PlannedBatch,
+    chunk: usize,
+) -> (
+    Vec<Vec<u64>>,
+    tidewater_runners_core::source_driver::BatchRead,
+) {
+    let mut reads = Vec::new();
+    while !plan.is_read() {
+        let mut out = Vec::new();
+        d.read_planned(&mut plan, chunk, Timestamp(0), &mut out)
+            .unwrap();
+        reads.push(values(out));
+    }
+    (reads, d.settle_planned(plan).unwrap())
+}
+
+#[test]
+fn a_planned_batch_fixes_its_ranges_first_and_reads_them_chunk_by_chunk() {
+    let mut d = SourceDriver::start(source("planned"), 1, 0, 1).unwrap();
+    let snapshot = parts(std::slice::from_ref(&d));
+    // 5 partitions of 10 with a limit of 15: 3 each, fixed before anything is read.
+    let plan = d.plan_batch(None, Some(15)).unwrap().expect("a plan");
+    let planned: Vec<(u32, u64)> = plan
+        .ranges()
+        .iter()
+        .map(|r| (r.partition, r.count))
+        .collect();
+    assert_eq!(planned, vec![(0, 3), (1, 3), (2, 3), (3, 3), (4, 3)]);
+    let logged = plan.ranges();
+    let (reads, batch) = read_planned(&mut d, plan, 2);
+    // At most a chunk per call, one partition at a time.
+    let sizes: Vec<usize> = reads.iter().map(Vec::len).collect();
+    assert_eq!(sizes, vec![2, 1, 2, 1, 2, 1, 2, 1, 2, 1]);
+    assert_eq!(batch.ranges, logged);
+    assert!(batch.limited);
+    // The same records as the batch read whole from the same place.
+    let mut whole = Vec::new();
+    let mut other = restore("planned", &snapshot, 1).remove(0);
+    let b = other
+        .read_batch(None, Some(15), 2, Timestamp(0), &mut whole)
+        .unwrap();
+    assert_eq!(b, batch);
+    assert_eq!(values(whole), reads.concat());
+    // The logged ranges, restored from before the batch, plan the same batch again
+    // whatever the limit is now; without a limit the rest is one batch of 7 each.
+    let mut again = restore("planned", &snapshot, 1).remove(0);
+    let plan = again.plan_batch(Some(&logged), None).unwrap().unwrap();
+    assert_eq!(plan.ranges(), logged);
+    let (reads_again, b) = read_planned(&mut again, plan, 3);
+    assert_eq!(b.ranges, logged);
+    assert_eq!(reads_again.concat(), reads.concat());
+    let plan = again.plan_batch(None, None).unwrap().unwrap();
+    assert!(plan.ranges().iter().all(|r| r.count == 7));
+    let (rest, b) = read_planned(&mut again, plan, 4);
+    assert!(!b.limited);
+    assert!(again.is_done());
+    assert_eq!(rest.concat().len(), 35);
+}
+
+#[test]
+fn a_batch_is_planned_only_where_every_partition_says_what_it_has() {
+    // Partitions at their end have nothing available: only a read tells that they are
+    // done, so the batch is read whole.
+    let test = "plan-unknown";
+    let mut d = SourceDriver::start(growing(test, 4, 0), 1, 0, 1).unwrap();
+    let plan = d.plan_batch(None, None).unwrap().expect("4 records each");
+    let (_, b) = read_planned(&mut d, plan, 3);
+    assert_eq!(b.ranges.iter().map(|r| r.count).sum::<u64>(), 8);
+    assert!(d.plan_batch(None, None).unwrap().is_none());
+    // A source that says more than it has ends the partition's part early: the batch
+    // gives the ranges read, shorter than the plan.
+    let test = "plan-lie";
+    let mut d = SourceDriver::start(growing(test, 4, 3), 1, 0, 1).unwrap();
+    let plan = d.plan_batch(None, None).unwrap().unwrap();
+    let planned: Vec<u64> = plan.ranges().iter().map(|r| r.count).collect();
+    assert_eq!(planned, vec![7, 7]);
+    let (reads, b) = read_planned(&mut d, plan, 3);
+    let read: Vec<u64> = b.ranges.iter().map(|r| r.count).collect();
+    assert_eq!(read, vec![4, 4]);
+    assert_eq!(reads.concat(), vec![0, 1, 2, 3, 1000, 1001, 1002, 1003]);
+    // Replayed, a logged range must be read whole: fewer is an error.
+    let mut d = SourceDriver::start(growing("plan-replay", 2, 0), 1, 0, 1).unwrap();
+    let mut logged = b.ranges.clone();
+    logged[1].count = 2;
+    let mut plan = d.plan_batch(Some(&logged), None).unwrap().unwrap();
+    let mut e = None;
+    while !plan.is_read() {
+        if let Err(err) = d.read_planned(&mut plan, 3, Timestamp(0), &mut Vec::new()) {
+            e = Some(err);
+            break;
+        }
+    }
+    let e = e.expect("a lost range");
+    assert!(
+        format!("{e:?}").contains("replaying 4 records of partition 0 gave fewer"),
+        "{e:?}"
+    );
+}

@@ -420,3 +420,104 @@ fn a_source_that_starts_late_holds_the_watermark_until_it_reports() {
     );
     assert!(stdout.contains("1 passed"), "{stdout}");
 }
+
+/// Records [`Watched`] has read, and records the pipeline has processed, in the test
+/// that runs it.
+static WATCHED_READ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+static WATCHED_SEEN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+/// The most records read and not yet processed, over the run.
+static WATCHED_AHEAD: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// A bounded source of `len` numbers in one partition that counts what it reads and
+/// says what it has left.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Watched {
+    len: u64,
+}
+
+impl tidewater::Source for Watched {
+    type Output = u64;
+    type Position = u64;
+    fn is_bounded(&self) -> bool {
+        true
+    }
+    fn partitions(&self, _desired: usize) -> usize {
+        1
+    }
+    fn initial_position(&self, _p: usize, _n: usize) -> u64 {
+        0
+    }
+    fn read(
+        &mut self,
+        _p: usize,
+        _n: usize,
+        pos: &mut u64,
+        max: usize,
+        _now: tidewater::Timestamp,
+        out: &mut Vec<(u64, tidewater::Timestamp)>,
+    ) -> Result<tidewater::ReadStatus, tidewater::UserError> {
+        let end = (*pos + max as u64).min(self.len);
+        out.extend((*pos..end).map(|i| (i, tidewater::Timestamp(0))));
+        WATCHED_READ.fetch_add(end - *pos, std::sync::atomic::Ordering::SeqCst);
+        *pos = end;
+        Ok(if end == self.len {
+            tidewater::ReadStatus::Done
+        } else {
+            tidewater::ReadStatus::More
+        })
+    }
+    fn watermark(&self, _p: usize, _n: usize, _pos: &u64) -> tidewater::Timestamp {
+        tidewater::Timestamp::MIN
+    }
+    fn available(&self, _p: usize, _n: usize, pos: &u64) -> Option<u64> {
+        Some(self.len - pos)
+    }
+}
+
+tidewater::register!(Source Watched);
+
+fn watch(n: u64) -> u64 {
+    use std::sync::atomic::Ordering::SeqCst;
+    let seen = WATCHED_SEEN.fetch_add(1, SeqCst) + 1;
+    WATCHED_AHEAD.fetch_max(WATCHED_READ.load(SeqCst) - seen, SeqCst);
+    n % 10
+}
+
+/// A bounded input runs as one batch whose range is fixed (and logged) first and then
+/// read a chunk at a time as the batch runs: the records in memory stay within a few
+/// chunks, not the whole input.
+#[test]
+fn a_large_batch_is_read_a_chunk_at_a_time_as_it_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    tidewater_runner_microbatch::register();
+    let p = Pipeline::new(microbatch(EngineOptions {
+        checkpoint_dir: Some(dir.path().to_path_buf()),
+        ..Default::default()
+    }));
+    p.apply("Watched", Read::from(Watched { len: 200_000 }))
+        .map("Watch", watch)
+        .apply("Count", Count::per_element())
+        .map("Format", to_string)
+        .capture("counts");
+    let r = p.run().unwrap();
+    let want: Vec<String> = (0..10).map(|k| format!("{k} 20000")).collect();
+    assert_eq!(sorted(&r, "counts"), want);
+    let batches = r
+        .metrics
+        .distribution(ENGINE_STEP, "batch_records")
+        .unwrap();
+    assert_eq!((batches.count, batches.sum), (1, 200_000), "one batch");
+    let ahead = WATCHED_AHEAD.load(std::sync::atomic::Ordering::SeqCst);
+    // The default bundle (a read) is 1,024 records.
+    assert!(
+        ahead <= 2 * 1024,
+        "{ahead} records read ahead of the pipeline"
+    );
+    // The batch's range was logged before it ran, as it was read.
+    let log: Vec<_> = std::fs::read_dir(dir.path().join("offsets"))
+        .unwrap()
+        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+        .collect();
+    assert_eq!(log.len(), 1, "{log:?}");
+    assert!(log[0].contains("\"count\":200000"), "{log:?}");
+}

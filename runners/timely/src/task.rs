@@ -35,7 +35,7 @@ use tidewater_runners_core::keyed::KeyedOperator;
 use tidewater_runners_core::side_inputs::SideInputRunner;
 use tidewater_runners_core::sink_host::SinkHost;
 use tidewater_runners_core::snapshot::{Part, Scope, Snapshot};
-use tidewater_runners_core::source_driver::SourceDriver;
+use tidewater_runners_core::source_driver::{PlannedBatch, ReadRange, SourceDriver};
 use tidewater_runners_core::stage::{FusedStage, StageOutput};
 use tidewater_runners_core::test_stream::{TestStreamDriver, TestStreamStep};
 use tidewater_runners_core::watermarks;
@@ -162,12 +162,25 @@ pub struct BatchFigures {
     pub state_bytes: u64,
 }
 
-/// A micro-batch a source task has read and is running through its stage.
+/// A micro-batch a source task is running through its stage.
 pub struct BatchRun {
     /// Its reads still to run.
     pub queue: std::collections::VecDeque<Box<dyn AnyBatch>>,
-    /// The task finishes after it (its sources are done, or the trigger stops).
-    pub end: bool,
+    /// A batch whose ranges were fixed (and logged) before it was read: the reads to
+    /// come, one chunk per activation, so that the records in memory stay few however
+    /// large the batch. `None`: the batch was read whole into `queue`.
+    pub plan: Option<PlannedBatch>,
+    /// What the write-ahead log holds for the batch, as this worker wrote it (empty
+    /// when it replays a logged batch, or runs without checkpoints).
+    pub logged: Vec<ReadRange>,
+    /// The trigger, which decides whether the run ends after the batch.
+    pub trigger: BatchTrigger,
+    /// The task finishes after it (the trigger stops, or a stop with a savepoint).
+    pub stop: bool,
+    /// Its figures so far.
+    pub figures: BatchFigures,
+    /// When it started.
+    pub started: Instant,
 }
 
 /// A snapshot handed to the writer, holding the task's control capability at `hold`
@@ -1262,6 +1275,8 @@ impl Task {
             stop = true;
         }
         let mut out = Vec::new();
+        let mut plan = None;
+        let mut logged_here = Vec::new();
         if !stop && !driver.is_done() {
             let logged = match &ctx.store {
                 Some(store) => store.read_offsets(cur, self.node, ctx.plan_hash)?,
@@ -1284,41 +1299,57 @@ impl Task {
             } else {
                 max_records
             };
-            let read = driver
-                .read_batch(
-                    logged.as_deref(),
-                    limit,
-                    ctx.read_size,
-                    self.batch_time,
-                    &mut out,
-                )
-                .map_err(|e| attribute(e, &self.name))?;
+            // The ranges are fixed before the batch runs: planned from what the
+            // source has available (then read as the batch runs), or read whole.
+            let ranges = match driver
+                .plan_batch(logged.as_deref(), limit)
+                .map_err(|e| attribute(e, &self.name))?
+            {
+                Some(p) => {
+                    let ranges = p.ranges();
+                    plan = Some(p);
+                    ranges
+                }
+                None => {
+                    let read = driver
+                        .read_batch(
+                            logged.as_deref(),
+                            limit,
+                            ctx.read_size,
+                            self.batch_time,
+                            &mut out,
+                        )
+                        .map_err(|e| attribute(e, &self.name))?;
+                    stop = trigger_stops(trigger, read.limited);
+                    read.ranges
+                }
+            };
             if let Some(store) = &ctx.store {
                 let replayed = logged.as_ref().is_some_and(|l| {
-                    read.ranges
+                    ranges
                         .iter()
                         .all(|r| l.iter().any(|x| x.partition == r.partition))
                 });
                 if !replayed {
-                    store.write_offsets(cur, self.node, ctx.me, ctx.plan_hash, &read.ranges)?;
+                    store.write_offsets(cur, self.node, ctx.me, ctx.plan_hash, &ranges)?;
                     crate::fault::point("offsets");
+                    logged_here = ranges;
                 }
             }
-            stop = match trigger {
-                BatchTrigger::Interval => false,
-                BatchTrigger::Once => true,
-                BatchTrigger::AvailableNow => !read.limited,
-            };
         }
-        let done = driver.is_done();
         let records: usize = out.iter().map(|b| b.len()).sum();
         ctx.read(&self.figures, cur, records);
         ctx.metrics
             .borrow_mut()
             .step_mut(ENGINE_STEP)
             .inc_counter("batches", 1);
-        ctx.open_batches.borrow_mut().push((
-            BatchFigures {
+        self.batch_run = Some(BatchRun {
+            queue: out.into(),
+            plan,
+            logged: logged_here,
+            trigger,
+            stop,
+            figures: BatchFigures {
                 batch: cur,
                 records: records as u64,
                 processing_ms: 0,
@@ -1326,31 +1357,68 @@ impl Task {
                 state_bytes: 0,
             },
             started,
-        ));
-        self.batch_run = Some(BatchRun {
-            queue: out.into(),
-            end: done || stop,
         });
         self.continue_batch()
     }
 
-    /// Runs the next read of the batch's records through the stage and sends them on;
-    /// after the last, closes the batch (or finishes the task after its last batch).
-    /// One read per activation, so that consumers on this worker run in between and
-    /// the records in flight stay few.
+    /// Runs the next read of the batch's records through the stage and sends them on
+    /// (reading the next chunk of a planned batch first); after the last, closes the
+    /// batch (or finishes the task after its last batch). One read per activation, so
+    /// that consumers on this worker run in between and the records in flight stay
+    /// few.
     fn continue_batch(&mut self) -> Result<()> {
         let cur = self.cur;
         let Some(run) = self.batch_run.as_mut() else {
             return Ok(());
         };
+        if let (true, Some(plan), Head::Read { driver, .. }) =
+            (run.queue.is_empty(), run.plan.as_mut(), &mut self.head)
+        {
+            if !plan.is_read() {
+                let mut out = Vec::new();
+                driver
+                    .read_planned(plan, self.ctx.read_size, self.batch_time, &mut out)
+                    .map_err(|e| attribute(e, &self.name))?;
+                let records: usize = out.iter().map(|b| b.len()).sum();
+                self.ctx.read(&self.figures, cur, records);
+                run.figures.records += records as u64;
+                run.queue.extend(out);
+            }
+        }
         if let Some(b) = run.queue.pop_front() {
             self.run_stage(b)?;
             self.flush(cur);
             self.activator.activate();
             return Ok(());
         }
-        let end = run.end;
-        self.batch_run = None;
+        let mut run = self.batch_run.take().expect("a batch is running");
+        let Head::Read { driver, .. } = &mut self.head else {
+            return Err(Error::Internal(format!("'{}' is not a source", self.name)));
+        };
+        if let Some(plan) = run.plan.take() {
+            let read = driver
+                .settle_planned(plan)
+                .map_err(|e| attribute(e, &self.name))?;
+            // A partition that had fewer records than it said ends the batch early:
+            // the log gets the ranges read, before anything of the batch is durable.
+            if let Some(store) = &self.ctx.store {
+                if !run.logged.is_empty() && run.logged != read.ranges {
+                    store.write_offsets(
+                        cur,
+                        self.node,
+                        self.ctx.me,
+                        self.ctx.plan_hash,
+                        &read.ranges,
+                    )?;
+                }
+            }
+            run.stop |= trigger_stops(run.trigger, read.limited);
+        }
+        let end = run.stop || driver.is_done();
+        self.ctx
+            .open_batches
+            .borrow_mut()
+            .push((run.figures, run.started));
         self.send_progress()?;
         self.flush(cur);
         self.collect_metrics();
@@ -1369,5 +1437,15 @@ impl Task {
         }
         self.activator.activate_after(Duration::from_millis(1));
         Ok(())
+    }
+}
+
+/// Whether a run ends after a batch whose read found `limited` (some partition has
+/// more in the run).
+fn trigger_stops(trigger: BatchTrigger, limited: bool) -> bool {
+    match trigger {
+        BatchTrigger::Interval => false,
+        BatchTrigger::Once => true,
+        BatchTrigger::AvailableNow => !limited,
     }
 }
