@@ -9,8 +9,9 @@ use crate::triggers::{TimeDomain, TriggerContext, TriggerState, TriggerStateMach
 use crate::windowing::{gc_time, merge_windows, WindowAssigner};
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
-use std::cell::RefCell;
-use std::collections::BTreeMap;
+use std::cell::{Cell, RefCell};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
 use std::sync::Arc;
 use tidewater::exec::{key_group_of, AnyBatch, ExecError, KeyId, ReduceFnState, StepMetrics};
 use tidewater::{
@@ -45,6 +46,9 @@ struct WindowState {
     /// How the window stands against the snapshots: see [`Written`].
     #[serde(skip)]
     written: RefCell<Written>,
+    /// The hold this activation has an entry for in [`Reducer::holds`], if it has one.
+    #[serde(skip)]
+    registered: Cell<Option<Timestamp>>,
 }
 
 /// A window against the snapshots, so that a snapshot encodes only what changed: a
@@ -87,6 +91,10 @@ impl ActiveWindows {
 
     fn get(&self, kw: &(KeyId, BoundedWindow)) -> Option<&WindowState> {
         self.map.get(kw)
+    }
+
+    fn len(&self) -> usize {
+        self.map.len()
     }
 
     /// A window's state to change: the snapshots forget its bytes.
@@ -179,6 +187,23 @@ fn hold_of(strategy: &WindowingStrategy, w: &BoundedWindow, s: &WindowState) -> 
     })
 }
 
+/// Gives window `w` of key `k` (state `st`) an entry in the hold queue for its hold,
+/// unless it has one there already.
+fn register_hold(
+    holds: &mut BinaryHeap<Reverse<HoldEntry>>,
+    strategy: &WindowingStrategy,
+    k: KeyId,
+    w: &BoundedWindow,
+    st: &WindowState,
+) {
+    if let Some(h) = hold_of(strategy, w, st) {
+        if st.registered.get() != Some(h) {
+            holds.push(Reverse((h, st.serial, k, w.clone())));
+            st.registered.set(Some(h));
+        }
+    }
+}
+
 /// The reducer of one grouping transform.
 pub struct Reducer {
     strategy: WindowingStrategy,
@@ -200,13 +225,17 @@ pub struct Reducer {
     processing_time: Timestamp,
     /// A union part set the clocks (later ones lower the watermarks).
     restored_clocks: bool,
-    /// At most the earliest watermark hold of any window (see [`Reducer::hold_of`]):
-    /// the exact one after a scan of the windows, lowered by every change that may
-    /// add or lower a hold. While it is at or past the input watermark no window
-    /// holds the output watermark back and the scan is skipped (it would read every
-    /// open window, at every watermark move, while the windows of a slow input wait).
-    hold_floor: Timestamp,
+    /// The windows' watermark holds (see [`hold_of`]), earliest first, so that the
+    /// output watermark needs no scan of every open window at every watermark move
+    /// (while the windows of a slow input wait, there are many). Every window that
+    /// holds has an entry for its hold (pushed by every change that may add or lower
+    /// one: activation, merge, input, restore); an entry whose window is gone, is
+    /// another activation or no longer holds there is dropped when it comes first.
+    holds: BinaryHeap<Reverse<HoldEntry>>,
 }
+
+/// A window's hold in [`Reducer::holds`]: the time, then the window's activation.
+type HoldEntry = (Timestamp, u64, KeyId, BoundedWindow);
 
 /// One (key, window) of a reducer in a snapshot.
 #[derive(Serialize, Deserialize)]
@@ -319,7 +348,7 @@ impl Reducer {
             output_watermark: Timestamp::MIN,
             processing_time: Timestamp(0),
             restored_clocks: false,
-            hold_floor: Timestamp::MAX,
+            holds: BinaryHeap::new(),
         }
     }
 
@@ -395,9 +424,7 @@ impl Reducer {
         if !self.windows.contains_key(&(k, w.clone())) {
             let st = self.new_window_state();
             let serial = st.serial;
-            if let Some(h) = hold_of(&self.strategy, &w, &st) {
-                self.hold_floor = self.hold_floor.min(h);
-            }
+            register_hold(&mut self.holds, &self.strategy, k, &w, &st);
             self.windows.insert((k, w.clone()), st);
             self.set_window_timers(k, w.clone(), serial);
         }
@@ -472,10 +499,9 @@ impl Reducer {
                 min_ts: states.iter().filter_map(|s| s.min_ts).min(),
                 max_ts: states.iter().filter_map(|s| s.max_ts).max(),
                 written: RefCell::new(Written::Changed),
+                registered: Cell::new(None),
             };
-            if let Some(h) = hold_of(&self.strategy, &into, &merged) {
-                self.hold_floor = self.hold_floor.min(h);
-            }
+            register_hold(&mut self.holds, &self.strategy, k, &into, &merged);
             self.windows.insert((k, into.clone()), merged);
             self.add_timers(k, into.clone(), timers);
             if fresh {
@@ -501,6 +527,7 @@ impl Reducer {
             min_ts: None,
             max_ts: None,
             written: RefCell::new(Written::Changed),
+            registered: Cell::new(None),
         }
     }
 
@@ -590,9 +617,7 @@ impl Reducer {
                 timers: &mut timers,
             };
             self.trigger.on_element(&mut st.trigger, ts, &mut ctx);
-            if let Some(h) = hold_of(&self.strategy, &w, st) {
-                self.hold_floor = self.hold_floor.min(h);
-            }
+            register_hold(&mut self.holds, &self.strategy, k, &w, st);
             self.trigger.should_fire(&st.trigger, &ctx)
         };
         self.add_timers(k, w.clone(), timers);
@@ -754,33 +779,50 @@ impl Reducer {
 
     fn update_output_watermark(&mut self) {
         // The output watermark never passes the input's: once it is there, no hold can
-        // move it (and the scan over every window is skipped, which matters while the
-        // input watermark stands still over many open windows).
+        // move it.
         if self.output_watermark >= self.input_watermark {
             return;
         }
-        if self.hold_floor >= self.input_watermark {
-            debug_assert!(
-                self.windows
-                    .iter()
-                    .filter_map(|((_, w), s)| hold_of(&self.strategy, w, s))
-                    .all(|h| h >= self.hold_floor),
-                "a window holds the output watermark below the floor"
-            );
-            self.output_watermark = self.input_watermark;
-            return;
-        }
-        let hold = self
-            .windows
-            .iter()
-            .filter_map(|((_, w), s)| hold_of(&self.strategy, w, s))
-            .min();
-        self.hold_floor = hold.unwrap_or(Timestamp::MAX);
+        let hold = self.earliest_hold();
+        debug_assert_eq!(
+            hold,
+            self.windows
+                .iter()
+                .filter_map(|((_, w), s)| hold_of(&self.strategy, w, s))
+                .min(),
+            "the hold queue does not have the earliest hold of the windows"
+        );
         let candidate = match hold {
             Some(h) => h.min(self.input_watermark),
             None => self.input_watermark,
         };
         self.output_watermark = self.output_watermark.max(candidate);
+    }
+
+    /// The earliest hold of any window: the first entry of the queue that is its
+    /// window's hold now (the ones before it are dropped; a window whose entry is
+    /// dropped gets a new one when it holds again).
+    fn earliest_hold(&mut self) -> Option<Timestamp> {
+        // Past this many entries per window, mostly stale, the queue is built afresh.
+        if self.holds.len() > 2 * self.windows.len() + 1024 {
+            self.holds.clear();
+            for ((k, w), st) in self.windows.iter() {
+                st.registered.set(None);
+                register_hold(&mut self.holds, &self.strategy, *k, w, st);
+            }
+        }
+        while let Some(Reverse((t, serial, k, w))) = self.holds.peek() {
+            if let Some(st) = self.windows.get(&(*k, w.clone())) {
+                if st.serial == *serial && st.registered.get() == Some(*t) {
+                    if hold_of(&self.strategy, w, st) == Some(*t) {
+                        return Some(*t);
+                    }
+                    st.registered.set(None);
+                }
+            }
+            self.holds.pop();
+        }
+        None
     }
 
     /// Everything emitted since the last call.
@@ -908,8 +950,6 @@ impl Reducer {
 
     /// Adds a key group written by [`Reducer::snapshot_key_groups`].
     pub fn restore_key_group(&mut self, bytes: &[u8]) -> Result<(), ExecError> {
-        // The restored windows' holds are found by the next scan.
-        self.hold_floor = Timestamp::MIN;
         for e in decode_part::<Vec<WindowEntry>>(bytes, "reducer key group")? {
             // The trigger's methods index its state by node: a state of another shape
             // would panic at the next element or timer.
@@ -930,6 +970,7 @@ impl Reducer {
             let mut st = e.state;
             self.next_serial += 1;
             st.serial = self.next_serial;
+            register_hold(&mut self.holds, &self.strategy, k, &e.window, &st);
             self.windows.insert((k, e.window.clone()), st);
             // The window's own timers that were pending go back into their queue.
             for &(domain, at) in &e.timers {
@@ -985,6 +1026,7 @@ mod tests {
             min_ts: Some(Timestamp(5)),
             max_ts: Some(Timestamp(900)),
             written: RefCell::default(),
+            registered: Cell::default(),
         };
         let window = BoundedWindow::Interval {
             start: Timestamp(0),
