@@ -51,6 +51,7 @@ fn main() {
         plan_hash: 7,
         max_key_groups: 128,
         epoch: 3,
+        base: Vec::new(),
         parts,
     };
     let bytes = snap.encode();

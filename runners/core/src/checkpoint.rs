@@ -2,31 +2,35 @@
 //! for another assignment of key groups: what every runner does at a checkpoint and at
 //! recovery, and what the direct runner does at every step to validate both.
 
-use crate::keyed::{instantiate, KeyGroups, KeyedOperator};
+use crate::keyed::{instantiate, KeyGroups, KeyedOperator, SnapshotKind};
 use crate::side_inputs::SideInputRunner;
 use crate::snapshot::{Part, Scope, Snapshot};
 use crate::translate::ExecutablePlan;
 use tidewater::exec::{key_groups_of_worker, ExecError};
 use tidewater::{Error, Result};
 
-/// The parts of a keyed operator instance, named after its transform.
+/// The parts of a keyed operator instance, named after its transform, and whether
+/// they are a delta over its previous snapshot (see [`SnapshotKind`]).
 pub fn keyed_parts(
     transform: &str,
-    op: &dyn KeyedOperator,
+    op: &mut dyn KeyedOperator,
     max_key_groups: u32,
     instance: u32,
-) -> Result<Vec<Part>> {
-    let parts = op
-        .snapshot(max_key_groups, instance)
+    kind: SnapshotKind,
+) -> Result<(Vec<Part>, bool)> {
+    let snapshot = op
+        .snapshot(max_key_groups, instance, kind)
         .map_err(|e| exec_error(e, transform))?;
-    Ok(parts
+    let parts = snapshot
+        .parts
         .into_iter()
         .map(|(scope, bytes)| Part {
             transform: transform.to_string(),
             scope,
             bytes,
         })
-        .collect())
+        .collect();
+    Ok((parts, snapshot.delta))
 }
 
 /// The keyed operator of plan node `node` for an instance owning `key_groups`, restored
@@ -52,6 +56,13 @@ pub fn restore_keyed(
         let take = match scope {
             Scope::KeyGroup(g) => key_groups.owned.contains(&g),
             Scope::Union(_) => true,
+            Scope::KeyGroupDelta(g) => {
+                return Err(Error::Checkpoint {
+                    message: format!(
+                        "a delta of key group {g} of '{name}' reached restore: a delta snapshot is applied to the one it builds on first"
+                    ),
+                })
+            }
             other => {
                 return Err(Error::Checkpoint {
                     message: format!("'{name}' is keyed and has no state of scope {other:?}"),
@@ -86,8 +97,8 @@ pub fn rescale_through(
             max,
             owned: key_groups_of_worker(w, workers, max),
         };
-        let op = restore_keyed(plan, node, lifted, snapshot, &key_groups)?;
-        parts.extend(keyed_parts(name, op.as_ref(), max, w as u32)?);
+        let mut op = restore_keyed(plan, node, lifted, snapshot, &key_groups)?;
+        parts.extend(keyed_parts(name, op.as_mut(), max, w as u32, SnapshotKind::Full)?.0);
     }
     let merged = Snapshot {
         parts,
@@ -143,6 +154,7 @@ impl Snapshot {
             plan_hash: self.plan_hash,
             max_key_groups: self.max_key_groups,
             epoch: self.epoch,
+            base: Vec::new(),
             parts: Vec::new(),
         }
     }

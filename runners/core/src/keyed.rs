@@ -54,16 +54,37 @@ pub trait KeyedOperator: Send {
     fn live_keys(&self) -> usize;
     /// Counters since the last call.
     fn take_metrics(&mut self) -> StepMetrics;
-    /// The state as snapshot parts: one per key group that holds any, and the
-    /// instance's clocks as a union part.
+    /// The state as snapshot parts: one per key group that holds any (or, for a
+    /// delta, that changed), and the instance's clocks as a union part.
     fn snapshot(
-        &self,
+        &mut self,
         max_key_groups: u32,
         instance: u32,
-    ) -> std::result::Result<Vec<(Scope, Vec<u8>)>, ExecError>;
+        kind: SnapshotKind,
+    ) -> std::result::Result<KeyedSnapshot, ExecError>;
     /// Adds a snapshot part. Restoring is additive: the parts of key groups written by
     /// several old instances merge into one new instance.
     fn restore(&mut self, scope: Scope, bytes: &[u8]) -> std::result::Result<(), ExecError>;
+}
+
+/// What a keyed operator's snapshot holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SnapshotKind {
+    /// All its state.
+    Full,
+    /// Only what changed since the instance's previous snapshot, where the operator
+    /// can write a delta (see [`crate::delta`]); otherwise all. The caller keeps every
+    /// snapshot it takes of the instance, in order, to apply the deltas to.
+    Delta,
+}
+
+/// A keyed operator's snapshot.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyedSnapshot {
+    /// The parts.
+    pub parts: Vec<(Scope, Vec<u8>)>,
+    /// The parts are a delta over the instance's previous snapshot.
+    pub delta: bool,
 }
 
 /// The key groups an operator instance owns.
@@ -240,16 +261,17 @@ impl KeyedOperator for GroupAlsoByWindow {
     }
 
     fn snapshot(
-        &self,
+        &mut self,
         max_key_groups: u32,
         instance: u32,
-    ) -> std::result::Result<Vec<(Scope, Vec<u8>)>, ExecError> {
-        let mut parts = self.reducer.snapshot_key_groups(max_key_groups)?;
-        parts.push((
+        kind: SnapshotKind,
+    ) -> std::result::Result<KeyedSnapshot, ExecError> {
+        let mut snapshot = self.reducer.snapshot_key_groups(max_key_groups, kind)?;
+        snapshot.parts.push((
             Scope::Union(instance),
             encode_part(&(self.reducer.clocks(), self.flags)),
         ));
-        Ok(parts)
+        Ok(snapshot)
     }
 
     fn restore(&mut self, scope: Scope, bytes: &[u8]) -> std::result::Result<(), ExecError> {
@@ -345,11 +367,16 @@ impl KeyedOperator for crate::stateful::StatefulRunner {
     }
 
     fn snapshot(
-        &self,
+        &mut self,
         max_key_groups: u32,
         instance: u32,
-    ) -> std::result::Result<Vec<(Scope, Vec<u8>)>, ExecError> {
-        crate::stateful::StatefulRunner::snapshot(self, max_key_groups, instance)
+        _kind: SnapshotKind,
+    ) -> std::result::Result<KeyedSnapshot, ExecError> {
+        // Its key groups are written whole every time.
+        Ok(KeyedSnapshot {
+            parts: crate::stateful::StatefulRunner::snapshot(self, max_key_groups, instance)?,
+            delta: false,
+        })
     }
 
     fn restore(&mut self, scope: Scope, bytes: &[u8]) -> std::result::Result<(), ExecError> {

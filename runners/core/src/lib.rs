@@ -6,10 +6,12 @@
 //! [`side_inputs`] runner; the [`source_driver`] and the [`test_stream`] driver; the
 //! watermark rules of steps that hold nothing ([`watermarks`]); keys and key groups
 //! (in `tidewater::exec`); and the runner-neutral [`snapshot`] format with the
-//! [`checkpoint`] helpers that split and merge keyed state by key group. A runner
+//! [`checkpoint`] helpers that split and merge keyed state by key group, and the
+//! [`delta`] snapshots that write only what changed. A runner
 //! decides only scheduling, parallelism, data movement and recovery.
 
 pub mod checkpoint;
+pub mod delta;
 pub mod dot;
 pub mod fusion;
 pub mod keyed;

@@ -3,6 +3,8 @@
 //! to fire, and emits panes with their timing, index and timestamp. One reducer per
 //! grouping transform; every runner uses it.
 
+use crate::delta::{decode_table, encode_delta, encode_entry, encode_table_len, entry_id};
+use crate::keyed::{KeyedSnapshot, SnapshotKind};
 use crate::snapshot::{decode_part, Scope};
 use crate::timers::{Timer, TimerService};
 use crate::triggers::{TimeDomain, TriggerContext, TriggerState, TriggerStateMachine};
@@ -52,19 +54,25 @@ struct WindowState {
 }
 
 /// A window against the snapshots, so that a snapshot encodes only what changed: a
-/// snapshot keeps the bytes of each window's entry, and the next one copies them for
-/// every window nothing changed in the meantime instead of encoding it again (a
-/// window's input usually comes within a short stretch of processing time, while the
-/// window stays open until the watermark passes it). Anything that changes the window
-/// (its state, contents or timers; a popped timer too) goes through
-/// [`ActiveWindows::get_mut`], which forgets them. (Under debug assertions every kept
-/// entry is checked against a fresh encoding.)
+/// delta snapshot writes only the windows new or changed since the previous one (and
+/// the ids of those gone), and a full one copies the bytes a snapshot kept of every
+/// window nothing changed in since instead of encoding it again (a window's input
+/// usually comes within a short stretch of processing time, while the window stays
+/// open until the watermark passes it). Anything that changes the window (its state,
+/// contents or timers; a popped timer too) goes through [`ActiveWindows::get_mut`],
+/// which forgets them. (Under debug assertions every kept entry is checked against a
+/// fresh encoding at a full snapshot, and the direct runner checks every delta against
+/// a full snapshot.)
 #[derive(Clone, Debug, Default)]
 enum Written {
-    /// Changed since the last snapshot (or new).
+    /// Opened since the last snapshot: in no snapshot yet, so its going needs no
+    /// deletion in the next delta.
     #[default]
+    New,
+    /// In the last snapshot, changed since.
     Changed,
-    /// Unchanged since the last snapshot: the bytes of its entry.
+    /// Unchanged since the last snapshot: the bytes of its entry (an entry of a key
+    /// group table, see [`crate::delta`]).
     Kept(Arc<[u8]>),
 }
 
@@ -101,7 +109,7 @@ impl ActiveWindows {
     fn get_mut(&mut self, kw: &(KeyId, BoundedWindow)) -> Option<&mut WindowState> {
         let st = self.map.get_mut(kw)?;
         let written = st.written.get_mut();
-        if !matches!(written, Written::Changed) {
+        if matches!(written, Written::Kept(_)) {
             *written = Written::Changed;
         }
         Some(st)
@@ -232,13 +240,36 @@ pub struct Reducer {
     /// one: activation, merge, input, restore); an entry whose window is gone, is
     /// another activation or no longer holds there is dropped when it comes first.
     holds: BinaryHeap<Reverse<HoldEntry>>,
+    /// The windows gone since the last snapshot that it held (canonical key, window):
+    /// the deletions of the next delta.
+    removed: Vec<(Box<[u8]>, BoundedWindow)>,
+    /// A snapshot was taken since the reducer was made: the next may be a delta.
+    has_base: bool,
+    /// More windows went than are open: the next snapshot is full (smaller than the
+    /// deletions), and `removed` is not kept.
+    removed_overflow: bool,
 }
 
 /// A window's hold in [`Reducer::holds`]: the time, then the window's activation.
 type HoldEntry = (Timestamp, u64, KeyId, BoundedWindow);
 
-/// One (key, window) of a reducer in a snapshot.
+/// One (key, window) of a reducer in a snapshot: the entry of a key group table (see
+/// [`crate::delta`]) whose id is a [`WindowId`] and whose value is a [`WindowBody`].
 #[derive(Serialize, Deserialize)]
+struct WindowId {
+    key: Vec<u8>,
+    window: BoundedWindow,
+}
+
+/// What a snapshot holds of a (key, window).
+#[derive(Serialize, Deserialize)]
+struct WindowBody {
+    state: WindowState,
+    contents: Option<Vec<u8>>,
+    timers: Vec<(TimeDomain, Timestamp)>,
+}
+
+/// A window as restore reads it.
 struct WindowEntry {
     key: Vec<u8>,
     window: BoundedWindow,
@@ -247,18 +278,23 @@ struct WindowEntry {
     timers: Vec<(TimeDomain, Timestamp)>,
 }
 
-/// A window as a snapshot finds it: its key's canonical encoding, the window, the key's
-/// number and the window's state.
-type WindowRef<'a> = (&'a [u8], &'a BoundedWindow, KeyId, &'a WindowState);
+/// The id of window `w` of canonical key `key` in its key group's table.
+fn window_id(key: &[u8], w: &BoundedWindow) -> Vec<u8> {
+    postcard::to_allocvec(&WindowIdRef { key, window: w }).expect("snapshot parts are plain data")
+}
 
-/// A [`WindowEntry`] as the snapshot writes it, borrowed from the state: the same
-/// fields in the same order, so the same bytes (postcard writes a byte string and a
-/// sequence of bytes alike).
+/// A [`WindowId`] as the snapshot writes it, borrowed: the same bytes (postcard writes
+/// a byte string and a sequence of bytes alike).
 #[derive(Serialize)]
-struct WindowEntryRef<'a> {
+struct WindowIdRef<'a> {
     #[serde(serialize_with = "bytes")]
     key: &'a [u8],
     window: &'a BoundedWindow,
+}
+
+/// A [`WindowBody`] as the snapshot writes it, borrowed from the state.
+#[derive(Serialize)]
+struct WindowBodyRef<'a> {
     state: &'a WindowState,
     #[serde(serialize_with = "optional_bytes")]
     contents: Option<Vec<u8>>,
@@ -349,6 +385,9 @@ impl Reducer {
             processing_time: Timestamp(0),
             restored_clocks: false,
             holds: BinaryHeap::new(),
+            removed: Vec::new(),
+            has_base: false,
+            removed_overflow: false,
         }
     }
 
@@ -451,10 +490,10 @@ impl Reducer {
             message,
         })?;
         for (from, into) in merges {
-            let states: Vec<WindowState> = from
-                .iter()
-                .filter_map(|f| self.windows.remove(&(k, f.clone())))
-                .collect();
+            let mut states: Vec<WindowState> = Vec::with_capacity(from.len());
+            for f in &from {
+                states.extend(self.remove_window(&(k, f.clone())));
+            }
             for f in &from {
                 self.remove_timers(k, f.clone());
             }
@@ -498,7 +537,7 @@ impl Reducer {
                 new_data: states.iter().any(|s| s.new_data),
                 min_ts: states.iter().filter_map(|s| s.min_ts).min(),
                 max_ts: states.iter().filter_map(|s| s.max_ts).max(),
-                written: RefCell::new(Written::Changed),
+                written: RefCell::new(Written::New),
                 registered: Cell::new(None),
             };
             register_hold(&mut self.holds, &self.strategy, k, &into, &merged);
@@ -514,6 +553,22 @@ impl Reducer {
         Ok(result)
     }
 
+    /// Removes window `kw`; one the last snapshot holds goes into the deletions of the
+    /// next delta.
+    fn remove_window(&mut self, kw: &(KeyId, BoundedWindow)) -> Option<WindowState> {
+        let st = self.windows.remove(kw)?;
+        if !matches!(*st.written.borrow(), Written::New) && !self.removed_overflow {
+            if self.removed.len() > self.windows.len() + 4096 {
+                self.removed_overflow = true;
+                self.removed = Vec::new();
+            } else {
+                self.removed
+                    .push((self.state.key_bytes(kw.0).into(), kw.1.clone()));
+            }
+        }
+        Some(st)
+    }
+
     fn new_window_state(&mut self) -> WindowState {
         self.next_serial += 1;
         WindowState {
@@ -526,7 +581,7 @@ impl Reducer {
             new_data: false,
             min_ts: None,
             max_ts: None,
-            written: RefCell::new(Written::Changed),
+            written: RefCell::new(Written::New),
             registered: Cell::new(None),
         }
     }
@@ -687,7 +742,7 @@ impl Reducer {
             self.fire(k, kw.1.clone(), true)?;
         }
         self.state.clear(k, kw.1.clone());
-        self.windows.remove(&kw);
+        self.remove_window(&kw);
         self.remove_timers(k, kw.1);
         // A key with no window left is forgotten, so memory follows the live keys.
         if !self.windows.has_key(k) {
@@ -852,78 +907,122 @@ impl Reducer {
     }
 
     /// The reducer's keyed state (windows, trigger states, contents, timers) as one
-    /// part per key group that holds any.
+    /// part per key group: with [`SnapshotKind::Full`] a table of every window of each
+    /// key group that holds any; with [`SnapshotKind::Delta`], once a snapshot was
+    /// taken, a delta of each key group something changed in since (the windows new or
+    /// changed, and those gone). Says whether the parts are a delta.
     pub fn snapshot_key_groups(
-        &self,
+        &mut self,
         max_key_groups: u32,
-    ) -> Result<Vec<(Scope, Vec<u8>)>, ExecError> {
-        // Each key group's windows in (key, window) order, so that the same state gives
-        // the same bytes whatever the hash map's order: the references are sorted, then
-        // each entry is encoded straight from the state, or copied from the bytes kept
-        // for a window nothing changed in since the last snapshot ([`Written`]).
-        let mut groups: BTreeMap<u32, Vec<WindowRef<'_>>> = BTreeMap::new();
-        for ((k, w), st) in self.windows.iter() {
-            let key = self.state.key_bytes(*k);
-            groups
-                .entry(key_group_of(key, max_key_groups))
-                .or_default()
-                .push((key, w, *k, st));
-        }
+        kind: SnapshotKind,
+    ) -> Result<KeyedSnapshot, ExecError> {
+        let delta = kind == SnapshotKind::Delta && self.has_base && !self.removed_overflow;
+        // Each key group's entries sorted by id, so that the same state gives the same
+        // bytes whatever the hash map's order. An entry is copied from the bytes kept
+        // for a window nothing changed in since the last snapshot ([`Written`]), or
+        // encoded afresh and kept.
+        let wm = self.input_watermark;
         // A window's own timer is pending when the watermark has not passed it, or in
         // a time not yet handled (a window made active by late data since the last
         // advance).
-        let wm = self.input_watermark;
         let unhandled: std::collections::HashSet<(Timestamp, KeyId, &BoundedWindow, u64)> = self
             .window_timers
             .range(..wm)
             .flat_map(|(t, ws)| ws.iter().map(move |(k, w, s)| (*t, *k, w, *s)))
             .collect();
-        let mut parts = Vec::with_capacity(groups.len());
-        for (g, mut windows) in groups {
-            windows.sort_unstable_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
-            // A sequence: its length, then each entry, kept or encoded afresh.
-            let size: usize = windows
-                .iter()
-                .map(|(key, _, _, st)| match &*st.written.borrow() {
-                    Written::Kept(b) => b.len(),
-                    _ => key.len() + 64,
-                })
-                .sum();
-            let mut out = postcard::to_extend(&windows.len(), Vec::with_capacity(size + 10))
-                .expect("a length encodes");
-            for (key, w, k, st) in windows {
-                let mut written = st.written.borrow_mut();
-                if let Written::Kept(bytes) = &*written {
+        let mut groups: BTreeMap<u32, Vec<Arc<[u8]>>> = BTreeMap::new();
+        let (mut id, mut body) = (Vec::new(), Vec::new());
+        for ((k, w), st) in self.windows.iter() {
+            let mut written = st.written.borrow_mut();
+            let key = self.state.key_bytes(*k);
+            let entry = match &*written {
+                Written::Kept(_) if delta => continue,
+                Written::Kept(bytes) => {
                     debug_assert_eq!(
                         &bytes[..],
-                        &postcard::to_allocvec(&self.entry_ref(key, w, k, st, wm, &unhandled)?)
-                            .expect("snapshot parts are plain data")[..],
+                        &self.encode_entry(key, w, *k, st, wm, &unhandled, &mut id, &mut body)?[..],
                         "the kept bytes of window {w:?} are stale: a change did not forget them"
                     );
-                    out.extend_from_slice(bytes);
-                    continue;
+                    Arc::clone(bytes)
                 }
-                let start = out.len();
-                out = postcard::to_extend(&self.entry_ref(key, w, k, st, wm, &unhandled)?, out)
-                    .expect("snapshot parts are plain data");
-                *written = Written::Kept(Arc::from(&out[start..]));
-            }
-            parts.push((Scope::KeyGroup(g), out));
+                _ => {
+                    let e =
+                        self.encode_entry(key, w, *k, st, wm, &unhandled, &mut id, &mut body)?;
+                    *written = Written::Kept(Arc::clone(&e));
+                    e
+                }
+            };
+            groups
+                .entry(key_group_of(key, max_key_groups))
+                .or_default()
+                .push(entry);
         }
-        Ok(parts)
+        let mut deleted: BTreeMap<u32, Vec<Vec<u8>>> = BTreeMap::new();
+        if delta {
+            for (key, w) in &self.removed {
+                deleted
+                    .entry(key_group_of(key, max_key_groups))
+                    .or_default()
+                    .push(window_id(key, w));
+            }
+        }
+        self.removed.clear();
+        self.removed_overflow = false;
+        self.has_base = true;
+        let mut parts = Vec::with_capacity(groups.len() + deleted.len());
+        let mut written = groups.into_iter().peekable();
+        let mut gone = deleted.into_iter().peekable();
+        loop {
+            // The next key group with new or changed entries, deletions, or both.
+            let g = match (written.peek(), gone.peek()) {
+                (Some((a, _)), Some((b, _))) => *a.min(b),
+                (Some((a, _)), None) => *a,
+                (None, Some((b, _))) => *b,
+                (None, None) => break,
+            };
+            let mut entries = match written.peek() {
+                Some((a, _)) if *a == g => written.next().expect("peeked").1,
+                _ => Vec::new(),
+            };
+            entries.sort_unstable_by(|a, b| entry_id(a).cmp(entry_id(b)));
+            if !delta {
+                let size: usize = entries.iter().map(|e| e.len()).sum();
+                let mut out = Vec::with_capacity(size + 10);
+                encode_table_len(entries.len(), &mut out);
+                for e in &entries {
+                    out.extend_from_slice(e);
+                }
+                parts.push((Scope::KeyGroup(g), out));
+                continue;
+            }
+            let mut ids = match gone.peek() {
+                Some((b, _)) if *b == g => gone.next().expect("peeked").1,
+                _ => Vec::new(),
+            };
+            ids.sort_unstable();
+            ids.dedup();
+            let ids: Vec<&[u8]> = ids.iter().map(|i| &i[..]).collect();
+            let entries: Vec<&[u8]> = entries.iter().map(|e| &e[..]).collect();
+            parts.push((Scope::KeyGroupDelta(g), encode_delta(&ids, &entries)));
+        }
+        Ok(KeyedSnapshot { parts, delta })
     }
 
-    /// The snapshot entry of window `w` of key `k` (canonical key `key`, state `st`),
-    /// with the input watermark `wm` and the window timers below it not yet handled.
-    fn entry_ref<'a>(
+    /// The table entry of window `w` of key `k` (canonical key `key`, state `st`),
+    /// with the input watermark `wm` and the window timers below it not yet handled;
+    /// `id` and `body` are scratch space.
+    #[allow(clippy::too_many_arguments)]
+    fn encode_entry(
         &self,
-        key: &'a [u8],
-        w: &'a BoundedWindow,
+        key: &[u8],
+        w: &BoundedWindow,
         k: KeyId,
-        st: &'a WindowState,
+        st: &WindowState,
         wm: Timestamp,
         unhandled: &std::collections::HashSet<(Timestamp, KeyId, &BoundedWindow, u64)>,
-    ) -> Result<WindowEntryRef<'a>, ExecError> {
+        id: &mut Vec<u8>,
+        body: &mut Vec<u8>,
+    ) -> Result<Arc<[u8]>, ExecError> {
         let (end, gc) = (end_of(w), self.gc_time(w));
         let mut timers: Vec<(TimeDomain, Timestamp)> = [end, gc]
             .into_iter()
@@ -939,18 +1038,39 @@ impl Reducer {
                 .into_iter()
                 .map(|t| (t.domain, t.at)),
         );
-        Ok(WindowEntryRef {
-            key,
-            window: w,
+        let value = WindowBodyRef {
             state: st,
             contents: self.state.encode_contents(k, w.clone())?,
             timers,
-        })
+        };
+        id.clear();
+        body.clear();
+        *id = postcard::to_extend(&WindowIdRef { key, window: w }, std::mem::take(id))
+            .expect("snapshot parts are plain data");
+        *body = postcard::to_extend(&value, std::mem::take(body))
+            .expect("snapshot parts are plain data");
+        let mut entry = Vec::with_capacity(id.len() + body.len() + 6);
+        encode_entry(id, body, &mut entry);
+        Ok(Arc::from(entry))
     }
 
     /// Adds a key group written by [`Reducer::snapshot_key_groups`].
     pub fn restore_key_group(&mut self, bytes: &[u8]) -> Result<(), ExecError> {
-        for e in decode_part::<Vec<WindowEntry>>(bytes, "reducer key group")? {
+        let downstream = |e: tidewater::Error| ExecError::Downstream(Box::new(e));
+        for (id, body) in decode_table(bytes).map_err(downstream)? {
+            let WindowId { key, window } = decode_part(id, "a reducer window's id")?;
+            let WindowBody {
+                state,
+                contents,
+                timers,
+            } = decode_part(body, "a reducer window")?;
+            let e = WindowEntry {
+                key,
+                window,
+                state,
+                contents,
+                timers,
+            };
             // The trigger's methods index its state by node: a state of another shape
             // would panic at the next element or timer.
             if !self.trigger.is_state_for(&e.state.trigger) {
@@ -1011,7 +1131,7 @@ impl Reducer {
 mod tests {
     use super::*;
 
-    /// The borrowed form the snapshot writes decodes as the owned form restore reads,
+    /// The borrowed forms the snapshot writes decode as the owned forms restore reads,
     /// byte for byte.
     #[test]
     fn window_entries_encode_alike_borrowed_and_owned() {
@@ -1036,43 +1156,32 @@ mod tests {
             (TimeDomain::EventTime, Timestamp(999)),
             (TimeDomain::ProcessingTime, Timestamp(42)),
         ];
-        let owned = vec![
-            WindowEntry {
-                key: b"apple".to_vec(),
+        for key in [&b"apple"[..], &[][..]] {
+            let id = window_id(key, &window);
+            let owned_id = WindowId {
+                key: key.to_vec(),
                 window: window.clone(),
-                state: state.clone(),
-                contents: Some(vec![1, 2, 3, 200]),
+            };
+            assert_eq!(id, postcard::to_allocvec(&owned_id).unwrap());
+            let back: WindowId = postcard::from_bytes(&id).unwrap();
+            assert_eq!((&back.key[..], &back.window), (key, &window));
+        }
+        for contents in [Some(vec![1, 2, 3, 200]), None] {
+            let borrowed = WindowBodyRef {
+                state: &state,
+                contents: contents.clone(),
                 timers: timers.clone(),
-            },
-            WindowEntry {
-                key: Vec::new(),
-                window: BoundedWindow::Global,
+            };
+            let owned = WindowBody {
                 state: state.clone(),
-                contents: None,
-                timers: Vec::new(),
-            },
-        ];
-        let borrowed = vec![
-            WindowEntryRef {
-                key: b"apple",
-                window: &window,
-                state: &state,
-                contents: Some(vec![1, 2, 3, 200]),
-                timers,
-            },
-            WindowEntryRef {
-                key: &[],
-                window: &BoundedWindow::Global,
-                state: &state,
-                contents: None,
-                timers: Vec::new(),
-            },
-        ];
-        let bytes = postcard::to_allocvec(&borrowed).unwrap();
-        assert_eq!(bytes, postcard::to_allocvec(&owned).unwrap());
-        let back: Vec<WindowEntry> = postcard::from_bytes(&bytes).unwrap();
-        assert_eq!(back[0].key, b"apple");
-        assert_eq!(back[0].contents, Some(vec![1, 2, 3, 200]));
-        assert_eq!(back[1].window, BoundedWindow::Global);
+                contents: contents.clone(),
+                timers: timers.clone(),
+            };
+            let bytes = postcard::to_allocvec(&borrowed).unwrap();
+            assert_eq!(bytes, postcard::to_allocvec(&owned).unwrap());
+            let back: WindowBody = postcard::from_bytes(&bytes).unwrap();
+            assert_eq!(back.contents, contents);
+            assert_eq!(back.timers, timers);
+        }
     }
 }

@@ -17,10 +17,17 @@
 //! - [`Scope::List`]: non-keyed elements (main input held for side inputs, in-flight
 //!   data) that may go to any instance (Flink's operator list state).
 //! - [`Scope::Partition`]: a source partition's position and watermark.
+//! - [`Scope::KeyGroupDelta`]: what changed in a key group since the instance's
+//!   previous snapshot, in a delta snapshot (see [`crate::delta`]); a store applies
+//!   the chain before anything is restored.
 //!
-//! Encoding, version 2 (version 1 had no end of a run in a source partition's part): the magic `TWSNAP`, the version (u16 big-endian), the CRC-32
-//! of the header (u32 big-endian), a postcard header (plan hash, maximum key groups,
-//! epoch, part count), then the parts, each a postcard part header (transform, scope,
+//! A snapshot is full, or a delta over the snapshots it names in [`Snapshot::base`]
+//! (a full one, then the deltas on it, oldest first), which a store reads first.
+//!
+//! Encoding, version 3 (version 2 had no deltas; version 1 had no end of a run in a
+//! source partition's part): the magic `TWSNAP`, the version (u16 big-endian), the
+//! CRC-32 of the header (u32 big-endian), a postcard header (plan hash, maximum key
+//! groups, epoch, the snapshots it builds on, part count), then the parts, each a postcard part header (transform, scope,
 //! length, CRC-32 of transform, scope and bytes) followed by its bytes. A part can also be encoded alone ([`Part::encode`]), so that a store
 //! may write each part to its own file off the hot path, and so that a large keyed
 //! state can later live in an embedded store and be referenced by part.
@@ -35,7 +42,7 @@ use tidewater::plan::Plan;
 use tidewater::{Error, Result};
 
 /// The snapshot format version this build writes and reads.
-pub const FORMAT_VERSION: u16 = 2;
+pub const FORMAT_VERSION: u16 = 3;
 
 const MAGIC: &[u8; 6] = b"TWSNAP";
 
@@ -52,6 +59,19 @@ pub enum Scope {
     List(u32),
     /// A source partition.
     Partition(u32),
+    /// The changes to a key group since the instance's previous snapshot.
+    KeyGroupDelta(u32),
+}
+
+/// A snapshot a delta snapshot builds on, as the store that wrote it names it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BaseRef {
+    /// The store's name for it (a file name).
+    pub name: String,
+    /// Its length in bytes.
+    pub len: u64,
+    /// The CRC-32 of its bytes.
+    pub crc: u32,
 }
 
 /// One part of a snapshot.
@@ -70,6 +90,7 @@ struct Header {
     plan_hash: u64,
     max_key_groups: u32,
     epoch: u64,
+    base: Vec<BaseRef>,
     parts: u64,
 }
 
@@ -98,6 +119,9 @@ pub struct Snapshot {
     pub max_key_groups: u32,
     /// The epoch (checkpoint or batch id) it completes.
     pub epoch: u64,
+    /// Empty for a full snapshot; for a delta, the snapshots it applies to, oldest (a
+    /// full one) first.
+    pub base: Vec<BaseRef>,
     /// The parts, in the order they were added.
     pub parts: Vec<Part>,
 }
@@ -130,14 +154,19 @@ fn take_crc(bytes: &mut &[u8]) -> Result<u32> {
 impl Part {
     /// The part alone, with its header and checksum.
     pub fn encode(&self, out: &mut Vec<u8>) {
+        out.extend(self.header());
+        out.extend_from_slice(&self.bytes);
+    }
+
+    /// The part's header: it precedes the bytes.
+    fn header(&self) -> Vec<u8> {
         let header = PartHeader {
             transform: self.transform.clone(),
             scope: self.scope,
             len: self.bytes.len() as u64,
             crc: part_crc(&self.transform, self.scope, &self.bytes),
         };
-        out.extend(postcard::to_allocvec(&header).expect("part headers encode"));
-        out.extend_from_slice(&self.bytes);
+        postcard::to_allocvec(&header).expect("part headers encode")
     }
 
     /// Reads one part from the front of `bytes`, checking its checksum.
@@ -171,26 +200,59 @@ impl Part {
 impl Snapshot {
     /// The whole snapshot as bytes.
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = MAGIC.to_vec();
-        out.extend(FORMAT_VERSION.to_be_bytes());
+        let mut out =
+            Vec::with_capacity(64 + self.parts.iter().map(|p| p.bytes.len() + 32).sum::<usize>());
+        self.write_to(&mut out).expect("a Vec takes every write");
+        out
+    }
+
+    /// Writes the bytes [`Snapshot::encode`] gives to `w`, part by part, without
+    /// gathering them in memory first.
+    pub fn write_to(&self, w: &mut dyn std::io::Write) -> std::io::Result<()> {
+        w.write_all(MAGIC)?;
+        w.write_all(&FORMAT_VERSION.to_be_bytes())?;
         let header = Header {
             plan_hash: self.plan_hash,
             max_key_groups: self.max_key_groups,
             epoch: self.epoch,
+            base: self.base.clone(),
             parts: self.parts.len() as u64,
         };
         let header = postcard::to_allocvec(&header).expect("headers encode");
-        out.extend(crc32fast::hash(&header).to_be_bytes());
-        out.extend(header);
+        w.write_all(&crc32fast::hash(&header).to_be_bytes())?;
+        w.write_all(&header)?;
         for p in &self.parts {
-            p.encode(&mut out);
+            w.write_all(&p.header())?;
+            w.write_all(&p.bytes)?;
         }
-        out
+        Ok(())
+    }
+
+    /// Reads a snapshot's header alone (no parts), checked as [`Snapshot::decode`]
+    /// checks it.
+    pub fn decode_header(bytes: &[u8], plan_hash: u64) -> Result<Snapshot> {
+        Ok(Self::decode_head(bytes, plan_hash)?.0)
     }
 
     /// Reads a snapshot, refusing one of another plan than `plan_hash`, another
     /// version, or with any corrupt or truncated part.
-    pub fn decode(mut bytes: &[u8], plan_hash: u64) -> Result<Snapshot> {
+    pub fn decode(bytes: &[u8], plan_hash: u64) -> Result<Snapshot> {
+        let (mut snapshot, parts, mut bytes) = Self::decode_head(bytes, plan_hash)?;
+        for _ in 0..parts {
+            snapshot.parts.push(Part::decode(&mut bytes)?);
+        }
+        if !bytes.is_empty() {
+            return Err(corrupt(format!(
+                "{} unexpected bytes after the last part",
+                bytes.len()
+            )));
+        }
+        Ok(snapshot)
+    }
+
+    /// The header as a snapshot with no parts, the number of parts, and the bytes
+    /// after the header.
+    fn decode_head(mut bytes: &[u8], plan_hash: u64) -> Result<(Snapshot, u64, &[u8])> {
         if bytes.len() < MAGIC.len() + 2 || &bytes[..MAGIC.len()] != MAGIC {
             return Err(corrupt("not a Tidewater snapshot (bad magic)".into()));
         }
@@ -219,22 +281,14 @@ impl Snapshot {
         if header.max_key_groups == 0 {
             return Err(corrupt("the snapshot has 0 key groups".into()));
         }
-        let mut parts = Vec::new();
-        for _ in 0..header.parts {
-            parts.push(Part::decode(&mut bytes)?);
-        }
-        if !bytes.is_empty() {
-            return Err(corrupt(format!(
-                "{} unexpected bytes after the last part",
-                bytes.len()
-            )));
-        }
-        Ok(Snapshot {
+        let snapshot = Snapshot {
             plan_hash: header.plan_hash,
             max_key_groups: header.max_key_groups,
             epoch: header.epoch,
-            parts,
-        })
+            base: header.base,
+            parts: Vec::new(),
+        };
+        Ok((snapshot, header.parts, bytes))
     }
 
     /// The parts of `transform`, by scope; several parts with one scope (a union or a
@@ -282,6 +336,11 @@ mod tests {
             plan_hash: 42,
             max_key_groups: 128,
             epoch: 7,
+            base: vec![BaseRef {
+                name: "n1-w0-3-3.snap".into(),
+                len: 100,
+                crc: 5,
+            }],
             parts: vec![
                 Part {
                     transform: "Count".into(),

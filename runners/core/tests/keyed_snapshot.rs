@@ -7,6 +7,11 @@
 //! (timestamps, windows and panes included), count the same dropped input, and show the
 //! same watermarks and wake-up times after every advance.
 //!
+//! Delta snapshots: the same script runs on two instances, one writing deltas (and now
+//! and then a full snapshot), the other full snapshots; at every snapshot the chain of
+//! deltas applied to the last full one must give the other's full snapshot, byte for
+//! byte.
+//!
 //! Corrupt parts (with valid checksums) and snapshots of another plan are refused with
 //! `Error::Checkpoint`, never a panic.
 
@@ -23,9 +28,10 @@ use tidewater::{
     Window, WindowFn, WindowedValue,
 };
 use tidewater_runners_core::checkpoint::{keyed_parts, restore_keyed};
+use tidewater_runners_core::delta::apply_delta;
 use tidewater_runners_core::fusion::lifts;
-use tidewater_runners_core::keyed::{instantiate, KeyGroups, KeyedOperator};
-use tidewater_runners_core::snapshot::{Scope, Snapshot};
+use tidewater_runners_core::keyed::{instantiate, KeyGroups, KeyedOperator, SnapshotKind};
+use tidewater_runners_core::snapshot::{Part, Scope, Snapshot};
 use tidewater_runners_core::translate::NodeKind;
 use tidewater_runners_core::windowing::WindowAssigner;
 use tidewater_runners_core::{translate, ExecutablePlan};
@@ -446,7 +452,7 @@ fn run(case: &Case, script: &[Step], max: u32, checkpoints: bool) -> Outcome {
             }
             Step::Checkpoint { workers } if checkpoints => {
                 drain(&mut ops, &mut outputs, &mut metrics);
-                ops = rescale(case, &ops, max, epoch as u64, *workers);
+                ops = rescale(case, &mut ops, max, epoch as u64, *workers);
             }
             Step::Checkpoint { .. } => {}
         }
@@ -477,19 +483,24 @@ fn run(case: &Case, script: &[Step], max: u32, checkpoints: bool) -> Outcome {
 /// bytes, and restores the state as `workers` instances.
 fn rescale(
     case: &Case,
-    ops: &[Box<dyn KeyedOperator>],
+    ops: &mut [Box<dyn KeyedOperator>],
     max: u32,
     epoch: u64,
     workers: usize,
 ) -> Vec<Box<dyn KeyedOperator>> {
     let mut parts = Vec::new();
-    for (i, op) in ops.iter().enumerate() {
-        parts.extend(keyed_parts(case.name(), op.as_ref(), max, i as u32).expect("snapshots"));
+    for (i, op) in ops.iter_mut().enumerate() {
+        parts.extend(
+            keyed_parts(case.name(), op.as_mut(), max, i as u32, SnapshotKind::Full)
+                .expect("snapshots")
+                .0,
+        );
     }
     let snapshot = Snapshot {
         plan_hash: case.plan.plan_hash,
         max_key_groups: max,
         epoch,
+        base: Vec::new(),
         parts,
     };
     let snapshot = Snapshot::decode(&snapshot.encode(), case.plan.plan_hash).expect("decodes");
@@ -505,6 +516,71 @@ fn rescale(
         .collect()
 }
 
+/// Runs `script` on two instances of `case`: after every advance and at every
+/// checkpoint step, the first writes a delta (a full snapshot at a checkpoint step for
+/// one instance) and the second a full snapshot, which the first's last full snapshot
+/// with its deltas since applied must equal.
+fn check_deltas(case: &Case, script: &[Step], max: u32) -> Result<(), TestCaseError> {
+    let mut a = case.instantiate(&KeyGroups::all(max));
+    let mut b = case.instantiate(&KeyGroups::all(max));
+    let mut chain: Option<Vec<Part>> = None;
+    let (mut watermark, mut processing) = (0i64, 0i64);
+    let mut deltas = 0;
+    for step in script.iter().chain([&Step::Advance {
+        watermark: 1_000,
+        processing: 1_000,
+    }]) {
+        let kind = match step {
+            Step::Input(elements) => {
+                let elements: Vec<_> = elements
+                    .iter()
+                    .map(|&(k, offset, v)| (k, watermark + offset, v))
+                    .collect();
+                for op in [&mut a, &mut b] {
+                    op.process(case.batch(&elements), Timestamp(processing))
+                        .expect("processes");
+                }
+                continue;
+            }
+            Step::Advance {
+                watermark: dw,
+                processing: dp,
+            } => {
+                (watermark, processing) = (watermark + dw, processing + dp);
+                for op in [&mut a, &mut b] {
+                    op.advance(Timestamp(watermark), Timestamp(processing))
+                        .expect("advances");
+                }
+                SnapshotKind::Delta
+            }
+            Step::Checkpoint { workers: 1 } => SnapshotKind::Full,
+            Step::Checkpoint { .. } => SnapshotKind::Delta,
+        };
+        let (parts, delta) = keyed_parts(case.name(), a.as_mut(), max, 0, kind).expect("snapshots");
+        let (full, _) =
+            keyed_parts(case.name(), b.as_mut(), max, 0, SnapshotKind::Full).expect("snapshots");
+        let rebuilt = if delta {
+            deltas += 1;
+            prop_assert!(kind == SnapshotKind::Delta);
+            apply_delta(chain.take().expect("a delta follows a snapshot"), parts)
+                .expect("a delta applies")
+        } else {
+            parts
+        };
+        prop_assert_eq!(&rebuilt, &full, "after {} deltas", deltas);
+        chain = Some(rebuilt);
+        // Both emitted the same.
+        let outputs = |op: &mut Box<dyn KeyedOperator>| -> Vec<String> {
+            op.take_output()
+                .into_iter()
+                .flat_map(|b| (case.canon)(b))
+                .collect()
+        };
+        prop_assert_eq!(outputs(&mut a), outputs(&mut b));
+    }
+    Ok(())
+}
+
 fn check(case: &Case, script: &[Step], max: u32) -> Result<(), TestCaseError> {
     let uninterrupted = run(case, script, max, false);
     let restored = run(case, script, max, true);
@@ -518,6 +594,13 @@ fn check(case: &Case, script: &[Step], max: u32) -> Result<(), TestCaseError> {
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn delta_snapshots_rebuild_the_full_state(script in script(true), max in max_key_groups()) {
+        for case in all_cases() {
+            check_deltas(&case, &script, max)?;
+        }
+    }
 
     #[test]
     fn group_by_key_restores_exactly(script in script(true), max in max_key_groups()) {
@@ -584,7 +667,10 @@ fn sample_snapshot(case: &Case, max: u32) -> Snapshot {
         plan_hash: case.plan.plan_hash,
         max_key_groups: max,
         epoch: 1,
-        parts: keyed_parts(case.name(), op.as_ref(), max, 0).expect("snapshots"),
+        base: Vec::new(),
+        parts: keyed_parts(case.name(), op.as_mut(), max, 0, SnapshotKind::Full)
+            .expect("snapshots")
+            .0,
     }
 }
 

@@ -30,7 +30,7 @@ pub struct PolicyChoice {
 }
 
 /// The options (`--runner-option KEY=VALUE`) of every runner on the engine.
-pub const COMMON_OPTIONS: [(&str, &str); 6] = [
+pub const COMMON_OPTIONS: [(&str, &str); 7] = [
     (
         "bundle_size",
         "largest bundle and source read (default 1024)",
@@ -50,6 +50,10 @@ pub const COMMON_OPTIONS: [(&str, &str); 6] = [
     (
         "source_partitions",
         "partitions a source is split into (default: the number of workers in all)",
+    ),
+    (
+        "full_snapshot_every",
+        "a task's checkpoint is full at least every N checkpoints, a delta of what changed in between (default 10; 1: always full)",
     ),
     (
         "watchdog_ms",
@@ -253,6 +257,7 @@ impl EngineRunner {
             lift_combiners,
             partial_flush_groups: parse("partial_flush_groups", 100_000)?,
             bundle_size: parse("bundle_size", 1024)?,
+            full_snapshot_every: parse("full_snapshot_every", crate::DEFAULT_FULL_SNAPSHOT_EVERY)?,
             source_partitions: parse("source_partitions", workers * processes)?,
             clock: if uses_test_stream {
                 Clock::Simulated

@@ -117,6 +117,9 @@ pub struct EngineConfig {
     pub partial_flush_groups: usize,
     /// Largest bundle (and source read).
     pub bundle_size: usize,
+    /// A task's snapshot is full at least every this many checkpoints, a delta over
+    /// the previous one in between (1: always full).
+    pub full_snapshot_every: usize,
     /// Partitions a source is split into.
     pub source_partitions: usize,
     /// Where processing time comes from.
@@ -131,6 +134,10 @@ pub struct EngineConfig {
     /// on. Needs `checkpoint_dir`.
     pub savepoint_dir: Option<PathBuf>,
 }
+
+/// How often a task's snapshot is full by default (see
+/// [`EngineConfig::full_snapshot_every`]).
+pub const DEFAULT_FULL_SNAPSHOT_EVERY: usize = 10;
 
 impl Default for EngineConfig {
     fn default() -> Self {
@@ -148,6 +155,7 @@ impl Default for EngineConfig {
             lift_combiners: true,
             partial_flush_groups: 100_000,
             bundle_size: 1024,
+            full_snapshot_every: DEFAULT_FULL_SNAPSHOT_EVERY,
             source_partitions: 1,
             clock: Clock::Wall,
             max_duration: None,

@@ -10,12 +10,22 @@
 //! ```
 //!
 //! A task that closes epochs `first..=last` at once (nothing reached it in between, so
-//! its state is the same for all of them) writes one file for the range. When the
+//! its state is the same for all of them) writes one file for the range. A file is a
+//! full snapshot of the task or a delta over the task's previous file (see
+//! `tidewater_runners_core::delta`); a delta's header names the files it builds on,
+//! a full one and the deltas since, with their lengths and CRC-32s. When the
 //! durable probe passes epoch `e`, every task on every worker has written a file whose
 //! range holds `e`; the first worker then writes the manifest of `e`, listing those
-//! files with their lengths and CRC-32s, atomically (a temporary file renamed into
-//! place, then the directory synced). Only a manifest makes a checkpoint complete. The
-//! last [`KEEP`] manifests are kept, with the files they name.
+//! files (and the files each builds on) with their lengths and CRC-32s, atomically (a
+//! temporary file renamed into place, then the directory synced). Only a manifest makes
+//! a checkpoint complete. The last [`KEEP`] manifests are kept, with the files they
+//! name; and, so that a corrupt full file still leaves a checkpoint to fall back to,
+//! the newest older one that builds on none of the full files the newest one does.
+//!
+//! A run resumed from checkpoint `c` starts at epoch `c + 1`: each worker first
+//! removes its files that begin there or later, left by a run that stopped before
+//! they became part of a checkpoint, so that no file of another run is taken for one
+//! of this run's.
 //!
 //! The micro-batch runner fixes every batch's source ranges before it runs the batch:
 //! each worker's source task writes them as one file per batch (the write-ahead offset
@@ -23,15 +33,16 @@
 //! are kept as long as the checkpoints before them.
 //!
 //! Recovery reads the newest manifest whose files are all present and match their
-//! checksums; a corrupt or missing file makes it fall back to the previous one, and says
-//! so.
+//! checksums, and applies each delta to the files it builds on; a corrupt or missing
+//! file makes it fall back to the previous one, and says so.
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use tidewater::{Error, Result};
-use tidewater_runners_core::snapshot::Snapshot;
+use tidewater_runners_core::delta::apply_delta;
+use tidewater_runners_core::snapshot::{BaseRef, Snapshot};
 use tidewater_runners_core::source_driver::ReadRange;
 
 /// One source task's ranges of one micro-batch, in the write-ahead offset log.
@@ -84,6 +95,25 @@ pub struct FileEntry {
     pub len: u64,
     /// CRC-32 of its bytes.
     pub crc: u32,
+    /// For a delta, the files it builds on (under `parts/`), oldest (a full one)
+    /// first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub base: Vec<BaseRef>,
+}
+
+impl FileEntry {
+    /// The full file it is or builds on.
+    fn full(&self) -> &str {
+        self.base.first().map_or(&self.name, |b| &b.name)
+    }
+
+    /// Every file it needs, the files it builds on first.
+    fn files(&self) -> impl Iterator<Item = (&str, u64, u32)> {
+        self.base
+            .iter()
+            .map(|b| (b.name.as_str(), b.len, b.crc))
+            .chain(std::iter::once((self.name.as_str(), self.len, self.crc)))
+    }
 }
 
 /// A restored checkpoint: every part of every file, merged.
@@ -131,17 +161,47 @@ fn manifest_name(epoch: u64) -> String {
     format!("checkpoint-{epoch:020}.manifest")
 }
 
+/// A writer that counts and checksums what goes through it.
+struct Checksummed<'a> {
+    inner: &'a mut dyn Write,
+    crc: &'a mut crc32fast::Hasher,
+    len: &'a mut u64,
+}
+
+impl Write for Checksummed<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.crc.update(&buf[..n]);
+        *self.len += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
 /// Writes `bytes` to `path` atomically and durably: a temporary file, synced, renamed
 /// into place, then the directory synced.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    write_atomic_with(path, |w| w.write_all(bytes))
+}
+
+/// [`write_atomic`] of what `write` writes.
+fn write_atomic_with(
+    path: &Path,
+    write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let tmp = dir.join(format!(
         ".{}.tmp",
         path.file_name().and_then(|n| n.to_str()).unwrap_or("file")
     ));
-    let mut f = std::fs::File::create(&tmp).map_err(|e| io_error("cannot create", &tmp, e))?;
-    f.write_all(bytes)
-        .and_then(|()| f.sync_all())
+    let f = std::fs::File::create(&tmp).map_err(|e| io_error("cannot create", &tmp, e))?;
+    let mut w = std::io::BufWriter::with_capacity(1 << 16, f);
+    write(&mut w)
+        .and_then(|()| w.into_inner().map_err(|e| e.into_error()))
+        .and_then(|f| f.sync_all())
         .map_err(|e| io_error("cannot write", &tmp, e))?;
     std::fs::rename(&tmp, path).map_err(|e| io_error("cannot rename into", path, e))?;
     if let Ok(d) = std::fs::File::open(dir) {
@@ -166,7 +226,7 @@ impl Store {
         &self.dir
     }
 
-    /// Writes a task's snapshot for epochs `first..=last`; its size in bytes.
+    /// Writes a task's snapshot for epochs `first..=last`; how a delta names it.
     pub fn write_part(
         &self,
         node: usize,
@@ -174,14 +234,36 @@ impl Store {
         first: u64,
         last: u64,
         snapshot: &Snapshot,
-    ) -> Result<usize> {
-        let path = self
-            .dir
-            .join("parts")
-            .join(part_file_name(node, worker, first, last));
-        let bytes = snapshot.encode();
-        write_atomic(&path, &bytes)?;
-        Ok(bytes.len())
+    ) -> Result<BaseRef> {
+        let name = part_file_name(node, worker, first, last);
+        let path = self.dir.join("parts").join(&name);
+        let (mut crc, mut len) = (crc32fast::Hasher::new(), 0u64);
+        write_atomic_with(&path, |w| {
+            snapshot.write_to(&mut Checksummed {
+                inner: w,
+                crc: &mut crc,
+                len: &mut len,
+            })
+        })?;
+        Ok(BaseRef {
+            name,
+            len,
+            crc: crc.finalize(),
+        })
+    }
+
+    /// Removes worker `worker`'s files that begin at epoch `from` or later: a run
+    /// resumed at `from` writes those epochs anew, and a file left by an earlier run
+    /// that stopped before it became part of a checkpoint must not be taken for one of
+    /// this run's (or built on).
+    pub fn remove_unfinished(&self, worker: usize, from: u64) -> Result<()> {
+        for (name, (_, w, first, _)) in self.part_files()? {
+            if w == worker && first >= from {
+                let path = self.dir.join("parts").join(&name);
+                std::fs::remove_file(&path).map_err(|e| io_error("cannot remove", &path, e))?;
+            }
+        }
+        Ok(())
     }
 
     fn part_files(&self) -> Result<Vec<(String, PartId)>> {
@@ -353,10 +435,10 @@ impl Store {
     pub fn copy_checkpoint(&self, epoch: u64, to: &Path) -> Result<()> {
         let target = Store::open(to)?;
         let manifest = self.read_manifest(epoch)?;
-        for f in &manifest.files {
-            let from = self.dir.join("parts").join(&f.name);
+        for (name, _, _) in manifest.files.iter().flat_map(|f| f.files()) {
+            let from = self.dir.join("parts").join(name);
             let bytes = std::fs::read(&from).map_err(|e| io_error("cannot read", &from, e))?;
-            write_atomic(&target.dir.join("parts").join(&f.name), &bytes)?;
+            write_atomic(&target.dir.join("parts").join(name), &bytes)?;
         }
         let json = serde_json::to_vec_pretty(&manifest).expect("a manifest encodes");
         write_atomic(&target.dir.join(manifest_name(epoch)), &json)
@@ -392,6 +474,7 @@ impl Store {
                     name: name.clone(),
                     len: bytes.len() as u64,
                     crc: crc32fast::hash(&bytes),
+                    base: Snapshot::decode_header(&bytes, plan_hash)?.base,
                 });
             }
         }
@@ -409,18 +492,32 @@ impl Store {
         Ok(manifest)
     }
 
-    /// Keeps the last [`KEEP`] manifests and every file one of them names or that may
-    /// still become part of a later checkpoint.
+    /// Keeps the last [`KEEP`] manifests, the newest older one that builds on none of
+    /// the full files the newest builds on (if any), and every file one of them names
+    /// or that may still become part of a later checkpoint.
     fn collect_garbage(&self) -> Result<()> {
         let epochs = self.manifests()?;
         if epochs.len() <= KEEP {
             return Ok(());
         }
-        let (old, kept) = epochs.split_at(epochs.len() - KEEP);
+        let newest = self.read_manifest(*epochs.last().expect("more than KEEP"))?;
+        let fulls: BTreeSet<&str> = newest.files.iter().map(|f| f.full()).collect();
+        let mut keep_from = epochs.len() - KEEP;
+        for i in (0..epochs.len() - 1).rev() {
+            let shares = match self.read_manifest(epochs[i]) {
+                Ok(m) => m.files.iter().any(|f| fulls.contains(f.full())),
+                Err(_) => true,
+            };
+            if !shares {
+                keep_from = keep_from.min(i);
+                break;
+            }
+        }
+        let (old, kept) = epochs.split_at(keep_from);
         let mut named = BTreeSet::new();
         for &e in kept {
             for f in self.read_manifest(e)?.files {
-                named.insert(f.name);
+                named.extend(f.files().map(|(n, _, _)| n.to_string()));
             }
         }
         let oldest_kept = kept[0];
@@ -468,21 +565,44 @@ impl Store {
             plan_hash,
             max_key_groups: manifest.max_key_groups,
             epoch,
+            base: Vec::new(),
             parts: Vec::new(),
         };
         for f in &manifest.files {
-            let path = self.dir.join("parts").join(&f.name);
-            let bytes = std::fs::read(&path).map_err(|e| io_error("cannot read", &path, e))?;
-            if bytes.len() as u64 != f.len || crc32fast::hash(&bytes) != f.crc {
-                return Err(Error::Checkpoint {
-                    message: format!(
-                        "{} does not match its checksum in checkpoint {epoch}",
-                        path.display()
-                    ),
-                });
+            // The full file, then each delta applied in turn.
+            let mut parts = Vec::new();
+            for (i, (name, len, crc)) in f.files().enumerate() {
+                let path = self.dir.join("parts").join(name);
+                let bytes = std::fs::read(&path).map_err(|e| io_error("cannot read", &path, e))?;
+                if bytes.len() as u64 != len || crc32fast::hash(&bytes) != crc {
+                    return Err(Error::Checkpoint {
+                        message: format!(
+                            "{} does not match its checksum in checkpoint {epoch}",
+                            path.display()
+                        ),
+                    });
+                }
+                let s = Snapshot::decode(&bytes, plan_hash)?;
+                if s.base[..] != f.base[..i] {
+                    return Err(Error::Checkpoint {
+                        message: format!(
+                            "{} does not build on the files checkpoint {epoch} names before it",
+                            path.display()
+                        ),
+                    });
+                }
+                parts = if i == 0 {
+                    s.parts
+                } else {
+                    apply_delta(parts, s.parts).map_err(|e| match e {
+                        Error::Checkpoint { message } => Error::Checkpoint {
+                            message: format!("{}: {message}", path.display()),
+                        },
+                        other => other,
+                    })?
+                };
             }
-            let s = Snapshot::decode(&bytes, plan_hash)?;
-            all.parts.extend(s.parts);
+            all.parts.extend(parts);
         }
         Ok((manifest, all))
     }
@@ -531,6 +651,7 @@ mod tests {
             plan_hash: 7,
             max_key_groups: 4,
             epoch: 0,
+            base: Vec::new(),
             parts: vec![Part {
                 transform: "T".into(),
                 scope: Scope::List(0),
@@ -607,6 +728,176 @@ mod tests {
             files,
             ["n1-w0-3-3.snap", "n1-w0-4-4.snap", "n1-w0-5-5.snap"]
         );
+    }
+
+    /// A key group table of `entries` (id, value).
+    fn table(entries: &[(&[u8], &[u8])]) -> Vec<u8> {
+        use tidewater_runners_core::delta::{encode_entry, encode_table_len};
+        let mut out = Vec::new();
+        encode_table_len(entries.len(), &mut out);
+        for (id, v) in entries {
+            encode_entry(id, v, &mut out);
+        }
+        out
+    }
+
+    /// A snapshot of key group 0 of "G" (a table, or a delta over `base`) and a list
+    /// part `list`.
+    fn keyed(epoch: u64, group: (Scope, Vec<u8>), list: &[u8], base: Vec<BaseRef>) -> Snapshot {
+        Snapshot {
+            plan_hash: 7,
+            max_key_groups: 4,
+            epoch,
+            base,
+            parts: vec![
+                Part {
+                    transform: "G".into(),
+                    scope: group.0,
+                    bytes: group.1,
+                },
+                Part {
+                    transform: "Sink".into(),
+                    scope: Scope::List(0),
+                    bytes: list.to_vec(),
+                },
+            ],
+        }
+    }
+
+    /// Writes epochs `epochs` of task 1 on worker 0, a full snapshot where `full` says
+    /// so and a delta over the previous file otherwise (each adds the entry of its
+    /// epoch), and completes each epoch.
+    fn write_chains(store: &Store, epochs: std::ops::Range<u64>, full: impl Fn(u64) -> bool) {
+        use tidewater_runners_core::delta::{encode_delta, encode_entry};
+        let mut chain: Vec<BaseRef> = Vec::new();
+        for e in epochs {
+            let id = [e as u8];
+            let snapshot = if full(e) || chain.is_empty() {
+                chain.clear();
+                keyed(
+                    e,
+                    (Scope::KeyGroup(0), table(&[(&id, b"v")])),
+                    &id,
+                    Vec::new(),
+                )
+            } else {
+                let mut entry = Vec::new();
+                encode_entry(&id, b"v", &mut entry);
+                let delta = encode_delta(&[], &[&entry]);
+                keyed(e, (Scope::KeyGroupDelta(0), delta), &id, chain.clone())
+            };
+            chain.push(store.write_part(1, 0, e, e, &snapshot).unwrap());
+            store.complete(e, &[1], 1, 7, 4).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_delta_reads_back_applied_to_the_files_it_builds_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        write_chains(&store, 0..3, |e| e == 0);
+        let r = store.latest(7).unwrap().unwrap();
+        assert_eq!(r.manifest.epoch, 2);
+        let f = &r.manifest.files[0];
+        assert_eq!(f.name, "n1-w0-2-2.snap");
+        let bases: Vec<&str> = f.base.iter().map(|b| b.name.as_str()).collect();
+        assert_eq!(bases, ["n1-w0-0-0.snap", "n1-w0-1-1.snap"]);
+        // Key group 0 holds every epoch's entry; the sink's list is the newest file's.
+        assert_eq!(
+            r.snapshot.parts,
+            vec![
+                Part {
+                    transform: "G".into(),
+                    scope: Scope::KeyGroup(0),
+                    bytes: table(&[(&[0], b"v"), (&[1], b"v"), (&[2], b"v")]),
+                },
+                Part {
+                    transform: "Sink".into(),
+                    scope: Scope::List(0),
+                    bytes: vec![2],
+                },
+            ]
+        );
+        // A savepoint copies the files the checkpoint builds on too.
+        let copy = tempfile::tempdir().unwrap();
+        store.copy_checkpoint(2, copy.path()).unwrap();
+        let again = Store::open(copy.path())
+            .unwrap()
+            .latest(7)
+            .unwrap()
+            .unwrap();
+        assert_eq!(again.snapshot.parts, r.snapshot.parts);
+    }
+
+    #[test]
+    fn a_corrupt_full_file_falls_back_to_a_checkpoint_that_does_not_build_on_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        // Full snapshots at 0 and 3, deltas in between and after.
+        write_chains(&store, 0..7, |e| e == 0 || e == 3);
+        // The last KEEP, and back to 2: the newest that does not build on the full
+        // file of 3.
+        assert_eq!(store.manifests().unwrap(), [2, 3, 4, 5, 6]);
+        let mut files: Vec<String> = store
+            .part_files()
+            .unwrap()
+            .into_iter()
+            .map(|f| f.0)
+            .collect();
+        files.sort();
+        assert_eq!(
+            files,
+            (0..7)
+                .map(|e| format!("n1-w0-{e}-{e}.snap"))
+                .collect::<Vec<_>>()
+        );
+        let path = dir.path().join("parts").join("n1-w0-3-3.snap");
+        let mut bytes = std::fs::read(&path).unwrap();
+        let last = bytes.len() - 1;
+        bytes[last] ^= 0xff;
+        std::fs::write(&path, bytes).unwrap();
+        let r = store.latest(7).unwrap().unwrap();
+        assert_eq!(r.manifest.epoch, 2);
+        assert_eq!(
+            r.snapshot.parts[0].bytes,
+            table(&[(&[0], b"v"), (&[1], b"v"), (&[2], b"v")])
+        );
+        assert_eq!(r.notes.len(), 4, "{:?}", r.notes);
+        assert!(
+            r.notes[0].contains("checkpoint 6 is unusable"),
+            "{}",
+            r.notes[0]
+        );
+        assert!(
+            r.notes[0].contains("n1-w0-3-3.snap does not match its checksum"),
+            "{}",
+            r.notes[0]
+        );
+    }
+
+    #[test]
+    fn a_resumed_run_removes_only_its_workers_files_of_the_epochs_it_writes_anew() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        store.write_part(1, 0, 0, 2, &snap(b"a")).unwrap();
+        store
+            .write_part(1, 0, 3, 9, &snap(b"left by a run that stopped"))
+            .unwrap();
+        store
+            .write_part(1, 1, 3, 3, &snap(b"another worker's"))
+            .unwrap();
+        store
+            .write_part(2, 0, 4, 4, &snap(b"another task's, left"))
+            .unwrap();
+        store.remove_unfinished(0, 3).unwrap();
+        let mut files: Vec<String> = store
+            .part_files()
+            .unwrap()
+            .into_iter()
+            .map(|f| f.0)
+            .collect();
+        files.sort();
+        assert_eq!(files, ["n1-w0-0-2.snap", "n1-w1-3-3.snap"]);
     }
 
     #[test]

@@ -32,6 +32,7 @@ use tidewater::exec::{
 use tidewater::{Error, Result, Timestamp};
 use tidewater_runners_core::checkpoint::keyed_parts;
 use tidewater_runners_core::keyed::KeyedOperator;
+use tidewater_runners_core::keyed::SnapshotKind;
 use tidewater_runners_core::side_inputs::SideInputRunner;
 use tidewater_runners_core::sink_host::SinkHost;
 use tidewater_runners_core::snapshot::{Part, Scope, Snapshot};
@@ -87,6 +88,8 @@ pub struct WorkerCtx {
     pub epochs_in_flight: u64,
     /// Epochs per checkpoint span ([`crate::epochs`]): 1, or more with a TestStream.
     pub stride: u64,
+    /// A task's snapshot is full at least every this many checkpoints.
+    pub full_snapshot_every: u64,
     /// Stop reading sources after this long.
     pub max_duration: Option<Duration>,
     /// When the job started.
@@ -312,6 +315,8 @@ pub struct Task {
     pub cur: u64,
     /// The first epoch of the range not yet written.
     pub first: u64,
+    /// Delta snapshots written since the last full one.
+    pub deltas: u64,
     /// Messages waiting for their epoch, in arrival order.
     pub pending: BTreeMap<u64, Vec<(usize, Msg)>>,
     /// Since when messages of a later epoch have waited (alignment).
@@ -749,8 +754,9 @@ impl Task {
         }
     }
 
-    /// The head's and the sinks' state as snapshot parts.
-    fn parts(&self) -> Result<Vec<Part>> {
+    /// The head's and the sinks' state as snapshot parts, and whether they are a
+    /// delta over the task's previous snapshot (a keyed head may write one).
+    fn parts(&mut self, kind: SnapshotKind) -> Result<(Vec<Part>, bool)> {
         let me = self.ctx.me as u32;
         let part = |transform: &str, (scope, bytes): (Scope, Vec<u8>)| Part {
             transform: transform.to_string(),
@@ -758,13 +764,14 @@ impl Task {
             bytes,
         };
         let mut parts = Vec::new();
-        match &self.head {
-            Head::Keyed(op) => parts.extend(keyed_parts(
-                &self.name,
-                op.as_ref(),
-                self.ctx.max_key_groups,
-                me,
-            )?),
+        let mut delta = false;
+        match &mut self.head {
+            Head::Keyed(op) => {
+                let (p, d) =
+                    keyed_parts(&self.name, op.as_mut(), self.ctx.max_key_groups, me, kind)?;
+                parts.extend(p);
+                delta = d;
+            }
             Head::SideInput(runner) => parts.extend(
                 runner
                     .snapshot(me)?
@@ -809,7 +816,7 @@ impl Task {
         {
             parts.extend(route.borrow().snapshot().into_iter().map(|p| part(name, p)));
         }
-        Ok(parts)
+        Ok((parts, delta))
     }
 
     /// Epochs `self.first..=last` are over: held partial combines go out, sinks
@@ -834,19 +841,29 @@ impl Task {
             return Ok(());
         }
         if self.stateful {
-            if let Some(writer) = &self.ctx.writer {
+            let ctx = Rc::clone(&self.ctx);
+            if let Some(writer) = &ctx.writer {
                 let started = Instant::now();
+                let kind = if self.deltas + 1 >= self.ctx.full_snapshot_every {
+                    SnapshotKind::Full
+                } else {
+                    SnapshotKind::Delta
+                };
+                let (parts, delta) = self.parts(kind)?;
+                self.deltas = if delta { self.deltas + 1 } else { 0 };
                 let snapshot = Snapshot {
                     plan_hash: self.ctx.plan_hash,
                     max_key_groups: self.ctx.max_key_groups,
                     epoch: last,
-                    parts: self.parts()?,
+                    // The writer names the snapshots a delta builds on.
+                    base: Vec::new(),
+                    parts,
                 };
                 let done = writer.submit(
                     self.node,
                     self.ctx.me,
                     (self.first, last),
-                    snapshot,
+                    (snapshot, delta),
                     self.wake.clone(),
                 );
                 self.ctx

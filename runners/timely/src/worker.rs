@@ -79,6 +79,7 @@ fn run(worker: &mut timely::worker::Worker, shared: &Shared) -> Result<WorkerOut
         epoch_interval: config.epoch_interval,
         policy: config.policy,
         epochs_in_flight: config.epochs_in_flight,
+        full_snapshot_every: config.full_snapshot_every as u64,
         stride: if exec
             .nodes
             .iter()
@@ -91,7 +92,17 @@ fn run(worker: &mut timely::worker::Worker, shared: &Shared) -> Result<WorkerOut
         max_duration: config.max_duration,
         started: shared.started,
         writer: match &store {
-            Some(s) => Some(crate::writer::PartWriter::new(s.clone(), worker.index())?),
+            Some(s) => {
+                // Files of epochs this run writes anew, left by a run that stopped.
+                s.remove_unfinished(
+                    worker.index(),
+                    shared
+                        .restored
+                        .as_ref()
+                        .map_or(0, |r| r.manifest.epoch.saturating_add(1)),
+                )?;
+                Some(crate::writer::PartWriter::new(s.clone(), worker.index())?)
+            }
             None => None,
         },
         store: store.clone(),
@@ -787,6 +798,7 @@ fn build(
             stateful: stateful_task,
             cur: start_epoch,
             first: start_epoch,
+            deltas: 0,
             pending: BTreeMap::new(),
             waiting_since: None,
             throttled_since: None,

@@ -11,15 +11,18 @@
 //! wrote the file itself, and what is left on the hot path is the copy of the state,
 //! not the encoding, the write or the `fsync`.
 //!
-//! Files are written in the order they are handed over. A failed write fails the task
-//! that wrote it the next time it runs, with the store's message.
+//! Files are written in the order they are handed over. A task's delta snapshot builds
+//! on the task's previous file: the writer, which wrote that one, names it (and the
+//! files it builds on) in the delta's header. A failed write fails the task that wrote
+//! it the next time it runs, with the store's message.
 
 use crate::store::Store;
+use std::collections::HashMap;
 use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 use tidewater::{Error, Result};
-use tidewater_runners_core::snapshot::Snapshot;
+use tidewater_runners_core::snapshot::{BaseRef, Snapshot};
 use timely::scheduling::SyncActivator;
 
 /// What a finished write reports: its size in bytes and how long the writer took.
@@ -77,6 +80,8 @@ struct Job {
     first: u64,
     last: u64,
     snapshot: Snapshot,
+    /// The snapshot is a delta over the task's previous one.
+    delta: bool,
     done: Arc<Written>,
 }
 
@@ -94,13 +99,36 @@ impl PartWriter {
         let thread = std::thread::Builder::new()
             .name(format!("tidewater-snapshots-w{worker}"))
             .spawn(move || {
-                for job in rx {
+                // Per task (plan node): its last file and the files that one builds on.
+                let mut chains: HashMap<usize, Vec<BaseRef>> = HashMap::new();
+                for mut job in rx {
                     let started = Instant::now();
                     crate::fault::delay("snapshot-write");
                     // A panic here must still answer the task, which would otherwise
                     // wait for this file for ever.
                     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        store.write_part(job.node, job.worker, job.first, job.last, &job.snapshot)
+                        let chain = chains.remove(&job.node).unwrap_or_default();
+                        if job.delta {
+                            if chain.is_empty() {
+                                return Err(Error::Internal(format!(
+                                    "task {} wrote a delta snapshot with no snapshot before it",
+                                    job.node
+                                )));
+                            }
+                            job.snapshot.base = chain;
+                        }
+                        let file = store.write_part(
+                            job.node,
+                            job.worker,
+                            job.first,
+                            job.last,
+                            &job.snapshot,
+                        )?;
+                        let bytes = file.len as usize;
+                        let mut chain = std::mem::take(&mut job.snapshot.base);
+                        chain.push(file);
+                        chains.insert(job.node, chain);
+                        Ok(bytes)
                     }))
                     .unwrap_or_else(|_| {
                         Err(Error::Internal(
@@ -124,14 +152,15 @@ impl PartWriter {
         })
     }
 
-    /// Hands over task `node`'s snapshot for epochs `first..=last` of worker `worker`;
-    /// `wake` activates the task when the file is durable (or the write failed).
+    /// Hands over task `node`'s snapshot for epochs `first..=last` of worker `worker`,
+    /// a delta over the task's previous one if `delta`; `wake` activates the task when
+    /// the file is durable (or the write failed).
     pub fn submit(
         &self,
         node: usize,
         worker: usize,
         (first, last): (u64, u64),
-        snapshot: Snapshot,
+        (snapshot, delta): (Snapshot, bool),
         wake: SyncActivator,
     ) -> Arc<Written> {
         let done = Written::new(wake);
@@ -141,6 +170,7 @@ impl PartWriter {
             first,
             last,
             snapshot,
+            delta,
             done: Arc::clone(&done),
         };
         let sent = self.jobs.as_ref().map(|j| j.send(job));

@@ -1,6 +1,8 @@
 //! Validation by snapshot: every `checkpoint_every` rounds the scheduler snapshots
 //! everything that holds state between rounds, throws it away and restores it from the
-//! bytes, with keyed state rescaled through virtual workers.
+//! bytes, with keyed state rescaled through virtual workers. Keyed operators write
+//! deltas, as on an engine: each is applied to the previous round's parts and checked
+//! against a full snapshot of the operator it came from.
 
 use super::*;
 
@@ -32,6 +34,7 @@ impl Executor<'_> {
             plan_hash: plan.plan_hash,
             max_key_groups: max,
             epoch: round,
+            base: Vec::new(),
             parts: Vec::new(),
         };
         // Between rounds nothing is in flight: every stage has run, every keyed input
@@ -47,6 +50,9 @@ impl Executor<'_> {
             scope,
             bytes,
         };
+        // Per keyed node: its full parts, and whether it wrote a delta.
+        let mut full: Vec<Option<(Vec<Part>, bool)>> =
+            (0..plan.nodes.len()).map(|_| None).collect();
         for (i, n) in plan.nodes.iter().enumerate() {
             match &n.kind {
                 NodeKind::Grouping { .. } | NodeKind::Stateful { .. } => {
@@ -56,8 +62,13 @@ impl Executor<'_> {
                             n.name
                         )));
                     }
-                    let op = self.keyed[i].as_deref().expect("keyed operator");
-                    snapshot.parts.extend(keyed_parts(&n.name, op, max, 0)?);
+                    let op = self.keyed[i].as_deref_mut().expect("keyed operator");
+                    let (parts, delta) = keyed_parts(&n.name, op, max, 0, SnapshotKind::Delta)?;
+                    snapshot.parts.extend(parts);
+                    // The operator is thrown away: a full snapshot of it next does not
+                    // disturb a chain.
+                    let (all, _) = keyed_parts(&n.name, op, max, 0, SnapshotKind::Full)?;
+                    full[i] = Some((all, delta));
                 }
                 NodeKind::Read { .. } => {
                     let driver = self.sources[i].as_ref().expect("source driver");
@@ -95,7 +106,34 @@ impl Executor<'_> {
         // Everything goes; only the bytes remain.
         let bytes = snapshot.encode();
         drop(snapshot);
-        let snapshot = Snapshot::decode(&bytes, plan.plan_hash)?;
+        let mut snapshot = Snapshot::decode(&bytes, plan.plan_hash)?;
+        // Deltas go onto the previous round's parts, and must give the full state.
+        for (i, n) in plan.nodes.iter().enumerate() {
+            let Some((all, delta)) = full[i].take() else {
+                continue;
+            };
+            let (mine, rest): (Vec<Part>, Vec<Part>) = std::mem::take(&mut snapshot.parts)
+                .into_iter()
+                .partition(|p| p.transform == n.name);
+            let rebuilt = if delta {
+                let base = self.snapshot_bases[i].take().ok_or_else(|| {
+                    Error::Internal(format!("'{}' wrote a delta at its first snapshot", n.name))
+                })?;
+                apply_delta(base, mine)?
+            } else {
+                mine
+            };
+            if rebuilt != all {
+                return Err(Error::Internal(format!(
+                    "the delta snapshot of '{}' does not give its state: applied to the previous snapshot it gives {} parts, a full snapshot {}",
+                    n.name,
+                    rebuilt.len(),
+                    all.len()
+                )));
+            }
+            snapshot.parts = rest;
+            snapshot.parts.extend(rebuilt);
+        }
         let workers = 1 + match &mut self.rng {
             Some(rng) => rng.below(4) as usize,
             None => (round % 4) as usize,
@@ -104,12 +142,13 @@ impl Executor<'_> {
             let parts = snapshot.parts_of(&n.name);
             match &n.kind {
                 NodeKind::Grouping { .. } | NodeKind::Stateful { .. } => {
-                    let op = rescale_through(plan, i, self.lifted[i], &snapshot, workers)?;
+                    let mut op = rescale_through(plan, i, self.lifted[i], &snapshot, workers)?;
                     // Restored, it gives back the same parts. Snapshotting it also
-                    // makes the next round's snapshot copy the bytes it keeps of what
-                    // did not change in between (checked against a fresh encoding
-                    // under debug assertions), as an engine's live operator does.
-                    let again = keyed_parts(&n.name, op.as_ref(), max, 0)?;
+                    // makes the next round's snapshot a delta over them (and a full
+                    // one copy the bytes it keeps of what did not change in between,
+                    // checked against a fresh encoding under debug assertions), as an
+                    // engine's live operator does.
+                    let (again, _) = keyed_parts(&n.name, op.as_mut(), max, 0, SnapshotKind::Full)?;
                     let before: Vec<&Part> = snapshot
                         .parts
                         .iter()
@@ -126,6 +165,7 @@ impl Executor<'_> {
                             n.name
                         )));
                     }
+                    self.snapshot_bases[i] = Some(again);
                     self.keyed[i] = Some(op);
                 }
                 NodeKind::Read { .. } => {

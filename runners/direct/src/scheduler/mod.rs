@@ -19,8 +19,9 @@ use tidewater::runner::{PipelineResult, PipelineState};
 use tidewater::Timestamp;
 use tidewater::{Error, Result};
 use tidewater_runners_core::checkpoint::{keyed_parts, rescale_through, restore_side_input_runner};
+use tidewater_runners_core::delta::apply_delta;
 use tidewater_runners_core::fusion::{stage_graph, ExitKind, StageGraph};
-use tidewater_runners_core::keyed::{KeyGroups, KeyedOperator};
+use tidewater_runners_core::keyed::{KeyGroups, KeyedOperator, SnapshotKind};
 use tidewater_runners_core::side_inputs::SideInputRunner;
 use tidewater_runners_core::sink_host::SinkHost;
 use tidewater_runners_core::snapshot::{decode_part, encode_part, Part, Scope, Snapshot};
@@ -114,6 +115,7 @@ pub fn execute(plan: &ExecutablePlan, options: &ExecOptions) -> Result<PipelineR
         stages: (0..graph.stages.len()).map(|_| None).collect(),
         graph,
         keyed: (0..plan.nodes.len()).map(|_| None).collect(),
+        snapshot_bases: (0..plan.nodes.len()).map(|_| None).collect(),
         watermarks: vec![Timestamp::MIN; plan.pcollections.len()],
         cursors: vec![0; plan.nodes.len()],
         processing_time: Timestamp(0),
@@ -208,6 +210,9 @@ struct Executor<'p> {
     side_input_stage: Vec<Option<usize>>,
     /// Per grouping or stateful ParDo node: its keyed operator.
     keyed: Vec<Option<Box<dyn KeyedOperator>>>,
+    /// Per keyed node: its parts in the last validation snapshot, which the next one's
+    /// delta applies to.
+    snapshot_bases: Vec<Option<Vec<Part>>>,
     /// Per PCollection: the output watermark of its producer.
     watermarks: Vec<Timestamp>,
     /// Per source node: how much of it has been produced.
