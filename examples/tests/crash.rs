@@ -434,18 +434,35 @@ fn newest_manifest(ckpt: &Path) -> PathBuf {
 #[test]
 fn a_corrupt_checkpoint_falls_back_to_the_previous_one_and_says_so() {
     for runner in RUNNERS {
-        corrupt_checkpoint(runner);
+        corrupt_checkpoint(runner, false);
     }
 }
 
-fn corrupt_checkpoint(runner: &'static str) {
+#[test]
+fn a_corrupt_full_file_under_delta_snapshots_falls_back_to_a_checkpoint_before_it() {
+    for runner in RUNNERS {
+        corrupt_checkpoint(runner, true);
+    }
+}
+
+/// Corrupts a file of the newest checkpoint (its output was not committed): the first
+/// one it names, or with `full` the full file a delta of it builds on (which the
+/// checkpoints since share).
+fn corrupt_checkpoint(runner: &'static str, full: bool) {
     let _s = serial();
     let run = Run::on(runner);
     crash_at(&run, 2);
-    // Corrupt a part of the newest checkpoint (its output was not committed).
     let manifest: serde_json::Value =
         serde_json::from_slice(&std::fs::read(newest_manifest(&run.ckpt)).unwrap()).unwrap();
-    let file = manifest["files"][0]["name"].as_str().unwrap();
+    let files = manifest["files"].as_array().unwrap();
+    let file = if full {
+        files
+            .iter()
+            .find_map(|f| f["base"][0]["name"].as_str())
+            .unwrap_or_else(|| panic!("{runner}: no delta in the newest checkpoint: {manifest}"))
+    } else {
+        files[0]["name"].as_str().unwrap()
+    };
     let path = run.ckpt.join("parts").join(file);
     let mut bytes = std::fs::read(&path).unwrap();
     let last = bytes.len() - 1;
