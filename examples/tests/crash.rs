@@ -447,10 +447,15 @@ fn a_corrupt_full_file_under_delta_snapshots_falls_back_to_a_checkpoint_before_i
 
 /// Corrupts a file of the newest checkpoint (its output was not committed): the first
 /// one it names, or with `full` the full file a delta of it builds on (which the
-/// checkpoints since share).
+/// checkpoints since share; with a full snapshot every 3 checkpoints, one of an earlier
+/// generation is there to fall back to).
 fn corrupt_checkpoint(runner: &'static str, full: bool) {
     let _s = serial();
-    let run = Run::on(runner);
+    let mut run = Run::on(runner);
+    if full {
+        run.source
+            .push("--runner-option=full_snapshot_every=3".to_string());
+    }
     crash_at(&run, 2);
     let manifest: serde_json::Value =
         serde_json::from_slice(&std::fs::read(newest_manifest(&run.ckpt)).unwrap()).unwrap();

@@ -873,6 +873,14 @@ mod tests {
             "{}",
             r.notes[0]
         );
+        // The first full file has nothing before it: no checkpoint is usable, and
+        // the run stops with the reason rather than start again from nothing.
+        let path = dir.path().join("parts").join("n1-w0-0-0.snap");
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[10] ^= 0xff;
+        std::fs::write(&path, bytes).unwrap();
+        let e = store.latest(7).unwrap_err().to_string();
+        assert!(e.contains("no usable checkpoint"), "{e}");
     }
 
     #[test]

@@ -317,8 +317,6 @@ pub struct Task {
     pub first: u64,
     /// Delta snapshots written since the last full one.
     pub deltas: u64,
-    /// Snapshots written in this run.
-    pub snapshots: u64,
     /// Messages waiting for their epoch, in arrival order.
     pub pending: BTreeMap<u64, Vec<(usize, Msg)>>,
     /// Since when messages of a later epoch have waited (alignment).
@@ -846,18 +844,13 @@ impl Task {
             let ctx = Rc::clone(&self.ctx);
             if let Some(writer) = &ctx.writer {
                 let started = Instant::now();
-                // The first two of a run are full, so that a corrupt full file
-                // always leaves an older checkpoint that does not build on it (see
-                // `crate::store`).
-                let kind = if self.snapshots < 2 || self.deltas + 1 >= self.ctx.full_snapshot_every
-                {
+                let kind = if self.deltas + 1 >= self.ctx.full_snapshot_every {
                     SnapshotKind::Full
                 } else {
                     SnapshotKind::Delta
                 };
                 let (parts, delta) = self.parts(kind)?;
                 self.deltas = if delta { self.deltas + 1 } else { 0 };
-                self.snapshots += 1;
                 let snapshot = Snapshot {
                     plan_hash: self.ctx.plan_hash,
                     max_key_groups: self.ctx.max_key_groups,

@@ -799,7 +799,6 @@ fn build(
             cur: start_epoch,
             first: start_epoch,
             deltas: 0,
-            snapshots: 0,
             pending: BTreeMap::new(),
             waiting_since: None,
             throttled_since: None,
