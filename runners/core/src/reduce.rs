@@ -11,10 +11,9 @@ use crate::triggers::{TimeDomain, TriggerContext, TriggerState, TriggerStateMach
 use crate::windowing::{gc_time, merge_windows, WindowAssigner};
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
-use std::sync::Arc;
 use tidewater::exec::{key_group_of, AnyBatch, ExecError, KeyId, ReduceFnState, StepMetrics};
 use tidewater::{
     AccumulationMode, BoundedWindow, ClosingBehavior, OnTimeBehavior, PaneInfo, Timestamp,
@@ -47,23 +46,21 @@ struct WindowState {
     serial: u64,
     /// How the window stands against the snapshots: see [`Written`].
     #[serde(skip)]
-    written: RefCell<Written>,
+    written: Cell<Written>,
     /// The hold this activation has an entry for in [`Reducer::holds`], if it has one.
     #[serde(skip)]
     registered: Cell<Option<Timestamp>>,
 }
 
-/// A window against the snapshots, so that a snapshot encodes only what changed: a
-/// delta snapshot writes only the windows new or changed since the previous one (and
-/// the ids of those gone), and a full one copies the bytes a snapshot kept of every
-/// window nothing changed in since instead of encoding it again (a window's input
+/// A window against the snapshots, so that a delta snapshot writes only the windows
+/// new or changed since the previous one (and the ids of those gone): a window's input
 /// usually comes within a short stretch of processing time, while the window stays
-/// open until the watermark passes it). Anything that changes the window (its state,
+/// open until the watermark passes it. Anything that changes the window (its state,
 /// contents or timers; a popped timer too) goes through [`ActiveWindows::get_mut`],
-/// which forgets them. (Under debug assertions every kept entry is checked against a
-/// fresh encoding at a full snapshot, and the direct runner checks every delta against
-/// a full snapshot.)
-#[derive(Clone, Debug, Default)]
+/// which marks it changed. (The direct runner checks every delta against a full
+/// snapshot.) No bytes are kept for unchanged windows: full snapshots are the rare
+/// ones, and kept bytes would double the state's memory and cost a free per change.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 enum Written {
     /// Opened since the last snapshot: in no snapshot yet, so its going needs no
     /// deletion in the next delta.
@@ -71,9 +68,8 @@ enum Written {
     New,
     /// In the last snapshot, changed since.
     Changed,
-    /// Unchanged since the last snapshot: the bytes of its entry (an entry of a key
-    /// group table, see [`crate::delta`]).
-    Kept(Arc<[u8]>),
+    /// In the last snapshot as it is now.
+    Clean,
 }
 
 /// The active windows of a reducer: their state by (key, window) in a hash map (one
@@ -108,9 +104,8 @@ impl ActiveWindows {
     /// A window's state to change: the snapshots forget its bytes.
     fn get_mut(&mut self, kw: &(KeyId, BoundedWindow)) -> Option<&mut WindowState> {
         let st = self.map.get_mut(kw)?;
-        let written = st.written.get_mut();
-        if matches!(written, Written::Kept(_)) {
-            *written = Written::Changed;
+        if st.written.get() == Written::Clean {
+            st.written.set(Written::Changed);
         }
         Some(st)
     }
@@ -537,7 +532,7 @@ impl Reducer {
                 new_data: states.iter().any(|s| s.new_data),
                 min_ts: states.iter().filter_map(|s| s.min_ts).min(),
                 max_ts: states.iter().filter_map(|s| s.max_ts).max(),
-                written: RefCell::new(Written::New),
+                written: Cell::new(Written::New),
                 registered: Cell::new(None),
             };
             register_hold(&mut self.holds, &self.strategy, k, &into, &merged);
@@ -557,7 +552,7 @@ impl Reducer {
     /// next delta.
     fn remove_window(&mut self, kw: &(KeyId, BoundedWindow)) -> Option<WindowState> {
         let st = self.windows.remove(kw)?;
-        if !matches!(*st.written.borrow(), Written::New) && !self.removed_overflow {
+        if st.written.get() != Written::New && !self.removed_overflow {
             if self.removed.len() > self.windows.len() + 4096 {
                 self.removed_overflow = true;
                 self.removed = Vec::new();
@@ -581,7 +576,7 @@ impl Reducer {
             new_data: false,
             min_ts: None,
             max_ts: None,
-            written: RefCell::new(Written::New),
+            written: Cell::new(Written::New),
             registered: Cell::new(None),
         }
     }
@@ -918,9 +913,8 @@ impl Reducer {
     ) -> Result<KeyedSnapshot, ExecError> {
         let delta = kind == SnapshotKind::Delta && self.has_base && !self.removed_overflow;
         // Each key group's entries sorted by id, so that the same state gives the same
-        // bytes whatever the hash map's order. An entry is copied from the bytes kept
-        // for a window nothing changed in since the last snapshot ([`Written`]), or
-        // encoded afresh and kept.
+        // bytes whatever the hash map's order: encoded one after another into the
+        // group's buffer, then put in order by their spans.
         let wm = self.input_watermark;
         // A window's own timer is pending when the watermark has not passed it, or in
         // a time not yet handled (a window made active by late data since the last
@@ -930,32 +924,18 @@ impl Reducer {
             .range(..wm)
             .flat_map(|(t, ws)| ws.iter().map(move |(k, w, s)| (*t, *k, w, *s)))
             .collect();
-        let mut groups: BTreeMap<u32, Vec<Arc<[u8]>>> = BTreeMap::new();
+        let mut groups: BTreeMap<u32, (Vec<u8>, Vec<(usize, usize)>)> = BTreeMap::new();
         let (mut id, mut body) = (Vec::new(), Vec::new());
         for ((k, w), st) in self.windows.iter() {
-            let mut written = st.written.borrow_mut();
+            if delta && st.written.get() == Written::Clean {
+                continue;
+            }
+            st.written.set(Written::Clean);
             let key = self.state.key_bytes(*k);
-            let entry = match &*written {
-                Written::Kept(_) if delta => continue,
-                Written::Kept(bytes) => {
-                    debug_assert_eq!(
-                        &bytes[..],
-                        &self.encode_entry(key, w, *k, st, wm, &unhandled, &mut id, &mut body)?[..],
-                        "the kept bytes of window {w:?} are stale: a change did not forget them"
-                    );
-                    Arc::clone(bytes)
-                }
-                _ => {
-                    let e =
-                        self.encode_entry(key, w, *k, st, wm, &unhandled, &mut id, &mut body)?;
-                    *written = Written::Kept(Arc::clone(&e));
-                    e
-                }
-            };
-            groups
-                .entry(key_group_of(key, max_key_groups))
-                .or_default()
-                .push(entry);
+            let (buf, spans) = groups.entry(key_group_of(key, max_key_groups)).or_default();
+            let start = buf.len();
+            self.encode_entry(key, w, *k, st, wm, &unhandled, &mut id, &mut body, buf)?;
+            spans.push((start, buf.len()));
         }
         let mut deleted: BTreeMap<u32, Vec<Vec<u8>>> = BTreeMap::new();
         if delta {
@@ -980,14 +960,14 @@ impl Reducer {
                 (None, Some((b, _))) => *b,
                 (None, None) => break,
             };
-            let mut entries = match written.peek() {
+            let (buf, mut spans) = match written.peek() {
                 Some((a, _)) if *a == g => written.next().expect("peeked").1,
-                _ => Vec::new(),
+                _ => Default::default(),
             };
-            entries.sort_unstable_by(|a, b| entry_id(a).cmp(entry_id(b)));
+            spans.sort_unstable_by(|a, b| entry_id(&buf[a.0..a.1]).cmp(entry_id(&buf[b.0..b.1])));
+            let entries: Vec<&[u8]> = spans.iter().map(|&(a, b)| &buf[a..b]).collect();
             if !delta {
-                let size: usize = entries.iter().map(|e| e.len()).sum();
-                let mut out = Vec::with_capacity(size + 10);
+                let mut out = Vec::with_capacity(buf.len() + 10);
                 encode_table_len(entries.len(), &mut out);
                 for e in &entries {
                     out.extend_from_slice(e);
@@ -1002,15 +982,14 @@ impl Reducer {
             ids.sort_unstable();
             ids.dedup();
             let ids: Vec<&[u8]> = ids.iter().map(|i| &i[..]).collect();
-            let entries: Vec<&[u8]> = entries.iter().map(|e| &e[..]).collect();
             parts.push((Scope::KeyGroupDelta(g), encode_delta(&ids, &entries)));
         }
         Ok(KeyedSnapshot { parts, delta })
     }
 
-    /// The table entry of window `w` of key `k` (canonical key `key`, state `st`),
-    /// with the input watermark `wm` and the window timers below it not yet handled;
-    /// `id` and `body` are scratch space.
+    /// Appends to `out` the table entry of window `w` of key `k` (canonical key `key`,
+    /// state `st`), with the input watermark `wm` and the window timers below it not
+    /// yet handled; `id` and `body` are scratch space.
     #[allow(clippy::too_many_arguments)]
     fn encode_entry(
         &self,
@@ -1022,7 +1001,8 @@ impl Reducer {
         unhandled: &std::collections::HashSet<(Timestamp, KeyId, &BoundedWindow, u64)>,
         id: &mut Vec<u8>,
         body: &mut Vec<u8>,
-    ) -> Result<Arc<[u8]>, ExecError> {
+        out: &mut Vec<u8>,
+    ) -> Result<(), ExecError> {
         let (end, gc) = (end_of(w), self.gc_time(w));
         let mut timers: Vec<(TimeDomain, Timestamp)> = [end, gc]
             .into_iter()
@@ -1049,9 +1029,8 @@ impl Reducer {
             .expect("snapshot parts are plain data");
         *body = postcard::to_extend(&value, std::mem::take(body))
             .expect("snapshot parts are plain data");
-        let mut entry = Vec::with_capacity(id.len() + body.len() + 6);
-        encode_entry(id, body, &mut entry);
-        Ok(Arc::from(entry))
+        encode_entry(id, body, out);
+        Ok(())
     }
 
     /// Adds a key group written by [`Reducer::snapshot_key_groups`].
@@ -1145,7 +1124,7 @@ mod tests {
             new_data: true,
             min_ts: Some(Timestamp(5)),
             max_ts: Some(Timestamp(900)),
-            written: RefCell::default(),
+            written: Cell::default(),
             registered: Cell::default(),
         };
         let window = BoundedWindow::Interval {
