@@ -245,6 +245,9 @@ pub struct Reducer {
     removed_overflow: bool,
 }
 
+/// A key group's entries in a snapshot: encoded one after another, and where each is.
+type EncodedEntries = (Vec<u8>, Vec<(usize, usize)>);
+
 /// A window's hold in [`Reducer::holds`]: the time, then the window's activation.
 type HoldEntry = (Timestamp, u64, KeyId, BoundedWindow);
 
@@ -924,7 +927,7 @@ impl Reducer {
             .range(..wm)
             .flat_map(|(t, ws)| ws.iter().map(move |(k, w, s)| (*t, *k, w, *s)))
             .collect();
-        let mut groups: BTreeMap<u32, (Vec<u8>, Vec<(usize, usize)>)> = BTreeMap::new();
+        let mut groups: BTreeMap<u32, EncodedEntries> = BTreeMap::new();
         let (mut id, mut body) = (Vec::new(), Vec::new());
         for ((k, w), st) in self.windows.iter() {
             if delta && st.written.get() == Written::Clean {
