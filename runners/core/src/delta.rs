@@ -66,6 +66,16 @@ pub fn encode_table_len(n: usize, out: &mut Vec<u8>) {
     *out = v;
 }
 
+/// A table of `entries` (id, value), in the order given (sorted by id, for a table).
+pub fn encode_table<'a>(entries: impl ExactSizeIterator<Item = (&'a [u8], &'a [u8])>) -> Vec<u8> {
+    let mut out = Vec::new();
+    encode_table_len(entries.len(), &mut out);
+    for (id, value) in entries {
+        encode_entry(id, value, &mut out);
+    }
+    out
+}
+
 /// A delta part: the ids deleted (sorted) and the entries written, each as written
 /// by [`encode_entry`], sorted by id.
 pub fn encode_delta(deleted: &[&[u8]], written: &[&[u8]]) -> Vec<u8> {
@@ -141,13 +151,7 @@ pub fn apply_to_table(table: Option<&[u8]>, delta: &[u8]) -> Result<Option<Vec<u
     if entries.is_empty() {
         return Ok(None);
     }
-    let size: usize = entries.iter().map(|(i, v)| i.len() + v.len() + 8).sum();
-    let mut out = Vec::with_capacity(size + 10);
-    encode_table_len(entries.len(), &mut out);
-    for (id, value) in entries {
-        encode_entry(id, value, &mut out);
-    }
-    Ok(Some(out))
+    Ok(Some(encode_table(entries.into_iter())))
 }
 
 /// The parts of a snapshot rebuilt from `base` (the parts of the snapshot a delta
@@ -235,12 +239,7 @@ mod tests {
     use super::*;
 
     fn table(entries: &[(&[u8], &[u8])]) -> Vec<u8> {
-        let mut out = Vec::new();
-        encode_table_len(entries.len(), &mut out);
-        for (id, v) in entries {
-            encode_entry(id, v, &mut out);
-        }
-        out
+        encode_table(entries.iter().copied())
     }
 
     fn entry(id: &[u8], v: &[u8]) -> Vec<u8> {

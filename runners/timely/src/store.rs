@@ -717,6 +717,14 @@ mod tests {
             store.complete(e, &[1], 1, 7, 4).unwrap();
         }
         assert_eq!(store.manifests().unwrap(), [3, 4, 5]);
+        assert_eq!(
+            file_names(&store),
+            ["n1-w0-3-3.snap", "n1-w0-4-4.snap", "n1-w0-5-5.snap"]
+        );
+    }
+
+    /// The part files present, sorted.
+    fn file_names(store: &Store) -> Vec<String> {
         let mut files: Vec<String> = store
             .part_files()
             .unwrap()
@@ -724,21 +732,12 @@ mod tests {
             .map(|f| f.0)
             .collect();
         files.sort();
-        assert_eq!(
-            files,
-            ["n1-w0-3-3.snap", "n1-w0-4-4.snap", "n1-w0-5-5.snap"]
-        );
+        files
     }
 
     /// A key group table of `entries` (id, value).
     fn table(entries: &[(&[u8], &[u8])]) -> Vec<u8> {
-        use tidewater_runners_core::delta::{encode_entry, encode_table_len};
-        let mut out = Vec::new();
-        encode_table_len(entries.len(), &mut out);
-        for (id, v) in entries {
-            encode_entry(id, v, &mut out);
-        }
-        out
+        tidewater_runners_core::delta::encode_table(entries.iter().copied())
     }
 
     /// A snapshot of key group 0 of "G" (a table, or a delta over `base`) and a list
@@ -838,15 +837,8 @@ mod tests {
         // The last KEEP, and back to 2: the newest that does not build on the full
         // file of 3.
         assert_eq!(store.manifests().unwrap(), [2, 3, 4, 5, 6]);
-        let mut files: Vec<String> = store
-            .part_files()
-            .unwrap()
-            .into_iter()
-            .map(|f| f.0)
-            .collect();
-        files.sort();
         assert_eq!(
-            files,
+            file_names(&store),
             (0..7)
                 .map(|e| format!("n1-w0-{e}-{e}.snap"))
                 .collect::<Vec<_>>()
@@ -895,17 +887,10 @@ mod tests {
             .write_part(1, 1, 3, 3, &snap(b"another worker's"))
             .unwrap();
         store
-            .write_part(2, 0, 4, 4, &snap(b"another task's, left"))
+            .write_part(2, 0, 4, 4, &snap(b"another task's, left by that run"))
             .unwrap();
         store.remove_unfinished(0, 3).unwrap();
-        let mut files: Vec<String> = store
-            .part_files()
-            .unwrap()
-            .into_iter()
-            .map(|f| f.0)
-            .collect();
-        files.sort();
-        assert_eq!(files, ["n1-w0-0-2.snap", "n1-w1-3-3.snap"]);
+        assert_eq!(file_names(&store), ["n1-w0-0-2.snap", "n1-w1-3-3.snap"]);
     }
 
     #[test]
