@@ -210,6 +210,15 @@ pub struct Shared {
     pub started: Instant,
 }
 
+impl Shared {
+    /// The first epoch this run writes: the one after the checkpoint restored from.
+    pub fn start_epoch(&self) -> u64 {
+        self.restored
+            .as_ref()
+            .map_or(0, |r| r.manifest.epoch.saturating_add(1))
+    }
+}
+
 /// Runs `plan` on this process's workers to the end; `restored` is the checkpoint to
 /// resume from (see [`Store::latest`]).
 pub fn run(

@@ -688,11 +688,7 @@ mod tests {
         store.complete(0, &[1], 1, 7, 4).unwrap();
         store.write_part(1, 0, 1, 1, &snap(b"new")).unwrap();
         store.complete(1, &[1], 1, 7, 4).unwrap();
-        let path = dir.path().join("parts").join("n1-w0-1-1.snap");
-        let mut bytes = std::fs::read(&path).unwrap();
-        let last = bytes.len() - 1;
-        bytes[last] ^= 0xff;
-        std::fs::write(&path, bytes).unwrap();
+        flip_last_byte(&dir.path().join("parts").join("n1-w0-1-1.snap"));
         let r = store.latest(7).unwrap().unwrap();
         assert_eq!(r.manifest.epoch, 0);
         assert_eq!(r.snapshot.parts[0].bytes, b"old");
@@ -721,6 +717,14 @@ mod tests {
             file_names(&store),
             ["n1-w0-3-3.snap", "n1-w0-4-4.snap", "n1-w0-5-5.snap"]
         );
+    }
+
+    /// Corrupts the file at `path`: its last byte flipped.
+    fn flip_last_byte(path: &Path) {
+        let mut bytes = std::fs::read(path).unwrap();
+        let last = bytes.len() - 1;
+        bytes[last] ^= 0xff;
+        std::fs::write(path, bytes).unwrap();
     }
 
     /// The part files present, sorted.
@@ -843,11 +847,7 @@ mod tests {
                 .map(|e| format!("n1-w0-{e}-{e}.snap"))
                 .collect::<Vec<_>>()
         );
-        let path = dir.path().join("parts").join("n1-w0-3-3.snap");
-        let mut bytes = std::fs::read(&path).unwrap();
-        let last = bytes.len() - 1;
-        bytes[last] ^= 0xff;
-        std::fs::write(&path, bytes).unwrap();
+        flip_last_byte(&dir.path().join("parts").join("n1-w0-3-3.snap"));
         let r = store.latest(7).unwrap().unwrap();
         assert_eq!(r.manifest.epoch, 2);
         assert_eq!(
@@ -867,10 +867,7 @@ mod tests {
         );
         // The first full file has nothing before it: no checkpoint is usable, and
         // the run stops with the reason rather than start again from nothing.
-        let path = dir.path().join("parts").join("n1-w0-0-0.snap");
-        let mut bytes = std::fs::read(&path).unwrap();
-        bytes[10] ^= 0xff;
-        std::fs::write(&path, bytes).unwrap();
+        flip_last_byte(&dir.path().join("parts").join("n1-w0-0-0.snap"));
         let e = store.latest(7).unwrap_err().to_string();
         assert!(e.contains("no usable checkpoint"), "{e}");
     }

@@ -94,13 +94,7 @@ fn run(worker: &mut timely::worker::Worker, shared: &Shared) -> Result<WorkerOut
         writer: match &store {
             Some(s) => {
                 // Files of epochs this run writes anew, left by a run that stopped.
-                s.remove_unfinished(
-                    worker.index(),
-                    shared
-                        .restored
-                        .as_ref()
-                        .map_or(0, |r| r.manifest.epoch.saturating_add(1)),
-                )?;
+                s.remove_unfinished(worker.index(), shared.start_epoch())?;
                 Some(crate::writer::PartWriter::new(s.clone(), worker.index())?)
             }
             None => None,
@@ -503,10 +497,7 @@ fn build(
     let graph = stage_graph(exec, config.lift_combiners);
     let restored: Option<&Snapshot> = shared.restored.as_ref().map(|r| &r.snapshot);
     let old_workers = shared.restored.as_ref().map_or(1, |r| r.manifest.workers);
-    let start_epoch = shared
-        .restored
-        .as_ref()
-        .map_or(0, |r| r.manifest.epoch.saturating_add(1));
+    let start_epoch = shared.start_epoch();
     let (me, peers) = (ctx.me, ctx.peers);
     // Old instances whose list state this worker takes over.
     let mine = |i: u32| i as usize % peers == me;
