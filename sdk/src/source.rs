@@ -86,8 +86,11 @@ pub trait Source: Send + Sync + 'static {
         partitions: usize,
         position: &Self::Position,
     ) -> Timestamp;
-    /// How many records the partition has ready at `position` right now, if the source
-    /// knows. A micro-batch run with `--trigger once` or `available-now` asks it once
+    /// How many records the partition has ready at `position` at processing time `now`
+    /// (the time a `read` then gets), if the source knows: a micro-batch fixes each
+    /// batch's ranges from it and reads them as the batch runs. A source whose records
+    /// come due with processing time (a rate-limited generator) counts those due by
+    /// `now`. A micro-batch run with `--trigger once` or `available-now` asks it once
     /// per partition at its start and reads exactly that many records (Spark's
     /// `Trigger.AvailableNow`): records that arrive later are left for the next run,
     /// so the answer must count records the partition will give from `position`, not
@@ -98,6 +101,7 @@ pub trait Source: Send + Sync + 'static {
         _partition: usize,
         _partitions: usize,
         _position: &Self::Position,
+        _now: Timestamp,
     ) -> Option<u64> {
         None
     }
@@ -109,8 +113,9 @@ pub trait Source: Send + Sync + 'static {
         partition: usize,
         partitions: usize,
         position: &Self::Position,
+        now: Timestamp,
     ) -> Result<Option<u64>, UserError> {
-        Ok(self.available(partition, partitions, position))
+        Ok(self.available(partition, partitions, position, now))
     }
     /// Called once a checkpoint holding `position` is durable: the source may release
     /// what comes before it (commit offsets to a broker, delete consumed files). It will

@@ -324,10 +324,16 @@ impl AsyncSource for Counted {
 fn what_is_available_counts_from_the_bridged_position_and_a_failure_is_an_error() {
     let pos = tidewater::io::BridgePosition { at: 10, skip: 4 };
     let bridge = SourceBridge::new(Counted { end: Some(50) });
-    assert_eq!(bridge.try_available(0, 1, &pos).unwrap(), Some(36));
+    assert_eq!(
+        bridge.try_available(0, 1, &pos, Timestamp(0)).unwrap(),
+        Some(36)
+    );
     let bridge = SourceBridge::new(Counted { end: None });
     assert_eq!(
-        bridge.try_available(0, 1, &pos).unwrap_err().to_string(),
+        bridge
+            .try_available(0, 1, &pos, Timestamp(0))
+            .unwrap_err()
+            .to_string(),
         "the broker is away"
     );
 }

@@ -166,10 +166,8 @@ impl Source for GenerateSequence {
                 return Ok(ReadStatus::Done);
             }
             if let Some(rate) = self.rate_per_sec {
-                // Number k of this partition is due k / (rate / partitions) seconds in.
                 let k = (pos.next - self.from) / step;
-                let due = started as f64 + k as f64 * 1000.0 * step as f64 / rate;
-                if (now.millis() as f64) < due {
+                if (now.millis() as f64) < due_ms(rate, started, k, step) {
                     return Ok(ReadStatus::Idle);
                 }
             }
@@ -191,18 +189,49 @@ impl Source for GenerateSequence {
         Timestamp(self.nominal_time(pos.next) - self.out_of_orderness_ms)
     }
 
-    /// What is left of a bounded sequence without a rate: all of it is ready. With a
-    /// rate, or unbounded, unknown (numbers come due with time).
+    /// What `read` at processing time `now` would give from `pos`: with a rate, the
+    /// numbers due by `now` (by the rule `read` applies), else all that is left of a
+    /// bounded sequence. Unbounded without a rate: unknown (there is no end).
     fn available(
         &self,
         _partition: usize,
         partitions: usize,
         pos: &SequencePosition,
+        now: Timestamp,
     ) -> Option<u64> {
-        let to = self.to.filter(|_| self.rate_per_sec.is_none())?;
-        Some(
-            to.saturating_sub(pos.next)
-                .div_ceil(partitions.max(1) as u64),
-        )
+        let step = partitions.max(1) as u64;
+        let left = self.to.map(|to| to.saturating_sub(pos.next).div_ceil(step));
+        let Some(rate) = self.rate_per_sec else {
+            return left;
+        };
+        // The first read starts the schedule: number 0 of the partition is due then.
+        let started = pos.started_ms.unwrap_or(now.millis());
+        let k = (pos.next - self.from) / step;
+        let due = due_through(rate, started, step, now.millis())
+            .map_or(0, |last| last.saturating_add(1).saturating_sub(k));
+        Some(left.map_or(due, |left| left.min(due)))
     }
+}
+
+/// When number `k` of a partition (one of `step`) is due, in ms: `k / (rate / step)`
+/// seconds after the partition's first read at `started`.
+fn due_ms(rate: f64, started: i64, k: u64, step: u64) -> f64 {
+    started as f64 + k as f64 * 1000.0 * step as f64 / rate
+}
+
+/// The last number of a partition due by `now` ([`due_ms`]), if any.
+fn due_through(rate: f64, started: i64, step: u64, now: i64) -> Option<u64> {
+    let now_f = now as f64;
+    if now_f < due_ms(rate, started, 0, step) {
+        return None;
+    }
+    // An estimate, then the exact rule `read` applies on either side of it.
+    let mut k = ((now_f - started as f64) * rate / (1000.0 * step as f64)).max(0.0) as u64;
+    while k > 0 && now_f < due_ms(rate, started, k, step) {
+        k -= 1;
+    }
+    while now_f >= due_ms(rate, started, k.saturating_add(1), step) && k < u64::MAX {
+        k += 1;
+    }
+    Some(k)
 }

@@ -318,7 +318,7 @@ impl tidewater::Source for TextSource {
         partitions: usize,
         pos: &mut TextPosition,
         max: usize,
-        _now: tidewater::Timestamp,
+        _now: Timestamp,
         out: &mut Vec<(String, tidewater::Timestamp)>,
     ) -> Result<tidewater::ReadStatus, UserError> {
         if self.readers.len() < partitions {
@@ -350,8 +350,14 @@ impl tidewater::Source for TextSource {
         status
     }
 
-    fn available(&self, partition: usize, partitions: usize, pos: &TextPosition) -> Option<u64> {
-        self.try_available(partition, partitions, pos)
+    fn available(
+        &self,
+        partition: usize,
+        partitions: usize,
+        pos: &TextPosition,
+        now: Timestamp,
+    ) -> Option<u64> {
+        self.try_available(partition, partitions, pos, now)
             .ok()
             .flatten()
     }
@@ -363,6 +369,7 @@ impl tidewater::Source for TextSource {
         partition: usize,
         partitions: usize,
         pos: &TextPosition,
+        _now: Timestamp,
     ) -> Result<Option<u64>, UserError> {
         let mut pos = pos.clone();
         let mut count = 0u64;

@@ -142,3 +142,54 @@ fn on_the_simulated_clock_an_idle_source_is_drained_not_dropped() {
     assert_eq!(r.captured_values::<u64>("scripted").unwrap(), vec![1]);
     assert_eq!(r.captured_values::<u64>("counts").unwrap(), vec![1]);
 }
+
+/// A micro-batch fixes a batch's ranges from `available` before reading them, so a
+/// rate-limited sequence must say exactly what `read` at the same processing time then
+/// gives: the numbers due by then, none more, within the sequence's end, from a fresh
+/// partition (whose first read starts its schedule) and from any point of it.
+#[test]
+fn a_rate_limited_sequence_says_what_is_due_exactly_as_read_gives_it() {
+    use tidewater::{ReadStatus, Source};
+    for (rate, to, partitions) in [
+        (1_000.0, None, 1),
+        (3_333.0, Some(500), 3),
+        (0.7, Some(40), 2),
+        (2_500_000.0, None, 4),
+    ] {
+        let mut g = GenerateSequence::new(7, to).with_rate(rate);
+        for p in 0..partitions {
+            let mut pos = g.initial_position(p, partitions);
+            let mut now = 1_000_000i64;
+            let mut total = 0u64;
+            for step in [0i64, 0, 1, 2, 3, 10, 0, 17, 250, 1, 999, 4_000, 60_000] {
+                now += step;
+                let said = g.available(p, partitions, &pos, Timestamp(now));
+                let mut out = Vec::new();
+                let status = g
+                    .read(
+                        p,
+                        partitions,
+                        &mut pos,
+                        usize::MAX,
+                        Timestamp(now),
+                        &mut out,
+                    )
+                    .unwrap();
+                assert_eq!(
+                    said,
+                    Some(out.len() as u64),
+                    "rate {rate}, to {to:?}, partition {p} of {partitions} at {now} ms ({status:?})"
+                );
+                total += out.len() as u64;
+                if status != ReadStatus::Done {
+                    // What was due was read: nothing is left now.
+                    assert_eq!(g.available(p, partitions, &pos, Timestamp(now)), Some(0));
+                }
+            }
+            if let Some(to) = to {
+                let mine = (7 + p as u64..to).step_by(partitions).count() as u64;
+                assert_eq!(total, mine, "the whole partition came due in 65 s");
+            }
+        }
+    }
+}

@@ -300,7 +300,11 @@ fn a_text_source_reads_every_line_once_whatever_the_partitions() {
             let mut lines = Vec::new();
             let mut left = Vec::new();
             loop {
-                left.push(source.available(p, partitions, &pos).unwrap());
+                left.push(
+                    source
+                        .available(p, partitions, &pos, tidewater::Timestamp(0))
+                        .unwrap(),
+                );
                 let mut out = Vec::new();
                 let status = source
                     .read(p, partitions, &mut pos, 2, Timestamp(0), &mut out)
@@ -310,7 +314,10 @@ fn a_text_source_reads_every_line_once_whatever_the_partitions() {
                     break;
                 }
             }
-            assert_eq!(source.available(p, partitions, &pos), Some(0));
+            assert_eq!(
+                source.available(p, partitions, &pos, tidewater::Timestamp(0)),
+                Some(0)
+            );
             // The read that takes the partition's last line says that it is done.
             assert_eq!(
                 left.len(),

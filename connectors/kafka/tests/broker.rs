@@ -156,7 +156,10 @@ fn available_now_stops_at_the_end_offsets_taken_at_start() {
     assert_eq!(out.len(), 2);
     // Taken when the partition's reader opened, kept in the position.
     assert_eq!(pos.at.end, Some(5));
-    assert_eq!(source.available(0, 1, &pos), Some(3));
+    assert_eq!(
+        source.available(0, 1, &pos, tidewater::Timestamp(0)),
+        Some(3)
+    );
     // Produced after the start: not read.
     a.produce(0, &texts("late", 3, 20)).unwrap();
     let rest = read_until(&mut source, 0, 1, &mut pos, 2, ReadStatus::Done);

@@ -296,7 +296,7 @@ impl SourceDriver {
         out: &mut Vec<Box<dyn AnyBatch>>,
     ) -> Result<BatchRead, ExecError> {
         let mut plan = self
-            .plan(logged, limit, false)?
+            .plan(logged, limit, None)?
             .expect("a batch read as it goes always has a plan");
         for r in &mut plan.parts {
             while !self.read_step(r, chunk, now, out)? {}
@@ -310,7 +310,7 @@ impl SourceDriver {
     /// ([`SourceDriver::read_planned`], then [`SourceDriver::settle_planned`]): the
     /// records in memory stay within a chunk however large the batch. A partition
     /// reads what `logged` holds for it, or else what the source says it has
-    /// available now, within its share of `limit` and the run's end, as
+    /// available at processing time `now` (the time its reads then get), within its share of `limit` and the run's end, as
     /// [`SourceDriver::read_batch`] would. `None` when some live partition cannot be
     /// planned: the source cannot say what it has, or says nothing (a partition at
     /// its end learns that it is done only by reading); then the batch is read whole
@@ -319,8 +319,9 @@ impl SourceDriver {
         &mut self,
         logged: Option<&[ReadRange]>,
         limit: Option<u64>,
+        now: Timestamp,
     ) -> Result<Option<PlannedBatch>, ExecError> {
-        self.plan(logged, limit, true)
+        self.plan(logged, limit, Some(now))
     }
 
     /// Reads the next records of a planned batch into `out`: at most `chunk` from the
@@ -367,13 +368,14 @@ impl SourceDriver {
     }
 
     /// What each live partition reads in the next batch (see
-    /// [`SourceDriver::plan_batch`]); with `ask` the source's `available` caps each
-    /// partition not in `logged`, and `None` means some partition cannot be planned.
+    /// [`SourceDriver::plan_batch`]); with `ask`, the source's `available` at that
+    /// processing time caps each partition not in `logged`, and `None` means some
+    /// partition cannot be planned.
     fn plan(
         &mut self,
         logged: Option<&[ReadRange]>,
         limit: Option<u64>,
-        ask: bool,
+        ask: Option<Timestamp>,
     ) -> Result<Option<PlannedBatch>, ExecError> {
         let n = self.partitions as usize;
         let share = limit.map(|l| l.div_ceil(u64::from(self.partitions.max(1))).max(1));
@@ -395,8 +397,8 @@ impl SourceDriver {
                     let mut want = share
                         .unwrap_or(u64::MAX)
                         .min(st.run_left.unwrap_or(u64::MAX));
-                    if ask {
-                        match self.source.available(p as usize, n, &st.position)? {
+                    if let Some(now) = ask {
+                        match self.source.available(p as usize, n, &st.position, now)? {
                             Some(k) if k > 0 => want = want.min(k),
                             _ => return Ok(None),
                         }
@@ -509,15 +511,15 @@ impl SourceDriver {
     /// micro-batch triggers "once" and "available now"): each owned partition that is
     /// not done and has no end yet (a run restored from a checkpoint taken within the
     /// run keeps the end it had) gets as many records left as the source says it has
-    /// available now. A source that cannot say leaves it unset: batches then read
+    /// available at processing time `now`. A source that cannot say leaves it unset: batches then read
     /// until they find less than the limit.
-    pub fn fix_run_ends(&mut self) -> Result<(), ExecError> {
+    pub fn fix_run_ends(&mut self, now: Timestamp) -> Result<(), ExecError> {
         let n = self.partitions as usize;
         for (p, st) in &mut self.owned {
             if st.done || st.run_left.is_some() {
                 continue;
             }
-            st.run_left = self.source.available(*p as usize, n, &st.position)?;
+            st.run_left = self.source.available(*p as usize, n, &st.position, now)?;
         }
         Ok(())
     }
@@ -538,15 +540,16 @@ impl SourceDriver {
         self.owned.values().all(|s| s.done || s.run_left == Some(0))
     }
 
-    /// Records ready in all owned partitions right now, if the source knows for each.
-    pub fn available_now(&self) -> Result<Option<u64>, ExecError> {
+    /// Records ready in all owned partitions at processing time `now`, if the source
+    /// knows for each.
+    pub fn available_now(&self, now: Timestamp) -> Result<Option<u64>, ExecError> {
         let n = self.partitions as usize;
         let mut total = 0u64;
         for (p, st) in &self.owned {
             if st.done {
                 continue;
             }
-            match self.source.available(*p as usize, n, &st.position)? {
+            match self.source.available(*p as usize, n, &st.position, now)? {
                 Some(k) => total = total.saturating_add(k),
                 None => return Ok(None),
             }

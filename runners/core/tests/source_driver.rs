@@ -55,7 +55,7 @@ impl Source for Counter {
     fn watermark(&self, _p: usize, _n: usize, pos: &u64) -> Timestamp {
         Timestamp(*pos as i64)
     }
-    fn available(&self, _p: usize, _n: usize, pos: &u64) -> Option<u64> {
+    fn available(&self, _p: usize, _n: usize, pos: &u64, _now: Timestamp) -> Option<u64> {
         Some(self.len - pos)
     }
     fn finalize(&mut self, p: usize, _n: usize, pos: &u64) -> Result<(), UserError> {
@@ -193,9 +193,9 @@ fn a_batch_is_read_to_its_limit_and_its_logged_ranges_read_again_exactly() {
 #[test]
 fn available_now_and_finalize() {
     let mut d = SourceDriver::start(source("finalize"), 1, 0, 1).unwrap();
-    assert_eq!(d.available_now().unwrap(), Some(50));
+    assert_eq!(d.available_now(Timestamp(0)).unwrap(), Some(50));
     d.read(3, Timestamp(0), &mut Vec::new()).unwrap();
-    assert_eq!(d.available_now().unwrap(), Some(35));
+    assert_eq!(d.available_now(Timestamp(0)).unwrap(), Some(35));
     d.finalize().unwrap();
     let finalized = FINALIZED.lock().unwrap();
     for p in 0..5 {
@@ -274,7 +274,7 @@ impl Source for Growing {
     fn watermark(&self, _p: usize, _n: usize, pos: &u64) -> Timestamp {
         Timestamp(*pos as i64)
     }
-    fn available(&self, _p: usize, _n: usize, pos: &u64) -> Option<u64> {
+    fn available(&self, _p: usize, _n: usize, pos: &u64, _now: Timestamp) -> Option<u64> {
         Some(self.len() + self.lie - pos)
     }
 }
@@ -304,7 +304,7 @@ fn run_to_ends(d: &mut SourceDriver, limit: u64, log: &mut Vec<Vec<u64>>) {
 fn a_run_reads_exactly_to_the_ends_fixed_at_its_start_and_keeps_them_in_snapshots() {
     let test = "run-ends";
     let mut d = SourceDriver::start(growing(test, 6, 0), 1, 0, 1).unwrap();
-    d.fix_run_ends().unwrap();
+    d.fix_run_ends(Timestamp(0)).unwrap();
     let left = |d: &SourceDriver| -> Vec<Option<u64>> {
         d.partitions().values().map(|s| s.run_left).collect()
     };
@@ -329,7 +329,7 @@ fn a_run_reads_exactly_to_the_ends_fixed_at_its_start_and_keeps_them_in_snapshot
     let snapshot = parts(std::slice::from_ref(&d));
     let refs: Vec<(u32, &[u8])> = snapshot.iter().map(|(p, b)| (*p, b.as_slice())).collect();
     let mut d = SourceDriver::restore(growing(test, 20, 0), &refs, 0, 1).unwrap();
-    d.fix_run_ends().unwrap();
+    d.fix_run_ends(Timestamp(0)).unwrap();
     assert_eq!(left(&d), vec![Some(4), Some(4)]);
     let mut batches = Vec::new();
     run_to_ends(&mut d, 4, &mut batches);
@@ -340,7 +340,7 @@ fn a_run_reads_exactly_to_the_ends_fixed_at_its_start_and_keeps_them_in_snapshot
     );
     // The next run takes new ends: the 14 records per partition that arrived.
     d.end_run();
-    d.fix_run_ends().unwrap();
+    d.fix_run_ends(Timestamp(0)).unwrap();
     assert_eq!(left(&d), vec![Some(14), Some(14)]);
     let mut batches = Vec::new();
     run_to_ends(&mut d, 10, &mut batches);
@@ -353,7 +353,7 @@ fn a_replayed_range_restores_the_end_it_was_logged_with() {
     let test = "run-ends-replay";
     let mut d = SourceDriver::start(growing(test, 5, 0), 1, 0, 1).unwrap();
     let before = parts(std::slice::from_ref(&d));
-    d.fix_run_ends().unwrap();
+    d.fix_run_ends(Timestamp(0)).unwrap();
     let b = d
         .read_batch(None, Some(4), 2, Timestamp(0), &mut Vec::new())
         .unwrap();
@@ -361,7 +361,7 @@ fn a_replayed_range_restores_the_end_it_was_logged_with() {
     // records, the logged batch replays and the run ends where it began: 5 each.
     let refs: Vec<(u32, &[u8])> = before.iter().map(|(p, b)| (*p, b.as_slice())).collect();
     let mut d = SourceDriver::restore(growing(test, 9, 0), &refs, 0, 1).unwrap();
-    d.fix_run_ends().unwrap();
+    d.fix_run_ends(Timestamp(0)).unwrap();
     let mut out = Vec::new();
     let again = d
         .read_batch(Some(&b.ranges), Some(4), 2, Timestamp(0), &mut out)
@@ -380,7 +380,7 @@ fn a_replayed_range_restores_the_end_it_was_logged_with() {
 #[test]
 fn a_source_whose_available_overstates_what_it_reads_fails_the_run_instead_of_hanging() {
     let mut d = SourceDriver::start(growing("run-ends-lie", 3, 2), 1, 0, 1).unwrap();
-    d.fix_run_ends().unwrap();
+    d.fix_run_ends(Timestamp(0)).unwrap();
     let mut batches = 0;
     let e = loop {
         match d.read_batch(None, Some(100), 10, Timestamp(0), &mut Vec::new()) {
@@ -426,7 +426,10 @@ fn a_planned_batch_fixes_its_ranges_first_and_reads_them_chunk_by_chunk() {
     let mut d = SourceDriver::start(source("planned"), 1, 0, 1).unwrap();
     let snapshot = parts(std::slice::from_ref(&d));
     // 5 partitions of 10 with a limit of 15: 3 each, fixed before anything is read.
-    let plan = d.plan_batch(None, Some(15)).unwrap().expect("a plan");
+    let plan = d
+        .plan_batch(None, Some(15), Timestamp(0))
+        .unwrap()
+        .expect("a plan");
     let planned: Vec<(u32, u64)> = plan
         .ranges()
         .iter()
@@ -451,12 +454,15 @@ fn a_planned_batch_fixes_its_ranges_first_and_reads_them_chunk_by_chunk() {
     // The logged ranges, restored from before the batch, plan the same batch again
     // whatever the limit is now; without a limit the rest is one batch of 7 each.
     let mut again = restore("planned", &snapshot, 1).remove(0);
-    let plan = again.plan_batch(Some(&logged), None).unwrap().unwrap();
+    let plan = again
+        .plan_batch(Some(&logged), None, Timestamp(0))
+        .unwrap()
+        .unwrap();
     assert_eq!(plan.ranges(), logged);
     let (reads_again, b) = read_planned(&mut again, plan, 3);
     assert_eq!(b.ranges, logged);
     assert_eq!(reads_again.concat(), reads.concat());
-    let plan = again.plan_batch(None, None).unwrap().unwrap();
+    let plan = again.plan_batch(None, None, Timestamp(0)).unwrap().unwrap();
     assert!(plan.ranges().iter().all(|r| r.count == 7));
     let (rest, b) = read_planned(&mut again, plan, 4);
     assert!(!b.limited);
@@ -470,15 +476,18 @@ fn a_batch_is_planned_only_where_every_partition_says_what_it_has() {
     // done, so the batch is read whole.
     let test = "plan-unknown";
     let mut d = SourceDriver::start(growing(test, 4, 0), 1, 0, 1).unwrap();
-    let plan = d.plan_batch(None, None).unwrap().expect("4 records each");
+    let plan = d
+        .plan_batch(None, None, Timestamp(0))
+        .unwrap()
+        .expect("4 records each");
     let (_, b) = read_planned(&mut d, plan, 3);
     assert_eq!(b.ranges.iter().map(|r| r.count).sum::<u64>(), 8);
-    assert!(d.plan_batch(None, None).unwrap().is_none());
+    assert!(d.plan_batch(None, None, Timestamp(0)).unwrap().is_none());
     // A source that says more than it has ends the partition's part early: the batch
     // gives the ranges read, shorter than the plan.
     let test = "plan-lie";
     let mut d = SourceDriver::start(growing(test, 4, 3), 1, 0, 1).unwrap();
-    let plan = d.plan_batch(None, None).unwrap().unwrap();
+    let plan = d.plan_batch(None, None, Timestamp(0)).unwrap().unwrap();
     let planned: Vec<u64> = plan.ranges().iter().map(|r| r.count).collect();
     assert_eq!(planned, vec![7, 7]);
     let (reads, b) = read_planned(&mut d, plan, 3);
@@ -489,7 +498,10 @@ fn a_batch_is_planned_only_where_every_partition_says_what_it_has() {
     let mut d = SourceDriver::start(growing("plan-replay", 2, 0), 1, 0, 1).unwrap();
     let mut logged = b.ranges.clone();
     logged[1].count = 2;
-    let mut plan = d.plan_batch(Some(&logged), None).unwrap().unwrap();
+    let mut plan = d
+        .plan_batch(Some(&logged), None, Timestamp(0))
+        .unwrap()
+        .unwrap();
     let mut e = None;
     while !plan.is_read() {
         if let Err(err) = d.read_planned(&mut plan, 3, Timestamp(0), &mut Vec::new()) {

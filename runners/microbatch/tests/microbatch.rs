@@ -469,7 +469,13 @@ impl tidewater::Source for Watched {
     fn watermark(&self, _p: usize, _n: usize, _pos: &u64) -> tidewater::Timestamp {
         tidewater::Timestamp::MIN
     }
-    fn available(&self, _p: usize, _n: usize, pos: &u64) -> Option<u64> {
+    fn available(
+        &self,
+        _p: usize,
+        _n: usize,
+        pos: &u64,
+        _now: tidewater::Timestamp,
+    ) -> Option<u64> {
         Some(self.len - pos)
     }
 }

@@ -1282,7 +1282,7 @@ impl Task {
             match trigger {
                 BatchTrigger::Interval => driver.end_run(),
                 BatchTrigger::Once | BatchTrigger::AvailableNow => driver
-                    .fix_run_ends()
+                    .fix_run_ends(self.batch_time)
                     .map_err(|e| attribute(e, &self.name))?,
             }
             self.run_ends_fixed = true;
@@ -1319,7 +1319,7 @@ impl Task {
             // The ranges are fixed before the batch runs: planned from what the
             // source has available (then read as the batch runs), or read whole.
             let ranges = match driver
-                .plan_batch(logged.as_deref(), limit)
+                .plan_batch(logged.as_deref(), limit, self.batch_time)
                 .map_err(|e| attribute(e, &self.name))?
             {
                 Some(p) => {

@@ -24,12 +24,14 @@ pub trait ErasedSource: Send {
     fn partitions(&self, desired: usize) -> Result<usize, ExecError>;
     /// The encoded initial position of a partition.
     fn initial_position(&self, partition: usize, partitions: usize) -> Result<Vec<u8>, ExecError>;
-    /// Records ready at the encoded `position`, if the source knows.
+    /// Records ready at the encoded `position` at processing time `now`, if the
+    /// source knows.
     fn available(
         &self,
         partition: usize,
         partitions: usize,
         position: &[u8],
+        now: Timestamp,
     ) -> Result<Option<u64>, ExecError>;
     /// The checkpoint holding the encoded `position` is durable.
     fn finalize(
@@ -91,12 +93,13 @@ impl<S: Source> ErasedSource for SourceInvoker<S> {
         partition: usize,
         partitions: usize,
         position: &[u8],
+        now: Timestamp,
     ) -> Result<Option<u64>, ExecError> {
         let pos: S::Position = coder::decode(position)
             .map_err(|e| user_error(format!("source position does not decode: {e}")))?;
         let s = &self.0;
         match catch_user(AssertUnwindSafe(|| {
-            s.try_available(partition, partitions, &pos)
+            s.try_available(partition, partitions, &pos, now)
         })) {
             Ok(Ok(n)) => Ok(n),
             Ok(Err(e)) if e.is::<crate::io::Unavailable>() => Err(ExecError::Unavailable {

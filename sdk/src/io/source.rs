@@ -510,8 +510,9 @@ impl<S: AsyncSource> Source for SourceBridge<S> {
         partition: usize,
         partitions: usize,
         position: &Self::Position,
+        now: Timestamp,
     ) -> Option<u64> {
-        self.try_available(partition, partitions, position)
+        self.try_available(partition, partitions, position, now)
             .ok()
             .flatten()
     }
@@ -521,6 +522,7 @@ impl<S: AsyncSource> Source for SourceBridge<S> {
         partition: usize,
         partitions: usize,
         position: &Self::Position,
+        _now: Timestamp,
     ) -> Result<Option<u64>, UserError> {
         let source = &self.source;
         let n = block_on_timeout(

@@ -319,8 +319,14 @@ where
         self.watermarks.estimate(position.latest)
     }
 
-    fn available(&self, partition: usize, partitions: usize, p: &Self::Position) -> Option<u64> {
-        self.source.available(partition, partitions, &p.inner)
+    fn available(
+        &self,
+        partition: usize,
+        partitions: usize,
+        p: &Self::Position,
+        now: Timestamp,
+    ) -> Option<u64> {
+        self.source.available(partition, partitions, &p.inner, now)
     }
 
     fn try_available(
@@ -328,8 +334,10 @@ where
         partition: usize,
         partitions: usize,
         p: &Self::Position,
+        now: Timestamp,
     ) -> Result<Option<u64>, UserError> {
-        self.source.try_available(partition, partitions, &p.inner)
+        self.source
+            .try_available(partition, partitions, &p.inner, now)
     }
 
     fn finalize(
