@@ -310,11 +310,11 @@ impl SourceDriver {
     /// ([`SourceDriver::read_planned`], then [`SourceDriver::settle_planned`]): the
     /// records in memory stay within a chunk however large the batch. A partition
     /// reads what `logged` holds for it, or else what the source says it has
-    /// available at processing time `now` (the time its reads then get), within its share of `limit` and the run's end, as
-    /// [`SourceDriver::read_batch`] would. `None` when some live partition cannot be
-    /// planned: the source cannot say what it has, or says nothing (a partition at
-    /// its end learns that it is done only by reading); then the batch is read whole
-    /// with [`SourceDriver::read_batch`].
+    /// available at processing time `now` (the time its reads then get), within its
+    /// share of `limit` and the run's end, as [`SourceDriver::read_batch`] would.
+    /// `None` when some live partition cannot be planned: the source cannot say what
+    /// it has, or says nothing (a partition at its end learns that it is done only by
+    /// reading); then the batch is read whole with [`SourceDriver::read_batch`].
     pub fn plan_batch(
         &mut self,
         logged: Option<&[ReadRange]>,
@@ -511,8 +511,8 @@ impl SourceDriver {
     /// micro-batch triggers "once" and "available now"): each owned partition that is
     /// not done and has no end yet (a run restored from a checkpoint taken within the
     /// run keeps the end it had) gets as many records left as the source says it has
-    /// available at processing time `now`. A source that cannot say leaves it unset: batches then read
-    /// until they find less than the limit.
+    /// available at processing time `now`. A source that cannot say leaves it unset:
+    /// batches then read until they find less than the limit.
     pub fn fix_run_ends(&mut self, now: Timestamp) -> Result<(), ExecError> {
         let n = self.partitions as usize;
         for (p, st) in &mut self.owned {
