@@ -315,7 +315,9 @@ pub fn render_markdown(records: &[BenchRecord], json_name: &str) -> String {
          workers × processes. Each run is its own process (the `bench` binary re-executes \
          itself), so **peak RSS** (`VmHWM`) is that run's alone. The tables show the run of median \
          records/s of each setting (of median p99 latency for `latency`, of median recovery \
-         time for `recovery`); every run is in the JSON.\n\
+         time for `recovery`); every run is in the JSON. The runs of settings that differ \
+         only in their checkpoint interval alternate (off, on, off, on, ...), so that the \
+         machine's drift over minutes falls on both sides of a fault-tolerance cost alike.\n\
          - Before anything is timed, each workload's output on a small input is compared, \
          sorted line by line, with the direct runner's (validation on); a setting whose output \
          differs is not timed and does not appear here.\n\

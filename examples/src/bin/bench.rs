@@ -331,6 +331,11 @@ fn run() -> anyhow::Result<()> {
                     }
                 }
             }
+            // Settings that differ only in their checkpoint interval are what a
+            // fault-tolerance cost compares: their runs alternate (off, on, off, on,
+            // ...) rather than follow each other, so that the machine's drift over
+            // minutes (other load, thermal, page cache) falls on both alike.
+            let mut groups: Vec<((u32, u32), Vec<Setting<'_>>)> = Vec::new();
             for (workers, processes, checkpoint_ms) in combinations {
                 if workload == "recovery" && runner == "direct" {
                     eprintln!(
@@ -375,18 +380,35 @@ fn run() -> anyhow::Result<()> {
                         continue;
                     }
                 }
+                match groups.iter_mut().find(|(k, _)| *k == (workers, processes)) {
+                    Some((_, group)) => group.push(setting),
+                    None => groups.push(((workers, processes), vec![setting])),
+                }
+            }
+            for (_, group) in &groups {
+                let mut failed = vec![false; group.len()];
                 for _ in 0..args.reps {
-                    let result = match workload.as_str() {
-                        "latency" => timed_latency(&args, &setting, &dir),
-                        "recovery" => timed_recovery(&setting, &dir),
-                        _ => timed(&args, &setting, full.as_ref(), &dir),
-                    };
-                    match result {
-                        Ok(r) => record(r, &mut out)?,
-                        Err(e) => {
-                            failures += 1;
-                            print_error(workload, runner, workers, &format!("{e:#}"));
-                            break;
+                    for (setting, failed) in group.iter().zip(failed.iter_mut()) {
+                        if *failed {
+                            continue;
+                        }
+                        let result = match workload.as_str() {
+                            "latency" => timed_latency(&args, setting, &dir),
+                            "recovery" => timed_recovery(setting, &dir),
+                            _ => timed(&args, setting, full.as_ref(), &dir),
+                        };
+                        match result {
+                            Ok(r) => record(r, &mut out)?,
+                            Err(e) => {
+                                failures += 1;
+                                *failed = true;
+                                print_error(
+                                    workload,
+                                    setting.runner,
+                                    setting.workers,
+                                    &format!("{e:#}"),
+                                );
+                            }
                         }
                     }
                 }
