@@ -335,7 +335,7 @@ fn run() -> anyhow::Result<()> {
             // fault-tolerance cost compares: their runs alternate (off, on, off, on,
             // ...) rather than follow each other, so that the machine's drift over
             // minutes (other load, thermal, page cache) falls on both alike.
-            let mut groups: Vec<((u32, u32), Vec<Setting<'_>>)> = Vec::new();
+            let mut settings: Vec<Setting<'_>> = Vec::new();
             for (workers, processes, checkpoint_ms) in combinations {
                 if workload == "recovery" && runner == "direct" {
                     eprintln!(
@@ -380,12 +380,13 @@ fn run() -> anyhow::Result<()> {
                         continue;
                     }
                 }
-                match groups.iter_mut().find(|(k, _)| *k == (workers, processes)) {
-                    Some((_, group)) => group.push(setting),
-                    None => groups.push(((workers, processes), vec![setting])),
-                }
+                settings.push(setting);
             }
-            for (_, group) in &groups {
+            // The combinations come workers first, then processes: a group is a run of
+            // neighbours.
+            for group in
+                settings.chunk_by(|a, b| (a.workers, a.processes) == (b.workers, b.processes))
+            {
                 let mut failed = vec![false; group.len()];
                 for _ in 0..args.reps {
                     for (setting, failed) in group.iter().zip(failed.iter_mut()) {
