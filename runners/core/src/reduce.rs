@@ -220,7 +220,12 @@ pub struct Reducer {
     /// time: set once when the window becomes active, never moved, so they need no
     /// per-window index (a popped one whose window is gone, merged away or expired,
     /// is skipped). A trigger's timer at one of these times is this one.
-    window_timers: BTreeMap<Timestamp, Vec<(KeyId, BoundedWindow, u64)>>,
+    window_timers: BTreeMap<Timestamp, Vec<WindowTimer>>,
+    /// The allocation of the latest time's timers once all were popped, for the next
+    /// new time: every window of a fixed WindowFn ends at the same time, so each time
+    /// holds as many timers as keys, and growing a list that long afresh for each
+    /// time cost a tenth of a windowed count.
+    spare_window_timers: Vec<WindowTimer>,
     /// The serial of the latest window activation.
     next_serial: u64,
     input_watermark: Timestamp,
@@ -244,6 +249,10 @@ pub struct Reducer {
     /// deletions), and `removed` is not kept.
     removed_overflow: bool,
 }
+
+/// A window's own timer in [`Reducer::window_timers`]: the key, the window and its
+/// activation's serial.
+type WindowTimer = (KeyId, BoundedWindow, u64);
 
 /// A key group's entries in a snapshot: encoded one after another, and where each is.
 type EncodedEntries = (Vec<u8>, Vec<(usize, usize)>);
@@ -377,6 +386,7 @@ impl Reducer {
             state,
             timers: TimerService::default(),
             window_timers: BTreeMap::new(),
+            spare_window_timers: Vec::new(),
             next_serial: 0,
             input_watermark: Timestamp::MIN,
             output_watermark: Timestamp::MIN,
@@ -591,15 +601,18 @@ impl Reducer {
         let (end, gc) = (end_of(&w), self.gc_time(&w));
         // Without allowed lateness they are one timer.
         if gc != end {
-            self.window_timers
-                .entry(gc)
-                .or_default()
-                .push((k, w.clone(), serial));
+            self.push_window_timer(gc, (k, w.clone(), serial));
         }
+        self.push_window_timer(end, (k, w, serial));
+    }
+
+    /// Queues a window's own timer at `at`.
+    fn push_window_timer(&mut self, at: Timestamp, timer: WindowTimer) {
+        let spare = &mut self.spare_window_timers;
         self.window_timers
-            .entry(end)
-            .or_default()
-            .push((k, w, serial));
+            .entry(at)
+            .or_insert_with(|| std::mem::take(spare))
+            .push(timer);
     }
 
     /// Whether `at` in `domain` is one of `w`'s own end-of-window and
@@ -624,7 +637,10 @@ impl Reducer {
                 let mut entry = self.window_timers.first_entry().expect("a first time");
                 let due = entry.get_mut().pop();
                 if entry.get().is_empty() {
-                    entry.remove();
+                    let spare = entry.remove();
+                    if spare.capacity() > self.spare_window_timers.capacity() {
+                        self.spare_window_timers = spare;
+                    }
                 }
                 due.map(|(k, w, serial)| ((k, w), Some(serial)))
             }
@@ -1077,11 +1093,7 @@ impl Reducer {
             // The window's own timers that were pending go back into their queue.
             for &(domain, at) in &e.timers {
                 if self.is_window_timer(&e.window, domain, at) {
-                    self.window_timers.entry(at).or_default().push((
-                        k,
-                        e.window.clone(),
-                        self.next_serial,
-                    ));
+                    self.push_window_timer(at, (k, e.window.clone(), self.next_serial));
                 }
             }
             self.add_timers(k, e.window, e.timers);
