@@ -224,7 +224,7 @@ pub struct Reducer {
     /// The allocation of the latest time's timers once all were popped, for the next
     /// new time: every window of a fixed WindowFn ends at the same time, so each time
     /// holds as many timers as keys, and growing a list that long afresh for each
-    /// time cost a tenth of a windowed count.
+    /// time was 3% of a windowed count's time.
     spare_window_timers: Vec<WindowTimer>,
     /// The serial of the latest window activation.
     next_serial: u64,

@@ -32,20 +32,26 @@ pub enum WindowAssigner {
     Custom(Arc<dyn ErasedWindowFn>),
 }
 
-/// `a.assign`, trying the previous element's window first: input mostly comes in
-/// event-time order, and under a fixed WindowFn that spares a division per element.
-fn remembering_last_window(a: &WindowAssigner) -> impl FnMut(Timestamp) -> Windows + '_ {
+/// The window of a fixed WindowFn of `size` and `offset` that holds `t`.
+fn fixed_window(t: i64, size: i64, offset: i64) -> BoundedWindow {
+    let start = t - (t - offset).rem_euclid(size);
+    interval(start, start.saturating_add(size))
+}
+
+/// [`fixed_window`] for a run of elements, trying the previous element's window first:
+/// input mostly comes in event-time order, and that spares a division per element.
+fn fixed_windows_remembering_last(size: i64, offset: i64) -> impl FnMut(Timestamp) -> Windows {
     let mut last: Option<(i64, i64)> = None;
     move |ts| {
         let t = ts.millis();
         match last {
             Some((start, end)) if start <= t && t < end => Windows::One(interval(start, end)),
             _ => {
-                let ws = a.assign(ts);
-                if let Windows::One(BoundedWindow::Interval { start, end }) = &ws {
+                let w = fixed_window(t, size, offset);
+                if let BoundedWindow::Interval { start, end } = &w {
                     last = Some((start.millis(), end.millis()));
                 }
-                ws
+                Windows::One(w)
             }
         }
     }
@@ -116,10 +122,7 @@ impl WindowAssigner {
         let t = ts.millis();
         match self {
             WindowAssigner::Global => Windows::One(BoundedWindow::Global),
-            WindowAssigner::Fixed { size, offset } => {
-                let start = t - (t - offset).rem_euclid(*size);
-                Windows::One(interval(start, start.saturating_add(*size)))
-            }
+            WindowAssigner::Fixed { size, offset } => Windows::One(fixed_window(t, *size, *offset)),
             WindowAssigner::Sliding {
                 size,
                 period,
@@ -204,8 +207,8 @@ impl ErasedDoFn for AssignWindowsFn {
                     message,
                 })?;
             }
-            Some(a @ WindowAssigner::Fixed { .. }) => {
-                let mut assign = remembering_last_window(a);
+            Some(WindowAssigner::Fixed { size, offset }) => {
+                let mut assign = fixed_windows_remembering_last(*size, *offset);
                 input.assign_windows(&mut |ts, _| assign(ts))
             }
             Some(a) => input.assign_windows(&mut |ts, _| a.assign(ts)),
@@ -240,7 +243,7 @@ mod tests {
         times.extend([5, 4, 3, 2, 1, 0, max - 1, max, max - 10, 7]);
         for (size, offset) in [(10, 3), (1_000, 0), (1, 0), (7, -2)] {
             let a = WindowAssigner::Fixed { size, offset };
-            let mut remembering = remembering_last_window(&a);
+            let mut remembering = fixed_windows_remembering_last(size, offset);
             for &t in &times {
                 let ts = Timestamp(t);
                 assert_eq!(
