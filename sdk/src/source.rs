@@ -11,8 +11,10 @@ use std::fmt::Debug;
 pub enum ReadStatus {
     /// More records may follow at once.
     More,
-    /// Nothing is available now (a rate-limited or tailing source); the partition does
-    /// not hold back the watermark while idle.
+    /// Nothing is available now (a rate-limited or tailing source). The runner polls
+    /// the partition again a little later; while it is idle it does not hold back the
+    /// watermark, unless the source says its watermark holds while it waits
+    /// ([`Source::idle_holds_watermark`]).
     Idle,
     /// The partition is exhausted.
     Done,
@@ -116,6 +118,20 @@ pub trait Source: Send + Sync + 'static {
         now: Timestamp,
     ) -> Result<Option<u64>, UserError> {
         Ok(self.available(partition, partitions, position, now))
+    }
+    /// Whether a partition's watermark still holds the source's watermark back while the
+    /// partition is idle (its last read returned [`ReadStatus::Idle`]).
+    ///
+    /// `false` (the default) is Flink's idleness: an idle partition (a Kafka partition
+    /// that gets no messages, a tailed file nobody appends to) does not hold back the
+    /// watermark while other partitions are active, so that one quiet partition does not
+    /// stall every window; records it gives later may then be late. `true` for a source
+    /// that is only waiting and knows when its next record is: a rate-limited generator
+    /// whose next number is not due yet. Its watermark stays exact while it waits, and
+    /// holding it means no record is ever late because of when partitions were read
+    /// (partitions of one worker whose schedules differ, as after a rescale).
+    fn idle_holds_watermark(&self) -> bool {
+        false
     }
     /// Called once a checkpoint holding `position` is durable: the source may release
     /// what comes before it (commit offsets to a broker, delete consumed files). It will

@@ -143,6 +143,12 @@ impl Source for GenerateSequence {
         self.to.is_some()
     }
 
+    /// A rate-limited partition is idle only until its next number is due, and that
+    /// number's event time is its watermark: it keeps holding.
+    fn idle_holds_watermark(&self) -> bool {
+        true
+    }
+
     fn initial_position(&self, partition: usize, _partitions: usize) -> SequencePosition {
         SequencePosition {
             next: self.from + partition as u64,

@@ -568,13 +568,16 @@ impl SourceDriver {
     }
 
     /// The watermark of what this driver reads: the minimum over owned partitions that
-    /// are not done; idle partitions do not hold it back unless all are idle. Once
-    /// every owned partition is done, the end of time.
+    /// are not done; idle partitions do not hold it back unless all are idle, or the
+    /// source says an idle partition's watermark holds
+    /// ([`tidewater::Source::idle_holds_watermark`]). Once every owned partition is
+    /// done, the end of time.
     pub fn watermark(&self) -> Timestamp {
+        let holds = self.source.idle_holds_watermark();
         let live = |idle: bool| {
             self.owned
                 .values()
-                .filter(|s| !s.done && s.idle == idle)
+                .filter(|s| !s.done && (holds || s.idle == idle))
                 .map(|s| s.watermark)
                 .min()
         };

@@ -40,6 +40,11 @@ pub trait ErasedSource: Send {
         partitions: usize,
         position: &[u8],
     ) -> Result<(), ExecError>;
+    /// Whether an idle partition's watermark still holds
+    /// ([`Source::idle_holds_watermark`]).
+    fn idle_holds_watermark(&self) -> bool {
+        false
+    }
     /// Reads up to `max` records from the encoded `position`, updating it.
     fn read(
         &mut self,
@@ -68,6 +73,9 @@ impl<S: Source> ErasedSource for SourceInvoker<S> {
     }
     fn is_bounded(&self) -> bool {
         self.0.is_bounded()
+    }
+    fn idle_holds_watermark(&self) -> bool {
+        self.0.idle_holds_watermark()
     }
     fn partitions(&self, desired: usize) -> Result<usize, ExecError> {
         let s = &self.0;

@@ -40,7 +40,8 @@ use tokio::task::JoinHandle;
 ///   combines them (the minimum over partitions that are not idle).
 /// - **Idleness**: a read that finds nothing now returns [`ReadStatus::Idle`]; the
 ///   partition then does not hold the watermark back (the driver's idle-partition
-///   rule), until a later read returns records. Idle is sticky on the pipeline side:
+///   rule, Flink's idleness; an async source cannot opt out of it), until a later read
+///   returns records. Idle is sticky on the pipeline side:
 ///   while the last chunk said Idle and nothing new came, the bridge answers Idle at
 ///   once; while it said [`ReadStatus::More`], the bridge waits for the next chunk (at
 ///   most [`BridgeOptions::timeout`]), so a `More` must mean records follow soon.

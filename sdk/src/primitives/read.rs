@@ -275,6 +275,10 @@ where
         self.source.try_partitions(desired)
     }
 
+    fn idle_holds_watermark(&self) -> bool {
+        self.source.idle_holds_watermark()
+    }
+
     fn initial_position(&self, partition: usize, partitions: usize) -> Self::Position {
         TimestampedPosition {
             inner: self.source.initial_position(partition, partitions),
