@@ -588,7 +588,7 @@ fn records_behind_the_watermark(holds: bool) -> usize {
         d.read(3, Timestamp(now), &mut out).unwrap();
         behind += out
             .into_iter()
-            .flat_map(|b| downcast_batch::<u64>(b))
+            .flat_map(downcast_batch::<u64>)
             .filter(|wv| wv.timestamp < watermark)
             .count();
     }
