@@ -774,3 +774,121 @@ fn a_postgres_server_lost_mid_run_restarts_the_cluster_from_the_last_checkpoint(
         pg_assert_exact(&c, &table, &what);
     }
 }
+
+/// Chaos: `TIDEWATER_CHAOS_TRIALS` trials (2 by default: the smoke CI runs; the long
+/// run is in the README), each drawn from the seed (`TIDEWATER_CRASH_SEED` repeats a
+/// run): a runner; a crash at a random moment — a fault at a snapshot, between staging
+/// and commit or after a commit, or SIGKILLs of random processes of a local cluster —
+/// and a restart, in the same cluster or at another number of workers (a rescale); at
+/// random, worker 1's source started late (partitions out of step) and, with a
+/// PostgreSQL server, the two-phase-commit sink. Every trial's committed output must be
+/// the direct runner's, line for line.
+#[test]
+fn chaos_trials_leave_every_line_exactly_once() {
+    let trials: u64 = std::env::var("TIDEWATER_CHAOS_TRIALS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(2);
+    let pg = std::env::var("TIDEWATER_PG_URL")
+        .ok()
+        .filter(|u| !u.is_empty());
+    let _s = serial();
+    let (mut rng, seed) = Rng::new();
+    let client = pg.as_deref().map(pg_client);
+    let pg = pg.as_deref().zip(client.as_ref());
+    for trial in 0..trials {
+        let what = chaos_trial(&mut rng, pg, &format!("chaos seed {seed} trial {trial}"));
+        eprintln!("{what}: exact");
+    }
+}
+
+/// The arguments as `&str`s, for [`Run::command`].
+fn strs(args: &[String]) -> Vec<&str> {
+    args.iter().map(String::as_str).collect()
+}
+
+/// One chaos trial (see above); what it did.
+fn chaos_trial(rng: &mut Rng, pg: Option<(&str, &tokio_postgres::Client)>, label: &str) -> String {
+    let runner = RUNNERS[rng.below(2) as usize];
+    let run = Run::on(runner);
+    let mut what = format!("{label}: {runner}");
+    let mut env: Vec<(&str, String)> = Vec::new();
+    if rng.below(2) == 0 {
+        let ms = rng.below(400);
+        env.push(("TIDEWATER_DELAY", format!("late-source:{ms}")));
+        what.push_str(&format!(", worker 1's source {ms} ms late"));
+    }
+    let table = format!("chaos_{}", std::process::id());
+    let mut sink = Vec::new();
+    let pg = pg.filter(|_| rng.below(3) == 0);
+    if let Some((url, c)) = pg {
+        pg_fresh_table(c, &table);
+        sink.extend(pg_flags(url, &table));
+        what.push_str(", PostgreSQL sink");
+    }
+    let point = ["snapshot", "staged", "committed"][rng.below(3) as usize];
+    let after = 50 + rng.below(2_500);
+    let fault = format!(
+        "{point}:{after}:{}",
+        run.ckpt.with_extension("fault").display()
+    );
+    let workers = format!("--workers={}", 1 + rng.below(3));
+    let cluster = [
+        sink.clone(),
+        vec!["--local-cluster=2".into(), workers.clone()],
+    ]
+    .concat();
+    let command = |args: &[String]| {
+        let mut c = run.command(&strs(args));
+        c.envs(env.iter().map(|(k, v)| (*k, v.as_str())));
+        c
+    };
+    match rng.below(3) {
+        0 => {
+            let again = format!("--workers={}", 1 + rng.below(3));
+            what.push_str(&format!(
+                ", fault at '{point}' after {after} ms, {workers}, resumed with {again}"
+            ));
+            // The run may end before the fault fires: resuming a finished job adds nothing.
+            let _ = command(&[sink.clone(), vec![workers]].concat())
+                .env("TIDEWATER_FAULT", &fault)
+                .status()
+                .unwrap();
+            let child = command(&[sink, vec![again]].concat()).spawn().unwrap();
+            finish(child, &what);
+        }
+        1 => {
+            let kills = 1 + rng.below(3);
+            what.push_str(&format!(
+                ", {kills} SIGKILLs in a local cluster of 2, {workers}"
+            ));
+            let child = command(&cluster).spawn().unwrap();
+            let started = Instant::now();
+            let mut done = 0;
+            while done < kills && started.elapsed() < Duration::from_secs(60) {
+                std::thread::sleep(Duration::from_millis(200 + rng.below(1_200)));
+                let pids = run.pids();
+                if !pids.is_empty() {
+                    signal(pids[rng.below(pids.len() as u64) as usize], "-KILL");
+                    done += 1;
+                }
+            }
+            finish(child, &what);
+        }
+        _ => {
+            what.push_str(&format!(
+                ", fault at '{point}' after {after} ms in a local cluster of 2, {workers}"
+            ));
+            let child = command(&cluster)
+                .env("TIDEWATER_FAULT", &fault)
+                .spawn()
+                .unwrap();
+            finish(child, &what);
+        }
+    }
+    match pg {
+        Some((_, c)) => pg_assert_exact(c, &table, &what),
+        None => assert_exact(&run, &what),
+    }
+    what
+}
