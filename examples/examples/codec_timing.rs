@@ -40,7 +40,7 @@ fn main() {
     );
     let parts: Vec<Part> = (0..128u32)
         .map(|g| Part {
-            transform: "CountWords/Count/Combine".into(),
+            transform: "CountWords/Combine".into(),
             scope: Scope::KeyGroup(g),
             bytes: (0..16 * 1024)
                 .map(|i| (i * 31 + g as usize) as u8)

@@ -64,16 +64,11 @@ impl<T: Element> CombineFn for CountFn<T> {
     }
 }
 
-fn with_unit<T>(x: T) -> (T, ()) {
-    (x, ())
-}
-
 impl<T: Element> PTransform<PCollection<T>> for CountPerElement {
     type Output = PCollection<(T, u64)>;
     fn expand(self, input: PCollection<T>) -> PCollection<(T, u64)> {
-        input
-            .map("Init", with_unit::<T>)
-            .apply("Count", CountPerKey)
+        // The element is the grouping key itself: no step pairs each one with a unit.
+        input.apply("Combine", Combine::per_element(CountFn::<()>::default()))
     }
 }
 

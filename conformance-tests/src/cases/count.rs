@@ -3,7 +3,7 @@
 use crate::case::RunResult;
 use crate::check::{metadata_eq, succeeded, values_eq};
 use crate::Case;
-use tidewater::runner::Feature::{Capture, CombineGlobally, CombinePerKey, Create, ParDo};
+use tidewater::runner::Feature::{Capture, CombineGlobally, CombinePerKey, Create};
 use tidewater::{BoundedWindow, GlobalWindow, PaneInfo, Pipeline};
 use tidewater_transforms::Count;
 
@@ -11,7 +11,7 @@ pub(crate) fn cases() -> Vec<Case> {
     vec![
         Case {
             name: "count/per_element",
-            features: &[Create, ParDo, CombinePerKey, Capture],
+            features: &[Create, CombinePerKey, Capture],
             build: per_element,
             check: check_per_element,
         },

@@ -67,11 +67,38 @@ impl Combine {
         CombinePerKey { f }
     }
 
+    /// Combines the occurrences of each distinct element per window: the element is
+    /// its own key, and the CombineFn gets `()` for each occurrence. `(T, output)` per
+    /// distinct element, as `Combine::per_key` over `(element, ())` gives, without the
+    /// step that pairs every element (Beam's `Count.perElement` is this with a count).
+    /// Like `per_key`, it refuses an element type that cannot be a key.
+    ///
+    /// ```
+    /// # use serde::{Deserialize, Serialize};
+    /// # #[derive(Serialize, Deserialize)] struct Occurrences;
+    /// # impl tidewater::CombineFn for Occurrences { type In = (); type Acc = u64; type Out = u64;
+    /// #   fn create_accumulator(&self) -> u64 { 0 } fn add_input(&self, a: &mut u64, _: ()) { *a += 1 }
+    /// #   fn merge_accumulators(&self, a: &mut u64, b: u64) { *a += b } fn extract_output(&self, a: u64) -> u64 { a } }
+    /// let p = tidewater::Pipeline::new(Default::default());
+    /// let counts = p.create("Words", vec!["a".to_string(), "b".to_string(), "a".to_string()])
+    ///     .apply("Occurrences", tidewater::Combine::per_element(Occurrences));
+    /// ```
+    pub fn per_element<F: CombineFn<In = ()> + Serialize + DeserializeOwned>(
+        f: F,
+    ) -> CombinePerElement<F> {
+        CombinePerElement { f }
+    }
+
     /// Combines all elements of each window into one; an empty input in the global
     /// window gives the output of an empty accumulator.
     pub fn globally<F: CombineFn + Serialize + DeserializeOwned>(f: F) -> CombineGlobally<F> {
         CombineGlobally { f }
     }
+}
+
+/// See [`Combine::per_element`].
+pub struct CombinePerElement<F> {
+    f: F,
 }
 
 /// See [`Combine::per_key`].
@@ -147,6 +174,8 @@ pub trait CombineShape<F: CombineFn>: Send + Sync + 'static {
 
 /// Per-key shape.
 pub struct PerKey<K>(PhantomData<fn() -> K>);
+/// Per-element shape: the element is the key, the CombineFn gets `()`.
+pub struct PerElement<T>(PhantomData<fn() -> T>);
 /// Global shape.
 pub struct Globally;
 /// Global shape without a default output.
@@ -167,6 +196,24 @@ impl<F: CombineFn, K: Element> CombineShape<F> for PerKey<K> {
     }
     fn encode_key(x: &(K, F::In), out: &mut Vec<u8>) -> Result<(), ExecError> {
         crate::exec::encode_key(&x.0, out)
+    }
+}
+
+impl<F: CombineFn<In = ()>, T: Element> CombineShape<F> for PerElement<T> {
+    type Key = T;
+    type Input = T;
+    type Output = (T, F::Out);
+    fn split(x: T) -> (T, ()) {
+        (x, ())
+    }
+    fn join(k: T, out: F::Out) -> (T, F::Out) {
+        (k, out)
+    }
+    fn empty_output(_: impl FnOnce() -> F::Out) -> Option<(T, F::Out)> {
+        None
+    }
+    fn encode_key(x: &T, out: &mut Vec<u8>) -> Result<(), ExecError> {
+        crate::exec::encode_key(x, out)
     }
 }
 
@@ -277,6 +324,16 @@ impl<K: Element, F: CombineFn + Serialize + DeserializeOwned> PTransform<PCollec
     fn expand(self, input: PCollection<(K, F::In)>) -> PCollection<(K, F::Out)> {
         crate::key_check::check_key_type::<K>(input.pipeline(), "Combine.perKey");
         apply_combine::<PerKey<K>, F>(&input, self.f, urn::COMBINE_PER_KEY)
+    }
+}
+
+impl<T: Element, F: CombineFn<In = ()> + Serialize + DeserializeOwned> PTransform<PCollection<T>>
+    for CombinePerElement<F>
+{
+    type Output = PCollection<(T, F::Out)>;
+    fn expand(self, input: PCollection<T>) -> PCollection<(T, F::Out)> {
+        crate::key_check::check_key_type::<T>(input.pipeline(), "Combine.perElement");
+        apply_combine::<PerElement<T>, F>(&input, self.f, urn::COMBINE_PER_KEY)
     }
 }
 

@@ -18,8 +18,9 @@ mod window_into;
 pub use capture::Capture;
 pub(crate) use combine::register_combine;
 pub use combine::{
-    Combine, CombineFn, CombineGlobally, CombineGloballyWithoutDefaults, CombineOps, CombinePerKey,
-    CombineShape, Globally, GloballyWithoutDefaults, PerKey,
+    Combine, CombineFn, CombineGlobally, CombineGloballyWithoutDefaults, CombineOps,
+    CombinePerElement, CombinePerKey, CombineShape, Globally, GloballyWithoutDefaults, PerElement,
+    PerKey,
 };
 pub use create::{Create, CreateTimestamped, Impulse, ReifiedTimestampFn};
 pub use fanout::CombinePerKeyWithFanout;
