@@ -326,7 +326,7 @@ pub fn render_markdown(records: &[BenchRecord], json_name: &str) -> String {
          on long runs only. On the micro-batch runner the interval is its batch interval (a \
          bounded input with no record limit is one batch).\n\
          - Runs with 2 processes are local clusters on loopback: their time includes starting \
-         the processes and connecting them (about 1 s), and their peak RSS is not measured \
+         the processes and connecting them (tens of milliseconds), and their peak RSS is not measured \
          (—)."
     );
     let peers = distinct(records.iter().filter_map(|r| r.peer.clone()));

@@ -749,7 +749,7 @@ const RECOVERY_RATE: f64 = 20_000.0;
 fn timed_recovery(setting: &Setting<'_>, dir: &Path) -> anyhow::Result<BenchRecord> {
     let interval = setting.checkpoint_ms.unwrap_or(1000);
     let poll = Duration::from_millis(2);
-    // Start-up (about 1 s), two intervals before the kill, recovery, and the rest.
+    // Start-up, two intervals before the kill, recovery, and the rest.
     let records = (RECOVERY_RATE * (3.0 + 4.0 * interval as f64 / 1000.0)) as u64;
     let work = dir.join(format!("recovery-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&work);

@@ -30,7 +30,7 @@ pub struct PolicyChoice {
 }
 
 /// The options (`--runner-option KEY=VALUE`) of every runner on the engine.
-pub const COMMON_OPTIONS: [(&str, &str); 7] = [
+pub const COMMON_OPTIONS: [(&str, &str); 8] = [
     (
         "bundle_size",
         "largest bundle and source read (default 1024)",
@@ -54,6 +54,10 @@ pub const COMMON_OPTIONS: [(&str, &str); 7] = [
     (
         "full_snapshot_every",
         "a task's checkpoint is full at least every N checkpoints, a delta of what changed in between (default 10; 1: always full)",
+    ),
+    (
+        "connect_timeout_ms",
+        "a process of several gives up when the others have not connected within this long at start-up (default 120000)",
     ),
     (
         "watchdog_ms",
@@ -243,6 +247,10 @@ impl EngineRunner {
             processes,
             process_id: e.process_id as usize,
             addresses,
+            connect_timeout: Duration::from_millis(parse(
+                "connect_timeout_ms",
+                crate::DEFAULT_CONNECT_TIMEOUT.as_millis() as usize,
+            )? as u64),
             epoch_interval: choice.interval,
             policy: choice.policy,
             epochs_in_flight: choice.epochs_in_flight,

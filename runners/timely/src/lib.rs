@@ -12,6 +12,7 @@
 //! means checkpoint `e` is durable everywhere, and sinks commit it.
 
 pub mod cluster;
+pub mod connect;
 pub mod epochs;
 pub mod fault;
 pub mod launch;
@@ -99,6 +100,8 @@ pub struct EngineConfig {
     pub process_id: usize,
     /// `host:port` of every process, when there are several.
     pub addresses: Vec<String>,
+    /// How long a process of several waits for the others to connect at start-up.
+    pub connect_timeout: Duration,
     /// How long an epoch lasts at the sources (the checkpoint or batch interval).
     pub epoch_interval: Duration,
     /// Streaming or micro-batches.
@@ -135,6 +138,9 @@ pub struct EngineConfig {
     pub savepoint_dir: Option<PathBuf>,
 }
 
+/// How long a process of several waits for the others at start-up by default.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(120);
+
 /// How often a task's snapshot is full by default (see
 /// [`EngineConfig::full_snapshot_every`]).
 pub const DEFAULT_FULL_SNAPSHOT_EVERY: usize = 10;
@@ -146,6 +152,7 @@ impl Default for EngineConfig {
             processes: 1,
             process_id: 0,
             addresses: Vec::new(),
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             epoch_interval: Duration::from_secs(1),
             policy: Policy::Streaming,
             epochs_in_flight: 2,
@@ -219,6 +226,46 @@ impl Shared {
     }
 }
 
+/// timely's allocators for this process's workers: one thread, threads of one process,
+/// or a cluster whose processes [`connect`] connected.
+fn allocators(
+    config: &EngineConfig,
+) -> Result<(
+    Vec<timely::communication::AllocatorBuilder>,
+    Box<dyn std::any::Any + Send>,
+)> {
+    use timely::communication::allocator::ProcessBuilder;
+    use timely::communication::{AllocatorBuilder, Config, Hooks};
+    if config.processes <= 1 {
+        let communication = if config.workers > 1 {
+            Config::Process(config.workers)
+        } else {
+            Config::Thread
+        };
+        return communication
+            .try_build()
+            .map_err(|e| Error::Internal(format!("the timely engine did not start: {e}")));
+    }
+    let threads = config.workers.max(1);
+    let sockets = connect::connect(&config.addresses, config.process_id, config.connect_timeout)?;
+    let hooks = Hooks::default();
+    let process =
+        ProcessBuilder::new_typed_vector(threads, hooks.refill.clone(), hooks.spill.clone());
+    let (builders, guard) =
+        timely::communication::allocator::zero_copy::initialize::initialize_networking_from_sockets(
+            process,
+            sockets,
+            config.process_id,
+            threads,
+            hooks,
+        )
+        .map_err(|e| Error::Internal(format!("cannot start the cluster's network threads: {e}")))?;
+    Ok((
+        builders.into_iter().map(AllocatorBuilder::Tcp).collect(),
+        Box::new(guard),
+    ))
+}
+
 /// Runs `plan` on this process's workers to the end; `restored` is the checkpoint to
 /// resume from (see [`Store::latest`]).
 pub fn run(
@@ -235,27 +282,14 @@ pub fn run(
         durable: Mutex::new(None),
         started: Instant::now(),
     });
-    let communication = if config.processes > 1 {
-        timely::CommunicationConfig::Cluster {
-            threads: config.workers.max(1),
-            process: config.process_id,
-            addresses: config.addresses.clone(),
-            report: false,
-            zerocopy: false,
-        }
-    } else if config.workers > 1 {
-        timely::CommunicationConfig::Process(config.workers)
-    } else {
-        timely::CommunicationConfig::Thread
-    };
-    let timely_config = timely::Config {
-        communication,
-        worker: timely::WorkerConfig::default(),
-    };
     let worker_shared = Arc::clone(&shared);
-    let guards = timely::execute(timely_config, move |worker| {
-        worker::worker_main(worker, &worker_shared)
-    })
+    let (builders, guard) = allocators(config)?;
+    let guards = timely::execute::execute_from(
+        builders,
+        guard,
+        timely::WorkerConfig::default(),
+        move |worker| worker::worker_main(worker, &worker_shared),
+    )
     .map_err(|e| Error::Internal(format!("the timely engine did not start: {e}")))?;
     // Joined on a thread of its own: with several processes a failed worker cannot
     // wait for timely to shut down (its peers wait on it forever), so the failure is
