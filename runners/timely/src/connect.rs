@@ -35,8 +35,8 @@ pub fn connect(
         )));
     }
     let deadline = Instant::now() + timeout;
-    let own = addresses[me].clone();
-    let listener = TcpListener::bind(&own).map_err(|e| {
+    let own = &addresses[me];
+    let listener = TcpListener::bind(own).map_err(|e| {
         Error::Internal(format!(
             "process {me} cannot listen on its address {own}: {e}"
         ))
