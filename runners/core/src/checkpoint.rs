@@ -18,19 +18,65 @@ pub fn keyed_parts(
     instance: u32,
     kind: SnapshotKind,
 ) -> Result<(Vec<Part>, bool)> {
+    let snapshot = keyed_parts_later(transform, op, max_key_groups, instance, kind)?;
+    let mut parts = match snapshot.later {
+        Some(later) => later()?,
+        None => Vec::new(),
+    };
+    parts.extend(snapshot.parts);
+    Ok((parts, snapshot.delta))
+}
+
+/// Parts of a keyed operator instance still to be encoded, from state it froze:
+/// they go before the instance's other parts.
+pub type LaterPartsOf = Box<dyn FnOnce() -> Result<Vec<Part>> + Send>;
+
+/// A keyed operator instance's snapshot, part of it still to be encoded.
+pub struct KeyedParts {
+    /// The parts encoded.
+    pub parts: Vec<Part>,
+    /// The parts to encode, on whichever thread suits the engine; the operator goes
+    /// on meanwhile, as they come from a frozen copy of its state.
+    pub later: Option<LaterPartsOf>,
+    /// A delta over the instance's previous snapshot.
+    pub delta: bool,
+}
+
+/// What [`keyed_parts`] returns, with the encoding of frozen state left to the
+/// caller: an engine runs it off the operator's thread, so that a checkpoint stalls
+/// the operator for the freeze, not the encoding.
+pub fn keyed_parts_later(
+    transform: &str,
+    op: &mut dyn KeyedOperator,
+    max_key_groups: u32,
+    instance: u32,
+    kind: SnapshotKind,
+) -> Result<KeyedParts> {
     let snapshot = op
         .snapshot(max_key_groups, instance, kind)
         .map_err(|e| exec_error(e, transform))?;
-    let parts = snapshot
-        .parts
-        .into_iter()
-        .map(|(scope, bytes)| Part {
-            transform: transform.to_string(),
-            scope,
-            bytes,
-        })
-        .collect();
-    Ok((parts, snapshot.delta))
+    let named = |parts: Vec<(Scope, Vec<u8>)>, transform: &str| -> Vec<Part> {
+        parts
+            .into_iter()
+            .map(|(scope, bytes)| Part {
+                transform: transform.to_string(),
+                scope,
+                bytes,
+            })
+            .collect()
+    };
+    let later = snapshot.later.map(|later| {
+        let transform = transform.to_string();
+        Box::new(move || {
+            let parts = later.encode().map_err(|e| exec_error(e, &transform))?;
+            Ok(named(parts, &transform))
+        }) as LaterPartsOf
+    });
+    Ok(KeyedParts {
+        parts: named(snapshot.parts, transform),
+        later,
+        delta: snapshot.delta,
+    })
 }
 
 /// The keyed operator of plan node `node` for an instance owning `key_groups`, restored

@@ -79,12 +79,42 @@ pub enum SnapshotKind {
 }
 
 /// A keyed operator's snapshot.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Debug)]
 pub struct KeyedSnapshot {
     /// The parts.
     pub parts: Vec<(Scope, Vec<u8>)>,
+    /// More parts, from a frozen copy of the state that the operator no longer
+    /// changes: they come before `parts` once encoded, on whichever thread the engine
+    /// picks (see [`crate::checkpoint::keyed_parts_later`]).
+    pub later: Option<LaterParts>,
     /// The parts are a delta over the instance's previous snapshot.
     pub delta: bool,
+}
+
+/// Encoded snapshot parts, as a keyed operator returns them.
+pub type ScopedParts = Vec<(Scope, Vec<u8>)>;
+
+/// Snapshot parts still to be encoded, from state frozen when the snapshot was taken.
+pub struct LaterParts(Box<dyn FnOnce() -> std::result::Result<ScopedParts, ExecError> + Send>);
+
+impl LaterParts {
+    /// Parts that `encode` makes from the state it holds.
+    pub fn new(
+        encode: impl FnOnce() -> std::result::Result<Vec<(Scope, Vec<u8>)>, ExecError> + Send + 'static,
+    ) -> Self {
+        LaterParts(Box::new(encode))
+    }
+
+    /// Encodes the parts.
+    pub fn encode(self) -> std::result::Result<ScopedParts, ExecError> {
+        (self.0)()
+    }
+}
+
+impl std::fmt::Debug for LaterParts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LaterParts")
+    }
 }
 
 /// The key groups an operator instance owns.
@@ -373,8 +403,11 @@ impl KeyedOperator for crate::stateful::StatefulRunner {
         _kind: SnapshotKind,
     ) -> std::result::Result<KeyedSnapshot, ExecError> {
         // Its key groups are written whole every time.
+        let (later, parts) =
+            crate::stateful::StatefulRunner::snapshot(self, max_key_groups, instance)?;
         Ok(KeyedSnapshot {
-            parts: crate::stateful::StatefulRunner::snapshot(self, max_key_groups, instance)?,
+            parts,
+            later: Some(later),
             delta: false,
         })
     }

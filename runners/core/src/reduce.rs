@@ -1003,7 +1003,11 @@ impl Reducer {
             let ids: Vec<&[u8]> = ids.iter().map(|i| &i[..]).collect();
             parts.push((Scope::KeyGroupDelta(g), encode_delta(&ids, &entries)));
         }
-        Ok(KeyedSnapshot { parts, delta })
+        Ok(KeyedSnapshot {
+            parts,
+            later: None,
+            delta,
+        })
     }
 
     /// Appends to `out` the table entry of window `w` of key `k` (canonical key `key`,

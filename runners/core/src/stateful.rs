@@ -2,6 +2,7 @@
 //! processing-time timers, watermark holds from pending timers, and garbage collection
 //! of a window's state and timers once it expires.
 
+use crate::keyed::{LaterParts, ScopedParts};
 use crate::reduce::{unexpected_scope, Clocks};
 use crate::snapshot::{decode_part, encode_part, Scope};
 use crate::state::StateBackend;
@@ -19,10 +20,12 @@ use tidewater::{BoundedWindow, Timestamp};
 type Timers = TimerService<Vec<u8>, String>;
 
 /// One key group of a stateful runner in a snapshot.
-#[derive(Serialize, Deserialize)]
+#[derive(Default, Serialize, Deserialize)]
 struct KeyGroupState {
     cells: Vec<u8>,
     timers: Vec<Timer<Vec<u8>, String>>,
+    /// Windows to expire, written by snapshots before 2026-12: now empty, as a
+    /// restore finds them from the cells and timers.
     live: Vec<(Timestamp, Vec<u8>, BoundedWindow)>,
 }
 
@@ -317,55 +320,46 @@ impl StatefulRunner {
         self.timers.next(TimeDomain::ProcessingTime)
     }
 
-    /// The runner's keyed state (cells, timers, live windows) as one part per key group
-    /// that holds any, plus its clocks as a union part.
+    /// The runner's keyed state (cells and timers) as one part per key group that
+    /// holds any, still to be encoded from a frozen copy of the cells (see
+    /// [`StateBackend::freeze`]), and its clocks as a union part. The windows to
+    /// expire are not written: a restore finds them again from the cells and timers.
     pub fn snapshot(
         &self,
         max_key_groups: u32,
         instance: u32,
-    ) -> Result<Vec<(Scope, Vec<u8>)>, ExecError> {
-        let mut groups: BTreeMap<u32, KeyGroupState> = BTreeMap::new();
-        let mut group = |key: &[u8]| {
-            let g = key_group_of(key, max_key_groups);
-            groups.entry(g).or_insert_with(|| KeyGroupState {
-                cells: Vec::new(),
-                timers: Vec::new(),
-                live: Vec::new(),
-            });
-            g
-        };
-        let cells = self.state.snapshot_by(&mut group);
-        let mut live_groups = Vec::new();
-        for (gc, key, w) in &self.live {
-            live_groups.push((group(key), (*gc, key.clone(), w.clone())));
-        }
-        let mut timer_groups = Vec::new();
+    ) -> Result<(LaterParts, ScopedParts), ExecError> {
+        let cells = self.state.freeze();
+        let mut timers: Vec<(u32, Timer<Vec<u8>, String>)> = Vec::new();
         for (key, w) in self.timers.windows() {
-            let g = group(key);
-            timer_groups.extend(self.timers.of(key, w.clone()).into_iter().map(|t| (g, t)));
+            let g = key_group_of(key, max_key_groups);
+            timers.extend(self.timers.of(key, w.clone()).into_iter().map(|t| (g, t)));
         }
-        for (g, c) in cells {
-            groups.get_mut(&g).expect("grouped").cells = c;
-        }
-        for (g, l) in live_groups {
-            groups.get_mut(&g).expect("grouped").live.push(l);
-        }
-        for (g, t) in timer_groups {
-            groups.get_mut(&g).expect("grouped").timers.push(t);
-        }
-        let mut parts: Vec<(Scope, Vec<u8>)> = groups
-            .into_iter()
-            .map(|(g, st)| (Scope::KeyGroup(g), encode_part(&st)))
-            .collect();
-        parts.push((
-            Scope::Union(instance),
-            encode_part(&Clocks {
-                input_watermark: self.input_watermark,
-                output_watermark: self.output_watermark,
-                processing_time: self.processing_time,
-            }),
-        ));
-        Ok(parts)
+        let later = LaterParts::new(move || {
+            let mut groups: BTreeMap<u32, KeyGroupState> = BTreeMap::new();
+            let mut group = |key: &[u8]| {
+                let g = key_group_of(key, max_key_groups);
+                groups.entry(g).or_default();
+                g
+            };
+            let cells = cells.parts_by(&mut group);
+            for (g, c) in cells {
+                groups.get_mut(&g).expect("grouped").cells = c;
+            }
+            for (g, t) in timers {
+                groups.entry(g).or_default().timers.push(t);
+            }
+            Ok(groups
+                .into_iter()
+                .map(|(g, st)| (Scope::KeyGroup(g), encode_part(&st)))
+                .collect())
+        });
+        let clocks = encode_part(&Clocks {
+            input_watermark: self.input_watermark,
+            output_watermark: self.output_watermark,
+            processing_time: self.processing_time,
+        });
+        Ok((later, vec![(Scope::Union(instance), clocks)]))
     }
 
     /// Adds a part written by [`StatefulRunner::snapshot`]: parts of several old
@@ -380,7 +374,10 @@ impl StatefulRunner {
                         ExecError::Downstream(Box::new(tidewater::Error::Checkpoint { message: e }))
                     })?;
                 }
+                // Every window with cells or timers expires in time, as it would have.
+                self.note_new_windows();
                 for t in st.timers {
+                    touch(&mut self.live, self.allowed_lateness_ms, &t.key, &t.window);
                     self.timers.set(t);
                 }
                 self.live.extend(st.live);

@@ -168,7 +168,8 @@ fn windows_with_only_state_expire_also_after_a_restore() {
     );
     assert_eq!(first.state_cells(), 3);
     let mut second = runner();
-    for (scope, bytes) in first.snapshot(8, 0).unwrap() {
+    let (later, now) = first.snapshot(8, 0).unwrap();
+    for (scope, bytes) in later.encode().unwrap().into_iter().chain(now) {
         second.restore(scope, &bytes).unwrap();
     }
     assert_eq!(second.state_cells(), 3);

@@ -30,7 +30,7 @@ use tidewater::exec::{
     key_group, key_group_worker, AnyBatch, ElementType, ExecError, KeyOps, MetricResults,
 };
 use tidewater::{Error, Result, Timestamp};
-use tidewater_runners_core::checkpoint::keyed_parts;
+use tidewater_runners_core::checkpoint::{keyed_parts_later, KeyedParts, LaterPartsOf};
 use tidewater_runners_core::keyed::KeyedOperator;
 use tidewater_runners_core::keyed::SnapshotKind;
 use tidewater_runners_core::side_inputs::SideInputRunner;
@@ -754,9 +754,10 @@ impl Task {
         }
     }
 
-    /// The head's and the sinks' state as snapshot parts, and whether they are a
-    /// delta over the task's previous snapshot (a keyed head may write one).
-    fn parts(&mut self, kind: SnapshotKind) -> Result<(Vec<Part>, bool)> {
+    /// The head's and the sinks' state as snapshot parts, the parts a keyed head
+    /// left to encode from its frozen state, and whether they are a delta over the
+    /// task's previous snapshot (a keyed head may write one).
+    fn parts(&mut self, kind: SnapshotKind) -> Result<(Vec<Part>, Option<LaterPartsOf>, bool)> {
         let me = self.ctx.me as u32;
         let part = |transform: &str, (scope, bytes): (Scope, Vec<u8>)| Part {
             transform: transform.to_string(),
@@ -764,13 +765,15 @@ impl Task {
             bytes,
         };
         let mut parts = Vec::new();
+        let mut later = None;
         let mut delta = false;
         match &mut self.head {
             Head::Keyed(op) => {
-                let (p, d) =
-                    keyed_parts(&self.name, op.as_mut(), self.ctx.max_key_groups, me, kind)?;
-                parts.extend(p);
-                delta = d;
+                let keyed: KeyedParts =
+                    keyed_parts_later(&self.name, op.as_mut(), self.ctx.max_key_groups, me, kind)?;
+                parts.extend(keyed.parts);
+                later = keyed.later;
+                delta = keyed.delta;
             }
             Head::SideInput(runner) => parts.extend(
                 runner
@@ -816,7 +819,7 @@ impl Task {
         {
             parts.extend(route.borrow().snapshot().into_iter().map(|p| part(name, p)));
         }
-        Ok((parts, delta))
+        Ok((parts, later, delta))
     }
 
     /// Epochs `self.first..=last` are over: held partial combines go out, sinks
@@ -849,7 +852,7 @@ impl Task {
                 } else {
                     SnapshotKind::Delta
                 };
-                let (parts, delta) = self.parts(kind)?;
+                let (parts, later, delta) = self.parts(kind)?;
                 self.deltas = if delta { self.deltas + 1 } else { 0 };
                 let snapshot = Snapshot {
                     plan_hash: self.ctx.plan_hash,
@@ -863,7 +866,7 @@ impl Task {
                     self.node,
                     self.ctx.me,
                     (self.first, last),
-                    (snapshot, delta),
+                    (snapshot, later, delta),
                     self.wake.clone(),
                 );
                 self.ctx

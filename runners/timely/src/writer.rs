@@ -2,7 +2,9 @@
 //! into the store and syncs it, off the task's thread.
 //!
 //! At a checkpoint a task takes its state apart into parts on its own thread (the
-//! state goes on changing as soon as the task moves on, so this copy cannot wait), then
+//! state goes on changing as soon as the task moves on, so this copy cannot wait), or
+//! freezes it where its operator can (a stateful ParDo's copy-on-write cells: the
+//! parts are then encoded here, see `keyed_parts_later` in runners/core), then
 //! hands them here and moves on: its data outputs go to the next epoch at once, so
 //! records of the next epoch flow while the file is written. Only its control output,
 //! the one the durable probe watches, stays at the epoch of the write until the writer
@@ -22,6 +24,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 use tidewater::{Error, Result};
+use tidewater_runners_core::checkpoint::LaterPartsOf;
 use tidewater_runners_core::snapshot::{BaseRef, Snapshot};
 use timely::scheduling::SyncActivator;
 
@@ -80,6 +83,8 @@ struct Job {
     first: u64,
     last: u64,
     snapshot: Snapshot,
+    /// Parts to encode from frozen state, before the snapshot's others.
+    later: Option<LaterPartsOf>,
     /// The snapshot is a delta over the task's previous one.
     delta: bool,
     done: Arc<Written>,
@@ -107,6 +112,11 @@ impl PartWriter {
                     // A panic here must still answer the task, which would otherwise
                     // wait for this file for ever.
                     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        if let Some(later) = job.later.take() {
+                            let mut parts = later()?;
+                            parts.append(&mut job.snapshot.parts);
+                            job.snapshot.parts = parts;
+                        }
                         let chain = chains.remove(&job.node).unwrap_or_default();
                         if job.delta {
                             if chain.is_empty() {
@@ -153,14 +163,15 @@ impl PartWriter {
     }
 
     /// Hands over task `node`'s snapshot for epochs `first..=last` of worker `worker`,
-    /// a delta over the task's previous one if `delta`; `wake` activates the task when
-    /// the file is durable (or the write failed).
+    /// with the parts still to encode from frozen state (they go first), a delta over
+    /// the task's previous one if `delta`; `wake` activates the task when the file is
+    /// durable (or the write or the encoding failed).
     pub fn submit(
         &self,
         node: usize,
         worker: usize,
         (first, last): (u64, u64),
-        (snapshot, delta): (Snapshot, bool),
+        (snapshot, later, delta): (Snapshot, Option<LaterPartsOf>, bool),
         wake: SyncActivator,
     ) -> Arc<Written> {
         let done = Written::new(wake);
@@ -170,11 +181,12 @@ impl PartWriter {
             first,
             last,
             snapshot,
+            later,
             delta,
             done: Arc::clone(&done),
         };
-        let sent = self.jobs.as_ref().map(|j| j.send(job));
-        if !matches!(sent, Some(Ok(()))) {
+        let sent = self.jobs.as_ref().is_some_and(|j| j.send(job).is_ok());
+        if !sent {
             done.set(Err(Error::Internal(
                 "the snapshot writer has stopped".to_string(),
             )));

@@ -1,8 +1,9 @@
-use super::StateBackend;
+use super::{FrozenState, StateBackend};
 use hashbrown::hash_table::{Entry, HashTable};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::hash::{Hash, Hasher};
+use std::sync::Arc;
 use tidewater::exec::StateCells;
 use tidewater::BoundedWindow;
 
@@ -73,18 +74,27 @@ impl Names {
         }
         id
     }
-
-    fn name(&self, id: NameId) -> &str {
-        &self.names[id as usize]
-    }
 }
 
 /// The cells of one (key, window), by name.
+#[derive(Clone)]
 struct WindowCells {
-    hash: u64,
     key: Box<[u8]>,
     window: BoundedWindow,
     cells: Vec<(NameId, Cell)>,
+}
+
+/// A table slot: one (key, window)'s cells, shared with the frozen copies of
+/// snapshots in progress until a write copies them ([`Arc::make_mut`]).
+struct Slot {
+    hash: u64,
+    w: Arc<WindowCells>,
+}
+
+impl Slot {
+    fn is(&self, hash: u64, key: &[u8], window: &BoundedWindow) -> bool {
+        self.hash == hash && self.w.window == *window && *self.w.key == *key
+    }
 }
 
 fn hash_of(key: &[u8], window: &BoundedWindow) -> u64 {
@@ -98,6 +108,12 @@ fn hash_of(key: &[u8], window: &BoundedWindow) -> u64 {
 /// looked up with borrowed keys, so reading or overwriting a cell allocates nothing.
 /// A snapshot part is the postcard encoding of the cells of one group, ordered by
 /// (key, window, name) whatever the table's order (the snapshot format adds checksums).
+///
+/// Copy on write, as Flink's `CopyOnWriteStateMap`: each window's cells sit behind a
+/// reference count, so [`StateBackend::freeze`] copies only the table's pointers and
+/// the walk, sort and encoding of a snapshot can run on another thread while the
+/// operator goes on; the first write to a window still held by a frozen copy copies
+/// that window's cells, later ones write in place again.
 ///
 /// ```
 /// use tidewater::BoundedWindow;
@@ -118,7 +134,7 @@ fn hash_of(key: &[u8], window: &BoundedWindow) -> u64 {
 /// ```
 #[derive(Default)]
 pub struct InMemoryStateBackend {
-    windows: HashTable<WindowCells>,
+    windows: HashTable<Slot>,
     names: Names,
     /// Cells held, over all windows.
     cells: usize,
@@ -129,9 +145,9 @@ pub struct InMemoryStateBackend {
 impl InMemoryStateBackend {
     fn window(&self, key: &[u8], window: &BoundedWindow) -> Option<&WindowCells> {
         let hash = hash_of(key, window);
-        self.windows.find(hash, |w| {
-            w.hash == hash && w.window == *window && *w.key == *key
-        })
+        self.windows
+            .find(hash, |s| s.is(hash, key, window))
+            .map(|s| &*s.w)
     }
 
     fn cell(&self, key: &[u8], window: &BoundedWindow, name: &str) -> Option<&Cell> {
@@ -143,44 +159,44 @@ impl InMemoryStateBackend {
     fn cell_mut(&mut self, key: &[u8], window: &BoundedWindow, name: &str) -> Option<&mut Cell> {
         let id = self.names.find(name)?;
         let hash = hash_of(key, window);
-        let w = self.windows.find_mut(hash, |w| {
-            w.hash == hash && w.window == *window && *w.key == *key
-        })?;
-        w.cells.iter_mut().find(|(n, _)| *n == id).map(|(_, c)| c)
+        let slot = self.windows.find_mut(hash, |s| s.is(hash, key, window))?;
+        Arc::make_mut(&mut slot.w)
+            .cells
+            .iter_mut()
+            .find(|(n, _)| *n == id)
+            .map(|(_, c)| c)
     }
 
-    /// Cell `name` of (key, window), made by `make` if absent. A write (not a restore)
-    /// that gives (key, window) its first cell records it for
-    /// [`StateBackend::drain_new_windows`].
+    /// Cell `name` of (key, window), made by `make` if absent. A write that gives
+    /// (key, window) its first cell records it for [`StateBackend::drain_new_windows`].
     fn cell_or_insert(
         &mut self,
         key: &[u8],
         window: &BoundedWindow,
         name: &str,
-        restoring: bool,
         make: impl FnOnce() -> Cell,
     ) -> &mut Cell {
         let id = self.names.intern(name);
         let hash = hash_of(key, window);
-        let w = match self.windows.entry(
-            hash,
-            |w| w.hash == hash && w.window == *window && *w.key == *key,
-            |w| w.hash,
-        ) {
+        let slot = match self
+            .windows
+            .entry(hash, |s| s.is(hash, key, window), |s| s.hash)
+        {
             Entry::Occupied(e) => e.into_mut(),
             Entry::Vacant(e) => {
-                if !restoring {
-                    self.new_windows.push((key.to_vec(), window.clone()));
-                }
-                e.insert(WindowCells {
+                self.new_windows.push((key.to_vec(), window.clone()));
+                e.insert(Slot {
                     hash,
-                    key: key.into(),
-                    window: window.clone(),
-                    cells: Vec::with_capacity(1),
+                    w: Arc::new(WindowCells {
+                        key: key.into(),
+                        window: window.clone(),
+                        cells: Vec::with_capacity(1),
+                    }),
                 })
                 .into_mut()
             }
         };
+        let w = Arc::make_mut(&mut slot.w);
         let i = match w.cells.iter().position(|(n, _)| *n == id) {
             Some(i) => i,
             None => {
@@ -201,7 +217,7 @@ impl StateCells for InMemoryStateBackend {
         }
     }
     fn put(&mut self, key: &[u8], window: &BoundedWindow, name: &str, value: &[u8]) {
-        match self.cell_or_insert(key, window, name, false, || Cell::Value(Vec::new())) {
+        match self.cell_or_insert(key, window, name, || Cell::Value(Vec::new())) {
             Cell::Value(v) => {
                 v.clear();
                 v.extend_from_slice(value);
@@ -216,7 +232,7 @@ impl StateCells for InMemoryStateBackend {
         }
     }
     fn bag_add(&mut self, key: &[u8], window: &BoundedWindow, name: &str, value: &[u8]) {
-        match self.cell_or_insert(key, window, name, false, || Cell::Bag(Vec::new())) {
+        match self.cell_or_insert(key, window, name, || Cell::Bag(Vec::new())) {
             Cell::Bag(b) => b.push(value.to_vec()),
             other => *other = Cell::Bag(vec![value.to_vec()]),
         }
@@ -241,7 +257,7 @@ impl StateCells for InMemoryStateBackend {
         entry: &[u8],
         value: &[u8],
     ) -> bool {
-        match self.cell_or_insert(key, window, name, false, || Cell::Map(BTreeMap::new())) {
+        match self.cell_or_insert(key, window, name, || Cell::Map(BTreeMap::new())) {
             Cell::Map(m) => match m.get_mut(entry) {
                 Some(v) => {
                     v.clear();
@@ -278,18 +294,16 @@ impl StateCells for InMemoryStateBackend {
             return;
         };
         let hash = hash_of(key, window);
-        let Ok(mut e) = self.windows.find_entry(hash, |w| {
-            w.hash == hash && w.window == *window && *w.key == *key
-        }) else {
+        let Ok(mut e) = self.windows.find_entry(hash, |s| s.is(hash, key, window)) else {
             return;
         };
-        let cells = &mut e.get_mut().cells;
-        if let Some(i) = cells.iter().position(|(n, _)| *n == id) {
-            cells.swap_remove(i);
-            self.cells -= 1;
-        }
+        let Some(i) = e.get().w.cells.iter().position(|(n, _)| *n == id) else {
+            return;
+        };
+        Arc::make_mut(&mut e.get_mut().w).cells.swap_remove(i);
+        self.cells -= 1;
         // A window without cells takes no room.
-        if e.get().cells.is_empty() {
+        if e.get().w.cells.is_empty() {
             e.remove();
         }
     }
@@ -298,11 +312,9 @@ impl StateCells for InMemoryStateBackend {
 impl StateBackend for InMemoryStateBackend {
     fn clear_window(&mut self, key: &[u8], window: &BoundedWindow) {
         let hash = hash_of(key, window);
-        if let Ok(e) = self.windows.find_entry(hash, |w| {
-            w.hash == hash && w.window == *window && *w.key == *key
-        }) {
-            let (w, _) = e.remove();
-            self.cells -= w.cells.len();
+        if let Ok(e) = self.windows.find_entry(hash, |s| s.is(hash, key, window)) {
+            let (slot, _) = e.remove();
+            self.cells -= slot.w.cells.len();
         }
     }
     fn len(&self) -> usize {
@@ -313,7 +325,36 @@ impl StateBackend for InMemoryStateBackend {
             f(&key, &window);
         }
     }
-    fn snapshot_by(&self, group_of: &mut dyn FnMut(&[u8]) -> u32) -> BTreeMap<u32, Vec<u8>> {
+    fn freeze(&self) -> Box<dyn FrozenState> {
+        Box::new(Frozen {
+            windows: self.windows.iter().map(|s| Arc::clone(&s.w)).collect(),
+            names: self.names.names.clone(),
+        })
+    }
+    fn restore_add(&mut self, bytes: &[u8]) -> Result<(), String> {
+        let cells: Vec<(CellId, Cell)> =
+            crate::snapshot::decode_part_or_message(bytes, "state snapshot")?;
+        for (id, cell) in cells {
+            let mut cell = Some(cell);
+            let slot = self.cell_or_insert(&id.key, &id.window, &id.name, || {
+                cell.take().expect("made once")
+            });
+            if let Some(cell) = cell {
+                *slot = cell;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The cells as of [`StateBackend::freeze`]: the windows' shared cells and the names.
+struct Frozen {
+    windows: Vec<Arc<WindowCells>>,
+    names: Vec<Box<str>>,
+}
+
+impl FrozenState for Frozen {
+    fn parts_by(self: Box<Self>, group_of: &mut dyn FnMut(&[u8]) -> u32) -> BTreeMap<u32, Vec<u8>> {
         let mut groups: BTreeMap<u32, Vec<(CellIdRef<'_>, &Cell)>> = BTreeMap::new();
         for w in &self.windows {
             let part = groups.entry(group_of(&w.key)).or_default();
@@ -321,7 +362,7 @@ impl StateBackend for InMemoryStateBackend {
                 let id = CellIdRef {
                     key: &w.key,
                     window: &w.window,
-                    name: self.names.name(*name),
+                    name: &self.names[*name as usize],
                 };
                 part.push((id, cell));
             }
@@ -337,20 +378,6 @@ impl StateBackend for InMemoryStateBackend {
                 (g, bytes)
             })
             .collect()
-    }
-    fn restore_add(&mut self, bytes: &[u8]) -> Result<(), String> {
-        let cells: Vec<(CellId, Cell)> =
-            crate::snapshot::decode_part_or_message(bytes, "state snapshot")?;
-        for (id, cell) in cells {
-            let mut cell = Some(cell);
-            let slot = self.cell_or_insert(&id.key, &id.window, &id.name, true, || {
-                cell.take().expect("made once")
-            });
-            if let Some(cell) = cell {
-                *slot = cell;
-            }
-        }
-        Ok(())
     }
 }
 
@@ -457,7 +484,7 @@ mod tests {
     }
 
     #[test]
-    fn only_writes_that_give_a_window_its_first_cell_are_reported() {
+    fn only_cells_that_give_a_window_its_first_cell_are_reported() {
         let mut s = InMemoryStateBackend::default();
         let mut drained = Vec::new();
         let mut drain = |s: &mut InMemoryStateBackend| {
@@ -470,6 +497,8 @@ mod tests {
         s.put(b"b", &w(0), "v", &[1]);
         drain(&mut s);
         drain(&mut s);
+        // Writes reported each window once; a restore reports its windows too, in
+        // the part's (address) order.
         let mut t = InMemoryStateBackend::default();
         for part in s.snapshot_by(&mut |_| 0).values() {
             t.restore_add(part).unwrap();
@@ -481,9 +510,39 @@ mod tests {
             vec![
                 (b"a".to_vec(), w(0)),
                 (b"a".to_vec(), w(10)),
-                (b"b".to_vec(), w(0))
+                (b"b".to_vec(), w(0)),
+                (b"a".to_vec(), w(0)),
+                (b"a".to_vec(), w(10)),
+                (b"b".to_vec(), w(0)),
             ]
         );
+    }
+
+    #[test]
+    fn a_frozen_copy_keeps_the_cells_as_they_were_whatever_is_written_after() {
+        let keys: Vec<Vec<u8>> = (0u32..50).map(|i| i.to_be_bytes().to_vec()).collect();
+        let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+        let mut s = filled(&refs);
+        let group = &mut |key: &[u8]| u32::from(key[3] % 4);
+        let before = s.snapshot_by(group);
+        let frozen = s.freeze();
+        // Every kind of write, to windows the copy holds and to new ones.
+        for k in &refs {
+            s.put(k, &w(0), "v", b"changed");
+            s.bag_add(k, &w(10), "bag", &[9]);
+            s.map_put(k, &BoundedWindow::Global, "map", &[2], &[9]);
+            s.map_remove(k, &w(0), "map", &[2]);
+            s.clear(k, &w(10), "v");
+            s.put(k, &w(20), "v", b"new");
+        }
+        s.clear_window(refs[0], &BoundedWindow::Global);
+        let after = s.snapshot_by(group);
+        assert_ne!(after, before);
+        assert_eq!(frozen.parts_by(group), before);
+        // The live table was copied where written, not changed under the copy.
+        assert_eq!(s.snapshot_by(group), after);
+        assert_eq!(s.get(refs[1], &w(0), "v"), Some(&b"changed"[..]));
+        assert_eq!(s.bag(refs[1], &w(10), "bag"), vec![&[1u8][..], &[9u8][..]]);
     }
 
     #[test]

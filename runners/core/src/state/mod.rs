@@ -20,16 +20,29 @@ pub trait StateBackend: StateCells + Send {
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
-    /// Hands `f` each (key, window) that got its first cell through a write since the
-    /// last call, and forgets them: a runner learns from this which windows to expire,
-    /// rather than on every write. Cells added by [`StateBackend::restore_add`] are not
-    /// reported (a snapshot carries its runner's own record of them).
+    /// Hands `f` each (key, window) that got its first cell since the last call, through
+    /// a write or [`StateBackend::restore_add`], and forgets them: a runner learns from
+    /// this which windows to expire, rather than on every write, and rebuilds that
+    /// record when it restores.
     fn drain_new_windows(&mut self, f: &mut dyn FnMut(&[u8], &BoundedWindow));
+    /// The cells as they are now, in a copy that later writes do not change and that
+    /// can be encoded on another thread: the part of a snapshot taken on the
+    /// operator's thread. Cheap: no cell is copied or encoded here.
+    fn freeze(&self) -> Box<dyn FrozenState>;
     /// The cells, as one encoded part per group, where `group_of` gives the group of
     /// an encoded key (its key group): what a snapshot keeps.
-    fn snapshot_by(&self, group_of: &mut dyn FnMut(&[u8]) -> u32) -> BTreeMap<u32, Vec<u8>>;
+    fn snapshot_by(&self, group_of: &mut dyn FnMut(&[u8]) -> u32) -> BTreeMap<u32, Vec<u8>> {
+        self.freeze().parts_by(group_of)
+    }
     /// Adds the cells of a part written by [`StateBackend::snapshot_by`]; parts of
     /// several groups, from several backends, can be restored into one. A corrupt part
     /// is an error, never a panic.
     fn restore_add(&mut self, bytes: &[u8]) -> Result<(), String>;
+}
+
+/// The cells of a [`StateBackend`] as of [`StateBackend::freeze`].
+pub trait FrozenState: Send {
+    /// The cells, as one encoded part per group, where `group_of` gives the group of
+    /// an encoded key: what [`StateBackend::snapshot_by`] returns.
+    fn parts_by(self: Box<Self>, group_of: &mut dyn FnMut(&[u8]) -> u32) -> BTreeMap<u32, Vec<u8>>;
 }
