@@ -182,7 +182,13 @@ fn latency_and_recovery_fill_their_fields() {
     let json = dir.path().join("runs.json");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_bench"))
         .args(["--quick", "--workload", "latency,recovery"])
-        .args(["--runner", "direct,native", "--checkpoint-ms", "200"])
+        .args([
+            "--runner",
+            "direct,native,microbatch",
+            "--checkpoint-ms",
+            "200",
+        ])
+        .args(["--guarantee", "exactly-once,at-least-once"])
         .args(["--latency-seconds", "0.5", "--json"])
         .arg(&json)
         .output()
@@ -195,7 +201,7 @@ fn latency_and_recovery_fill_their_fields() {
         "{stderr}"
     );
     let records = tidewater_examples::bench::record::read_records(&json).unwrap();
-    let runs: Vec<(&str, &str, u32, bool)> = records
+    let runs: Vec<(&str, &str, u32, bool, bool)> = records
         .iter()
         .map(|r| {
             (
@@ -203,18 +209,24 @@ fn latency_and_recovery_fill_their_fields() {
                 r.runner.as_str(),
                 r.processes,
                 r.checkpoint,
+                r.at_least_once,
             )
         })
         .collect();
     assert_eq!(
         runs,
         [
-            // The direct runner has no checkpoints: it runs neither.
-            ("latency", "native", 1, true),
-            ("recovery", "native", 2, true)
+            // The direct runner has no checkpoints: it runs neither. Only the native
+            // runner aligns, so only it runs at-least-once too; a recovery checks
+            // exactly-once output.
+            ("latency", "native", 1, true, false),
+            ("latency", "native", 1, true, true),
+            ("latency", "microbatch", 1, true, false),
+            ("recovery", "native", 2, true, false),
+            ("recovery", "microbatch", 2, true, false),
         ]
     );
-    for r in &records[..1] {
+    for r in &records[..3] {
         let (p50, p99, max) = (
             r.p50_latency_ms.unwrap(),
             r.p99_latency_ms.unwrap(),
@@ -226,11 +238,12 @@ fn latency_and_recovery_fill_their_fields() {
         assert_eq!(r.outputs, r.records);
         assert_eq!(r.recovery_ms, None);
     }
-    let recovery = &records[1];
-    let (restart, recovered) = (recovery.restart_ms.unwrap(), recovery.recovery_ms.unwrap());
-    assert!(restart <= recovered, "{recovery:?}");
-    assert_eq!(recovery.checkpoint_interval_ms, Some(200));
-    assert_eq!(recovery.p99_latency_ms, None);
+    for recovery in &records[3..] {
+        let (restart, recovered) = (recovery.restart_ms.unwrap(), recovery.recovery_ms.unwrap());
+        assert!(restart <= recovered, "{recovery:?}");
+        assert_eq!(recovery.checkpoint_interval_ms, Some(200));
+        assert_eq!(recovery.p99_latency_ms, None);
+    }
     assert!(stdout.contains("recovered in"), "{stdout}");
 }
 

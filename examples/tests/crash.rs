@@ -252,22 +252,43 @@ fn random_kills_of(run: Run) {
     let want = reference();
     let (mut rng, seed) = Rng::new();
     let runner = run.runner;
-    let child = run.command(&["--local-cluster=2"]).spawn().unwrap();
-    let mut kills = 0;
+    let mut child = run.command(&["--local-cluster=2"]).spawn().unwrap();
+    // Each kill waits for the restart it causes before the next one, so that every
+    // kill is a recovery of its own (two kills in one attempt would be one restart).
+    let (mut kills, mut restarts) = (0, 0);
     let started = Instant::now();
     while kills < 3 && started.elapsed() < Duration::from_secs(60) {
         std::thread::sleep(Duration::from_millis(300 + rng.below(900)));
         let pids = run.pids();
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
         if pids.is_empty() {
             continue;
         }
         signal(pids[rng.below(pids.len() as u64) as usize], "-KILL");
         kills += 1;
+        let waited = Instant::now();
+        while child.try_wait().unwrap().is_none() {
+            let now = run.pids();
+            if !now.is_empty() && now.iter().all(|p| !pids.contains(p)) {
+                restarts += 1;
+                break;
+            }
+            assert!(
+                waited.elapsed() < Duration::from_secs(30),
+                "{runner}, seed {seed}: no restart 30 s after a kill"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
     let stderr = finish(child, &format!("{runner}: random kills (seed {seed})"));
+    let restarted = stderr
+        .matches("restarting all 2 processes from the last checkpoint")
+        .count();
     assert!(
-        stderr.contains("restarting all 2 processes from the last checkpoint"),
-        "{runner}, seed {seed}: no restart happened:\n{stderr}"
+        restarts >= 2 && restarted >= restarts,
+        "{runner}, seed {seed}: {kills} kills, {restarts} restarts seen, {restarted} reported; several were due:\n{stderr}"
     );
     let got = run.lines();
     assert!(
@@ -276,7 +297,7 @@ fn random_kills_of(run: Run) {
         difference(&got, want)
     );
     eprintln!(
-        "{runner}{}: {kills} kills (seed {seed}), every line exactly once",
+        "{runner}{}: {kills} kills, {restarts} restarts (seed {seed}), every line exactly once",
         if run.source.is_empty() {
             ""
         } else {
@@ -533,6 +554,10 @@ fn a_job_stopped_with_a_savepoint_at_two_workers_resumes_from_it_at_one() {
         partial < reference().len(),
         "the stopped job wrote everything ({partial} lines): it should have stopped early"
     );
+    let kept = files_of(&savepoint);
+    assert!(kept.len() >= 2, "{kept:?}");
+    // Started from the savepoint with checkpoints of its own: the savepoint is only
+    // read, and stays for another start.
     let resumed = Command::new(env!("CARGO_BIN_EXE_crash_job"))
         .args([
             "--runner=native",
@@ -541,13 +566,56 @@ fn a_job_stopped_with_a_savepoint_at_two_workers_resumes_from_it_at_one() {
             &format!("--records={RECORDS}"),
             &format!("--rate={RATE}"),
         ])
-        .arg(format!("--checkpoint-dir={}", savepoint.display()))
+        .arg(format!("--from-savepoint={}", savepoint.display()))
+        .arg(format!("--checkpoint-dir={}", run.ckpt.display()))
         .arg(format!("--output={}", run.out.display()))
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     finish(resumed, "resumed from the savepoint");
     assert_exact(&run, "resumed from a savepoint");
+    assert_eq!(files_of(&savepoint), kept, "the savepoint changed");
+    assert!(
+        std::fs::read_dir(&run.ckpt).unwrap().any(|e| e
+            .unwrap()
+            .file_name()
+            .to_string_lossy()
+            .ends_with(".manifest")),
+        "the resumed job's checkpoints are not in its --checkpoint-dir"
+    );
+    // A directory without a savepoint is named.
+    let out = Command::new(env!("CARGO_BIN_EXE_crash_job"))
+        .args(["--runner=native", "--records=10"])
+        .arg(format!("--from-savepoint={}", run.out.display()))
+        .arg(format!("--output={}", run.ckpt.join("none").display()))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "--from-savepoint {}: no savepoint there",
+            run.out.display()
+        )),
+        "{stderr}"
+    );
+}
+
+/// Every file under `dir` with its bytes, by path.
+fn files_of(dir: &std::path::Path) -> std::collections::BTreeMap<std::path::PathBuf, Vec<u8>> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let path = e.unwrap().path();
+            if path.is_dir() {
+                todo.push(path);
+            } else {
+                out.insert(path.clone(), std::fs::read(&path).unwrap());
+            }
+        }
+    }
+    out
 }
 
 /// A crash right after a batch's ranges were logged: the restarted job runs that batch

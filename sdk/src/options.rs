@@ -98,6 +98,12 @@ pub struct EngineOptions {
     /// bounded run; resume from it with --checkpoint-dir, at any parallelism.
     #[arg(long, value_name = "DIR")]
     pub savepoint_dir: Option<PathBuf>,
+    /// Start from the savepoint in DIR (Flink's `run -s`), at any parallelism; DIR
+    /// is only read, so the savepoint stays as it is for another start. New
+    /// checkpoints go to --checkpoint-dir, and once that holds one of this job (a
+    /// restart after a failure) the job resumes from there instead.
+    #[arg(long, value_name = "DIR")]
+    pub from_savepoint: Option<PathBuf>,
     /// The micro-batch runner's batch interval: a batch starts this long after the
     /// previous one started, or at once when that one took longer (default 500ms).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
@@ -133,6 +139,7 @@ impl Default for EngineOptions {
             checkpoint_dir: None,
             guarantee: "exactly-once".into(),
             savepoint_dir: None,
+            from_savepoint: None,
             batch_interval: None,
             max_records_per_batch: None,
             trigger: None,

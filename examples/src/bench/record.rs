@@ -37,6 +37,10 @@ pub struct BenchRecord {
     pub checkpoint: bool,
     /// The checkpoint interval, when checkpointing.
     pub checkpoint_interval_ms: Option<u64>,
+    /// The native runner checkpointed without aligning its inputs
+    /// (`--guarantee at-least-once`): what exactly-once's alignment costs.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub at_least_once: bool,
     /// Records the sink received.
     pub outputs: u64,
     /// Whether the direct runner's validation was on.
@@ -117,6 +121,7 @@ impl BenchRecord {
             peak_rss_mb: peak_rss_mb(),
             checkpoint: false,
             checkpoint_interval_ms: None,
+            at_least_once: false,
             outputs,
             validate: false,
             profile: if cfg!(debug_assertions) {
@@ -233,6 +238,7 @@ pub(crate) mod tests {
             peak_rss_mb: Some(21.5),
             checkpoint: false,
             checkpoint_interval_ms: None,
+            at_least_once: false,
             outputs: 9_999,
             validate: false,
             profile: "release".into(),

@@ -19,6 +19,8 @@ pub struct Group {
     pub processes: u32,
     /// Checkpoints on, and their interval.
     pub checkpoint: (bool, Option<u64>),
+    /// Checkpoints without alignment (`--guarantee at-least-once`).
+    pub at_least_once: bool,
     /// Its runs, in the order they ran.
     pub runs: Vec<BenchRecord>,
 }
@@ -45,6 +47,9 @@ impl Group {
             }
             (true, None) => s.push_str(" ckpt"),
             (false, _) => {}
+        }
+        if self.at_least_once {
+            s.push_str(" at-least-once");
         }
         s
     }
@@ -101,17 +106,24 @@ pub fn group(records: &[BenchRecord]) -> Vec<(String, Vec<Group>)> {
             r.workers,
             r.processes,
             (r.checkpoint, r.checkpoint_interval_ms),
+            r.at_least_once,
         );
-        match groups
-            .iter_mut()
-            .find(|g| (g.runner.as_str(), g.workers, g.processes, g.checkpoint) == key)
-        {
+        match groups.iter_mut().find(|g| {
+            (
+                g.runner.as_str(),
+                g.workers,
+                g.processes,
+                g.checkpoint,
+                g.at_least_once,
+            ) == key
+        }) {
             Some(g) => g.runs.push(r.clone()),
             None => groups.push(Group {
                 runner: r.runner.clone(),
                 workers: r.workers,
                 processes: r.processes,
                 checkpoint: (r.checkpoint, r.checkpoint_interval_ms),
+                at_least_once: r.at_least_once,
                 runs: vec![r.clone()],
             }),
         }
@@ -422,6 +434,11 @@ pub fn render_markdown(records: &[BenchRecord], json_name: &str) -> String {
     } else {
         String::new()
     };
+    let checkpoint_flag = if ours.iter().any(|r| r.at_least_once) {
+        format!("{checkpoint_flag} --guarantee exactly-once,at-least-once")
+    } else {
+        checkpoint_flag
+    };
     if let Some(l) = ours
         .iter()
         .find(|r| r.workload == "latency" && r.latency_rate_per_s.is_some())
@@ -518,10 +535,16 @@ pub fn render_markdown(records: &[BenchRecord], json_name: &str) -> String {
             "![{workload}: {what} per runner and workers](benchmarks/{})\n",
             svg_name(&workload)
         );
-        let checkpoint = |g: &Group| match g.checkpoint {
-            (true, Some(ms)) => format!("every {ms} ms"),
-            (true, None) => "on".into(),
-            (false, _) => "off".into(),
+        let checkpoint = |g: &Group| {
+            let mut c = match g.checkpoint {
+                (true, Some(ms)) => format!("every {ms} ms"),
+                (true, None) => "on".into(),
+                (false, _) => "off".into(),
+            };
+            if g.at_least_once {
+                c.push_str(", at-least-once");
+            }
+            c
         };
         let runner = |g: &Group| match g.is_peer() {
             true => format!("{} *(peer)*", g.runner),

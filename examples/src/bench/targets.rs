@@ -62,8 +62,13 @@ pub fn judge(records: &[BenchRecord]) -> Vec<Judged> {
                     let cost = 1.0 - on / off.max(1e-9);
                     out.push(Judged {
                         target: format!(
-                            "{what} every {} ms cost ≤ {:.0}%",
+                            "{what} every {} ms{} cost ≤ {:.0}%",
                             g.checkpoint.1.unwrap_or(0),
+                            if g.at_least_once {
+                                " (at-least-once)"
+                            } else {
+                                ""
+                            },
                             limit * 100.0
                         ),
                         setting: setting(workload, g),
@@ -102,6 +107,9 @@ pub fn judge(records: &[BenchRecord]) -> Vec<Judged> {
                     let mut s = setting(workload, g);
                     if g.checkpoint.0 {
                         s.push_str(", checkpoints on");
+                    }
+                    if g.at_least_once {
+                        s.push_str(", at-least-once");
                     }
                     out.push(Judged {
                         target,
@@ -240,5 +248,61 @@ mod tests {
         assert!(!row("peak RSS", "stateful, microbatch W=1").met);
         let table = markdown(&judged);
         assert!(table.contains("| peak RSS ≤ 100 MB on the 10M-word stateful run | stateful, microbatch W=1 | 166 MB | **not met** |"), "{table}");
+    }
+
+    #[test]
+    fn at_least_once_runs_are_judged_apart_from_exactly_once_ones() {
+        let unaligned = |mut r: BenchRecord| {
+            r.at_least_once = true;
+            r
+        };
+        let records = vec![
+            run("count", "native", 10e6, None),
+            run("count", "native", 8e6, Some(1000)),
+            unaligned(run("count", "native", 9.5e6, Some(1000))),
+            latency("native", 14.0, Some(1000)),
+            unaligned(latency("native", 4.0, Some(1000))),
+        ];
+        let judged = judge(&records);
+        let figures: Vec<(&str, &str, &str, bool)> = judged
+            .iter()
+            .map(|j| {
+                (
+                    j.target.as_str(),
+                    j.setting.as_str(),
+                    j.figure.as_str(),
+                    j.met,
+                )
+            })
+            .collect();
+        assert_eq!(
+            figures,
+            vec![
+                (
+                    "snapshots every 1000 ms cost ≤ 10%",
+                    "count, native W=1",
+                    "8.00M on vs 10.00M off: 20.0%",
+                    false
+                ),
+                (
+                    "snapshots every 1000 ms (at-least-once) cost ≤ 10%",
+                    "count, native W=1",
+                    "9.50M on vs 10.00M off: 5.0%",
+                    true
+                ),
+                (
+                    "p99 ≤ 10 ms at half the peak",
+                    "latency, native W=1, checkpoints on",
+                    "14.00 ms",
+                    false
+                ),
+                (
+                    "p99 ≤ 10 ms at half the peak",
+                    "latency, native W=1, checkpoints on, at-least-once",
+                    "4.00 ms",
+                    true
+                ),
+            ]
+        );
     }
 }

@@ -62,6 +62,13 @@ struct Args {
     /// directory.
     #[arg(long, default_value = "0", value_delimiter = ',')]
     checkpoint_ms: Vec<u64>,
+    /// Guarantees to measure the native runner's checkpointed runs with,
+    /// comma-separated: `exactly-once` (barrier alignment) and `at-least-once` (no
+    /// alignment: duplicates after a failure, for latency), e.g. both to see what
+    /// alignment costs. Runs without checkpoints, on other runners and `recovery`
+    /// (which checks exactly-once output) are exactly-once only.
+    #[arg(long, default_value = "exactly-once", value_delimiter = ',', value_parser = ["exactly-once", "at-least-once"])]
+    guarantee: Vec<String>,
     /// Workloads, comma-separated: stateless, count, stateful, windowed, latency,
     /// recovery, nexmark-q0 .. nexmark-q14; or the groups wordcount, nexmark, all.
     /// `latency` measures the peak of a keyed stateful pipeline (`--words` generated
@@ -186,6 +193,8 @@ struct Setting<'a> {
     runner_options: &'a [(String, String)],
     /// Checkpoint interval (ms), if checkpointing.
     checkpoint_ms: Option<u64>,
+    /// Checkpoints without alignment (`--guarantee at-least-once`).
+    at_least_once: bool,
 }
 
 impl Setting<'_> {
@@ -222,6 +231,9 @@ impl Setting<'_> {
                     "tidewater-bench-checkpoints-{}",
                     std::process::id()
                 )));
+                if self.at_least_once {
+                    o.engine.guarantee = "at-least-once".into();
+                }
             }
         }
         o
@@ -315,7 +327,7 @@ fn run() -> anyhow::Result<()> {
             },
         };
         for runner in &args.runner {
-            let mut combinations: Vec<(u32, u32, u64)> = Vec::new();
+            let mut combinations: Vec<(u32, u32, u64, bool)> = Vec::new();
             for &w in &args.workers {
                 for &p in &args.processes {
                     for &c in &args.checkpoint_ms {
@@ -325,8 +337,18 @@ fn run() -> anyhow::Result<()> {
                             "recovery" => (p.max(2), if c == 0 { 1000 } else { c }),
                             _ => (p, c),
                         };
-                        if !combinations.contains(&(w, c.0, c.1)) {
-                            combinations.push((w, c.0, c.1));
+                        for g in &args.guarantee {
+                            // Only the native runner's checkpoints align; recovery
+                            // checks exactly-once output.
+                            let at_least_once = g == "at-least-once";
+                            if at_least_once
+                                && (c.1 == 0 || runner != "native" || workload == "recovery")
+                            {
+                                continue;
+                            }
+                            if !combinations.contains(&(w, c.0, c.1, at_least_once)) {
+                                combinations.push((w, c.0, c.1, at_least_once));
+                            }
                         }
                     }
                 }
@@ -336,7 +358,7 @@ fn run() -> anyhow::Result<()> {
             // ...) rather than follow each other, so that the machine's drift over
             // minutes (other load, thermal, page cache) falls on both alike.
             let mut settings: Vec<Setting<'_>> = Vec::new();
-            for (workers, processes, checkpoint_ms) in combinations {
+            for (workers, processes, checkpoint_ms, at_least_once) in combinations {
                 if workload == "recovery" && runner == "direct" {
                     eprintln!(
                         "note: skipping recovery on direct: it has no checkpoints to recover from"
@@ -367,6 +389,7 @@ fn run() -> anyhow::Result<()> {
                     cluster_process: None,
                     runner_options: &args.runner_options,
                     checkpoint_ms: (checkpoint_ms > 0).then_some(checkpoint_ms),
+                    at_least_once,
                 };
                 if !checked_by_run {
                     let checked = output(&args, &setting, args.validate, small.as_ref(), &dir)
@@ -542,6 +565,7 @@ fn reference_output(
         cluster_process: None,
         runner_options: &[],
         checkpoint_ms: None,
+        at_least_once: false,
     };
     output(args, &setting, true, small, dir)
 }
@@ -667,6 +691,9 @@ fn child_command(
             };
             cmd.arg(format!("{interval}={ms}ms"))
                 .arg(format!("--checkpoint-dir={}", dir.display()));
+            if setting.at_least_once {
+                cmd.arg("--guarantee=at-least-once");
+            }
         }
     } else {
         setting_flags(&mut cmd, setting, validate);
@@ -687,6 +714,9 @@ fn setting_flags(cmd: &mut Command, setting: &Setting<'_>, validate: bool) {
     }
     if let Some(ms) = setting.checkpoint_ms {
         cmd.arg(format!("--checkpoint-ms={ms}"));
+    }
+    if setting.at_least_once {
+        cmd.arg("--guarantee=at-least-once");
     }
 }
 
@@ -973,6 +1003,7 @@ fn child(args: &Args, mode: ChildMode) -> anyhow::Result<()> {
         cluster_process: args.process_id.zip(args.hosts.clone()),
         runner_options: &args.runner_options,
         checkpoint_ms: args.checkpoint_ms.first().copied().filter(|ms| *ms > 0),
+        at_least_once: args.guarantee.first().is_some_and(|g| g == "at-least-once"),
     };
     match (mode, workload.as_str()) {
         (ChildMode::Recovery, _) => return recovery_child(args, &setting, out),
@@ -1044,6 +1075,7 @@ fn child(args: &Args, mode: ChildMode) -> anyhow::Result<()> {
             }
             record.checkpoint = setting.checkpoint_ms.is_some();
             record.checkpoint_interval_ms = setting.checkpoint_ms;
+            record.at_least_once = setting.at_least_once;
             if let Some(dir) = &checkpoint_dir {
                 let _ = std::fs::remove_dir_all(dir);
             }
@@ -1089,6 +1121,7 @@ fn latency_run(args: &Args, setting: &Setting<'_>, out: &Path) -> anyhow::Result
     record.validate = args.validate;
     record.checkpoint = setting.checkpoint_ms.is_some();
     record.checkpoint_interval_ms = setting.checkpoint_ms;
+    record.at_least_once = setting.at_least_once;
     if let Some(rate) = rate {
         let (p50, p99, max) = latency::percentiles(0.1).context("no latency was measured")?;
         record.p50_latency_ms = Some(p50);

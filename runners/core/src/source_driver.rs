@@ -570,18 +570,29 @@ impl SourceDriver {
     /// The watermark of what this driver reads: the minimum over owned partitions that
     /// are not done; idle partitions do not hold it back unless all are idle, or the
     /// source says an idle partition's watermark holds
-    /// ([`tidewater::Source::idle_holds_watermark`]). Once every owned partition is
-    /// done, the end of time.
+    /// ([`tidewater::Source::idle_holds_watermark`]); see
+    /// [`crate::watermarks::with_idleness`]. Once every owned partition is done, the
+    /// end of time.
     pub fn watermark(&self) -> Timestamp {
+        self.watermark_and_idleness().0
+    }
+
+    /// Whether the driver is idle: every owned partition that is not done is idle
+    /// (there is one), and the source's idle partitions do not hold the watermark. An
+    /// engine reading partitions on several workers tells this downstream with the
+    /// watermark, and the senders' watermarks combine as the partitions' do here.
+    pub fn is_idle(&self) -> bool {
+        self.watermark_and_idleness().1
+    }
+
+    fn watermark_and_idleness(&self) -> (Timestamp, bool) {
         let holds = self.source.idle_holds_watermark();
-        let live = |idle: bool| {
+        crate::watermarks::with_idleness(
             self.owned
                 .values()
-                .filter(|s| !s.done && (holds || s.idle == idle))
-                .map(|s| s.watermark)
-                .min()
-        };
-        live(false).or_else(|| live(true)).unwrap_or(Timestamp::MAX)
+                .filter(|s| !s.done)
+                .map(|s| (s.watermark, s.idle && !holds)),
+        )
     }
 
     /// Every owned partition is done.

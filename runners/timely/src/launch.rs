@@ -4,6 +4,7 @@
 //! summary printed at the end. A runner adds only its policy ([`EngineRunner`]).
 
 use crate::{cluster, BatchTrigger, Clock, EngineConfig, Guarantee, Policy, Store};
+use std::path::Path;
 use std::time::Duration;
 use tidewater::exec::DEFAULT_MAX_KEY_GROUPS;
 use tidewater::runner::PipelineResult;
@@ -108,7 +109,7 @@ impl EngineRunner {
             None => (config.epoch_interval * 10).max(Duration::from_secs(10)),
             Some(v) => Duration::from_millis(parse_positive("watchdog_ms", v)? as u64),
         };
-        cluster::Supervisor {
+        let result = cluster::Supervisor {
             processes: n,
             program,
             args,
@@ -116,7 +117,11 @@ impl EngineRunner {
             max_restarts: 20,
             watchdog,
         }
-        .run()
+        .run()?;
+        if stderr_is_terminal() {
+            eprintln!("{}", summary(self.name, &result.metrics));
+        }
+        Ok(result)
     }
 
     fn run_here(&self, plan: &Plan, options: &PipelineOptions) -> Result<PipelineResult> {
@@ -128,21 +133,24 @@ impl EngineRunner {
             )
         });
         let config = self.config(options, uses_test_stream)?;
-        let restored = match &config.checkpoint_dir {
-            Some(dir) => {
-                let store = Store::open(dir)?;
-                let restored = store.latest(tidewater_runners_core::snapshot::plan_hash(plan))?;
-                if let Some(r) = &restored {
-                    for note in &r.notes {
-                        eprintln!("{} runner: {note}", self.name);
-                    }
-                }
-                restored
-            }
+        let hash = tidewater_runners_core::snapshot::plan_hash(plan);
+        let mut restored = match &config.checkpoint_dir {
+            Some(dir) => Store::open(dir)?.latest(hash)?,
             None => None,
         };
+        // A savepoint starts the job; once it has a checkpoint of its own (a restart
+        // after a failure), that is newer.
+        if let (None, Some(savepoint)) = (&restored, &options.engine.from_savepoint) {
+            restored = Some(from_savepoint(savepoint, hash)?);
+        }
+        if let Some(r) = &restored {
+            for note in &r.notes {
+                eprintln!("{} runner: {note}", self.name);
+            }
+        }
         let result = crate::run(plan, &config, restored)?;
-        if config.progress {
+        // A local cluster's supervisor prints the figures of all its processes.
+        if config.progress && !in_local_cluster() {
             eprintln!("{}", summary(self.name, &result.metrics));
         }
         Ok(result)
@@ -273,14 +281,42 @@ impl EngineRunner {
                 Clock::Wall
             },
             max_duration: options.max_duration,
-            // On a terminal, and not in a process of a local cluster (whose supervisor
-            // owns the terminal).
-            progress: {
-                use std::io::IsTerminal;
-                std::io::stderr().is_terminal() && std::env::var_os(cluster::CHILD_ENV).is_none()
-            },
+            // On a terminal; of a local cluster's processes (which share the
+            // supervisor's terminal) only the first shows it.
+            progress: stderr_is_terminal() && (!in_local_cluster() || e.process_id == 0),
         })
     }
+}
+
+/// The checkpoint in savepoint directory `dir` for the plan of hash `hash`; the
+/// directory is only read.
+fn from_savepoint(dir: &Path, hash: u64) -> Result<crate::store::Restored> {
+    if !dir.join("parts").is_dir() {
+        return Err(Error::Checkpoint {
+            message: format!(
+                "--from-savepoint {}: no savepoint there (a directory that --savepoint-dir wrote)",
+                dir.display()
+            ),
+        });
+    }
+    Store::open(dir)?
+        .latest(hash)?
+        .ok_or_else(|| Error::Checkpoint {
+            message: format!(
+                "--from-savepoint {}: it holds no complete checkpoint",
+                dir.display()
+            ),
+        })
+}
+
+fn stderr_is_terminal() -> bool {
+    use std::io::IsTerminal;
+    std::io::stderr().is_terminal()
+}
+
+/// This process is one of a local cluster's, started by its supervisor.
+fn in_local_cluster() -> bool {
+    std::env::var_os(cluster::CHILD_ENV).is_some()
 }
 
 /// The flags of the micro-batch runner, refused by a runner that has no batches.

@@ -37,6 +37,10 @@ pub enum Body {
         watermark: Timestamp,
         /// The processing time (of a simulated clock; the wall clock is read locally).
         processing_time: Timestamp,
+        /// The sender is idle: it reads only idle source partitions, or all its inputs
+        /// are idle; its watermark then holds no receiver back while another sender is
+        /// active ([`tidewater_runners_core::watermarks::with_idleness`]).
+        idle: bool,
     },
 }
 
@@ -101,10 +105,20 @@ pub enum Senders {
 /// The last progress each expected sender reported on one input.
 #[derive(Clone, Debug)]
 pub struct InputClock {
-    /// Per worker: its last (watermark, processing time); `None` until it reports.
-    senders: Vec<Option<(Timestamp, Timestamp)>>,
+    /// Per worker: its last progress; `None` until it reports.
+    senders: Vec<Option<SenderClock>>,
     expects: Senders,
     me: usize,
+    /// The input watermark, never backwards.
+    watermark: Timestamp,
+}
+
+/// A sender's last progress on an input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct SenderClock {
+    watermark: Timestamp,
+    processing_time: Timestamp,
+    idle: bool,
 }
 
 impl InputClock {
@@ -114,19 +128,38 @@ impl InputClock {
             senders: vec![None; peers],
             expects,
             me,
+            watermark: Timestamp::MIN,
         }
     }
 
-    /// Records a sender's progress (never backwards).
-    pub fn update(&mut self, from: u32, watermark: Timestamp, processing_time: Timestamp) {
+    /// Records a sender's progress (its watermark and processing time never go
+    /// backwards) and whether it is idle.
+    pub fn update(
+        &mut self,
+        from: u32,
+        watermark: Timestamp,
+        processing_time: Timestamp,
+        idle: bool,
+    ) {
         let slot = &mut self.senders[from as usize];
         *slot = Some(match *slot {
-            Some((w, p)) => (w.max(watermark), p.max(processing_time)),
-            None => (watermark, processing_time),
+            Some(s) => SenderClock {
+                watermark: s.watermark.max(watermark),
+                processing_time: s.processing_time.max(processing_time),
+                idle,
+            },
+            None => SenderClock {
+                watermark,
+                processing_time,
+                idle,
+            },
         });
+        // A sender that turns active behind the others does not move the input back:
+        // what it sends now may be late, as from an idle partition of one source.
+        self.watermark = self.watermark.max(self.combined().0);
     }
 
-    fn expected(&self) -> impl Iterator<Item = &Option<(Timestamp, Timestamp)>> {
+    fn expected(&self) -> impl Iterator<Item = &Option<SenderClock>> {
         let me = self.me;
         let only_me = self.expects == Senders::This;
         self.senders
@@ -136,20 +169,33 @@ impl InputClock {
             .map(|(_, s)| s)
     }
 
-    /// The input watermark: the minimum over the expected senders (the beginning of
-    /// time until each has reported).
+    /// The expected senders' watermarks combined, idle ones not holding back active
+    /// ones (the beginning of time, active, until each has reported), and whether all
+    /// are idle.
+    fn combined(&self) -> (Timestamp, bool) {
+        tidewater_runners_core::watermarks::with_idleness(
+            self.expected()
+                .map(|s| s.map_or((Timestamp::MIN, false), |s| (s.watermark, s.idle))),
+        )
+    }
+
+    /// The input watermark: the minimum over the expected senders, of the active ones
+    /// where some are idle (the beginning of time until each has reported); never
+    /// backwards.
     pub fn watermark(&self) -> Timestamp {
-        self.expected()
-            .map(|s| s.map_or(Timestamp::MIN, |(w, _)| w))
-            .min()
-            .unwrap_or(Timestamp::MAX)
+        self.watermark
+    }
+
+    /// Every expected sender is idle.
+    pub fn idle(&self) -> bool {
+        self.combined().1
     }
 
     /// The input's processing time: the minimum over the expected senders (0, the
     /// simulated clock's start, until each has reported).
     pub fn processing_time(&self) -> Timestamp {
         self.expected()
-            .map(|s| s.map_or(Timestamp(0), |(_, p)| p))
+            .map(|s| s.map_or(Timestamp(0), |s| s.processing_time))
             .min()
             .unwrap_or(Timestamp::MAX)
     }
@@ -163,17 +209,48 @@ mod tests {
     fn the_watermark_is_the_minimum_over_the_expected_senders() {
         let mut c = InputClock::new(Senders::All, 0, 3);
         assert_eq!(c.watermark(), Timestamp::MIN);
-        c.update(0, Timestamp(10), Timestamp(5));
-        c.update(1, Timestamp(7), Timestamp(9));
+        c.update(0, Timestamp(10), Timestamp(5), false);
+        c.update(1, Timestamp(7), Timestamp(9), false);
         assert_eq!(c.watermark(), Timestamp::MIN, "worker 2 has not reported");
-        c.update(2, Timestamp(20), Timestamp(1));
+        c.update(2, Timestamp(20), Timestamp(1), false);
         assert_eq!(c.watermark(), Timestamp(7));
         assert_eq!(c.processing_time(), Timestamp(1));
-        c.update(1, Timestamp(3), Timestamp(3));
+        c.update(1, Timestamp(3), Timestamp(3), false);
         assert_eq!(c.watermark(), Timestamp(7), "never backwards");
 
         let mut own = InputClock::new(Senders::This, 1, 3);
-        own.update(1, Timestamp(4), Timestamp(4));
+        own.update(1, Timestamp(4), Timestamp(4), false);
         assert_eq!(own.watermark(), Timestamp(4), "only this worker counts");
+    }
+
+    #[test]
+    fn idle_senders_hold_back_no_active_one_and_the_watermark_never_goes_back() {
+        let mut c = InputClock::new(Senders::All, 0, 3);
+        let t = Timestamp;
+        c.update(0, t(5), t(0), true);
+        c.update(1, t(30), t(0), false);
+        assert_eq!(c.watermark(), Timestamp::MIN, "worker 2 has not reported");
+        c.update(2, t(20), t(0), false);
+        assert_eq!(
+            (c.watermark(), c.idle()),
+            (t(20), false),
+            "worker 0 is idle"
+        );
+        c.update(2, t(40), t(0), true);
+        assert_eq!((c.watermark(), c.idle()), (t(30), false));
+        c.update(1, t(50), t(0), true);
+        assert_eq!(
+            (c.watermark(), c.idle()),
+            (t(30), true),
+            "all idle: the minimum over all, but never backwards"
+        );
+        c.update(0, t(6), t(0), false);
+        assert_eq!(
+            (c.watermark(), c.idle()),
+            (t(30), false),
+            "active again, behind"
+        );
+        c.update(0, t(45), t(0), false);
+        assert_eq!(c.watermark(), t(45));
     }
 }

@@ -326,8 +326,8 @@ pub struct Task {
     /// Whether a source has read (or tried to) in its current epoch, which may then
     /// end (true at the start: a TestStream's first event follows the first epoch).
     pub read_in_epoch: bool,
-    /// The last progress sent.
-    pub sent: Option<(Timestamp, Timestamp)>,
+    /// The last progress sent: watermark, processing time, idle.
+    pub sent: Option<(Timestamp, Timestamp, bool)>,
     /// Per output port: messages to send.
     pub outbox: Vec<Vec<Msg>>,
     /// Capabilities, one per output port (port 0 is the control output the durable
@@ -555,6 +555,19 @@ impl Task {
         }
     }
 
+    /// Whether the head's output is idle: a source reading only idle partitions, or a
+    /// step all of whose inputs are idle (Flink's idleness, passed downstream so that
+    /// partitions read on several workers combine as in one source driver).
+    fn output_idle(&self) -> bool {
+        match &self.head {
+            Head::Read { driver, .. } => driver.is_idle(),
+            Head::Keyed(_) | Head::Flatten | Head::SideInput(_) => {
+                !self.inputs.is_empty() && self.inputs.iter().all(|i| i.clock.idle())
+            }
+            Head::Create { .. } | Head::TestStream { .. } | Head::Capture { .. } => false,
+        }
+    }
+
     /// Runs the stage's held partial combines for windows that end before `watermark`
     /// out through its exits (all of them at `Timestamp::MAX`).
     fn flush_partials(&mut self, watermark: Timestamp) -> Result<()> {
@@ -580,12 +593,13 @@ impl Task {
             } else {
                 Timestamp(0)
             },
+            self.output_idle(),
         );
         if self.sent == Some(progress) {
             return Ok(());
         }
         // Partial combines held in the stage go out before the watermark passes them.
-        if self.sent.is_none_or(|(w, _)| w != progress.0) {
+        if self.sent.is_none_or(|(w, _, _)| w != progress.0) {
             self.flush_partials(progress.0)?;
         }
         self.sent = Some(progress);
@@ -596,6 +610,7 @@ impl Task {
             body: Body::Progress {
                 watermark: progress.0,
                 processing_time: progress.1,
+                idle: progress.2,
             },
         };
         for route in &self.routes {
@@ -634,10 +649,11 @@ impl Task {
             Body::Progress {
                 watermark,
                 processing_time,
+                idle,
             } => {
                 self.inputs[port]
                     .clock
-                    .update(msg.from, watermark, processing_time);
+                    .update(msg.from, watermark, processing_time, idle);
                 // With micro-batches time moves when the batch closes.
                 if self.batches() {
                     Ok(())

@@ -84,6 +84,7 @@ impl Args {
                         .checkpoint_interval
                         .map_or(1000, |d| d.as_millis() as u64),
                 );
+                record.at_least_once = self.options.engine.guarantee == "at-least-once";
             }
             tidewater_examples::outln!("{}", record.to_json_line());
         } else {
