@@ -1210,6 +1210,9 @@ fn note(r: &BenchRecord) -> String {
         (true, None) => s.push_str(", checkpoints"),
         _ => {}
     }
+    if r.at_least_once {
+        s.push_str(", at-least-once");
+    }
     if r.profile == "debug" {
         s.push_str(" (debug build)");
     }

@@ -77,13 +77,14 @@ impl Args {
             );
             record.validate = !self.options.no_validate;
             if self.options.engine.checkpoint_dir.is_some() {
+                let e = &self.options.engine;
                 record.checkpoint = true;
-                record.checkpoint_interval_ms = Some(
-                    self.options
-                        .engine
-                        .checkpoint_interval
-                        .map_or(1000, |d| d.as_millis() as u64),
-                );
+                // The micro-batch runner checkpoints every batch (500 ms by default).
+                record.checkpoint_interval_ms = Some(if self.options.runner == "microbatch" {
+                    e.batch_interval.map_or(500, |d| d.as_millis() as u64)
+                } else {
+                    e.checkpoint_interval.map_or(1000, |d| d.as_millis() as u64)
+                });
                 record.at_least_once = self.options.engine.guarantee == "at-least-once";
             }
             tidewater_examples::outln!("{}", record.to_json_line());
