@@ -1043,7 +1043,7 @@ fn child(args: &Args, mode: ChildMode) -> anyhow::Result<()> {
             let before = tidewater_examples::committed_count();
             let start = RunStart::now();
             let t = Instant::now();
-            p.run()?;
+            let result = p.run()?;
             let seconds = t.elapsed().as_secs_f64();
             let expected = workload.expected_outputs(&input.meta);
             // A local cluster's sinks commit in its processes, not here: its output
@@ -1070,8 +1070,12 @@ fn child(args: &Args, mode: ChildMode) -> anyhow::Result<()> {
                 record.processes = setting.processes;
                 record.records_per_s_per_core =
                     record.records_per_s / f64::from(setting.workers * setting.processes);
-                // This process only supervised: the processes' peak RSS is not known.
-                record.peak_rss_mb = None;
+                // This process only supervised: the largest of the cluster's
+                // processes, as they reported it.
+                record.peak_rss_mb = result
+                    .metrics
+                    .distribution(tidewater_runners_timely::task::ENGINE_STEP, "peak_rss_kb")
+                    .map(|d| d.max as f64 / 1024.0);
             }
             record.checkpoint = setting.checkpoint_ms.is_some();
             record.checkpoint_interval_ms = setting.checkpoint_ms;

@@ -61,6 +61,9 @@ fn a_checkpointed_run_reports_its_checkpoints_in_the_result() {
     let step = tidewater_runners_timely::task::ENGINE_STEP;
     assert!(m.counter(step, "checkpoints").unwrap_or(0) >= 2, "{m:?}");
     assert_eq!(m.counter(step, "records_read"), Some(6_000));
+    // One figure per process, whatever its workers: its peak memory.
+    let rss = m.distribution(step, "peak_rss_kb").unwrap();
+    assert!(rss.count == 1 && rss.max > 1024, "{rss:?}");
     let bytes = m.distribution(step, "snapshot_bytes").unwrap();
     assert!(bytes.count > 0 && bytes.min > 0, "{bytes:?}");
     assert!(m.distribution(step, "snapshot_ms").is_some());

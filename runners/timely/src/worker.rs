@@ -276,10 +276,26 @@ fn run(worker: &mut timely::worker::Worker, shared: &Shared) -> Result<WorkerOut
             .step_mut(crate::task::ENGINE_STEP)
             .inc_counter("throttled_ms", throttled.as_millis() as i64);
         ctx.in_flight.borrow_mut().report(&mut metrics);
+        // The process's peak memory, once per process: over a cluster the merged
+        // figure's max is its largest process's.
+        if ctx.me == ctx.local.start {
+            if let Some(kb) = peak_rss_kb() {
+                metrics
+                    .step_mut(crate::task::ENGINE_STEP)
+                    .update_distribution("peak_rss_kb", kb);
+            }
+        }
     }
     let captures = std::mem::take(&mut *ctx.captures.borrow_mut());
     let metrics = std::mem::take(&mut *ctx.metrics.borrow_mut());
     Ok(WorkerOutput { captures, metrics })
+}
+
+/// This process's peak resident set so far (`VmHWM`), in KiB, where Linux tells it.
+fn peak_rss_kb() -> Option<i64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// Records the figures of this worker's micro-batches up to `passed`, now complete
