@@ -338,8 +338,10 @@ pub fn render_markdown(records: &[BenchRecord], json_name: &str) -> String {
          on long runs only. On the micro-batch runner the interval is its batch interval (a \
          bounded input with no record limit is one batch).\n\
          - Runs with 2 processes are local clusters on loopback: their time includes starting \
-         the processes and connecting them (tens of milliseconds), and their peak RSS is not measured \
-         (—)."
+         the processes and connecting them (tens of milliseconds), and their peak RSS is their \
+         largest process's, as each reports its own (none before 2026-12-03 15:00: —). Rows marked \
+         at-least-once checkpoint without aligning the inputs (`--guarantee at-least-once`, the \
+         native runner only): next to the exactly-once rows they show what alignment costs."
     );
     let peers = distinct(records.iter().filter_map(|r| r.peer.clone()));
     if !peers.is_empty() {
