@@ -1074,7 +1074,7 @@ fn child(args: &Args, mode: ChildMode) -> anyhow::Result<()> {
                 // processes, as they reported it.
                 record.peak_rss_mb = result
                     .metrics
-                    .distribution(tidewater_runners_timely::task::ENGINE_STEP, "peak_rss_kb")
+                    .distribution(tidewater_runner_native::ENGINE_STEP, "peak_rss_kb")
                     .map(|d| d.max as f64 / 1024.0);
             }
             record.checkpoint = setting.checkpoint_ms.is_some();
