@@ -98,6 +98,10 @@ pub struct WorkerCtx {
     pub store: Option<Store>,
     /// Writes this worker's snapshot files, if checkpoints are on.
     pub writer: Option<PartWriter>,
+    /// Whether a keyed head's frozen state is encoded on the writer's thread (a core
+    /// is spare for it) rather than on the worker's, before the task goes on
+    /// ([`crate::writer::spare_core`]).
+    pub encode_on_writer: bool,
     /// The plan's hash (in every file).
     pub plan_hash: u64,
     /// The durable probe, after every task.
@@ -868,7 +872,17 @@ impl Task {
                 } else {
                     SnapshotKind::Delta
                 };
-                let (parts, later, delta) = self.parts(kind)?;
+                let (mut parts, mut later, delta) = self.parts(kind)?;
+                if !self.ctx.encode_on_writer {
+                    // No core is spare for the writer: a thread encoding beside the
+                    // workers would take turns with them, and stall them longer than
+                    // encoding here does.
+                    if let Some(later) = later.take() {
+                        let mut first = later()?;
+                        first.append(&mut parts);
+                        parts = first;
+                    }
+                }
                 self.deltas = if delta { self.deltas + 1 } else { 0 };
                 let snapshot = Snapshot {
                     plan_hash: self.ctx.plan_hash,

@@ -99,6 +99,7 @@ fn run(worker: &mut timely::worker::Worker, shared: &Shared) -> Result<WorkerOut
             }
             None => None,
         },
+        encode_on_writer: crate::writer::spare_core(config),
         store: store.clone(),
         plan_hash: shared.plan_hash,
         probe: probe.clone(),
