@@ -65,6 +65,25 @@ pub fn drain_on_ctrl_c() {
     });
 }
 
+/// On `SIGUSR1` the running pipeline keeps its next complete checkpoint as a savepoint
+/// and goes on (with `--savepoint-dir DIR`, in `DIR/savepoint-<epoch>`: Flink's
+/// `flink savepoint`); under `--local-cluster`, signal the supervisor or process 0.
+pub fn savepoints_on_sigusr1() {
+    use signal_hook::consts::SIGUSR1;
+    let mut signals = match signal_hook::iterator::Signals::new([SIGUSR1]) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("warning: SIGUSR1 will not take a savepoint: {e}");
+            return;
+        }
+    };
+    std::thread::spawn(move || {
+        for _ in signals.forever() {
+            tidewater::runner::request_savepoint();
+        }
+    });
+}
+
 /// Elements committed by every [`CountingSink`] in this process.
 static COMMITTED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 

@@ -601,6 +601,120 @@ fn a_job_stopped_with_a_savepoint_at_two_workers_resumes_from_it_at_one() {
     );
 }
 
+/// A savepoint asked of a running local cluster (SIGUSR1 to its supervisor, which
+/// passes it to process 0) is kept while the job goes on to the end; a job started
+/// from it at another parallelism writes exactly the output of the epochs after it:
+/// with the first job's output up to the savepoint, every line once.
+#[test]
+fn a_savepoint_taken_while_a_cluster_runs_resumes_exactly_after_its_epoch() {
+    let _s = serial();
+    let run = Run::new();
+    let savepoints = run.ckpt.with_extension("savepoints");
+    let first = run
+        .command(&[
+            "--workers=1",
+            "--local-cluster=2",
+            &format!("--savepoint-dir={}", savepoints.display()),
+        ])
+        .spawn()
+        .unwrap();
+    // The job takes about 3 s; ask once its first checkpoints are there.
+    let started = Instant::now();
+    while run.pids().len() < 2 || !run.ckpt.exists() {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the cluster did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(700));
+    signal(first.id() as i32, "-USR1");
+    let err = finish(first, "the job a savepoint was taken of");
+    // It went on to the end.
+    assert_exact(&run, "the job a savepoint was taken of");
+    let kept: Vec<u64> = std::fs::read_dir(&savepoints)
+        .unwrap()
+        .filter_map(|e| {
+            let name = e.unwrap().file_name().to_string_lossy().into_owned();
+            name.strip_prefix("savepoint-").and_then(|n| n.parse().ok())
+        })
+        .collect();
+    let [epoch] = kept[..] else {
+        panic!("expected one savepoint taken while the job ran, found {kept:?}:\n{err}");
+    };
+    assert!(
+        err.contains(&format!("savepoint of checkpoint {epoch} kept in")),
+        "{err}"
+    );
+    // The first job's output moves away; the second, from the savepoint at 3 workers,
+    // writes into a fresh directory at the same path (the plan is the same).
+    let before = run.out.with_extension("first");
+    std::fs::rename(&run.out, &before).unwrap();
+    std::fs::create_dir_all(&run.out).unwrap();
+    let resumed = Command::new(env!("CARGO_BIN_EXE_crash_job"))
+        .args([
+            "--runner=native",
+            "--workers=3",
+            "--checkpoint-interval=100ms",
+            &format!("--records={RECORDS}"),
+            &format!("--rate={RATE}"),
+        ])
+        .arg(format!(
+            "--from-savepoint={}",
+            savepoints.join(format!("savepoint-{epoch}")).display()
+        ))
+        .arg(format!(
+            "--checkpoint-dir={}",
+            run.ckpt.with_extension("second").display()
+        ))
+        .arg(format!("--output={}", run.out.display()))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    finish(resumed, "resumed from a savepoint taken while the job ran");
+    let epoch_of = |name: &str| -> u64 {
+        name.strip_prefix("part-")
+            .and_then(|n| n.split('-').next())
+            .and_then(|e| e.parse().ok())
+            .unwrap_or_else(|| panic!("not a committed file: {name}"))
+    };
+    let mut lines = Vec::new();
+    let mut counts = [0usize; 2];
+    for (dir, after) in [(&before, false), (&run.out, true)] {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let path = e.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            if !name.starts_with("part-") {
+                continue;
+            }
+            let e = epoch_of(&name);
+            if after {
+                assert!(
+                    e > epoch,
+                    "the resumed job wrote epoch {e}, not after {epoch}"
+                );
+            } else if e > epoch {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            counts[after as usize] += text.lines().count();
+            lines.extend(text.lines().map(String::from));
+        }
+    }
+    // The savepoint was taken in the middle: both jobs wrote some of the output.
+    assert!(
+        counts[0] > 0 && counts[1] > 0,
+        "lines up to the savepoint and after it: {counts:?}"
+    );
+    lines.sort();
+    assert!(
+        lines == *reference(),
+        "output up to the savepoint and after it: {}",
+        difference(&lines, reference())
+    );
+}
+
 /// Every file under `dir` with its bytes, by path.
 fn files_of(dir: &std::path::Path) -> std::collections::BTreeMap<std::path::PathBuf, Vec<u8>> {
     let mut out = std::collections::BTreeMap::new();

@@ -95,7 +95,11 @@ pub struct EngineOptions {
     #[arg(long, default_value = "exactly-once", value_parser = ["exactly-once", "at-least-once"])]
     pub guarantee: String,
     /// Keep a savepoint (a complete checkpoint the user owns) here at the end of a
-    /// bounded run; resume from it with --checkpoint-dir, at any parallelism.
+    /// bounded run or a stop (Ctrl-C, --max-duration: sources stop where they are);
+    /// while the job runs, each savepoint request (SIGUSR1 to the binary, or
+    /// `tidewater::runner::request_savepoint`) keeps the next complete checkpoint in
+    /// DIR/savepoint-<epoch>. Resume from either with --from-savepoint, at any
+    /// parallelism.
     #[arg(long, value_name = "DIR")]
     pub savepoint_dir: Option<PathBuf>,
     /// Start from the savepoint in DIR (Flink's `run -s`), at any parallelism; DIR

@@ -375,6 +375,28 @@ pub fn drain_requested() -> bool {
     DRAIN.load(std::sync::atomic::Ordering::SeqCst)
 }
 
+static SAVEPOINT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Asks the pipeline running in this process to keep its next complete checkpoint as
+/// a savepoint while it goes on running (Flink's `flink savepoint`): an engine runner
+/// with `--savepoint-dir DIR` copies it to `DIR/savepoint-<epoch>`, which
+/// `--from-savepoint` starts a job from. What a binary does on `SIGUSR1`.
+///
+/// ```
+/// tidewater::runner::request_savepoint();
+/// assert!(tidewater::runner::take_savepoint_request());
+/// assert!(!tidewater::runner::take_savepoint_request());
+/// ```
+pub fn request_savepoint() {
+    SAVEPOINT.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// Whether [`request_savepoint`] was called since the last call of this function
+/// (each request is taken once, by the runner that keeps the savepoint).
+pub fn take_savepoint_request() -> bool {
+    SAVEPOINT.swap(false, std::sync::atomic::Ordering::SeqCst)
+}
+
 /// Renders a plan as a Graphviz graph (`--dump-plan-dot`); runners-core provides one,
 /// which the runners register, since the SDK cannot see how a plan is fused.
 pub type PlanRenderer = fn(&Plan) -> Result<String>;

@@ -46,6 +46,7 @@ fn main() -> std::process::ExitCode {
 
 fn run() -> anyhow::Result<()> {
     tidewater_examples::register_runners();
+    tidewater_examples::savepoints_on_sigusr1();
     let args = Args::parse();
     std::fs::create_dir_all(&args.output)?;
     let p = Pipeline::new(args.options);

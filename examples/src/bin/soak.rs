@@ -49,6 +49,7 @@ fn run() -> anyhow::Result<()> {
     tidewater_examples::register_runners();
     let args = Args::parse();
     tidewater_examples::drain_on_ctrl_c();
+    tidewater_examples::savepoints_on_sigusr1();
     let duration = Duration::from_secs_f64(args.minutes * 60.0);
     let options = PipelineOptions {
         no_validate: true,

@@ -130,6 +130,7 @@ fn run() -> anyhow::Result<()> {
     tidewater_examples::register_runners();
     let args = Args::parse();
     tidewater_examples::drain_on_ctrl_c();
+    tidewater_examples::savepoints_on_sigusr1();
     eprintln!(
         "panes of 10 s windows, printed as they fire; every 97th record is 12 s late on \
          purpose, so the first windows can be of negative time. Ctrl-C drains and stops."

@@ -392,6 +392,14 @@ impl Supervisor {
         let mut moved = Instant::now();
         let mut exited = vec![None; n];
         loop {
+            // A savepoint asked of the supervisor goes to process 0, whose worker 0
+            // writes the checkpoints' manifests (the processes run this binary, so
+            // they take the signal as it did).
+            if tidewater::runner::take_savepoint_request() && exited[0].is_none() {
+                let _ = Command::new("kill")
+                    .args(["-USR1", &children[0].id().to_string()])
+                    .status();
+            }
             for (i, c) in children.iter_mut().enumerate() {
                 if exited[i].is_none() {
                     if let Ok(Some(status)) = c.try_wait() {

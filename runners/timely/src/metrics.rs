@@ -21,7 +21,9 @@
 //! of its tasks for the epochs it closes); and the records in flight: `epoch_records`
 //! (a value per epoch and worker that read: the records its sources read in it) and
 //! `records_in_flight_max` (a value per worker: the most records its sources had read
-//! in epochs not yet durable everywhere, at most `epochs_in_flight` epochs' worth).
+//! in epochs not yet durable everywhere, at most `epochs_in_flight` epochs' worth);
+//! and on worker 0 per savepoint kept while the job runs: `savepoints` (a counter) and
+//! `savepoint_ms` (the copy).
 
 use crate::task::{ENGINE_STEP, FINAL_EPOCH};
 use std::cell::Cell;

@@ -36,6 +36,32 @@ pub struct WorkerOutput {
     pub metrics: MetricResults,
 }
 
+/// Keeps complete checkpoint `epoch` as a savepoint under `--savepoint-dir` while the
+/// job goes on (worker 0, right after writing its manifest: no later checkpoint can
+/// have pruned its files yet).
+fn keep_savepoint(
+    store: &Store,
+    epoch: u64,
+    config: &crate::EngineConfig,
+    ctx: &WorkerCtx,
+) -> Result<()> {
+    let Some(dir) = &config.savepoint_dir else {
+        return Ok(());
+    };
+    let started = Instant::now();
+    let to = dir.join(format!("savepoint-{epoch}"));
+    store.copy_checkpoint(epoch, &to)?;
+    let mut metrics = ctx.metrics.borrow_mut();
+    let m = metrics.step_mut(crate::task::ENGINE_STEP);
+    m.inc_counter("savepoints", 1);
+    m.update_distribution("savepoint_ms", started.elapsed().as_millis() as i64);
+    eprintln!(
+        "savepoint of checkpoint {epoch} kept in {} (start a job from it with --from-savepoint)",
+        to.display()
+    );
+    Ok(())
+}
+
 /// How long a worker parks when nothing is scheduled.
 const PARK: Duration = Duration::from_millis(20);
 
@@ -144,7 +170,28 @@ fn run(worker: &mut timely::worker::Worker, shared: &Shared) -> Result<WorkerOut
     let mut committed: Option<u64> = shared.restored.as_ref().map(|r| r.manifest.epoch);
     let mut last_poll = Instant::now();
     let mut last_batch = None;
+    // A savepoint was requested: the next checkpoint to complete is kept.
+    let mut savepoint_wanted = false;
     loop {
+        if ctx.me == 0 && tidewater::runner::take_savepoint_request() {
+            match (&config.savepoint_dir, &store) {
+                (Some(_), Some(_)) => {
+                    eprintln!("savepoint requested: the next checkpoint to complete is kept");
+                    savepoint_wanted = true;
+                }
+                _ => eprintln!(
+                    "warning: a savepoint was requested, but the job has no --savepoint-dir to keep it in: ignored"
+                ),
+            }
+        } else if ctx.me != 0
+            && ctx.me == ctx.local.start
+            && tidewater::runner::take_savepoint_request()
+        {
+            eprintln!(
+                "warning: a savepoint was requested of process {}: ask process 0 (or the local cluster's supervisor), which writes the checkpoints' manifests",
+                config.process_id
+            );
+        }
         if shared.abort.is_set() {
             worker.drop_dataflow(dataflow);
             return Err(Error::Internal("stopped: another worker failed".into()));
@@ -191,6 +238,10 @@ fn run(worker: &mut timely::worker::Worker, shared: &Shared) -> Result<WorkerOut
                             )?
                         };
                         manifest_bytes = Some(manifest.files.iter().map(|f| f.len).sum());
+                        if savepoint_wanted && durable != FINAL_EPOCH {
+                            keep_savepoint(store, durable, config, &ctx)?;
+                            savepoint_wanted = false;
+                        }
                         {
                             let mut metrics = ctx.metrics.borrow_mut();
                             let m = metrics.step_mut(crate::task::ENGINE_STEP);
