@@ -149,10 +149,7 @@ impl BenchRecord {
 /// This process's peak resident set in MiB (`VmHWM` in `/proc/self/status`), where
 /// the system tells.
 pub fn peak_rss_mb() -> Option<f64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb / 1024.0)
+    tidewater::exec::peak_rss_kb().map(|kb| kb as f64 / 1024.0)
 }
 
 /// The one-minute load average (`/proc/loadavg`).

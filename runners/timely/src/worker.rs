@@ -331,7 +331,7 @@ fn run(worker: &mut timely::worker::Worker, shared: &Shared) -> Result<WorkerOut
         // The process's peak memory, once per process: over a cluster the merged
         // figure's max is its largest process's.
         if ctx.me == ctx.local.start {
-            if let Some(kb) = peak_rss_kb() {
+            if let Some(kb) = tidewater::exec::peak_rss_kb() {
                 metrics
                     .step_mut(crate::task::ENGINE_STEP)
                     .update_distribution("peak_rss_kb", kb);
@@ -341,13 +341,6 @@ fn run(worker: &mut timely::worker::Worker, shared: &Shared) -> Result<WorkerOut
     let captures = std::mem::take(&mut *ctx.captures.borrow_mut());
     let metrics = std::mem::take(&mut *ctx.metrics.borrow_mut());
     Ok(WorkerOutput { captures, metrics })
-}
-
-/// This process's peak resident set so far (`VmHWM`), in KiB, where Linux tells it.
-fn peak_rss_kb() -> Option<i64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    line.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// Records the figures of this worker's micro-batches up to `passed`, now complete

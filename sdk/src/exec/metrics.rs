@@ -137,3 +137,18 @@ impl MetricResults {
         }
     }
 }
+
+/// This process's peak resident set so far (`VmHWM` in `/proc/self/status`), in KiB,
+/// where the system tells (Linux): the figure engines and benchmarks report as peak
+/// RSS.
+///
+/// ```
+/// if cfg!(target_os = "linux") {
+///     assert!(tidewater::exec::peak_rss_kb().unwrap() > 0);
+/// }
+/// ```
+pub fn peak_rss_kb() -> Option<i64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
