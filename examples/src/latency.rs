@@ -72,9 +72,17 @@ impl StatefulDoFn for CountPerKey {
     }
 }
 
-/// Records how long ago each creation time was.
+/// Records how long ago each creation time was. With `spill`, each commit also appends
+/// the latencies written since the last one to the file `<spill>-<process id>` (4 bytes
+/// each, little-endian): a process of a local cluster ends inside the run, so what its
+/// sinks saw reaches its supervisor only through files (see [`read_spilled`]).
 #[derive(Serialize, Deserialize, Default)]
-pub struct LatencySink;
+pub struct LatencySink {
+    #[serde(default)]
+    spill: Option<std::path::PathBuf>,
+    #[serde(skip)]
+    pending: Vec<u8>,
+}
 
 impl tidewater::Sink for LatencySink {
     type In = i64;
@@ -84,32 +92,105 @@ impl tidewater::Sink for LatencySink {
         xs: Vec<tidewater::WindowedValue<i64>>,
     ) -> Result<(), UserError> {
         let now = now_us();
-        let mut all = LATENCIES.lock().unwrap_or_else(|e| e.into_inner());
-        all.extend(
-            xs.iter()
-                .map(|wv| (now - wv.value).clamp(0, u32::MAX as i64) as u32),
-        );
+        let latencies = xs
+            .iter()
+            .map(|wv| (now - wv.value).clamp(0, u32::MAX as i64) as u32);
+        if self.spill.is_some() {
+            self.pending
+                .extend(latencies.clone().flat_map(u32::to_le_bytes));
+        }
+        LATENCIES
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend(latencies);
         Ok(())
     }
     fn stage(&mut self, _: &tidewater::Txn) -> Result<(), UserError> {
         Ok(())
     }
     fn commit(&mut self, _: &tidewater::Txn) -> Result<(), UserError> {
+        let Some(spill) = &self.spill else {
+            return Ok(());
+        };
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let path = spilled_file(spill, std::process::id());
+        // One write of the whole batch with O_APPEND: the workers of a process append
+        // to the same file without interleaving inside a batch.
+        use std::io::Write;
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .and_then(|mut f| f.write_all(&self.pending))
+            .map_err(|e| format!("cannot append to {}: {e}", path.display()))?;
+        self.pending.clear();
         Ok(())
     }
     fn abort(&mut self, _: &tidewater::Txn) -> Result<(), UserError> {
+        self.pending.clear();
         Ok(())
     }
+}
+
+fn spilled_file(spill: &std::path::Path, process: u32) -> std::path::PathBuf {
+    let mut name = spill.as_os_str().to_owned();
+    name.push(format!("-{process}"));
+    name.into()
+}
+
+/// The latencies the [`LatencySink`]s spilling to `spill` committed, one vector per
+/// process (in the order each process committed them); the files are removed.
+pub fn read_spilled(spill: &std::path::Path) -> std::io::Result<Vec<Vec<u32>>> {
+    let dir = match spill.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => std::path::Path::new("."),
+    };
+    let prefix = format!(
+        "{}-",
+        spill.file_name().unwrap_or_default().to_string_lossy()
+    );
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        if let Some(pid) = name.strip_prefix(&prefix) {
+            if pid.parse::<u32>().is_ok() {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    let mut all = Vec::new();
+    for path in files {
+        let bytes = std::fs::read(&path)?;
+        std::fs::remove_file(&path)?;
+        all.push(
+            bytes
+                .chunks_exact(4)
+                .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                .collect(),
+        );
+    }
+    Ok(all)
 }
 
 /// `rate` records per second for `seconds`, over `keys` keys.
 pub fn build(p: &Pipeline, rate: f64, seconds: f64, keys: u64) {
-    build_records(p, (rate * seconds) as u64, Some(rate), keys);
+    build_records(p, (rate * seconds) as u64, Some(rate), keys, None);
 }
 
 /// `records` records over `keys` keys, at `rate` records per second, or as fast as
-/// the runner reads them with `None` (a peak measurement: its latencies mean nothing).
-pub fn build_records(p: &Pipeline, records: u64, rate: Option<f64>, keys: u64) {
+/// the runner reads them with `None` (a peak measurement: its latencies mean nothing);
+/// `spill`: see [`LatencySink`].
+pub fn build_records(
+    p: &Pipeline,
+    records: u64,
+    rate: Option<f64>,
+    keys: u64,
+    spill: Option<&std::path::Path>,
+) {
     // Room for every latency up front: growing the shared vector copies it under its
     // lock, which would stall every worker's sink (tens of ms at millions of records)
     // and show in the tail as the pipeline's latency.
@@ -135,7 +216,13 @@ pub fn build_records(p: &Pipeline, records: u64, rate: Option<f64>, keys: u64) {
             }),
         )
         .apply("CountPerKey", StatefulParDo::of(CountPerKey))
-        .write_to("Latency", LatencySink);
+        .write_to(
+            "Latency",
+            LatencySink {
+                spill: spill.map(std::path::Path::to_path_buf),
+                pending: Vec::new(),
+            },
+        );
 }
 
 /// Records the [`LatencySink`]s of this process have seen so far.
@@ -147,8 +234,24 @@ pub fn seen() -> usize {
 /// `warmup` fraction of records.
 pub fn percentiles(warmup: f64) -> Option<(f64, f64, f64)> {
     let all = LATENCIES.lock().unwrap_or_else(|e| e.into_inner());
-    let skip = (all.len() as f64 * warmup) as usize;
-    let mut v: Vec<u32> = all[skip.min(all.len())..].to_vec();
+    percentiles_of(after_warmup(&all, warmup).to_vec())
+}
+
+/// The latencies seen so far in this process, in microseconds, in the order they were
+/// seen (to merge those of several processes: see [`after_warmup`] and
+/// [`percentiles_of`]).
+pub fn all_seen() -> Vec<u32> {
+    LATENCIES.lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+/// `seen` without its first `warmup` fraction (start-up).
+pub fn after_warmup(seen: &[u32], warmup: f64) -> &[u32] {
+    let skip = (seen.len() as f64 * warmup) as usize;
+    &seen[skip.min(seen.len())..]
+}
+
+/// p50, p99 and max of latencies `v` (microseconds), in milliseconds.
+pub fn percentiles_of(mut v: Vec<u32>) -> Option<(f64, f64, f64)> {
     if v.is_empty() {
         return None;
     }

@@ -157,7 +157,8 @@ pub fn describe(workload: &str) -> String {
                 generator's schedule and measured when the sink receives it (before its transaction \
                 commits). First the setting's peak is measured (`--words` records as fast as they go), \
                 then the pipeline runs at half that rate for `--latency-seconds` (5); p50 / p99 / max \
-                skip its first 10% of records (start-up). records/s is the rate achieved in that run"
+                skip its first 10% of records (start-up; in a local cluster each process's first 10%, \
+                and the processes' latencies are merged). records/s is the rate achieved in that run"
             .into();
     }
     if workload == "recovery" {

@@ -20,7 +20,7 @@ use clap::{Parser, ValueEnum};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
-use tidewater::{Pipeline, PipelineOptions};
+use tidewater::{Pipeline, PipelineOptions, PipelineResult};
 use tidewater_examples::bench::check::compare_outputs;
 use tidewater_examples::bench::input::{GenOptions, Input};
 use tidewater_examples::bench::peers::{peer_workloads, ratios, ratios_text, Kit};
@@ -42,8 +42,10 @@ struct Args {
     #[arg(long, default_value = "1", value_delimiter = ',')]
     workers: Vec<u32>,
     /// Processes, comma-separated: a run with N > 1 launches a local cluster of N
-    /// processes on loopback (`--local-cluster N`, word counts on the engine runners
-    /// only); its time includes starting the processes and their connection.
+    /// processes on loopback (`--local-cluster N`, word counts and latency on the
+    /// engine runners only); its time includes starting the processes and their
+    /// connection (a latency run's percentiles do not: each process counts from its
+    /// first record).
     #[arg(long, default_value = "1", value_delimiter = ',')]
     processes: Vec<u32>,
     /// Set by a local cluster's supervisor on each of its processes.
@@ -367,11 +369,9 @@ fn run() -> anyhow::Result<()> {
                 }
                 if processes > 1
                     && workload != "recovery"
-                    && (runner == "direct"
-                        || nexmark_query(workload).is_some()
-                        || workload == "latency")
+                    && (runner == "direct" || nexmark_query(workload).is_some())
                 {
-                    eprintln!("note: skipping {workload} on {runner} with {processes} processes: only word counts (and recovery) on the engine runners run as a local cluster");
+                    eprintln!("note: skipping {workload} on {runner} with {processes} processes: only word counts, latency (and recovery) on the engine runners run as a local cluster");
                     continue;
                 }
                 if runner == "direct" && workers != 1 {
@@ -731,9 +731,10 @@ fn timed_latency(args: &Args, setting: &Setting<'_>, dir: &Path) -> anyhow::Resu
     let rate = peak.records_per_s / 2.0;
     let records = ((rate * args.latency_seconds) as u64).max(1);
     eprintln!(
-        "latency on {} W={}: peak {}/s ({} records in {:.2}s); measuring at half of it, {}/s for {}s",
+        "latency on {} W={} P={}: peak {}/s ({} records in {:.2}s); measuring at half of it, {}/s for {}s",
         setting.runner,
         setting.workers,
+        setting.processes,
         human(peak.records_per_s),
         peak.records,
         peak.seconds,
@@ -1013,17 +1014,7 @@ fn child(args: &Args, mode: ChildMode) -> anyhow::Result<()> {
     let prefix = args.input.as_ref().context("a child needs --input")?;
     let workload = WordCount::from_name(workload).context("not a word-count workload")?;
     let input = Input::open(prefix)?;
-    let mut options = setting.options(args.validate);
-    if setting.processes > 1 && options.engine.checkpoint_dir.is_some() {
-        // The processes of a cluster share one checkpoint directory; the supervisor
-        // starts it empty (the name is reused by the next setting: a checkpoint left
-        // there would be restored, a finished job running again as a no-op).
-        let dir = out.with_extension("checkpoints");
-        if setting.cluster_process.is_none() {
-            let _ = std::fs::remove_dir_all(&dir);
-        }
-        options.engine.checkpoint_dir = Some(dir);
-    }
+    let options = cluster_options(&setting, args.validate, out);
     let checkpoint_dir = options.engine.checkpoint_dir.clone();
     let p = Pipeline::new(options);
     let text = input.text.to_str().context("non-UTF-8 path")?;
@@ -1066,17 +1057,7 @@ fn child(args: &Args, mode: ChildMode) -> anyhow::Result<()> {
                 start,
             );
             record.validate = args.validate;
-            if setting.processes > 1 {
-                record.processes = setting.processes;
-                record.records_per_s_per_core =
-                    record.records_per_s / f64::from(setting.workers * setting.processes);
-                // This process only supervised: the largest of the cluster's
-                // processes, as they reported it.
-                record.peak_rss_mb = result
-                    .metrics
-                    .distribution(tidewater_runner_native::ENGINE_STEP, "peak_rss_kb")
-                    .map(|d| d.max as f64 / 1024.0);
-            }
+            cluster_figures(&mut record, &setting, &result);
             record.checkpoint = setting.checkpoint_ms.is_some();
             record.checkpoint_interval_ms = setting.checkpoint_ms;
             record.at_least_once = setting.at_least_once;
@@ -1090,6 +1071,39 @@ fn child(args: &Args, mode: ChildMode) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A local cluster's run: its processes, per core over all of them, and the peak RSS
+/// of the largest, as they reported it (the supervisor's own is not the job's).
+fn cluster_figures(record: &mut BenchRecord, setting: &Setting<'_>, result: &PipelineResult) {
+    if setting.processes > 1 {
+        record.processes = setting.processes;
+        record.records_per_s_per_core =
+            record.records_per_s / f64::from(setting.workers * setting.processes);
+        record.peak_rss_mb = result
+            .metrics
+            .distribution(tidewater_runner_native::ENGINE_STEP, "peak_rss_kb")
+            .map(|d| d.max as f64 / 1024.0);
+    }
+}
+
+/// The fraction of a latency run's first records not counted (start-up).
+const LATENCY_WARMUP: f64 = 0.1;
+
+/// `setting`'s options in a child; the processes of a local cluster share one
+/// checkpoint directory next to `out`, which the supervisor starts empty (the name is
+/// reused by the next setting: a checkpoint left there would be restored, a finished
+/// job running again as a no-op).
+fn cluster_options(setting: &Setting<'_>, validate: bool, out: &Path) -> PipelineOptions {
+    let mut options = setting.options(validate);
+    if setting.processes > 1 && options.engine.checkpoint_dir.is_some() {
+        let dir = out.with_extension("checkpoints");
+        if setting.cluster_process.is_none() {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+        options.engine.checkpoint_dir = Some(dir);
+    }
+    options
+}
+
 /// In a child: one run of the latency pipeline, `--child-records` at `--child-rate`
 /// (0: as fast as they go, for the peak).
 fn latency_run(args: &Args, setting: &Setting<'_>, out: &Path) -> anyhow::Result<()> {
@@ -1097,10 +1111,14 @@ fn latency_run(args: &Args, setting: &Setting<'_>, out: &Path) -> anyhow::Result
         .child_records
         .context("a latency child needs --child-records")?;
     let rate = (args.child_rate > 0.0).then_some(args.child_rate);
-    let options = setting.options(args.validate);
+    let options = cluster_options(setting, args.validate, out);
     let checkpoint_dir = options.engine.checkpoint_dir.clone();
     let p = Pipeline::new(options);
-    latency::build_records(&p, records, rate, LATENCY_KEYS);
+    // A local cluster's sinks run in its processes, which end inside the run: they
+    // spill what they saw to files next to `out`, merged here (each process without
+    // its own start-up).
+    let spill = (setting.processes > 1).then(|| out.with_extension("latencies"));
+    latency::build_records(&p, records, rate, LATENCY_KEYS, spill.as_deref());
     let start = RunStart::now();
     let t = Instant::now();
     let result = p.run();
@@ -1108,26 +1126,51 @@ fn latency_run(args: &Args, setting: &Setting<'_>, out: &Path) -> anyhow::Result
     if let Some(dir) = &checkpoint_dir {
         let _ = std::fs::remove_dir_all(dir);
     }
-    result?;
-    let seen = latency::seen() as u64;
-    if seen != records {
-        bail!("the sink received {seen} records, {records} expected");
-    }
+    let result = result?;
+    let seen: Vec<u32> = match spill {
+        None => {
+            let seen = latency::all_seen();
+            if seen.len() as u64 != records {
+                bail!(
+                    "the sink received {} records, {records} expected",
+                    seen.len()
+                );
+            }
+            latency::after_warmup(&seen, LATENCY_WARMUP).to_vec()
+        }
+        Some(spill) => {
+            let per_process = latency::read_spilled(&spill)
+                .with_context(|| format!("reading the latencies at {}", spill.display()))?;
+            let count: usize = per_process.iter().map(Vec::len).sum();
+            if count as u64 != records {
+                bail!(
+                    "the sinks of the {} processes committed {count} records, {records} expected",
+                    per_process.len()
+                );
+            }
+            per_process
+                .iter()
+                .flat_map(|v| latency::after_warmup(v, LATENCY_WARMUP))
+                .copied()
+                .collect()
+        }
+    };
     let mut record = BenchRecord::measured(
         "latency",
         setting.runner,
         setting.workers,
         records,
         seconds,
-        seen,
+        records,
         start,
     );
     record.validate = args.validate;
+    cluster_figures(&mut record, setting, &result);
     record.checkpoint = setting.checkpoint_ms.is_some();
     record.checkpoint_interval_ms = setting.checkpoint_ms;
     record.at_least_once = setting.at_least_once;
     if let Some(rate) = rate {
-        let (p50, p99, max) = latency::percentiles(0.1).context("no latency was measured")?;
+        let (p50, p99, max) = latency::percentiles_of(seen).context("no latency was measured")?;
         record.p50_latency_ms = Some(p50);
         record.p99_latency_ms = Some(p99);
         record.max_latency_ms = Some(max);
