@@ -3,13 +3,13 @@
 
 use crate::metrics::{show_watermark, OperatorFigures};
 use crate::msg::{Msg, Senders};
-use crate::store::Store;
+use crate::store::{Manifest, Store};
 use crate::task::{BatchFigures, Decoder, Head, Input, Route, Task, WorkerCtx, FINAL_EPOCH};
 use crate::Shared;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
-use std::sync::Arc;
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 use tidewater::exec::{key_groups_of_worker, MetricResults};
 use tidewater::{Error, Result};
@@ -64,6 +64,66 @@ fn keep_savepoint(
 
 /// How long a worker parks when nothing is scheduled.
 const PARK: Duration = Duration::from_millis(20);
+
+/// Worker 0 writes each checkpoint's manifest off its own thread, one at a time: writing
+/// it re-reads every part for its checksum, syncs it and collects old checkpoints, tens
+/// of milliseconds on a slow disk during which records would wait. The sinks commit
+/// the checkpoint once its manifest is written.
+#[derive(Default)]
+struct Manifests {
+    /// The checkpoint whose manifest is being written, since when, and its outcome.
+    pending: Option<(u64, Instant, mpsc::Receiver<Result<Manifest>>)>,
+}
+
+impl Manifests {
+    /// Checkpoint `durable` is durable on every worker: starts writing its manifest
+    /// unless one is being written (then `durable` waits for the next call); returns
+    /// the manifest written, if one is done: its checkpoint, itself and how long it
+    /// took. The thread wakes this one when it is done.
+    fn poll(
+        &mut self,
+        store: &Store,
+        durable: u64,
+        tasks: &[usize],
+        workers: usize,
+        plan_hash: u64,
+        max_key_groups: u32,
+    ) -> Result<Option<(u64, Manifest, Duration)>> {
+        if self.pending.is_none() {
+            let (tx, rx) = mpsc::channel();
+            let (store, tasks) = (store.clone(), tasks.to_vec());
+            let worker = std::thread::current();
+            std::thread::Builder::new()
+                .name("tidewater-manifest".into())
+                .spawn(move || {
+                    let written = if durable == FINAL_EPOCH {
+                        store.complete_last(&tasks, workers, plan_hash, max_key_groups)
+                    } else {
+                        store.complete(durable, &tasks, workers, plan_hash, max_key_groups)
+                    };
+                    let _ = tx.send(written);
+                    worker.unpark();
+                })
+                .map_err(|e| Error::Internal(format!("cannot start the manifest writer: {e}")))?;
+            self.pending = Some((durable, Instant::now(), rx));
+        }
+        let Some((epoch, started, rx)) = &self.pending else {
+            unreachable!("a manifest is being written")
+        };
+        let written = match rx.try_recv() {
+            Ok(written) => written,
+            Err(mpsc::TryRecvError::Empty) => return Ok(None),
+            Err(mpsc::TryRecvError::Disconnected) => {
+                return Err(Error::Internal(format!(
+                    "the manifest writer of checkpoint {epoch} stopped"
+                )))
+            }
+        };
+        let done = (*epoch, started.elapsed());
+        self.pending = None;
+        Ok(Some((done.0, written?, done.1)))
+    }
+}
 
 /// Runs this worker's share of the job; a failure is recorded in `shared.abort`, which
 /// stops every worker of this process.
@@ -172,6 +232,8 @@ fn run(worker: &mut timely::worker::Worker, shared: &Shared) -> Result<WorkerOut
     let mut last_batch = None;
     // A savepoint was requested: the next checkpoint to complete is kept.
     let mut savepoint_wanted = false;
+    // Worker 0's manifest being written.
+    let mut manifests = Manifests::default();
     loop {
         if ctx.me == 0 && tidewater::runner::take_savepoint_request() {
             match (&config.savepoint_dir, &store) {
@@ -220,41 +282,33 @@ fn run(worker: &mut timely::worker::Worker, shared: &Shared) -> Result<WorkerOut
                 None => Some(durable),
                 Some(store) => {
                     if ctx.me == 0 {
-                        let started = Instant::now();
-                        let manifest = if durable == FINAL_EPOCH {
-                            store.complete_last(
-                                &stateful,
-                                ctx.peers,
-                                shared.plan_hash,
-                                config.max_key_groups,
-                            )?
-                        } else {
-                            store.complete(
-                                durable,
-                                &stateful,
-                                ctx.peers,
-                                shared.plan_hash,
-                                config.max_key_groups,
-                            )?
-                        };
-                        manifest_bytes = Some(manifest.files.iter().map(|f| f.len).sum());
-                        if savepoint_wanted && durable != FINAL_EPOCH {
-                            keep_savepoint(store, durable, config, &ctx)?;
-                            savepoint_wanted = false;
+                        match manifests.poll(
+                            store,
+                            durable,
+                            &stateful,
+                            ctx.peers,
+                            shared.plan_hash,
+                            config.max_key_groups,
+                        )? {
+                            None => None,
+                            Some((epoch, manifest, took)) => {
+                                manifest_bytes = Some(manifest.files.iter().map(|f| f.len).sum());
+                                if savepoint_wanted && epoch != FINAL_EPOCH {
+                                    keep_savepoint(store, epoch, config, &ctx)?;
+                                    savepoint_wanted = false;
+                                }
+                                {
+                                    let mut metrics = ctx.metrics.borrow_mut();
+                                    let m = metrics.step_mut(crate::task::ENGINE_STEP);
+                                    m.inc_counter("checkpoints", 1);
+                                    m.update_distribution("manifest_ms", took.as_millis() as i64);
+                                }
+                                let mut published =
+                                    shared.durable.lock().unwrap_or_else(|e| e.into_inner());
+                                *published = Some(published.map_or(epoch, |p| p.max(epoch)));
+                                Some(epoch)
+                            }
                         }
-                        {
-                            let mut metrics = ctx.metrics.borrow_mut();
-                            let m = metrics.step_mut(crate::task::ENGINE_STEP);
-                            m.inc_counter("checkpoints", 1);
-                            m.update_distribution(
-                                "manifest_ms",
-                                started.elapsed().as_millis() as i64,
-                            );
-                        }
-                        let mut published =
-                            shared.durable.lock().unwrap_or_else(|e| e.into_inner());
-                        *published = Some(published.map_or(durable, |p| p.max(durable)));
-                        Some(durable)
                     } else {
                         // Worker 0 writes the manifest; in this process it says so
                         // through `durable`, other processes read the directory.
@@ -298,7 +352,7 @@ fn run(worker: &mut timely::worker::Worker, shared: &Shared) -> Result<WorkerOut
                     crate::fault::point("committed");
                 }
                 committed = Some(e);
-                if done {
+                if e == FINAL_EPOCH {
                     break;
                 }
             }
