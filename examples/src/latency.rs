@@ -73,9 +73,8 @@ impl StatefulDoFn for CountPerKey {
 }
 
 /// Records how long ago each creation time was. With `spill`, each commit also appends
-/// the latencies written since the last one to the file `<spill>-<process id>` (4 bytes
-/// each, little-endian): a process of a local cluster ends inside the run, so what its
-/// sinks saw reaches its supervisor only through files (see [`read_spilled`]).
+/// the latencies written since the last one to the process's file (4 bytes each,
+/// little-endian; see [`crate::spill`] and [`read_spilled`]).
 #[derive(Serialize, Deserialize, Default)]
 pub struct LatencySink {
     #[serde(default)]
@@ -109,23 +108,12 @@ impl tidewater::Sink for LatencySink {
         Ok(())
     }
     fn commit(&mut self, _: &tidewater::Txn) -> Result<(), UserError> {
-        let Some(spill) = &self.spill else {
-            return Ok(());
-        };
-        if self.pending.is_empty() {
-            return Ok(());
+        if let Some(spill) = &self.spill {
+            if !self.pending.is_empty() {
+                crate::spill::append(spill, &self.pending)?;
+                self.pending.clear();
+            }
         }
-        let path = spilled_file(spill, std::process::id());
-        // One write of the whole batch with O_APPEND: the workers of a process append
-        // to the same file without interleaving inside a batch.
-        use std::io::Write;
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .and_then(|mut f| f.write_all(&self.pending))
-            .map_err(|e| format!("cannot append to {}: {e}", path.display()))?;
-        self.pending.clear();
         Ok(())
     }
     fn abort(&mut self, _: &tidewater::Txn) -> Result<(), UserError> {
@@ -134,46 +122,18 @@ impl tidewater::Sink for LatencySink {
     }
 }
 
-fn spilled_file(spill: &std::path::Path, process: u32) -> std::path::PathBuf {
-    let mut name = spill.as_os_str().to_owned();
-    name.push(format!("-{process}"));
-    name.into()
-}
-
 /// The latencies the [`LatencySink`]s spilling to `spill` committed, one vector per
 /// process (in the order each process committed them); the files are removed.
 pub fn read_spilled(spill: &std::path::Path) -> std::io::Result<Vec<Vec<u32>>> {
-    let dir = match spill.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => std::path::Path::new("."),
-    };
-    let prefix = format!(
-        "{}-",
-        spill.file_name().unwrap_or_default().to_string_lossy()
-    );
-    let mut files = Vec::new();
-    for entry in std::fs::read_dir(dir)? {
-        let path = entry?.path();
-        let name = path.file_name().unwrap_or_default().to_string_lossy();
-        if let Some(pid) = name.strip_prefix(&prefix) {
-            if pid.parse::<u32>().is_ok() {
-                files.push(path);
-            }
-        }
-    }
-    files.sort();
-    let mut all = Vec::new();
-    for path in files {
-        let bytes = std::fs::read(&path)?;
-        std::fs::remove_file(&path)?;
-        all.push(
+    Ok(crate::spill::take(spill)?
+        .iter()
+        .map(|bytes| {
             bytes
                 .chunks_exact(4)
                 .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-                .collect(),
-        );
-    }
-    Ok(all)
+                .collect()
+        })
+        .collect())
 }
 
 /// `rate` records per second for `seconds`, over `keys` keys.

@@ -14,6 +14,7 @@ pub mod bench;
 pub mod crash_job;
 pub mod latency;
 pub mod linked_word_count;
+pub mod spill;
 pub mod stateful_word_count;
 pub mod streaming_word_count;
 pub mod word_count;
@@ -93,9 +94,13 @@ pub fn committed_count() -> u64 {
 }
 
 /// A sink that counts what it commits and keeps nothing: the output of long or
-/// unbounded runs (soak, unbounded Nexmark).
+/// unbounded runs (soak, unbounded Nexmark). [`CountingSink::spilling`] also appends
+/// each commit's count to its process's file (for a local cluster's supervisor: see
+/// [`spill`] and [`spilled_count`]).
 #[derive(serde::Serialize, serde::Deserialize)]
 pub struct CountingSink<T> {
+    #[serde(default)]
+    spill: Option<std::path::PathBuf>,
     #[serde(skip)]
     open: u64,
     #[serde(skip)]
@@ -105,10 +110,31 @@ pub struct CountingSink<T> {
 impl<T> Default for CountingSink<T> {
     fn default() -> Self {
         CountingSink {
+            spill: None,
             open: 0,
             _t: std::marker::PhantomData,
         }
     }
+}
+
+impl<T> CountingSink<T> {
+    /// A sink that also spills each commit's count to `spill` (see [`spill`]).
+    pub fn spilling(spill: std::path::PathBuf) -> Self {
+        CountingSink {
+            spill: Some(spill),
+            ..Self::default()
+        }
+    }
+}
+
+/// The elements the [`CountingSink`]s spilling to `spill` committed, in every process;
+/// their files are removed.
+pub fn spilled_count(spill: &std::path::Path) -> std::io::Result<u64> {
+    Ok(spill::take(spill)?
+        .iter()
+        .flat_map(|bytes| bytes.chunks_exact(8))
+        .map(|b| u64::from_le_bytes(b.try_into().expect("chunks of 8")))
+        .sum())
 }
 
 impl<T: tidewater::Element> tidewater::Sink for CountingSink<T> {
@@ -125,10 +151,11 @@ impl<T: tidewater::Element> tidewater::Sink for CountingSink<T> {
         Ok(())
     }
     fn commit(&mut self, _: &tidewater::Txn) -> Result<(), tidewater::UserError> {
-        COMMITTED.fetch_add(
-            std::mem::take(&mut self.open),
-            std::sync::atomic::Ordering::Relaxed,
-        );
+        let n = std::mem::take(&mut self.open);
+        if let (Some(spill), true) = (&self.spill, n > 0) {
+            spill::append(spill, &n.to_le_bytes())?;
+        }
+        COMMITTED.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
         Ok(())
     }
     fn abort(&mut self, _: &tidewater::Txn) -> Result<(), tidewater::UserError> {

@@ -121,3 +121,73 @@ fn json_records_and_output_files_for_bench() {
     );
     assert!(lines.starts_with("AuctionCount {"), "{lines}");
 }
+
+/// The records of a `--json` run.
+fn records(args: &[&str]) -> Vec<tidewater_examples::bench::record::BenchRecord> {
+    let (code, text) = nexmark(args);
+    assert_eq!(code, Some(0), "{text}");
+    text.lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+/// On a local cluster the counting sinks run in its processes, which end inside the
+/// run: the supervisor's record still counts every output they committed (they hand
+/// their counts back in files), once, and reports the cluster's processes.
+#[test]
+fn a_local_cluster_counts_the_outputs_its_processes_committed() {
+    let direct = records(&["--query", "8", "--events", "3000", "--json"]);
+    let cluster = records(&[
+        "--query",
+        "8",
+        "--events",
+        "3000",
+        "--json",
+        "--runner",
+        "native",
+        "--workers",
+        "2",
+        "--local-cluster",
+        "2",
+    ]);
+    assert_eq!(direct.len(), 1);
+    assert_eq!(cluster.len(), 1);
+    assert!(direct[0].outputs > 0, "{direct:?}");
+    let c = &cluster[0];
+    assert_eq!(
+        (
+            c.workload.as_str(),
+            c.runner.as_str(),
+            c.workers,
+            c.processes
+        ),
+        ("nexmark-q8", "native", 2, 2)
+    );
+    assert_eq!(c.outputs, direct[0].outputs, "{c:?}");
+    assert!(c.peak_rss_mb.is_some(), "{c:?}");
+}
+
+/// `--query all` on a local cluster runs each query on a cluster of its own (a
+/// cluster's processes run one pipeline), each checked against its oracle.
+#[test]
+fn every_query_runs_and_verifies_on_a_local_cluster() {
+    let (code, text) = nexmark(&[
+        "--query",
+        "all",
+        "--events",
+        "500",
+        "--verify",
+        "--runner",
+        "native",
+        "--local-cluster",
+        "2",
+    ]);
+    assert_eq!(code, Some(0), "{text}");
+    for q in 0..=14 {
+        assert!(
+            text.contains(&format!("Q{q}: verified against the oracle")),
+            "Q{q}: {text}"
+        );
+    }
+}

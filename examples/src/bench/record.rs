@@ -140,6 +140,21 @@ impl BenchRecord {
         }
     }
 
+    /// Makes this the record of a local cluster of `processes` processes (nothing with
+    /// 1): per core over all of them, and the peak RSS of the largest, as they
+    /// reported it in `result` (the supervisor's own is not the job's).
+    pub fn on_cluster(&mut self, processes: u32, result: &tidewater::PipelineResult) {
+        if processes > 1 {
+            self.processes = processes;
+            self.records_per_s_per_core =
+                self.records_per_s / f64::from(self.workers.max(1) * processes);
+            self.peak_rss_mb = result
+                .metrics
+                .distribution(tidewater_runner_native::ENGINE_STEP, "peak_rss_kb")
+                .map(|d| d.max as f64 / 1024.0);
+        }
+    }
+
     /// The record as one line of JSON.
     pub fn to_json_line(&self) -> String {
         serde_json::to_string(self).expect("a record always serializes")

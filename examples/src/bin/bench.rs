@@ -20,7 +20,7 @@ use clap::{Parser, ValueEnum};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
-use tidewater::{Pipeline, PipelineOptions, PipelineResult};
+use tidewater::{Pipeline, PipelineOptions};
 use tidewater_examples::bench::check::compare_outputs;
 use tidewater_examples::bench::input::{GenOptions, Input};
 use tidewater_examples::bench::peers::{peer_workloads, ratios, ratios_text, Kit};
@@ -42,10 +42,9 @@ struct Args {
     #[arg(long, default_value = "1", value_delimiter = ',')]
     workers: Vec<u32>,
     /// Processes, comma-separated: a run with N > 1 launches a local cluster of N
-    /// processes on loopback (`--local-cluster N`, word counts and latency on the
-    /// engine runners only); its time includes starting the processes and their
-    /// connection (a latency run's percentiles do not: each process counts from its
-    /// first record).
+    /// processes on loopback (`--local-cluster N`, on the engine runners only); its time
+    /// includes starting the processes and their connection (a latency run's
+    /// percentiles do not: each process counts from its first record).
     #[arg(long, default_value = "1", value_delimiter = ',')]
     processes: Vec<u32>,
     /// Set by a local cluster's supervisor on each of its processes.
@@ -367,11 +366,8 @@ fn run() -> anyhow::Result<()> {
                     );
                     break;
                 }
-                if processes > 1
-                    && workload != "recovery"
-                    && (runner == "direct" || nexmark_query(workload).is_some())
-                {
-                    eprintln!("note: skipping {workload} on {runner} with {processes} processes: only word counts, latency (and recovery) on the engine runners run as a local cluster");
+                if processes > 1 && workload != "recovery" && runner == "direct" {
+                    eprintln!("note: skipping {workload} on {runner} with {processes} processes: only the engine runners run as a local cluster");
                     continue;
                 }
                 if runner == "direct" && workers != 1 {
@@ -680,6 +676,9 @@ fn child_command(
         }
         if options.runner != "direct" {
             cmd.arg(format!("--workers={}", setting.workers));
+            if setting.processes > 1 {
+                cmd.arg(format!("--local-cluster={}", setting.processes));
+            }
         }
         if let (Some(ms), Some(dir)) = (setting.checkpoint_ms, &options.engine.checkpoint_dir) {
             let dir = dir.join(setting.workload);
@@ -1057,7 +1056,7 @@ fn child(args: &Args, mode: ChildMode) -> anyhow::Result<()> {
                 start,
             );
             record.validate = args.validate;
-            cluster_figures(&mut record, &setting, &result);
+            record.on_cluster(setting.processes, &result);
             record.checkpoint = setting.checkpoint_ms.is_some();
             record.checkpoint_interval_ms = setting.checkpoint_ms;
             record.at_least_once = setting.at_least_once;
@@ -1069,20 +1068,6 @@ fn child(args: &Args, mode: ChildMode) -> anyhow::Result<()> {
         ChildMode::Recovery => unreachable!("a recovery child returned above"),
     }
     Ok(())
-}
-
-/// A local cluster's run: its processes, per core over all of them, and the peak RSS
-/// of the largest, as they reported it (the supervisor's own is not the job's).
-fn cluster_figures(record: &mut BenchRecord, setting: &Setting<'_>, result: &PipelineResult) {
-    if setting.processes > 1 {
-        record.processes = setting.processes;
-        record.records_per_s_per_core =
-            record.records_per_s / f64::from(setting.workers * setting.processes);
-        record.peak_rss_mb = result
-            .metrics
-            .distribution(tidewater_runner_native::ENGINE_STEP, "peak_rss_kb")
-            .map(|d| d.max as f64 / 1024.0);
-    }
 }
 
 /// The fraction of a latency run's first records not counted (start-up).
@@ -1118,6 +1103,9 @@ fn latency_run(args: &Args, setting: &Setting<'_>, out: &Path) -> anyhow::Result
     // spill what they saw to files next to `out`, merged here (each process without
     // its own start-up).
     let spill = (setting.processes > 1).then(|| out.with_extension("latencies"));
+    if let (Some(spill), None) = (&spill, &setting.cluster_process) {
+        tidewater_examples::spill::clear(spill)?;
+    }
     latency::build_records(&p, records, rate, LATENCY_KEYS, spill.as_deref());
     let start = RunStart::now();
     let t = Instant::now();
@@ -1165,7 +1153,7 @@ fn latency_run(args: &Args, setting: &Setting<'_>, out: &Path) -> anyhow::Result
         start,
     );
     record.validate = args.validate;
-    cluster_figures(&mut record, setting, &result);
+    record.on_cluster(setting.processes, &result);
     record.checkpoint = setting.checkpoint_ms.is_some();
     record.checkpoint_interval_ms = setting.checkpoint_ms;
     record.at_least_once = setting.at_least_once;

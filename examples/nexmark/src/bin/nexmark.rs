@@ -60,10 +60,14 @@ impl Args {
         name: &str,
         out: Option<&[T]>,
         outputs: u64,
-        secs: f64,
-        start: RunStart,
+        run: &Timed,
         note: &str,
     ) -> anyhow::Result<()> {
+        let Timed {
+            secs,
+            start,
+            ref result,
+        } = *run;
         if self.json {
             let workers = u32::try_from(self.options.engine.workers).unwrap_or(u32::MAX);
             let mut record = BenchRecord::measured(
@@ -76,6 +80,9 @@ impl Args {
                 start,
             );
             record.validate = !self.options.no_validate;
+            if let Some(n) = self.options.engine.local_cluster {
+                record.on_cluster(u32::try_from(n).unwrap_or(u32::MAX), result);
+            }
             if self.options.engine.checkpoint_dir.is_some() {
                 let e = &self.options.engine;
                 record.checkpoint = true;
@@ -108,6 +115,13 @@ impl Args {
         }
         Ok(())
     }
+}
+
+/// A finished run: how long it took, when it started, what it returned.
+struct Timed {
+    secs: f64,
+    start: RunStart,
+    result: tidewater::PipelineResult,
 }
 
 /// The events the options describe.
@@ -160,6 +174,28 @@ fn run_unbounded<T: Element>(
     Ok(())
 }
 
+/// Whether this is a process of a local cluster (its supervisor launched it).
+fn in_cluster_process() -> bool {
+    std::env::var_os(tidewater_runner_native::CLUSTER_CHILD_ENV).is_some()
+}
+
+/// This run's id, the same in a local cluster's supervisor and its processes (whose
+/// plans must be equal, and which name files after it): the supervisor's process id.
+fn job_id() -> u32 {
+    match in_cluster_process() {
+        true => std::os::unix::process::parent_id(),
+        false => std::process::id(),
+    }
+}
+
+/// Under `--local-cluster`: the directory in which its processes leave what their
+/// sinks counted for the supervisor (which makes it before the run and removes it
+/// after); `None` otherwise.
+fn cluster_scratch(args: &Args) -> Option<std::path::PathBuf> {
+    (args.options.engine.local_cluster.is_some() || in_cluster_process())
+        .then(|| std::env::temp_dir().join(format!("tidewater-nexmark-{}", job_id())))
+}
+
 fn run<T: Element + PartialEq>(
     args: &Args,
     name: &str,
@@ -172,10 +208,17 @@ fn run<T: Element + PartialEq>(
     let source = source(args);
     let p = Pipeline::new(args.options.clone());
     let events = p.apply("Events", Read::from(source.clone()));
+    // A local cluster's sinks count in its processes, which hand the counts back in
+    // files (the same path in every process: it is part of the plan).
+    let spill = cluster_scratch(args).map(|dir| dir.join(format!("count-{name}")));
     if args.keeps_outputs() {
         build(&events).capture("out");
     } else {
-        build(&events).write_to("Count", tidewater_examples::CountingSink::<T>::default());
+        let sink = match &spill {
+            Some(spill) => tidewater_examples::CountingSink::<T>::spilling(spill.clone()),
+            None => tidewater_examples::CountingSink::<T>::default(),
+        };
+        build(&events).write_to("Count", sink);
     }
     let before = tidewater_examples::committed_count();
     let start = RunStart::now();
@@ -186,16 +229,20 @@ fn run<T: Element + PartialEq>(
         true => result.captured_values::<T>("out")?,
         false => Vec::new(),
     };
-    let outputs = match args.keeps_outputs() {
-        true => out.len() as u64,
-        false => tidewater_examples::committed_count() - before,
+    let outputs = match (args.keeps_outputs(), &spill) {
+        (true, _) => out.len() as u64,
+        (false, Some(spill)) => tidewater_examples::spilled_count(spill)?,
+        (false, None) => tidewater_examples::committed_count() - before,
     };
     args.report(
         name,
         args.keeps_outputs().then_some(&out[..]),
         outputs,
-        secs,
-        start,
+        &Timed {
+            secs,
+            start,
+            result,
+        },
         "",
     )?;
     if args.verify {
@@ -211,16 +258,17 @@ fn run<T: Element + PartialEq>(
 /// Where Q10 writes its files, and whether they are kept after the run.
 static Q10_DIR: std::sync::OnceLock<(std::path::PathBuf, bool)> = std::sync::OnceLock::new();
 
-/// Q10's directory (emptied first): `--q10-dir`, kept; or
-/// `<temp dir>/tidewater-nexmark-q10-<pid>`, removed after the run.
+/// Q10's directory (emptied first, but not by a process of a local cluster: its
+/// supervisor did): `--q10-dir`, kept; or `<temp dir>/tidewater-nexmark-q10-<job>`
+/// (see [`job_id`]), removed after the run.
 fn q10_dir() -> String {
     let (dir, keep) = Q10_DIR.get_or_init(|| {
         (
-            std::env::temp_dir().join(format!("tidewater-nexmark-q10-{}", std::process::id())),
+            std::env::temp_dir().join(format!("tidewater-nexmark-q10-{}", job_id())),
             false,
         )
     });
-    if !*keep {
+    if !*keep && !in_cluster_process() {
         let _ = std::fs::remove_dir_all(dir);
     }
     let _ = std::fs::create_dir_all(dir);
@@ -251,8 +299,11 @@ fn run_q12(args: &Args) -> anyhow::Result<()> {
         "Q12",
         Some(&out[..]),
         out.len() as u64,
-        secs,
-        start,
+        &Timed {
+            secs,
+            start,
+            result,
+        },
         " (TestStream, scripted clock)",
     )?;
     if args.verify {
@@ -291,46 +342,91 @@ fn run_queries() -> anyhow::Result<()> {
         }
     }
     let all = args.query == "all";
+    if all && args.options.engine.local_cluster.is_some() {
+        return each_query_on_its_cluster();
+    }
+    let scratch = cluster_scratch(&args);
+    if let (Some(dir), false) = (&scratch, in_cluster_process()) {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| anyhow::anyhow!("cannot make {}: {e}", dir.display()))?;
+    }
+    let result = run_wanted(&args);
+    if let (Some(dir), false) = (&scratch, in_cluster_process()) {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+    result
+}
+
+/// `--query all` under `--local-cluster`: a process of a cluster runs one pipeline and
+/// ends, so each query runs on a cluster of its own, launched by this binary run again
+/// with `--query N` and otherwise the same arguments.
+fn each_query_on_its_cluster() -> anyhow::Result<()> {
+    let mut rest = Vec::new();
+    let mut given = std::env::args_os().skip(1);
+    while let Some(a) = given.next() {
+        if a == "--query" {
+            given.next();
+        } else if !a.to_string_lossy().starts_with("--query=") {
+            rest.push(a);
+        }
+    }
+    let exe = std::env::current_exe()?;
+    for q in 0..=14 {
+        let status = std::process::Command::new(&exe)
+            .args(&rest)
+            .arg(format!("--query={q}"))
+            .status()
+            .map_err(|e| anyhow::anyhow!("cannot run {}: {e}", exe.display()))?;
+        if !status.success() {
+            bail!("Q{q} failed on its local cluster ({status})");
+        }
+    }
+    Ok(())
+}
+
+/// Runs the queries `--query` names.
+fn run_wanted(args: &Args) -> anyhow::Result<()> {
+    let all = args.query == "all";
     let want = |q: &str| all || args.query == q;
     let mut ran = false;
     if want("0") {
-        run(&args, "Q0", queries::q0, oracle::q0)?;
+        run(args, "Q0", queries::q0, oracle::q0)?;
         ran = true;
     }
     if want("1") {
-        run(&args, "Q1", queries::q1, oracle::q1)?;
+        run(args, "Q1", queries::q1, oracle::q1)?;
         ran = true;
     }
     if want("2") {
-        run(&args, "Q2", queries::q2, oracle::q2)?;
+        run(args, "Q2", queries::q2, oracle::q2)?;
         ran = true;
     }
     if want("3") {
-        run(&args, "Q3", queries::q3, oracle::q3)?;
+        run(args, "Q3", queries::q3, oracle::q3)?;
         ran = true;
     }
     if want("4") {
-        run(&args, "Q4", queries::q4, oracle::q4)?;
+        run(args, "Q4", queries::q4, oracle::q4)?;
         ran = true;
     }
     if want("5") {
-        run(&args, "Q5", queries::q5, oracle::q5)?;
+        run(args, "Q5", queries::q5, oracle::q5)?;
         ran = true;
     }
     if want("6") {
-        run(&args, "Q6", queries::q6, oracle::q6)?;
+        run(args, "Q6", queries::q6, oracle::q6)?;
         ran = true;
     }
     if want("7") {
-        run(&args, "Q7", queries::q7, oracle::q7)?;
+        run(args, "Q7", queries::q7, oracle::q7)?;
         ran = true;
     }
     if want("8") {
-        run(&args, "Q8", queries::q8, oracle::q8)?;
+        run(args, "Q8", queries::q8, oracle::q8)?;
         ran = true;
     }
     if want("9") {
-        run(&args, "Q9", queries::q9, oracle::q9)?;
+        run(args, "Q9", queries::q9, oracle::q9)?;
         ran = true;
     }
     if want("10") {
@@ -338,7 +434,7 @@ fn run_queries() -> anyhow::Result<()> {
             let _ = Q10_DIR.set((dir.clone(), true));
         }
         let dir = q10_dir();
-        let result = run(&args, "Q10", q10_to_dir, oracle::q10);
+        let result = run(args, "Q10", q10_to_dir, oracle::q10);
         // With --json, stdout holds only records.
         let note = |line: String| match args.json {
             true => eprintln!("{line}"),
@@ -354,7 +450,7 @@ fn run_queries() -> anyhow::Result<()> {
         ran = true;
     }
     if want("11") {
-        run(&args, "Q11", queries::q11, oracle::q11)?;
+        run(args, "Q11", queries::q11, oracle::q11)?;
         ran = true;
     }
     if want("12") {
@@ -363,16 +459,16 @@ fn run_queries() -> anyhow::Result<()> {
                 "Q12: skipped, it replays its events on a scripted clock and needs a bounded run"
             );
         } else {
-            run_q12(&args)?;
+            run_q12(args)?;
         }
         ran = true;
     }
     if want("13") {
-        run(&args, "Q13", queries::q13, oracle::q13)?;
+        run(args, "Q13", queries::q13, oracle::q13)?;
         ran = true;
     }
     if want("14") {
-        run(&args, "Q14", queries::q14, oracle::q14)?;
+        run(args, "Q14", queries::q14, oracle::q14)?;
         ran = true;
     }
     if !ran {
