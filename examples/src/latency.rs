@@ -193,8 +193,7 @@ pub fn seen() -> usize {
 /// p50, p99 and max of the latencies seen so far, in milliseconds, skipping the first
 /// `warmup` fraction of records.
 pub fn percentiles(warmup: f64) -> Option<(f64, f64, f64)> {
-    let all = LATENCIES.lock().unwrap_or_else(|e| e.into_inner());
-    percentiles_of(after_warmup(&all, warmup).to_vec())
+    percentiles_of(after_warmup(all_seen(), warmup))
 }
 
 /// The latencies seen so far in this process, in microseconds, in the order they were
@@ -205,9 +204,10 @@ pub fn all_seen() -> Vec<u32> {
 }
 
 /// `seen` without its first `warmup` fraction (start-up).
-pub fn after_warmup(seen: &[u32], warmup: f64) -> &[u32] {
+pub fn after_warmup(mut seen: Vec<u32>, warmup: f64) -> Vec<u32> {
     let skip = (seen.len() as f64 * warmup) as usize;
-    &seen[skip.min(seen.len())..]
+    seen.drain(..skip.min(seen.len()));
+    seen
 }
 
 /// p50, p99 and max of latencies `v` (microseconds), in milliseconds.

@@ -40,20 +40,31 @@ pub fn write_line(line: std::fmt::Arguments<'_>) {
     }
 }
 
-/// On the first Ctrl-C the running pipeline drains (stops reading its sources, fires
-/// its windows, commits its output) and `run` returns; a second Ctrl-C ends the program
-/// at once.
-pub fn drain_on_ctrl_c() {
-    use signal_hook::consts::SIGINT;
-    let mut signals = match signal_hook::iterator::Signals::new([SIGINT]) {
+/// Calls `handle` with the count of earlier deliveries each time `signal` arrives, on
+/// a thread of its own; if the signal cannot be caught, warns that `otherwise`.
+fn on_signal(signal: i32, otherwise: &str, mut handle: impl FnMut(usize) + Send + 'static) {
+    let mut signals = match signal_hook::iterator::Signals::new([signal]) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("warning: Ctrl-C will stop the program without draining: {e}");
+            eprintln!("warning: {otherwise}: {e}");
             return;
         }
     };
     std::thread::spawn(move || {
-        for (presses, _) in signals.forever().enumerate() {
+        for (earlier, _) in signals.forever().enumerate() {
+            handle(earlier);
+        }
+    });
+}
+
+/// On the first Ctrl-C the running pipeline drains (stops reading its sources, fires
+/// its windows, commits its output) and `run` returns; a second Ctrl-C ends the program
+/// at once.
+pub fn drain_on_ctrl_c() {
+    on_signal(
+        signal_hook::consts::SIGINT,
+        "Ctrl-C will stop the program without draining",
+        |presses| {
             if presses == 0 {
                 eprintln!(
                     "draining: windows fire and output is committed; Ctrl-C again stops at once"
@@ -62,27 +73,19 @@ pub fn drain_on_ctrl_c() {
             } else {
                 std::process::exit(130);
             }
-        }
-    });
+        },
+    );
 }
 
 /// On `SIGUSR1` the running pipeline keeps its next complete checkpoint as a savepoint
 /// and goes on (with `--savepoint-dir DIR`, in `DIR/savepoint-<epoch>`: Flink's
 /// `flink savepoint`); under `--local-cluster`, signal the supervisor or process 0.
 pub fn savepoints_on_sigusr1() {
-    use signal_hook::consts::SIGUSR1;
-    let mut signals = match signal_hook::iterator::Signals::new([SIGUSR1]) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("warning: SIGUSR1 will not take a savepoint: {e}");
-            return;
-        }
-    };
-    std::thread::spawn(move || {
-        for _ in signals.forever() {
-            tidewater::runner::request_savepoint();
-        }
-    });
+    on_signal(
+        signal_hook::consts::SIGUSR1,
+        "SIGUSR1 will not take a savepoint",
+        |_| tidewater::runner::request_savepoint(),
+    );
 }
 
 /// Elements committed by every [`CountingSink`] in this process.

@@ -1124,7 +1124,7 @@ fn latency_run(args: &Args, setting: &Setting<'_>, out: &Path) -> anyhow::Result
                     seen.len()
                 );
             }
-            latency::after_warmup(&seen, LATENCY_WARMUP).to_vec()
+            latency::after_warmup(seen, LATENCY_WARMUP)
         }
         Some(spill) => {
             let per_process = latency::read_spilled(&spill)
@@ -1137,9 +1137,8 @@ fn latency_run(args: &Args, setting: &Setting<'_>, out: &Path) -> anyhow::Result
                 );
             }
             per_process
-                .iter()
+                .into_iter()
                 .flat_map(|v| latency::after_warmup(v, LATENCY_WARMUP))
-                .copied()
                 .collect()
         }
     };

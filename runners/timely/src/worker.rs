@@ -107,21 +107,19 @@ impl Manifests {
                 .map_err(|e| Error::Internal(format!("cannot start the manifest writer: {e}")))?;
             self.pending = Some((durable, Instant::now(), rx));
         }
-        let Some((epoch, started, rx)) = &self.pending else {
+        let Some((epoch, started, rx)) = self.pending.take() else {
             unreachable!("a manifest is being written")
         };
-        let written = match rx.try_recv() {
-            Ok(written) => written,
-            Err(mpsc::TryRecvError::Empty) => return Ok(None),
-            Err(mpsc::TryRecvError::Disconnected) => {
-                return Err(Error::Internal(format!(
-                    "the manifest writer of checkpoint {epoch} stopped"
-                )))
+        match rx.try_recv() {
+            Ok(written) => Ok(Some((epoch, written?, started.elapsed()))),
+            Err(mpsc::TryRecvError::Empty) => {
+                self.pending = Some((epoch, started, rx));
+                Ok(None)
             }
-        };
-        let done = (*epoch, started.elapsed());
-        self.pending = None;
-        Ok(Some((done.0, written?, done.1)))
+            Err(mpsc::TryRecvError::Disconnected) => Err(Error::Internal(format!(
+                "the manifest writer of checkpoint {epoch} stopped"
+            ))),
+        }
     }
 }
 
