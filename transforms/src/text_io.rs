@@ -153,17 +153,32 @@ impl PTransform<PBegin> for Read {
 // from a saved plan.
 tidewater::register!(Source TextSource);
 
-/// The lines of a list of files, split into partitions by byte ranges of the files
-/// taken end to end, as Hadoop splits text: a partition reads every line that starts
-/// in its range, so a line across a boundary belongs to the partition it starts in.
-/// The files and their lengths are fixed when the pipeline is built.
+/// The lines of a list of files, taken end to end and cut into blocks of
+/// [`TextSource::BLOCK`] bytes, dealt to the partitions in turn: partition `p` of `n`
+/// reads blocks `p`, `p + n`, `p + 2n`, ... The partitions so move through the files
+/// together: in a file written in event-time order (a log), their event times stay
+/// close, and windows fire as the file is read instead of waiting on the partition
+/// that holds the earliest range, with all the later ones' state held meanwhile.
+///
+/// A block's lines are those that start in it, as Hadoop splits text: a line across a
+/// block's end belongs to the block it starts in, and a line that starts exactly at a
+/// block's end to that block too, unless that is a file's first byte. The files and
+/// their lengths are fixed when the pipeline is built.
 #[derive(Serialize, Deserialize)]
 pub struct TextSource {
     files: Vec<(String, u64)>,
-    /// Per partition: the open file it reads, by file index.
+    /// Bytes per block (a plan saved before blocks were dealt has none: the default).
+    #[serde(default = "TextSource::default_block")]
+    block: u64,
+    /// Per partition: the open file it reads, by file index, and the byte (counted
+    /// over the files end to end) the reader stands at.
     #[serde(skip)]
-    readers: Vec<Option<(usize, BufReader<std::fs::File>)>>,
+    readers: Vec<Option<OpenFile>>,
 }
+
+/// A file a partition has open: its index, the byte the reader stands at (counted over
+/// the files end to end), and the reader.
+type OpenFile = (usize, u64, BufReader<std::fs::File>);
 
 /// Where a partition of a [`TextSource`] stands: the byte it reads next, counted over
 /// the files end to end.
@@ -172,11 +187,20 @@ pub struct TextPosition {
     /// The next byte.
     pub offset: u64,
     /// Whether the partition still has to skip the rest of a line that started before
-    /// its range.
+    /// its block.
     pub skip_partial: bool,
 }
 
 impl TextSource {
+    /// Bytes per block by default: small enough that the partitions of a file keep
+    /// close in it, large enough that a jump to the next block costs nothing next to
+    /// reading one.
+    pub const BLOCK: u64 = 1 << 20;
+
+    fn default_block() -> u64 {
+        Self::BLOCK
+    }
+
     /// The lines of `paths`, in this order, with their lengths now.
     pub fn new(paths: &[PathBuf]) -> Self {
         TextSource {
@@ -187,19 +211,19 @@ impl TextSource {
                     (f.to_string_lossy().into_owned(), len)
                 })
                 .collect(),
+            block: Self::BLOCK,
             readers: Vec::new(),
         }
     }
 
-    fn total(&self) -> u64 {
-        self.files.iter().map(|(_, len)| len).sum()
+    /// The same lines, in blocks of `bytes` (at least 1) dealt to the partitions.
+    pub fn with_block_size(mut self, bytes: u64) -> Self {
+        self.block = bytes.max(1);
+        self
     }
 
-    fn range(&self, partition: usize, partitions: usize) -> (u64, u64) {
-        let total = self.total() as u128;
-        let n = partitions.max(1) as u128;
-        let at = |p: u128| (total * p / n) as u64;
-        (at(partition as u128), at(partition as u128 + 1))
+    fn total(&self) -> u64 {
+        self.files.iter().map(|(_, len)| len).sum()
     }
 
     /// The file holding global byte `offset` and the offset in it.
@@ -218,50 +242,84 @@ impl TextSource {
         self.files[..file].iter().map(|(_, len)| len).sum()
     }
 
+    /// Where a partition starts reading block `block`: its first byte, past the rest
+    /// of a line that started before it unless that is a file's first byte.
+    fn block_start(&self, block: u64) -> TextPosition {
+        let offset = block.saturating_mul(self.block);
+        TextPosition {
+            offset,
+            skip_partial: self.locate(offset).is_some_and(|(_, o)| o > 0),
+        }
+    }
+
     /// Steps `pos` over the partition's next lines, at most `max` of them, as `read`
-    /// gives them: `take` consumes one line from the reader (`keep`: the line is the
-    /// partition's, not the rest of one that started before its range) and says how
-    /// many bytes it took (0: the file ended). `slot` holds the open file.
+    /// gives them, and on to where the partition's next line starts: `take` consumes
+    /// one line from the reader (`keep`: the line is the partition's, not the rest of
+    /// one that started before its block, or another partition's) and says how many
+    /// bytes it took (0: the file ended). `slot` holds the open file.
     fn walk(
         &self,
         partition: usize,
         partitions: usize,
         pos: &mut TextPosition,
         max: usize,
-        slot: &mut Option<(usize, BufReader<std::fs::File>)>,
+        slot: &mut Option<OpenFile>,
         mut take: impl FnMut(&mut BufReader<std::fs::File>, bool) -> std::io::Result<usize>,
     ) -> Result<tidewater::ReadStatus, UserError> {
         use std::io::{Seek, SeekFrom};
-        let (_, end) = self.range(partition, partitions);
-        // The partition reads every line that starts in its range, and the line that
-        // starts exactly at its end unless that is a file's first byte (as Hadoop: the
-        // next partition skips its first line, whole or partial).
-        let ends_inside_a_file = self.locate(end).is_some_and(|(_, o)| o > 0);
-        let past_end = |pos: &TextPosition| {
-            !pos.skip_partial && (pos.offset > end || (pos.offset == end && !ends_inside_a_file))
-        };
+        let n = partitions.max(1) as u64;
+        let mine = partition as u64 % n;
         let mut read = 0;
-        while read < max {
-            if past_end(pos) {
-                return Ok(tidewater::ReadStatus::Done);
-            }
+        loop {
             let Some((file, in_file)) = self.locate(pos.offset) else {
                 return Ok(tidewater::ReadStatus::Done);
             };
+            if !pos.skip_partial {
+                // The block the line starting here belongs to: the one it starts in,
+                // or the previous one when it starts exactly at a block's end inside
+                // a file.
+                let block = (pos.offset - u64::from(in_file > 0)) / self.block;
+                if block % n != mine {
+                    // Another partition's: on to this partition's next block.
+                    let next = block + (mine + n - block % n) % n;
+                    *pos = self.block_start(next);
+                    continue;
+                }
+                if read == max {
+                    // A read that took the partition's last line says so (it stands
+                    // past the end): a batch that read exactly what was available
+                    // ends the partition.
+                    return Ok(tidewater::ReadStatus::More);
+                }
+            }
             let next_file = self.file_start(file) + self.files[file].1;
             let path = &self.files[file].0;
-            if slot.as_ref().is_none_or(|(f, _)| *f != file) {
-                let mut f = std::fs::File::open(path)
-                    .map_err(|e| format!("cannot read input file '{path}': {e}"))?;
-                f.seek(SeekFrom::Start(in_file))
-                    .map_err(|e| format!("cannot read input file '{path}': {e}"))?;
-                *slot = Some((file, BufReader::with_capacity(1 << 16, f)));
+            if slot
+                .as_ref()
+                .is_none_or(|(f, at, _)| *f != file || *at != pos.offset)
+            {
+                let reopen = |slot: &mut Option<OpenFile>| -> std::io::Result<()> {
+                    match slot {
+                        Some((f, at, reader)) if *f == file => {
+                            reader.seek(SeekFrom::Start(in_file))?;
+                            *at = pos.offset;
+                        }
+                        _ => {
+                            let mut f = std::fs::File::open(path)?;
+                            f.seek(SeekFrom::Start(in_file))?;
+                            *slot = Some((file, pos.offset, BufReader::with_capacity(1 << 16, f)));
+                        }
+                    }
+                    Ok(())
+                };
+                reopen(slot).map_err(|e| format!("cannot read input file '{path}': {e}"))?;
             }
-            let (_, reader) = slot.as_mut().expect("opened above");
-            let n = take(reader, !pos.skip_partial)
+            let (_, at, reader) = slot.as_mut().expect("opened above");
+            let keep = !pos.skip_partial;
+            let took = take(reader, keep)
                 .map_err(|e| format!("cannot read input file '{path}' at byte {in_file}: {e}"))?
                 as u64;
-            if n == 0 {
+            if took == 0 {
                 // The file ended early (it shrank since the pipeline was built): go on
                 // with the next one.
                 pos.offset = next_file;
@@ -269,18 +327,11 @@ impl TextSource {
                 *slot = None;
                 continue;
             }
-            pos.offset += n;
-            if std::mem::take(&mut pos.skip_partial) {
-                continue;
-            }
-            read += 1;
+            pos.offset += took;
+            *at = pos.offset;
+            pos.skip_partial = false;
+            read += usize::from(keep);
         }
-        // A read that took the partition's last line says so: a batch that read
-        // exactly what was available ends the partition.
-        if past_end(pos) || self.locate(pos.offset).is_none() {
-            return Ok(tidewater::ReadStatus::Done);
-        }
-        Ok(tidewater::ReadStatus::More)
     }
 }
 
@@ -298,18 +349,9 @@ impl tidewater::Source for TextSource {
         (desired as u64).clamp(1, most) as usize
     }
 
-    fn initial_position(&self, partition: usize, partitions: usize) -> TextPosition {
-        let (start, _) = self.range(partition, partitions);
-        // A range that starts inside a file (not at its first byte) begins with the
-        // rest of a line the previous partition reads.
-        let skip_partial = match self.locate(start) {
-            Some((_, in_file)) => in_file > 0,
-            None => false,
-        };
-        TextPosition {
-            offset: start,
-            skip_partial,
-        }
+    fn initial_position(&self, partition: usize, _partitions: usize) -> TextPosition {
+        // Partition p's first block is block p.
+        self.block_start(partition as u64)
     }
 
     fn read(

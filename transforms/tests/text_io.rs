@@ -268,8 +268,8 @@ fn writing_unbounded_input_says_that_text_io_needs_bounded_input() {
 }
 
 /// Every line of every file is read exactly once, however the files are split into
-/// partitions: lines across partition boundaries, at them, empty lines, a last line
-/// without a terminator, an empty file. At every position the source says exactly how
+/// blocks and partitions: lines across block boundaries, at them, across several
+/// blocks, empty lines, a last line without a terminator, an empty file. At every position the source says exactly how
 /// many lines the partition has left (a micro-batch fixes its ranges with it).
 #[test]
 fn a_text_source_reads_every_line_once_whatever_the_partitions() {
@@ -292,8 +292,12 @@ fn a_text_source_reads_every_line_once_whatever_the_partitions() {
         paths.push(path);
     }
     want.sort();
-    for partitions in 1..=40 {
-        let mut source = tidewater_transforms::text_io::TextSource::new(&paths);
+    for (block, partitions) in [1, 2, 3, 5, 7, 16, 1 << 20]
+        .into_iter()
+        .flat_map(|block| (1..=40).map(move |partitions| (block, partitions)))
+    {
+        let mut source =
+            tidewater_transforms::text_io::TextSource::new(&paths).with_block_size(block);
         let mut got = Vec::new();
         for p in 0..partitions {
             let mut pos = source.initial_position(p, partitions);
@@ -322,19 +326,48 @@ fn a_text_source_reads_every_line_once_whatever_the_partitions() {
             assert_eq!(
                 left.len(),
                 lines.len().div_ceil(2).max(1),
-                "partition {p} of {partitions}: reads"
+                "partition {p} of {partitions}, blocks of {block}: reads"
             );
             // Before the k-th read, lines read so far + left = all the partition's.
             for (k, left) in left.iter().enumerate() {
                 assert_eq!(
                     (2 * k).min(lines.len()) as u64 + left,
                     lines.len() as u64,
-                    "partition {p} of {partitions}, before read {k}"
+                    "partition {p} of {partitions}, blocks of {block}, before read {k}"
                 );
             }
             got.extend(lines);
         }
         got.sort();
-        assert_eq!(got, want, "with {partitions} partitions");
+        assert_eq!(got, want, "with {partitions} partitions, blocks of {block}");
     }
+}
+
+/// The blocks are dealt to the partitions in turn, so that partitions move through a
+/// file together; a line starting exactly at a block's end belongs to that block.
+#[test]
+fn a_text_source_deals_its_blocks_to_the_partitions_in_turn() {
+    use tidewater::{ReadStatus, Source, Timestamp};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("lines.txt");
+    // Eight lines of 3 bytes: l0 at byte 0, l1 at 3, ... l7 at 21.
+    std::fs::write(&path, (0..8).map(|i| format!("l{i}\n")).collect::<String>()).unwrap();
+    let mut source = tidewater_transforms::text_io::TextSource::new(&[path]).with_block_size(6);
+    let read = |source: &mut tidewater_transforms::text_io::TextSource, p| {
+        let mut pos = source.initial_position(p, 2);
+        let mut out = Vec::new();
+        while source
+            .read(p, 2, &mut pos, 1, Timestamp(0), &mut out)
+            .unwrap()
+            == ReadStatus::More
+        {}
+        out.into_iter()
+            .map(|(l, _)| l)
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    // Blocks [0, 6), [6, 12), [12, 18), [18, 24): partition 0 reads blocks 0 and 2,
+    // partition 1 blocks 1 and 3.
+    assert_eq!(read(&mut source, 0), "l0 l1 l2 l5 l6");
+    assert_eq!(read(&mut source, 1), "l3 l4 l7");
 }
