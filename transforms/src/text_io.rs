@@ -286,33 +286,24 @@ impl TextSource {
                     continue;
                 }
                 if read == max {
-                    // A read that took the partition's last line says so (it stands
-                    // past the end): a batch that read exactly what was available
-                    // ends the partition.
+                    // The partition's next line starts here. (A read that took its
+                    // last line went on to the end above and says Done: a batch that
+                    // read exactly what was available ends the partition.)
                     return Ok(tidewater::ReadStatus::More);
                 }
             }
             let next_file = self.file_start(file) + self.files[file].1;
             let path = &self.files[file].0;
+            // The reader stands elsewhere after a jump to the next block (once per
+            // block) or in another file: open the file there.
             if slot
                 .as_ref()
-                .is_none_or(|(f, at, _)| *f != file || *at != pos.offset)
+                .is_none_or(|(f, at, _)| (*f, *at) != (file, pos.offset))
             {
-                let reopen = |slot: &mut Option<OpenFile>| -> std::io::Result<()> {
-                    match slot {
-                        Some((f, at, reader)) if *f == file => {
-                            reader.seek(SeekFrom::Start(in_file))?;
-                            *at = pos.offset;
-                        }
-                        _ => {
-                            let mut f = std::fs::File::open(path)?;
-                            f.seek(SeekFrom::Start(in_file))?;
-                            *slot = Some((file, pos.offset, BufReader::with_capacity(1 << 16, f)));
-                        }
-                    }
-                    Ok(())
-                };
-                reopen(slot).map_err(|e| format!("cannot read input file '{path}': {e}"))?;
+                let f = std::fs::File::open(path)
+                    .and_then(|mut f| f.seek(SeekFrom::Start(in_file)).map(|_| f))
+                    .map_err(|e| format!("cannot read input file '{path}': {e}"))?;
+                *slot = Some((file, pos.offset, BufReader::with_capacity(1 << 16, f)));
             }
             let (_, at, reader) = slot.as_mut().expect("opened above");
             let keep = !pos.skip_partial;
