@@ -155,6 +155,68 @@ fn bench_runs_checks_records_and_reports() {
     }
 }
 
+/// `--cost-words`: the native settings with and without checkpoints run again on a
+/// longer input, marked as the fault-tolerance pass, and the report judges their cost
+/// from those runs.
+#[test]
+fn the_fault_tolerance_pass_runs_the_checkpointed_settings_again_on_a_longer_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("runs.json");
+    let bench = env!("CARGO_BIN_EXE_bench");
+    let out = std::process::Command::new(bench)
+        .args([
+            "--workload",
+            "count",
+            "--words",
+            "3000",
+            "--check-words",
+            "1000",
+        ])
+        .args(["--runner", "native", "--checkpoint-ms", "0,1000"])
+        .args(["--cost-words", "20000", "--reps", "2", "--json"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let records = tidewater_examples::bench::record::read_records(&json).unwrap();
+    let runs: Vec<(bool, u64, bool)> = records
+        .iter()
+        .map(|r| (r.cost_run, r.records / 1000, r.checkpoint))
+        .collect();
+    // Rep by rep, off then on: first on the main input, then on the long one.
+    assert_eq!(
+        runs,
+        [
+            (false, 2, false),
+            (false, 2, true),
+            (false, 2, false),
+            (false, 2, true),
+            (true, 20, false),
+            (true, 20, true),
+            (true, 20, false),
+            (true, 20, true),
+        ],
+        "{records:?}"
+    );
+    let docs = dir.path().join("docs");
+    let out = std::process::Command::new(bench)
+        .args(["--report", "--json"])
+        .arg(&json)
+        .arg("--docs")
+        .arg(&docs)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let md = std::fs::read_to_string(docs.join("benchmarks.md")).unwrap();
+    assert!(
+        md.contains("## What fault tolerance costs, on long runs"),
+        "{md}"
+    );
+    assert!(md.contains("| count, native W=1 (20"), "{md}");
+    assert!(md.contains("--cost-words 20100"), "{md}");
+}
+
 #[test]
 fn an_unknown_runner_or_workload_is_refused_before_anything_runs() {
     let bench = env!("CARGO_BIN_EXE_bench");

@@ -233,6 +233,8 @@ impl PeerRun {
             (r.checkpoint, r.checkpoint_interval_ms) = self.checkpoint();
             r.profile = "release".into();
             r.peer = Some(peer.to_string());
+            // `start` is the kit's, before all its runs: no one run's steal.
+            r.steal_pct = None;
             Ok(r)
         }))
     }
@@ -819,6 +821,7 @@ mod tests {
         let start = RunStart {
             load_avg_1m: Some(1.5),
             unix_s: 1_700_000_000,
+            cpu: None,
         };
         let r = runs[1]
             .to_record(&meta(), "Flink 2.3.0", start)

@@ -71,6 +71,18 @@ pub struct BenchRecord {
     /// parallelism. `None` for our runners.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peer: Option<String>,
+    /// The share of the machine's CPU time (in percent, all cores) the hypervisor
+    /// gave to other guests while the run was timed: the `steal` of `/proc/stat`. On
+    /// a shared VM a few percent of it is a stall of milliseconds somewhere, which a
+    /// p99 latency shows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steal_pct: Option<f64>,
+    /// A run of the fault-tolerance pass (`bench --cost-words`): the same settings
+    /// with checkpoints on and off on a longer input, so that each run takes some ten
+    /// checkpoints. These runs are judged for what fault tolerance costs and kept out
+    /// of the throughput tables.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cost_run: bool,
 }
 
 /// When a run started and how busy the machine was then.
@@ -80,6 +92,8 @@ pub struct RunStart {
     pub load_avg_1m: Option<f64>,
     /// Seconds since the Unix epoch.
     pub unix_s: u64,
+    /// The machine's CPU time so far.
+    pub cpu: Option<CpuTimes>,
 }
 
 impl RunStart {
@@ -88,7 +102,53 @@ impl RunStart {
         RunStart {
             load_avg_1m: load_avg_1m(),
             unix_s: now_unix_s(),
+            cpu: CpuTimes::now(),
         }
+    }
+
+    /// The hypervisor's steal since this start, in percent of the CPU time passed.
+    pub fn steal_pct(&self) -> Option<f64> {
+        self.cpu?.steal_pct_until(&CpuTimes::now()?)
+    }
+}
+
+/// The machine's CPU time, all cores, in clock ticks: the first line of `/proc/stat`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CpuTimes {
+    /// Every state's ticks (guest time is already in user and nice).
+    pub total: u64,
+    /// Ticks the hypervisor ran another guest while this one wanted the CPU.
+    pub steal: u64,
+}
+
+impl CpuTimes {
+    /// Now, where the system tells.
+    pub fn now() -> Option<CpuTimes> {
+        CpuTimes::parse(&std::fs::read_to_string("/proc/stat").ok()?)
+    }
+
+    /// The `cpu` line of a `/proc/stat`: user nice system idle iowait irq softirq
+    /// steal (guest and guest_nice follow, counted in user and nice already).
+    pub fn parse(stat: &str) -> Option<CpuTimes> {
+        let line = stat.lines().find(|l| l.starts_with("cpu "))?;
+        let ticks: Vec<u64> = line
+            .split_whitespace()
+            .skip(1)
+            .take(8)
+            .map(str::parse)
+            .collect::<Result<_, _>>()
+            .ok()?;
+        Some(CpuTimes {
+            total: ticks.iter().sum(),
+            steal: *ticks.get(7)?,
+        })
+    }
+
+    /// The steal between this and `later`, in percent of the ticks between them.
+    pub fn steal_pct_until(&self, later: &CpuTimes) -> Option<f64> {
+        let total = later.total.checked_sub(self.total)?;
+        let steal = later.steal.checked_sub(self.steal)?;
+        (total > 0).then(|| steal as f64 * 100.0 / total as f64)
     }
 }
 
@@ -137,6 +197,8 @@ impl BenchRecord {
             recovery_ms: None,
             restart_ms: None,
             peer: None,
+            steal_pct: start.steal_pct(),
+            cost_run: false,
         }
     }
 
@@ -261,6 +323,8 @@ pub(crate) mod tests {
             recovery_ms: None,
             restart_ms: None,
             peer: None,
+            steal_pct: None,
+            cost_run: false,
         }
     }
 
@@ -311,6 +375,30 @@ pub(crate) mod tests {
         std::fs::write(&path, format!("{}\n{{}}\n", sample().to_json_line())).unwrap();
         let e = format!("{:#}", read_records(&path).unwrap_err());
         assert!(e.contains("runs.json:2: not a benchmark record"), "{e}");
+    }
+
+    #[test]
+    fn steal_is_the_eighth_cpu_figure_over_the_ticks_passed() {
+        let before = CpuTimes::parse("cpu  100 0 50 800 10 0 5 35 0 0\ncpu0 1 2 3\n").unwrap();
+        assert_eq!(
+            before,
+            CpuTimes {
+                total: 1000,
+                steal: 35
+            }
+        );
+        let after = CpuTimes::parse("cpu  300 0 100 1400 10 0 5 185 0 0\n").unwrap();
+        assert_eq!(before.steal_pct_until(&after), Some(15.0));
+        assert_eq!(before.steal_pct_until(&before), None);
+        assert_eq!(CpuTimes::parse("intr 1 2\n"), None);
+        let mut r = sample();
+        r.steal_pct = Some(2.5);
+        r.cost_run = true;
+        let line = r.to_json_line();
+        assert!(
+            line.ends_with(r#","steal_pct":2.5,"cost_run":true}"#),
+            "{line}"
+        );
     }
 
     #[test]

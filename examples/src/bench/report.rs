@@ -89,10 +89,23 @@ fn chart_figure(workload: &str) -> (&'static str, &'static str, fn(f64) -> Strin
     }
 }
 
-/// Records by workload (in the order each first ran), then by setting (likewise).
+/// Records by workload (in the order each first ran), then by setting (likewise); the
+/// fault-tolerance pass's runs (`cost_run`) are apart, in [`cost_groups`].
 pub fn group(records: &[BenchRecord]) -> Vec<(String, Vec<Group>)> {
+    group_where(records, |r| !r.cost_run)
+}
+
+/// The fault-tolerance pass's runs (`bench --cost-words`), grouped as [`group`] does.
+pub fn cost_groups(records: &[BenchRecord]) -> Vec<(String, Vec<Group>)> {
+    group_where(records, |r| r.cost_run)
+}
+
+fn group_where(
+    records: &[BenchRecord],
+    keep: impl Fn(&BenchRecord) -> bool,
+) -> Vec<(String, Vec<Group>)> {
     let mut out: Vec<(String, Vec<Group>)> = Vec::new();
-    for r in records {
+    for r in records.iter().filter(|r| keep(r)) {
         let i = match out.iter().position(|(w, _)| *w == r.workload) {
             Some(i) => i,
             None => {
@@ -320,6 +333,18 @@ pub fn render_markdown(records: &[BenchRecord], json_name: &str) -> String {
              compare runners measured in the same run, not across reports."
         );
     }
+    let steals: Vec<f64> = records.iter().filter_map(|r| r.steal_pct).collect();
+    if let Some(hi) = steals.iter().copied().reduce(f64::max) {
+        let over = steals.iter().filter(|s| **s >= 1.0).count();
+        let _ = writeln!(
+            md,
+            "- **Steal:** the hypervisor ran other guests for up to {hi:.1}% of this VM's CPU \
+             time during a run (`steal` in `/proc/stat`, over the run; {over} of {} runs \
+             measured 1% or more). A stall of a few milliseconds on one core lands in a p99 \
+             latency: the latency table gives each row's.",
+            steals.len()
+        );
+    }
     let _ = writeln!(
         md,
         "- **records/s** is input records (words, or Nexmark events) over the wall time of the \
@@ -387,7 +412,7 @@ pub fn render_markdown(records: &[BenchRecord], json_name: &str) -> String {
         .unwrap_or(1);
     let words = records
         .iter()
-        .find(|r| WordCount::from_name(&r.workload).is_some())
+        .find(|r| !r.cost_run && WordCount::from_name(&r.workload).is_some())
         .map(|r| r.records);
     let events = records
         .iter()
@@ -450,6 +475,9 @@ pub fn render_markdown(records: &[BenchRecord], json_name: &str) -> String {
         if seconds != 5.0 {
             let _ = write!(sizes, " --latency-seconds {seconds}");
         }
+    }
+    if let Some(r) = records.iter().find(|r| r.cost_run) {
+        let _ = write!(sizes, " --cost-words {}", round_to_3_digits(r.records));
     }
     if !peers.is_empty() {
         let names = distinct(
@@ -520,14 +548,37 @@ pub fn render_markdown(records: &[BenchRecord], json_name: &str) -> String {
             md,
             "Issue 10's targets that are not ratios to a peer, judged from the median runs below: \
              what fault tolerance costs (the same single-process setting with checkpoints on \
-             against off: snapshots on the native runner, commits on the micro-batch runner, \
-             whose checkpoint interval is its batch interval; a local cluster's time holds its \
-             start-up, so it is not judged), p99 latency at half the peak, the direct runner \
+             against off, the median of the reps' costs with each rep's runs paired, on the \
+             long runs below where there are: snapshots on the native runner, commits on the \
+             micro-batch runner, whose checkpoint interval is its batch interval; a local \
+             cluster's time holds its start-up, so it is not judged), p99 latency at half the peak, the direct runner \
              against the native one, and peak memory on the stateful word count. One run per \
-             setting swings by some 10% on this machine: a cost within that of its target is \
-             within the noise.\n"
+             setting swings by 10% or more on this machine: a cost within that of its target \
+             is within the noise.\n"
         );
         let _ = writeln!(md, "{}", super::targets::markdown(&judged));
+    }
+    let long = cost_groups(records);
+    if let Some(words) = long.first().map(|(_, gs)| gs[0].runs[0].records) {
+        let _ = writeln!(md, "## What fault tolerance costs, on long runs\n");
+        let _ = writeln!(
+            md,
+            "The word counts again on {} words (`--cost-words`), with checkpoints on and off, \
+             so that each run lasts long enough for several checkpoints: a run of the main input \
+             lasts a few seconds and takes few or none, so its cost is mostly noise. Each rep runs the settings \
+             next to each other, and the targets above judge the median of the reps' costs \
+             (`1 - on / off`, rep by rep), not the medians' ratio, so that the machine's drift \
+             from one rep to the next cancels out. The native runner only: the micro-batch \
+             runner reads a bounded input in one batch however long it is (as Spark's \
+             availableNow), so a longer input adds no commits, and its cost is judged on the \
+             runs below.\n",
+            human(words as f64)
+        );
+        for (workload, groups) in &long {
+            let _ = writeln!(md, "### {workload}\n");
+            throughput_table(&mut md, groups);
+            let _ = writeln!(md);
+        }
     }
     for (workload, groups) in group(records) {
         let _ = writeln!(md, "## {workload}\n");
@@ -538,42 +589,32 @@ pub fn render_markdown(records: &[BenchRecord], json_name: &str) -> String {
             "![{workload}: {what} per runner and workers](benchmarks/{})\n",
             svg_name(&workload)
         );
-        let checkpoint = |g: &Group| {
-            let mut c = match g.checkpoint {
-                (true, Some(ms)) => format!("every {ms} ms"),
-                (true, None) => "on".into(),
-                (false, _) => "off".into(),
-            };
-            if g.at_least_once {
-                c.push_str(", at-least-once");
-            }
-            c
-        };
-        let runner = |g: &Group| match g.is_peer() {
-            true => format!("{} *(peer)*", g.runner),
-            false => g.runner.clone(),
-        };
         match workload.as_str() {
             "latency" => {
                 let _ = writeln!(
                     md,
-                    "| runner | workers | checkpoint | runs | rate records/s (half the peak) | records | p50 ms | p99 ms | max ms | peak RSS MB |"
+                    "| runner | workers | processes | checkpoint | runs | rate records/s (half the peak) | records | p50 ms | p99 ms | max ms | steal % | peak RSS MB |"
                 );
-                let _ = writeln!(md, "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|");
+                let _ = writeln!(
+                    md,
+                    "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+                );
                 for g in &groups {
                     let m = g.median();
                     let _ = writeln!(
                         md,
-                        "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-                        runner(g),
+                        "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                        runner_cell(g),
                         g.workers,
-                        checkpoint(g),
+                        g.processes,
+                        checkpoint_cell(g),
                         g.runs.len(),
                         m.latency_rate_per_s.map_or("—".into(), human),
                         m.records,
                         opt(m.p50_latency_ms, 2),
                         opt(m.p99_latency_ms, 2),
                         opt(m.max_latency_ms, 2),
+                        opt(m.steal_pct, 1),
                         opt(m.peak_rss_mb, 0),
                     );
                 }
@@ -589,10 +630,10 @@ pub fn render_markdown(records: &[BenchRecord], json_name: &str) -> String {
                     let _ = writeln!(
                         md,
                         "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.2} |",
-                        runner(g),
+                        runner_cell(g),
                         g.workers,
                         g.processes,
-                        checkpoint(g),
+                        checkpoint_cell(g),
                         g.runs.len(),
                         m.records,
                         m.outputs,
@@ -602,35 +643,59 @@ pub fn render_markdown(records: &[BenchRecord], json_name: &str) -> String {
                     );
                 }
             }
-            _ => {
-                let _ = writeln!(
-                    md,
-                    "| runner | workers | processes | checkpoint | runs | records | outputs | seconds | records/s | records/s per core | peak RSS MB |"
-                );
-                let _ = writeln!(md, "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|");
-                for g in &groups {
-                    let m = g.median();
-                    let _ = writeln!(
-                        md,
-                        "| {} | {} | {} | {} | {} | {} | {} | {:.3} | {} | {} | {} |",
-                        runner(g),
-                        g.workers,
-                        g.processes,
-                        checkpoint(g),
-                        g.runs.len(),
-                        m.records,
-                        m.outputs,
-                        m.seconds,
-                        human(m.records_per_s),
-                        human(m.records_per_s_per_core),
-                        opt(m.peak_rss_mb, 0),
-                    );
-                }
-            }
+            _ => throughput_table(&mut md, &groups),
         }
         let _ = writeln!(md);
     }
     md
+}
+
+/// A setting's checkpoint cell: `off`, `every 1000 ms`, `every 1000 ms, at-least-once`.
+fn checkpoint_cell(g: &Group) -> String {
+    let mut c = match g.checkpoint {
+        (true, Some(ms)) => format!("every {ms} ms"),
+        (true, None) => "on".into(),
+        (false, _) => "off".into(),
+    };
+    if g.at_least_once {
+        c.push_str(", at-least-once");
+    }
+    c
+}
+
+/// A setting's runner cell, a peer's marked.
+fn runner_cell(g: &Group) -> String {
+    match g.is_peer() {
+        true => format!("{} *(peer)*", g.runner),
+        false => g.runner.clone(),
+    }
+}
+
+/// The table of a throughput workload's settings, their median runs.
+fn throughput_table(md: &mut String, groups: &[Group]) {
+    let _ = writeln!(
+        md,
+        "| runner | workers | processes | checkpoint | runs | records | outputs | seconds | records/s | records/s per core | peak RSS MB |"
+    );
+    let _ = writeln!(md, "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|");
+    for g in groups {
+        let m = g.median();
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {} | {} | {} | {} | {:.3} | {} | {} | {} |",
+            runner_cell(g),
+            g.workers,
+            g.processes,
+            checkpoint_cell(g),
+            g.runs.len(),
+            m.records,
+            m.outputs,
+            m.seconds,
+            human(m.records_per_s),
+            human(m.records_per_s_per_core),
+            opt(m.peak_rss_mb, 0),
+        );
+    }
 }
 
 /// The peer a peer's runner name belongs to: `flink` for `flink-batch`.
@@ -784,6 +849,16 @@ mod tests {
         latency.p50_latency_ms = Some(1.25);
         latency.p99_latency_ms = Some(8.5);
         latency.max_latency_ms = Some(20.0);
+        latency.steal_pct = Some(3.2);
+        let long = |rate: f64, checkpoint: bool| {
+            let mut r = run("count", "native", 1, rate, 13.0);
+            r.records = 50_000_000;
+            r.seconds = 5e7 / rate;
+            r.cost_run = true;
+            r.checkpoint = checkpoint;
+            r.checkpoint_interval_ms = checkpoint.then_some(1000);
+            r
+        };
         let mut recovery = run("recovery", "native", 1, 20_000.0, 0.0);
         recovery.records = 140_000;
         recovery.seconds = 7.5;
@@ -809,6 +884,8 @@ mod tests {
             latency,
             recovery,
             q5,
+            long(6e6, false),
+            long(5.7e6, true),
         ]
     }
 

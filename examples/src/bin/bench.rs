@@ -108,6 +108,16 @@ struct Args {
     /// average, as `gen_input.py --lines words/10` writes them).
     #[arg(long, default_value_t = 10_000_000)]
     words: u64,
+    /// Also measure what fault tolerance costs on a longer input of this many words
+    /// (e.g. 50000000: some ten checkpoints a run at 1 s, where a run of the standard
+    /// 10 million takes 0 to 2). After the main runs, each word count's native
+    /// single-process settings with and without checkpoints (`--checkpoint-ms` with 0
+    /// among them) run `--reps` times again on it, rep by rep; their records are
+    /// marked `cost_run`: the report judges the costs from them and keeps them out of
+    /// the throughput tables. The micro-batch runner reads a bounded input in one
+    /// batch however long it is, so it is not in this pass.
+    #[arg(long, value_name = "WORDS")]
+    cost_words: Option<u64>,
     /// Generator seed.
     #[arg(long, default_value_t = 42)]
     seed: u64,
@@ -183,6 +193,7 @@ enum ChildMode {
 }
 
 /// What a child runs.
+#[derive(Clone)]
 struct Setting<'a> {
     workload: &'a str,
     runner: &'a str,
@@ -253,6 +264,7 @@ fn run() -> anyhow::Result<()> {
         (args.events, args.check_events) = (10_000, 2_000);
         args.q12_events = args.q12_events.min(args.events);
         args.latency_seconds = args.latency_seconds.min(1.0);
+        args.cost_words = args.cost_words.map(|w| w.min(200_000));
     }
     if let Some(mode) = args.child {
         return child(&args, mode);
@@ -305,6 +317,8 @@ fn run() -> anyhow::Result<()> {
         Ok(())
     };
     let mut failures = 0;
+    // The settings the fault-tolerance pass runs again (`--cost-words`), checked.
+    let mut cost_settings: Vec<Vec<Setting<'_>>> = Vec::new();
     print_header();
     for workload in &workloads {
         // The word counts and Nexmark are checked against the direct runner's output;
@@ -406,32 +420,76 @@ fn run() -> anyhow::Result<()> {
             for group in
                 settings.chunk_by(|a, b| (a.workers, a.processes) == (b.workers, b.processes))
             {
-                let mut failed = vec![false; group.len()];
-                for _ in 0..args.reps {
-                    for (setting, failed) in group.iter().zip(failed.iter_mut()) {
-                        if *failed {
-                            continue;
+                alternate(
+                    group,
+                    args.reps,
+                    |setting| match workload.as_str() {
+                        "latency" => timed_latency(&args, setting, &dir),
+                        "recovery" => timed_recovery(setting, &dir),
+                        _ => timed(&args, setting, full.as_ref(), &dir),
+                    },
+                    |setting, result| match result {
+                        Ok(r) => record(r, &mut out),
+                        Err(e) => {
+                            failures += 1;
+                            print_error(
+                                workload,
+                                setting.runner,
+                                setting.workers,
+                                &format!("{e:#}"),
+                            );
+                            Ok(())
                         }
-                        let result = match workload.as_str() {
-                            "latency" => timed_latency(&args, setting, &dir),
-                            "recovery" => timed_recovery(setting, &dir),
-                            _ => timed(&args, setting, full.as_ref(), &dir),
-                        };
-                        match result {
-                            Ok(r) => record(r, &mut out)?,
-                            Err(e) => {
-                                failures += 1;
-                                *failed = true;
-                                print_error(
-                                    workload,
-                                    setting.runner,
-                                    setting.workers,
-                                    &format!("{e:#}"),
-                                );
-                            }
-                        }
-                    }
+                    },
+                )?;
+                let costs = |s: &Setting<'_>| {
+                    WordCount::from_name(workload).is_some()
+                        && s.runner == "native"
+                        && s.processes == 1
+                };
+                if group.iter().all(costs)
+                    && group.iter().any(|s| s.checkpoint_ms.is_some())
+                    && group.iter().any(|s| s.checkpoint_ms.is_none())
+                {
+                    cost_settings.push(group.to_vec());
                 }
+            }
+        }
+    }
+    if let Some(words) = args.cost_words {
+        if cost_settings.is_empty() {
+            eprintln!("note: --cost-words: no word count ran on native in one process with and without checkpoints (--checkpoint-ms 0,1000): nothing to measure again");
+        } else {
+            let input = Input::cached(&dir, &gen_options(&args, words))?;
+            eprintln!(
+                "fault-tolerance pass: {} settings again on {} words ({})",
+                cost_settings.iter().map(Vec::len).sum::<usize>(),
+                input.meta.words,
+                input.text.display()
+            );
+            for group in &cost_settings {
+                alternate(
+                    group,
+                    args.reps,
+                    |setting| {
+                        let mut r = timed(&args, setting, Some(&input), &dir)?;
+                        r.cost_run = true;
+                        Ok(r)
+                    },
+                    |setting, result| match result {
+                        Ok(r) => record(r, &mut out),
+                        Err(e) => {
+                            failures += 1;
+                            print_error(
+                                setting.workload,
+                                setting.runner,
+                                setting.workers,
+                                &format!("fault-tolerance pass: {e:#}"),
+                            );
+                            Ok(())
+                        }
+                    },
+                )?;
             }
         }
     }
@@ -477,6 +535,38 @@ fn run() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Runs each setting of `group` `reps` times, rep by rep (off, on, off, on, ...), and
+/// hands each run's outcome to `each`; a setting that failed is not run again.
+fn alternate<'a>(
+    group: &[Setting<'a>],
+    reps: u32,
+    mut run: impl FnMut(&Setting<'a>) -> anyhow::Result<BenchRecord>,
+    mut each: impl FnMut(&Setting<'a>, anyhow::Result<BenchRecord>) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    let mut failed = vec![false; group.len()];
+    for _ in 0..reps {
+        for (setting, failed) in group.iter().zip(failed.iter_mut()) {
+            if *failed {
+                continue;
+            }
+            let result = run(setting);
+            *failed = result.is_err();
+            each(setting, result)?;
+        }
+    }
+    Ok(())
+}
+
+/// The generator's options for about `words` words.
+fn gen_options(args: &Args, words: u64) -> GenOptions {
+    GenOptions {
+        lines: words.div_ceil(10).max(1),
+        seed: args.seed,
+        vocab: args.vocab,
+        ..Default::default()
+    }
+}
+
 /// The workloads named, groups expanded, in the order given.
 fn expand_workloads(names: &[String]) -> anyhow::Result<Vec<String>> {
     let nexmark = (0..=14).map(|q| format!("nexmark-q{q}"));
@@ -520,12 +610,7 @@ fn inputs(
     if !workloads.iter().any(|w| WordCount::from_name(w).is_some()) {
         return Ok((None, None));
     }
-    let options = |words: u64| GenOptions {
-        lines: words.div_ceil(10).max(1),
-        seed: args.seed,
-        vocab: args.vocab,
-        ..Default::default()
-    };
+    let options = |words: u64| gen_options(args, words);
     let t = Instant::now();
     let full = match (&args.input, peers) {
         (given, Some(kit)) => kit.input(given.as_deref(), &options(args.words))?,
