@@ -174,6 +174,11 @@ pub struct TextSource {
     /// over the files end to end) the reader stands at.
     #[serde(skip)]
     readers: Vec<Option<OpenFile>>,
+    /// Where each file starts, counted over the files end to end, then where the last
+    /// ends: found once, so that placing a byte is a binary search, not a pass over
+    /// the files for every line.
+    #[serde(skip)]
+    starts: std::sync::OnceLock<Vec<u64>>,
 }
 
 /// A file a partition has open: its index, the byte the reader stands at (counted over
@@ -213,6 +218,7 @@ impl TextSource {
                 .collect(),
             block: Self::BLOCK,
             readers: Vec::new(),
+            starts: std::sync::OnceLock::new(),
         }
     }
 
@@ -222,24 +228,39 @@ impl TextSource {
         self
     }
 
-    fn total(&self) -> u64 {
-        self.files.iter().map(|(_, len)| len).sum()
+    /// Each file's first byte, counted over the files end to end, then the total.
+    fn starts(&self) -> &[u64] {
+        self.starts.get_or_init(|| {
+            let mut starts = Vec::with_capacity(self.files.len() + 1);
+            let mut at = 0;
+            starts.push(at);
+            for (_, len) in &self.files {
+                at += len;
+                starts.push(at);
+            }
+            starts
+        })
     }
 
-    /// The file holding global byte `offset` and the offset in it.
+    fn total(&self) -> u64 {
+        *self.starts().last().expect("starts holds the end")
+    }
+
+    /// The file holding global byte `offset` and the offset in it (an empty file holds
+    /// none).
     fn locate(&self, offset: u64) -> Option<(usize, u64)> {
-        let mut start = 0;
-        for (i, (_, len)) in self.files.iter().enumerate() {
-            if offset < start + len {
-                return Some((i, offset - start));
-            }
-            start += len;
+        let starts = self.starts();
+        if offset >= self.total() {
+            return None;
         }
-        None
+        // The last file starting at or before `offset`: past any empty ones that start
+        // there too, and before the end, which lies past `offset`.
+        let file = starts.partition_point(|s| *s <= offset) - 1;
+        Some((file, offset - starts[file]))
     }
 
     fn file_start(&self, file: usize) -> u64 {
-        self.files[..file].iter().map(|(_, len)| len).sum()
+        self.starts()[file]
     }
 
     /// Where a partition starts reading block `block`: its first byte, past the rest
