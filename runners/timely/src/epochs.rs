@@ -33,6 +33,21 @@ pub fn next_epoch(e: u64, stride: u64, step: bool) -> u64 {
     }
 }
 
+/// When the epoch current at wall-clock time `now` (since the Unix epoch) ends under a
+/// checkpoint `interval`: the next multiple of the interval. Every source of every
+/// worker and process so ends its epoch at the same instant, up to the hosts' clock
+/// offset and how soon each source runs after it, as Flink's coordinator injects a
+/// checkpoint's barriers at all sources at once. A source that ended its epoch one
+/// interval after its own last switch would drift apart from the others by however late
+/// each was, and exactly-once alignment holds a keyed operator's input from the
+/// earliest source for as long as the sources' switches are apart: a latency stall at
+/// every checkpoint.
+pub fn epoch_end(now: std::time::Duration, interval: std::time::Duration) -> std::time::Duration {
+    let i = interval.as_nanos().max(1);
+    let end = (now.as_nanos() / i + 1) * i;
+    std::time::Duration::from_nanos(u64::try_from(end).unwrap_or(u64::MAX))
+}
+
 /// Whether closing epochs `first..=last` at once closes a checkpoint: whether the
 /// range holds the last epoch of a span (the end of time always does).
 pub fn closes_checkpoint(first: u64, last: u64, stride: u64) -> bool {
@@ -61,6 +76,24 @@ pub fn held_back(e: u64, stride: u64, k: u64, probe_at: impl Fn(u64) -> bool) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn epochs_end_at_multiples_of_the_interval_whenever_a_source_asks() {
+        use std::time::Duration;
+        let s = Duration::from_secs(1);
+        let at = |ms: u64| Duration::from_millis(ms);
+        // Two workers that ask 3 ms and 997 ms into the same second end together.
+        assert_eq!(epoch_end(at(1_700_000_000_003), s), at(1_700_000_001_000));
+        assert_eq!(epoch_end(at(1_700_000_000_997), s), at(1_700_000_001_000));
+        // Exactly on a boundary: the next one (an epoch lasts).
+        assert_eq!(epoch_end(at(1_700_000_001_000), s), at(1_700_000_002_000));
+        assert_eq!(epoch_end(at(1234), at(250)), at(1250));
+        // A zero interval ends at the next nanosecond rather than dividing by zero.
+        assert_eq!(
+            epoch_end(Duration::from_nanos(5), Duration::ZERO),
+            Duration::from_nanos(6)
+        );
+    }
 
     #[test]
     fn with_stride_one_every_epoch_is_a_checkpoint() {

@@ -346,9 +346,10 @@ pub struct Task {
     pub outputs: Vec<Output<u64, Vec<Msg>>>,
     /// Reschedules this operator.
     pub activator: Activator,
-    /// When the current epoch began (sources); with micro-batches, when the next batch
-    /// is due.
-    pub epoch_began: Instant,
+    /// Sources: when the current epoch ends (streaming: at the next multiple of the
+    /// interval on the wall clock, the same on every worker, see
+    /// [`crate::epochs::epoch_end`]); with micro-batches, when the next batch is due.
+    pub epoch_due: Instant,
     /// With micro-batches, the processing time of the current batch (sources), which
     /// travels in-band to every task.
     pub batch_time: Timestamp,
@@ -363,6 +364,16 @@ pub struct Task {
     pub figures: Rc<OperatorFigures>,
     /// Shared with the worker.
     pub ctx: Rc<WorkerCtx>,
+}
+
+/// When the streaming epoch current now ends under `interval`
+/// ([`crate::epochs::epoch_end`] on the wall clock), as an instant.
+pub fn epoch_due(interval: Duration) -> Instant {
+    let now = Instant::now();
+    match std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
+        Ok(wall) => now + (crate::epochs::epoch_end(wall, interval) - wall),
+        Err(_) => now + interval,
+    }
 }
 
 /// The wall clock, in milliseconds since the Unix epoch.
@@ -1149,7 +1160,7 @@ impl Task {
         let stride = ctx.stride;
         let held_back =
             |e: u64| crate::epochs::held_back(e, stride, k, |t| ctx.probe.less_than(&t));
-        let interval_over = self.epoch_began.elapsed() >= ctx.epoch_interval;
+        let interval_over = Instant::now() >= self.epoch_due;
         if (scripted || interval_over) && self.read_in_epoch {
             let next = crate::epochs::next_epoch(self.cur, stride, scripted && !interval_over);
             // Nothing is read in the epochs skipped to the next span's first.
@@ -1157,7 +1168,7 @@ impl Task {
             self.move_to(next);
             self.read_in_epoch = false;
             if next.is_multiple_of(stride) {
-                self.epoch_began = Instant::now();
+                self.epoch_due = epoch_due(ctx.epoch_interval);
                 if ctx.store.is_some() {
                     ctx.checkpoints.borrow_mut().source_ended(next - 1);
                 }
@@ -1252,9 +1263,7 @@ impl Task {
         if done {
             return self.finish();
         }
-        let until_epoch = ctx
-            .epoch_interval
-            .saturating_sub(self.epoch_began.elapsed());
+        let until_epoch = self.epoch_due.saturating_duration_since(Instant::now());
         let delay = again.unwrap_or(until_epoch).min(until_epoch);
         if delay.is_zero() {
             self.activator.activate();
@@ -1285,13 +1294,13 @@ impl Task {
             self.activator.activate_after(Duration::from_millis(1));
             return Ok(());
         }
-        if trigger == BatchTrigger::Interval && !ctx.stopping.get() && started < self.epoch_began {
+        if trigger == BatchTrigger::Interval && !ctx.stopping.get() && started < self.epoch_due {
             self.activator
-                .activate_after(self.epoch_began.saturating_duration_since(started));
+                .activate_after(self.epoch_due.saturating_duration_since(started));
             return Ok(());
         }
-        let due = self.epoch_began;
-        self.epoch_began = (due + ctx.epoch_interval).max(started);
+        let due = self.epoch_due;
+        self.epoch_due = (due + ctx.epoch_interval).max(started);
         let delay_ms = started.saturating_duration_since(due).as_millis() as u64;
         if ctx.clock == Clock::Wall {
             self.batch_time = wall_clock().max(self.batch_time);

@@ -891,6 +891,13 @@ fn build(
         if !matches!(head_state, Head::Capture { .. }) {
             ctx.operators.borrow_mut().push(Rc::clone(&figures));
         }
+        // A micro-batch read's first batch is due now; any other source's first epoch
+        // (a TestStream's span under micro-batches too) ends at the interval's next
+        // multiple on the wall clock, as every other source's.
+        let epoch_due = match (ctx.policy, &head_state) {
+            (crate::Policy::Batches { .. }, Head::Read { .. }) => Instant::now(),
+            _ => crate::task::epoch_due(ctx.epoch_interval),
+        };
         let mut task = Task {
             node: head,
             name: name.clone(),
@@ -914,7 +921,7 @@ fn build(
             wake,
             outputs,
             activator,
-            epoch_began: Instant::now(),
+            epoch_due,
             batch_time: crate::task::wall_clock(),
             batch_run: None,
             run_ends_fixed: false,
