@@ -34,29 +34,51 @@ fn setting(workload: &str, g: &Group) -> String {
 
 /// What fault tolerance costs on each single-process setting of a word count `gs`
 /// checkpoints in, against the same setting without (a local cluster's time holds its
-/// start-up, about a second): the median over the reps of `1 - on / off`, each rep's
+/// start-up, about a second), judged on the fault-tolerance pass's `long` runs of the
+/// setting where there are: the median over the reps of `1 - on / off`, each rep's
 /// runs paired (they ran next to each other), so that the machine's drift from one
 /// rep to the next cancels out.
-fn costs(workload: &str, gs: &[Group], long: bool) -> Vec<Judged> {
-    let mut out = Vec::new();
+fn costs(workload: &str, gs: &[Group], long: &[Group]) -> Vec<Judged> {
+    // The setting `g` with checkpoints in `set`, and the same without.
+    fn pair<'a>(set: &'a [Group], g: &Group) -> Option<(&'a Group, &'a Group)> {
+        let same =
+            |o: &Group| (&o.runner, o.workers, o.processes) == (&g.runner, g.workers, g.processes);
+        let on = set.iter().find(|o| {
+            same(o) && o.checkpoint == g.checkpoint && o.at_least_once == g.at_least_once
+        })?;
+        let off = set.iter().find(|o| same(o) && !o.checkpoint.0)?;
+        Some((on, off))
+    }
+    // Every checkpointed setting of either, once.
+    let mut settings: Vec<&Group> = Vec::new();
     for g in gs
         .iter()
+        .chain(long)
         .filter(|g| g.checkpoint.0 && g.runner != "direct" && g.processes == 1)
     {
-        let off = gs.iter().find(|o| {
-            !o.checkpoint.0
-                && (o.runner.as_str(), o.workers, o.processes)
-                    == (g.runner.as_str(), g.workers, g.processes)
-        });
+        if !settings.iter().any(|o| {
+            (&o.runner, o.workers, o.checkpoint, o.at_least_once)
+                == (&g.runner, g.workers, g.checkpoint, g.at_least_once)
+        }) {
+            settings.push(g);
+        }
+    }
+    let mut out = Vec::new();
+    for g in settings {
         let limit = match g.runner.as_str() {
             "native" => Some(("snapshots", 0.10)),
             "microbatch" => Some(("commits", 0.15)),
             _ => None,
         };
-        let (Some(off), Some((what, limit))) = (off, limit) else {
+        let Some((what, limit)) = limit else {
             continue;
         };
-        let per_rep: Vec<f64> = g
+        let (is_long, (on, off)) = match (pair(long, g), pair(gs, g)) {
+            (Some(p), _) => (true, p),
+            (None, Some(p)) => (false, p),
+            (None, None) => continue,
+        };
+        let per_rep: Vec<f64> = on
             .runs
             .iter()
             .zip(&off.runs)
@@ -64,8 +86,8 @@ fn costs(workload: &str, gs: &[Group], long: bool) -> Vec<Judged> {
             .collect();
         let cost = median(&per_rep);
         let mut s = setting(workload, g);
-        if long {
-            let _ = write!(s, " ({} words)", human(g.median().records as f64));
+        if is_long {
+            let _ = write!(s, " ({} words)", human(on.median().records as f64));
         }
         out.push(Judged {
             target: format!(
@@ -81,7 +103,7 @@ fn costs(workload: &str, gs: &[Group], long: bool) -> Vec<Judged> {
             setting: s,
             figure: format!(
                 "{} on vs {} off; per rep {}: {:.1}%",
-                human(g.median().records_per_s),
+                human(on.median().records_per_s),
                 human(off.median().records_per_s),
                 per_rep
                     .iter()
@@ -120,10 +142,11 @@ pub fn judge(records: &[BenchRecord]) -> Vec<Judged> {
     for (workload, gs) in &groups {
         // What fault tolerance costs, on the long runs where there are.
         if WordCount::from_name(workload).is_some() {
-            match long.iter().find(|(w, _)| w == workload) {
-                Some((_, long)) => out.extend(costs(workload, long, true)),
-                None => out.extend(costs(workload, gs, false)),
-            }
+            let long = long
+                .iter()
+                .find(|(w, _)| w == workload)
+                .map_or(&[][..], |(_, gs)| gs.as_slice());
+            out.extend(costs(workload, gs, long));
         }
         for g in gs {
             // Latency at half the peak.
@@ -370,6 +393,9 @@ mod tests {
             // The short runs' cost (50%) is not judged: long runs are there.
             run("stateful", "native", 10e6, None),
             run("stateful", "native", 5e6, Some(1000)),
+            // No long runs of the micro-batch runner: its short ones are judged.
+            run("stateful", "microbatch", 10e6, None),
+            run("stateful", "microbatch", 9e6, Some(1000)),
             // Rep by rep: 5%, 10%, -5%. Medians against medians would say 10%.
             long(4e6, None),
             long(3.8e6, Some(1000)),
@@ -381,16 +407,23 @@ mod tests {
         let judged = judge(&records);
         let costs: Vec<(&str, &str, bool)> = judged
             .iter()
-            .filter(|j| j.target.starts_with("snapshots"))
+            .filter(|j| j.target.contains("cost"))
             .map(|j| (j.setting.as_str(), j.figure.as_str(), j.met))
             .collect();
         assert_eq!(
             costs,
-            vec![(
-                "stateful, native W=1 (50.00M words)",
-                "4.50M on vs 5.00M off; per rep 5.0%, 10.0%, -5.0%: 5.0%",
-                true
-            )]
+            vec![
+                (
+                    "stateful, native W=1 (50.00M words)",
+                    "4.50M on vs 5.00M off; per rep 5.0%, 10.0%, -5.0%: 5.0%",
+                    true
+                ),
+                (
+                    "stateful, microbatch W=1",
+                    "9.00M on vs 10.00M off; per rep 10.0%: 10.0%",
+                    true
+                )
+            ]
         );
         // The long runs stay out of the throughput tables.
         assert_eq!(group(&records)[0].1[0].runs.len(), 1);
