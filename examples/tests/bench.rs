@@ -99,6 +99,19 @@ fn the_windowed_input_spans_several_windows() {
     assert_eq!(windows.len(), 3);
 }
 
+/// `bench --report` on the records in `json`, into `docs`: the markdown it wrote.
+fn report(json: &std::path::Path, docs: &std::path::Path) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_bench"))
+        .args(["--report", "--json"])
+        .arg(json)
+        .arg("--docs")
+        .arg(docs)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    std::fs::read_to_string(docs.join("benchmarks.md")).unwrap()
+}
+
 /// The binary: every word count checked and timed once in its own process, a record
 /// each, then the report from those records.
 #[test]
@@ -139,16 +152,7 @@ fn bench_runs_checks_records_and_reports() {
     }
 
     let docs = dir.path().join("docs");
-    let out = std::process::Command::new(bench)
-        .arg("--report")
-        .arg("--json")
-        .arg(&json)
-        .arg("--docs")
-        .arg(&docs)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    let md = std::fs::read_to_string(docs.join("benchmarks.md")).unwrap();
+    let md = report(&json, &docs);
     for w in names {
         assert!(md.contains(&format!("## {w}\n")), "{md}");
         assert!(docs.join("benchmarks").join(format!("{w}.svg")).exists());
@@ -199,16 +203,7 @@ fn the_fault_tolerance_pass_runs_the_checkpointed_settings_again_on_a_longer_inp
         ],
         "{records:?}"
     );
-    let docs = dir.path().join("docs");
-    let out = std::process::Command::new(bench)
-        .args(["--report", "--json"])
-        .arg(&json)
-        .arg("--docs")
-        .arg(&docs)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    let md = std::fs::read_to_string(docs.join("benchmarks.md")).unwrap();
+    let md = report(&json, &dir.path().join("docs"));
     assert!(
         md.contains("## What fault tolerance costs, on long runs"),
         "{md}"

@@ -603,12 +603,8 @@ pub fn render_markdown(records: &[BenchRecord], json_name: &str) -> String {
                     let m = g.median();
                     let _ = writeln!(
                         md,
-                        "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-                        runner_cell(g),
-                        g.workers,
-                        g.processes,
-                        checkpoint_cell(g),
-                        g.runs.len(),
+                        "{} | {} | {} | {} | {} | {} | {} | {} |",
+                        setting_cells(g),
                         m.latency_rate_per_s.map_or("—".into(), human),
                         m.records,
                         opt(m.p50_latency_ms, 2),
@@ -629,12 +625,8 @@ pub fn render_markdown(records: &[BenchRecord], json_name: &str) -> String {
                     let m = g.median();
                     let _ = writeln!(
                         md,
-                        "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.2} |",
-                        runner_cell(g),
-                        g.workers,
-                        g.processes,
-                        checkpoint_cell(g),
-                        g.runs.len(),
+                        "{} | {} | {} | {} | {} | {:.2} |",
+                        setting_cells(g),
                         m.records,
                         m.outputs,
                         opt(m.recovery_ms, 0),
@@ -671,6 +663,19 @@ fn runner_cell(g: &Group) -> String {
     }
 }
 
+/// The cells every table's row starts with: runner, workers, processes, checkpoint,
+/// runs (from the leading `|`, without the one after the last).
+fn setting_cells(g: &Group) -> String {
+    format!(
+        "| {} | {} | {} | {} | {}",
+        runner_cell(g),
+        g.workers,
+        g.processes,
+        checkpoint_cell(g),
+        g.runs.len()
+    )
+}
+
 /// The table of a throughput workload's settings, their median runs.
 fn throughput_table(md: &mut String, groups: &[Group]) {
     let _ = writeln!(
@@ -682,12 +687,8 @@ fn throughput_table(md: &mut String, groups: &[Group]) {
         let m = g.median();
         let _ = writeln!(
             md,
-            "| {} | {} | {} | {} | {} | {} | {} | {:.3} | {} | {} | {} |",
-            runner_cell(g),
-            g.workers,
-            g.processes,
-            checkpoint_cell(g),
-            g.runs.len(),
+            "{} | {} | {} | {:.3} | {} | {} | {} |",
+            setting_cells(g),
             m.records,
             m.outputs,
             m.seconds,

@@ -316,7 +316,27 @@ fn run() -> anyhow::Result<()> {
         records.push(r);
         Ok(())
     };
-    let mut failures = 0;
+    // Settings that failed (counted from the closures below too).
+    let failures = std::cell::Cell::new(0);
+    // A timed run's record, or its failure counted and shown (after `context`).
+    let mut outcome = |setting: &Setting<'_>,
+                       result: anyhow::Result<BenchRecord>,
+                       context: &str|
+     -> anyhow::Result<()> {
+        match result {
+            Ok(r) => record(r, &mut out),
+            Err(e) => {
+                failures.set(failures.get() + 1);
+                print_error(
+                    setting.workload,
+                    setting.runner,
+                    setting.workers,
+                    &format!("{context}{e:#}"),
+                );
+                Ok(())
+            }
+        }
+    };
     // The settings the fault-tolerance pass runs again (`--cost-words`), checked.
     let mut cost_settings: Vec<Vec<Setting<'_>>> = Vec::new();
     print_header();
@@ -330,7 +350,7 @@ fn run() -> anyhow::Result<()> {
             false => match reference_output(&args, workload, small.as_ref(), &dir) {
                 Ok(lines) => lines,
                 Err(e) => {
-                    failures += 1;
+                    failures.set(failures.get() + 1);
                     print_error(
                         workload,
                         "direct",
@@ -407,7 +427,7 @@ fn run() -> anyhow::Result<()> {
                             compare_outputs(oracle.clone(), lines).map_err(anyhow::Error::msg)
                         });
                     if let Err(e) = checked {
-                        failures += 1;
+                        failures.set(failures.get() + 1);
                         eprintln!("{workload} on {runner} W={workers}: {e:#}");
                         print_error(workload, runner, workers, &format!("check failed: {e:#}"));
                         continue;
@@ -428,19 +448,7 @@ fn run() -> anyhow::Result<()> {
                         "recovery" => timed_recovery(setting, &dir),
                         _ => timed(&args, setting, full.as_ref(), &dir),
                     },
-                    |setting, result| match result {
-                        Ok(r) => record(r, &mut out),
-                        Err(e) => {
-                            failures += 1;
-                            print_error(
-                                workload,
-                                setting.runner,
-                                setting.workers,
-                                &format!("{e:#}"),
-                            );
-                            Ok(())
-                        }
-                    },
+                    |setting, result| outcome(setting, result, ""),
                 )?;
                 let costs = |s: &Setting<'_>| {
                     WordCount::from_name(workload).is_some()
@@ -476,19 +484,7 @@ fn run() -> anyhow::Result<()> {
                         r.cost_run = true;
                         Ok(r)
                     },
-                    |setting, result| match result {
-                        Ok(r) => record(r, &mut out),
-                        Err(e) => {
-                            failures += 1;
-                            print_error(
-                                setting.workload,
-                                setting.runner,
-                                setting.workers,
-                                &format!("fault-tolerance pass: {e:#}"),
-                            );
-                            Ok(())
-                        }
-                    },
+                    |setting, result| outcome(setting, result, "fault-tolerance pass: "),
                 )?;
             }
         }
@@ -508,7 +504,7 @@ fn run() -> anyhow::Result<()> {
                     record(r, &mut out)?;
                 }
                 for (run, e) in outcome.failed {
-                    failures += 1;
+                    failures.set(failures.get() + 1);
                     print_error(
                         &format!("{} ({})", run.workload, run.variant),
                         &run.peer,
@@ -518,7 +514,7 @@ fn run() -> anyhow::Result<()> {
                 }
             }
             Err(e) => {
-                failures += 1;
+                failures.set(failures.get() + 1);
                 print_error("peers", "run.sh", 0, &format!("{e:#}"));
             }
         }
@@ -529,8 +525,8 @@ fn run() -> anyhow::Result<()> {
         tidewater_examples::write_line(format_args!("{}", ratios_text(&ratios).trim_end()));
     }
     outln!("records in {}", json.display());
-    if failures > 0 {
-        bail!("{failures} setting(s) failed (see the table)");
+    if failures.get() > 0 {
+        bail!("{} setting(s) failed (see the table)", failures.get());
     }
     Ok(())
 }
