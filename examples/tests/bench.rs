@@ -177,7 +177,15 @@ fn the_fault_tolerance_pass_runs_the_checkpointed_settings_again_on_a_longer_inp
             "1000",
         ])
         .args(["--runner", "native", "--checkpoint-ms", "0,1000"])
-        .args(["--cost-words", "20000", "--reps", "2", "--json"])
+        .args([
+            "--cost-words",
+            "20000",
+            "--cost-reps",
+            "3",
+            "--reps",
+            "2",
+            "--json",
+        ])
         .arg(&json)
         .output()
         .unwrap();
@@ -188,7 +196,8 @@ fn the_fault_tolerance_pass_runs_the_checkpointed_settings_again_on_a_longer_inp
         .iter()
         .map(|r| (r.cost_run, r.records / 1000, r.checkpoint))
         .collect();
-    // Rep by rep, off then on: first on the main input, then on the long one.
+    // Rep by rep, off then on: first on the main input (`--reps`), then on the long
+    // one (`--cost-reps`).
     assert_eq!(
         runs,
         [
@@ -196,6 +205,8 @@ fn the_fault_tolerance_pass_runs_the_checkpointed_settings_again_on_a_longer_inp
             (false, 2, true),
             (false, 2, false),
             (false, 2, true),
+            (true, 20, false),
+            (true, 20, true),
             (true, 20, false),
             (true, 20, true),
             (true, 20, false),
@@ -209,7 +220,7 @@ fn the_fault_tolerance_pass_runs_the_checkpointed_settings_again_on_a_longer_inp
         "{md}"
     );
     assert!(md.contains("| count, native W=1 (20"), "{md}");
-    assert!(md.contains("--cost-words 20100"), "{md}");
+    assert!(md.contains("--cost-words 20100 --cost-reps 3"), "{md}");
 }
 
 #[test]

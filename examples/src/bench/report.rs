@@ -478,6 +478,14 @@ pub fn render_markdown(records: &[BenchRecord], json_name: &str) -> String {
     }
     if let Some(r) = records.iter().find(|r| r.cost_run) {
         let _ = write!(sizes, " --cost-words {}", round_to_3_digits(r.records));
+        let cost_reps = cost_groups(records)
+            .iter()
+            .flat_map(|(_, gs)| gs.iter().map(|g| g.runs.len()))
+            .max()
+            .unwrap_or(1);
+        if cost_reps != reps {
+            let _ = write!(sizes, " --cost-reps {cost_reps}");
+        }
     }
     if !peers.is_empty() {
         let names = distinct(

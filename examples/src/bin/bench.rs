@@ -112,12 +112,17 @@ struct Args {
     /// (e.g. 50000000: some ten checkpoints a run at 1 s, where a run of the standard
     /// 10 million takes 0 to 2). After the main runs, each word count's native
     /// single-process settings with and without checkpoints (`--checkpoint-ms` with 0
-    /// among them) run `--reps` times again on it, rep by rep; their records are
+    /// among them) run `--cost-reps` times again on it, rep by rep; their records are
     /// marked `cost_run`: the report judges the costs from them and keeps them out of
     /// the throughput tables. The micro-batch runner reads a bounded input in one
     /// batch however long it is, so it is not in this pass.
     #[arg(long, value_name = "WORDS")]
     cost_words: Option<u64>,
+    /// Reps of each setting in the `--cost-words` pass (default: `--reps`). The costs
+    /// are medians of rep-by-rep costs, and one long run still swings by some 10% on a
+    /// shared VM: more reps narrow the median where the targets sit near the noise.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    cost_reps: Option<u32>,
     /// Generator seed.
     #[arg(long, default_value_t = 42)]
     seed: u64,
@@ -478,7 +483,7 @@ fn run() -> anyhow::Result<()> {
             for group in &cost_settings {
                 alternate(
                     group,
-                    args.reps,
+                    args.cost_reps.unwrap_or(args.reps),
                     |setting| {
                         let mut r = timed(&args, setting, Some(&input), &dir)?;
                         r.cost_run = true;
