@@ -159,9 +159,9 @@ fn bench_runs_checks_records_and_reports() {
     }
 }
 
-/// `--cost-words`: the native settings with and without checkpoints run again on a
-/// longer input, marked as the fault-tolerance pass, and the report judges their cost
-/// from those runs.
+/// `--cost-words`: the native and micro-batch settings with and without checkpoints
+/// run again on a longer input, marked as the fault-tolerance pass, the micro-batch
+/// ones in ten batches, and the report judges their cost from those runs.
 #[test]
 fn the_fault_tolerance_pass_runs_the_checkpointed_settings_again_on_a_longer_input() {
     let dir = tempfile::tempdir().unwrap();
@@ -176,7 +176,7 @@ fn the_fault_tolerance_pass_runs_the_checkpointed_settings_again_on_a_longer_inp
             "--check-words",
             "1000",
         ])
-        .args(["--runner", "native", "--checkpoint-ms", "0,1000"])
+        .args(["--runner", "native,microbatch", "--checkpoint-ms", "0,1000"])
         .args([
             "--cost-words",
             "20000",
@@ -192,34 +192,49 @@ fn the_fault_tolerance_pass_runs_the_checkpointed_settings_again_on_a_longer_inp
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     let records = tidewater_examples::bench::record::read_records(&json).unwrap();
-    let runs: Vec<(bool, u64, bool)> = records
+    let runs: Vec<(&str, bool, u64, bool, Option<u64>)> = records
         .iter()
-        .map(|r| (r.cost_run, r.records / 1000, r.checkpoint))
+        .map(|r| {
+            let runner = r.runner.as_str();
+            (
+                runner,
+                r.cost_run,
+                r.records / 1000,
+                r.checkpoint,
+                r.batch_records,
+            )
+        })
         .collect();
     // Rep by rep, off then on: first on the main input (`--reps`), then on the long
-    // one (`--cost-reps`).
-    assert_eq!(
-        runs,
+    // one (`--cost-reps`), where the micro-batch runner reads 2,000 lines in batches
+    // of 200.
+    let main = |runner| {
         [
-            (false, 2, false),
-            (false, 2, true),
-            (false, 2, false),
-            (false, 2, true),
-            (true, 20, false),
-            (true, 20, true),
-            (true, 20, false),
-            (true, 20, true),
-            (true, 20, false),
-            (true, 20, true),
-        ],
-        "{records:?}"
-    );
+            (runner, false, 2, false, None),
+            (runner, false, 2, true, None),
+        ]
+    };
+    let long = |runner, batches| {
+        [
+            (runner, true, 20, false, batches),
+            (runner, true, 20, true, batches),
+        ]
+    };
+    let expected: Vec<_> = [main("native"), main("native")]
+        .into_iter()
+        .chain([main("microbatch"), main("microbatch")])
+        .chain([long("native", None); 3])
+        .chain([long("microbatch", Some(200)); 3])
+        .flatten()
+        .collect();
+    assert_eq!(runs, expected, "{records:?}");
     let md = report(&json, &dir.path().join("docs"));
     assert!(
         md.contains("## What fault tolerance costs, on long runs"),
         "{md}"
     );
     assert!(md.contains("| count, native W=1 (20"), "{md}");
+    assert!(md.contains("in batches of at most 200 lines"), "{md}");
     assert!(md.contains("--cost-words 20100 --cost-reps 3"), "{md}");
 }
 

@@ -83,6 +83,11 @@ pub struct BenchRecord {
     /// of the throughput tables.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub cost_run: bool,
+    /// A micro-batch run in batches of at most this many lines, back to back until
+    /// the input's end (`bench --batch-records`; the fault-tolerance pass's micro-batch
+    /// runs), rather than the whole bounded input in one batch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_records: Option<u64>,
 }
 
 /// When a run started and how busy the machine was then.
@@ -199,6 +204,7 @@ impl BenchRecord {
             peer: None,
             steal_pct: start.steal_pct(),
             cost_run: false,
+            batch_records: None,
         }
     }
 
@@ -325,6 +331,7 @@ pub(crate) mod tests {
             peer: None,
             steal_pct: None,
             cost_run: false,
+            batch_records: None,
         }
     }
 

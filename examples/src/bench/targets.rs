@@ -87,7 +87,12 @@ fn costs(workload: &str, gs: &[Group], long: &[Group]) -> Vec<Judged> {
         let cost = median(&per_rep);
         let mut s = setting(workload, g);
         if is_long {
-            let _ = write!(s, " ({} words)", human(on.median().records as f64));
+            let _ = write!(s, " ({} words", human(on.median().records as f64));
+            if let Some(n) = on.runs[0].batch_records {
+                // Back to back: a commit a batch, whatever the interval.
+                let _ = write!(s, ", batches of {} lines", human(n as f64));
+            }
+            s.push(')');
         }
         out.push(Judged {
             target: format!(

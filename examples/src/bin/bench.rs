@@ -110,12 +110,13 @@ struct Args {
     words: u64,
     /// Also measure what fault tolerance costs on a longer input of this many words
     /// (e.g. 50000000: some ten checkpoints a run at 1 s, where a run of the standard
-    /// 10 million takes 0 to 2). After the main runs, each word count's native
-    /// single-process settings with and without checkpoints (`--checkpoint-ms` with 0
-    /// among them) run `--cost-reps` times again on it, rep by rep; their records are
-    /// marked `cost_run`: the report judges the costs from them and keeps them out of
-    /// the throughput tables. The micro-batch runner reads a bounded input in one
-    /// batch however long it is, so it is not in this pass.
+    /// 10 million takes 0 to 2). After the main runs, each word count's native and
+    /// micro-batch single-process settings with and without checkpoints
+    /// (`--checkpoint-ms` with 0 among them) run `--cost-reps` times again on it, rep
+    /// by rep; their records are marked `cost_run`: the report judges the costs from
+    /// them and keeps them out of the throughput tables. The micro-batch runner would
+    /// read the bounded input in one batch, so in this pass it runs ten batches of a
+    /// tenth of the lines each, on and off alike (`--batch-records`).
     #[arg(long, value_name = "WORDS")]
     cost_words: Option<u64>,
     /// Reps of each setting in the `--cost-words` pass (default: `--reps`). The costs
@@ -123,6 +124,13 @@ struct Args {
     /// shared VM: more reps narrow the median where the targets sit near the noise.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     cost_reps: Option<u32>,
+    /// Micro-batch runs read at most N lines per batch, in batches back to back until
+    /// the input's end (Spark's `Trigger.AvailableNow` with a record limit: the
+    /// runner's `--trigger available-now --max-records-per-batch N`), instead of the
+    /// whole bounded input in one batch. The `--cost-words` pass sets it to a tenth of
+    /// its input for the micro-batch runner.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    batch_records: Option<u64>,
     /// Generator seed.
     #[arg(long, default_value_t = 42)]
     seed: u64,
@@ -212,6 +220,8 @@ struct Setting<'a> {
     checkpoint_ms: Option<u64>,
     /// Checkpoints without alignment (`--guarantee at-least-once`).
     at_least_once: bool,
+    /// Micro-batches of at most this many lines, back to back (`--batch-records`).
+    batch_records: Option<u64>,
 }
 
 impl Setting<'_> {
@@ -235,6 +245,10 @@ impl Setting<'_> {
                 }
             }
             o.runner_options = self.runner_options.to_vec();
+            if let (Some(n), "microbatch") = (self.batch_records, self.runner) {
+                o.engine.trigger = Some("available-now".into());
+                o.engine.max_records_per_batch = Some(n);
+            }
             if let Some(ms) = self.checkpoint_ms {
                 // The micro-batch runner checkpoints every batch: the interval is its
                 // batch interval.
@@ -425,6 +439,7 @@ fn run() -> anyhow::Result<()> {
                     runner_options: &args.runner_options,
                     checkpoint_ms: (checkpoint_ms > 0).then_some(checkpoint_ms),
                     at_least_once,
+                    batch_records: args.batch_records,
                 };
                 if !checked_by_run {
                     let checked = output(&args, &setting, args.validate, small.as_ref(), &dir)
@@ -457,7 +472,7 @@ fn run() -> anyhow::Result<()> {
                 )?;
                 let costs = |s: &Setting<'_>| {
                     WordCount::from_name(workload).is_some()
-                        && s.runner == "native"
+                        && matches!(s.runner, "native" | "microbatch")
                         && s.processes == 1
                 };
                 if group.iter().all(costs)
@@ -471,7 +486,7 @@ fn run() -> anyhow::Result<()> {
     }
     if let Some(words) = args.cost_words {
         if cost_settings.is_empty() {
-            eprintln!("note: --cost-words: no word count ran on native in one process with and without checkpoints (--checkpoint-ms 0,1000): nothing to measure again");
+            eprintln!("note: --cost-words: no word count ran on native or micro-batch in one process with and without checkpoints (--checkpoint-ms 0,1000): nothing to measure again");
         } else {
             let input = Input::cached(&dir, &gen_options(&args, words))?;
             eprintln!(
@@ -481,8 +496,18 @@ fn run() -> anyhow::Result<()> {
                 input.text.display()
             );
             for group in &cost_settings {
+                // Ten batches of a tenth of the lines: a commit each, as the native
+                // runner takes some ten checkpoints.
+                let group: Vec<Setting<'_>> = group
+                    .iter()
+                    .map(|s| Setting {
+                        batch_records: (s.runner == "microbatch")
+                            .then(|| input.meta.lines.div_ceil(10)),
+                        ..s.clone()
+                    })
+                    .collect();
                 alternate(
-                    group,
+                    &group,
                     args.cost_reps.unwrap_or(args.reps),
                     |setting| {
                         let mut r = timed(&args, setting, Some(&input), &dir)?;
@@ -648,6 +673,7 @@ fn reference_output(
         runner_options: &[],
         checkpoint_ms: None,
         at_least_once: false,
+        batch_records: None,
     };
     output(args, &setting, true, small, dir)
 }
@@ -802,6 +828,9 @@ fn setting_flags(cmd: &mut Command, setting: &Setting<'_>, validate: bool) {
     }
     if setting.at_least_once {
         cmd.arg("--guarantee=at-least-once");
+    }
+    if let Some(n) = setting.batch_records {
+        cmd.arg(format!("--batch-records={n}"));
     }
 }
 
@@ -1090,6 +1119,7 @@ fn child(args: &Args, mode: ChildMode) -> anyhow::Result<()> {
         runner_options: &args.runner_options,
         checkpoint_ms: args.checkpoint_ms.first().copied().filter(|ms| *ms > 0),
         at_least_once: args.guarantee.first().is_some_and(|g| g == "at-least-once"),
+        batch_records: args.batch_records,
     };
     match (mode, workload.as_str()) {
         (ChildMode::Recovery, _) => return recovery_child(args, &setting, out),
@@ -1146,6 +1176,9 @@ fn child(args: &Args, mode: ChildMode) -> anyhow::Result<()> {
             record.checkpoint = setting.checkpoint_ms.is_some();
             record.checkpoint_interval_ms = setting.checkpoint_ms;
             record.at_least_once = setting.at_least_once;
+            record.batch_records = setting
+                .batch_records
+                .filter(|_| setting.runner == "microbatch");
             if let Some(dir) = &checkpoint_dir {
                 let _ = std::fs::remove_dir_all(dir);
             }
