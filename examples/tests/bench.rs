@@ -374,3 +374,39 @@ fn compare_peers_names_the_flag_for_a_missing_kit() {
         "{stderr}"
     );
 }
+
+/// A latency run during which the hypervisor's steal exceeded `--max-steal` is
+/// recorded as disturbed and run again, `--steal-retries` times at most; the report
+/// leaves it out of the tables and lists it. A negative limit counts every run as
+/// disturbed, so that the path runs whatever this machine's steal.
+#[test]
+fn a_latency_run_disturbed_by_steal_runs_again_and_is_listed_apart() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("runs.json");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_bench"))
+        .args(["--quick", "--workload", "latency", "--runner", "native"])
+        .args(["--latency-seconds", "0.3", "--reps", "2"])
+        .args(["--max-steal=-1", "--steal-retries", "2", "--json"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("over --max-steal -1%: it runs again"),
+        "{stderr}"
+    );
+    let records = tidewater_examples::bench::record::read_records(&json).unwrap();
+    // Each rep: two disturbed runs, then the third kept whatever its steal.
+    let reran: Vec<Option<f64>> = records.iter().map(|r| r.steal_rerun_above).collect();
+    assert_eq!(
+        reran,
+        [Some(-1.0), Some(-1.0), None, Some(-1.0), Some(-1.0), None],
+        "{records:?}"
+    );
+    assert!(records.iter().all(|r| r.steal_pct.is_some()), "{records:?}");
+    let md = report(&json, &dir.path().join("docs"));
+    assert!(md.contains("4 such runs: native W=1 P=1 p99 "), "{md}");
+    // The latency table counts the kept runs only.
+    assert!(md.contains("| native | 1 | 1 | off | 2 |"), "{md}");
+}

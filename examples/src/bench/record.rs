@@ -88,6 +88,11 @@ pub struct BenchRecord {
     /// runs), rather than the whole bounded input in one batch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub batch_records: Option<u64>,
+    /// A run disturbed by the hypervisor and run again (`bench --max-steal`): its steal
+    /// exceeded this many percent. Kept in the JSON, left out of the report's tables
+    /// and targets, and listed there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steal_rerun_above: Option<f64>,
 }
 
 /// When a run started and how busy the machine was then.
@@ -205,6 +210,7 @@ impl BenchRecord {
             steal_pct: start.steal_pct(),
             cost_run: false,
             batch_records: None,
+            steal_rerun_above: None,
         }
     }
 
@@ -332,6 +338,7 @@ pub(crate) mod tests {
             steal_pct: None,
             cost_run: false,
             batch_records: None,
+            steal_rerun_above: None,
         }
     }
 

@@ -90,9 +90,10 @@ fn chart_figure(workload: &str) -> (&'static str, &'static str, fn(f64) -> Strin
 }
 
 /// Records by workload (in the order each first ran), then by setting (likewise); the
-/// fault-tolerance pass's runs (`cost_run`) are apart, in [`cost_groups`].
+/// fault-tolerance pass's runs (`cost_run`) are apart, in [`cost_groups`], and runs
+/// disturbed by steal and run again (`steal_rerun_above`) are left out.
 pub fn group(records: &[BenchRecord]) -> Vec<(String, Vec<Group>)> {
-    group_where(records, |r| !r.cost_run)
+    group_where(records, |r| !r.cost_run && r.steal_rerun_above.is_none())
 }
 
 /// The fault-tolerance pass's runs (`bench --cost-words`), grouped as [`group`] does.
@@ -343,6 +344,41 @@ pub fn render_markdown(records: &[BenchRecord], json_name: &str) -> String {
              measured 1% or more). A stall of a few milliseconds on one core lands in a p99 \
              latency: the latency table gives each row's.",
             steals.len()
+        );
+    }
+    let reran: Vec<&BenchRecord> = records
+        .iter()
+        .filter(|r| r.steal_rerun_above.is_some())
+        .collect();
+    if let Some(limit) = reran.first().and_then(|r| r.steal_rerun_above) {
+        let _ = writeln!(
+            md,
+            "- **Runs again:** a latency run during which steal exceeded {limit}% \
+             (`--max-steal`) measures the host's stalls more than the runner: it was run again \
+             (up to `--steal-retries` times) and is left out of the tables and targets. {} such \
+             run{}: {}.",
+            reran.len(),
+            if reran.len() == 1 { "" } else { "s" },
+            reran
+                .iter()
+                .map(|r| {
+                    format!(
+                        "{} W={} P={}{}{} p99 {} ms at steal {}%",
+                        r.runner,
+                        r.workers,
+                        r.processes,
+                        if r.checkpoint { " checkpointed" } else { "" },
+                        if r.at_least_once {
+                            " at-least-once"
+                        } else {
+                            ""
+                        },
+                        r.p99_latency_ms.map_or("-".into(), |p| format!("{p:.2}")),
+                        r.steal_pct.map_or("-".into(), |s| format!("{s:.1}")),
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("; ")
         );
     }
     let _ = writeln!(
@@ -857,7 +893,8 @@ mod tests {
     }
 
     /// Three runs of direct (median 4M), one of a second runner at 1 and 2 workers, a
-    /// Nexmark query, and a run with latency figures.
+    /// Nexmark query, a run with latency figures (and one run again for its steal), a
+    /// recovery, a peer and the fault-tolerance pass's runs.
     fn records() -> Vec<BenchRecord> {
         let mut checkpointed = run("stateless", "native", 1, 3e6, 30.0);
         checkpointed.checkpoint = true;
@@ -870,6 +907,11 @@ mod tests {
         latency.p99_latency_ms = Some(8.5);
         latency.max_latency_ms = Some(20.0);
         latency.steal_pct = Some(3.2);
+        // Disturbed by steal and run again: out of the table, listed.
+        let mut disturbed = latency.clone();
+        disturbed.p99_latency_ms = Some(30.0);
+        disturbed.steal_pct = Some(12.5);
+        disturbed.steal_rerun_above = Some(5.0);
         let long = |runner: &str, rate: f64, checkpoint: bool| {
             let mut r = run("count", runner, 1, rate, 13.0);
             r.batch_records = (runner == "microbatch").then_some(500_000);
@@ -902,6 +944,7 @@ mod tests {
             run("count", "native", 2, 9e6, 14.0),
             flink,
             checkpointed,
+            disturbed,
             latency,
             recovery,
             q5,
