@@ -7,7 +7,11 @@
 //! commit). `--guarantee=at-least-once` skips the alignment of epochs.
 //!
 //! Runner options (`--runner-option KEY=VALUE`): the engine's
-//! ([`tidewater_runners_timely::launch::COMMON_OPTIONS`]) and `epochs_in_flight`.
+//! ([`tidewater_runners_timely::launch::COMMON_OPTIONS`]), `epochs_in_flight` and
+//! `max_watermark_drift_ms` (Flink's watermark alignment, off by default: an instance
+//! of a source whose watermark runs more than this ahead of the source's slowest
+//! instance on any worker pauses until it catches up, so that event-time state
+//! downstream holds at most that much more than it must; it changes no result).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,10 +29,16 @@ pub use tidewater_runners_timely::task::ENGINE_STEP;
 pub struct NativeRunner;
 
 /// The native runner's own options (`--runner-option KEY=VALUE`), beyond the engine's.
-pub const RUNNER_OPTIONS: [(&str, &str); 1] = [(
-    "epochs_in_flight",
-    "epochs a source may run ahead of the last complete checkpoint (default 2)",
-)];
+pub const RUNNER_OPTIONS: [(&str, &str); 2] = [
+    (
+        "epochs_in_flight",
+        "epochs a source may run ahead of the last complete checkpoint (default 2)",
+    ),
+    (
+        "max_watermark_drift_ms",
+        "watermark alignment: an instance of a source whose watermark runs more than this ahead of the source's slowest instance pauses until it catches up (default: off)",
+    ),
+];
 
 /// The native runner on the engine.
 pub const ENGINE_RUNNER: EngineRunner = EngineRunner {
@@ -52,8 +62,18 @@ fn streaming(options: &PipelineOptions) -> Result<PolicyChoice> {
                 })?
         }
     };
+    let max_watermark_drift = match options.runner_option("max_watermark_drift_ms") {
+        None => None,
+        Some(v) => Some(Duration::from_millis(v.parse::<u64>().map_err(|_| {
+            Error::InvalidOption {
+                option: format!("--runner-option max_watermark_drift_ms={v}"),
+                message: "expected a whole number of milliseconds".into(),
+            }
+        })?)),
+    };
     Ok(PolicyChoice {
         policy: Policy::Streaming,
+        max_watermark_drift,
         interval: options
             .engine
             .checkpoint_interval

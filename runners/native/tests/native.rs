@@ -639,3 +639,165 @@ fn a_slow_snapshot_write_completes_checkpoints_only_once_their_files_are_on_disk
         ],
     );
 }
+
+// ---------------------------------------------------------------------------------------
+// Watermark alignment (`max_watermark_drift_ms`): a source of two partitions, one on each
+// worker, whose partition 0 reads slowly and partition 1 as fast as it can, both over the
+// same event times.
+
+/// Records per partition, and their event times' step.
+const SKEWED_RECORDS: u64 = 400;
+const SKEWED_STEP_MS: i64 = 100;
+/// Records per read (the engine's bundle size).
+const SKEWED_BUNDLE: u64 = 10;
+
+/// Record `k` of partition `p` is `(p, k)` at `k × 100 ms`; partition 0 sleeps 2 ms a read.
+#[derive(Serialize, Deserialize)]
+struct Skewed;
+
+impl tidewater::Source for Skewed {
+    type Output = (u64, u64);
+    type Position = u64;
+    fn is_bounded(&self) -> bool {
+        true
+    }
+    fn partitions(&self, _desired: usize) -> usize {
+        2
+    }
+    fn initial_position(&self, _: usize, _: usize) -> u64 {
+        0
+    }
+    fn read(
+        &mut self,
+        partition: usize,
+        _: usize,
+        next: &mut u64,
+        max: usize,
+        _: Timestamp,
+        out: &mut Vec<((u64, u64), Timestamp)>,
+    ) -> Result<tidewater::ReadStatus, UserError> {
+        if partition == 0 {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        for _ in 0..max {
+            if *next >= SKEWED_RECORDS {
+                return Ok(tidewater::ReadStatus::Done);
+            }
+            out.push((
+                (partition as u64, *next),
+                Timestamp(*next as i64 * SKEWED_STEP_MS),
+            ));
+            *next += 1;
+        }
+        Ok(tidewater::ReadStatus::More)
+    }
+    fn watermark(&self, _: usize, _: usize, next: &u64) -> Timestamp {
+        if *next >= SKEWED_RECORDS {
+            Timestamp::MAX
+        } else {
+            Timestamp(*next as i64 * SKEWED_STEP_MS)
+        }
+    }
+}
+
+/// The furthest record each partition has read, and the furthest partition 1 ran ahead
+/// of partition 0 in event time when it read.
+static SKEW_READ: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
+static SKEW_MOST_AHEAD_MS: AtomicU64 = AtomicU64::new(0);
+
+/// Fused with the source: notes how far ahead partition 1 reads.
+fn skew_tap(pk: (u64, u64)) -> (u64, u64) {
+    let (p, k) = pk;
+    SKEW_READ[p as usize].fetch_max(k, SeqCst);
+    if p == 1 {
+        let behind = SKEW_READ[0].load(SeqCst);
+        let ahead = k.saturating_sub(behind) * SKEWED_STEP_MS as u64;
+        SKEW_MOST_AHEAD_MS.fetch_max(ahead, SeqCst);
+    }
+    (p, k)
+}
+
+fn partition_of(pk: (u64, u64)) -> u64 {
+    pk.0
+}
+
+/// One run of the skewed source into 1 s windows counted per partition, with
+/// `drift_ms` of watermark alignment (none: off) and checkpoints every 20 ms; returns the
+/// counts, the source's paused time and how far partition 1 ran ahead.
+fn skewed_run(drift_ms: Option<u64>) -> (Vec<String>, Option<i64>, u64) {
+    for r in &SKEW_READ {
+        r.store(0, SeqCst);
+    }
+    SKEW_MOST_AHEAD_MS.store(0, SeqCst);
+    tidewater_runner_native::register();
+    let dir = tempfile::tempdir().unwrap();
+    let mut options = native(EngineOptions {
+        workers: 2,
+        checkpoint_dir: Some(dir.path().to_path_buf()),
+        checkpoint_interval: Some(std::time::Duration::from_millis(20)),
+        ..Default::default()
+    });
+    options.runner_options = vec![("bundle_size".into(), SKEWED_BUNDLE.to_string())];
+    if let Some(ms) = drift_ms {
+        options
+            .runner_options
+            .push(("max_watermark_drift_ms".into(), ms.to_string()));
+    }
+    let p = Pipeline::new(options);
+    p.apply("Skewed", Read::from(Skewed))
+        .map("Tap", skew_tap)
+        .map("Partition", partition_of)
+        .apply("Seconds", Window::into(WindowFn::fixed(1_000)))
+        .apply("Count", Count::per_element())
+        .map("Format", to_string)
+        .capture("counts");
+    let r = p.run().unwrap();
+    let mut counts = r.captured_values::<String>("counts").unwrap();
+    counts.sort();
+    let paused = r
+        .metrics
+        .counter("Skewed", tidewater_runners_timely::metrics::DRIFT_PAUSED_MS);
+    (counts, paused, SKEW_MOST_AHEAD_MS.load(SeqCst))
+}
+
+/// With watermark alignment the fast partition reads at most the drift, plus a read
+/// (10 records, 1 s) and one record, ahead of the slow one's furthest record: it waits,
+/// and says how long. Without, it runs to its end first (400 records, 40 s ahead). The
+/// counts are the same either way: 10 per partition in each of the 40 windows.
+#[test]
+fn watermark_alignment_keeps_a_fast_partition_within_the_drift_of_the_slow_one() {
+    let mut expected: Vec<String> = ["0 10", "1 10"]
+        .iter()
+        .flat_map(|c| std::iter::repeat_n(c.to_string(), 40))
+        .collect();
+    expected.sort();
+    let drift = 1_000;
+    let (counts, paused, ahead) = skewed_run(Some(drift));
+    assert_eq!(counts, expected);
+    let bound = drift + (SKEWED_BUNDLE + 1) * SKEWED_STEP_MS as u64;
+    assert!(
+        ahead <= bound,
+        "partition 1 ran {ahead} ms ahead, more than {bound}"
+    );
+    assert!(paused.is_some_and(|ms| ms > 0), "{paused:?}");
+
+    let (counts, paused, ahead) = skewed_run(None);
+    assert_eq!(counts, expected);
+    assert_eq!(paused, None, "no alignment, no pause");
+    assert!(
+        ahead > 10 * bound,
+        "partition 1 ran only {ahead} ms ahead without alignment"
+    );
+}
+
+#[test]
+fn a_bad_watermark_drift_is_refused() {
+    tidewater_runner_native::register();
+    let mut options = native(EngineOptions::default());
+    options.runner_options = vec![("max_watermark_drift_ms".into(), "1s".into())];
+    let err = pipeline(options, 10).run().unwrap_err().to_string();
+    assert!(
+        err.contains("max_watermark_drift_ms=1s") && err.contains("milliseconds"),
+        "{err}"
+    );
+}

@@ -28,6 +28,9 @@ pub struct PolicyChoice {
     pub interval: Duration,
     /// Epochs a source may run ahead of the durable frontier.
     pub epochs_in_flight: u64,
+    /// Watermark alignment: how far a source instance's watermark may run ahead of its
+    /// source's slowest instance (`None`: off).
+    pub max_watermark_drift: Option<Duration>,
 }
 
 /// The options (`--runner-option KEY=VALUE`) of every runner on the engine.
@@ -262,6 +265,7 @@ impl EngineRunner {
             epoch_interval: choice.interval,
             policy: choice.policy,
             epochs_in_flight: choice.epochs_in_flight,
+            max_watermark_drift: choice.max_watermark_drift,
             guarantee: if e.guarantee == "at-least-once" {
                 Guarantee::AtLeastOnce
             } else {
@@ -377,6 +381,8 @@ pub fn batch_policy(options: &PipelineOptions) -> Result<PolicyChoice> {
         },
         interval,
         epochs_in_flight: 1,
+        // A micro-batch reads its sources' records up to its limit at once.
+        max_watermark_drift: None,
     })
 }
 
@@ -423,6 +429,12 @@ pub fn summary(runner: &str, metrics: &tidewater::exec::MetricResults) -> String
             dist("alignment_ms", "ms"),
             counter("throttled_ms"),
         ));
+        if counter(crate::metrics::DRIFT_PAUSED_MS) > 0 {
+            out.push_str(&format!(
+                ", {} ms by watermark alignment",
+                counter(crate::metrics::DRIFT_PAUSED_MS)
+            ));
+        }
     }
     if counter("checkpoints") > 0 {
         out.push_str(&format!(

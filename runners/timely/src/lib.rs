@@ -108,6 +108,11 @@ pub struct EngineConfig {
     pub policy: Policy,
     /// Epochs a source may run ahead of the durable frontier.
     pub epochs_in_flight: u64,
+    /// Watermark alignment (Flink's): a source instance whose watermark runs more than
+    /// this ahead of the slowest of its source's instances on all workers pauses until
+    /// that one catches up (`None`: off). Bounds the state of event-time windows
+    /// downstream when the instances read at different speeds; changes no result.
+    pub max_watermark_drift: Option<Duration>,
     /// Exactly-once or at-least-once.
     pub guarantee: Guarantee,
     /// Where checkpoints go; none: no checkpoints (sinks still commit per epoch).
@@ -156,6 +161,7 @@ impl Default for EngineConfig {
             epoch_interval: Duration::from_secs(1),
             policy: Policy::Streaming,
             epochs_in_flight: 2,
+            max_watermark_drift: None,
             guarantee: Guarantee::ExactlyOnce,
             checkpoint_dir: None,
             max_key_groups: DEFAULT_MAX_KEY_GROUPS,

@@ -11,6 +11,7 @@
 //! | `records_out` | counter | elements its stage emitted through its exits, into sinks too (a broadcast element once) |
 //! | `input_watermark` | distribution, a value per worker | the task's input watermark (a source's own watermark) when the worker ended, in ms: the minimum is the operator's, the maximum its most advanced instance's |
 //! | `throttled_ms` | counter | how long a source was held back by the epochs in flight |
+//! | `drift_paused_ms` | counter | how long a source waited for its slower instances on other workers (watermark alignment, `max_watermark_drift_ms`) |
 //! | `alignment_ms` | counter | how long messages of a later epoch waited for the current one to close |
 //! | `queued_max` | distribution, a value per worker | the most messages held back for alignment at once |
 //!
@@ -40,6 +41,8 @@ pub const RECORDS_OUT: &str = "records_out";
 pub const INPUT_WATERMARK: &str = "input_watermark";
 /// A source's time held back by the epochs in flight.
 pub const THROTTLED_MS: &str = "throttled_ms";
+/// A source's time waiting for its slower instances (watermark alignment).
+pub const DRIFT_PAUSED_MS: &str = "drift_paused_ms";
 /// An operator's time holding messages of a later epoch.
 pub const ALIGNMENT_MS: &str = "alignment_ms";
 /// The most messages an operator held back at once, a value per worker.
@@ -60,6 +63,8 @@ pub struct OperatorFigures {
     pub watermark: Cell<Timestamp>,
     /// Time held back by the epochs in flight.
     pub throttled: Cell<Duration>,
+    /// Time waiting for the source's slower instances.
+    pub drift_paused: Cell<Duration>,
     /// Time messages of a later epoch waited.
     pub alignment: Cell<Duration>,
     /// Messages held back for alignment now.
@@ -78,6 +83,7 @@ impl OperatorFigures {
             records_out: Cell::new(0),
             watermark: Cell::new(Timestamp::MIN),
             throttled: Cell::new(Duration::ZERO),
+            drift_paused: Cell::new(Duration::ZERO),
             alignment: Cell::new(Duration::ZERO),
             queued: Cell::new(0),
             queued_max: Cell::new(0),
@@ -99,6 +105,11 @@ impl OperatorFigures {
         self.throttled.set(self.throttled.get() + d);
     }
 
+    /// The source waited `d` for its slower instances.
+    pub fn add_drift_paused(&self, d: Duration) {
+        self.drift_paused.set(self.drift_paused.get() + d);
+    }
+
     /// Messages of a later epoch waited `d` for the current one to close.
     pub fn add_alignment(&self, d: Duration) {
         self.alignment.set(self.alignment.get() + d);
@@ -118,6 +129,9 @@ impl OperatorFigures {
         m.update_distribution(INPUT_WATERMARK, self.watermark.get().millis());
         if self.source {
             m.inc_counter(THROTTLED_MS, self.throttled.get().as_millis() as i64);
+            if !self.drift_paused.get().is_zero() {
+                m.inc_counter(DRIFT_PAUSED_MS, self.drift_paused.get().as_millis() as i64);
+            }
         } else {
             m.inc_counter(ALIGNMENT_MS, self.alignment.get().as_millis() as i64);
             m.update_distribution(QUEUED_MAX, self.queued_max.get() as i64);

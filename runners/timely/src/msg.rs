@@ -186,6 +186,11 @@ impl InputClock {
         self.watermark
     }
 
+    /// Whether every worker's progress reaches this input (not only this worker's).
+    pub fn hears_all(&self) -> bool {
+        self.expects == Senders::All
+    }
+
     /// Every expected sender is idle.
     pub fn idle(&self) -> bool {
         self.combined().1
@@ -201,9 +206,82 @@ impl InputClock {
     }
 }
 
+/// What a worker has heard of one source's instances on every worker, for watermark
+/// alignment (`max_watermark_drift`): each one's last reported watermark and whether it
+/// was idle, as the progress messages of the source's consumers on this worker carried
+/// them on arrival, whichever epoch they were sent in (alignment of epochs holds a
+/// message back from the operator, not from this view: a source that waited on the view
+/// of a held message would wait for the epoch to close, and the epoch for it).
+#[derive(Clone, Debug)]
+pub struct SourceView {
+    senders: Vec<Option<(Timestamp, bool)>>,
+}
+
+impl SourceView {
+    /// A view of a source run by `peers` workers, none heard from yet.
+    pub fn new(peers: usize) -> Self {
+        SourceView {
+            senders: vec![None; peers],
+        }
+    }
+
+    /// Worker `from`'s instance reported `watermark` (never backwards) and `idle`.
+    pub fn update(&mut self, from: u32, watermark: Timestamp, idle: bool) {
+        if let Some(slot) = self.senders.get_mut(from as usize) {
+            *slot = Some(match *slot {
+                Some((w, _)) => (w.max(watermark), idle),
+                None => (watermark, idle),
+            });
+        }
+    }
+
+    /// The least watermark of the instances that are not idle: the beginning of time
+    /// while one has not reported (as an input's watermark is), `None` when all are
+    /// idle (nothing to align to).
+    pub fn floor(&self) -> Option<Timestamp> {
+        let mut least: Option<Timestamp> = None;
+        for s in &self.senders {
+            let w = match *s {
+                None => Timestamp::MIN,
+                Some((_, true)) => continue,
+                Some((w, false)) => w,
+            };
+            least = Some(least.map_or(w, |l| l.min(w)));
+        }
+        least
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_source_view_is_the_least_active_watermark_once_all_reported() {
+        let t = Timestamp;
+        let mut v = SourceView::new(3);
+        v.update(0, t(50), false);
+        v.update(1, t(10), false);
+        assert_eq!(v.floor(), Some(Timestamp::MIN), "worker 2 has not reported");
+        v.update(2, t(30), false);
+        assert_eq!(v.floor(), Some(t(10)));
+        v.update(1, t(5), false);
+        assert_eq!(v.floor(), Some(t(10)), "never backwards");
+        v.update(1, t(12), true);
+        assert_eq!(v.floor(), Some(t(30)), "an idle instance holds back none");
+        v.update(0, t(60), true);
+        v.update(2, t(40), true);
+        assert_eq!(v.floor(), None, "all idle");
+        v.update(9, t(1), false);
+        assert_eq!(v.floor(), None, "an unknown worker is ignored");
+        let mut quiet = SourceView::new(2);
+        quiet.update(0, t(5), true);
+        assert_eq!(
+            quiet.floor(),
+            Some(Timestamp::MIN),
+            "worker 1 may yet report"
+        );
+    }
 
     #[test]
     fn the_watermark_is_the_minimum_over_the_expected_senders() {

@@ -22,7 +22,7 @@ use crate::store::Store;
 use crate::writer::{PartWriter, WriteFigures, Written};
 use crate::{BatchTrigger, Clock, Guarantee, Policy};
 use std::cell::RefCell;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -131,6 +131,12 @@ pub struct WorkerCtx {
     pub in_flight: RefCell<InFlight>,
     /// The checkpoints in flight and the last complete one.
     pub checkpoints: RefCell<Checkpoints>,
+    /// Watermark alignment: a source instance whose watermark is more than this ahead
+    /// of the least of its source's instances on all workers pauses (`None`: off).
+    pub max_watermark_drift: Option<Duration>,
+    /// Per source (its head's plan node): what this worker heard of its instances'
+    /// watermarks, from the progress its consumers here received.
+    pub source_views: RefCell<HashMap<usize, crate::msg::SourceView>>,
 }
 
 impl WorkerCtx {
@@ -245,6 +251,9 @@ pub enum Decoder {
 pub struct Input {
     /// Progress of its senders.
     pub clock: InputClock,
+    /// The source (its head's plan node) that sends into this port, if a source's
+    /// task does: its progress feeds the worker's view of that source.
+    pub from_source: Option<usize>,
     /// How its data is decoded.
     pub decoder: Decoder,
 }
@@ -254,6 +263,7 @@ impl Input {
     pub fn new(ctx: &WorkerCtx, senders: Senders, decoder: Decoder) -> Self {
         Input {
             clock: InputClock::new(senders, ctx.me, ctx.peers),
+            from_source: None,
             decoder,
         }
     }
@@ -327,6 +337,8 @@ pub struct Task {
     pub waiting_since: Option<Instant>,
     /// Since when a source has been held back by the epochs in flight.
     pub throttled_since: Option<Instant>,
+    /// Since when a source has waited for its slower instances (watermark alignment).
+    pub drift_paused_since: Option<Instant>,
     /// Whether a source has read (or tried to) in its current epoch, which may then
     /// end (true at the start: a TestStream's first event follows the first epoch).
     pub read_in_epoch: bool,
@@ -1006,6 +1018,22 @@ impl Task {
         let cur = self.cur;
         let mut held = false;
         for (t, port, msg) in incoming {
+            if let (
+                Some(source),
+                Body::Progress {
+                    watermark, idle, ..
+                },
+            ) = (self.inputs[port].from_source, &msg.body)
+            {
+                if self.ctx.max_watermark_drift.is_some() {
+                    self.ctx
+                        .source_views
+                        .borrow_mut()
+                        .entry(source)
+                        .or_insert_with(|| crate::msg::SourceView::new(self.ctx.peers))
+                        .update(msg.from, *watermark, *idle);
+                }
+            }
             if t > cur {
                 held = true;
                 if self.waiting_since.is_none() {
@@ -1088,6 +1116,30 @@ impl Task {
         self.collect_metrics();
         self.schedule_wakeup();
         Ok(())
+    }
+
+    /// Whether this source instance is to wait for the others (Flink's watermark
+    /// alignment): the watermark it last reported is more than `max_watermark_drift`
+    /// ahead of the least its source's active instances reported, as this worker heard
+    /// them. Never while the job is stopping, and only for a read (a Create or a
+    /// TestStream has one instance). The instance holding the least watermark never
+    /// waits, so some instance always reads.
+    fn ahead_of_its_source(&self) -> bool {
+        let (Some(drift), Head::Read { .. }, Some((mine, _, _))) =
+            (self.ctx.max_watermark_drift, &self.head, self.sent)
+        else {
+            return false;
+        };
+        if self.ctx.stopping.get() {
+            return false;
+        }
+        let floor = match self.ctx.source_views.borrow().get(&self.node) {
+            Some(view) => view.floor(),
+            None => None,
+        };
+        floor.is_some_and(|floor| {
+            mine.millis() > floor.millis().saturating_add(drift.as_millis() as i64)
+        })
     }
 
     /// On the wall clock, wakes the task for its next processing-time timer.
@@ -1182,6 +1234,16 @@ impl Task {
         self.read_in_epoch = true;
         if let Some(since) = self.throttled_since.take() {
             self.figures.add_throttled(since.elapsed());
+        }
+        // Watermark alignment: ahead of the source's slowest instance by more than the
+        // drift, this one waits (its epochs still end, so the others' go on closing).
+        if self.ahead_of_its_source() {
+            self.drift_paused_since.get_or_insert_with(Instant::now);
+            self.activator.activate_after(Duration::from_millis(1));
+            return Ok(());
+        }
+        if let Some(since) = self.drift_paused_since.take() {
+            self.figures.add_drift_paused(since.elapsed());
         }
         let cur = self.cur;
         let now = self.now();

@@ -198,6 +198,8 @@ fn run(worker: &mut timely::worker::Worker, shared: &Shared) -> Result<WorkerOut
         operators: RefCell::new(Vec::new()),
         in_flight: RefCell::new(Default::default()),
         checkpoints: RefCell::new(Default::default()),
+        max_watermark_drift: config.max_watermark_drift,
+        source_views: RefCell::new(HashMap::new()),
     });
     // Every capture is in the result, even one that received nothing.
     if ctx.me == 0 {
@@ -371,14 +373,20 @@ fn run(worker: &mut timely::worker::Worker, shared: &Shared) -> Result<WorkerOut
         metrics
             .step_mut(crate::task::ENGINE_STEP)
             .inc_counter("records_read", ctx.records_read.get() as i64);
-        let mut throttled = Duration::ZERO;
+        let (mut throttled, mut drift_paused) = (Duration::ZERO, Duration::ZERO);
         for op in ctx.operators.borrow().iter() {
             op.report(&mut metrics);
             throttled += op.throttled.get();
+            drift_paused += op.drift_paused.get();
         }
-        metrics
-            .step_mut(crate::task::ENGINE_STEP)
-            .inc_counter("throttled_ms", throttled.as_millis() as i64);
+        let engine = metrics.step_mut(crate::task::ENGINE_STEP);
+        engine.inc_counter("throttled_ms", throttled.as_millis() as i64);
+        if !drift_paused.is_zero() {
+            engine.inc_counter(
+                crate::metrics::DRIFT_PAUSED_MS,
+                drift_paused.as_millis() as i64,
+            );
+        }
         ctx.in_flight.borrow_mut().report(&mut metrics);
         // The process's peak memory, once per process: over a cluster the merged
         // figure's max is its largest process's.
@@ -615,6 +623,8 @@ fn build(
     // Old instances whose list state this worker takes over.
     let mine = |i: u32| i as usize % peers == me;
     let mut streams: HashMap<(usize, usize), Stream<'_, u64, Vec<Msg>>> = HashMap::new();
+    // Per consumer input: the source (its head's plan node) whose task sends into it.
+    let mut sent_by_source: HashMap<(usize, usize), usize> = HashMap::new();
     let mut stateful = Vec::new();
     let mut prepared = Vec::new();
     let stage_options = StageOptions {
@@ -848,7 +858,7 @@ fn build(
             head,
             name,
             head_state,
-            inputs,
+            mut inputs,
             is_source,
             has_state,
             fused,
@@ -856,6 +866,21 @@ fn build(
             sink_names,
             exit_streams,
         } = p;
+        // Watermark alignment: a source's view of its instances comes from the progress
+        // that inputs hearing every worker receive. It exists from the start, so that a
+        // source waits for every instance's first report before it runs ahead.
+        for (i, input) in inputs.iter_mut().enumerate() {
+            input.from_source = sent_by_source
+                .get(&(head, i))
+                .copied()
+                .filter(|_| input.clock.hears_all());
+            if let (Some(source), Some(_)) = (input.from_source, ctx.max_watermark_drift) {
+                ctx.source_views
+                    .borrow_mut()
+                    .entry(source)
+                    .or_insert_with(|| crate::msg::SourceView::new(peers));
+            }
+        }
         for route in &routes {
             if let Route::Sink(host) = route {
                 ctx.sinks.borrow_mut().push(Rc::clone(host));
@@ -875,6 +900,9 @@ fn build(
             let (o, s) = builder.new_output::<Vec<Msg>>();
             outputs.push(o);
             streams.insert(key, s);
+            if matches!(head_state, Head::Read { .. }) {
+                sent_by_source.insert(key, head);
+            }
         }
         let stateful_task = has_state || !sink_names.is_empty();
         if stateful_task {
@@ -913,6 +941,7 @@ fn build(
             pending: BTreeMap::new(),
             waiting_since: None,
             throttled_since: None,
+            drift_paused_since: None,
             read_in_epoch: true,
             sent: None,
             outbox: (0..n_outputs).map(|_| Vec::new()).collect(),
