@@ -228,7 +228,17 @@ fn the_fault_tolerance_pass_runs_the_checkpointed_settings_again_on_a_longer_inp
         .flatten()
         .collect();
     assert_eq!(runs, expected, "{records:?}");
+    // The native runs align their sources' watermarks (`--watermark-drift-ms`, 2000 by
+    // default), the micro-batch ones have nothing to align.
+    for r in &records {
+        let drift = (r.runner == "native").then_some(2000);
+        assert_eq!(r.max_watermark_drift_ms, drift, "{r:?}");
+    }
     let md = report(&json, &dir.path().join("docs"));
+    assert!(
+        md.contains("- **Watermark alignment:** 10 of 10 native runs"),
+        "{md}"
+    );
     assert!(
         md.contains("## What fault tolerance costs, on long runs"),
         "{md}"

@@ -93,6 +93,10 @@ pub struct BenchRecord {
     /// and targets, and listed there.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub steal_rerun_above: Option<f64>,
+    /// A native run with watermark alignment (`bench --watermark-drift-ms`, the runner
+    /// option `max_watermark_drift_ms`): its drift in ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_watermark_drift_ms: Option<u64>,
 }
 
 /// When a run started and how busy the machine was then.
@@ -211,6 +215,7 @@ impl BenchRecord {
             cost_run: false,
             batch_records: None,
             steal_rerun_above: None,
+            max_watermark_drift_ms: None,
         }
     }
 
@@ -339,6 +344,7 @@ pub(crate) mod tests {
             cost_run: false,
             batch_records: None,
             steal_rerun_above: None,
+            max_watermark_drift_ms: None,
         }
     }
 

@@ -381,6 +381,30 @@ pub fn render_markdown(records: &[BenchRecord], json_name: &str) -> String {
                 .join("; ")
         );
     }
+    let drifts: std::collections::BTreeSet<u64> = records
+        .iter()
+        .filter_map(|r| r.max_watermark_drift_ms)
+        .collect();
+    if !drifts.is_empty() {
+        let native = records.iter().filter(|r| r.runner == "native").count();
+        let aligned = records
+            .iter()
+            .filter(|r| r.max_watermark_drift_ms.is_some())
+            .count();
+        let _ = writeln!(
+            md,
+            "- **Watermark alignment:** {aligned} of {native} native runs align their sources' \
+             watermarks (`--runner-option max_watermark_drift_ms={}`, Flink's `maxAllowedDrift`; \
+             `bench --watermark-drift-ms`): an instance of a source that runs more than that \
+             ahead of the slowest one in event time waits, so that the windows between them \
+             are not held in state. It changes no output.",
+            drifts
+                .iter()
+                .map(u64::to_string)
+                .collect::<Vec<_>>()
+                .join("|"),
+        );
+    }
     let _ = writeln!(
         md,
         "- **records/s** is input records (words, or Nexmark events) over the wall time of the \
@@ -906,6 +930,7 @@ mod tests {
         latency.p50_latency_ms = Some(1.25);
         latency.p99_latency_ms = Some(8.5);
         latency.max_latency_ms = Some(20.0);
+        latency.max_watermark_drift_ms = Some(2000);
         latency.steal_pct = Some(3.2);
         // Disturbed by steal and run again: out of the table, listed.
         let mut disturbed = latency.clone();
