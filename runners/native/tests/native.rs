@@ -801,3 +801,30 @@ fn a_bad_watermark_drift_is_refused() {
         "{err}"
     );
 }
+
+/// A source whose records only reach a capture (gathered on worker 0, which sends no
+/// progress to the others) has no view of its other instances to align to: with
+/// alignment on it reads on, and every record arrives. (A cut that counted the gather
+/// waited forever for progress that never came; the deadline makes such a wait fail
+/// here with records missing instead of hanging.)
+#[test]
+fn watermark_alignment_without_a_shuffle_reads_everything() {
+    tidewater_runner_native::register();
+    let mut options = native(EngineOptions {
+        workers: 2,
+        ..Default::default()
+    });
+    options.max_duration = Some(std::time::Duration::from_secs(20));
+    options.runner_options = vec![("max_watermark_drift_ms".into(), "1".into())];
+    let p = Pipeline::new(options);
+    p.apply(
+        "Generate",
+        Read::from(GenerateSequence::new(0, Some(5_000)).with_rate(50_000.0)),
+    )
+    .map("Mod", modulo)
+    .capture("mods");
+    let r = p.run().unwrap();
+    let mods = r.captured_values::<u64>("mods").unwrap();
+    assert_eq!(mods.len(), 5_000);
+    assert_eq!(mods.iter().sum::<u64>(), 500 * 45);
+}

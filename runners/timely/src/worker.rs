@@ -553,7 +553,9 @@ struct Prepared {
     fused: Option<FusedStage>,
     routes: Vec<Route>,
     sink_names: Vec<String>,
-    exit_streams: Vec<(usize, usize)>,
+    /// Per exit that is a stream: the consumer input it feeds, and whether the route
+    /// sends progress to every worker (keyed, broadcast).
+    exit_streams: Vec<((usize, usize), bool)>,
 }
 
 /// Every process of a cluster must run the same plan: worker 0 gathers every worker's
@@ -835,7 +837,8 @@ fn build(
                     }
                 };
                 if !matches!(route, Route::Sink(_)) {
-                    exit_streams.push((exit.node, exit.input));
+                    let to_all = matches!(route, Route::Keyed { .. } | Route::Broadcast { .. });
+                    exit_streams.push(((exit.node, exit.input), to_all));
                 }
                 routes.push(route);
             }
@@ -896,11 +899,13 @@ fn build(
         }
         let (control, control_stream) = builder.new_output::<Vec<Msg>>();
         let mut outputs = vec![control];
-        for key in exit_streams {
+        for (key, to_all) in exit_streams {
             let (o, s) = builder.new_output::<Vec<Msg>>();
             outputs.push(o);
             streams.insert(key, s);
-            if matches!(head_state, Head::Read { .. }) {
+            // Only a route that sends progress to every worker tells each of them of
+            // all the source's instances (a gather to worker 0 sends none).
+            if to_all && matches!(head_state, Head::Read { .. }) {
                 sent_by_source.insert(key, head);
             }
         }
