@@ -20,7 +20,7 @@ pub enum TestStreamStep {
 
 /// Replays the TestStream of a plan node; its position is the index of the next event.
 pub struct TestStreamDriver {
-    events: Vec<TestStreamEvent>,
+    events: std::sync::Arc<[TestStreamEvent]>,
     element_type: std::sync::Arc<dyn tidewater::exec::ElementType>,
     /// The next event.
     pub position: usize,

@@ -81,8 +81,8 @@ pub enum NodeKind {
     },
     /// A scripted unbounded source.
     TestStream {
-        /// The script.
-        events: Vec<tidewater::TestStreamEvent>,
+        /// The script, shared by the drivers that replay it (never copied).
+        events: std::sync::Arc<[tidewater::TestStreamEvent]>,
     },
     /// Writes the input into an exactly-once sink.
     Sink {
@@ -498,7 +498,7 @@ pub fn translate(plan: &Plan) -> Result<ExecutablePlan> {
                     events: Vec<tidewater::TestStreamEvent>,
                 }
                 NodeKind::TestStream {
-                    events: payload::<Payload>(t, &spec.payload)?.events,
+                    events: payload::<Payload>(t, &spec.payload)?.events.into(),
                 }
             }
             urn::SINK => {
@@ -684,7 +684,7 @@ fn check_shape(n: &Node, pcs: &[PCollectionInfo]) -> Result<()> {
         }
         NodeKind::TestStream { events } => {
             arity(0, Some(1))?;
-            for e in events {
+            for e in events.iter() {
                 if let tidewater::TestStreamEvent::Elements(values) = e {
                     let json: Vec<Json> = values.iter().map(|(v, _)| v.clone()).collect();
                     pcs[n.outputs[0]]
