@@ -14,6 +14,7 @@ mod flatten;
 mod group_by_key;
 mod impulse;
 mod kv;
+mod merging;
 mod library;
 mod metrics;
 mod nexmark;
@@ -44,6 +45,7 @@ pub fn all_cases() -> Vec<Case> {
         failures::cases(),
         // event time
         windowing::cases(),
+        merging::cases(),
         triggers::cases(),
         event_time::cases(),
         // state, timers, side inputs and sources

@@ -308,7 +308,7 @@ fn check_custom(r: RunResult) -> Result<(), String> {
 /// A user window type: a span of a key, opened by an element, or an item's provisional
 /// span (Beam's Nexmark Q9 windows, in small).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-struct Span {
+pub(crate) struct Span {
     start: i64,
     end: i64,
     opener: bool,
@@ -323,7 +323,7 @@ impl WindowType for Span {
     }
 }
 
-fn span(start: i64, end: i64, opener: bool) -> BoundedWindow {
+pub(crate) fn span(start: i64, end: i64, opener: bool) -> BoundedWindow {
     BoundedWindow::custom(&Span { start, end, opener })
 }
 
@@ -331,7 +331,7 @@ fn span(start: i64, end: i64, opener: bool) -> BoundedWindow {
 /// an item with the provisional span `[t, t + 5)`; `n == 0` is in no window (dropped).
 /// An item's span merges into its key's opened span when it starts before that ends.
 #[derive(Serialize, Deserialize)]
-struct Spans;
+pub(crate) struct Spans;
 
 impl ElementWindowFn<(String, i64)> for Spans {
     type Window = Span;

@@ -6,6 +6,7 @@ pub mod oracle;
 pub mod queries;
 mod source;
 
+pub use nexmark::config::NexmarkConfig;
 pub use nexmark::event::{Auction, Bid, Event, Person};
 pub use source::{NexmarkPosition, NexmarkSource};
 

@@ -1,10 +1,17 @@
 //! Every query's output equals its oracle, on several sizes and schedules.
 
 use tidewater::{Element, PCollection, Pipeline, PipelineOptions, Read};
-use tidewater_nexmark::{oracle, queries, sorted_by_encoding, Event, NexmarkSource};
+use tidewater_nexmark::{oracle, queries, sorted_by_encoding, Event, NexmarkConfig, NexmarkSource};
+
+/// A query that does not read the generator's configuration, as `check` takes them.
+fn plain<T>(
+    query: fn(&PCollection<Event>) -> PCollection<T>,
+) -> impl Fn(&PCollection<Event>, &NexmarkConfig) -> PCollection<T> + Copy {
+    move |events, _| query(events)
+}
 
 fn check<T: Element + PartialEq>(
-    build: fn(&PCollection<Event>) -> PCollection<T>,
+    build: impl Fn(&PCollection<Event>, &NexmarkConfig) -> PCollection<T> + Copy,
     oracle: fn(&[Event]) -> Vec<T>,
 ) {
     let sources = [500u64, 3_000, 6_000].map(|events| NexmarkSource::new(events, 1_000));
@@ -34,7 +41,7 @@ fn options(seed: u64, runner_options: &[(&str, &str)]) -> PipelineOptions {
 
 /// Pipeline vs oracle on each source, with seeds 1, 2, 3, ...
 fn check_sources<T: Element + PartialEq>(
-    build: fn(&PCollection<Event>) -> PCollection<T>,
+    build: impl Fn(&PCollection<Event>, &NexmarkConfig) -> PCollection<T> + Copy,
     oracle: fn(&[Event]) -> Vec<T>,
     sources: &[NexmarkSource],
 ) {
@@ -44,7 +51,7 @@ fn check_sources<T: Element + PartialEq>(
 /// Pipeline vs oracle on each source, with seeds 1, 2, 3, ... and these runner options;
 /// the oracle sees the events `seen` gives.
 fn check_sources_seeing<T: Element + PartialEq>(
-    build: fn(&PCollection<Event>) -> PCollection<T>,
+    build: impl Fn(&PCollection<Event>, &NexmarkConfig) -> PCollection<T> + Copy,
     oracle: fn(&[Event]) -> Vec<T>,
     sources: &[NexmarkSource],
     seen: fn(&NexmarkSource) -> Vec<Event>,
@@ -55,7 +62,7 @@ fn check_sources_seeing<T: Element + PartialEq>(
     for (source, seed) in sources.iter().zip(1u64..) {
         let events = source.events;
         let p = Pipeline::new(options(seed, runner_options));
-        build(&p.apply("Events", Read::from(source.clone()))).capture("out");
+        build(&p.apply("Events", Read::from(source.clone())), &source.config()).capture("out");
         let got = p.run().unwrap().captured_values::<T>("out").unwrap();
         let expected = sorted_by_encoding(oracle(&seen(source)));
         found += expected.len();
@@ -74,25 +81,25 @@ fn check_sources_seeing<T: Element + PartialEq>(
 
 #[test]
 fn q0_passes_every_event_through() {
-    check(queries::q0, oracle::q0);
+    check(plain(queries::q0), oracle::q0);
 }
 
 #[test]
 fn q1_converts_every_bid() {
-    check(queries::q1, oracle::q1);
+    check(plain(queries::q1), oracle::q1);
 }
 
 #[test]
 fn q2_selects_the_bids_of_every_123rd_auction() {
-    check(queries::q2, oracle::q2);
+    check(plain(queries::q2), oracle::q2);
 }
 
 #[test]
 fn q3_joins_local_sellers_with_their_category_10_auctions() {
-    check(queries::q3, oracle::q3);
+    check(plain(queries::q3), oracle::q3);
     // Few auctions match at small sizes (none at 500 events): check a larger run too.
     check_sources(
-        queries::q3,
+        plain(queries::q3),
         oracle::q3,
         &[NexmarkSource::new(30_000, 1_000)],
     );
@@ -103,8 +110,11 @@ fn q4_averages_winning_prices_per_category_and_sliding_window() {
     check(queries::q4, oracle::q4);
 }
 
-fn q4_small(events: &PCollection<Event>) -> PCollection<queries::CategoryPrice> {
-    queries::q4_windowed(events, 1_000, 500)
+fn q4_small(
+    events: &PCollection<Event>,
+    config: &NexmarkConfig,
+) -> PCollection<queries::CategoryPrice> {
+    queries::q4_windowed(events, config, 1_000, 500)
 }
 
 fn oracle_q4_small(events: &[Event]) -> Vec<queries::CategoryPrice> {
@@ -118,7 +128,7 @@ fn q4_averages_winning_prices_in_1s_windows() {
 
 #[test]
 fn q5_finds_the_hottest_auctions_per_sliding_window() {
-    check(queries::q5, oracle::q5);
+    check(plain(queries::q5), oracle::q5);
 }
 
 fn q5_small(events: &PCollection<Event>) -> PCollection<queries::AuctionCount> {
@@ -136,7 +146,7 @@ fn q5_keeps_every_tied_auction_in_small_sliding_windows() {
     let out = oracle_q5_small(&NexmarkSource::new(3_000, 1_000).all_events());
     let windows: std::collections::BTreeSet<i64> = out.iter().map(|a| a.window_start).collect();
     assert!(out.len() > windows.len(), "no tie: ties would go unchecked");
-    check(q5_small, oracle_q5_small);
+    check(plain(q5_small), oracle_q5_small);
 }
 
 #[test]
@@ -158,7 +168,7 @@ fn q6_averages_the_last_10_selling_prices_per_seller() {
 
 #[test]
 fn q7_keeps_the_highest_bid_per_10s_window() {
-    check(queries::q7, oracle::q7);
+    check(plain(queries::q7), oracle::q7);
 }
 
 fn q7_100ms(events: &PCollection<Event>) -> PCollection<tidewater_nexmark::Bid> {
@@ -171,12 +181,12 @@ fn oracle_q7_100ms(events: &[Event]) -> Vec<tidewater_nexmark::Bid> {
 
 #[test]
 fn q7_keeps_the_highest_bid_per_100ms_window() {
-    check(q7_100ms, oracle_q7_100ms);
+    check(plain(q7_100ms), oracle_q7_100ms);
 }
 
 #[test]
 fn q8_joins_new_persons_with_their_auctions_in_10s_windows() {
-    check(queries::q8, oracle::q8);
+    check(plain(queries::q8), oracle::q8);
 }
 
 fn q8_1s(events: &PCollection<Event>) -> PCollection<queries::IdNameReserve> {
@@ -189,7 +199,7 @@ fn oracle_q8_1s(events: &[Event]) -> Vec<queries::IdNameReserve> {
 
 #[test]
 fn q8_joins_new_persons_with_their_auctions_in_1s_windows() {
-    check(q8_1s, oracle_q8_1s);
+    check(plain(q8_1s), oracle_q8_1s);
 }
 
 #[test]
@@ -256,7 +266,7 @@ fn q10_writes_the_bids_of_each_window_into_sharded_files() {
 
 #[test]
 fn q11_counts_bids_per_bidder_session() {
-    check(queries::q11, oracle::q11);
+    check(plain(queries::q11), oracle::q11);
 }
 
 fn q11_short(events: &PCollection<Event>) -> PCollection<queries::BidsPerSession> {
@@ -276,7 +286,7 @@ fn q11_counts_bids_per_bidder_session_with_a_short_gap() {
         out.len() > bidders.len() + 10,
         "too few bidders with several sessions"
     );
-    check(q11_short, oracle_q11_short);
+    check(plain(q11_short), oracle_q11_short);
 }
 
 /// Q12 under a scripted clock: batches of `batch` events, `step_ms` of processing time
@@ -319,12 +329,12 @@ fn q12_counts_bids_per_bidder_per_processing_time_pane() {
 
 #[test]
 fn q13_joins_bids_with_a_bounded_side_input() {
-    check(queries::q13, oracle::q13);
+    check(plain(queries::q13), oracle::q13);
 }
 
 #[test]
 fn q14_filters_and_computes_bids_at_every_time_of_day() {
-    check(queries::q14, oracle::q14);
+    check(plain(queries::q14), oracle::q14);
     // 3,000 events at 1,000 per second across each hour boundary where the time of day
     // changes (7 -> 8, 18 -> 19, 19 -> 20, 6 -> 7), and at midnight.
     let sources = [7u64, 18, 19, 6, 0].map(|hour| {
@@ -336,7 +346,7 @@ fn q14_filters_and_computes_bids_at_every_time_of_day() {
         .map(|b| b.bid_time_type)
         .collect();
     assert_eq!(kinds.len(), 3, "every time of day occurs: {kinds:?}");
-    check_sources(queries::q14, oracle::q14, &sources);
+    check_sources(plain(queries::q14), oracle::q14, &sources);
 }
 
 #[test]
@@ -430,29 +440,29 @@ fn out_of_order_events_are_behind_no_watermark_and_late_ones_are() {
 #[test]
 fn q5_out_of_order() {
     let sources = out_of_order_sources(2_000);
-    check_sources(queries::q5, oracle::q5, &sources);
-    check_sources(q5_small, oracle_q5_small, &sources);
+    check_sources(plain(queries::q5), oracle::q5, &sources);
+    check_sources(plain(q5_small), oracle_q5_small, &sources);
 }
 
 #[test]
 fn q7_out_of_order() {
     let sources = out_of_order_sources(2_000);
-    check_sources(queries::q7, oracle::q7, &sources);
-    check_sources(q7_100ms, oracle_q7_100ms, &sources);
+    check_sources(plain(queries::q7), oracle::q7, &sources);
+    check_sources(plain(q7_100ms), oracle_q7_100ms, &sources);
 }
 
 #[test]
 fn q8_out_of_order() {
     let sources = out_of_order_sources(2_000);
-    check_sources(queries::q8, oracle::q8, &sources);
-    check_sources(q8_1s, oracle_q8_1s, &sources);
+    check_sources(plain(queries::q8), oracle::q8, &sources);
+    check_sources(plain(q8_1s), oracle_q8_1s, &sources);
 }
 
 #[test]
 fn q11_out_of_order() {
     let sources = out_of_order_sources(2_000);
-    check_sources(queries::q11, oracle::q11, &sources);
-    check_sources(q11_short, oracle_q11_short, &sources);
+    check_sources(plain(queries::q11), oracle::q11, &sources);
+    check_sources(plain(q11_short), oracle_q11_short, &sources);
 }
 
 /// Late events (every 40th, 3 s behind its time, 1 s of out-of-orderness) reach a query
@@ -467,8 +477,8 @@ fn global_window_queries_keep_late_events() {
                 .with_late_events(40, 3_000)
         })
         .collect();
-    check_sources(queries::q1, oracle::q1, &sources);
-    check_sources(queries::q3, oracle::q3, &sources);
+    check_sources(plain(queries::q1), oracle::q1, &sources);
+    check_sources(plain(queries::q3), oracle::q3, &sources);
 }
 
 /// 6,000 and 3,000 events at 1,000 per second from time 1,000 s, up to 500 ms out of
@@ -493,9 +503,9 @@ fn windowed_queries_drop_late_events() {
     let sources = late_sources();
     for options in [&[][..], &[("bundle_size", "10000")][..]] {
         let on_time = NexmarkSource::on_time_events;
-        check_sources_seeing(q5_small, oracle_q5_small, &sources, on_time, options);
-        check_sources_seeing(q8_1s, oracle_q8_1s, &sources, on_time, options);
-        check_sources_seeing(q11_short, oracle_q11_short, &sources, on_time, options);
-        check_sources_seeing(q7_100ms, oracle_q7_100ms, &sources, on_time, options);
+        check_sources_seeing(plain(q5_small), oracle_q5_small, &sources, on_time, options);
+        check_sources_seeing(plain(q8_1s), oracle_q8_1s, &sources, on_time, options);
+        check_sources_seeing(plain(q11_short), oracle_q11_short, &sources, on_time, options);
+        check_sources_seeing(plain(q7_100ms), oracle_q7_100ms, &sources, on_time, options);
     }
 }

@@ -138,7 +138,7 @@ fn source(args: &Args) -> NexmarkSource {
 fn run_unbounded<T: Element>(
     args: &Args,
     name: &str,
-    build: fn(&PCollection<Event>) -> PCollection<T>,
+    build: impl Fn(&PCollection<Event>) -> PCollection<T>,
 ) -> anyhow::Result<()> {
     let p = Pipeline::new(args.options.clone());
     let events = p.apply("Events", Read::from(source(args)));
@@ -199,7 +199,7 @@ fn cluster_scratch(args: &Args) -> Option<std::path::PathBuf> {
 fn run<T: Element + PartialEq>(
     args: &Args,
     name: &str,
-    build: fn(&PCollection<Event>) -> PCollection<T>,
+    build: impl Fn(&PCollection<Event>) -> PCollection<T>,
     oracle: fn(&[Event]) -> Vec<T>,
 ) -> anyhow::Result<()> {
     if args.events == 0 {
@@ -388,6 +388,9 @@ fn each_query_on_its_cluster() -> anyhow::Result<()> {
 fn run_wanted(args: &Args) -> anyhow::Result<()> {
     let all = args.query == "all";
     let want = |q: &str| all || args.query == q;
+    // Q4, Q6 and Q9 size their bid windows by the generator's configuration (Beam's
+    // expected auction duration).
+    let config = source(args).config();
     let mut ran = false;
     if want("0") {
         run(args, "Q0", queries::q0, oracle::q0)?;
@@ -406,7 +409,7 @@ fn run_wanted(args: &Args) -> anyhow::Result<()> {
         ran = true;
     }
     if want("4") {
-        run(args, "Q4", queries::q4, oracle::q4)?;
+        run(args, "Q4", |e| queries::q4(e, &config), oracle::q4)?;
         ran = true;
     }
     if want("5") {
@@ -414,7 +417,7 @@ fn run_wanted(args: &Args) -> anyhow::Result<()> {
         ran = true;
     }
     if want("6") {
-        run(args, "Q6", queries::q6, oracle::q6)?;
+        run(args, "Q6", |e| queries::q6(e, &config), oracle::q6)?;
         ran = true;
     }
     if want("7") {
@@ -426,7 +429,7 @@ fn run_wanted(args: &Args) -> anyhow::Result<()> {
         ran = true;
     }
     if want("9") {
-        run(args, "Q9", queries::q9, oracle::q9)?;
+        run(args, "Q9", |e| queries::q9(e, &config), oracle::q9)?;
         ran = true;
     }
     if want("10") {

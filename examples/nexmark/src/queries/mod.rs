@@ -31,8 +31,8 @@ pub use q6::{q6, SellerPrice, Q6_LAST_AUCTIONS};
 pub use q7::{q7, q7_windowed, Q7_WINDOW_MS};
 pub use q8::{q8, q8_windowed, IdNameReserve, Q8_WINDOW_MS};
 pub use q9::{
-    q9, q9_with_expected_auction_duration, AuctionOrBidWindow, AuctionOrBidWindowFn, WinningBid,
-    EXPECTED_AUCTION_DURATION_MS,
+    expected_auction_duration_ms, q9, q9_with_expected_auction_duration, AuctionOrBidWindow,
+    AuctionOrBidWindowFn, WinningBid,
 };
 
 use crate::{Bid, Event};

@@ -1,5 +1,6 @@
 use super::q9::{q9, WinningBid};
 use crate::Event;
+use nexmark::config::NexmarkConfig;
 use serde::{Deserialize, Serialize};
 use tidewater::{ElementContext, PCollection, Window, WindowFn};
 use tidewater_transforms::Mean;
@@ -24,10 +25,11 @@ pub struct CategoryPrice {
 /// at their auction's expiry) -> (category, price) -> sliding windows -> Mean per key.
 pub fn q4_windowed(
     events: &PCollection<Event>,
+    config: &NexmarkConfig,
     size_ms: i64,
     period_ms: i64,
 ) -> PCollection<CategoryPrice> {
-    q9(events)
+    q9(events, config)
         .map("Q4.ByCategory", |w: WinningBid| {
             (w.auction.category, w.bid.price)
         })
@@ -48,6 +50,6 @@ pub fn q4_windowed(
 
 /// Q4, average price for a category: per sliding window ([`Q4_WINDOW_MS`] every
 /// [`Q4_PERIOD_MS`]) of auction closing times, the mean winning price per category.
-pub fn q4(events: &PCollection<Event>) -> PCollection<CategoryPrice> {
-    q4_windowed(events, Q4_WINDOW_MS, Q4_PERIOD_MS)
+pub fn q4(events: &PCollection<Event>, config: &NexmarkConfig) -> PCollection<CategoryPrice> {
+    q4_windowed(events, config, Q4_WINDOW_MS, Q4_PERIOD_MS)
 }

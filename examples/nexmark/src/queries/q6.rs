@@ -1,5 +1,6 @@
 use super::q9::{q9, WinningBid};
 use crate::Event;
+use nexmark::config::NexmarkConfig;
 use serde::{Deserialize, Serialize};
 use tidewater::{Combine, CombineFn, PCollection, Window, WindowFn};
 
@@ -64,8 +65,8 @@ impl CombineFn for MovingMeanSellingPrice {
 /// -> Combine.perKey(moving mean). Beam re-triggers on every winning bid with
 /// accumulating panes; the pane boundaries of such a trigger depend on bundling, so we
 /// compute the final pane only (the global window's default trigger).
-pub fn q6(events: &PCollection<Event>) -> PCollection<SellerPrice> {
-    q9(events)
+pub fn q6(events: &PCollection<Event>, config: &NexmarkConfig) -> PCollection<SellerPrice> {
+    q9(events, config)
         .apply("Q6.Global", Window::into(WindowFn::Global))
         .map("Q6.BySeller", |w: WinningBid| {
             (w.auction.seller, (w.bid.date_time, w.bid.price))

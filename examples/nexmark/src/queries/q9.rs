@@ -1,4 +1,5 @@
 use crate::{Auction, Bid, Event};
+use nexmark::config::{NexmarkConfig, RateShape};
 use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
 use std::collections::BTreeMap;
@@ -118,17 +119,64 @@ impl ElementWindowFn<Event> for AuctionOrBidWindowFn {
     }
 }
 
-/// Beam's expected auction duration under its standard configuration (10,000
-/// events/s from 100 generators, 100 auctions in flight, 3 auctions in 50 events):
-/// 16,667 ms. A bid's provisional window lasts twice that.
-pub const EXPECTED_AUCTION_DURATION_MS: i64 = 16_667;
+/// Beam's expected auction duration (`WinningBids`), in ms: the longest inter-event
+/// delay of the configuration's rate shape (per generator, times the number of
+/// generators), scaled by the events per auction (`proportion_denominator /
+/// auction_proportion`) and by the number of auctions in flight, rounded up. It is the
+/// time the generator takes to produce `in_flight_auctions` auctions at its slowest
+/// rate, which is also about how long its auctions last. A bid's provisional window
+/// lasts twice that, so a bid for an auction the generator has yet to produce (bids
+/// name up to `auction_id_lead` auctions ahead) still finds it open when the auction
+/// arrives. With 1 generator at 10,000 events/s that is 167 ms; at 2 events/s, 833,334
+/// ms.
+///
+/// ```
+/// use tidewater_nexmark::{queries::expected_auction_duration_ms, NexmarkSource};
+/// assert_eq!(expected_auction_duration_ms(&NexmarkSource::new(1, 10_000).config()), 167);
+/// assert_eq!(expected_auction_duration_ms(&NexmarkSource::new(1, 2).config()), 833_334);
+/// ```
+pub fn expected_auction_duration_ms(config: &NexmarkConfig) -> i64 {
+    let slowest_rate = rates(config).into_iter().min().unwrap_or(1).max(1) as u64;
+    let longest_delay_us =
+        config.us_per_unit as u64 * config.num_event_generators.max(1) as u64 / slowest_rate;
+    let denominator =
+        (config.person_proportion + config.auction_proportion + config.bid_proportion) as u64;
+    let per_auction_us = longest_delay_us * denominator / config.auction_proportion.max(1) as u64;
+    let all_in_flight_us = per_auction_us * config.in_flight_auctions as u64;
+    i64::try_from(all_in_flight_us.div_ceil(1000)).unwrap_or(i64::MAX)
+}
+
+/// The event rates the configuration's shape steps through (as the generator and
+/// Beam's `RateShape.interEventDelayUs` compute them).
+fn rates(config: &NexmarkConfig) -> Vec<usize> {
+    let (first, next) = (config.first_rate, config.next_rate);
+    if first == next {
+        return vec![first];
+    }
+    match config.rate_shape {
+        RateShape::Square => vec![first, next],
+        RateShape::Sine => {
+            let mid = (first + next) as f64 / 2.0;
+            let amp = (first as f64 - next as f64) / 2.0;
+            let steps = config.sine_approx_steps.max(1);
+            (0..steps)
+                .map(|i| {
+                    let r = 2.0 * std::f64::consts::PI * i as f64 / steps as f64;
+                    (mid + amp * r.cos()).round() as usize
+                })
+                .collect()
+        }
+    }
+}
 
 /// Q9, winning bids (Beam's `WinningBids`): for every auction, the highest valid bid
 /// (placed before the auction expires, at least its reserve; the earliest on a price
 /// tie), emitted when the watermark passes the auction's expiry, with timestamp
-/// `expires - 1`, in the auction's [`AuctionOrBidWindow`].
-pub fn q9(events: &PCollection<Event>) -> PCollection<WinningBid> {
-    q9_with_expected_auction_duration(events, EXPECTED_AUCTION_DURATION_MS)
+/// `expires - 1`, in the auction's [`AuctionOrBidWindow`]. The bids' provisional
+/// windows last twice the [`expected_auction_duration_ms`] of the events'
+/// configuration.
+pub fn q9(events: &PCollection<Event>, config: &NexmarkConfig) -> PCollection<WinningBid> {
+    q9_with_expected_auction_duration(events, expected_auction_duration_ms(config))
 }
 
 /// Q9 with the expected auction duration of another configuration.
