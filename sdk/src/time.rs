@@ -36,6 +36,21 @@ impl Timestamp {
     pub const fn millis(self) -> i64 {
         self.0
     }
+
+    /// The wall clock now, in milliseconds since the Unix epoch (0 if the system clock
+    /// is set before it): processing time outside a TestStream.
+    ///
+    /// ```
+    /// assert!(tidewater::Timestamp::wall_clock().millis() > 1_600_000_000_000);
+    /// ```
+    pub fn wall_clock() -> Self {
+        Timestamp(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_millis() as i64)
+                .unwrap_or(0),
+        )
+    }
 }
 
 impl fmt::Debug for Timestamp {

@@ -59,15 +59,6 @@ pub struct TailReader {
     watermark: Timestamp,
 }
 
-fn wall_clock() -> Timestamp {
-    Timestamp(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_millis() as i64)
-            .unwrap_or(0),
-    )
-}
-
 #[async_trait]
 impl AsyncSource for TailFile {
     type Output = String;
@@ -150,7 +141,7 @@ impl AsyncSourceReader for TailReader {
         out: &mut Vec<(String, Timestamp)>,
     ) -> Result<ReadStatus, UserError> {
         let (path, offset) = (self.path.clone(), self.offset);
-        let now = wall_clock();
+        let now = Timestamp::wall_clock();
         let (lines, offset) = tokio::task::spawn_blocking(move || read_lines(&path, offset, max))
             .await
             .map_err(|e| format!("reading tailed file '{}' stopped: {e}", self.path))??;

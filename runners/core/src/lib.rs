@@ -11,6 +11,7 @@
 //! decides only scheduling, parallelism, data movement and recovery.
 
 pub mod checkpoint;
+pub mod clock;
 pub mod delta;
 pub mod dot;
 pub mod fusion;

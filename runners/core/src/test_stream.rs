@@ -6,8 +6,8 @@ use crate::translate::{ExecutablePlan, NodeKind};
 use tidewater::exec::AnyBatch;
 use tidewater::{Error, Result, TestStreamEvent, Timestamp};
 
-/// What the next event of a TestStream does.
-pub enum TestStreamStep {
+/// What the next event of a TestStream is.
+enum TestStreamStep {
     /// Elements arrive.
     Elements(Box<dyn AnyBatch>),
     /// The watermark moves to this time (never backwards).
@@ -16,6 +16,36 @@ pub enum TestStreamStep {
     ProcessingTime(i64),
     /// The script is over: the watermark goes to the end of time.
     End,
+}
+
+/// What replaying a TestStream's next event did.
+pub enum Replayed {
+    /// Elements arrive.
+    Elements(Box<dyn AnyBatch>),
+    /// The clock moved (or stayed: a watermark never goes backwards).
+    Clock,
+    /// The script is over: the watermark is at the end of time.
+    End,
+}
+
+/// Where a TestStream's clocks stand: its output watermark and its (simulated)
+/// processing time. A runner keeps it with its other progress, and snapshots it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TestStreamClock {
+    /// The output watermark.
+    pub watermark: Timestamp,
+    /// The processing time, moved only by the script.
+    pub processing_time: Timestamp,
+}
+
+impl Default for TestStreamClock {
+    /// Before the first event: the beginning of time, processing time 0.
+    fn default() -> Self {
+        TestStreamClock {
+            watermark: Timestamp::MIN,
+            processing_time: Timestamp(0),
+        }
+    }
 }
 
 /// Replays the TestStream of a plan node; its position is the index of the next event.
@@ -40,8 +70,30 @@ impl TestStreamDriver {
         })
     }
 
+    /// Replays the next event against `clock`, once for every runner: the watermark
+    /// moves forward (never backwards), processing time by the step (saturating), to
+    /// the end of time when the script is over; elements are returned.
+    pub fn replay_next(&mut self, clock: &mut TestStreamClock) -> Result<Replayed> {
+        Ok(match self.next_step()? {
+            TestStreamStep::Elements(batch) => Replayed::Elements(batch),
+            TestStreamStep::Watermark(t) => {
+                clock.watermark = clock.watermark.max(t);
+                Replayed::Clock
+            }
+            TestStreamStep::ProcessingTime(ms) => {
+                clock.processing_time =
+                    Timestamp(clock.processing_time.millis().saturating_add(ms));
+                Replayed::Clock
+            }
+            TestStreamStep::End => {
+                clock.watermark = Timestamp::MAX;
+                Replayed::End
+            }
+        })
+    }
+
     /// The next event, and moves past it.
-    pub fn next_step(&mut self) -> Result<TestStreamStep> {
+    fn next_step(&mut self) -> Result<TestStreamStep> {
         let Some(event) = self.events.get(self.position) else {
             return Ok(TestStreamStep::End);
         };

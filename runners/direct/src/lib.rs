@@ -49,14 +49,7 @@ impl Runner for DirectRunner {
 
     fn run(&self, plan: &Plan, options: &PipelineOptions) -> Result<PipelineResult> {
         let exec = translate(plan)?;
-        // A TestStream scripts processing time; otherwise it is the wall clock.
-        let uses_test_stream = exec.nodes.iter().any(|n| {
-            matches!(
-                n.kind,
-                tidewater_runners_core::translate::NodeKind::TestStream { .. }
-            )
-        });
-        execute(&exec, &exec_options(options, uses_test_stream)?)
+        execute(&exec, &exec_options(options, Clock::for_plan(&exec))?)
     }
 }
 
@@ -88,7 +81,7 @@ pub const RUNNER_OPTIONS: [(&str, &str); 6] = [
     ),
 ];
 
-fn exec_options(options: &PipelineOptions, uses_test_stream: bool) -> Result<ExecOptions> {
+fn exec_options(options: &PipelineOptions, clock: Clock) -> Result<ExecOptions> {
     if let Some((key, value)) = options
         .runner_options
         .iter()
@@ -155,11 +148,7 @@ fn exec_options(options: &PipelineOptions, uses_test_stream: bool) -> Result<Exe
         )?,
         lift_combiners: lift,
         partial_flush_groups: parse("partial_flush_groups", 100_000)?,
-        clock: if uses_test_stream {
-            Clock::Simulated
-        } else {
-            Clock::Wall
-        },
+        clock,
         max_duration: options.max_duration,
         checkpoint_every: parse_opt("checkpoint_every")?,
         // Without checkpoints, a job commits its sinks every second (or every

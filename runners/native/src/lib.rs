@@ -104,12 +104,13 @@ pub fn summary(metrics: &tidewater::exec::MetricResults) -> String {
     tidewater_runners_timely::launch::summary("native", metrics)
 }
 
-/// The engine configuration `options` ask for.
+/// The engine configuration `options` ask for, for a plan on `clock`
+/// ([`tidewater_runners_timely::Clock::for_plan`]).
 pub fn engine_config(
     options: &PipelineOptions,
-    uses_test_stream: bool,
+    clock: tidewater_runners_timely::Clock,
 ) -> Result<tidewater_runners_timely::EngineConfig> {
-    ENGINE_RUNNER.config(options, uses_test_stream)
+    ENGINE_RUNNER.config(options, clock)
 }
 
 /// Makes the runner selectable as `--runner=native`.

@@ -101,7 +101,7 @@ impl EngineRunner {
             ));
         }
         // Bad options are refused here, once, rather than by every process.
-        let config = self.config(options, false)?;
+        let config = self.config(options, Clock::Wall)?;
         let program = std::env::current_exe()
             .map_err(|err| Error::Internal(format!("cannot find this binary to launch: {err}")))?;
         let args = match &e.child_args {
@@ -129,13 +129,7 @@ impl EngineRunner {
 
     fn run_here(&self, plan: &Plan, options: &PipelineOptions) -> Result<PipelineResult> {
         let exec = tidewater_runners_core::translate(plan)?;
-        let uses_test_stream = exec.nodes.iter().any(|n| {
-            matches!(
-                n.kind,
-                tidewater_runners_core::translate::NodeKind::TestStream { .. }
-            )
-        });
-        let config = self.config(options, uses_test_stream)?;
+        let config = self.config(options, Clock::for_plan(&exec))?;
         let hash = tidewater_runners_core::snapshot::plan_hash(plan);
         let mut restored = match &config.checkpoint_dir {
             Some(dir) => Store::open(dir)?.latest(hash)?,
@@ -160,11 +154,7 @@ impl EngineRunner {
     }
 
     /// The engine configuration `options` ask for.
-    pub fn config(
-        &self,
-        options: &PipelineOptions,
-        uses_test_stream: bool,
-    ) -> Result<EngineConfig> {
+    pub fn config(&self, options: &PipelineOptions, clock: Clock) -> Result<EngineConfig> {
         let known = || COMMON_OPTIONS.iter().chain(self.options.iter());
         if let Some((key, value)) = options
             .runner_options
@@ -279,11 +269,7 @@ impl EngineRunner {
             bundle_size: parse("bundle_size", 1024)?,
             full_snapshot_every: parse("full_snapshot_every", crate::DEFAULT_FULL_SNAPSHOT_EVERY)?,
             source_partitions: parse("source_partitions", workers * processes)?,
-            clock: if uses_test_stream {
-                Clock::Simulated
-            } else {
-                Clock::Wall
-            },
+            clock,
             max_duration: options.max_duration,
             // On a terminal; of a local cluster's processes (which share the
             // supervisor's terminal) only the first shows it.

@@ -34,15 +34,7 @@ use tidewater::runner::{PipelineResult, PipelineState};
 use tidewater::{Error, Result};
 
 pub use store::{Restored, Store};
-
-/// Where processing time comes from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Clock {
-    /// Moved only by a TestStream, and carried in-band: deterministic.
-    Simulated,
-    /// The wall clock of each worker.
-    Wall,
-}
+pub use tidewater_runners_core::clock::Clock;
 
 /// What a failure may cost.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

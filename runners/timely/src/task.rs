@@ -17,7 +17,7 @@
 //! and progress between core's parts.
 
 use crate::metrics::{Checkpoints, InFlight, OperatorFigures};
-use crate::msg::{Body, InputClock, LocalBatch, Msg, Senders};
+use crate::msg::{Body, LocalBatch, Msg};
 use crate::store::Store;
 use crate::writer::{PartWriter, WriteFigures, Written};
 use crate::{BatchTrigger, Clock, Guarantee, Policy};
@@ -38,8 +38,9 @@ use tidewater_runners_core::sink_host::SinkHost;
 use tidewater_runners_core::snapshot::{Part, Scope, Snapshot};
 use tidewater_runners_core::source_driver::{PlannedBatch, ReadRange, SourceDriver};
 use tidewater_runners_core::stage::{FusedStage, StageOutput};
-use tidewater_runners_core::test_stream::{TestStreamDriver, TestStreamStep};
+use tidewater_runners_core::test_stream::{Replayed, TestStreamClock, TestStreamDriver};
 use tidewater_runners_core::watermarks;
+use tidewater_runners_core::watermarks::{InputClock, Senders, SourceView};
 use timely::dataflow::channels::pushers::Output;
 use timely::dataflow::operators::Capability;
 use timely::dataflow::ProbeHandle;
@@ -136,7 +137,7 @@ pub struct WorkerCtx {
     pub max_watermark_drift: Option<Duration>,
     /// Per source (its head's plan node): what this worker heard of its instances'
     /// watermarks, from the progress its consumers here received.
-    pub source_views: RefCell<HashMap<usize, crate::msg::SourceView>>,
+    pub source_views: RefCell<HashMap<usize, SourceView>>,
 }
 
 impl WorkerCtx {
@@ -280,10 +281,8 @@ pub enum Head {
     TestStream {
         /// The script (`None` on other workers).
         driver: Option<TestStreamDriver>,
-        /// Its watermark.
-        watermark: Timestamp,
-        /// Its simulated processing time.
-        processing_time: Timestamp,
+        /// Its watermark and simulated processing time.
+        clock: TestStreamClock,
     },
     /// A Read: core's source driver over the partitions this worker owns.
     Read {
@@ -386,16 +385,6 @@ pub fn epoch_due(interval: Duration) -> Instant {
         Ok(wall) => now + (crate::epochs::epoch_end(wall, interval) - wall),
         Err(_) => now + interval,
     }
-}
-
-/// The wall clock, in milliseconds since the Unix epoch.
-pub fn wall_clock() -> Timestamp {
-    Timestamp(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_millis() as i64)
-            .unwrap_or(0),
-    )
 }
 
 fn taken_twice() -> Error {
@@ -506,15 +495,10 @@ impl Task {
 
     fn now(&self) -> Timestamp {
         if !self.time_in_band() {
-            return wall_clock();
+            return Timestamp::wall_clock();
         }
         match (&self.head, self.ctx.clock) {
-            (
-                Head::TestStream {
-                    processing_time, ..
-                },
-                _,
-            ) => *processing_time,
+            (Head::TestStream { clock, .. }, _) => clock.processing_time,
             (Head::Read { .. } | Head::Create { .. }, Clock::Wall) => self.batch_time,
             _ => self
                 .inputs
@@ -571,7 +555,7 @@ impl Task {
                     Timestamp::MAX
                 }
             }
-            Head::TestStream { watermark, .. } => *watermark,
+            Head::TestStream { clock, .. } => clock.watermark,
             Head::Read { driver, .. } => driver.watermark(),
             Head::Keyed(op) => op.output_watermark(),
             Head::Flatten => {
@@ -834,18 +818,14 @@ impl Task {
                     tidewater_runners_core::snapshot::encode_part(&batch.is_none()),
                 ),
             )),
-            Head::TestStream {
-                driver,
-                watermark,
-                processing_time,
-            } => parts.push(part(
+            Head::TestStream { driver, clock } => parts.push(part(
                 &self.name,
                 (
                     Scope::List(me),
                     tidewater_runners_core::snapshot::encode_part(&(
                         driver.as_ref().map(|d| d.position),
-                        *watermark,
-                        *processing_time,
+                        clock.watermark,
+                        clock.processing_time,
                     )),
                 ),
             )),
@@ -1030,7 +1010,7 @@ impl Task {
                         .source_views
                         .borrow_mut()
                         .entry(source)
-                        .or_insert_with(|| crate::msg::SourceView::new(self.ctx.peers))
+                        .or_insert_with(|| SourceView::new(self.ctx.peers))
                         .update(msg.from, *watermark, *idle);
                 }
             }
@@ -1149,7 +1129,10 @@ impl Task {
         }
         if let Head::Keyed(op) = &self.head {
             if let Some(t) = op.next_wakeup() {
-                let ms = t.millis().saturating_sub(wall_clock().millis()).max(1) as u64;
+                let ms = t
+                    .millis()
+                    .saturating_sub(Timestamp::wall_clock().millis())
+                    .max(1) as u64;
                 self.activator.activate_after(Duration::from_millis(ms));
             }
         }
@@ -1254,26 +1237,16 @@ impl Task {
                 out.extend(batch.take());
                 true
             }
-            Head::TestStream {
-                driver,
-                watermark,
-                processing_time,
-            } => {
+            Head::TestStream { driver, clock } => {
                 again = Some(Duration::ZERO);
-                match driver.as_mut().map(|d| d.next_step()).transpose()? {
-                    None | Some(TestStreamStep::End) => {
-                        *watermark = Timestamp::MAX;
+                match driver.as_mut().map(|d| d.replay_next(clock)).transpose()? {
+                    None => {
+                        clock.watermark = Timestamp::MAX;
                         true
                     }
-                    Some(TestStreamStep::Watermark(t)) => {
-                        *watermark = (*watermark).max(t);
-                        false
-                    }
-                    Some(TestStreamStep::ProcessingTime(ms)) => {
-                        *processing_time = Timestamp(processing_time.millis().saturating_add(ms));
-                        false
-                    }
-                    Some(TestStreamStep::Elements(b)) => {
+                    Some(Replayed::End) => true,
+                    Some(Replayed::Clock) => false,
+                    Some(Replayed::Elements(b)) => {
                         out.push(b);
                         false
                     }
@@ -1365,7 +1338,7 @@ impl Task {
         self.epoch_due = (due + ctx.epoch_interval).max(started);
         let delay_ms = started.saturating_duration_since(due).as_millis() as u64;
         if ctx.clock == Clock::Wall {
-            self.batch_time = wall_clock().max(self.batch_time);
+            self.batch_time = Timestamp::wall_clock().max(self.batch_time);
         }
         let cur = self.cur;
         // The batch's processing time reaches every consumer before its records.

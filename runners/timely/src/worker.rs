@@ -2,7 +2,7 @@
 //! committing sinks as checkpoints become durable.
 
 use crate::metrics::{show_watermark, OperatorFigures};
-use crate::msg::{Msg, Senders};
+use crate::msg::Msg;
 use crate::store::{Manifest, Store};
 use crate::task::{BatchFigures, Decoder, Head, Input, Route, Task, WorkerCtx, FINAL_EPOCH};
 use crate::Shared;
@@ -21,8 +21,9 @@ use tidewater_runners_core::sink_host::SinkHost;
 use tidewater_runners_core::snapshot::{decode_part, Scope, Snapshot};
 use tidewater_runners_core::source_driver::SourceDriver;
 use tidewater_runners_core::stage::{FusedStage, StageOptions};
-use tidewater_runners_core::test_stream::{initial_batch, TestStreamDriver};
+use tidewater_runners_core::test_stream::{initial_batch, TestStreamClock, TestStreamDriver};
 use tidewater_runners_core::translate::{ExecutablePlan, NodeKind};
+use tidewater_runners_core::watermarks::{Senders, SourceView};
 use timely::dataflow::channels::pact::Exchange;
 use timely::dataflow::operators::generic::builder_rc::OperatorBuilder;
 use timely::dataflow::operators::Probe;
@@ -482,13 +483,13 @@ impl Progress {
             // A lag of more than a day means event times that are not the wall
             // clock's (generated data): the watermark itself says more.
             Some(w)
-                if ctx.clock == crate::Clock::Wall
+                if ctx.clock == tidewater_runners_core::clock::Clock::Wall
                     && (0..86_400_000)
-                        .contains(&(crate::task::wall_clock().millis() - w.millis())) =>
+                        .contains(&(tidewater::Timestamp::wall_clock().millis() - w.millis())) =>
             {
                 format!(
                     "watermark lag {:.1}s",
-                    (crate::task::wall_clock().millis() - w.millis()) as f64 / 1000.0
+                    (tidewater::Timestamp::wall_clock().millis() - w.millis()) as f64 / 1000.0
                 )
             }
             Some(w) => format!("watermark {}", show_watermark(w.millis())),
@@ -678,29 +679,25 @@ fn build(
             }
             NodeKind::TestStream { .. } => {
                 let mut driver = TestStreamDriver::new(exec, head)?;
-                let (mut wm, mut pt) = (tidewater::Timestamp::MIN, tidewater::Timestamp(0));
+                let mut clock = TestStreamClock::default();
                 if let Some(b) = zero_record(&name) {
                     let (pos, w, p): (Option<usize>, tidewater::Timestamp, tidewater::Timestamp) =
                         decode_part(&b, "a TestStream's position")
                             .map_err(tidewater_runners_core::stage::unwrap_downstream)?;
                     driver.position = pos.unwrap_or(usize::MAX);
-                    (wm, pt) = (w, p);
+                    clock = TestStreamClock {
+                        watermark: w,
+                        processing_time: p,
+                    };
                 }
                 let driver = (me == 0).then_some(driver);
                 if driver.is_none() {
-                    wm = tidewater::Timestamp::MAX;
-                    pt = tidewater::Timestamp::MAX;
+                    clock = TestStreamClock {
+                        watermark: tidewater::Timestamp::MAX,
+                        processing_time: tidewater::Timestamp::MAX,
+                    };
                 }
-                (
-                    Head::TestStream {
-                        driver,
-                        watermark: wm,
-                        processing_time: pt,
-                    },
-                    Vec::new(),
-                    true,
-                    true,
-                )
+                (Head::TestStream { driver, clock }, Vec::new(), true, true)
             }
             NodeKind::Read { .. } => {
                 let source = n.instantiate_source()?;
@@ -881,7 +878,7 @@ fn build(
                 ctx.source_views
                     .borrow_mut()
                     .entry(source)
-                    .or_insert_with(|| crate::msg::SourceView::new(peers));
+                    .or_insert_with(|| SourceView::new(peers));
             }
         }
         for route in &routes {
@@ -956,7 +953,7 @@ fn build(
             outputs,
             activator,
             epoch_due,
-            batch_time: crate::task::wall_clock(),
+            batch_time: tidewater::Timestamp::wall_clock(),
             batch_run: None,
             run_ends_fixed: false,
             figures,

@@ -19,6 +19,7 @@ use tidewater::runner::{PipelineResult, PipelineState};
 use tidewater::Timestamp;
 use tidewater::{Error, Result};
 use tidewater_runners_core::checkpoint::{keyed_parts, rescale_through, restore_side_input_runner};
+pub use tidewater_runners_core::clock::Clock;
 use tidewater_runners_core::delta::apply_delta;
 use tidewater_runners_core::fusion::{stage_graph, ExitKind, StageGraph};
 use tidewater_runners_core::keyed::{KeyGroups, KeyedOperator, SnapshotKind};
@@ -27,7 +28,9 @@ use tidewater_runners_core::sink_host::SinkHost;
 use tidewater_runners_core::snapshot::{decode_part, encode_part, Part, Scope, Snapshot};
 use tidewater_runners_core::source_driver::SourceDriver;
 use tidewater_runners_core::stage::{FusedStage, StageOptions, StageOutput};
-use tidewater_runners_core::test_stream::{initial_batch, TestStreamDriver, TestStreamStep};
+use tidewater_runners_core::test_stream::{
+    initial_batch, Replayed, TestStreamClock, TestStreamDriver,
+};
 use tidewater_runners_core::translate::{ExecutablePlan, NodeKind};
 use tidewater_runners_core::watermarks;
 
@@ -61,15 +64,6 @@ pub struct ExecOptions {
     /// Without checkpoints, sinks end an epoch and commit it this often (a job's output
     /// then appears as it runs); `None`: one epoch, committed at the end.
     pub commit_interval: Option<std::time::Duration>,
-}
-
-/// Where processing time comes from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Clock {
-    /// Starts at 0 and moves only when a TestStream advances it: deterministic.
-    Simulated,
-    /// The wall clock.
-    Wall,
 }
 
 impl Default for ExecOptions {
@@ -231,15 +225,6 @@ struct Executor<'p> {
 /// Partitions a source is split into by the in-process executor.
 const SOURCE_PARTITIONS: usize = 1;
 
-fn wall_clock() -> Timestamp {
-    Timestamp(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_millis() as i64)
-            .unwrap_or(0),
-    )
-}
-
 impl Executor<'_> {
     fn run(&mut self) -> Result<()> {
         // On the fast path partial combines are held across bundles and rounds, and
@@ -283,7 +268,7 @@ impl Executor<'_> {
             }
         }
         if self.options.clock == Clock::Wall {
-            self.processing_time = wall_clock();
+            self.processing_time = Timestamp::wall_clock();
         }
         // Rounds until nothing moves: sources exhausted, every reducer quiet.
         let mut round = 0u64;
@@ -311,7 +296,7 @@ impl Executor<'_> {
                 }
             }
             if self.options.clock == Clock::Wall {
-                self.processing_time = self.processing_time.max(wall_clock());
+                self.processing_time = self.processing_time.max(Timestamp::wall_clock());
             }
             if tidewater::runner::drain_requested()
                 || self
@@ -375,7 +360,10 @@ impl Executor<'_> {
             .filter_map(|op| op.next_wakeup())
             .min();
         if let Some(t) = next_timer {
-            let until = t.millis().saturating_sub(wall_clock().millis()).max(0) as u64;
+            let until = t
+                .millis()
+                .saturating_sub(Timestamp::wall_clock().millis())
+                .max(0) as u64;
             sleep = sleep.min(std::time::Duration::from_millis(until.max(1)));
         }
         if let Some(d) = self.options.max_duration {
@@ -424,27 +412,24 @@ impl Executor<'_> {
                 let out = node.outputs[0];
                 let mut driver = TestStreamDriver::new(self.plan, i)?;
                 driver.position = self.cursors[i];
-                let step = driver.next_step()?;
+                let before = TestStreamClock {
+                    watermark: self.watermarks[out],
+                    processing_time: self.processing_time,
+                };
+                let mut clock = before;
+                let replayed = driver.replay_next(&mut clock)?;
                 self.cursors[i] = driver.position;
-                match step {
-                    TestStreamStep::Elements(batch) => {
+                self.watermarks[out] = clock.watermark;
+                self.processing_time = clock.processing_time;
+                match replayed {
+                    Replayed::Elements(batch) => {
                         self.buffers[out].push(batch);
                         self.run_stage(out)?;
+                        Ok(true)
                     }
-                    TestStreamStep::Watermark(t) => {
-                        self.watermarks[out] = self.watermarks[out].max(t)
-                    }
-                    TestStreamStep::ProcessingTime(ms) => {
-                        self.processing_time =
-                            Timestamp(self.processing_time.millis().saturating_add(ms))
-                    }
-                    TestStreamStep::End => {
-                        let done = self.watermarks[out] == Timestamp::MAX;
-                        self.watermarks[out] = Timestamp::MAX;
-                        return Ok(!done);
-                    }
+                    Replayed::Clock => Ok(true),
+                    Replayed::End => Ok(before.watermark != Timestamp::MAX),
                 }
-                Ok(true)
             }
             NodeKind::ParDo { side_inputs, .. } if !side_inputs.is_empty() => {
                 self.step_side_input_pardo(i)
