@@ -3,7 +3,7 @@
 //! window expires), main input held until the side windows it reads are complete, and
 //! the output watermark held back for it.
 
-use crate::reduce::unexpected_scope;
+use crate::keyed::snapshot::unexpected_scope;
 use crate::snapshot::{decode_part, encode_part, Scope};
 use crate::translate::{ExecutablePlan, NodeKind};
 use crate::windowing::{gc_time, WindowAssigner};

@@ -7,8 +7,8 @@ use tidewater::{
     BoundedWindow, StateContext, StatefulDoFn, StatefulInvoker, Timestamp, UserError,
     WindowedValue, Windows,
 };
+use tidewater_runners_core::keyed::stateful::StatefulRunner;
 use tidewater_runners_core::state::{InMemoryStateBackend, StateBackend, StateCells};
-use tidewater_runners_core::stateful::StatefulRunner;
 
 #[derive(Serialize, Deserialize)]
 struct Remember;

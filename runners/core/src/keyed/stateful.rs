@@ -2,8 +2,11 @@
 //! processing-time timers, watermark holds from pending timers, and garbage collection
 //! of a window's state and timers once it expires.
 
-use crate::keyed::{LaterParts, ScopedParts};
-use crate::reduce::{unexpected_scope, Clocks};
+use crate::keyed::operator::KeyedOperator;
+use crate::keyed::reduce::DROPPED_DUE_TO_LATENESS;
+use crate::keyed::snapshot::{
+    unexpected_scope, Clocks, KeyedSnapshot, LaterParts, ScopedParts, SnapshotKind,
+};
 use crate::snapshot::{decode_part, encode_part, Scope};
 use crate::state::StateBackend;
 use crate::timers::{Timer, TimerService};
@@ -12,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use tidewater::exec::{
     key_group_of, AnyBatch, ErasedStatefulDoFn, ExecError, FiredTimer, StateAccess, StateCells,
-    TimeDomain,
+    StepMetrics, TimeDomain, BATCH_SIZE,
 };
 use tidewater::{BoundedWindow, Timestamp};
 
@@ -394,5 +397,86 @@ impl StatefulRunner {
             other => return Err(unexpected_scope(other, "a stateful ParDo")),
         }
         Ok(())
+    }
+}
+
+impl KeyedOperator for StatefulRunner {
+    fn process(
+        &mut self,
+        batch: Box<dyn AnyBatch>,
+        processing_time: Timestamp,
+    ) -> std::result::Result<(), ExecError> {
+        self.set_processing_time(processing_time);
+        for chunk in batch.into_chunks(&mut std::iter::repeat(BATCH_SIZE)) {
+            let out = StatefulRunner::process(self, chunk)?;
+            self.push_output(out);
+        }
+        Ok(())
+    }
+
+    fn advance(
+        &mut self,
+        input_watermark: Timestamp,
+        processing_time: Timestamp,
+    ) -> std::result::Result<(), ExecError> {
+        let mut outputs = Vec::new();
+        StatefulRunner::advance(self, input_watermark, processing_time, &mut outputs)?;
+        for out in outputs {
+            self.push_output(out);
+        }
+        Ok(())
+    }
+
+    fn has_due_work(&self, input_watermark: Timestamp, processing_time: Timestamp) -> bool {
+        input_watermark > StatefulRunner::input_watermark(self)
+            || StatefulRunner::has_due_work(self, input_watermark, processing_time)
+    }
+
+    fn input_watermark(&self) -> Timestamp {
+        StatefulRunner::input_watermark(self)
+    }
+
+    fn output_watermark(&self) -> Timestamp {
+        StatefulRunner::output_watermark(self)
+    }
+
+    fn next_wakeup(&self) -> Option<Timestamp> {
+        self.next_processing_timer()
+    }
+
+    fn take_output(&mut self) -> Vec<Box<dyn AnyBatch>> {
+        self.take_outputs()
+    }
+
+    fn live_keys(&self) -> usize {
+        StatefulRunner::live_keys(self)
+    }
+
+    fn take_metrics(&mut self) -> StepMetrics {
+        let mut m = StepMetrics::default();
+        let dropped = self.take_dropped();
+        if dropped > 0 {
+            m.inc_counter(DROPPED_DUE_TO_LATENESS, dropped);
+        }
+        m
+    }
+
+    fn snapshot(
+        &mut self,
+        max_key_groups: u32,
+        instance: u32,
+        _kind: SnapshotKind,
+    ) -> std::result::Result<KeyedSnapshot, ExecError> {
+        // Its key groups are written whole every time.
+        let (later, parts) = StatefulRunner::snapshot(self, max_key_groups, instance)?;
+        Ok(KeyedSnapshot {
+            parts,
+            later: Some(later),
+            delta: false,
+        })
+    }
+
+    fn restore(&mut self, scope: Scope, bytes: &[u8]) -> std::result::Result<(), ExecError> {
+        StatefulRunner::restore(self, scope, bytes)
     }
 }

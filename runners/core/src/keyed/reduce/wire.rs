@@ -1,0 +1,352 @@
+//! How a reducer's state travels in a snapshot: each (key, window) is an entry of its
+//! key group's table ([`crate::delta`]), its id a [`WindowId`], its value a
+//! [`WindowBody`] (written borrowed, read owned, byte for byte alike); full and delta
+//! snapshots of key groups, and their restore.
+
+use super::active::{end_of, register_hold, WindowState, Written};
+use super::Reducer;
+use crate::delta::{decode_table, encode_delta, encode_entry, encode_table_len, entry_id};
+use crate::keyed::snapshot::{Clocks, KeyedSnapshot, SnapshotKind};
+use crate::snapshot::{decode_part, Scope};
+use crate::triggers::TimeDomain;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use tidewater::exec::{key_group_of, ExecError, KeyId};
+use tidewater::{BoundedWindow, Timestamp};
+
+/// A key group's entries in a snapshot: encoded one after another, and where each is.
+type EncodedEntries = (Vec<u8>, Vec<(usize, usize)>);
+
+/// One (key, window) of a reducer in a snapshot: the entry of a key group table (see
+/// [`crate::delta`]) whose id is a [`WindowId`] and whose value is a [`WindowBody`].
+#[derive(Serialize, Deserialize)]
+struct WindowId {
+    key: Vec<u8>,
+    window: BoundedWindow,
+}
+
+/// What a snapshot holds of a (key, window).
+#[derive(Serialize, Deserialize)]
+struct WindowBody {
+    state: WindowState,
+    contents: Option<Vec<u8>>,
+    timers: Vec<(TimeDomain, Timestamp)>,
+}
+
+/// A window as restore reads it.
+struct WindowEntry {
+    key: Vec<u8>,
+    window: BoundedWindow,
+    state: WindowState,
+    contents: Option<Vec<u8>>,
+    timers: Vec<(TimeDomain, Timestamp)>,
+}
+
+/// The id of window `w` of canonical key `key` in its key group's table.
+fn window_id(key: &[u8], w: &BoundedWindow) -> Vec<u8> {
+    postcard::to_allocvec(&WindowIdRef { key, window: w }).expect("snapshot parts are plain data")
+}
+
+/// A [`WindowId`] as the snapshot writes it, borrowed: the same bytes (postcard writes
+/// a byte string and a sequence of bytes alike).
+#[derive(Serialize)]
+struct WindowIdRef<'a> {
+    #[serde(serialize_with = "bytes")]
+    key: &'a [u8],
+    window: &'a BoundedWindow,
+}
+
+/// A [`WindowBody`] as the snapshot writes it, borrowed from the state.
+#[derive(Serialize)]
+struct WindowBodyRef<'a> {
+    state: &'a WindowState,
+    #[serde(serialize_with = "optional_bytes")]
+    contents: Option<Vec<u8>>,
+    timers: Vec<(TimeDomain, Timestamp)>,
+}
+
+fn bytes<S: serde::Serializer>(b: &&[u8], s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_bytes(b)
+}
+
+fn optional_bytes<S: serde::Serializer>(b: &Option<Vec<u8>>, s: S) -> Result<S::Ok, S::Error> {
+    match b {
+        Some(b) => s.serialize_some(&BytesRef(b)),
+        None => s.serialize_none(),
+    }
+}
+
+/// A byte string, serialized as one.
+struct BytesRef<'a>(&'a [u8]);
+
+impl Serialize for BytesRef<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bytes(self.0)
+    }
+}
+
+impl Reducer {
+    /// The reducer's keyed state (windows, trigger states, contents, timers) as one
+    /// part per key group: with [`SnapshotKind::Full`] a table of every window of each
+    /// key group that holds any; with [`SnapshotKind::Delta`], once a snapshot was
+    /// taken, a delta of each key group something changed in since (the windows new or
+    /// changed, and those gone). Says whether the parts are a delta.
+    pub fn snapshot_key_groups(
+        &mut self,
+        max_key_groups: u32,
+        kind: SnapshotKind,
+    ) -> Result<KeyedSnapshot, ExecError> {
+        let delta = kind == SnapshotKind::Delta && self.has_base && !self.removed_overflow;
+        // Each key group's entries sorted by id, so that the same state gives the same
+        // bytes whatever the hash map's order: encoded one after another into the
+        // group's buffer, then put in order by their spans.
+        let wm = self.input_watermark;
+        // A window's own timer is pending when the watermark has not passed it, or in
+        // a time not yet handled (a window made active by late data since the last
+        // advance).
+        let unhandled: std::collections::HashSet<(Timestamp, KeyId, &BoundedWindow, u64)> = self
+            .window_timers
+            .range(..wm)
+            .flat_map(|(t, ws)| ws.iter().map(move |(k, w, s)| (*t, *k, w, *s)))
+            .collect();
+        let mut groups: BTreeMap<u32, EncodedEntries> = BTreeMap::new();
+        let (mut id, mut body) = (Vec::new(), Vec::new());
+        for ((k, w), st) in self.windows.iter() {
+            if delta && st.written.get() == Written::Clean {
+                continue;
+            }
+            st.written.set(Written::Clean);
+            let key = self.state.key_bytes(*k);
+            let (buf, spans) = groups.entry(key_group_of(key, max_key_groups)).or_default();
+            let start = buf.len();
+            self.encode_entry(key, w, *k, st, wm, &unhandled, &mut id, &mut body, buf)?;
+            spans.push((start, buf.len()));
+        }
+        let mut deleted: BTreeMap<u32, Vec<Vec<u8>>> = BTreeMap::new();
+        if delta {
+            for (key, w) in &self.removed {
+                deleted
+                    .entry(key_group_of(key, max_key_groups))
+                    .or_default()
+                    .push(window_id(key, w));
+            }
+        }
+        self.removed.clear();
+        self.removed_overflow = false;
+        self.has_base = true;
+        let mut parts = Vec::with_capacity(groups.len() + deleted.len());
+        let mut written = groups.into_iter().peekable();
+        let mut gone = deleted.into_iter().peekable();
+        loop {
+            // The next key group with new or changed entries, deletions, or both.
+            let g = match (written.peek(), gone.peek()) {
+                (Some((a, _)), Some((b, _))) => *a.min(b),
+                (Some((a, _)), None) => *a,
+                (None, Some((b, _))) => *b,
+                (None, None) => break,
+            };
+            let (buf, mut spans) = match written.peek() {
+                Some((a, _)) if *a == g => written.next().expect("peeked").1,
+                _ => Default::default(),
+            };
+            spans.sort_unstable_by(|a, b| entry_id(&buf[a.0..a.1]).cmp(entry_id(&buf[b.0..b.1])));
+            let entries: Vec<&[u8]> = spans.iter().map(|&(a, b)| &buf[a..b]).collect();
+            if !delta {
+                let mut out = Vec::with_capacity(buf.len() + 10);
+                encode_table_len(entries.len(), &mut out);
+                for e in &entries {
+                    out.extend_from_slice(e);
+                }
+                parts.push((Scope::KeyGroup(g), out));
+                continue;
+            }
+            let mut ids = match gone.peek() {
+                Some((b, _)) if *b == g => gone.next().expect("peeked").1,
+                _ => Vec::new(),
+            };
+            ids.sort_unstable();
+            ids.dedup();
+            let ids: Vec<&[u8]> = ids.iter().map(|i| &i[..]).collect();
+            parts.push((Scope::KeyGroupDelta(g), encode_delta(&ids, &entries)));
+        }
+        Ok(KeyedSnapshot {
+            parts,
+            later: None,
+            delta,
+        })
+    }
+
+    /// Appends to `out` the table entry of window `w` of key `k` (canonical key `key`,
+    /// state `st`), with the input watermark `wm` and the window timers below it not
+    /// yet handled; `id` and `body` are scratch space.
+    #[allow(clippy::too_many_arguments)]
+    fn encode_entry(
+        &self,
+        key: &[u8],
+        w: &BoundedWindow,
+        k: KeyId,
+        st: &WindowState,
+        wm: Timestamp,
+        unhandled: &std::collections::HashSet<(Timestamp, KeyId, &BoundedWindow, u64)>,
+        id: &mut Vec<u8>,
+        body: &mut Vec<u8>,
+        out: &mut Vec<u8>,
+    ) -> Result<(), ExecError> {
+        let (end, gc) = (end_of(w), self.gc_time(w));
+        let mut timers: Vec<(TimeDomain, Timestamp)> = [end, gc]
+            .into_iter()
+            .enumerate()
+            .filter(|&(i, t)| {
+                (i == 0 || t != end) && (t >= wm || unhandled.contains(&(t, k, w, st.serial)))
+            })
+            .map(|(_, t)| (TimeDomain::EventTime, t))
+            .collect();
+        timers.extend(
+            self.timers
+                .of(&k, w.clone())
+                .into_iter()
+                .map(|t| (t.domain, t.at)),
+        );
+        let value = WindowBodyRef {
+            state: st,
+            contents: self.state.encode_contents(k, w.clone())?,
+            timers,
+        };
+        id.clear();
+        body.clear();
+        *id = postcard::to_extend(&WindowIdRef { key, window: w }, std::mem::take(id))
+            .expect("snapshot parts are plain data");
+        *body = postcard::to_extend(&value, std::mem::take(body))
+            .expect("snapshot parts are plain data");
+        encode_entry(id, body, out);
+        Ok(())
+    }
+
+    /// Adds a key group written by [`Reducer::snapshot_key_groups`].
+    pub fn restore_key_group(&mut self, bytes: &[u8]) -> Result<(), ExecError> {
+        let downstream = |e: tidewater::Error| ExecError::Downstream(Box::new(e));
+        for (id, body) in decode_table(bytes).map_err(downstream)? {
+            let WindowId { key, window } = decode_part(id, "a reducer window's id")?;
+            let WindowBody {
+                state,
+                contents,
+                timers,
+            } = decode_part(body, "a reducer window")?;
+            let e = WindowEntry {
+                key,
+                window,
+                state,
+                contents,
+                timers,
+            };
+            // The trigger's methods index its state by node: a state of another shape
+            // would panic at the next element or timer.
+            if !self.trigger.is_state_for(&e.state.trigger) {
+                return Err(ExecError::Downstream(Box::new(
+                    tidewater::Error::Checkpoint {
+                        message: format!(
+                            "the trigger state of window {:?} does not fit the trigger",
+                            e.window
+                        ),
+                    },
+                )));
+            }
+            let k = self.state.intern_key(&e.key)?;
+            if let Some(c) = &e.contents {
+                self.state.restore_contents(k, e.window.clone(), c)?;
+            }
+            let mut st = e.state;
+            self.next_serial += 1;
+            st.serial = self.next_serial;
+            register_hold(&mut self.holds, &self.strategy, k, &e.window, &st);
+            self.windows.insert((k, e.window.clone()), st);
+            // The window's own timers that were pending go back into their queue.
+            for &(domain, at) in &e.timers {
+                if self.is_window_timer(&e.window, domain, at) {
+                    self.push_window_timer(at, (k, e.window.clone(), self.next_serial));
+                }
+            }
+            self.add_timers(k, e.window, e.timers);
+        }
+        Ok(())
+    }
+
+    /// The clocks, for a snapshot.
+    pub(crate) fn clocks(&self) -> Clocks {
+        Clocks {
+            input_watermark: self.input_watermark,
+            output_watermark: self.output_watermark,
+            processing_time: self.processing_time,
+        }
+    }
+
+    /// Restores the clocks of one old instance (see [`Clocks::restore`]).
+    pub(crate) fn restore_clocks(&mut self, c: Clocks) {
+        c.restore(
+            &mut self.restored_clocks,
+            &mut self.input_watermark,
+            &mut self.output_watermark,
+            &mut self.processing_time,
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+
+    /// The borrowed forms the snapshot writes decode as the owned forms restore reads,
+    /// byte for byte.
+    #[test]
+    fn window_entries_encode_alike_borrowed_and_owned() {
+        let state = WindowState {
+            serial: 7,
+            trigger: postcard::from_bytes(&[0]).expect("a trigger state"),
+            closed: false,
+            panes: 2,
+            non_speculative_panes: 1,
+            last_timing: None,
+            new_data: true,
+            min_ts: Some(Timestamp(5)),
+            max_ts: Some(Timestamp(900)),
+            written: Cell::default(),
+            registered: Cell::default(),
+        };
+        let window = BoundedWindow::Interval {
+            start: Timestamp(0),
+            end: Timestamp(1000),
+        };
+        let timers = vec![
+            (TimeDomain::EventTime, Timestamp(999)),
+            (TimeDomain::ProcessingTime, Timestamp(42)),
+        ];
+        for key in [&b"apple"[..], &[][..]] {
+            let id = window_id(key, &window);
+            let owned_id = WindowId {
+                key: key.to_vec(),
+                window: window.clone(),
+            };
+            assert_eq!(id, postcard::to_allocvec(&owned_id).unwrap());
+            let back: WindowId = postcard::from_bytes(&id).unwrap();
+            assert_eq!((&back.key[..], &back.window), (key, &window));
+        }
+        for contents in [Some(vec![1, 2, 3, 200]), None] {
+            let borrowed = WindowBodyRef {
+                state: &state,
+                contents: contents.clone(),
+                timers: timers.clone(),
+            };
+            let owned = WindowBody {
+                state: state.clone(),
+                contents: contents.clone(),
+                timers: timers.clone(),
+            };
+            let bytes = postcard::to_allocvec(&borrowed).unwrap();
+            assert_eq!(bytes, postcard::to_allocvec(&owned).unwrap());
+            let back: WindowBody = postcard::from_bytes(&bytes).unwrap();
+            assert_eq!(back.contents, contents);
+            assert_eq!(back.timers, timers);
+        }
+    }
+}
