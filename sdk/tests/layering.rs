@@ -1,21 +1,25 @@
-//! The layering is checked: sdk <- runners/core <- runners/*; transforms depend on the
-//! sdk only; examples and the conformance suite use the model and link runners only to
-//! register them. A crate that gains a forbidden dependency fails this test.
+//! The layering is checked: sdk <- runners/core <- runners/timely <- runners/native,
+//! runners/microbatch; runners/core <- runners/direct; transforms and connectors depend
+//! on the sdk only; examples and the conformance suite use the model and link runners
+//! only to register them. A crate that gains a forbidden dependency (or dev-dependency),
+//! or code that reaches into a runner for more than its registration, fails this test.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-/// The `tidewater*` crates named in the `[dependencies]` section of a manifest.
-fn tidewater_dependencies(manifest: &Path) -> Vec<String> {
+/// The `tidewater*` crates named in a manifest's `[section]` (`dependencies` or
+/// `dev-dependencies`).
+fn tidewater_dependencies(manifest: &Path, section: &str) -> Vec<String> {
     let text =
         std::fs::read_to_string(manifest).unwrap_or_else(|e| panic!("{}: {e}", manifest.display()));
-    let mut in_deps = false;
+    let header = format!("[{section}]");
+    let mut inside = false;
     let mut deps = Vec::new();
     for line in text.lines().map(str::trim) {
         if line.starts_with('[') {
-            in_deps = line == "[dependencies]";
+            inside = line == header;
             continue;
         }
-        if in_deps {
+        if inside {
             if let Some(name) = line.split(['=', '.']).next().map(str::trim) {
                 if name.starts_with("tidewater") {
                     deps.push(name.to_string());
@@ -26,84 +30,117 @@ fn tidewater_dependencies(manifest: &Path) -> Vec<String> {
     deps
 }
 
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+const DIRECT: &str = "tidewater-runner-direct";
+const MICROBATCH: &str = "tidewater-runner-microbatch";
+const NATIVE: &str = "tidewater-runner-native";
+const CORE: &str = "tidewater-runners-core";
+const TIMELY: &str = "tidewater-runners-timely";
+
+/// Per crate: the `tidewater*` crates its `[dependencies]` may name, then those its
+/// `[dev-dependencies]` may add (its tests run pipelines, so they may link runners and
+/// the transforms above it, never the reverse in `[dependencies]`).
+const RULES: &[(&str, &[&str], &[&str])] = &[
+    ("sdk", &[], &[DIRECT]),
+    ("runners/core", &["tidewater"], &[]),
+    ("runners/direct", &["tidewater", CORE], &[NATIVE]),
+    ("runners/timely", &["tidewater", CORE], &[]),
+    (
+        "runners/microbatch",
+        &["tidewater", CORE, TIMELY],
+        &[NATIVE, "tidewater-transforms"],
+    ),
+    (
+        "runners/native",
+        &["tidewater", CORE, TIMELY],
+        &["tidewater-transforms"],
+    ),
+    ("transforms", &["tidewater"], &[DIRECT]),
+    // Connectors sit beside the transforms: the model only.
+    (
+        "connectors/postgres",
+        &["tidewater"],
+        &["tidewater-transforms", DIRECT, NATIVE, MICROBATCH],
+    ),
+    (
+        "connectors/kafka",
+        &["tidewater"],
+        &[
+            "tidewater-transforms",
+            DIRECT,
+            NATIVE,
+            MICROBATCH,
+            CORE,
+            TIMELY,
+        ],
+    ),
+    (
+        "examples",
+        &[
+            "tidewater",
+            "tidewater-transforms",
+            "tidewater-postgres",
+            "tidewater-kafka",
+            DIRECT,
+            MICROBATCH,
+            NATIVE,
+        ],
+        &[CORE],
+    ),
+    (
+        "examples/nexmark",
+        &[
+            "tidewater",
+            "tidewater-transforms",
+            // The example binaries' output helper: examples sit in one layer.
+            "tidewater-examples",
+            DIRECT,
+            MICROBATCH,
+            NATIVE,
+        ],
+        &[],
+    ),
+    (
+        "conformance-tests",
+        &[
+            "tidewater",
+            "tidewater-transforms",
+            "tidewater-kafka",
+            "tidewater-nexmark",
+            DIRECT,
+            MICROBATCH,
+            NATIVE,
+        ],
+        &[],
+    ),
+];
+
 #[test]
 fn crates_depend_only_downward() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    let runners = [
-        "tidewater-runner-direct",
-        "tidewater-runner-microbatch",
-        "tidewater-runner-native",
-    ];
-    let rules: &[(&str, &[&str])] = &[
-        ("sdk", &[]),
-        ("runners/core", &["tidewater"]),
-        ("runners/direct", &["tidewater", "tidewater-runners-core"]),
-        (
-            "runners/microbatch",
-            &[
-                "tidewater",
-                "tidewater-runners-core",
-                "tidewater-runners-timely",
-            ],
-        ),
-        (
-            "runners/native",
-            &[
-                "tidewater",
-                "tidewater-runners-core",
-                "tidewater-runners-timely",
-            ],
-        ),
-        ("transforms", &["tidewater"]),
-        // Connectors sit beside the transforms: the model only.
-        ("connectors/postgres", &["tidewater"]),
-        ("connectors/kafka", &["tidewater"]),
-        (
-            "examples",
-            &[
-                "tidewater",
-                "tidewater-transforms",
-                "tidewater-postgres",
-                "tidewater-kafka",
-                runners[0],
-                runners[1],
-                runners[2],
-            ],
-        ),
-        (
-            "examples/nexmark",
-            &[
-                "tidewater",
-                "tidewater-transforms",
-                // The example binaries' output helper: examples sit in one layer.
-                "tidewater-examples",
-                runners[0],
-                runners[1],
-                runners[2],
-            ],
-        ),
-        (
-            "conformance-tests",
-            &[
-                "tidewater",
-                "tidewater-transforms",
-                "tidewater-kafka",
-                "tidewater-nexmark",
-                runners[0],
-                runners[1],
-                runners[2],
-            ],
-        ),
-    ];
     let mut violations = Vec::new();
-    for (dir, allowed) in rules {
-        let manifest = root.join(dir).join("Cargo.toml");
-        if !manifest.exists() {
-            continue;
-        }
-        for dep in tidewater_dependencies(&manifest) {
+    for (dir, allowed, dev_allowed) in RULES {
+        let manifest = root().join(dir).join("Cargo.toml");
+        assert!(
+            manifest.exists(),
+            "{} is gone: update RULES",
+            manifest.display()
+        );
+        for dep in tidewater_dependencies(&manifest, "dependencies") {
             if !allowed.contains(&dep.as_str()) {
                 violations.push(format!("{dir} depends on {dep}; allowed: {allowed:?}"));
+            }
+        }
+        for dep in tidewater_dependencies(&manifest, "dev-dependencies") {
+            if !allowed.contains(&dep.as_str()) && !dev_allowed.contains(&dep.as_str()) {
+                violations.push(format!(
+                    "{dir}'s tests depend on {dep}; allowed: {allowed:?} and {dev_allowed:?}"
+                ));
             }
         }
     }
@@ -115,10 +152,106 @@ fn crates_depend_only_downward() {
 }
 
 #[test]
+fn every_crate_of_the_workspace_has_a_rule() {
+    let text = std::fs::read_to_string(root().join("Cargo.toml")).unwrap();
+    let members: Vec<&str> = text
+        .split("members")
+        .nth(1)
+        .and_then(|s| s.split(']').next())
+        .unwrap_or("")
+        .split('"')
+        .skip(1)
+        .step_by(2)
+        .collect();
+    assert!(!members.is_empty(), "no workspace members found");
+    for m in members {
+        assert!(
+            RULES.iter().any(|(dir, _, _)| *dir == m),
+            "workspace member {m} has no layering rule"
+        );
+    }
+}
+
+/// Every `.rs` file under `dir`.
+fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            sources(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// Examples, Nexmark and the conformance suite link the runners to register them (and
+/// read the names a launched cluster process and the engine's metrics go by); anything
+/// more would make them depend on a runner's insides.
+#[test]
+fn programs_use_runners_only_to_register_them() {
+    let allowed = [
+        "tidewater_runner_direct::register",
+        "tidewater_runner_native::register",
+        "tidewater_runner_microbatch::register",
+        "tidewater_runner_native::CLUSTER_CHILD_ENV",
+        "tidewater_runner_native::ENGINE_STEP",
+        // The direct runner's type, to run a plan on it by name in the suite.
+        "tidewater_runner_direct::DirectRunner",
+    ];
+    let mut violations = Vec::new();
+    for dir in [
+        "examples/src",
+        "examples/nexmark/src",
+        "conformance-tests/src",
+    ] {
+        let mut files = Vec::new();
+        sources(&root().join(dir), &mut files);
+        for f in files {
+            let text = std::fs::read_to_string(&f).unwrap();
+            for (i, line) in text.lines().enumerate() {
+                for runner in [
+                    "tidewater_runner_direct::",
+                    "tidewater_runner_native::",
+                    "tidewater_runner_microbatch::",
+                    "tidewater_runners_core::",
+                    "tidewater_runners_timely::",
+                ] {
+                    let mut rest = line;
+                    while let Some(at) = rest.find(runner) {
+                        let path: String = rest[at..]
+                            .chars()
+                            .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
+                            .collect();
+                        if !allowed.contains(&path.as_str()) {
+                            violations.push(format!("{}:{}: {path}", f.display(), i + 1));
+                        }
+                        rest = &rest[at + runner.len()..];
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        violations.is_empty(),
+        "programs reaching into runners beyond registration:\n{}",
+        violations.join("\n")
+    );
+}
+
+#[test]
 fn the_parser_sees_dependencies() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
     assert_eq!(
-        tidewater_dependencies(&root.join("runners/direct/Cargo.toml")),
-        vec!["tidewater", "tidewater-runners-core"]
+        tidewater_dependencies(&root().join("runners/direct/Cargo.toml"), "dependencies"),
+        vec!["tidewater", CORE]
+    );
+    assert_eq!(
+        tidewater_dependencies(
+            &root().join("runners/direct/Cargo.toml"),
+            "dev-dependencies"
+        ),
+        vec![NATIVE]
     );
 }

@@ -20,7 +20,9 @@ use crate::cases::panes::{at, counter_eq, group, groups_eq, iw, DROPPED_LATE, ON
 use crate::cases::windowing::{span, Spans};
 use crate::check::succeeded;
 use crate::Case;
-use tidewater::runner::Feature::{Capture, GroupByKey, TestStream as TestStreamFeature, WindowInto};
+use tidewater::runner::Feature::{
+    Capture, GroupByKey, TestStream as TestStreamFeature, WindowInto,
+};
 use tidewater::{Pipeline, TestStream, Timestamp, Window, WindowFn};
 
 pub(crate) fn cases() -> Vec<Case> {

@@ -424,7 +424,10 @@ fn microbatch_available_now_reads_exactly_up_to_the_end_offsets_taken_at_start()
         got.sort();
         let batches = r
             .metrics
-            .distribution(tidewater_runners_timely::task::ENGINE_STEP, "batch_records")
+            .distribution(
+                tidewater_runners_timely::metrics::ENGINE_STEP,
+                "batch_records",
+            )
             .unwrap();
         (got, (batches.count, batches.max, batches.sum))
     };

@@ -62,7 +62,11 @@ fn check_sources_seeing<T: Element + PartialEq>(
     for (source, seed) in sources.iter().zip(1u64..) {
         let events = source.events;
         let p = Pipeline::new(options(seed, runner_options));
-        build(&p.apply("Events", Read::from(source.clone())), &source.config()).capture("out");
+        build(
+            &p.apply("Events", Read::from(source.clone())),
+            &source.config(),
+        )
+        .capture("out");
         let got = p.run().unwrap().captured_values::<T>("out").unwrap();
         let expected = sorted_by_encoding(oracle(&seen(source)));
         found += expected.len();
@@ -505,7 +509,13 @@ fn windowed_queries_drop_late_events() {
         let on_time = NexmarkSource::on_time_events;
         check_sources_seeing(plain(q5_small), oracle_q5_small, &sources, on_time, options);
         check_sources_seeing(plain(q8_1s), oracle_q8_1s, &sources, on_time, options);
-        check_sources_seeing(plain(q11_short), oracle_q11_short, &sources, on_time, options);
+        check_sources_seeing(
+            plain(q11_short),
+            oracle_q11_short,
+            &sources,
+            on_time,
+            options,
+        );
         check_sources_seeing(plain(q7_100ms), oracle_q7_100ms, &sources, on_time, options);
     }
 }

@@ -8,7 +8,7 @@
 use std::io::Write;
 use std::time::Duration;
 use tidewater::{EngineOptions, Pipeline, PipelineOptions, Read};
-use tidewater_runners_timely::task::ENGINE_STEP;
+use tidewater_runners_timely::metrics::ENGINE_STEP;
 use tidewater_transforms::{Count, GenerateSequence, TailFile};
 
 fn to_string(kv: (u64, u64)) -> String {

@@ -23,7 +23,7 @@ use tidewater_runners_timely::Policy;
 pub use tidewater_runners_timely::cluster::CHILD_ENV as CLUSTER_CHILD_ENV;
 /// The step under which the engine reports its own figures in a result's metrics
 /// (checkpoints, records read, each process's `peak_rss_kb`).
-pub use tidewater_runners_timely::task::ENGINE_STEP;
+pub use tidewater_runners_timely::metrics::ENGINE_STEP;
 
 /// The native runner.
 pub struct NativeRunner;

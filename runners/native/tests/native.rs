@@ -58,7 +58,7 @@ fn a_checkpointed_run_reports_its_checkpoints_in_the_result() {
     assert_eq!(counts.len(), 10);
     assert!(counts.iter().all(|c| c.ends_with(" 600")), "{counts:?}");
     let m = &r.metrics;
-    let step = tidewater_runners_timely::task::ENGINE_STEP;
+    let step = tidewater_runners_timely::metrics::ENGINE_STEP;
     assert!(m.counter(step, "checkpoints").unwrap_or(0) >= 2, "{m:?}");
     assert_eq!(m.counter(step, "records_read"), Some(6_000));
     // One figure per process, whatever its workers: its peak memory.
@@ -203,7 +203,7 @@ fn a_test_stream_checkpoints_every_interval_not_every_event() {
         expected.extend(vec!["b 1".to_string(); 10]);
         assert_eq!(counts, expected, "at {workers} workers");
         assert_eq!(r.metrics.counter_total("dropped_due_to_lateness"), 10);
-        let step = tidewater_runners_timely::task::ENGINE_STEP;
+        let step = tidewater_runners_timely::metrics::ENGINE_STEP;
         assert_eq!(
             r.metrics.counter(step, "checkpoints"),
             Some(1),
@@ -265,7 +265,7 @@ fn a_test_stream_with_a_zero_interval_checkpoints_as_it_goes() {
     assert_eq!(counts[0], "a 2");
     assert_eq!(counts[19], "b 1");
     assert_eq!(r.metrics.counter_total("dropped_due_to_lateness"), 10);
-    let step = tidewater_runners_timely::task::ENGINE_STEP;
+    let step = tidewater_runners_timely::metrics::ENGINE_STEP;
     assert!(r.metrics.counter(step, "checkpoints").unwrap() > 1);
     assert!(part_files(dir.path())
         .iter()
@@ -310,7 +310,7 @@ fn every_operator_reports_records_in_and_out_its_watermark_and_backpressure() {
     // Fused ParDos are not operators of their own.
     assert_eq!(m.counter("Mod", RECORDS_IN), None);
     assert_eq!(m.counter("Format", RECORDS_OUT), None);
-    let step = tidewater_runners_timely::task::ENGINE_STEP;
+    let step = tidewater_runners_timely::metrics::ENGINE_STEP;
     let epochs = m.distribution(step, "epoch_records").unwrap();
     assert_eq!(epochs.sum, 6_000);
     let in_flight = m.distribution(step, "records_in_flight_max").unwrap();
@@ -412,7 +412,7 @@ fn a_slow_operator_holds_the_source_back_to_the_epochs_in_flight() {
         );
         // The engine's own account agrees: no epoch read more than a bundle, and no
         // worker had more than K epochs' records in flight.
-        let step = tidewater_runners_timely::task::ENGINE_STEP;
+        let step = tidewater_runners_timely::metrics::ENGINE_STEP;
         let epoch = m.distribution(step, "epoch_records").unwrap();
         assert!(epoch.max as u64 <= BUNDLE, "{epoch:?}");
         let in_flight = m.distribution(step, "records_in_flight_max").unwrap();
@@ -621,7 +621,7 @@ fn a_slow_snapshot_write_completes_checkpoints_only_once_their_files_are_on_disk
         let expected: Vec<String> = (0..10).map(|k| format!("{k} 600")).collect();
         assert_eq!(counts, expected);
         let m = &r.metrics;
-        let step = tidewater_runners_timely::task::ENGINE_STEP;
+        let step = tidewater_runners_timely::metrics::ENGINE_STEP;
         assert!(m.counter(step, "checkpoints").unwrap_or(0) >= 2, "{m:?}");
         // Every file took the writer at least the delay, and no snapshot was durable
         // before its file.

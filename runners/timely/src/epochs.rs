@@ -12,7 +12,9 @@
 //! of one span (at most [`TEST_STREAM_STRIDE`]) and its checkpoints follow the
 //! checkpoint interval, like any other source's, rather than one per event.
 
-use crate::task::FINAL_EPOCH;
+/// The epoch a task's last range ends at when it finishes: every later checkpoint
+/// finds its final state there.
+pub const FINAL_EPOCH: u64 = u64::MAX;
 
 /// Epochs per span in a pipeline with a TestStream: the most events between two
 /// checkpoints (a TestStream with more in one interval starts a new span early).

@@ -380,7 +380,7 @@ pub fn summary(runner: &str, metrics: &tidewater::exec::MetricResults) -> String
         show_watermark, ALIGNMENT_MS, INPUT_WATERMARK, QUEUED_MAX, RECORDS_IN, RECORDS_OUT,
         THROTTLED_MS,
     };
-    let step = crate::task::ENGINE_STEP;
+    let step = crate::metrics::ENGINE_STEP;
     let counter = |name| metrics.counter(step, name).unwrap_or(0);
     let dist = |name, unit: &str| match metrics.distribution(step, name) {
         Some(d) if d.count > 0 => format!(
@@ -512,7 +512,7 @@ fn invalid(option: String, message: String) -> Error {
 mod tests {
     use super::summary;
     use crate::metrics::OperatorFigures;
-    use crate::task::ENGINE_STEP;
+    use crate::metrics::ENGINE_STEP;
     use tidewater::exec::MetricResults;
     use tidewater::Timestamp;
 

@@ -26,12 +26,25 @@
 //! and on worker 0 per savepoint kept while the job runs: `savepoints` (a counter) and
 //! `savepoint_ms` (the copy).
 
-use crate::task::{ENGINE_STEP, FINAL_EPOCH};
+use crate::epochs::FINAL_EPOCH;
 use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 use tidewater::exec::{MetricResults, StepMetrics};
 use tidewater::Timestamp;
+
+/// The step under which the engine's own metrics are reported: checkpoints
+/// (per task and epoch range: `snapshot_ms`, the copy of the state on the task's
+/// thread; `snapshot_write_ms`, the writer's encoding, write and sync;
+/// `snapshot_durable_ms`, from the copy's start to the file durable; `snapshot_bytes`),
+/// `alignment_ms`: how long
+/// records of a later epoch waited for the earlier one to close), sources
+/// (`throttled_ms`: reading held back by the epochs in flight, `records_read`),
+/// checkpoints completed (`checkpoints`, `manifest_ms`, and those of
+/// this module's `checkpoint_ms`, `checkpoint_bytes`, `checkpoint_alignment_ms`)
+/// and the records in flight (`epoch_records`, `records_in_flight_max`). Per-operator
+/// figures go under each operator's own step.
+pub const ENGINE_STEP: &str = "(engine)";
 
 /// Elements that reached an operator.
 pub const RECORDS_IN: &str = "records_in";

@@ -16,7 +16,8 @@
 //! Every semantic rule applied here lives in runners/core: the task only moves batches
 //! and progress between core's parts.
 
-use crate::metrics::{Checkpoints, InFlight, OperatorFigures};
+use crate::epochs::FINAL_EPOCH;
+use crate::metrics::{Checkpoints, InFlight, OperatorFigures, ENGINE_STEP};
 use crate::msg::{Body, LocalBatch, Msg};
 use crate::store::Store;
 use crate::writer::{PartWriter, WriteFigures, Written};
@@ -45,23 +46,6 @@ use timely::dataflow::channels::pushers::Output;
 use timely::dataflow::operators::Capability;
 use timely::dataflow::ProbeHandle;
 use timely::scheduling::{Activator, SyncActivator};
-
-/// The epoch a task's last range ends at when it finishes: every later checkpoint
-/// finds its final state there.
-pub const FINAL_EPOCH: u64 = u64::MAX;
-
-/// The step under which the engine's own metrics are reported: checkpoints
-/// (per task and epoch range: `snapshot_ms`, the copy of the state on the task's
-/// thread; `snapshot_write_ms`, the writer's encoding, write and sync;
-/// `snapshot_durable_ms`, from the copy's start to the file durable; `snapshot_bytes`),
-/// `alignment_ms`: how long
-/// records of a later epoch waited for the earlier one to close), sources
-/// (`throttled_ms`: reading held back by the epochs in flight, `records_read`),
-/// checkpoints completed (`checkpoints`, `manifest_ms`, and those of
-/// [`crate::metrics`]: `checkpoint_ms`, `checkpoint_bytes`, `checkpoint_alignment_ms`)
-/// and the records in flight (`epoch_records`, `records_in_flight_max`). Per-operator
-/// figures go under each operator's own step ([`crate::metrics`]).
-pub const ENGINE_STEP: &str = "(engine)";
 
 /// What a worker's tasks share.
 pub struct WorkerCtx {

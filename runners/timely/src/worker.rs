@@ -1,10 +1,11 @@
 //! One worker: builds the plan's dataflow out of tasks and drives it to the end,
 //! committing sinks as checkpoints become durable.
 
+use crate::epochs::FINAL_EPOCH;
 use crate::metrics::{show_watermark, OperatorFigures};
 use crate::msg::Msg;
 use crate::store::{Manifest, Store};
-use crate::task::{BatchFigures, Decoder, Head, Input, Route, Task, WorkerCtx, FINAL_EPOCH};
+use crate::task::{BatchFigures, Decoder, Head, Input, Route, Task, WorkerCtx};
 use crate::Shared;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
@@ -53,7 +54,7 @@ fn keep_savepoint(
     let to = dir.join(format!("savepoint-{epoch}"));
     store.copy_checkpoint(epoch, &to)?;
     let mut metrics = ctx.metrics.borrow_mut();
-    let m = metrics.step_mut(crate::task::ENGINE_STEP);
+    let m = metrics.step_mut(crate::metrics::ENGINE_STEP);
     m.inc_counter("savepoints", 1);
     m.update_distribution("savepoint_ms", started.elapsed().as_millis() as i64);
     eprintln!(
@@ -300,7 +301,7 @@ fn run(worker: &mut timely::worker::Worker, shared: &Shared) -> Result<WorkerOut
                                 }
                                 {
                                     let mut metrics = ctx.metrics.borrow_mut();
-                                    let m = metrics.step_mut(crate::task::ENGINE_STEP);
+                                    let m = metrics.step_mut(crate::metrics::ENGINE_STEP);
                                     m.inc_counter("checkpoints", 1);
                                     m.update_distribution("manifest_ms", took.as_millis() as i64);
                                 }
@@ -342,7 +343,7 @@ fn run(worker: &mut timely::worker::Worker, shared: &Shared) -> Result<WorkerOut
                     ctx.checkpoints.borrow_mut().complete(
                         e,
                         manifest_bytes,
-                        metrics.step_mut(crate::task::ENGINE_STEP),
+                        metrics.step_mut(crate::metrics::ENGINE_STEP),
                     );
                 }
                 if !ctx.sinks.borrow().is_empty() {
@@ -372,7 +373,7 @@ fn run(worker: &mut timely::worker::Worker, shared: &Shared) -> Result<WorkerOut
     {
         let mut metrics = ctx.metrics.borrow_mut();
         metrics
-            .step_mut(crate::task::ENGINE_STEP)
+            .step_mut(crate::metrics::ENGINE_STEP)
             .inc_counter("records_read", ctx.records_read.get() as i64);
         let (mut throttled, mut drift_paused) = (Duration::ZERO, Duration::ZERO);
         for op in ctx.operators.borrow().iter() {
@@ -380,7 +381,7 @@ fn run(worker: &mut timely::worker::Worker, shared: &Shared) -> Result<WorkerOut
             throttled += op.throttled.get();
             drift_paused += op.drift_paused.get();
         }
-        let engine = metrics.step_mut(crate::task::ENGINE_STEP);
+        let engine = metrics.step_mut(crate::metrics::ENGINE_STEP);
         engine.inc_counter("throttled_ms", throttled.as_millis() as i64);
         if !drift_paused.is_zero() {
             engine.inc_counter(
@@ -394,7 +395,7 @@ fn run(worker: &mut timely::worker::Worker, shared: &Shared) -> Result<WorkerOut
         if ctx.me == ctx.local.start {
             if let Some(kb) = tidewater::exec::peak_rss_kb() {
                 metrics
-                    .step_mut(crate::task::ENGINE_STEP)
+                    .step_mut(crate::metrics::ENGINE_STEP)
                     .update_distribution("peak_rss_kb", kb);
             }
         }
@@ -412,7 +413,7 @@ fn batch_figures(ctx: &WorkerCtx, passed: u64, last: &mut Option<BatchFigures>) 
         return;
     }
     let mut metrics = ctx.metrics.borrow_mut();
-    let m = metrics.step_mut(crate::task::ENGINE_STEP);
+    let m = metrics.step_mut(crate::metrics::ENGINE_STEP);
     let mut newest = None;
     open.retain(|(figures, started)| {
         if figures.batch > passed {
