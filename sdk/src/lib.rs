@@ -53,11 +53,12 @@ pub use dofn::{DoFn, FinishBundleContext, ProcessContext, TupleTag, MAIN_TAG};
 pub use element::{Element, KV};
 pub use error::{shorten, Error, Result, UserError};
 pub use exec::TimeDomain;
+pub use exec::{ErasedWindowFn, ViewOps};
 pub use options::{parse_key_value, EngineOptions, PipelineOptions};
 pub use pipeline::{run_plan_file, run_plan_json, PCollection, Pipeline};
 pub use primitives::*;
 pub use runner::{PipelineResult, Runner};
-pub use side_input::{NoSideInputs, PCollectionView, SideInputReader, ViewOps};
+pub use side_input::{NoSideInputs, PCollectionView, SideInputReader};
 pub use sink::{Recovery, Sink, Txn, WriteToSink};
 pub use source::{ReadStatus, Source};
 pub use state::{StateContext, StatefulDoFn, StatefulInvoker};
@@ -73,12 +74,13 @@ pub use window::{
 };
 pub use windowed_value::WindowedValue;
 pub use windowing::{
-    AccumulationMode, ClosingBehavior, CustomWindowFn, ElementWindowFn, ErasedWindowFn,
-    OnTimeBehavior, TimestampCombiner, WindowFn, WindowingStrategy,
+    AccumulationMode, ClosingBehavior, CustomWindowFn, ElementWindowFn, OnTimeBehavior,
+    TimestampCombiner, WindowFn, WindowingStrategy,
 };
 
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::windowing::{register_element_window_fn, register_window_fn};
     pub use typetag;
 }
 
@@ -137,7 +139,15 @@ macro_rules! register {
         $crate::register!(@link $ty, register_sink);
     };
     (WindowFn $ty:ident) => {
-        $crate::register!(@link $ty, register_window_fn);
+        const _: () = {
+            use $crate::__private::typetag;
+            #[typetag::deserialize(name = concat!(module_path!(), "::", stringify!($ty)))]
+            impl $crate::registry::Linked for $ty {
+                fn register(&self) -> ::std::string::String {
+                    $crate::__private::register_window_fn::<$ty>()
+                }
+            }
+        };
     };
     (WindowFn $ty:ident for $elem:ty) => {
         const _: () = {
@@ -145,7 +155,7 @@ macro_rules! register {
             #[typetag::deserialize(name = concat!(module_path!(), "::", stringify!($ty)))]
             impl $crate::registry::Linked for $ty {
                 fn register(&self) -> ::std::string::String {
-                    $crate::registry::register_element_window_fn::<$elem, $ty>()
+                    $crate::__private::register_element_window_fn::<$elem, $ty>()
                 }
             }
         };

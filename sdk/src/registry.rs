@@ -12,8 +12,9 @@
 //! not construct. Factories build a function from a `&mut dyn erased_serde::Deserializer`
 //! over its fields' JSON text in the plan, never from a `serde_json::Value`.
 
+use crate::exec::ErasedWindowFn;
 use crate::exec::{ElementType, ErasedDoFn, GroupingOps, TypedElementType};
-use crate::{CustomWindowFn, DoFn, Element, ElementWindowFn, ErasedWindowFn};
+use crate::{DoFn, Element};
 use serde::de::DeserializeOwned;
 use std::any::TypeId;
 use std::collections::HashMap;
@@ -68,9 +69,7 @@ pub type StatefulDoFnFactory = Arc<
 
 /// Builds a side input's view function from its fields.
 pub type ViewFactory = Arc<
-    dyn Fn(
-            &mut dyn erased_serde::Deserializer<'_>,
-        ) -> Result<Arc<dyn crate::side_input::ViewOps>, String>
+    dyn Fn(&mut dyn erased_serde::Deserializer<'_>) -> Result<Arc<dyn crate::exec::ViewOps>, String>
         + Send
         + Sync,
 >;
@@ -92,7 +91,7 @@ struct Registry {
 }
 
 /// A factory's message for fields that do not decode.
-fn fields_error(e: erased_serde::Error) -> String {
+pub(crate) fn fields_error(e: erased_serde::Error) -> String {
     crate::plan::without_position(e.to_string())
 }
 
@@ -246,40 +245,13 @@ pub fn element_type(name: &str) -> Option<Arc<dyn ElementType>> {
     read().types.get(name).cloned()
 }
 
-/// Registers a user WindowFn whose fields deserialize with serde, under its type name.
-/// [`WindowFn::custom`](crate::WindowFn::custom) does this.
-pub fn register_window_fn<W: CustomWindowFn + DeserializeOwned>() -> String {
-    let name = std::any::type_name::<W>().to_string();
-    let factory: WindowFnFactory = Arc::new(|fields| {
-        let w: W = erased_serde::deserialize(fields).map_err(fields_error)?;
-        Ok(Arc::new(crate::windowing::ByTimestamp(w)) as Arc<dyn ErasedWindowFn>)
-    });
+/// Registers a user WindowFn's factory under `name`, claimed by the Rust type `Owner`
+/// (two types under one name are a collision, as for DoFns). The WindowFn kinds'
+/// registrations (`WindowFn::custom`, `WindowFn::by_element`, `register!`) call it.
+pub fn add_window_fn<Owner: 'static>(name: &str, factory: WindowFnFactory) {
     let mut r = write();
-    r.claim::<W>(&name);
-    r.window_fns.entry(name.clone()).or_insert(factory);
-    name
-}
-
-/// Registers a user WindowFn that sees elements of type `T`, under its type name (one
-/// `W` applied to two element types is a name collision, reported as for DoFns).
-/// [`WindowFn::by_element`](crate::WindowFn::by_element) does this;
-/// `register!(WindowFn W for T)` does it at link time.
-pub fn register_element_window_fn<T: Element, W: ElementWindowFn<T> + DeserializeOwned>() -> String
-{
-    let name = std::any::type_name::<W>().to_string();
-    let factory: WindowFnFactory = Arc::new(|fields| {
-        let w: W = erased_serde::deserialize(fields).map_err(fields_error)?;
-        Ok(Arc::new(crate::windowing::ByElement::<T, W>(
-            w,
-            std::marker::PhantomData,
-        )) as Arc<dyn ErasedWindowFn>)
-    });
-    let mut r = write();
-    r.claim::<crate::windowing::ByElement<T, W>>(&name);
-    r.window_fns.entry(name.clone()).or_insert(factory);
-    drop(r);
-    register_element_type::<T>();
-    name
+    r.claim::<Owner>(name);
+    r.window_fns.entry(name.to_string()).or_insert(factory);
 }
 
 /// Registers Combine.globally of the CombineFn `F` (its grouping, under the name a plan

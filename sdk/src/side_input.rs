@@ -1,7 +1,7 @@
 //! Side inputs: a PCollection read whole by a ParDo, per window (Beam's
 //! `PCollectionView`: singleton, iterable, map and multimap).
 
-use crate::exec::{downcast_batch, AnyBatch};
+use crate::exec::{downcast_batch, AnyBatch, ViewOps};
 use crate::{BoundedWindow, Element, PCollection};
 use serde::{Deserialize, Serialize};
 use std::any::Any;
@@ -84,12 +84,6 @@ impl<T> PCollectionView<T> {
     pub(crate) fn source(&self) -> Option<&(usize, String)> {
         self.source.as_ref()
     }
-}
-
-/// Builds a view's value from the side input's elements in one window.
-pub trait ViewOps: Send + Sync {
-    /// The value for a window whose elements are `batch`.
-    fn build(&self, batch: Box<dyn AnyBatch>) -> Result<Arc<dyn Any + Send + Sync>, String>;
 }
 
 /// Reads side inputs for the window being processed; implemented by the runner.

@@ -3,8 +3,11 @@
 //! The WindowFns and the strategy are plain data that travel in the plan; assigning
 //! and merging windows happens in `tidewater-runners-core`, once for every runner.
 
-use crate::{BoundedWindow, Duration, Timestamp, Trigger};
+use crate::exec::ErasedWindowFn;
+use crate::{BoundedWindow, Duration, Element, Timestamp, Trigger};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 /// A user-defined WindowFn that assigns windows by timestamp, registered by name like a
 /// DoFn. Its windows are intervals ([`BoundedWindow`]) or of a type of the user's own
@@ -73,48 +76,6 @@ pub trait ElementWindowFn<T>: Send + Sync + 'static {
     fn merge(&self, _windows: &[Self::Window]) -> Vec<(Vec<Self::Window>, Self::Window)> {
         Vec::new()
     }
-}
-
-/// A user WindowFn as runners call it, whatever its window type: what the registry
-/// builds from a plan's fields.
-///
-/// ```
-/// # use serde::{Deserialize, Serialize};
-/// use tidewater::{BoundedWindow, CustomWindowFn, Timestamp, WindowFn};
-/// #[derive(Serialize, Deserialize)]
-/// struct Tens;
-/// impl CustomWindowFn for Tens {
-///     type Window = BoundedWindow;
-///     fn assign(&self, ts: Timestamp) -> Vec<BoundedWindow> {
-///         let s = ts.millis().div_euclid(10) * 10;
-///         vec![BoundedWindow::Interval { start: Timestamp(s), end: Timestamp(s + 10) }]
-///     }
-/// }
-/// let WindowFn::Custom { name, .. } = WindowFn::custom(Tens) else { unreachable!() };
-/// let factory = tidewater::registry::window_fn(&name).unwrap();
-/// let f = factory(&mut <dyn erased_serde::Deserializer>::erase(serde_json::Value::Null)).unwrap();
-/// assert_eq!(
-///     f.assign_timestamp(Timestamp(12)),
-///     Some(vec![BoundedWindow::Interval { start: Timestamp(10), end: Timestamp(20) }])
-/// );
-/// assert!(!f.is_merging());
-/// ```
-pub trait ErasedWindowFn: Send + Sync {
-    /// Assigns every element of `batch` its windows.
-    fn assign_batch(
-        &self,
-        batch: Box<dyn crate::exec::AnyBatch>,
-    ) -> Result<Box<dyn crate::exec::AnyBatch>, String>;
-    /// The windows of a timestamp, for a WindowFn that needs no element (`None` for an
-    /// [`ElementWindowFn`]): how a side input's windows are found from a main input's.
-    fn assign_timestamp(&self, ts: Timestamp) -> Option<Vec<BoundedWindow>>;
-    /// Whether it merges.
-    fn is_merging(&self) -> bool;
-    /// Which windows merge into which; an error names a window not of its type.
-    fn merge(
-        &self,
-        windows: &[BoundedWindow],
-    ) -> Result<Vec<(Vec<BoundedWindow>, BoundedWindow)>, String>;
 }
 
 /// Decodes `windows` as `W`, merges them with `merge` and encodes the result.
@@ -320,7 +281,7 @@ impl WindowFn {
     /// assert!(!WindowFn::custom(Everything).is_merging());
     /// ```
     pub fn custom<W: CustomWindowFn + Serialize + serde::de::DeserializeOwned>(w: W) -> WindowFn {
-        let name = crate::registry::register_window_fn::<W>();
+        let name = register_window_fn::<W>();
         WindowFn::Custom {
             name,
             merging: w.is_merging(),
@@ -353,7 +314,7 @@ impl WindowFn {
     where
         W: ElementWindowFn<T> + Serialize + serde::de::DeserializeOwned,
     {
-        let name = crate::registry::register_element_window_fn::<T, W>();
+        let name = register_element_window_fn::<T, W>();
         WindowFn::Custom {
             name,
             merging: w.is_merging(),
@@ -521,4 +482,32 @@ impl WindowingStrategy {
             on_time_behavior: OnTimeBehavior::FireAlways,
         }
     }
+}
+
+/// Registers a user WindowFn whose fields deserialize with serde, under its type name.
+/// [`WindowFn::custom`](crate::WindowFn::custom) does this.
+pub fn register_window_fn<W: CustomWindowFn + DeserializeOwned>() -> String {
+    let name = std::any::type_name::<W>().to_string();
+    let factory: crate::registry::WindowFnFactory = Arc::new(|fields| {
+        let w: W = erased_serde::deserialize(fields).map_err(crate::registry::fields_error)?;
+        Ok(Arc::new(ByTimestamp(w)) as Arc<dyn ErasedWindowFn>)
+    });
+    crate::registry::add_window_fn::<W>(&name, factory);
+    name
+}
+
+/// Registers a user WindowFn that sees elements of type `T`, under its type name (one
+/// `W` applied to two element types is a name collision, reported as for DoFns).
+/// [`WindowFn::by_element`](crate::WindowFn::by_element) does this;
+/// `register!(WindowFn W for T)` does it at link time.
+pub fn register_element_window_fn<T: Element, W: ElementWindowFn<T> + DeserializeOwned>() -> String
+{
+    let name = std::any::type_name::<W>().to_string();
+    let factory: crate::registry::WindowFnFactory = Arc::new(|fields| {
+        let w: W = erased_serde::deserialize(fields).map_err(crate::registry::fields_error)?;
+        Ok(Arc::new(ByElement::<T, W>(w, std::marker::PhantomData)) as Arc<dyn ErasedWindowFn>)
+    });
+    crate::registry::add_window_fn::<ByElement<T, W>>(&name, factory);
+    crate::registry::register_element_type::<T>();
+    name
 }

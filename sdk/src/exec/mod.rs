@@ -19,6 +19,8 @@ mod rng;
 mod sink;
 mod source;
 mod state;
+mod view;
+mod window_fn;
 
 pub use batch::{downcast_batch, AnyBatch, Batch, ElementType, TypedElementType};
 pub use grouping::{GroupingOps, GroupingPhase, GroupingTable};
@@ -37,3 +39,5 @@ pub use rng::SplitMix64;
 pub use sink::{ErasedSink, SinkInvoker};
 pub use source::{ErasedSource, SourceInvoker, SourceRead};
 pub use state::{ErasedStatefulDoFn, FiredTimer, StateAccess, StateCells, TimeDomain};
+pub use view::ViewOps;
+pub use window_fn::ErasedWindowFn;

@@ -518,7 +518,7 @@ pub(crate) fn params_fields<P: Serialize>(
 
 /// A ParDo whose DoFn `make` builds from the function `f` and the parameters
 /// decoded from the plan's fields.
-fn params_par_do<D, F, P>(
+pub(crate) fn params_par_do<D, F, P>(
     method: &str,
     name: Result<String, String>,
     params: &P,
@@ -820,42 +820,6 @@ impl<T: Element> PCollection<T> {
         self.apply(
             name,
             params_par_do("flat_map_with", fn_name, &params, f, make),
-        )
-    }
-
-    /// [`with_timestamps`](PCollection::with_timestamps) with parameters that travel
-    /// in the plan: `f(&params, &x)` (see [`PCollection::map_with`]).
-    ///
-    /// ```
-    /// use tidewater::Timestamp;
-    /// tidewater_runner_direct::register();
-    /// let p = tidewater::Pipeline::new(Default::default());
-    /// p.create("Secs", vec![3i64])
-    ///     .with_timestamps_with("Stamp", 1000i64, |unit: &i64, x: &i64| Timestamp(x * unit))
-    ///     .capture("xs");
-    /// let xs = p.run().unwrap().captured::<i64>("xs").unwrap();
-    /// assert_eq!(xs[0].timestamp, Timestamp(3000));
-    /// ```
-    #[track_caller]
-    pub fn with_timestamps_with<P, F>(&self, name: &str, params: P, f: F) -> PCollection<T>
-    where
-        P: Serialize + DeserializeOwned + Send + Sync + 'static,
-        F: Fn(&P, &T) -> crate::Timestamp + Send + Sync + 'static,
-    {
-        use super::window_into::WithTimestampsWithFn;
-        let fn_name = light_fn_name::<WithTimestampsWithFn<F, P, T>, F>(
-            "with_timestamps_with",
-            None,
-            Location::caller(),
-        );
-        let make = |f, params| WithTimestampsWithFn {
-            f,
-            params,
-            _t: PhantomData,
-        };
-        self.apply(
-            name,
-            params_par_do("with_timestamps_with", fn_name, &params, f, make),
         )
     }
 

@@ -1,8 +1,13 @@
+use super::functions::{light_fn_name, params_par_do};
 use crate::plan::{urn, FunctionSpec, IsBounded};
 use crate::{
     AccumulationMode, ClosingBehavior, Element, OnTimeBehavior, PCollection, PTransform, Timestamp,
     TimestampCombiner, Trigger, WindowFn,
 };
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use std::marker::PhantomData;
+use std::panic::Location;
 
 /// Windows a PCollection and configures when groupings of it fire (Beam's `Window`).
 ///
@@ -391,6 +396,41 @@ impl<T: Element> PCollection<T> {
                 skew_ms: 0,
                 site,
             },
+        )
+    }
+
+    /// [`with_timestamps`](PCollection::with_timestamps) with parameters that travel
+    /// in the plan: `f(&params, &x)` (see [`PCollection::map_with`]).
+    ///
+    /// ```
+    /// use tidewater::Timestamp;
+    /// tidewater_runner_direct::register();
+    /// let p = tidewater::Pipeline::new(Default::default());
+    /// p.create("Secs", vec![3i64])
+    ///     .with_timestamps_with("Stamp", 1000i64, |unit: &i64, x: &i64| Timestamp(x * unit))
+    ///     .capture("xs");
+    /// let xs = p.run().unwrap().captured::<i64>("xs").unwrap();
+    /// assert_eq!(xs[0].timestamp, Timestamp(3000));
+    /// ```
+    #[track_caller]
+    pub fn with_timestamps_with<P, F>(&self, name: &str, params: P, f: F) -> PCollection<T>
+    where
+        P: Serialize + DeserializeOwned + Send + Sync + 'static,
+        F: Fn(&P, &T) -> crate::Timestamp + Send + Sync + 'static,
+    {
+        let fn_name = light_fn_name::<WithTimestampsWithFn<F, P, T>, F>(
+            "with_timestamps_with",
+            None,
+            Location::caller(),
+        );
+        let make = |f, params| WithTimestampsWithFn {
+            f,
+            params,
+            _t: PhantomData,
+        };
+        self.apply(
+            name,
+            params_par_do("with_timestamps_with", fn_name, &params, f, make),
         )
     }
 }
