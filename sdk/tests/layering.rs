@@ -255,3 +255,116 @@ fn the_parser_sees_dependencies() {
         vec![NATIVE]
     );
 }
+
+/// The module a file is (`a::b` for `src/a/b.rs` or `src/a/b/mod.rs`; `` for the root).
+fn module_of(src: &Path, file: &Path) -> Vec<String> {
+    let rel = file.strip_prefix(src).unwrap();
+    let mut parts: Vec<String> = rel
+        .iter()
+        .map(|p| p.to_string_lossy().trim_end_matches(".rs").to_string())
+        .collect();
+    if matches!(
+        parts.last().map(String::as_str),
+        Some("mod" | "lib" | "main")
+    ) {
+        parts.pop();
+    }
+    parts
+}
+
+/// The modules a file names through `crate::` or `super::` paths (in code, not
+/// comments): each path resolved to the deepest module it goes through. The crate root
+/// (a re-export hub) counts as no module.
+fn imported_modules(
+    text: &str,
+    me: &[String],
+    modules: &std::collections::BTreeSet<Vec<String>>,
+) -> std::collections::BTreeSet<Vec<String>> {
+    let mut out = std::collections::BTreeSet::new();
+    let mut resolve = |base: Vec<String>, rest: &str| {
+        let mut m = base;
+        for seg in rest.split("::") {
+            let seg: String = seg
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            let mut next = m.clone();
+            next.push(seg);
+            if !modules.contains(&next) {
+                break;
+            }
+            m = next;
+        }
+        if !m.is_empty() && m != me {
+            out.insert(m);
+        }
+    };
+    for line in text.lines() {
+        let code = line.split("//").next().unwrap_or("");
+        for (at, _) in code.match_indices("crate::") {
+            if at > 0 && code[..at].ends_with(|c: char| c.is_alphanumeric() || c == '_' || c == '$')
+            {
+                continue;
+            }
+            resolve(Vec::new(), &code[at + "crate::".len()..]);
+        }
+        for (at, _) in code.match_indices("super::") {
+            if at > 0 && code[..at].ends_with(|c: char| c.is_alphanumeric() || c == '_') {
+                continue;
+            }
+            // `super` of module a::b (`a/b.rs` or `a/b/mod.rs`) is a.
+            let mut base = me.to_vec();
+            base.pop();
+            resolve(base, &code[at + "super::".len()..]);
+        }
+    }
+    out
+}
+
+/// No module of a crate imports, through any chain, a module that imports it back: each
+/// concept can be read on its own, from the bottom up. (A parent's `mod` declaration of
+/// a child is not an import; a `use` of it is.) Test modules are left out.
+#[test]
+fn no_module_imports_a_module_that_imports_it_back() {
+    use std::collections::{BTreeMap, BTreeSet};
+    let mut cycles = Vec::new();
+    for (dir, _, _) in RULES {
+        let src = root().join(dir).join("src");
+        let mut files = Vec::new();
+        sources(&src, &mut files);
+        files.retain(|f| !f.components().any(|c| c.as_os_str() == "bin"));
+        let modules: BTreeSet<Vec<String>> = files.iter().map(|f| module_of(&src, f)).collect();
+        let mut edges: BTreeMap<Vec<String>, BTreeSet<Vec<String>>> = BTreeMap::new();
+        for f in &files {
+            let text = std::fs::read_to_string(f).unwrap();
+            // Unit tests may reach anywhere.
+            let text = text.split("#[cfg(test)]").next().unwrap_or("");
+            let me = module_of(&src, f);
+            edges.insert(me.clone(), imported_modules(text, &me, &modules));
+        }
+        // A cycle: a module reachable from one it imports.
+        for (m, targets) in &edges {
+            for t in targets {
+                let mut seen = BTreeSet::new();
+                let mut stack = vec![t.clone()];
+                while let Some(n) = stack.pop() {
+                    if &n == m {
+                        cycles.push(format!(
+                            "{dir}: {} -> {} -> ... -> {}",
+                            m.join("::"),
+                            t.join("::"),
+                            m.join("::")
+                        ));
+                        break;
+                    }
+                    if seen.insert(n.clone()) {
+                        stack.extend(edges.get(&n).into_iter().flatten().cloned());
+                    }
+                }
+            }
+        }
+    }
+    cycles.sort();
+    cycles.dedup();
+    assert!(cycles.is_empty(), "import cycles:\n{}", cycles.join("\n"));
+}

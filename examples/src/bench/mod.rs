@@ -3,6 +3,7 @@
 //! targets it judges and the peers side by side.
 
 pub mod check;
+pub mod group;
 pub mod input;
 pub mod peers;
 pub mod record;

@@ -9,9 +9,9 @@
 //! Spark's query time once its SparkSession is up, timely's and the plain loops' whole
 //! run; ours is `run` called to `run` returned. Both exclude process start-up.
 
+use super::group::{group, human};
 use super::input::{generate, GenOptions, Input, InputMeta};
 use super::record::{BenchRecord, RunStart};
-use super::report::{group, human};
 use anyhow::{bail, Context};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -639,7 +639,7 @@ const NOT_PAIRED: [&str; 3] = ["flink-batch", "spark-sql", "pyflink-table"];
 pub fn ratios(records: &[BenchRecord]) -> Vec<Ratio> {
     let mut out = Vec::new();
     for (workload, groups) in group(records) {
-        let is_peer = |g: &super::report::Group| g.runs[0].peer.is_some();
+        let is_peer = |g: &super::group::Group| g.runs[0].peer.is_some();
         for ours in groups.iter().filter(|g| !is_peer(g) && g.processes == 1) {
             for theirs in groups.iter().filter(|g| {
                 is_peer(g)

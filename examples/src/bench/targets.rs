@@ -3,8 +3,8 @@
 //! (checkpoints on against off, per setting), latency at half the peak, the direct
 //! runner against the native one, and peak memory on the stateful word count.
 
+use super::group::{cost_groups, group, human, Group};
 use super::record::BenchRecord;
-use super::report::{cost_groups, group, human, Group};
 use super::workloads::WordCount;
 use std::fmt::Write as _;
 
