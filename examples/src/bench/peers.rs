@@ -617,6 +617,8 @@ pub struct Ratio {
     pub workers: u32,
     /// Both checkpointing, or neither.
     pub checkpoint: bool,
+    /// Ours checkpointed without alignment (`--guarantee at-least-once`).
+    pub at_least_once: bool,
     /// Our median run's records/s.
     pub ours: f64,
     /// The peer's runner name (`flink`, `spark-ss`, ...).
@@ -653,6 +655,7 @@ pub fn ratios(records: &[BenchRecord]) -> Vec<Ratio> {
                     runner: ours.runner.clone(),
                     workers: ours.workers,
                     checkpoint: ours.checkpoint.0,
+                    at_least_once: ours.at_least_once,
                     ours: a,
                     peer: theirs.runner.clone(),
                     theirs: b,
@@ -706,7 +709,7 @@ pub fn ratios_text(ratios: &[Ratio]) -> String {
             r.workload,
             r.runner,
             r.workers,
-            if r.checkpoint { "on" } else { "off" },
+            checkpoints(r),
             human(r.ours),
             r.peer,
             human(r.theirs),
@@ -714,6 +717,16 @@ pub fn ratios_text(ratios: &[Ratio]) -> String {
         );
     }
     s
+}
+
+/// A ratio's checkpoints cell: `off`, `on` (exactly-once) or `on, at-least-once`, as
+/// the report's own tables write it.
+fn checkpoints(r: &Ratio) -> &'static str {
+    match (r.checkpoint, r.at_least_once) {
+        (false, _) => "off",
+        (true, false) => "on",
+        (true, true) => "on, at-least-once",
+    }
 }
 
 /// The ratios as a markdown table, for the report.
@@ -729,7 +742,7 @@ pub fn ratios_markdown(ratios: &[Ratio]) -> String {
             r.workload,
             r.runner,
             r.workers,
-            if r.checkpoint { "on" } else { "off" },
+            checkpoints(r),
             human(r.ours),
             r.peer,
             human(r.theirs),
