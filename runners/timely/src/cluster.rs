@@ -16,7 +16,7 @@
 //! child pids of the current attempt are written to `pids` in the checkpoint directory
 //! (for operators, and for tests that kill them).
 
-use crate::store::{write_atomic, Store};
+use crate::checkpoint::store::{write_atomic, Store};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

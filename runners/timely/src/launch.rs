@@ -280,7 +280,7 @@ impl EngineRunner {
 
 /// The checkpoint in savepoint directory `dir` for the plan of hash `hash`; the
 /// directory is only read.
-fn from_savepoint(dir: &Path, hash: u64) -> Result<crate::store::Restored> {
+fn from_savepoint(dir: &Path, hash: u64) -> Result<crate::checkpoint::store::Restored> {
     if !dir.join("parts").is_dir() {
         return Err(Error::Checkpoint {
             message: format!(

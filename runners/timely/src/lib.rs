@@ -11,6 +11,7 @@
 //! capability until the file is durable, so the probe after every task passing `e`
 //! means checkpoint `e` is durable everywhere, and sinks commit it.
 
+pub mod checkpoint;
 pub mod cluster;
 pub mod connect;
 pub mod epochs;
@@ -18,10 +19,8 @@ pub mod fault;
 pub mod launch;
 pub mod metrics;
 pub mod msg;
-pub mod store;
 pub mod task;
 mod worker;
-pub mod writer;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -33,7 +32,7 @@ use tidewater::plan::Plan;
 use tidewater::runner::{PipelineResult, PipelineState};
 use tidewater::{Error, Result};
 
-pub use store::{Restored, Store};
+pub use checkpoint::store::{Restored, Store};
 pub use tidewater_runners_core::clock::Clock;
 
 /// What a failure may cost.

@@ -1,16 +1,17 @@
 //! One worker: builds the plan's dataflow out of tasks and drives it to the end,
 //! committing sinks as checkpoints become durable.
 
+use crate::checkpoint::coordinator::{keep_savepoint, Manifests};
+use crate::checkpoint::store::Store;
 use crate::epochs::FINAL_EPOCH;
 use crate::metrics::{show_watermark, OperatorFigures};
 use crate::msg::Msg;
-use crate::store::{Manifest, Store};
 use crate::task::{BatchFigures, Decoder, Head, Input, Route, Task, WorkerCtx};
 use crate::Shared;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
-use std::sync::{mpsc, Arc};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tidewater::exec::{key_groups_of_worker, MetricResults};
 use tidewater::{Error, Result};
@@ -38,92 +39,8 @@ pub struct WorkerOutput {
     pub metrics: MetricResults,
 }
 
-/// Keeps complete checkpoint `epoch` as a savepoint under `--savepoint-dir` while the
-/// job goes on (worker 0, right after writing its manifest: no later checkpoint can
-/// have pruned its files yet).
-fn keep_savepoint(
-    store: &Store,
-    epoch: u64,
-    config: &crate::EngineConfig,
-    ctx: &WorkerCtx,
-) -> Result<()> {
-    let Some(dir) = &config.savepoint_dir else {
-        return Ok(());
-    };
-    let started = Instant::now();
-    let to = dir.join(format!("savepoint-{epoch}"));
-    store.copy_checkpoint(epoch, &to)?;
-    let mut metrics = ctx.metrics.borrow_mut();
-    let m = metrics.step_mut(crate::metrics::ENGINE_STEP);
-    m.inc_counter("savepoints", 1);
-    m.update_distribution("savepoint_ms", started.elapsed().as_millis() as i64);
-    eprintln!(
-        "savepoint of checkpoint {epoch} kept in {} (start a job from it with --from-savepoint)",
-        to.display()
-    );
-    Ok(())
-}
-
 /// How long a worker parks when nothing is scheduled.
 const PARK: Duration = Duration::from_millis(20);
-
-/// Worker 0 writes each checkpoint's manifest off its own thread, one at a time: writing
-/// it re-reads every part for its checksum, syncs it and collects old checkpoints, tens
-/// of milliseconds on a slow disk during which records would wait. The sinks commit
-/// the checkpoint once its manifest is written.
-#[derive(Default)]
-struct Manifests {
-    /// The checkpoint whose manifest is being written, since when, and its outcome.
-    pending: Option<(u64, Instant, mpsc::Receiver<Result<Manifest>>)>,
-}
-
-impl Manifests {
-    /// Checkpoint `durable` is durable on every worker: starts writing its manifest
-    /// unless one is being written (then `durable` waits for the next call); returns
-    /// the manifest written, if one is done: its checkpoint, itself and how long it
-    /// took. The thread wakes this one when it is done.
-    fn poll(
-        &mut self,
-        store: &Store,
-        durable: u64,
-        tasks: &[usize],
-        workers: usize,
-        plan_hash: u64,
-        max_key_groups: u32,
-    ) -> Result<Option<(u64, Manifest, Duration)>> {
-        if self.pending.is_none() {
-            let (tx, rx) = mpsc::channel();
-            let (store, tasks) = (store.clone(), tasks.to_vec());
-            let worker = std::thread::current();
-            std::thread::Builder::new()
-                .name("tidewater-manifest".into())
-                .spawn(move || {
-                    let written = if durable == FINAL_EPOCH {
-                        store.complete_last(&tasks, workers, plan_hash, max_key_groups)
-                    } else {
-                        store.complete(durable, &tasks, workers, plan_hash, max_key_groups)
-                    };
-                    let _ = tx.send(written);
-                    worker.unpark();
-                })
-                .map_err(|e| Error::Internal(format!("cannot start the manifest writer: {e}")))?;
-            self.pending = Some((durable, Instant::now(), rx));
-        }
-        let Some((epoch, started, rx)) = self.pending.take() else {
-            unreachable!("a manifest is being written")
-        };
-        match rx.try_recv() {
-            Ok(written) => Ok(Some((epoch, written?, started.elapsed()))),
-            Err(mpsc::TryRecvError::Empty) => {
-                self.pending = Some((epoch, started, rx));
-                Ok(None)
-            }
-            Err(mpsc::TryRecvError::Disconnected) => Err(Error::Internal(format!(
-                "the manifest writer of checkpoint {epoch} stopped"
-            ))),
-        }
-    }
-}
 
 /// Runs this worker's share of the job; a failure is recorded in `shared.abort`, which
 /// stops every worker of this process.
@@ -181,11 +98,14 @@ fn run(worker: &mut timely::worker::Worker, shared: &Shared) -> Result<WorkerOut
             Some(s) => {
                 // Files of epochs this run writes anew, left by a run that stopped.
                 s.remove_unfinished(worker.index(), shared.start_epoch())?;
-                Some(crate::writer::PartWriter::new(s.clone(), worker.index())?)
+                Some(crate::checkpoint::writer::PartWriter::new(
+                    s.clone(),
+                    worker.index(),
+                )?)
             }
             None => None,
         },
-        encode_on_writer: crate::writer::spare_core(config),
+        encode_on_writer: crate::checkpoint::writer::spare_core(config),
         store: store.clone(),
         plan_hash: shared.plan_hash,
         probe: probe.clone(),

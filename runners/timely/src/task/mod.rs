@@ -8,7 +8,7 @@
 //! barrier alignment, with timely's progress tracking in place of in-band barriers).
 //! When the frontier passes `cur`, the task closes the epochs up to the next one it has
 //! work for: sinks stage their transactions, the state is taken apart into parts and
-//! handed to the worker's snapshot writer ([`crate::writer`]), and the data outputs
+//! handed to the worker's snapshot writer ([`crate::checkpoint::writer`]), and the data outputs
 //! move on to the next epoch. The control output stays at the closed epoch until the
 //! writer says the file is durable: its capability is the acknowledgement that the
 //! durable probe after every task observes.
@@ -22,11 +22,11 @@
 //! streaming source's epochs, pacing and watermark alignment) and [`batch`] (the
 //! micro-batch policy: batches, the offset log, triggers).
 
+use crate::checkpoint::store::Store;
+use crate::checkpoint::writer::{PartWriter, WriteFigures, Written};
 use crate::epochs::FINAL_EPOCH;
 use crate::metrics::{Checkpoints, InFlight, OperatorFigures, ENGINE_STEP};
 use crate::msg::{Body, LocalBatch, Msg};
-use crate::store::Store;
-use crate::writer::{PartWriter, WriteFigures, Written};
 use crate::{BatchTrigger, Clock, Guarantee, Policy};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -98,7 +98,7 @@ pub struct WorkerCtx {
     pub writer: Option<PartWriter>,
     /// Whether a keyed head's frozen state is encoded on the writer's thread (a core
     /// is spare for it) rather than on the worker's, before the task goes on
-    /// ([`crate::writer::spare_core`]).
+    /// ([`crate::checkpoint::writer::spare_core`]).
     pub encode_on_writer: bool,
     /// The plan's hash (in every file).
     pub plan_hash: u64,

@@ -23,7 +23,7 @@
 //! files it builds on) in the delta's header. A failed write fails the task that wrote
 //! it the next time it runs, with the store's message.
 
-use crate::store::Store;
+use crate::checkpoint::store::Store;
 use std::collections::HashMap;
 use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex};
