@@ -12,6 +12,7 @@
 
 pub mod checkpoint;
 pub mod clock;
+pub mod create;
 pub mod delta;
 pub mod dot;
 pub mod fusion;

@@ -115,22 +115,3 @@ impl TestStreamDriver {
         })
     }
 }
-
-/// The one batch an Impulse (one `()`) or a Create (its elements) produces, in the
-/// global window; after it, its output watermark is the end of time.
-pub fn initial_batch(plan: &ExecutablePlan, node: usize) -> Result<Box<dyn AnyBatch>> {
-    let n = &plan.nodes[node];
-    let ty = &plan.pcollections[n.outputs[0]].element_type;
-    match &n.kind {
-        NodeKind::Create { elements } => ty
-            .batch_from_json(elements)
-            .map_err(|m| Error::InvalidPlan { message: m }),
-        NodeKind::Impulse => ty
-            .batch_from_json(&[tidewater::plan::Json::null()])
-            .map_err(Error::Internal),
-        _ => Err(Error::Internal(format!(
-            "'{}' is not a Create or an Impulse",
-            n.name
-        ))),
-    }
-}

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use tidewater::exec::{key_groups_of_worker, MetricResults};
 use tidewater::{Error, Result};
 use tidewater_runners_core::checkpoint::{restore_keyed, restore_side_input_runner};
+use tidewater_runners_core::create::InitialBatch;
 use tidewater_runners_core::fusion::{stage_graph, ExitKind};
 use tidewater_runners_core::keyed::{instantiate, key_ops, KeyGroups};
 use tidewater_runners_core::side_inputs::SideInputRunner;
@@ -23,7 +24,7 @@ use tidewater_runners_core::sink_host::SinkHost;
 use tidewater_runners_core::snapshot::{decode_part, Scope, Snapshot};
 use tidewater_runners_core::source_driver::SourceDriver;
 use tidewater_runners_core::stage::{FusedStage, StageOptions};
-use tidewater_runners_core::test_stream::{initial_batch, TestStreamClock, TestStreamDriver};
+use tidewater_runners_core::test_stream::{TestStreamClock, TestStreamDriver};
 use tidewater_runners_core::translate::{ExecutablePlan, NodeKind};
 use tidewater_runners_core::watermarks::{Senders, SourceView};
 use timely::dataflow::channels::pact::Exchange;
@@ -591,12 +592,9 @@ fn build(
                         .map_err(tidewater_runners_core::stage::unwrap_downstream)?,
                     None => restored.is_some(),
                 };
-                let batch = if me == 0 && !emitted {
-                    Some(initial_batch(exec, head)?)
-                } else {
-                    None
-                };
-                (Head::Create { batch }, Vec::new(), true, true)
+                // Worker 0 emits it.
+                let create = InitialBatch::new(exec, head, me != 0 || emitted)?;
+                (Head::Create(create), Vec::new(), true, true)
             }
             NodeKind::TestStream { .. } => {
                 let mut driver = TestStreamDriver::new(exec, head)?;

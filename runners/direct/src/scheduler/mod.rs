@@ -20,6 +20,7 @@ use tidewater::Timestamp;
 use tidewater::{Error, Result};
 use tidewater_runners_core::checkpoint::{keyed_parts, rescale_through, restore_side_input_runner};
 pub use tidewater_runners_core::clock::Clock;
+use tidewater_runners_core::create::InitialBatch;
 use tidewater_runners_core::delta::apply_delta;
 use tidewater_runners_core::fusion::{stage_graph, ExitKind, StageGraph};
 use tidewater_runners_core::keyed::{KeyGroups, KeyedOperator, SnapshotKind};
@@ -28,9 +29,7 @@ use tidewater_runners_core::sink_host::SinkHost;
 use tidewater_runners_core::snapshot::{decode_part, encode_part, Part, Scope, Snapshot};
 use tidewater_runners_core::source_driver::SourceDriver;
 use tidewater_runners_core::stage::{FusedStage, StageOptions, StageOutput};
-use tidewater_runners_core::test_stream::{
-    initial_batch, Replayed, TestStreamClock, TestStreamDriver,
-};
+use tidewater_runners_core::test_stream::{Replayed, TestStreamClock, TestStreamDriver};
 use tidewater_runners_core::translate::{ExecutablePlan, NodeKind};
 use tidewater_runners_core::watermarks;
 
@@ -398,13 +397,14 @@ impl Executor<'_> {
         let node = &self.plan.nodes[i];
         match &node.kind {
             NodeKind::Impulse | NodeKind::Create { .. } => {
-                if self.cursors[i] > 0 {
+                let mut create = InitialBatch::new(self.plan, i, self.cursors[i] > 0)?;
+                let Some(batch) = create.take() else {
                     return Ok(false);
-                }
+                };
                 self.cursors[i] = 1;
                 let out = node.outputs[0];
-                self.buffers[out].push(initial_batch(self.plan, i)?);
-                self.watermarks[out] = Timestamp::MAX;
+                self.buffers[out].push(batch);
+                self.watermarks[out] = create.watermark();
                 self.run_stage(out)?;
                 Ok(true)
             }

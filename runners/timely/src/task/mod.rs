@@ -38,6 +38,7 @@ use tidewater::exec::{
 };
 use tidewater::{Error, Result, Timestamp};
 use tidewater_runners_core::checkpoint::{keyed_parts_later, KeyedParts, LaterPartsOf};
+use tidewater_runners_core::create::InitialBatch;
 use tidewater_runners_core::keyed::KeyedOperator;
 use tidewater_runners_core::keyed::SnapshotKind;
 use tidewater_runners_core::side_inputs::SideInputRunner;
@@ -269,11 +270,8 @@ impl Input {
 
 /// What heads a task.
 pub enum Head {
-    /// Create or Impulse: one batch, on worker 0.
-    Create {
-        /// The batch, until it is emitted (`None` on other workers, or once sent).
-        batch: Option<Box<dyn AnyBatch>>,
-    },
+    /// Create or Impulse: one batch, on worker 0 (none on other workers, or once sent).
+    Create(InitialBatch),
     /// A TestStream, on worker 0.
     TestStream {
         /// The script (`None` on other workers).
@@ -403,7 +401,7 @@ impl Task {
         }
         match (&self.head, self.ctx.clock) {
             (Head::TestStream { clock, .. }, _) => clock.processing_time,
-            (Head::Read { .. } | Head::Create { .. }, Clock::Wall) => self.batch_time,
+            (Head::Read { .. } | Head::Create(_), Clock::Wall) => self.batch_time,
             _ => self
                 .inputs
                 .iter()
@@ -452,13 +450,7 @@ impl Task {
     /// The head's output watermark.
     fn output_watermark(&self) -> Timestamp {
         match &self.head {
-            Head::Create { batch } => {
-                if batch.is_some() {
-                    Timestamp::MIN
-                } else {
-                    Timestamp::MAX
-                }
-            }
+            Head::Create(create) => create.watermark(),
             Head::TestStream { clock, .. } => clock.watermark,
             Head::Read { driver, .. } => driver.watermark(),
             Head::Keyed(op) => op.output_watermark(),
@@ -479,7 +471,7 @@ impl Task {
             Head::Keyed(_) | Head::Flatten | Head::SideInput(_) => {
                 !self.inputs.is_empty() && self.inputs.iter().all(|i| i.clock.idle())
             }
-            Head::Create { .. } | Head::TestStream { .. } | Head::Capture { .. } => false,
+            Head::Create(_) | Head::TestStream { .. } | Head::Capture { .. } => false,
         }
     }
 

@@ -38,11 +38,11 @@ impl Task {
             Head::Read { driver, .. } => {
                 parts.extend(driver.snapshot().into_iter().map(|p| part(&self.name, p)))
             }
-            Head::Create { batch } => parts.push(part(
+            Head::Create(create) => parts.push(part(
                 &self.name,
                 (
                     Scope::List(me),
-                    tidewater_runners_core::snapshot::encode_part(&batch.is_none()),
+                    tidewater_runners_core::snapshot::encode_part(&create.emitted()),
                 ),
             )),
             Head::TestStream { driver, clock } => parts.push(part(

@@ -139,8 +139,8 @@ impl Task {
         let mut again = None;
         let mut out: Vec<Box<dyn AnyBatch>> = Vec::new();
         let done = match &mut self.head {
-            Head::Create { batch } => {
-                out.extend(batch.take());
+            Head::Create(create) => {
+                out.extend(create.take());
                 true
             }
             Head::TestStream { driver, clock } => {
