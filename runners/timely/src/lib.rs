@@ -19,6 +19,7 @@ pub mod fault;
 pub mod launch;
 pub mod metrics;
 pub mod msg;
+mod progress;
 pub mod task;
 mod worker;
 

@@ -5,6 +5,7 @@ mod combine;
 mod create;
 mod fanout;
 mod flatten;
+mod fn_names;
 mod functions;
 mod group_by_key;
 mod pardo;

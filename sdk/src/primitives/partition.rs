@@ -216,7 +216,7 @@ fn apply_named<D: 'static>(
     let name = match name {
         Ok(name) => {
             if registry::register_do_fn_factory_checked::<D>(&name, factory).is_err() {
-                p.record_error(super::functions::same_place_message(&name));
+                p.record_error(super::fn_names::same_place_message(&name));
             }
             name
         }
@@ -241,7 +241,7 @@ impl<T: Element, F: Fn(&T, usize) -> usize + Send + Sync + 'static> PTransform<P
 {
     type Output = Vec<PCollection<T>>;
     fn expand(self, input: PCollection<T>) -> Vec<PCollection<T>> {
-        let name = super::functions::light_fn_name::<PartitionFn<F, T>, F>(
+        let name = super::fn_names::light_fn_name::<PartitionFn<F, T>, F>(
             "Partition::of",
             Some("Partition::of_with"),
             self.site,
@@ -281,7 +281,7 @@ where
 {
     type Output = Vec<PCollection<T>>;
     fn expand(self, input: PCollection<T>) -> Vec<PCollection<T>> {
-        let mut name = super::functions::light_fn_name::<PartitionWithFn<F, P, T>, F>(
+        let mut name = super::fn_names::light_fn_name::<PartitionWithFn<F, P, T>, F>(
             "Partition::of_with",
             None,
             self.site,
@@ -448,7 +448,7 @@ impl<F, R> Split<F, R> {
         B: Element,
         C: Element,
     {
-        let name = super::functions::light_fn_name::<SplitFn<F, T, A, B, C>, F>(
+        let name = super::fn_names::light_fn_name::<SplitFn<F, T, A, B, C>, F>(
             self.method,
             None,
             self.site,

@@ -114,7 +114,7 @@ impl<S: Source + Serialize + DeserializeOwned> Read<S> {
     where
         F: Fn(&S::Output) -> Timestamp + Send + Sync + 'static,
     {
-        let name = super::functions::light_fn_name::<TimestampedSource<S, F>, F>(
+        let name = super::fn_names::light_fn_name::<TimestampedSource<S, F>, F>(
             "Read::with_timestamps",
             None,
             std::panic::Location::caller(),

@@ -1,4 +1,5 @@
-use super::functions::{light_fn_name, params_par_do};
+use super::fn_names::light_fn_name;
+use super::functions::params_par_do;
 use crate::plan::{urn, FunctionSpec, IsBounded};
 use crate::{
     AccumulationMode, ClosingBehavior, Element, OnTimeBehavior, PCollection, PTransform, Timestamp,
@@ -317,7 +318,7 @@ impl<T: Element, F: Fn(&T) -> Timestamp + Send + Sync + 'static> PTransform<PCol
 {
     type Output = PCollection<T>;
     fn expand(self, input: PCollection<T>) -> PCollection<T> {
-        let mut name = super::functions::light_fn_name::<WithTimestampsFn<F, T>, F>(
+        let mut name = super::fn_names::light_fn_name::<WithTimestampsFn<F, T>, F>(
             "with_timestamps",
             Some("with_timestamps_with"),
             self.site,
