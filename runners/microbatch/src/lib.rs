@@ -31,7 +31,9 @@
 use std::sync::Arc;
 use tidewater::runner::{register_runner, Capabilities, Feature, PipelineResult, Runner};
 use tidewater::{plan::Plan, PipelineOptions, Result};
-use tidewater_runners_timely::launch::{batch_policy, EngineRunner};
+use tidewater_runners_timely::launch::EngineRunner;
+
+pub mod policy;
 
 /// The micro-batch runner.
 pub struct MicrobatchRunner;
@@ -40,7 +42,7 @@ pub struct MicrobatchRunner;
 pub const ENGINE_RUNNER: EngineRunner = EngineRunner {
     name: "microbatch",
     options: &[],
-    policy: batch_policy,
+    policy: policy::choose,
 };
 
 impl Runner for MicrobatchRunner {

@@ -50,6 +50,16 @@ pub fn epoch_end(now: std::time::Duration, interval: std::time::Duration) -> std
     std::time::Duration::from_nanos(u64::try_from(end).unwrap_or(u64::MAX))
 }
 
+/// When the epoch current now ends under `interval` ([`epoch_end`] on the wall
+/// clock), as an instant.
+pub fn due(interval: std::time::Duration) -> std::time::Instant {
+    let now = std::time::Instant::now();
+    match std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
+        Ok(wall) => now + (epoch_end(wall, interval) - wall),
+        Err(_) => now + interval,
+    }
+}
+
 /// Whether closing epochs `first..=last` at once closes a checkpoint: whether the
 /// range holds the last epoch of a span (the end of time always does).
 pub fn closes_checkpoint(first: u64, last: u64, stride: u64) -> bool {

@@ -3,7 +3,7 @@
 //! runner takes, `--local-cluster`, restoring from the checkpoint directory, the
 //! summary printed at the end. A runner adds only its policy ([`EngineRunner`]).
 
-use crate::{cluster, BatchTrigger, Clock, EngineConfig, Guarantee, Policy, Store};
+use crate::{cluster, Clock, EngineConfig, Guarantee, Store};
 use std::path::Path;
 use std::time::Duration;
 use tidewater::exec::DEFAULT_MAX_KEY_GROUPS;
@@ -23,7 +23,7 @@ pub struct EngineRunner {
 /// What a runner's policy sets.
 pub struct PolicyChoice {
     /// Streaming or micro-batches.
-    pub policy: Policy,
+    pub policy: std::sync::Arc<dyn crate::policy::EpochPolicy>,
     /// The checkpoint or batch interval.
     pub interval: Duration,
     /// Epochs a source may run ahead of the durable frontier.
@@ -307,69 +307,6 @@ fn stderr_is_terminal() -> bool {
 /// This process is one of a local cluster's, started by its supervisor.
 fn in_local_cluster() -> bool {
     std::env::var_os(cluster::CHILD_ENV).is_some()
-}
-
-/// The flags of the micro-batch runner, refused by a runner that has no batches.
-pub fn refuse_batch_flags(runner: &str, options: &PipelineOptions) -> Result<()> {
-    let e = &options.engine;
-    let given = [
-        ("--batch-interval", e.batch_interval.is_some()),
-        ("--max-records-per-batch", e.max_records_per_batch.is_some()),
-        ("--trigger", e.trigger.is_some()),
-    ];
-    match given.iter().find(|(_, set)| *set) {
-        Some((flag, _)) => Err(invalid(
-            flag.to_string(),
-            format!("the {runner} runner does not run micro-batches; this flag is for --runner=microbatch"),
-        )),
-        None => Ok(()),
-    }
-}
-
-/// The micro-batch policy `options` ask for (`--batch-interval`,
-/// `--max-records-per-batch`, `--trigger`).
-pub fn batch_policy(options: &PipelineOptions) -> Result<PolicyChoice> {
-    let e = &options.engine;
-    if e.guarantee == "at-least-once" {
-        return Err(invalid(
-            "--guarantee at-least-once".into(),
-            "the microbatch runner is exactly-once by batch; it has no at-least-once mode".into(),
-        ));
-    }
-    if e.checkpoint_interval.is_some() {
-        return Err(invalid(
-            "--checkpoint-interval".into(),
-            "the microbatch runner checkpoints every batch; set --batch-interval".into(),
-        ));
-    }
-    let trigger = match e.trigger.as_deref() {
-        None | Some("interval") => BatchTrigger::Interval,
-        Some("once") => BatchTrigger::Once,
-        Some("available-now") => BatchTrigger::AvailableNow,
-        Some(other) => {
-            return Err(invalid(
-                format!("--trigger {other}"),
-                "expected interval, once or available-now".into(),
-            ))
-        }
-    };
-    let interval = e.batch_interval.unwrap_or(Duration::from_millis(500));
-    if interval.is_zero() {
-        return Err(invalid(
-            "--batch-interval 0".into(),
-            "a batch interval must be positive".into(),
-        ));
-    }
-    Ok(PolicyChoice {
-        policy: Policy::Batches {
-            max_records: e.max_records_per_batch,
-            trigger,
-        },
-        interval,
-        epochs_in_flight: 1,
-        // A micro-batch reads its sources' records up to its limit at once.
-        max_watermark_drift: None,
-    })
 }
 
 /// The engine's figures of a run, for people: records, checkpoints or batches, their

@@ -2,7 +2,9 @@
 //! and micro-batch runners: the plan as one timely dataflow, exchange by key group,
 //! epochs as timely time, in-band watermarks, a checkpoint store, recovery.
 //!
-//! It holds no semantic rule. Each worker builds the plan's tasks ([`task`]): a task
+//! It holds no semantic rule and no runner's policy: a runner hands it an
+//! [`policy::EpochPolicy`] that decides when its sources' epochs end and what they
+//! read in each. Each worker builds the plan's tasks ([`task`]): a task
 //! hosts one of core's heads (a source driver, a keyed operator, a side-input runner, a
 //! Flatten, a capture) and the fused stage its output feeds; the stage's exits are the
 //! task's timely outputs, routed by key group, broadcast, kept local or gathered. Epochs
@@ -19,6 +21,7 @@ pub mod fault;
 pub mod launch;
 pub mod metrics;
 pub mod msg;
+pub mod policy;
 mod progress;
 pub mod task;
 mod worker;
@@ -28,7 +31,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tidewater::exec::{MetricResults, DEFAULT_MAX_KEY_GROUPS};
+use tidewater::exec::MetricResults;
 use tidewater::plan::Plan;
 use tidewater::runner::{PipelineResult, PipelineState};
 use tidewater::{Error, Result};
@@ -47,40 +50,6 @@ pub enum Guarantee {
     AtLeastOnce,
 }
 
-/// When a micro-batch runs and when the job ends (Spark's trigger modes).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BatchTrigger {
-    /// A batch every interval, reading what arrived since the last one.
-    Interval,
-    /// One batch of everything available at the run's start (no record limit), then
-    /// the job ends.
-    Once,
-    /// Batches (of at most the record limit) until every source partition reached the
-    /// end taken at the run's start (Spark's `Trigger.AvailableNow`), then the job
-    /// ends; a partition whose source cannot say what it has available: until a
-    /// batch in which it gave less than its share of the limit.
-    AvailableNow,
-}
-
-/// How sources cut the input into epochs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Policy {
-    /// Records flow as they arrive; sources start a new epoch (a checkpoint) every
-    /// `epoch_interval` (the native runner).
-    Streaming,
-    /// Micro-batches: an epoch is a batch. At its start each source fixes its ranges
-    /// (and logs them with checkpoints on); the batch runs to its end everywhere, and
-    /// watermarks and processing time advance only at its end, where triggers and
-    /// timers fire; the next batch starts once it is complete, at the next interval
-    /// (the micro-batch runner).
-    Batches {
-        /// Records a batch reads from a source at most.
-        max_records: Option<u64>,
-        /// When batches run.
-        trigger: BatchTrigger,
-    },
-}
-
 /// How the engine runs a job.
 #[derive(Clone, Debug)]
 pub struct EngineConfig {
@@ -96,8 +65,8 @@ pub struct EngineConfig {
     pub connect_timeout: Duration,
     /// How long an epoch lasts at the sources (the checkpoint or batch interval).
     pub epoch_interval: Duration,
-    /// Streaming or micro-batches.
-    pub policy: Policy,
+    /// The runner's epoch policy.
+    pub policy: std::sync::Arc<dyn policy::EpochPolicy>,
     /// Epochs a source may run ahead of the durable frontier.
     pub epochs_in_flight: u64,
     /// Watermark alignment (Flink's): a source instance whose watermark runs more than
@@ -141,34 +110,6 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(120);
 /// How often a task's snapshot is full by default (see
 /// [`EngineConfig::full_snapshot_every`]).
 pub const DEFAULT_FULL_SNAPSHOT_EVERY: usize = 10;
-
-impl Default for EngineConfig {
-    fn default() -> Self {
-        EngineConfig {
-            workers: 1,
-            processes: 1,
-            process_id: 0,
-            addresses: Vec::new(),
-            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
-            epoch_interval: Duration::from_secs(1),
-            policy: Policy::Streaming,
-            epochs_in_flight: 2,
-            max_watermark_drift: None,
-            guarantee: Guarantee::ExactlyOnce,
-            checkpoint_dir: None,
-            max_key_groups: DEFAULT_MAX_KEY_GROUPS,
-            lift_combiners: true,
-            partial_flush_groups: 100_000,
-            bundle_size: 1024,
-            full_snapshot_every: DEFAULT_FULL_SNAPSHOT_EVERY,
-            source_partitions: 1,
-            clock: Clock::Wall,
-            max_duration: None,
-            progress: false,
-            savepoint_dir: None,
-        }
-    }
-}
 
 /// The first failure of any worker; once set, every worker stops.
 #[derive(Default)]

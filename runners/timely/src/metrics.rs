@@ -284,6 +284,21 @@ pub fn show_watermark(ms: i64) -> String {
     }
 }
 
+/// What one micro-batch cost, as one source task of one worker saw it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BatchFigures {
+    /// The batch id (its epoch).
+    pub batch: u64,
+    /// Records the task read for it.
+    pub records: u64,
+    /// From its start until it was complete everywhere (and durable, with checkpoints).
+    pub processing_ms: u64,
+    /// How late it started against its interval.
+    pub delay_ms: u64,
+    /// Bytes of state this worker wrote for it (with checkpoints on).
+    pub state_bytes: u64,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,7 +3,8 @@
 
 use crate::epochs::FINAL_EPOCH;
 use crate::metrics::show_watermark;
-use crate::task::{BatchFigures, WorkerCtx};
+use crate::metrics::BatchFigures;
+use crate::task::WorkerCtx;
 use std::time::{Duration, Instant};
 
 /// Records the figures of this worker's micro-batches up to `passed`, now complete

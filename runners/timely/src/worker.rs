@@ -82,7 +82,7 @@ fn run(worker: &mut timely::worker::Worker, shared: &Shared) -> Result<WorkerOut
         clock: config.clock,
         guarantee: config.guarantee,
         epoch_interval: config.epoch_interval,
-        policy: config.policy,
+        policy: Arc::clone(&config.policy),
         epochs_in_flight: config.epochs_in_flight,
         full_snapshot_every: config.full_snapshot_every as u64,
         stride: if exec
@@ -107,7 +107,11 @@ fn run(worker: &mut timely::worker::Worker, shared: &Shared) -> Result<WorkerOut
             }
             None => None,
         },
-        encode_on_writer: crate::checkpoint::writer::spare_core(config),
+        encode_on_writer: crate::checkpoint::writer::spare_core(
+            config.workers,
+            &config.addresses,
+            config.process_id,
+        ),
         store: store.clone(),
         plan_hash: shared.plan_hash,
         probe: probe.clone(),
@@ -503,7 +507,7 @@ fn build(
                         SourceDriver::restore(source, &parts, me, peers).map_err(attribute)?
                     }
                 };
-                (Head::Read { driver, idle: 0 }, Vec::new(), true, true)
+                (Head::Read(driver), Vec::new(), true, true)
             }
             NodeKind::Grouping { .. } | NodeKind::Stateful { .. } => {
                 let lifted = graph.lifted[head];
@@ -683,7 +687,7 @@ fn build(
             streams.insert(key, s);
             // Only a route that sends progress to every worker tells each of them of
             // all the source's instances (a gather to worker 0 sends none).
-            if to_all && matches!(head_state, Head::Read { .. }) {
+            if to_all && matches!(head_state, Head::Read(_)) {
                 sent_by_source.insert(key, head);
             }
         }
@@ -702,18 +706,17 @@ fn build(
         if !matches!(head_state, Head::Capture { .. }) {
             ctx.operators.borrow_mut().push(Rc::clone(&figures));
         }
-        // A micro-batch read's first batch is due now; any other source's first epoch
-        // (a TestStream's span under micro-batches too) ends at the interval's next
-        // multiple on the wall clock, as every other source's.
-        let epoch_due = match (ctx.policy, &head_state) {
-            (crate::Policy::Batches { .. }, Head::Read { .. }) => Instant::now(),
-            _ => crate::task::epoch_due(ctx.epoch_interval),
-        };
+        // A Read follows its runner's policy; a Create's or TestStream's first span
+        // ends at the interval's next multiple on the wall clock, as every source's
+        // under the streaming policy.
+        let reader = matches!(head_state, Head::Read(_)).then(|| ctx.policy.reader());
+        let epoch_due = crate::epochs::due(ctx.epoch_interval);
         let mut task = Task {
             node: head,
             name: name.clone(),
             sink_names,
             head: head_state,
+            reader,
             stage: fused,
             routes,
             inputs,
@@ -734,9 +737,7 @@ fn build(
             outputs,
             activator,
             epoch_due,
-            batch_time: tidewater::Timestamp::wall_clock(),
-            batch_run: None,
-            run_ends_fixed: false,
+            in_band_time: tidewater::Timestamp::wall_clock(),
             figures,
             ctx: Rc::clone(ctx),
         };

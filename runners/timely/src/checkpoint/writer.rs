@@ -203,22 +203,22 @@ impl PartWriter {
 /// Whether this host has a core beyond the worker threads of every process of the
 /// job it runs (processes whose address names the same host as this one's), which a
 /// snapshot writer may take without making a worker wait for one.
-pub fn spare_core(config: &crate::EngineConfig) -> bool {
+pub fn spare_core(workers: usize, addresses: &[String], process_id: usize) -> bool {
     let host = |address: &str| {
         address
             .rsplit_once(':')
             .map_or(address, |(host, _)| host)
             .to_string()
     };
-    let here = match config.addresses.get(config.process_id) {
+    let here = match addresses.get(process_id) {
         Some(own) => {
             let own = host(own);
-            config.addresses.iter().filter(|a| host(a) == own).count()
+            addresses.iter().filter(|a| host(a) == own).count()
         }
         None => 1,
     };
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    config.workers.max(1) * here.max(1) < cores
+    workers.max(1) * here.max(1) < cores
 }
 
 impl Drop for PartWriter {
@@ -233,25 +233,21 @@ impl Drop for PartWriter {
 #[cfg(test)]
 mod tests {
     use super::spare_core;
-    use crate::EngineConfig;
 
     #[test]
     fn a_core_is_spare_only_beyond_the_workers_of_every_process_on_this_host() {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let config = |workers: usize, addresses: &[&str], process_id: usize| EngineConfig {
-            workers,
-            processes: addresses.len().max(1),
-            process_id,
-            addresses: addresses.iter().map(|a| a.to_string()).collect(),
-            ..EngineConfig::default()
+        let spare = |workers: usize, addresses: &[&str], process_id: usize| {
+            let addresses: Vec<String> = addresses.iter().map(|a| a.to_string()).collect();
+            spare_core(workers, &addresses, process_id)
         };
-        assert!(!spare_core(&config(cores, &[], 0)));
-        assert_eq!(spare_core(&config(cores - 1, &[], 0)), cores > 1);
+        assert!(!spare(cores, &[], 0));
+        assert_eq!(spare(cores - 1, &[], 0), cores > 1);
         // Two processes on this host take twice the threads; one on another host none.
         let local = ["127.0.0.1:2101", "127.0.0.1:2102"];
-        assert_eq!(spare_core(&config(1, &local, 1)), cores > 2);
+        assert_eq!(spare(1, &local, 1), cores > 2);
         let apart = ["10.0.0.1:2101", "127.0.0.1:2102"];
-        assert_eq!(spare_core(&config(1, &apart, 1)), cores > 1);
-        assert!(!spare_core(&config(cores, &apart, 1)));
+        assert_eq!(spare(1, &apart, 1), cores > 1);
+        assert!(!spare(cores, &apart, 1));
     }
 }

@@ -18,16 +18,18 @@
 //!
 //! The parts: this module (the task's state, its inputs and the main loop: messages,
 //! alignment, progress), [`route`] (where a stage's output goes), [`snapshot`] (the
-//! task's side of a checkpoint: its parts, closing epochs, the writes), [`source`] (a
-//! streaming source's epochs, pacing and watermark alignment) and [`batch`] (the
-//! micro-batch policy: batches, the offset log, triggers).
+//! task's side of a checkpoint: its parts, closing epochs, the writes), `scripted` (a
+//! source's activation: a Read runs its runner's policy, a Create or TestStream its
+//! script; the mechanisms both use) and [`read`] (what a Read task offers its
+//! runner's policy, [`crate::policy`]).
 
 use crate::checkpoint::store::Store;
 use crate::checkpoint::writer::{PartWriter, WriteFigures, Written};
 use crate::epochs::FINAL_EPOCH;
-use crate::metrics::{Checkpoints, InFlight, OperatorFigures, ENGINE_STEP};
+use crate::metrics::{BatchFigures, Checkpoints, InFlight, OperatorFigures, ENGINE_STEP};
 use crate::msg::{Body, LocalBatch, Msg};
-use crate::{BatchTrigger, Clock, Guarantee, Policy};
+use crate::policy::{EpochPolicy, ReadPolicy};
+use crate::{Clock, Guarantee};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::rc::Rc;
@@ -44,7 +46,7 @@ use tidewater_runners_core::keyed::SnapshotKind;
 use tidewater_runners_core::side_inputs::SideInputRunner;
 use tidewater_runners_core::sink_host::SinkHost;
 use tidewater_runners_core::snapshot::{Part, Scope, Snapshot};
-use tidewater_runners_core::source_driver::{PlannedBatch, ReadRange, SourceDriver};
+use tidewater_runners_core::source_driver::{ReadRange, SourceDriver};
 use tidewater_runners_core::stage::{FusedStage, StageOutput};
 use tidewater_runners_core::test_stream::{Replayed, TestStreamClock, TestStreamDriver};
 use tidewater_runners_core::watermarks;
@@ -54,10 +56,12 @@ use timely::dataflow::operators::Capability;
 use timely::dataflow::ProbeHandle;
 use timely::scheduling::{Activator, SyncActivator};
 
-mod batch;
+mod read;
 mod route;
+mod scripted;
 mod snapshot;
-mod source;
+
+pub use read::ReadTask;
 
 use route::{attribute, encode, taken_twice, Router};
 
@@ -81,8 +85,8 @@ pub struct WorkerCtx {
     pub guarantee: Guarantee,
     /// How long an epoch lasts at the sources.
     pub epoch_interval: Duration,
-    /// Streaming or micro-batches.
-    pub policy: Policy,
+    /// The runner's epoch policy.
+    pub policy: Arc<dyn EpochPolicy>,
     /// Epochs a source may run ahead of the durable frontier.
     pub epochs_in_flight: u64,
     /// Epochs per checkpoint span ([`crate::epochs`]): 1, or more with a TestStream.
@@ -157,42 +161,6 @@ impl WorkerCtx {
             .borrow_mut()
             .read(epoch, n as u64, self.durable_frontier());
     }
-}
-
-/// What one micro-batch cost, as one source task of one worker saw it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct BatchFigures {
-    /// The batch id (its epoch).
-    pub batch: u64,
-    /// Records the task read for it.
-    pub records: u64,
-    /// From its start until it was complete everywhere (and durable, with checkpoints).
-    pub processing_ms: u64,
-    /// How late it started against its interval.
-    pub delay_ms: u64,
-    /// Bytes of state this worker wrote for it (with checkpoints on).
-    pub state_bytes: u64,
-}
-
-/// A micro-batch a source task is running through its stage.
-pub struct BatchRun {
-    /// Its reads still to run.
-    pub queue: std::collections::VecDeque<Box<dyn AnyBatch>>,
-    /// A batch whose ranges were fixed (and logged) before it was read: the reads to
-    /// come, one chunk per activation, so that the records in memory stay few however
-    /// large the batch. `None`: the batch was read whole into `queue`.
-    pub plan: Option<PlannedBatch>,
-    /// What the write-ahead log holds for the batch, as this worker wrote it (empty
-    /// when it replays a logged batch, or runs without checkpoints).
-    pub logged: Vec<ReadRange>,
-    /// The trigger, which decides whether the run ends after the batch.
-    pub trigger: BatchTrigger,
-    /// The task finishes after it (the trigger stops, or a stop with a savepoint).
-    pub stop: bool,
-    /// Its figures so far.
-    pub figures: BatchFigures,
-    /// When it started.
-    pub started: Instant,
 }
 
 /// A snapshot handed to the writer, holding the task's control capability at `hold`
@@ -279,13 +247,9 @@ pub enum Head {
         /// Its watermark and simulated processing time.
         clock: TestStreamClock,
     },
-    /// A Read: core's source driver over the partitions this worker owns.
-    Read {
-        /// The driver.
-        driver: SourceDriver,
-        /// Idle reads in a row (for the back-off).
-        idle: u32,
-    },
+    /// A Read: core's source driver over the partitions this worker owns, read as
+    /// the runner's policy says.
+    Read(SourceDriver),
     /// A grouping or a stateful ParDo.
     Keyed(Box<dyn KeyedOperator>),
     /// A Flatten.
@@ -311,6 +275,8 @@ pub struct Task {
     pub sink_names: Vec<String>,
     /// The head.
     pub head: Head,
+    /// A Read head's policy (taken out while it runs).
+    pub reader: Option<Box<dyn ReadPolicy>>,
     /// The stage the head's output feeds.
     pub stage: Option<FusedStage>,
     /// Per stage exit: where it goes.
@@ -352,19 +318,13 @@ pub struct Task {
     pub outputs: Vec<Output<u64, Vec<Msg>>>,
     /// Reschedules this operator.
     pub activator: Activator,
-    /// Sources: when the current epoch ends (streaming: at the next multiple of the
-    /// interval on the wall clock, the same on every worker, see
-    /// [`crate::epochs::epoch_end`]); with micro-batches, when the next batch is due.
+    /// A Create or TestStream: when the current span ends (at the next multiple of
+    /// the interval on the wall clock, the same on every worker, see
+    /// [`crate::epochs::epoch_end`]).
     pub epoch_due: Instant,
-    /// With micro-batches, the processing time of the current batch (sources), which
-    /// travels in-band to every task.
-    pub batch_time: Timestamp,
-    /// With micro-batches, the batch a source task is running through its stage.
-    pub batch_run: Option<BatchRun>,
-    /// With micro-batches, the run's end was settled: under `once` and
-    /// `available-now`, each owned partition's end taken (or kept from the checkpoint
-    /// taken within the run); under `interval`, any such end forgotten.
-    pub run_ends_fixed: bool,
+    /// A Read's processing time, where its policy gives its epochs one that travels
+    /// in-band to every task ([`EpochPolicy::time_at_close`]).
+    pub in_band_time: Timestamp,
 
     /// Its figures (also in the worker's list).
     pub figures: Rc<OperatorFigures>,
@@ -372,20 +332,10 @@ pub struct Task {
     pub ctx: Rc<WorkerCtx>,
 }
 
-/// When the streaming epoch current now ends under `interval`
-/// ([`crate::epochs::epoch_end`] on the wall clock), as an instant.
-pub fn epoch_due(interval: Duration) -> Instant {
-    let now = Instant::now();
-    match std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
-        Ok(wall) => now + (crate::epochs::epoch_end(wall, interval) - wall),
-        Err(_) => now + interval,
-    }
-}
-
 impl Task {
-    /// Whether the job runs micro-batches: time advances only when a batch closes.
+    /// Whether time advances only when an epoch closes (micro-batches).
     fn batches(&self) -> bool {
-        matches!(self.ctx.policy, Policy::Batches { .. })
+        self.ctx.policy.time_at_close()
     }
 
     /// Whether processing time travels in-band (a simulated clock, or micro-batches,
@@ -401,7 +351,7 @@ impl Task {
         }
         match (&self.head, self.ctx.clock) {
             (Head::TestStream { clock, .. }, _) => clock.processing_time,
-            (Head::Read { .. } | Head::Create(_), Clock::Wall) => self.batch_time,
+            (Head::Read(_) | Head::Create(_), Clock::Wall) => self.in_band_time,
             _ => self
                 .inputs
                 .iter()
@@ -452,7 +402,7 @@ impl Task {
         match &self.head {
             Head::Create(create) => create.watermark(),
             Head::TestStream { clock, .. } => clock.watermark,
-            Head::Read { driver, .. } => driver.watermark(),
+            Head::Read(driver) => driver.watermark(),
             Head::Keyed(op) => op.output_watermark(),
             Head::Flatten => {
                 watermarks::flatten_output(self.inputs.iter().map(|i| i.clock.watermark()))
@@ -467,7 +417,7 @@ impl Task {
     /// partitions read on several workers combine as in one source driver).
     fn output_idle(&self) -> bool {
         match &self.head {
-            Head::Read { driver, .. } => driver.is_idle(),
+            Head::Read(driver) => driver.is_idle(),
             Head::Keyed(_) | Head::Flatten | Head::SideInput(_) => {
                 !self.inputs.is_empty() && self.inputs.iter().all(|i| i.clock.idle())
             }

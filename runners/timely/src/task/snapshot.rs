@@ -35,7 +35,7 @@ impl Task {
                     .into_iter()
                     .map(|p| part(&self.name, p)),
             ),
-            Head::Read { driver, .. } => {
+            Head::Read(driver) => {
                 parts.extend(driver.snapshot().into_iter().map(|p| part(&self.name, p)))
             }
             Head::Create(create) => parts.push(part(

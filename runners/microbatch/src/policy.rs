@@ -1,0 +1,345 @@
+//! The micro-batch policy: a batch per epoch, its ranges fixed and logged before it
+//! runs, results applied at its close, and when the job stops (Spark's triggers).
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tidewater::exec::AnyBatch;
+use tidewater::{Error, PipelineOptions, Result, Timestamp};
+use tidewater_runners_core::source_driver::{PlannedBatch, ReadRange};
+use tidewater_runners_timely::launch::PolicyChoice;
+use tidewater_runners_timely::metrics::BatchFigures;
+use tidewater_runners_timely::policy::{EpochPolicy, ReadPolicy};
+use tidewater_runners_timely::task::ReadTask;
+use tidewater_runners_timely::Clock;
+
+/// When a micro-batch runs and when the job ends (Spark's trigger modes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BatchTrigger {
+    /// A batch every interval, reading what arrived since the last one.
+    Interval,
+    /// One batch of everything available at the run's start (no record limit), then
+    /// the job ends.
+    Once,
+    /// Batches (of at most the record limit) until every source partition reached the
+    /// end taken at the run's start (Spark's `Trigger.AvailableNow`), then the job
+    /// ends; a partition whose source cannot say what it has available: until a
+    /// batch in which it gave less than its share of the limit.
+    AvailableNow,
+}
+
+/// Micro-batches: an epoch is a batch. At its start each source fixes its ranges (and
+/// logs them with checkpoints on); the batch runs to its end everywhere, and
+/// watermarks and processing time advance only at its end, where triggers and timers
+/// fire; the next batch starts once it is complete, at the next interval.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Batches {
+    /// Records a batch reads from a source at most.
+    pub max_records: Option<u64>,
+    /// When batches run.
+    pub trigger: BatchTrigger,
+}
+
+impl EpochPolicy for Batches {
+    fn time_at_close(&self) -> bool {
+        true
+    }
+
+    fn reader(&self) -> Box<dyn ReadPolicy> {
+        Box::new(BatchReader {
+            policy: *self,
+            // The first batch is due at once.
+            due: Instant::now(),
+            run: None,
+            run_ends_fixed: false,
+        })
+    }
+}
+
+/// The micro-batch policy `options` ask for (`--batch-interval`,
+/// `--max-records-per-batch`, `--trigger`).
+pub fn choose(options: &PipelineOptions) -> Result<PolicyChoice> {
+    let e = &options.engine;
+    let invalid = |option: String, message: &str| Error::InvalidOption {
+        option,
+        message: message.into(),
+    };
+    if e.guarantee == "at-least-once" {
+        return Err(invalid(
+            "--guarantee at-least-once".into(),
+            "the microbatch runner is exactly-once by batch; it has no at-least-once mode",
+        ));
+    }
+    if e.checkpoint_interval.is_some() {
+        return Err(invalid(
+            "--checkpoint-interval".into(),
+            "the microbatch runner checkpoints every batch; set --batch-interval",
+        ));
+    }
+    let trigger = match e.trigger.as_deref() {
+        None | Some("interval") => BatchTrigger::Interval,
+        Some("once") => BatchTrigger::Once,
+        Some("available-now") => BatchTrigger::AvailableNow,
+        Some(other) => {
+            return Err(invalid(
+                format!("--trigger {other}"),
+                "expected interval, once or available-now",
+            ))
+        }
+    };
+    let interval = e.batch_interval.unwrap_or(Duration::from_millis(500));
+    if interval.is_zero() {
+        return Err(invalid(
+            "--batch-interval 0".into(),
+            "a batch interval must be positive",
+        ));
+    }
+    Ok(PolicyChoice {
+        policy: Arc::new(Batches {
+            max_records: e.max_records_per_batch,
+            trigger,
+        }),
+        interval,
+        epochs_in_flight: 1,
+        // A micro-batch reads its sources' records up to its limit at once.
+        max_watermark_drift: None,
+    })
+}
+
+/// One Read task's batches.
+struct BatchReader {
+    policy: Batches,
+    /// When the next batch is due.
+    due: Instant,
+    /// The batch the task is running through its stage.
+    run: Option<BatchRun>,
+    /// The run's end was settled: under `once` and `available-now`, each owned
+    /// partition's end taken (or kept from the checkpoint taken within the run); under
+    /// `interval`, any such end forgotten.
+    run_ends_fixed: bool,
+}
+
+/// A micro-batch a source task is running through its stage.
+struct BatchRun {
+    /// Its reads still to run.
+    queue: VecDeque<Box<dyn AnyBatch>>,
+    /// A batch whose ranges were fixed (and logged) before it was read: the reads to
+    /// come, one chunk per activation, so that the records in memory stay few however
+    /// large the batch. `None`: the batch was read whole into `queue`.
+    plan: Option<PlannedBatch>,
+    /// What the write-ahead log holds for the batch, as this worker wrote it (empty
+    /// when it replays a logged batch, or runs without checkpoints).
+    logged: Vec<ReadRange>,
+    /// The task finishes after it (the trigger stops, or a stop with a savepoint).
+    stop: bool,
+    /// Its figures so far.
+    figures: BatchFigures,
+    /// When it started.
+    started: Instant,
+}
+
+impl ReadPolicy for BatchReader {
+    fn activate(&mut self, task: &mut ReadTask<'_>) -> Result<()> {
+        if self.run.is_some() {
+            return self.continue_batch(task);
+        }
+        self.start_batch(task)
+    }
+}
+
+impl BatchReader {
+    /// A batch starts once the previous one is complete everywhere and its time has
+    /// come; it reads what the source's partitions have available (at most its share
+    /// of the record limit), logs the ranges before anything is processed (with
+    /// checkpoints on), runs them through the stage and closes: the rest of the
+    /// dataflow finishes the batch.
+    fn start_batch(&mut self, task: &mut ReadTask<'_>) -> Result<()> {
+        let trigger = self.policy.trigger;
+        let stopping = task.check_stop();
+        let started = Instant::now();
+        if !task.previous_epochs_complete() {
+            task.activate_after(Duration::from_millis(1));
+            return Ok(());
+        }
+        if trigger == BatchTrigger::Interval && !stopping && started < self.due {
+            task.activate_after(self.due.saturating_duration_since(started));
+            return Ok(());
+        }
+        let due = self.due;
+        self.due = (due + task.epoch_interval()).max(started);
+        let delay_ms = started.saturating_duration_since(due).as_millis() as u64;
+        if task.clock() == Clock::Wall {
+            let t = Timestamp::wall_clock().max(task.in_band_time());
+            task.set_processing_time(t);
+        }
+        let batch_time = task.in_band_time();
+        let cur = task.epoch();
+        // The batch's processing time reaches every consumer before its records.
+        task.send_progress()?;
+        // A stop with a savepoint leaves the partitions where they are, so that a job
+        // resumed from it reads on; otherwise the sources drain.
+        let savepoint = task.stop_with_savepoint();
+        let mut stop = stopping && savepoint;
+        if stopping && !savepoint {
+            task.driver().finish();
+        }
+        if !self.run_ends_fixed {
+            // Spark's Trigger.AvailableNow: the end of every partition this worker
+            // owns is taken once, at the start of the run (a run restored from a
+            // checkpoint taken within it keeps the ends it had).
+            match trigger {
+                BatchTrigger::Interval => task.driver().end_run(),
+                BatchTrigger::Once | BatchTrigger::AvailableNow => task
+                    .driver()
+                    .fix_run_ends(batch_time)
+                    .map_err(|e| task.fail(e))?,
+            }
+            self.run_ends_fixed = true;
+        }
+        // A run restored after its last batch has nothing left to read.
+        if trigger != BatchTrigger::Interval && task.driver().reached_run_ends() {
+            stop = true;
+        }
+        let mut out = Vec::new();
+        let mut plan = None;
+        let mut logged_here = Vec::new();
+        if !stop && !task.driver().is_done() {
+            let logged = task.logged_ranges()?;
+            // Other workers' ranges of this batch may be logged already: only a range
+            // of a partition this worker reads means the batch ran before.
+            let driver = task.driver();
+            let replayed = logged.as_ref().is_some_and(|l| {
+                l.iter()
+                    .any(|r| driver.partitions().contains_key(&r.partition))
+            });
+            if replayed {
+                eprintln!(
+                    "{}: batch {cur} runs again with the source ranges logged before the failure (worker {})",
+                    task.name(),
+                    task.worker()
+                );
+            }
+            let limit = if trigger == BatchTrigger::Once {
+                None
+            } else {
+                self.policy.max_records
+            };
+            // The ranges are fixed before the batch runs: planned from what the
+            // source has available (then read as the batch runs), or read whole.
+            let read_size = task.read_size();
+            let planned = task
+                .driver()
+                .plan_batch(logged.as_deref(), limit, batch_time)
+                .map_err(|e| task.fail(e))?;
+            let ranges = match planned {
+                Some(p) => {
+                    let ranges = p.ranges();
+                    plan = Some(p);
+                    ranges
+                }
+                None => {
+                    let read = task
+                        .driver()
+                        .read_batch(logged.as_deref(), limit, read_size, batch_time, &mut out)
+                        .map_err(|e| task.fail(e))?;
+                    stop = trigger_stops(trigger, read.limited);
+                    read.ranges
+                }
+            };
+            if task.logs() {
+                let replayed = logged.as_ref().is_some_and(|l| {
+                    ranges
+                        .iter()
+                        .all(|r| l.iter().any(|x| x.partition == r.partition))
+                });
+                if !replayed {
+                    task.log_ranges(&ranges)?;
+                    tidewater_runners_timely::fault::point("offsets");
+                    logged_here = ranges;
+                }
+            }
+        }
+        let records: usize = out.iter().map(|b| b.len()).sum();
+        task.count_read(records);
+        task.count_batch();
+        self.run = Some(BatchRun {
+            queue: out.into(),
+            plan,
+            logged: logged_here,
+            stop,
+            figures: BatchFigures {
+                batch: cur,
+                records: records as u64,
+                processing_ms: 0,
+                delay_ms,
+                state_bytes: 0,
+            },
+            started,
+        });
+        self.continue_batch(task)
+    }
+
+    /// Runs the next read of the batch's records through the stage and sends them on
+    /// (reading the next chunk of a planned batch first); after the last, closes the
+    /// batch (or finishes the task after its last batch). One read per activation, so
+    /// that consumers on this worker run in between and the records in flight stay
+    /// few.
+    fn continue_batch(&mut self, task: &mut ReadTask<'_>) -> Result<()> {
+        let Some(run) = self.run.as_mut() else {
+            return Ok(());
+        };
+        if let (true, Some(plan)) = (run.queue.is_empty(), run.plan.as_mut()) {
+            if !plan.is_read() {
+                let mut out = Vec::new();
+                let (read_size, now) = (task.read_size(), task.in_band_time());
+                task.driver()
+                    .read_planned(plan, read_size, now, &mut out)
+                    .map_err(|e| task.fail(e))?;
+                let records: usize = out.iter().map(|b| b.len()).sum();
+                task.count_read(records);
+                run.figures.records += records as u64;
+                run.queue.extend(out);
+            }
+        }
+        if let Some(b) = run.queue.pop_front() {
+            task.run(b)?;
+            task.flush();
+            task.activate();
+            return Ok(());
+        }
+        let mut run = self.run.take().expect("a batch is running");
+        if let Some(plan) = run.plan.take() {
+            let read = task
+                .driver()
+                .settle_planned(plan)
+                .map_err(|e| task.fail(e))?;
+            // A partition that had fewer records than it said ends the batch early:
+            // the log gets the ranges read, before anything of the batch is durable.
+            if !run.logged.is_empty() && run.logged != read.ranges {
+                task.log_ranges(&read.ranges)?;
+            }
+            run.stop |= trigger_stops(self.policy.trigger, read.limited);
+        }
+        let end = run.stop || task.driver().is_done();
+        task.batch_read(run.figures, run.started);
+        task.emit(Vec::new())?;
+        if end {
+            // The run is over: the next one takes its own ends.
+            task.driver().end_run();
+            return task.finish();
+        }
+        task.end_epoch()?;
+        task.activate_after(Duration::from_millis(1));
+        Ok(())
+    }
+}
+
+/// Whether a run ends after a batch whose read found `limited` (some partition has
+/// more in the run).
+fn trigger_stops(trigger: BatchTrigger, limited: bool) -> bool {
+    match trigger {
+        BatchTrigger::Interval => false,
+        BatchTrigger::Once => true,
+        BatchTrigger::AvailableNow => !limited,
+    }
+}

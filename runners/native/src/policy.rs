@@ -1,0 +1,105 @@
+//! The streaming policy: records flow as they arrive, and a source ends its epoch (a
+//! checkpoint) every `--checkpoint-interval`, at the same instant on every worker, as
+//! Flink's coordinator injects a checkpoint's barriers at all sources at once.
+
+use std::time::{Duration, Instant};
+use tidewater_runners_timely::epochs;
+use tidewater_runners_timely::policy::{EpochPolicy, ReadPolicy};
+use tidewater_runners_timely::task::ReadTask;
+use tidewater_runners_timely::Clock;
+
+/// The streaming policy.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Streaming;
+
+impl EpochPolicy for Streaming {
+    fn time_at_close(&self) -> bool {
+        false
+    }
+
+    fn reader(&self) -> Box<dyn ReadPolicy> {
+        Box::new(StreamingReader {
+            // Set at the first activation, from the interval.
+            due: None,
+            read_in_epoch: true,
+            idle: 0,
+        })
+    }
+}
+
+/// One Read task's epochs.
+struct StreamingReader {
+    /// When the current epoch ends: at the next multiple of the interval on the wall
+    /// clock, the same on every worker ([`epochs::epoch_end`]).
+    due: Option<Instant>,
+    /// Whether the source has read (or tried to) in its current epoch, which may then
+    /// end.
+    read_in_epoch: bool,
+    /// Idle reads in a row (for the back-off).
+    idle: u32,
+}
+
+impl ReadPolicy for StreamingReader {
+    fn activate(&mut self, task: &mut ReadTask<'_>) -> tidewater::Result<()> {
+        let stopping = task.check_stop();
+        task.report_first()?;
+        let due = *self
+            .due
+            .get_or_insert_with(|| epochs::due(task.epoch_interval()));
+        // An epoch ends when the interval is over and the source has read in it; a
+        // source held back by the epochs in flight waits in its new epoch.
+        if Instant::now() >= due && self.read_in_epoch {
+            task.end_epoch()?;
+            self.read_in_epoch = false;
+            self.due = Some(epochs::due(task.epoch_interval()));
+        }
+        if task.wait_for_epochs_in_flight() {
+            return Ok(());
+        }
+        self.read_in_epoch = true;
+        // Watermark alignment: ahead of the source's slowest instance by more than the
+        // drift, this one waits (its epochs still end, so the others' go on closing).
+        if task.wait_for_alignment() {
+            return Ok(());
+        }
+        if stopping {
+            if task.stop_with_savepoint() {
+                // Stop with a savepoint: the partitions keep their positions, so that a
+                // job resumed from it reads on from there.
+                return task.finish();
+            }
+            task.driver().finish();
+        }
+        let (read_size, now) = (task.read_size(), task.processing_time());
+        let mut out = Vec::new();
+        let read = task
+            .driver()
+            .read(read_size, now, &mut out)
+            .map_err(|e| task.fail(e))?;
+        let mut again = None;
+        if !task.driver().is_done() {
+            if read {
+                self.idle = 0;
+                again = Some(Duration::ZERO);
+            } else if task.clock() == Clock::Simulated {
+                // On a simulated clock an idle source stays idle: it is drained, as
+                // the direct runner does.
+                task.driver().finish();
+            } else {
+                self.idle = (self.idle + 1).min(6);
+                again = Some(Duration::from_millis(1 << self.idle));
+            }
+        }
+        let done = task.driver().is_done();
+        task.count_read(out.iter().map(|b| b.len()).sum());
+        task.emit(out)?;
+        if done {
+            return task.finish();
+        }
+        let until_epoch = self.due.map_or(Duration::ZERO, |d| {
+            d.saturating_duration_since(Instant::now())
+        });
+        task.activate_after(again.unwrap_or(until_epoch).min(until_epoch));
+        Ok(())
+    }
+}
