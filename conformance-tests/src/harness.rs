@@ -34,6 +34,9 @@ pub struct MatrixConfig {
     /// Runs with `--no-validate` (the direct runner's fast path: no coder round-trips,
     /// natural order, keyed input pushed straight into its operator).
     pub no_validate: bool,
+    /// Runner flags (e.g. the micro-batch runner's `--batch-interval`); a run gets
+    /// those its runner declares.
+    pub runner_flags: tidewater::runner_flags::RunnerFlags,
     /// Workers and processes of the distributed runners (the direct runner always runs
     /// one worker); with `local_cluster`, each case runs in that many processes.
     pub engine: tidewater::EngineOptions,
@@ -46,6 +49,7 @@ impl Default for MatrixConfig {
             timeout: Duration::from_secs(120),
             runner_options: Vec::new(),
             no_validate: false,
+            runner_flags: Default::default(),
             engine: tidewater::EngineOptions::default(),
         }
     }
@@ -90,6 +94,7 @@ pub fn run_case(case: &Case, runner: &str, config: &MatrixConfig) -> Outcome {
             seed,
             runner_options: config.runner_options.clone(),
             no_validate: config.no_validate,
+            runner_flags: flags_for(runner, &config.runner_flags),
             engine: if runner == "direct" {
                 tidewater::EngineOptions::default()
             } else {
@@ -117,6 +122,21 @@ pub fn run_case(case: &Case, runner: &str, config: &MatrixConfig) -> Outcome {
     Outcome::Pass
 }
 
+/// The flags of `given` that `runner` declares (another runner's would be refused).
+fn flags_for(
+    runner: &str,
+    given: &tidewater::runner_flags::RunnerFlags,
+) -> tidewater::runner_flags::RunnerFlags {
+    let declared = tidewater::runner::lookup_runner(runner).map_or(&[][..], |r| r.flags());
+    let mut flags = tidewater::runner_flags::RunnerFlags::default();
+    for (name, value) in given.iter() {
+        if declared.iter().any(|f| f.name == name) {
+            flags.set(name, value);
+        }
+    }
+    flags
+}
+
 /// The engine options of a run of `case` on a distributed runner: the configured
 /// ones and, for a local cluster, the arguments each process runs the case with.
 fn cluster_engine(
@@ -138,6 +158,9 @@ fn cluster_engine(
         args.extend(config.no_validate.then(|| "--no-validate".to_string()));
         for (k, v) in &config.runner_options {
             args.push(format!("--runner-option={k}={v}"));
+        }
+        for (k, v) in flags_for(runner, &config.runner_flags).iter() {
+            args.push(format!("--{k}={v}"));
         }
         engine.child_args = Some(args);
     }

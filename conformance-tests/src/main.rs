@@ -36,6 +36,10 @@ struct Args {
     /// Run without the direct runner's validation (its fast path).
     #[arg(long)]
     no_validate: bool,
+    /// Flags of a runner (e.g. the micro-batch runner's `--batch-interval`): each run
+    /// gets those its runner declares.
+    #[command(flatten)]
+    runner_flags: tidewater::runner_flags::RunnerFlags,
     /// Workers, processes (`--local-cluster N`: every case in N processes on loopback)
     /// of the distributed runners; the direct runner always runs one worker.
     #[command(flatten)]
@@ -49,8 +53,9 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
+    // Runners first: their flags are parsed with them.
     register_runners();
+    let args = Args::parse();
     // A process of a local cluster the harness started for one case: run that case's
     // pipeline as this process (the runner ends the process with its outcome).
     if std::env::var_os(tidewater_runner_native::CLUSTER_CHILD_ENV).is_some() {
@@ -105,6 +110,7 @@ fn main() -> ExitCode {
         timeout: std::time::Duration::from_secs(args.timeout_secs),
         runner_options: args.runner_options.clone(),
         no_validate: args.no_validate,
+        runner_flags: args.runner_flags.clone(),
         engine: args.engine.clone(),
     };
     let matrix = harness::with_quiet_panics(|| harness::run_matrix(&cases, &runners, &config));
@@ -153,6 +159,7 @@ fn run_cluster_child(args: &Args) -> ExitCode {
         seed: args.seed,
         runner_options: args.runner_options.clone(),
         no_validate: args.no_validate,
+        runner_flags: args.runner_flags.clone(),
         engine: args.engine.clone(),
         ..tidewater::PipelineOptions::for_runner(&args.runner)
     };

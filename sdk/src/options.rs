@@ -56,6 +56,9 @@ pub struct PipelineOptions {
     /// checkpoint_every, commit_every_ms (an unknown one is refused with their meaning).
     #[arg(long = "runner-option", value_name = "KEY=VALUE", value_parser = parse_key_value)]
     pub runner_options: Vec<(String, String)>,
+    /// The flags a runner declares for itself (e.g. `--batch-interval`), as given.
+    #[command(flatten)]
+    pub runner_flags: crate::runner_flags::RunnerFlags,
     /// Workers, processes and checkpoints of the distributed runners.
     #[command(flatten)]
     pub engine: EngineOptions,
@@ -108,22 +111,6 @@ pub struct EngineOptions {
     /// restart after a failure) the job resumes from there instead.
     #[arg(long, value_name = "DIR")]
     pub from_savepoint: Option<PathBuf>,
-    /// The micro-batch runner's batch interval: a batch starts this long after the
-    /// previous one started, or at once when that one took longer (default 500ms).
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
-    pub batch_interval: Option<std::time::Duration>,
-    /// The micro-batch runner reads at most this many records from a source per batch
-    /// (default: everything available).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
-    pub max_records_per_batch: Option<u64>,
-    /// When the micro-batch runner runs batches, as Spark's triggers: `interval` (a
-    /// batch every --batch-interval, the default), `once` (one batch of everything
-    /// available at the start, then stop), `available-now` (batches of at most
-    /// --max-records-per-batch until every source partition reached the end taken at
-    /// the start, then stop; records arriving meanwhile are the next run's). A job
-    /// stopped this way keeps its state and source positions in --checkpoint-dir.
-    #[arg(long, value_name = "MODE", value_parser = ["interval", "once", "available-now"])]
-    pub trigger: Option<String>,
     /// The arguments `--local-cluster` starts each process with (the cluster flags are
     /// added); by default this process's own. Set by programs that run one pipeline of
     /// several, such as the conformance suite.
@@ -144,9 +131,6 @@ impl Default for EngineOptions {
             guarantee: "exactly-once".into(),
             savepoint_dir: None,
             from_savepoint: None,
-            batch_interval: None,
-            max_records_per_batch: None,
-            trigger: None,
             child_args: None,
         }
     }
@@ -163,6 +147,7 @@ impl Default for PipelineOptions {
             plan: None,
             max_duration: None,
             runner_options: Vec::new(),
+            runner_flags: Default::default(),
             engine: EngineOptions::default(),
         }
     }
@@ -179,6 +164,17 @@ impl PipelineOptions {
             runner: runner.to_string(),
             ..Default::default()
         }
+    }
+
+    /// These options with runner flag `--name value` ([`crate::Runner::flags`]).
+    ///
+    /// ```
+    /// let o = tidewater::PipelineOptions::for_runner("microbatch").with_runner_flag("trigger", "once");
+    /// assert_eq!(o.runner_flags.get("trigger"), Some("once"));
+    /// ```
+    pub fn with_runner_flag(mut self, name: &str, value: impl Into<String>) -> Self {
+        self.runner_flags.set(name, value);
+        self
     }
 
     /// The value of runner option `key`, if given.
@@ -242,7 +238,7 @@ pub fn parse_key_value(s: &str) -> Result<(String, String), String> {
 /// let e = A::try_parse_from(["x", "--max-duration=10"]).err().unwrap().to_string();
 /// assert!(e.contains("'10' has no unit: write 10s for seconds, 10ms for milliseconds or 10m for minutes"), "{e}");
 /// ```
-fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     let bad = || format!("expected a duration such as 500ms, 30s or 2m, got '{s}'");
     let (num, unit) = match s.find(|c: char| !c.is_ascii_digit() && c != '.') {
         Some(i) => (&s[..i], &s[i..]),

@@ -437,6 +437,7 @@ pub fn run_plan_file(options: &PipelineOptions) -> Result<PipelineResult> {
 pub fn run_plan_json(json: &str, options: &PipelineOptions) -> Result<PipelineResult> {
     let decoded = plan::decode(json)?;
     let runner = runner::lookup_runner(&options.runner)?;
+    refuse_foreign_flags(runner.as_ref(), options)?;
     let unsupported = runner.capabilities().check(&decoded);
     if !unsupported.is_empty() {
         return Err(Error::Unsupported {
@@ -445,6 +446,35 @@ pub fn run_plan_json(json: &str, options: &PipelineOptions) -> Result<PipelineRe
         });
     }
     runner.run(&decoded, options)
+}
+
+/// Refuses a runner flag that `runner` does not declare (another runner's, such as
+/// `--batch-interval` given to the native runner): it would be ignored.
+fn refuse_foreign_flags(runner: &dyn runner::Runner, options: &PipelineOptions) -> Result<()> {
+    for (name, _) in options.runner_flags.iter() {
+        if runner.flags().iter().any(|f| f.name == name) {
+            continue;
+        }
+        let owners = crate::runner_flags::runners_with_flag(name);
+        let message = if owners.is_empty() {
+            format!(
+                "no registered runner takes this flag, and the {} runner does not",
+                runner.name()
+            )
+        } else {
+            let owners: Vec<String> = owners.iter().map(|o| format!("--runner={o}")).collect();
+            format!(
+                "the {} runner does not take this flag; it is for {}",
+                runner.name(),
+                owners.join(" or ")
+            )
+        };
+        return Err(Error::InvalidOption {
+            option: format!("--{name}"),
+            message,
+        });
+    }
+    Ok(())
 }
 
 fn clone_error(e: &Error) -> Error {

@@ -237,10 +237,32 @@ impl Capabilities {
     }
 }
 
+/// A flag a runner takes on the command line (`--NAME VALUE`) beyond the options every
+/// pipeline takes; see [`Runner::flags`].
+#[derive(Clone, Copy, Debug)]
+pub struct RunnerFlag {
+    /// The flag's name, without `--`.
+    pub name: &'static str,
+    /// What its value is, in help (`DURATION`, `N`).
+    pub value_name: &'static str,
+    /// What it does, in help.
+    pub help: &'static str,
+    /// Checks a value while the flags are parsed, so that a bad one ends the program
+    /// (status 2) before anything runs; the error says what was expected.
+    pub check: fn(&str) -> std::result::Result<(), String>,
+}
+
 /// An engine that executes plans.
 pub trait Runner: Send + Sync {
     /// The name `--runner` selects it by.
     fn name(&self) -> &'static str;
+    /// The flags it takes of its own (e.g. the micro-batch runner's
+    /// `--batch-interval`), in [`PipelineOptions::runner_flags`]. A binary offers the
+    /// flags of the runners it registered before parsing its arguments; a run is
+    /// refused when a flag given is not one of its runner's.
+    fn flags(&self) -> &'static [RunnerFlag] {
+        &[]
+    }
     /// What it supports; checked before [`Runner::run`] is called.
     fn capabilities(&self) -> Capabilities;
     /// Executes a decoded plan to completion.

@@ -325,16 +325,18 @@ fn microbatch_available_now_runs_resume_from_the_offsets_in_the_checkpoint() {
     let a = admin(&brokers, &topic, 2);
     let dir = tempfile::tempdir().unwrap();
     let run = || {
-        let p = Pipeline::new(PipelineOptions {
-            engine: tidewater::EngineOptions {
-                checkpoint_dir: Some(dir.path().join("ckpt")),
-                trigger: Some("available-now".into()),
-                max_records_per_batch: Some(4),
-                batch_interval: Some(Duration::from_millis(1)),
-                ..Default::default()
-            },
-            ..PipelineOptions::for_runner("microbatch")
-        });
+        let p = Pipeline::new(
+            PipelineOptions {
+                engine: tidewater::EngineOptions {
+                    checkpoint_dir: Some(dir.path().join("ckpt")),
+                    ..Default::default()
+                },
+                ..PipelineOptions::for_runner("microbatch")
+            }
+            .with_runner_flag("trigger", "available-now")
+            .with_runner_flag("max-records-per-batch", "4")
+            .with_runner_flag("batch-interval", "1ms"),
+        );
         p.apply("ReadTopic", KafkaSource::new(&brokers, &topic).read())
             .map("Describe", describe)
             .capture("records");
@@ -389,18 +391,20 @@ fn microbatch_available_now_reads_exactly_up_to_the_end_offsets_taken_at_start()
     }
     let dir = tempfile::tempdir().unwrap();
     let run = |workers: u64| {
-        let p = Pipeline::new(PipelineOptions {
-            engine: tidewater::EngineOptions {
-                workers,
-                checkpoint_dir: Some(dir.path().join("ckpt")),
-                trigger: Some("available-now".into()),
-                // 2 per partition and batch.
-                max_records_per_batch: Some(4),
-                batch_interval: Some(Duration::from_millis(1)),
-                ..Default::default()
-            },
-            ..PipelineOptions::for_runner("microbatch")
-        });
+        let p = Pipeline::new(
+            PipelineOptions {
+                engine: tidewater::EngineOptions {
+                    workers,
+                    checkpoint_dir: Some(dir.path().join("ckpt")),
+                    ..Default::default()
+                },
+                ..PipelineOptions::for_runner("microbatch")
+            }
+            .with_runner_flag("trigger", "available-now")
+            // 2 per partition and batch.
+            .with_runner_flag("max-records-per-batch", "4")
+            .with_runner_flag("batch-interval", "1ms"),
+        );
         p.apply("ReadTopic", KafkaSource::new(&brokers, &topic).read())
             .map_with(
                 "ProduceDuringTheRun",

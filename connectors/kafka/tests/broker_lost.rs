@@ -135,6 +135,7 @@ fn pipeline(runner: &str, brokers: &str, topic: &str, out: &Path, ckpt: &Path) -
         checkpoint_dir: Some(ckpt.to_path_buf()),
         ..Default::default()
     };
+    let mut flags = tidewater::runner_flags::RunnerFlags::default();
     let mut source = KafkaSource::new(brokers, topic)
         .with_max_rate(1_000.0)
         .with_timeout_ms(1_000);
@@ -145,12 +146,13 @@ fn pipeline(runner: &str, brokers: &str, topic: &str, out: &Path, ckpt: &Path) -
         engine.checkpoint_interval = Some(Duration::from_millis(50));
         source = source.available_now();
     } else {
-        engine.batch_interval = Some(Duration::from_millis(20));
-        engine.trigger = Some("available-now".into());
-        engine.max_records_per_batch = Some(200);
+        flags.set("batch-interval", "20ms");
+        flags.set("trigger", "available-now");
+        flags.set("max-records-per-batch", "200");
     }
     let p = Pipeline::new(PipelineOptions {
         engine,
+        runner_flags: flags,
         ..PipelineOptions::for_runner(runner)
     });
     p.apply("ReadTopic", source.read())

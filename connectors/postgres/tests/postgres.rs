@@ -129,6 +129,7 @@ fn options(runner: &str, ckpt: Option<&std::path::Path>) -> PipelineOptions {
         checkpoint_dir: ckpt.map(|d| d.to_path_buf()),
         ..Default::default()
     };
+    let mut flags = tidewater::runner_flags::RunnerFlags::default();
     match runner {
         "native" => {
             engine.workers = 2;
@@ -136,12 +137,13 @@ fn options(runner: &str, ckpt: Option<&std::path::Path>) -> PipelineOptions {
         }
         "microbatch" => {
             engine.workers = 2;
-            engine.batch_interval = Some(Duration::from_millis(50));
+            flags.set("batch-interval", "50ms");
         }
         _ => {}
     }
     PipelineOptions {
         engine,
+        runner_flags: flags,
         ..PipelineOptions::for_runner(runner)
     }
 }

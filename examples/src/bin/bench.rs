@@ -276,17 +276,16 @@ impl Setting<'_> {
                     .push(("max_watermark_drift_ms".into(), ms.to_string()));
             }
             if let (Some(n), "microbatch") = (self.batch_records, self.runner) {
-                o.engine.trigger = Some("available-now".into());
-                o.engine.max_records_per_batch = Some(n);
+                o.runner_flags.set("trigger", "available-now");
+                o.runner_flags.set("max-records-per-batch", n.to_string());
             }
             if let Some(ms) = self.checkpoint_ms {
                 // The micro-batch runner checkpoints every batch: the interval is its
                 // batch interval.
-                let interval = Some(std::time::Duration::from_millis(ms));
                 if self.runner == "microbatch" {
-                    o.engine.batch_interval = interval;
+                    o.runner_flags.set("batch-interval", format!("{ms}ms"));
                 } else {
-                    o.engine.checkpoint_interval = interval;
+                    o.engine.checkpoint_interval = Some(std::time::Duration::from_millis(ms));
                 }
                 o.engine.checkpoint_dir = Some(std::env::temp_dir().join(format!(
                     "tidewater-bench-checkpoints-{}",

@@ -50,6 +50,10 @@ impl Runner for MicrobatchRunner {
         "microbatch"
     }
 
+    fn flags(&self) -> &'static [tidewater::runner::RunnerFlag] {
+        &policy::FLAGS
+    }
+
     fn capabilities(&self) -> Capabilities {
         let features = Feature::ALL
             .into_iter()

@@ -5,12 +5,12 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tidewater::exec::AnyBatch;
+use tidewater::runner::RunnerFlag;
 use tidewater::{Error, PipelineOptions, Result, Timestamp};
 use tidewater_runners_core::source_driver::{PlannedBatch, ReadRange};
 use tidewater_runners_timely::launch::PolicyChoice;
 use tidewater_runners_timely::metrics::BatchFigures;
-use tidewater_runners_timely::policy::{EpochPolicy, ReadPolicy};
-use tidewater_runners_timely::task::ReadTask;
+use tidewater_runners_timely::policy::{EpochPolicy, ReadPolicy, ReadTask};
 use tidewater_runners_timely::Clock;
 
 /// When a micro-batch runs and when the job ends (Spark's trigger modes).
@@ -56,6 +56,66 @@ impl EpochPolicy for Batches {
     }
 }
 
+/// The micro-batch runner's flags ([`tidewater::Runner::flags`]).
+pub const FLAGS: [RunnerFlag; 3] = [
+    RunnerFlag {
+        name: "batch-interval",
+        value_name: "DURATION",
+        help: "The micro-batch runner's batch interval: a batch starts this long after the previous one started, or at once when that one took longer (default 500ms)",
+        check: check_interval,
+    },
+    RunnerFlag {
+        name: "max-records-per-batch",
+        value_name: "N",
+        help: "The micro-batch runner reads at most this many records from a source per batch (default: everything available)",
+        check: check_max_records,
+    },
+    RunnerFlag {
+        name: "trigger",
+        value_name: "MODE",
+        help: "When the micro-batch runner runs batches, as Spark's triggers: `interval` (a batch every --batch-interval, the default), `once` (one batch of everything available at the start, then stop), `available-now` (batches of at most --max-records-per-batch until every source partition reached the end taken at the start, then stop; records arriving meanwhile are the next run's). A job stopped this way keeps its state and source positions in --checkpoint-dir",
+        check: check_trigger,
+    },
+];
+
+fn interval(s: &str) -> std::result::Result<Duration, String> {
+    let d = tidewater::parse_duration(s)?;
+    if d.is_zero() {
+        return Err("a batch interval must be positive".into());
+    }
+    Ok(d)
+}
+
+fn check_interval(s: &str) -> std::result::Result<(), String> {
+    interval(s).map(|_| ())
+}
+
+fn max_records(s: &str) -> std::result::Result<u64, String> {
+    s.parse::<u64>()
+        .ok()
+        .filter(|n| *n > 0)
+        .ok_or_else(|| format!("expected a positive number of records, got '{s}'"))
+}
+
+fn check_max_records(s: &str) -> std::result::Result<(), String> {
+    max_records(s).map(|_| ())
+}
+
+fn trigger(s: &str) -> std::result::Result<BatchTrigger, String> {
+    match s {
+        "interval" => Ok(BatchTrigger::Interval),
+        "once" => Ok(BatchTrigger::Once),
+        "available-now" => Ok(BatchTrigger::AvailableNow),
+        other => Err(format!(
+            "expected interval, once or available-now, got '{other}'"
+        )),
+    }
+}
+
+fn check_trigger(s: &str) -> std::result::Result<(), String> {
+    trigger(s).map(|_| ())
+}
+
 /// The micro-batch policy `options` ask for (`--batch-interval`,
 /// `--max-records-per-batch`, `--trigger`).
 pub fn choose(options: &PipelineOptions) -> Result<PolicyChoice> {
@@ -63,6 +123,12 @@ pub fn choose(options: &PipelineOptions) -> Result<PolicyChoice> {
     let invalid = |option: String, message: &str| Error::InvalidOption {
         option,
         message: message.into(),
+    };
+    // Given through PipelineOptions in code, a value was not checked while parsing.
+    let flag = |name: &str| options.runner_flags.get(name);
+    let checked = |name: &str, v: &str, e: String| Error::InvalidOption {
+        option: format!("--{name} {v}"),
+        message: e,
     };
     if e.guarantee == "at-least-once" {
         return Err(invalid(
@@ -76,27 +142,21 @@ pub fn choose(options: &PipelineOptions) -> Result<PolicyChoice> {
             "the microbatch runner checkpoints every batch; set --batch-interval",
         ));
     }
-    let trigger = match e.trigger.as_deref() {
-        None | Some("interval") => BatchTrigger::Interval,
-        Some("once") => BatchTrigger::Once,
-        Some("available-now") => BatchTrigger::AvailableNow,
-        Some(other) => {
-            return Err(invalid(
-                format!("--trigger {other}"),
-                "expected interval, once or available-now",
-            ))
-        }
+    let trigger = match flag("trigger") {
+        None => BatchTrigger::Interval,
+        Some(v) => trigger(v).map_err(|e| checked("trigger", v, e))?,
     };
-    let interval = e.batch_interval.unwrap_or(Duration::from_millis(500));
-    if interval.is_zero() {
-        return Err(invalid(
-            "--batch-interval 0".into(),
-            "a batch interval must be positive",
-        ));
-    }
+    let interval = match flag("batch-interval") {
+        None => Duration::from_millis(500),
+        Some(v) => interval(v).map_err(|e| checked("batch-interval", v, e))?,
+    };
+    let max_records = match flag("max-records-per-batch") {
+        None => None,
+        Some(v) => Some(max_records(v).map_err(|e| checked("max-records-per-batch", v, e))?),
+    };
     Ok(PolicyChoice {
         policy: Arc::new(Batches {
-            max_records: e.max_records_per_batch,
+            max_records,
             trigger,
         }),
         interval,
@@ -139,7 +199,7 @@ struct BatchRun {
 }
 
 impl ReadPolicy for BatchReader {
-    fn activate(&mut self, task: &mut ReadTask<'_>) -> Result<()> {
+    fn activate(&mut self, task: &mut dyn ReadTask) -> Result<()> {
         if self.run.is_some() {
             return self.continue_batch(task);
         }
@@ -153,7 +213,7 @@ impl BatchReader {
     /// of the record limit), logs the ranges before anything is processed (with
     /// checkpoints on), runs them through the stage and closes: the rest of the
     /// dataflow finishes the batch.
-    fn start_batch(&mut self, task: &mut ReadTask<'_>) -> Result<()> {
+    fn start_batch(&mut self, task: &mut dyn ReadTask) -> Result<()> {
         let trigger = self.policy.trigger;
         let stopping = task.check_stop();
         let started = Instant::now();
@@ -284,7 +344,7 @@ impl BatchReader {
     /// batch (or finishes the task after its last batch). One read per activation, so
     /// that consumers on this worker run in between and the records in flight stay
     /// few.
-    fn continue_batch(&mut self, task: &mut ReadTask<'_>) -> Result<()> {
+    fn continue_batch(&mut self, task: &mut dyn ReadTask) -> Result<()> {
         let Some(run) = self.run.as_mut() else {
             return Ok(());
         };

@@ -30,11 +30,16 @@ fn counts(options: PipelineOptions, source: GenerateSequence) -> Pipeline {
     p
 }
 
-fn microbatch(engine: EngineOptions) -> PipelineOptions {
-    PipelineOptions {
+/// Options of the micro-batch runner: `engine` and its own `flags`.
+fn microbatch(engine: EngineOptions, flags: &[(&str, &str)]) -> PipelineOptions {
+    let mut options = PipelineOptions {
         engine,
         ..PipelineOptions::for_runner("microbatch")
+    };
+    for (name, value) in flags {
+        options.runner_flags.set(name, *value);
     }
+    options
 }
 
 fn sorted(r: &tidewater::runner::PipelineResult, name: &str) -> Vec<String> {
@@ -47,12 +52,14 @@ fn sorted(r: &tidewater::runner::PipelineResult, name: &str) -> Vec<String> {
 fn batches_run_every_interval_and_their_figures_are_in_the_result() {
     let dir = tempfile::tempdir().unwrap();
     let p = counts(
-        microbatch(EngineOptions {
-            workers: 2,
-            checkpoint_dir: Some(dir.path().to_path_buf()),
-            batch_interval: Some(Duration::from_millis(50)),
-            ..Default::default()
-        }),
+        microbatch(
+            EngineOptions {
+                workers: 2,
+                checkpoint_dir: Some(dir.path().to_path_buf()),
+                ..Default::default()
+            },
+            &[("batch-interval", "50ms")],
+        ),
         GenerateSequence::new(0, Some(6_000)).with_rate(20_000.0),
     );
     let r = p.run().unwrap();
@@ -89,11 +96,10 @@ fn batches_run_every_interval_and_their_figures_are_in_the_result() {
 #[test]
 fn no_batch_reads_more_than_the_record_limit() {
     let p = counts(
-        microbatch(EngineOptions {
-            batch_interval: Some(Duration::from_millis(1)),
-            max_records_per_batch: Some(100),
-            ..Default::default()
-        }),
+        microbatch(
+            EngineOptions::default(),
+            &[("batch-interval", "1ms"), ("max-records-per-batch", "100")],
+        ),
         GenerateSequence::new(0, Some(1_000)),
     );
     let r = p.run().unwrap();
@@ -117,9 +123,9 @@ fn append(path: &std::path::Path, from: u32, to: u32) {
     }
 }
 
-fn tail(input: &std::path::Path, engine: EngineOptions) -> Vec<String> {
+fn tail(input: &std::path::Path, options: PipelineOptions) -> Vec<String> {
     tidewater_runner_microbatch::register();
-    let p = Pipeline::new(microbatch(engine));
+    let p = Pipeline::new(options);
     p.apply(
         "Tail",
         Read::from_async(TailFile::new(input.to_str().unwrap())),
@@ -140,12 +146,18 @@ fn lines(from: u32, to: u32) -> Vec<String> {
 fn once_and_available_now_stop_with_the_position_kept_and_resume_from_it() {
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("input.txt");
-    let engine = |trigger: &str, max: Option<u64>| EngineOptions {
-        checkpoint_dir: Some(dir.path().join("ckpt")),
-        trigger: Some(trigger.into()),
-        max_records_per_batch: max,
-        batch_interval: Some(Duration::from_millis(1)),
-        ..Default::default()
+    let engine = |trigger: &str, max: Option<u64>| {
+        let options = microbatch(
+            EngineOptions {
+                checkpoint_dir: Some(dir.path().join("ckpt")),
+                ..Default::default()
+            },
+            &[("trigger", trigger), ("batch-interval", "1ms")],
+        );
+        match max {
+            Some(n) => options.with_runner_flag("max-records-per-batch", n.to_string()),
+            None => options,
+        }
     };
     append(&input, 0, 100);
     assert_eq!(tail(&input, engine("once", None)), lines(0, 100));
@@ -153,7 +165,7 @@ fn once_and_available_now_stop_with_the_position_kept_and_resume_from_it() {
     assert_eq!(tail(&input, engine("once", None)), lines(100, 150));
     append(&input, 150, 195);
     tidewater_runner_microbatch::register();
-    let p = Pipeline::new(microbatch(engine("available-now", Some(20))));
+    let p = Pipeline::new(engine("available-now", Some(20)));
     p.apply(
         "Tail",
         Read::from_async(TailFile::new(input.to_str().unwrap())),
@@ -182,16 +194,20 @@ fn once_and_available_now_stop_with_the_position_kept_and_resume_from_it() {
 fn available_now_reads_up_to_the_end_taken_at_its_start() {
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("input.txt");
-    let engine = EngineOptions {
-        checkpoint_dir: Some(dir.path().join("ckpt")),
-        trigger: Some("available-now".into()),
-        max_records_per_batch: Some(10),
-        batch_interval: Some(Duration::from_millis(1)),
-        ..Default::default()
-    };
+    let options = microbatch(
+        EngineOptions {
+            checkpoint_dir: Some(dir.path().join("ckpt")),
+            ..Default::default()
+        },
+        &[
+            ("trigger", "available-now"),
+            ("max-records-per-batch", "10"),
+            ("batch-interval", "1ms"),
+        ],
+    );
     let run = || {
         tidewater_runner_microbatch::register();
-        let p = Pipeline::new(microbatch(engine.clone()));
+        let p = Pipeline::new(options.clone());
         let path = input.to_str().unwrap().to_string();
         p.apply("Tail", Read::from_async(TailFile::new(&path)))
             // The first line of the first run appends 30 more: after the run's start.
@@ -233,13 +249,14 @@ fn available_now_reads_up_to_the_end_taken_at_its_start() {
 fn available_now_over_a_bounded_sequence_runs_exactly_ceil_records_over_limit_batches() {
     for (workers, limit, batches) in [(1, 10, 10), (1, 30, 4), (2, 10, 20)] {
         let r = counts(
-            microbatch(EngineOptions {
-                workers,
-                trigger: Some("available-now".into()),
-                max_records_per_batch: Some(limit),
-                batch_interval: Some(Duration::from_millis(1)),
-                ..Default::default()
-            }),
+            microbatch(
+                EngineOptions {
+                    workers,
+                    ..Default::default()
+                },
+                &[("trigger", "available-now"), ("batch-interval", "1ms")],
+            )
+            .with_runner_flag("max-records-per-batch", limit.to_string()),
             GenerateSequence::new(0, Some(100)),
         )
         .run()
@@ -259,13 +276,16 @@ fn available_now_over_a_bounded_sequence_runs_exactly_ceil_records_over_limit_ba
 
 #[test]
 fn flags_of_the_other_runner_are_refused() {
-    let run = |runner: &str, engine: EngineOptions| {
+    let run = |runner: &str, engine: EngineOptions, flags: &[(&str, &str)]| {
         tidewater_runner_microbatch::register();
         tidewater_runner_native::register();
-        let options = PipelineOptions {
+        let mut options = PipelineOptions {
             engine,
             ..PipelineOptions::for_runner(runner)
         };
+        for (name, value) in flags {
+            options.runner_flags.set(name, *value);
+        }
         counts(options, GenerateSequence::new(0, Some(10)))
             .run()
             .unwrap_err()
@@ -277,6 +297,7 @@ fn flags_of_the_other_runner_are_refused() {
             checkpoint_interval: Some(Duration::from_secs(1)),
             ..Default::default()
         },
+        &[],
     );
     assert_eq!(e, "invalid option --checkpoint-interval: the microbatch runner checkpoints every batch; set --batch-interval");
     let e = run(
@@ -285,33 +306,40 @@ fn flags_of_the_other_runner_are_refused() {
             guarantee: "at-least-once".into(),
             ..Default::default()
         },
+        &[],
     );
     assert_eq!(e, "invalid option --guarantee at-least-once: the microbatch runner is exactly-once by batch; it has no at-least-once mode");
-    let e = run(
-        "native",
-        EngineOptions {
-            trigger: Some("once".into()),
-            ..Default::default()
-        },
+    let e = run("native", EngineOptions::default(), &[("trigger", "once")]);
+    assert_eq!(
+        e,
+        "invalid option --trigger: the native runner does not take this flag; it is for --runner=microbatch"
     );
-    assert_eq!(e, "invalid option --trigger: the native runner does not run micro-batches; this flag is for --runner=microbatch");
+    // Given in code, a value is checked when the job starts.
+    let e = run(
+        "microbatch",
+        EngineOptions::default(),
+        &[("batch-interval", "0ms")],
+    );
+    assert_eq!(
+        e,
+        "invalid option --batch-interval 0ms: a batch interval must be positive"
+    );
 }
 
 #[test]
 fn a_checkpoint_of_another_pipeline_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let engine = EngineOptions {
-        checkpoint_dir: Some(dir.path().to_path_buf()),
-        batch_interval: Some(Duration::from_millis(20)),
-        ..Default::default()
-    };
-    counts(
-        microbatch(engine.clone()),
-        GenerateSequence::new(0, Some(100)),
-    )
-    .run()
-    .unwrap();
-    let e = counts(microbatch(engine), GenerateSequence::new(0, Some(300)))
+    let options = microbatch(
+        EngineOptions {
+            checkpoint_dir: Some(dir.path().to_path_buf()),
+            ..Default::default()
+        },
+        &[("batch-interval", "20ms")],
+    );
+    counts(options.clone(), GenerateSequence::new(0, Some(100)))
+        .run()
+        .unwrap();
+    let e = counts(options, GenerateSequence::new(0, Some(300)))
         .run()
         .unwrap_err()
         .to_string();
@@ -363,12 +391,17 @@ fn a_test_stream_runs_a_batch_per_event_but_checkpoints_every_interval() {
 fn scripted(dir: &std::path::Path, interval: Duration) -> tidewater::runner::PipelineResult {
     use tidewater::{TestStream, Timestamp, Window, WindowFn};
     tidewater_runner_microbatch::register();
-    let p = Pipeline::new(microbatch(EngineOptions {
-        workers: 2,
-        checkpoint_dir: Some(dir.to_path_buf()),
-        batch_interval: Some(interval),
-        ..Default::default()
-    }));
+    let p = Pipeline::new(
+        microbatch(
+            EngineOptions {
+                workers: 2,
+                checkpoint_dir: Some(dir.to_path_buf()),
+                ..Default::default()
+            },
+            &[],
+        )
+        .with_runner_flag("batch-interval", format!("{}ms", interval.as_millis())),
+    );
     let at = |k: &str, t: i64| (k.to_string(), Timestamp(t));
     let mut events = TestStream::new();
     for w in 0..10 {
@@ -496,10 +529,13 @@ fn watch(n: u64) -> u64 {
 fn a_large_batch_is_read_a_chunk_at_a_time_as_it_runs() {
     let dir = tempfile::tempdir().unwrap();
     tidewater_runner_microbatch::register();
-    let p = Pipeline::new(microbatch(EngineOptions {
-        checkpoint_dir: Some(dir.path().to_path_buf()),
-        ..Default::default()
-    }));
+    let p = Pipeline::new(microbatch(
+        EngineOptions {
+            checkpoint_dir: Some(dir.path().to_path_buf()),
+            ..Default::default()
+        },
+        &[],
+    ));
     p.apply("Watched", Read::from(Watched { len: 200_000 }))
         .map("Watch", watch)
         .apply("Count", Count::per_element())

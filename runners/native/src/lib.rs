@@ -48,29 +48,8 @@ pub const ENGINE_RUNNER: EngineRunner = EngineRunner {
     policy: streaming,
 };
 
-/// The flags of the micro-batch runner, refused here: the native runner runs no
-/// micro-batches.
-fn refuse_batch_flags(options: &PipelineOptions) -> Result<()> {
-    let e = &options.engine;
-    let given = [
-        ("--batch-interval", e.batch_interval.is_some()),
-        ("--max-records-per-batch", e.max_records_per_batch.is_some()),
-        ("--trigger", e.trigger.is_some()),
-    ];
-    match given.iter().find(|(_, set)| *set) {
-        Some((flag, _)) => Err(Error::InvalidOption {
-            option: flag.to_string(),
-            message:
-                "the native runner does not run micro-batches; this flag is for --runner=microbatch"
-                    .into(),
-        }),
-        None => Ok(()),
-    }
-}
-
 /// The streaming policy: an epoch (a checkpoint) every `--checkpoint-interval`.
 fn streaming(options: &PipelineOptions) -> Result<PolicyChoice> {
-    refuse_batch_flags(options)?;
     let epochs_in_flight = match options.runner_option("epochs_in_flight") {
         None => 2,
         Some(v) => {

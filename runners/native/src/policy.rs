@@ -4,8 +4,7 @@
 
 use std::time::{Duration, Instant};
 use tidewater_runners_timely::epochs;
-use tidewater_runners_timely::policy::{EpochPolicy, ReadPolicy};
-use tidewater_runners_timely::task::ReadTask;
+use tidewater_runners_timely::policy::{EpochPolicy, ReadPolicy, ReadTask};
 use tidewater_runners_timely::Clock;
 
 /// The streaming policy.
@@ -40,7 +39,7 @@ struct StreamingReader {
 }
 
 impl ReadPolicy for StreamingReader {
-    fn activate(&mut self, task: &mut ReadTask<'_>) -> tidewater::Result<()> {
+    fn activate(&mut self, task: &mut dyn ReadTask) -> tidewater::Result<()> {
         let stopping = task.check_stop();
         task.report_first()?;
         let due = *self

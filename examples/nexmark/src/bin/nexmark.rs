@@ -88,7 +88,11 @@ impl Args {
                 record.checkpoint = true;
                 // The micro-batch runner checkpoints every batch (500 ms by default).
                 record.checkpoint_interval_ms = Some(if self.options.runner == "microbatch" {
-                    e.batch_interval.map_or(500, |d| d.as_millis() as u64)
+                    self.options
+                        .runner_flags
+                        .get("batch-interval")
+                        .and_then(|v| tidewater::parse_duration(v).ok())
+                        .map_or(500, |d| d.as_millis() as u64)
                 } else {
                     e.checkpoint_interval.map_or(1000, |d| d.as_millis() as u64)
                 });

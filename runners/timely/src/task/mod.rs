@@ -61,8 +61,6 @@ mod route;
 mod scripted;
 mod snapshot;
 
-pub use read::ReadTask;
-
 use route::{attribute, encode, taken_twice, Router};
 
 /// What a worker's tasks share.

@@ -1,10 +1,10 @@
 //! A source task's activation: a Read source runs its runner's policy
-//! ([`crate::policy`]) over [`ReadTask`]; a Create, Impulse or TestStream follows its
+//! ([`crate::policy`]) over [`crate::policy::ReadTask`]; a Create, Impulse or TestStream follows its
 //! script the same way on every runner. The mechanisms both use are here: stopping,
 //! the first progress report, the epochs in flight, ending an epoch, watermark
 //! alignment.
 
-use super::read::ReadTask;
+use super::read::Reading;
 use super::*;
 
 impl Task {
@@ -15,7 +15,7 @@ impl Task {
         }
         self.poll_writes()?;
         if let Some(mut reader) = self.reader.take() {
-            let result = reader.activate(&mut ReadTask { task: self });
+            let result = reader.activate(&mut Reading { task: self });
             self.reader = Some(reader);
             return result;
         }
