@@ -1,7 +1,8 @@
-//! One worker: builds the plan's dataflow out of tasks and drives it to the end,
-//! committing sinks as checkpoints become durable.
+//! One worker: builds the plan's dataflow out of tasks and drives it to the end, with
+//! its checkpoint coordinator ([`crate::checkpoint::coordinator`]) completing
+//! checkpoints and committing the sinks as they become durable.
 
-use crate::checkpoint::coordinator::{keep_savepoint, Manifests};
+use crate::checkpoint::coordinator::Coordinator;
 use crate::checkpoint::store::Store;
 use crate::epochs::FINAL_EPOCH;
 use crate::metrics::OperatorFigures;
@@ -13,7 +14,7 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tidewater::exec::{key_groups_of_worker, MetricResults};
 use tidewater::{Error, Result};
 use tidewater_runners_core::checkpoint::{restore_keyed, restore_side_input_runner};
@@ -117,7 +118,6 @@ fn run(worker: &mut timely::worker::Worker, shared: &Shared) -> Result<WorkerOut
         probe: probe.clone(),
         captures: RefCell::new(BTreeMap::new()),
         metrics: RefCell::new(MetricResults::default()),
-        sinks: RefCell::new(Vec::new()),
         stopping: std::cell::Cell::new(false),
         records_read: std::cell::Cell::new(0),
         savepoint: config.savepoint_dir.is_some(),
@@ -145,7 +145,7 @@ fn run(worker: &mut timely::worker::Worker, shared: &Shared) -> Result<WorkerOut
     }
     let dataflow = worker.next_dataflow_index();
     let built = worker.dataflow::<u64, _, _>(|scope| build(scope, &exec, shared, &ctx, &probe));
-    let stateful = match built {
+    let (stateful, sinks) = match built {
         Ok(s) => s,
         Err(e) => {
             worker.drop_dataflow(dataflow);
@@ -154,34 +154,17 @@ fn run(worker: &mut timely::worker::Worker, shared: &Shared) -> Result<WorkerOut
     };
     // A live progress line on a terminal, from the first worker.
     let mut progress = (ctx.me == 0 && config.progress).then(Progress::new);
-    // Drive the dataflow; commit sinks as checkpoints become durable.
-    let mut committed: Option<u64> = shared.restored.as_ref().map(|r| r.manifest.epoch);
-    let mut last_poll = Instant::now();
+    // Drive the dataflow; the coordinator completes checkpoints as they become durable
+    // and commits the sinks.
+    let mut coordinator = Coordinator::new(
+        store,
+        stateful,
+        sinks,
+        shared.restored.as_ref().map(|r| r.manifest.epoch),
+    );
     let mut last_batch = None;
-    // A savepoint was requested: the next checkpoint to complete is kept.
-    let mut savepoint_wanted = false;
-    // Worker 0's manifest being written.
-    let mut manifests = Manifests::default();
     loop {
-        if ctx.me == 0 && tidewater::runner::take_savepoint_request() {
-            match (&config.savepoint_dir, &store) {
-                (Some(_), Some(_)) => {
-                    eprintln!("savepoint requested: the next checkpoint to complete is kept");
-                    savepoint_wanted = true;
-                }
-                _ => eprintln!(
-                    "warning: a savepoint was requested, but the job has no --savepoint-dir to keep it in: ignored"
-                ),
-            }
-        } else if ctx.me != 0
-            && ctx.me == ctx.local.start
-            && tidewater::runner::take_savepoint_request()
-        {
-            eprintln!(
-                "warning: a savepoint was requested of process {}: ask process 0 (or the local cluster's supervisor), which writes the checkpoints' manifests",
-                config.process_id
-            );
-        }
+        coordinator.take_savepoint_request(&ctx, config);
         if shared.abort.is_set() {
             worker.drop_dataflow(dataflow);
             return Err(Error::Internal("stopped: another worker failed".into()));
@@ -198,98 +181,11 @@ fn run(worker: &mut timely::worker::Worker, shared: &Shared) -> Result<WorkerOut
         if let Some(passed) = passed {
             batch_figures(&ctx, passed, &mut last_batch);
         }
-        // Sinks commit every epoch the probe passed, or with checkpoints the newest
-        // checkpoint among them.
-        let durable = match &store {
-            None => passed,
-            Some(_) => passed.and_then(|p| crate::epochs::checkpoint_through(p, ctx.stride)),
-        };
-        if let Some(durable) = durable.filter(|e| committed.is_none_or(|c| c < *e)) {
-            let mut manifest_bytes = None;
-            let complete = match &store {
-                None => Some(durable),
-                Some(store) => {
-                    if ctx.me == 0 {
-                        match manifests.poll(
-                            store,
-                            durable,
-                            &stateful,
-                            ctx.peers,
-                            shared.plan_hash,
-                            config.max_key_groups,
-                        )? {
-                            None => None,
-                            Some((epoch, manifest, took)) => {
-                                manifest_bytes = Some(manifest.files.iter().map(|f| f.len).sum());
-                                if savepoint_wanted && epoch != FINAL_EPOCH {
-                                    keep_savepoint(store, epoch, config, &ctx)?;
-                                    savepoint_wanted = false;
-                                }
-                                {
-                                    let mut metrics = ctx.metrics.borrow_mut();
-                                    let m = metrics.step_mut(crate::metrics::ENGINE_STEP);
-                                    m.inc_counter("checkpoints", 1);
-                                    m.update_distribution("manifest_ms", took.as_millis() as i64);
-                                }
-                                let mut published =
-                                    shared.durable.lock().unwrap_or_else(|e| e.into_inner());
-                                *published = Some(published.map_or(epoch, |p| p.max(epoch)));
-                                Some(epoch)
-                            }
-                        }
-                    } else {
-                        // Worker 0 writes the manifest; in this process it says so
-                        // through `durable`, other processes read the directory.
-                        let published = *shared.durable.lock().unwrap_or_else(|e| e.into_inner());
-                        if published.is_some_and(|p| p >= durable) {
-                            Some(durable)
-                        } else if config.processes > 1
-                            && last_poll.elapsed() >= Duration::from_millis(10)
-                        {
-                            last_poll = Instant::now();
-                            if durable == FINAL_EPOCH {
-                                store.last_checkpoint()?.map(|_| durable)
-                            } else {
-                                store
-                                    .manifests()?
-                                    .last()
-                                    .copied()
-                                    .filter(|m| *m >= durable)
-                                    .map(|_| durable)
-                            }
-                        } else {
-                            None
-                        }
-                    }
-                }
-            };
-            if let Some(e) = complete {
-                if store.is_some() {
-                    let mut metrics = ctx.metrics.borrow_mut();
-                    ctx.checkpoints.borrow_mut().complete(
-                        e,
-                        manifest_bytes,
-                        metrics.step_mut(crate::metrics::ENGINE_STEP),
-                    );
-                }
-                if !ctx.sinks.borrow().is_empty() {
-                    crate::fault::point("staged");
-                }
-                for sink in ctx.sinks.borrow().iter() {
-                    sink.borrow_mut().commit_through(e)?;
-                    crate::fault::point("committed");
-                }
-                committed = Some(e);
-                if e == FINAL_EPOCH {
-                    break;
-                }
-            }
-        }
-        if done && committed == Some(FINAL_EPOCH) {
+        if coordinator.advance(passed, &ctx, config, &shared.durable)? {
             break;
         }
         if let Some(p) = progress.as_mut() {
-            p.show(&ctx, committed, last_batch);
+            p.show(&ctx, coordinator.committed(), last_batch);
         }
         worker.step_or_park(Some(if done { Duration::from_millis(1) } else { PARK }));
     }
@@ -397,14 +293,18 @@ fn heads(exec: &ExecutablePlan) -> Vec<usize> {
         .collect()
 }
 
-/// Builds every task; returns the nodes of the tasks that write checkpoint files.
+/// This worker's sinks, which only its checkpoint coordinator commits.
+type Sinks = Vec<Rc<RefCell<SinkHost>>>;
+
+/// Builds every task; returns the nodes of the tasks that write checkpoint files, and
+/// this worker's sinks.
 fn build(
     scope: timely::dataflow::Scope<'_, u64>,
     exec: &ExecutablePlan,
     shared: &Shared,
     ctx: &Rc<WorkerCtx>,
     probe: &ProbeHandle<u64>,
-) -> Result<Vec<usize>> {
+) -> Result<(Vec<usize>, Sinks)> {
     let config = &shared.config;
     let graph = stage_graph(exec, config.lift_combiners);
     let restored: Option<&Snapshot> = shared.restored.as_ref().map(|r| &r.snapshot);
@@ -417,6 +317,7 @@ fn build(
     // Per consumer input: the source (its head's plan node) whose task sends into it.
     let mut sent_by_source: HashMap<(usize, usize), usize> = HashMap::new();
     let mut stateful = Vec::new();
+    let mut sinks = Vec::new();
     let mut prepared = Vec::new();
     let stage_options = StageOptions {
         hold_partials: true,
@@ -668,7 +569,7 @@ fn build(
         }
         for route in &routes {
             if let Route::Sink(host) = route {
-                ctx.sinks.borrow_mut().push(Rc::clone(host));
+                sinks.push(Rc::clone(host));
             }
         }
         let mut builder = OperatorBuilder::new(name.clone(), scope);
@@ -774,5 +675,5 @@ fn build(
             }
         });
     }
-    Ok(stateful)
+    Ok((stateful, sinks))
 }

@@ -12,8 +12,11 @@
 //! 4. A probe after every task passing `e` means `e` is durable on every worker; worker
 //!    0 writes its manifest ([`coordinator`]), which completes it and prunes old ones,
 //!    and keeps a savepoint if one was asked for ([`store`] reads and writes them).
-//! 5. The sinks commit `e` once its manifest is written; on restart the newest complete
-//!    checkpoint is restored, by key group, at any parallelism ([`store`]).
+//! 5. Each worker's coordinator ([`coordinator::Coordinator`], driven by the worker's
+//!    loop) learns that `e` is complete (worker 0 from its manifest, the others from
+//!    worker 0 or the directory) and commits its sinks through `e`: sinks commit there
+//!    only. On restart the newest complete checkpoint is restored, by key group, at any
+//!    parallelism ([`store`]).
 
 pub mod coordinator;
 pub mod store;

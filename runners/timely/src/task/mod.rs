@@ -111,9 +111,6 @@ pub struct WorkerCtx {
     pub captures: RefCell<BTreeMap<String, (String, Vec<u8>)>>,
     /// Metrics of this worker.
     pub metrics: RefCell<MetricResults>,
-    /// Sinks of this worker, for the commits the worker makes once a checkpoint is
-    /// durable.
-    pub sinks: RefCell<Vec<Rc<RefCell<SinkHost>>>>,
     /// Whether a source has stopped for good because of a drain or a deadline.
     pub stopping: std::cell::Cell<bool>,
     /// Records this worker's sources have read.
