@@ -4,7 +4,9 @@
 
 use crate::keyed::{instantiate, KeyGroups, KeyedOperator, SnapshotKind};
 use crate::side_inputs::SideInputRunner;
+use crate::sink_host::SinkHost;
 use crate::snapshot::{Part, Scope, Snapshot};
+use crate::source_driver::SourceDriver;
 use crate::translate::ExecutablePlan;
 use tidewater::exec::{key_groups_of_worker, ExecError};
 use tidewater::{Error, Result};
@@ -204,6 +206,49 @@ impl Snapshot {
             parts: Vec::new(),
         }
     }
+}
+
+/// Node `node`'s source driver for worker `worker` of `workers`, from the partitions'
+/// positions in `snapshot` (each partition goes to the worker owning it now, whichever
+/// worker wrote it).
+pub fn restore_source(
+    plan: &ExecutablePlan,
+    node: usize,
+    snapshot: &Snapshot,
+    worker: usize,
+    workers: usize,
+) -> Result<SourceDriver> {
+    let n = &plan.nodes[node];
+    let positions: Vec<(u32, &[u8])> = snapshot
+        .parts_of(&n.name)
+        .into_iter()
+        .flat_map(|(scope, bytes)| match scope {
+            Scope::Partition(p) => bytes.into_iter().map(|b| (p, b)).collect(),
+            _ => Vec::new(),
+        })
+        .collect();
+    SourceDriver::restore(n.instantiate_source()?, &positions, worker, workers)
+        .map_err(|e| exec_error(e, &n.name))
+}
+
+/// Node `node`'s sink instance `instance` of `instances`, from `snapshot`: it takes
+/// over the transactions of the old instances `i` with `i % instances == instance`
+/// (every one, with a single instance), to commit or abort them.
+pub fn restore_sink(
+    plan: &ExecutablePlan,
+    node: usize,
+    snapshot: &Snapshot,
+    instance: u32,
+    instances: u32,
+) -> Result<SinkHost> {
+    let n = &plan.nodes[node];
+    let lists: Vec<&[u8]> = snapshot
+        .parts_of(&n.name)
+        .into_iter()
+        .filter(|(scope, _)| matches!(scope, Scope::List(i) if i % instances.max(1) == instance))
+        .flat_map(|(_, b)| b)
+        .collect();
+    SinkHost::restore(plan, node, instance, &lists)
 }
 
 fn exec_error(e: ExecError, transform: &str) -> Error {

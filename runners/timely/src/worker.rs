@@ -17,7 +17,9 @@ use std::sync::Arc;
 use std::time::Duration;
 use tidewater::exec::{key_groups_of_worker, MetricResults};
 use tidewater::{Error, Result};
-use tidewater_runners_core::checkpoint::{restore_keyed, restore_side_input_runner};
+use tidewater_runners_core::checkpoint::{
+    restore_keyed, restore_side_input_runner, restore_sink, restore_source,
+};
 use tidewater_runners_core::create::InitialBatch;
 use tidewater_runners_core::fusion::{stage_graph, ExitKind};
 use tidewater_runners_core::keyed::{instantiate, key_ops, KeyGroups};
@@ -386,27 +388,19 @@ fn build(
                 (Head::TestStream { driver, clock }, Vec::new(), true, true)
             }
             NodeKind::Read { .. } => {
-                let source = n.instantiate_source()?;
-                let attribute = |e| {
-                    tidewater_runners_core::stage::unwrap_downstream(
-                        tidewater_runners_core::stage::attribute(e, &name),
-                    )
-                };
                 let driver = match restored {
-                    None => SourceDriver::start(source, config.source_partitions, me, peers)
-                        .map_err(attribute)?,
-                    Some(_) => {
-                        let parts: Vec<(u32, &[u8])> = parts_of(&name)
-                            .into_iter()
-                            .flat_map(|(scope, bytes)| match scope {
-                                Scope::Partition(p) => {
-                                    bytes.into_iter().map(|b| (p, b)).collect::<Vec<_>>()
-                                }
-                                _ => Vec::new(),
-                            })
-                            .collect();
-                        SourceDriver::restore(source, &parts, me, peers).map_err(attribute)?
-                    }
+                    None => SourceDriver::start(
+                        n.instantiate_source()?,
+                        config.source_partitions,
+                        me,
+                        peers,
+                    )
+                    .map_err(|e| {
+                        tidewater_runners_core::stage::unwrap_downstream(
+                            tidewater_runners_core::stage::attribute(e, &name),
+                        )
+                    })?,
+                    Some(s) => restore_source(exec, head, s, me, peers)?,
                 };
                 (Head::Read(driver), Vec::new(), true, true)
             }
@@ -500,16 +494,7 @@ fn build(
                     ExitKind::Sink => {
                         let sink_name = exec.nodes[exit.node].name.clone();
                         let host = match restored {
-                            Some(_) => {
-                                let parts: Vec<&[u8]> = parts_of(&sink_name)
-                                    .into_iter()
-                                    .filter(
-                                        |(scope, _)| matches!(scope, Scope::List(i) if mine(*i)),
-                                    )
-                                    .flat_map(|(_, b)| b)
-                                    .collect();
-                                SinkHost::restore(exec, exit.node, me as u32, &parts)?
-                            }
+                            Some(s) => restore_sink(exec, exit.node, s, me as u32, peers as u32)?,
                             None => SinkHost::new(exec, exit.node, me as u32, start_epoch)?,
                         };
                         let host = Rc::new(RefCell::new(host));

@@ -139,7 +139,6 @@ impl Executor<'_> {
             None => (round % 4) as usize,
         };
         for (i, n) in plan.nodes.iter().enumerate() {
-            let parts = snapshot.parts_of(&n.name);
             match &n.kind {
                 NodeKind::Grouping { .. } | NodeKind::Stateful { .. } => {
                     let mut op = rescale_through(plan, i, self.lifted[i], &snapshot, workers)?;
@@ -169,17 +168,7 @@ impl Executor<'_> {
                     self.keyed[i] = Some(op);
                 }
                 NodeKind::Read { .. } => {
-                    let partitions: Vec<(u32, &[u8])> = parts
-                        .iter()
-                        .flat_map(|(scope, bytes)| match scope {
-                            Scope::Partition(p) => bytes.iter().map(|b| (*p, *b)).collect(),
-                            _ => Vec::new(),
-                        })
-                        .collect();
-                    self.sources[i] = Some(
-                        SourceDriver::restore(n.instantiate_source()?, &partitions, 0, 1)
-                            .map_err(|e| unwrap_downstream(attribute(e, &n.name)))?,
-                    );
+                    self.sources[i] = Some(restore_source(plan, i, &snapshot, 0, 1)?);
                     // The snapshot holding these positions is durable.
                     let driver = self.sources[i].as_mut().expect("restored");
                     driver
@@ -192,12 +181,7 @@ impl Executor<'_> {
                 }
                 NodeKind::Sink { .. } => {
                     // The snapshot is durable: restoring commits what it staged.
-                    let lists: Vec<&[u8]> = parts
-                        .iter()
-                        .filter(|(scope, _)| matches!(scope, Scope::List(_)))
-                        .flat_map(|(_, b)| b.iter().copied())
-                        .collect();
-                    let mut host = SinkHost::restore(plan, i, 0, &lists)?;
+                    let mut host = restore_sink(plan, i, &snapshot, 0, 1)?;
                     host.recover(1)?;
                     self.sinks[i] = Some(host);
                 }

@@ -18,7 +18,9 @@ use tidewater::exec::{
 use tidewater::runner::{PipelineResult, PipelineState};
 use tidewater::Timestamp;
 use tidewater::{Error, Result};
-use tidewater_runners_core::checkpoint::{keyed_parts, rescale_through, restore_side_input_runner};
+use tidewater_runners_core::checkpoint::{
+    keyed_parts, rescale_through, restore_side_input_runner, restore_sink, restore_source,
+};
 pub use tidewater_runners_core::clock::Clock;
 use tidewater_runners_core::create::InitialBatch;
 use tidewater_runners_core::delta::apply_delta;
@@ -159,25 +161,18 @@ pub fn execute(plan: &ExecutablePlan, options: &ExecOptions) -> Result<PipelineR
 
 /// Adds how to replay the schedule to a failure where the order of elements can matter:
 /// a DoFn's `process` or `finish_bundle` (not setup, teardown or a sink's IO).
-fn add_hint(e: Error, options: &ExecOptions) -> Error {
-    match e {
-        Error::UserCode {
-            transform,
-            phase,
-            element,
-            message,
-            replay: None,
-        } if phase == Phase::Process.name() || phase == Phase::FinishBundle.name() => {
-            Error::UserCode {
-                transform,
-                phase,
-                element,
-                message,
-                replay: options.replay_hint.clone(),
-            }
+fn add_hint(mut e: Error, options: &ExecOptions) -> Error {
+    if let Error::UserCode {
+        phase,
+        replay: replay @ None,
+        ..
+    } = &mut e
+    {
+        if *phase == Phase::Process.name() || *phase == Phase::FinishBundle.name() {
+            replay.clone_from(&options.replay_hint);
         }
-        other => other,
     }
+    e
 }
 
 struct Executor<'p> {
