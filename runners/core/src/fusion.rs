@@ -69,6 +69,50 @@ pub struct StageGraph {
     pub stages: Vec<Stage>,
     /// Per node: a combine whose partial half runs in the producing stage.
     pub lifted: Vec<bool>,
+    /// Per PCollection: the stage it feeds, if one is rooted at it.
+    fed_by: Vec<Option<usize>>,
+    /// Per node: the stage a ParDo with side inputs runs over its held main input.
+    run_by: Vec<Option<usize>>,
+}
+
+impl StageGraph {
+    /// The stage PCollection `pc` feeds (as its root), if any.
+    pub fn fed_by(&self, pc: usize) -> Option<usize> {
+        self.fed_by.get(pc).copied().flatten()
+    }
+
+    /// The stage ParDo-with-side-inputs `node` runs, if it is one.
+    pub fn run_by(&self, node: usize) -> Option<usize> {
+        self.run_by.get(node).copied().flatten()
+    }
+
+    /// The stage the output of head `node` ([`heads`]) feeds: a ParDo with side
+    /// inputs' own stage, none for a capture, else the stage its output roots.
+    pub fn of_head(&self, plan: &ExecutablePlan, node: usize) -> Option<usize> {
+        let n = &plan.nodes[node];
+        match &n.kind {
+            NodeKind::Capture { .. } => None,
+            _ if has_side_inputs(n) => self.run_by(node),
+            _ => n.outputs.first().and_then(|&o| self.fed_by(o)),
+        }
+    }
+}
+
+/// The nodes that head a task on an engine, in plan order: the nodes data enters a
+/// stage from (sources, groupings, stateful ParDos, Flattens, ParDos with side inputs)
+/// and the captures it leaves the graph into. ParDos without side inputs and
+/// WindowIntos run inside stages; sinks are written from their producer's stage.
+pub fn heads(plan: &ExecutablePlan) -> Vec<usize> {
+    plan.nodes
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| match &n.kind {
+            NodeKind::ParDo { .. } => has_side_inputs(n),
+            NodeKind::WindowInto { .. } | NodeKind::Sink { .. } => false,
+            _ => true,
+        })
+        .map(|(i, _)| i)
+        .collect()
 }
 
 /// Whether grouping node `n` combines partially before the shuffle (combiner lifting):
@@ -127,7 +171,20 @@ pub fn stage_graph(plan: &ExecutablePlan, lift_combiners: bool) -> StageGraph {
             }
         }
     }
-    StageGraph { stages, lifted }
+    let mut fed_by = vec![None; plan.pcollections.len()];
+    let mut run_by = vec![None; plan.nodes.len()];
+    for (i, s) in stages.iter().enumerate() {
+        match s.side_input_par_do {
+            Some(n) => run_by[n] = Some(i),
+            None => fed_by[s.input] = Some(i),
+        }
+    }
+    StageGraph {
+        stages,
+        lifted,
+        fed_by,
+        run_by,
+    }
 }
 
 /// Adds what consumes `pc` inside the stage: fused ParDos (recursively) and exits.

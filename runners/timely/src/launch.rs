@@ -145,7 +145,7 @@ impl EngineRunner {
                 eprintln!("{} runner: {note}", self.name);
             }
         }
-        let result = crate::run(plan, &config, restored)?;
+        let result = crate::run(plan, exec, &config, restored)?;
         // A local cluster's supervisor prints the figures of all its processes.
         if config.progress && !in_local_cluster() {
             eprintln!("{}", summary(self.name, &result.metrics));

@@ -35,6 +35,7 @@ use tidewater::exec::MetricResults;
 use tidewater::plan::Plan;
 use tidewater::runner::{PipelineResult, PipelineState};
 use tidewater::{Error, Result};
+use tidewater_runners_core::translate::ExecutablePlan;
 
 pub use checkpoint::store::{Restored, Store};
 pub use tidewater_runners_core::clock::Clock;
@@ -140,8 +141,9 @@ impl Abort {
 
 /// What every worker of a process shares.
 pub struct Shared {
-    /// The plan (each worker translates it itself).
-    pub plan: Plan,
+    /// The plan, translated once per process; every worker instantiates its own
+    /// functions and state from it.
+    pub exec: ExecutablePlan,
     /// How to run.
     pub config: EngineConfig,
     /// The plan's hash.
@@ -205,15 +207,16 @@ fn allocators(
     ))
 }
 
-/// Runs `plan` on this process's workers to the end; `restored` is the checkpoint to
-/// resume from (see [`Store::latest`]).
+/// Runs `plan` (translated: `exec`) on this process's workers to the end; `restored`
+/// is the checkpoint to resume from (see [`Store::latest`]).
 pub fn run(
     plan: &Plan,
+    exec: ExecutablePlan,
     config: &EngineConfig,
     restored: Option<Restored>,
 ) -> Result<PipelineResult> {
     let shared = Arc::new(Shared {
-        plan: plan.clone(),
+        exec,
         config: config.clone(),
         plan_hash: tidewater_runners_core::snapshot::plan_hash(plan),
         restored,

@@ -21,7 +21,7 @@ use tidewater_runners_core::checkpoint::{
     restore_keyed, restore_side_input_runner, restore_sink, restore_source,
 };
 use tidewater_runners_core::create::InitialBatch;
-use tidewater_runners_core::fusion::{stage_graph, ExitKind};
+use tidewater_runners_core::fusion::{heads, stage_graph, ExitKind};
 use tidewater_runners_core::keyed::{instantiate, key_ops, KeyGroups};
 use tidewater_runners_core::side_inputs::SideInputRunner;
 use tidewater_runners_core::sink_host::SinkHost;
@@ -64,7 +64,7 @@ pub fn worker_main(
 }
 
 fn run(worker: &mut timely::worker::Worker, shared: &Shared) -> Result<WorkerOutput> {
-    let exec = tidewater_runners_core::translate(&shared.plan)?;
+    let exec = &shared.exec;
     let config = &shared.config;
     let store = match &config.checkpoint_dir {
         Some(dir) => Some(Store::open(dir)?),
@@ -146,7 +146,7 @@ fn run(worker: &mut timely::worker::Worker, shared: &Shared) -> Result<WorkerOut
         check_plans(worker, shared.plan_hash)?;
     }
     let dataflow = worker.next_dataflow_index();
-    let built = worker.dataflow::<u64, _, _>(|scope| build(scope, &exec, shared, &ctx, &probe));
+    let built = worker.dataflow::<u64, _, _>(|scope| build(scope, exec, shared, &ctx, &probe));
     let (stateful, sinks) = match built {
         Ok(s) => s,
         Err(e) => {
@@ -281,20 +281,6 @@ fn check_plans(worker: &mut timely::worker::Worker, plan_hash: u64) -> Result<()
     })
 }
 
-/// The node heading each task, in plan order.
-fn heads(exec: &ExecutablePlan) -> Vec<usize> {
-    exec.nodes
-        .iter()
-        .enumerate()
-        .filter(|(_, n)| match &n.kind {
-            NodeKind::ParDo { side_inputs, .. } => !side_inputs.is_empty(),
-            NodeKind::WindowInto { .. } | NodeKind::Sink { .. } => false,
-            _ => true,
-        })
-        .map(|(i, _)| i)
-        .collect()
-}
-
 /// This worker's sinks, which only its checkpoint coordinator commits.
 type Sinks = Vec<Rc<RefCell<SinkHost>>>;
 
@@ -329,17 +315,7 @@ fn build(
     for head in heads(exec) {
         let n = &exec.nodes[head];
         let name = n.name.clone();
-        let stage_index = match &n.kind {
-            NodeKind::Capture { .. } => None,
-            NodeKind::ParDo { .. } => graph
-                .stages
-                .iter()
-                .position(|s| s.side_input_par_do == Some(head)),
-            _ => graph
-                .stages
-                .iter()
-                .position(|s| s.side_input_par_do.is_none() && s.input == n.outputs[0]),
-        };
+        let stage_index = graph.of_head(exec, head);
         let stage = stage_index.map(|i| &graph.stages[i]);
         let parts_of = |transform: &str| -> BTreeMap<Scope, Vec<&[u8]>> {
             restored.map(|s| s.parts_of(transform)).unwrap_or_default()

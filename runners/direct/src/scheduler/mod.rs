@@ -88,14 +88,6 @@ impl Default for ExecOptions {
 /// Runs `plan` to completion.
 pub fn execute(plan: &ExecutablePlan, options: &ExecOptions) -> Result<PipelineResult> {
     let graph = stage_graph(plan, options.lift_combiners);
-    let mut stage_of = vec![None; plan.pcollections.len()];
-    let mut side_input_stage = vec![None; plan.nodes.len()];
-    for (i, s) in graph.stages.iter().enumerate() {
-        match s.side_input_par_do {
-            Some(n) => side_input_stage[n] = Some(i),
-            None => stage_of[s.input] = Some(i),
-        }
-    }
     let mut ex = Executor {
         plan,
         options,
@@ -105,8 +97,6 @@ pub fn execute(plan: &ExecutablePlan, options: &ExecOptions) -> Result<PipelineR
         metrics: MetricResults::default(),
         rng: options.shuffle_seed.map(SplitMix64::new),
         lifted: graph.lifted.clone(),
-        stage_of,
-        side_input_stage,
         stages: (0..graph.stages.len()).map(|_| None).collect(),
         graph,
         keyed: (0..plan.nodes.len()).map(|_| None).collect(),
@@ -192,10 +182,6 @@ struct Executor<'p> {
     graph: StageGraph,
     /// Per stage: its instance, built once.
     stages: Vec<Option<FusedStage>>,
-    /// Per PCollection: the stage it feeds, if any.
-    stage_of: Vec<Option<usize>>,
-    /// Per ParDo with side inputs: the stage it heads.
-    side_input_stage: Vec<Option<usize>>,
     /// Per grouping or stateful ParDo node: its keyed operator.
     keyed: Vec<Option<Box<dyn KeyedOperator>>>,
     /// Per keyed node: its parts in the last validation snapshot, which the next one's
@@ -469,8 +455,10 @@ impl Executor<'_> {
             if let Some(rng) = &mut self.rng {
                 ready.shuffle(rng);
             }
-            let stage =
-                self.side_input_stage[node].expect("a ParDo with side inputs heads a stage");
+            let stage = self
+                .graph
+                .run_by(node)
+                .expect("a ParDo with side inputs heads a stage");
             self.stages[stage]
                 .as_mut()
                 .expect("every stage is built before it runs")
@@ -617,7 +605,7 @@ impl Executor<'_> {
 
     /// Runs the stage fed by PCollection `pc` over everything buffered for it.
     fn run_stage(&mut self, pc: usize) -> Result<()> {
-        let Some(stage) = self.stage_of[pc] else {
+        let Some(stage) = self.graph.fed_by(pc) else {
             // Nothing consumes it inside a stage (an unconsumed output).
             self.buffers[pc].clear();
             return Ok(());

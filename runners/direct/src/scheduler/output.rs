@@ -14,7 +14,6 @@ impl Executor<'_> {
             options,
             stages,
             graph,
-            stage_of,
             keyed,
             pending,
             buffers,
@@ -28,7 +27,6 @@ impl Executor<'_> {
         DirectOutput {
             plan,
             graph,
-            stage_of,
             stages,
             keyed,
             push: !options.validate,
@@ -50,7 +48,6 @@ impl Executor<'_> {
 pub(super) struct DirectOutput<'a> {
     plan: &'a ExecutablePlan,
     graph: &'a StageGraph,
-    stage_of: &'a [Option<usize>],
     /// Every stage but those running (taken out while they run).
     stages: &'a mut Vec<Option<FusedStage>>,
     keyed: &'a mut Vec<Option<Box<dyn KeyedOperator>>>,
@@ -104,7 +101,7 @@ impl DirectOutput<'_> {
         if !m.is_empty() {
             self.metrics.step_mut(&n.name).merge(&m);
         }
-        let Some(stage) = self.stage_of[n.outputs[0]] else {
+        let Some(stage) = self.graph.fed_by(n.outputs[0]) else {
             return Ok(());
         };
         for out in outputs {
