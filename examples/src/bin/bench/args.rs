@@ -1,0 +1,273 @@
+//! The bench binary's flags and what one run is set to (a `Setting`).
+
+use super::*;
+
+/// Runs workloads on runners and reports throughput and peak RSS.
+#[derive(Parser)]
+#[command(name = "bench")]
+pub(super) struct Args {
+    /// Runners to measure, comma-separated (any registered runner).
+    #[arg(long, default_value = "direct", value_delimiter = ',')]
+    pub(super) runner: Vec<String>,
+    /// Workers per process, comma-separated; passed as `--workers N` to every runner
+    /// but `direct`, which has one.
+    #[arg(long, default_value = "1", value_delimiter = ',')]
+    pub(super) workers: Vec<u32>,
+    /// Processes, comma-separated: a run with N > 1 launches a local cluster of N
+    /// processes on loopback (`--local-cluster N`, on the engine runners only); its time
+    /// includes starting the processes and their connection (a latency run's
+    /// percentiles do not: each process counts from its first record).
+    #[arg(long, default_value = "1", value_delimiter = ',')]
+    pub(super) processes: Vec<u32>,
+    /// Set by a local cluster's supervisor on each of its processes.
+    #[arg(long, hide = true)]
+    pub(super) process_id: Option<u64>,
+    /// Set by a local cluster's supervisor on each of its processes.
+    #[arg(long, hide = true)]
+    pub(super) hosts: Option<PathBuf>,
+    /// A runner option (`KEY=VALUE`, may be repeated) for every runner but `direct`,
+    /// e.g. the native runner's `bundle_size=4096`.
+    #[arg(long = "runner-option", value_name = "KEY=VALUE", value_parser = tidewater::parse_key_value)]
+    pub(super) runner_options: Vec<(String, String)>,
+    /// Checkpoint intervals in milliseconds to measure each distributed runner with,
+    /// comma-separated; `0` is without checkpoints (e.g. `0,1000`: the cost of
+    /// checkpoints every second). Each checkpointed run writes into a fresh temporary
+    /// directory.
+    #[arg(long, default_value = "0", value_delimiter = ',')]
+    pub(super) checkpoint_ms: Vec<u64>,
+    /// Guarantees to measure the native runner's checkpointed runs with,
+    /// comma-separated: `exactly-once` (barrier alignment) and `at-least-once` (no
+    /// alignment: duplicates after a failure, for latency), e.g. both to see what
+    /// alignment costs. Runs without checkpoints, on other runners and `recovery`
+    /// (which checks exactly-once output) are exactly-once only.
+    #[arg(long, default_value = "exactly-once", value_delimiter = ',', value_parser = ["exactly-once", "at-least-once"])]
+    pub(super) guarantee: Vec<String>,
+    /// Workloads, comma-separated: stateless, count, stateful, windowed, latency,
+    /// recovery, nexmark-q0 .. nexmark-q14; or the groups wordcount, nexmark, all.
+    /// `latency` measures the peak of a keyed stateful pipeline (`--words` generated
+    /// records as fast as they go), then p50/p99/max latency from creation to sink at
+    /// half that rate for `--latency-seconds`; `recovery` runs the crash job on an
+    /// engine runner in a local cluster (2 processes, or `--processes` if more) with
+    /// checkpoints (`--checkpoint-ms`, 1000 if only 0 is given), SIGKILLs one process
+    /// and times the restarted job's first checkpoint.
+    #[arg(long, default_value = "wordcount", value_delimiter = ',')]
+    pub(super) workload: Vec<String>,
+    /// How long the `latency` workload's run at half the peak rate lasts (the first
+    /// 10% of its records are not counted: start-up).
+    #[arg(long, default_value_t = 5.0, value_name = "SECONDS")]
+    pub(super) latency_seconds: f64,
+    /// Also run the peer kit's `run.sh` (Flink, Spark, the hand-written timely
+    /// program, ...) on the same input, after our runs: its runs are recorded next to
+    /// ours (with the peer's version) and ours/peer ratios are printed per workload
+    /// and parallelism (`--workers` is the peers' parallelism, `--reps` their
+    /// repetitions). The input is the kit's `PEERS_ROOT/data/wc<lines>` (generated
+    /// there, byte for byte as the kit's `gen_input.py` writes it, if missing).
+    #[arg(long)]
+    pub(super) compare_peers: bool,
+    /// The peer kit: the directory holding `run.sh` and `setup.sh` (not part of this
+    /// repository). By default `../shared/peers` next to the repository, if it is there.
+    #[arg(long, value_name = "DIR")]
+    pub(super) peers_dir: Option<PathBuf>,
+    /// Where the kit's `setup.sh` installed the peers (its `PEERS_ROOT`); by default
+    /// `$PEERS_ROOT`, else `$TMPDIR/peers-bench`.
+    #[arg(long, value_name = "DIR")]
+    pub(super) peers_root: Option<PathBuf>,
+    /// The peers `--compare-peers` runs, comma-separated (`run.sh`'s `PEERS`):
+    /// rust-plain, timely, java-plain, flink, spark, bytewax, beam, pyflink-table.
+    #[arg(long, default_value = "timely,flink,spark", value_delimiter = ',')]
+    pub(super) peers: Vec<String>,
+    /// Words to generate for the word counts (rounded to whole lines of 10 words on
+    /// average, as `gen_input.py --lines words/10` writes them).
+    #[arg(long, default_value_t = 10_000_000)]
+    pub(super) words: u64,
+    /// Also measure what fault tolerance costs on a longer input of this many words
+    /// (e.g. 50000000: some ten checkpoints a run at 1 s, where a run of the standard
+    /// 10 million takes 0 to 2). After the main runs, each word count's native and
+    /// micro-batch single-process settings with and without checkpoints
+    /// (`--checkpoint-ms` with 0 among them) run `--cost-reps` times again on it, rep
+    /// by rep; their records are marked `cost_run`: the report judges the costs from
+    /// them and keeps them out of the throughput tables. The micro-batch runner would
+    /// read the bounded input in one batch, so in this pass it runs ten batches of a
+    /// tenth of the lines each, on and off alike (`--batch-records`).
+    #[arg(long, value_name = "WORDS")]
+    pub(super) cost_words: Option<u64>,
+    /// Reps of each setting in the `--cost-words` pass (default: `--reps`). The costs
+    /// are medians of rep-by-rep costs, and one long run still swings by some 10% on a
+    /// shared VM: more reps narrow the median where the targets sit near the noise.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub(super) cost_reps: Option<u32>,
+    /// Micro-batch runs read at most N lines per batch, in batches back to back until
+    /// the input's end (Spark's `Trigger.AvailableNow` with a record limit: the
+    /// runner's `--trigger available-now --max-records-per-batch N`), instead of the
+    /// whole bounded input in one batch. The `--cost-words` pass sets it to a tenth of
+    /// its input for the micro-batch runner.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub(super) batch_records: Option<u64>,
+    /// The native runner's watermark alignment (its runner option
+    /// `max_watermark_drift_ms`, Flink's maxAllowedDrift): an instance of a source
+    /// whose watermark runs more than N ms ahead of the slowest instance pauses. The
+    /// windowed word count's event times span 500 s that two workers read at
+    /// different speeds; without it their reducers hold tens of seconds more windows.
+    /// 0: off.
+    #[arg(long, value_name = "N", default_value_t = 2000)]
+    pub(super) watermark_drift_ms: u64,
+    /// A latency run during which the hypervisor's steal (`/proc/stat`) exceeded this
+    /// many percent of the CPU time is recorded as disturbed (`steal_rerun_above`) and
+    /// run again, up to `--steal-retries` times: a stall of the VM lands in the p99,
+    /// which then measures the host rather than the runner. The report leaves such
+    /// runs out of its tables and targets and lists them. A negative limit runs every
+    /// latency run again.
+    #[arg(
+        long,
+        value_name = "PCT",
+        default_value_t = 5.0,
+        allow_negative_numbers = true
+    )]
+    pub(super) max_steal: f64,
+    /// How many times a latency run disturbed by steal (`--max-steal`) runs again.
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    pub(super) steal_retries: u32,
+    /// Generator seed.
+    #[arg(long, default_value_t = 42)]
+    pub(super) seed: u64,
+    /// Vocabulary size.
+    #[arg(long, default_value_t = 10_000)]
+    pub(super) vocab: usize,
+    /// Use the files `gen_input.py --out PREFIX` wrote (`PREFIX.txt`, `PREFIX.ts.txt`,
+    /// `PREFIX.meta.json`) instead of generating them.
+    #[arg(long, value_name = "PREFIX")]
+    pub(super) input: Option<PathBuf>,
+    /// Words of the input on which outputs are checked against the direct runner's.
+    #[arg(long, default_value_t = 20_000)]
+    pub(super) check_words: u64,
+    /// Nexmark events per timed run.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub(super) events: u64,
+    /// Nexmark events of Q12's timed runs, at most: Q12 replays its events through a
+    /// TestStream on a scripted processing clock, which holds them all in memory and
+    /// slows down with their number (about 500 MB and 3 s at 50,000 on the direct runner).
+    #[arg(long, default_value_t = 50_000)]
+    pub(super) q12_events: u64,
+    /// Nexmark events of the output check.
+    #[arg(long, default_value_t = 10_000)]
+    pub(super) check_events: u64,
+    /// A smoke run: 100,000 words (20,000 checked), 10,000 Nexmark events (2,000
+    /// checked), whatever the size flags say.
+    #[arg(long)]
+    pub(super) quick: bool,
+    /// Timed runs of each setting; each is recorded.
+    #[arg(long, default_value_t = 1)]
+    pub(super) reps: u32,
+    /// Keep the direct runner's validation on while timing (off by default: this
+    /// measures speed; the check's reference run always validates).
+    #[arg(long)]
+    pub(super) validate: bool,
+    /// Where the runs' records go, one JSON object a line (written anew); `--report`
+    /// reads them from here.
+    #[arg(long, value_name = "FILE")]
+    pub(super) json: Option<PathBuf>,
+    /// Render the report (`DOCS/benchmarks.md`, `DOCS/benchmarks/*.svg`) from `--json`
+    /// instead of running anything.
+    #[arg(long)]
+    pub(super) report: bool,
+    /// The docs directory `--report` writes into.
+    #[arg(long, value_name = "DOCS", default_value = "docs")]
+    pub(super) docs: PathBuf,
+    /// The `nexmark` binary (by default the one next to this binary: build it with
+    /// `cargo build [--release] -p tidewater-nexmark`).
+    #[arg(long, value_name = "PATH")]
+    pub(super) nexmark_bin: Option<PathBuf>,
+    /// Internal: run one measurement in this process and write its result to
+    /// `--child-out` (this is how the parent runs each measurement).
+    #[arg(long, value_enum, hide = true)]
+    pub(super) child: Option<ChildMode>,
+    #[arg(long, hide = true)]
+    pub(super) child_out: Option<PathBuf>,
+    /// Internal: records of a `latency` or `recovery` child.
+    #[arg(long, hide = true)]
+    pub(super) child_records: Option<u64>,
+    /// Internal: records/s of a `latency` or `recovery` child (0: as fast as possible).
+    #[arg(long, hide = true, default_value_t = 0.0)]
+    pub(super) child_rate: f64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(super) enum ChildMode {
+    /// Run and write the output lines.
+    Output,
+    /// Run into a counting sink and write the record.
+    Time,
+    /// Run the crash job in a local cluster (the parent kills one of its processes).
+    Recovery,
+}
+
+/// What a child runs.
+#[derive(Clone)]
+pub(super) struct Setting<'a> {
+    pub(super) workload: &'a str,
+    pub(super) runner: &'a str,
+    pub(super) workers: u32,
+    /// Processes of a local cluster (1: this process only).
+    pub(super) processes: u32,
+    /// In a process of a local cluster: its index and the hosts file.
+    pub(super) cluster_process: Option<(u64, PathBuf)>,
+    pub(super) runner_options: &'a [(String, String)],
+    /// Checkpoint interval (ms), if checkpointing.
+    pub(super) checkpoint_ms: Option<u64>,
+    /// Checkpoints without alignment (`--guarantee at-least-once`).
+    pub(super) at_least_once: bool,
+    /// Micro-batches of at most this many lines, back to back (`--batch-records`).
+    pub(super) batch_records: Option<u64>,
+    /// The native runner's watermark alignment (`--watermark-drift-ms`), if on.
+    pub(super) watermark_drift_ms: Option<u64>,
+}
+
+impl Setting<'_> {
+    pub(super) fn options(&self, validate: bool) -> PipelineOptions {
+        let mut o = PipelineOptions {
+            runner: self.runner.to_string(),
+            no_validate: !validate,
+            ..Default::default()
+        };
+        if self.runner != "direct" {
+            o.engine.workers = u64::from(self.workers);
+            if self.processes > 1 {
+                match &self.cluster_process {
+                    // A process of the cluster its supervisor launched.
+                    Some((id, hosts)) => {
+                        o.engine.processes = u64::from(self.processes);
+                        o.engine.process_id = *id;
+                        o.engine.hosts = Some(hosts.clone());
+                    }
+                    None => o.engine.local_cluster = Some(u64::from(self.processes)),
+                }
+            }
+            o.runner_options = self.runner_options.to_vec();
+            if let (Some(ms), "native") = (self.watermark_drift_ms, self.runner) {
+                o.runner_options
+                    .push(("max_watermark_drift_ms".into(), ms.to_string()));
+            }
+            if let (Some(n), "microbatch") = (self.batch_records, self.runner) {
+                o.runner_flags.set("trigger", "available-now");
+                o.runner_flags.set("max-records-per-batch", n.to_string());
+            }
+            if let Some(ms) = self.checkpoint_ms {
+                // The micro-batch runner checkpoints every batch: the interval is its
+                // batch interval.
+                if self.runner == "microbatch" {
+                    o.runner_flags.set("batch-interval", format!("{ms}ms"));
+                } else {
+                    o.engine.checkpoint_interval = Some(std::time::Duration::from_millis(ms));
+                }
+                o.engine.checkpoint_dir = Some(std::env::temp_dir().join(format!(
+                    "tidewater-bench-checkpoints-{}",
+                    std::process::id()
+                )));
+                if self.at_least_once {
+                    o.engine.guarantee = "at-least-once".into();
+                }
+            }
+        }
+        o
+    }
+}

@@ -1,0 +1,286 @@
+//! Tests of `store.rs`.
+
+use super::*;
+use tidewater_runners_core::snapshot::{Part, Scope};
+
+fn snap(bytes: &[u8]) -> Snapshot {
+    Snapshot {
+        plan_hash: 7,
+        max_key_groups: 4,
+        epoch: 0,
+        base: Vec::new(),
+        parts: vec![Part {
+            transform: "T".into(),
+            scope: Scope::List(0),
+            bytes: bytes.to_vec(),
+        }],
+    }
+}
+
+#[test]
+fn a_checkpoint_names_the_file_whose_range_holds_its_epoch_and_reads_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    store.write_part(1, 0, 0, 2, &snap(b"a")).unwrap();
+    store.write_part(1, 1, 0, 0, &snap(b"b")).unwrap();
+    store.write_part(1, 1, 1, 3, &snap(b"c")).unwrap();
+    let m = store.complete(2, &[1], 2, 7, 4).unwrap();
+    let names: Vec<&str> = m.files.iter().map(|f| f.name.as_str()).collect();
+    assert_eq!(names, ["n1-w0-0-2.snap", "n1-w1-1-3.snap"]);
+    let r = store.latest(7).unwrap().unwrap();
+    assert_eq!(r.manifest.epoch, 2);
+    let bytes: Vec<&[u8]> = r.snapshot.parts.iter().map(|p| &p.bytes[..]).collect();
+    assert_eq!(bytes, [b"a", b"c"]);
+    assert!(
+        store.complete(4, &[1], 2, 7, 4).is_err(),
+        "worker 0 has no file for 4"
+    );
+}
+
+#[test]
+fn a_corrupt_file_falls_back_to_the_previous_checkpoint_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    store.write_part(1, 0, 0, 0, &snap(b"old")).unwrap();
+    store.complete(0, &[1], 1, 7, 4).unwrap();
+    store.write_part(1, 0, 1, 1, &snap(b"new")).unwrap();
+    store.complete(1, &[1], 1, 7, 4).unwrap();
+    flip_last_byte(&dir.path().join("parts").join("n1-w0-1-1.snap"));
+    let r = store.latest(7).unwrap().unwrap();
+    assert_eq!(r.manifest.epoch, 0);
+    assert_eq!(r.snapshot.parts[0].bytes, b"old");
+    assert_eq!(r.notes.len(), 1);
+    assert!(
+        r.notes[0].contains("checkpoint 1 is unusable")
+            && r.notes[0].contains("does not match its checksum"),
+        "{}",
+        r.notes[0]
+    );
+    assert!(
+        matches!(store.latest(8), Err(Error::Checkpoint { message }) if message.contains("another pipeline"))
+    );
+}
+
+#[test]
+fn only_the_last_checkpoints_and_their_files_are_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    for e in 0..6u64 {
+        store.write_part(1, 0, e, e, &snap(b"x")).unwrap();
+        store.complete(e, &[1], 1, 7, 4).unwrap();
+    }
+    assert_eq!(store.manifests().unwrap(), [3, 4, 5]);
+    assert_eq!(
+        file_names(&store),
+        ["n1-w0-3-3.snap", "n1-w0-4-4.snap", "n1-w0-5-5.snap"]
+    );
+}
+
+/// Corrupts the file at `path`: its last byte flipped.
+fn flip_last_byte(path: &Path) {
+    let mut bytes = std::fs::read(path).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    std::fs::write(path, bytes).unwrap();
+}
+
+/// The part files present, sorted.
+fn file_names(store: &Store) -> Vec<String> {
+    let mut files: Vec<String> = store
+        .part_files()
+        .unwrap()
+        .into_iter()
+        .map(|f| f.0)
+        .collect();
+    files.sort();
+    files
+}
+
+/// A key group table of `entries` (id, value).
+fn table(entries: &[(&[u8], &[u8])]) -> Vec<u8> {
+    tidewater_runners_core::delta::encode_table(entries.iter().copied())
+}
+
+/// A snapshot of key group 0 of "G" (a table, or a delta over `base`) and a list
+/// part `list`.
+fn keyed(epoch: u64, group: (Scope, Vec<u8>), list: &[u8], base: Vec<BaseRef>) -> Snapshot {
+    Snapshot {
+        plan_hash: 7,
+        max_key_groups: 4,
+        epoch,
+        base,
+        parts: vec![
+            Part {
+                transform: "G".into(),
+                scope: group.0,
+                bytes: group.1,
+            },
+            Part {
+                transform: "Sink".into(),
+                scope: Scope::List(0),
+                bytes: list.to_vec(),
+            },
+        ],
+    }
+}
+
+/// Writes epochs `epochs` of task 1 on worker 0, a full snapshot where `full` says
+/// so and a delta over the previous file otherwise (each adds the entry of its
+/// epoch), and completes each epoch.
+fn write_chains(store: &Store, epochs: std::ops::Range<u64>, full: impl Fn(u64) -> bool) {
+    use tidewater_runners_core::delta::{encode_delta, encode_entry};
+    let mut chain: Vec<BaseRef> = Vec::new();
+    for e in epochs {
+        let id = [e as u8];
+        let snapshot = if full(e) || chain.is_empty() {
+            chain.clear();
+            keyed(
+                e,
+                (Scope::KeyGroup(0), table(&[(&id, b"v")])),
+                &id,
+                Vec::new(),
+            )
+        } else {
+            let mut entry = Vec::new();
+            encode_entry(&id, b"v", &mut entry);
+            let delta = encode_delta(&[], &[&entry]);
+            keyed(e, (Scope::KeyGroupDelta(0), delta), &id, chain.clone())
+        };
+        chain.push(store.write_part(1, 0, e, e, &snapshot).unwrap());
+        store.complete(e, &[1], 1, 7, 4).unwrap();
+    }
+}
+
+#[test]
+fn a_delta_reads_back_applied_to_the_files_it_builds_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    write_chains(&store, 0..3, |e| e == 0);
+    let r = store.latest(7).unwrap().unwrap();
+    assert_eq!(r.manifest.epoch, 2);
+    let f = &r.manifest.files[0];
+    assert_eq!(f.name, "n1-w0-2-2.snap");
+    let bases: Vec<&str> = f.base.iter().map(|b| b.name.as_str()).collect();
+    assert_eq!(bases, ["n1-w0-0-0.snap", "n1-w0-1-1.snap"]);
+    // Key group 0 holds every epoch's entry; the sink's list is the newest file's.
+    assert_eq!(
+        r.snapshot.parts,
+        vec![
+            Part {
+                transform: "G".into(),
+                scope: Scope::KeyGroup(0),
+                bytes: table(&[(&[0], b"v"), (&[1], b"v"), (&[2], b"v")]),
+            },
+            Part {
+                transform: "Sink".into(),
+                scope: Scope::List(0),
+                bytes: vec![2],
+            },
+        ]
+    );
+    // A savepoint copies the files the checkpoint builds on too.
+    let copy = tempfile::tempdir().unwrap();
+    store.copy_checkpoint(2, copy.path()).unwrap();
+    let again = Store::open(copy.path())
+        .unwrap()
+        .latest(7)
+        .unwrap()
+        .unwrap();
+    assert_eq!(again.snapshot.parts, r.snapshot.parts);
+}
+
+#[test]
+fn a_corrupt_full_file_falls_back_to_a_checkpoint_that_does_not_build_on_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    // Full snapshots at 0 and 3, deltas in between and after.
+    write_chains(&store, 0..7, |e| e == 0 || e == 3);
+    // The last KEEP, and back to 2: the newest that does not build on the full
+    // file of 3.
+    assert_eq!(store.manifests().unwrap(), [2, 3, 4, 5, 6]);
+    assert_eq!(
+        file_names(&store),
+        (0..7)
+            .map(|e| format!("n1-w0-{e}-{e}.snap"))
+            .collect::<Vec<_>>()
+    );
+    flip_last_byte(&dir.path().join("parts").join("n1-w0-3-3.snap"));
+    let r = store.latest(7).unwrap().unwrap();
+    assert_eq!(r.manifest.epoch, 2);
+    assert_eq!(
+        r.snapshot.parts[0].bytes,
+        table(&[(&[0], b"v"), (&[1], b"v"), (&[2], b"v")])
+    );
+    assert_eq!(r.notes.len(), 4, "{:?}", r.notes);
+    assert!(
+        r.notes[0].contains("checkpoint 6 is unusable"),
+        "{}",
+        r.notes[0]
+    );
+    assert!(
+        r.notes[0].contains("n1-w0-3-3.snap does not match its checksum"),
+        "{}",
+        r.notes[0]
+    );
+    // The first full file has nothing before it: no checkpoint is usable, and
+    // the run stops with the reason rather than start again from nothing.
+    flip_last_byte(&dir.path().join("parts").join("n1-w0-0-0.snap"));
+    let e = store.latest(7).unwrap_err().to_string();
+    assert!(e.contains("no usable checkpoint"), "{e}");
+}
+
+#[test]
+fn a_resumed_run_removes_only_its_workers_files_of_the_epochs_it_writes_anew() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    store.write_part(1, 0, 0, 2, &snap(b"a")).unwrap();
+    store
+        .write_part(1, 0, 3, 9, &snap(b"left by a run that stopped"))
+        .unwrap();
+    store
+        .write_part(1, 1, 3, 3, &snap(b"another worker's"))
+        .unwrap();
+    store
+        .write_part(2, 0, 4, 4, &snap(b"another task's, left by that run"))
+        .unwrap();
+    store.remove_unfinished(0, 3).unwrap();
+    assert_eq!(file_names(&store), ["n1-w0-0-2.snap", "n1-w1-3-3.snap"]);
+}
+
+#[test]
+fn the_offset_log_reads_back_every_workers_ranges_checks_them_and_is_pruned() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let range = |p: u32, count: u64| ReadRange {
+        partition: p,
+        start: vec![p as u8],
+        count,
+        left: (p == 0).then_some(count + 4),
+    };
+    assert_eq!(store.read_offsets(2, 1, 7).unwrap(), None);
+    store
+        .write_offsets(2, 1, 0, 7, &[range(0, 5), range(2, 0)])
+        .unwrap();
+    store.write_offsets(2, 1, 1, 7, &[range(1, 3)]).unwrap();
+    store.write_offsets(3, 1, 0, 7, &[range(0, 9)]).unwrap();
+    let mut got = store.read_offsets(2, 1, 7).unwrap().unwrap();
+    got.sort_by_key(|r| r.partition);
+    assert_eq!(got, vec![range(0, 5), range(1, 3), range(2, 0)]);
+    let e = store.read_offsets(2, 1, 8).unwrap_err().to_string();
+    assert!(e.contains("another pipeline"), "{e}");
+    // A flipped byte is found by the checksum.
+    let path = dir.path().join("offsets").join(offsets_name(3, 1, 0));
+    let mut bytes = std::fs::read(&path).unwrap();
+    let last = bytes.len() - 3;
+    bytes[last] ^= 1;
+    std::fs::write(&path, bytes).unwrap();
+    let e = store.read_offsets(3, 1, 7).unwrap_err().to_string();
+    assert!(e.contains("does not match its checksum"), "{e}");
+    // Batches up to the oldest kept checkpoint go with it.
+    for e in 0..6u64 {
+        store.write_part(1, 0, e, e, &snap(b"x")).unwrap();
+        store.complete(e, &[1], 1, 7, 4).unwrap();
+    }
+    assert_eq!(store.read_offsets(2, 1, 7).unwrap(), None);
+    assert_eq!(store.read_offsets(3, 1, 7).unwrap(), None);
+}
