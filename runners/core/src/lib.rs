@@ -16,6 +16,7 @@ pub mod create;
 pub mod delta;
 pub mod dot;
 pub mod fusion;
+pub mod head;
 pub mod keyed;
 pub mod side_inputs;
 pub mod sink_host;

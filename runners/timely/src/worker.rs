@@ -8,7 +8,7 @@ use crate::epochs::FINAL_EPOCH;
 use crate::metrics::OperatorFigures;
 use crate::msg::Msg;
 use crate::progress::{batch_figures, Progress};
-use crate::task::{Decoder, Head, Input, Route, Task, WorkerCtx};
+use crate::task::{Decoder, Input, Route, Task, WorkerCtx};
 use crate::Shared;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
@@ -17,18 +17,13 @@ use std::sync::Arc;
 use std::time::Duration;
 use tidewater::exec::{key_groups_of_worker, MetricResults};
 use tidewater::{Error, Result};
-use tidewater_runners_core::checkpoint::{
-    restore_keyed, restore_side_input_runner, restore_sink, restore_source,
-};
-use tidewater_runners_core::create::InitialBatch;
+use tidewater_runners_core::checkpoint::restore_sink;
 use tidewater_runners_core::fusion::{heads, stage_graph, ExitKind};
-use tidewater_runners_core::keyed::{instantiate, key_ops, KeyGroups};
-use tidewater_runners_core::side_inputs::SideInputRunner;
+use tidewater_runners_core::head::{Head, Placement};
+use tidewater_runners_core::keyed::{key_ops, KeyGroups};
 use tidewater_runners_core::sink_host::SinkHost;
-use tidewater_runners_core::snapshot::{decode_part, Scope, Snapshot};
-use tidewater_runners_core::source_driver::SourceDriver;
+use tidewater_runners_core::snapshot::Snapshot;
 use tidewater_runners_core::stage::{FusedStage, StageOptions};
-use tidewater_runners_core::test_stream::{TestStreamClock, TestStreamDriver};
 use tidewater_runners_core::translate::{ExecutablePlan, NodeKind};
 use tidewater_runners_core::watermarks::{Senders, SourceView};
 use timely::dataflow::channels::pact::Exchange;
@@ -299,8 +294,6 @@ fn build(
     let old_workers = shared.restored.as_ref().map_or(1, |r| r.manifest.workers);
     let start_epoch = shared.start_epoch();
     let (me, peers) = (ctx.me, ctx.peers);
-    // Old instances whose list state this worker takes over.
-    let mine = |i: u32| i as usize % peers == me;
     let mut streams: HashMap<(usize, usize), Stream<'_, u64, Vec<Msg>>> = HashMap::new();
     // Per consumer input: the source (its head's plan node) whose task sends into it.
     let mut sent_by_source: HashMap<(usize, usize), usize> = HashMap::new();
@@ -317,138 +310,45 @@ fn build(
         let name = n.name.clone();
         let stage_index = graph.of_head(exec, head);
         let stage = stage_index.map(|i| &graph.stages[i]);
-        let parts_of = |transform: &str| -> BTreeMap<Scope, Vec<&[u8]>> {
-            restored.map(|s| s.parts_of(transform)).unwrap_or_default()
+        let placement = Placement {
+            worker: me,
+            workers: peers,
+            old_workers,
+            key_groups: KeyGroups {
+                max: config.max_key_groups,
+                owned: key_groups_of_worker(me, peers, config.max_key_groups),
+            },
+            source_partitions: config.source_partitions,
         };
-        // Old worker 0's record of a source that only worker 0 runs.
-        let zero_record = |transform: &str| -> Option<Vec<u8>> {
-            parts_of(transform)
-                .get(&Scope::List(0))
-                .and_then(|v| v.first().map(|b| b.to_vec()))
-        };
-        let key_groups = KeyGroups {
-            max: config.max_key_groups,
-            owned: key_groups_of_worker(me, peers, config.max_key_groups),
-        };
-        let (head_state, inputs, is_source, has_state) = match &n.kind {
-            NodeKind::Impulse | NodeKind::Create { .. } => {
-                let emitted = match zero_record(&name) {
-                    Some(b) => decode_part::<bool>(&b, "a Create's record")
-                        .map_err(tidewater_runners_core::stage::unwrap_downstream)?,
-                    None => restored.is_some(),
-                };
-                // Worker 0 emits it.
-                let create = InitialBatch::new(exec, head, me != 0 || emitted)?;
-                (Head::Create(create), Vec::new(), true, true)
-            }
-            NodeKind::TestStream { .. } => {
-                let mut driver = TestStreamDriver::new(exec, head)?;
-                let mut clock = TestStreamClock::default();
-                if let Some(b) = zero_record(&name) {
-                    let (pos, w, p): (Option<usize>, tidewater::Timestamp, tidewater::Timestamp) =
-                        decode_part(&b, "a TestStream's position")
-                            .map_err(tidewater_runners_core::stage::unwrap_downstream)?;
-                    driver.position = pos.unwrap_or(usize::MAX);
-                    clock = TestStreamClock {
-                        watermark: w,
-                        processing_time: p,
-                    };
-                }
-                let driver = (me == 0).then_some(driver);
-                if driver.is_none() {
-                    clock = TestStreamClock {
-                        watermark: tidewater::Timestamp::MAX,
-                        processing_time: tidewater::Timestamp::MAX,
-                    };
-                }
-                (Head::TestStream { driver, clock }, Vec::new(), true, true)
-            }
-            NodeKind::Read { .. } => {
-                let driver = match restored {
-                    None => SourceDriver::start(
-                        n.instantiate_source()?,
-                        config.source_partitions,
-                        me,
-                        peers,
-                    )
-                    .map_err(|e| {
-                        tidewater_runners_core::stage::unwrap_downstream(
-                            tidewater_runners_core::stage::attribute(e, &name),
-                        )
-                    })?,
-                    Some(s) => restore_source(exec, head, s, me, peers)?,
-                };
-                (Head::Read(driver), Vec::new(), true, true)
-            }
+        let head_state = Head::build(exec, &graph, head, &placement, restored)?;
+        let (is_source, has_state) = (head_state.is_source(), head_state.has_state());
+        // Each input port, with whom it hears from and how its data is decoded.
+        let decoded = |pc: usize| Decoder::Type(exec.pcollections[pc].element_type.clone());
+        let inputs: Vec<Input> = match &n.kind {
             NodeKind::Grouping { .. } | NodeKind::Stateful { .. } => {
-                let lifted = graph.lifted[head];
-                let op = match restored {
-                    Some(s) => restore_keyed(exec, head, lifted, s, &key_groups)?,
-                    None => instantiate(exec, head, lifted, &key_groups)?,
-                };
-                let ops = key_ops(exec, head, lifted)?;
-                let decoder = if lifted {
-                    Decoder::Keyed(ops)
+                let decoder = if graph.lifted[head] {
+                    Decoder::Keyed(key_ops(exec, head, true)?)
                 } else {
-                    Decoder::Type(exec.pcollections[n.inputs[0]].element_type.clone())
+                    decoded(n.inputs[0])
                 };
-                (
-                    Head::Keyed(op),
-                    vec![Input::new(ctx, Senders::All, decoder)],
-                    false,
-                    true,
-                )
+                vec![Input::new(ctx, Senders::All, decoder)]
             }
-            NodeKind::Flatten => {
-                let inputs = n
-                    .inputs
-                    .iter()
-                    .map(|&pc| {
-                        Input::new(
-                            ctx,
-                            Senders::This,
-                            Decoder::Type(exec.pcollections[pc].element_type.clone()),
-                        )
-                    })
-                    .collect();
-                (Head::Flatten, inputs, false, false)
-            }
-            NodeKind::ParDo { .. } => {
-                let runner = match restored {
-                    Some(s) => {
-                        let lists: Vec<u32> =
-                            (0..old_workers as u32).filter(|i| mine(*i)).collect();
-                        restore_side_input_runner(exec, head, s, Some(&lists))?
-                    }
-                    None => SideInputRunner::new(exec, head)?,
-                };
-                let inputs = n
-                    .inputs
-                    .iter()
-                    .enumerate()
-                    .map(|(i, &pc)| {
-                        Input::new(
-                            ctx,
-                            if i == 0 { Senders::This } else { Senders::All },
-                            Decoder::Type(exec.pcollections[pc].element_type.clone()),
-                        )
-                    })
-                    .collect();
-                (Head::SideInput(runner), inputs, false, true)
-            }
-            NodeKind::Capture { name: cap } => (
-                Head::Capture {
-                    name: cap.clone(),
-                    element_type: exec.pcollections[n.inputs[0]]
-                        .element_type
-                        .name()
-                        .to_string(),
-                },
-                vec![Input::new(ctx, Senders::All, Decoder::Raw)],
-                false,
-                false,
-            ),
-            _ => unreachable!("heads() picks only these"),
+            NodeKind::Flatten => n
+                .inputs
+                .iter()
+                .map(|&pc| Input::new(ctx, Senders::This, decoded(pc)))
+                .collect(),
+            NodeKind::ParDo { .. } => n
+                .inputs
+                .iter()
+                .enumerate()
+                .map(|(i, &pc)| {
+                    let senders = if i == 0 { Senders::This } else { Senders::All };
+                    Input::new(ctx, senders, decoded(pc))
+                })
+                .collect(),
+            NodeKind::Capture { .. } => vec![Input::new(ctx, Senders::All, Decoder::Raw)],
+            _ => Vec::new(),
         };
         // Everything that can fail is done before any timely operator is built.
         let mut routes = Vec::new();

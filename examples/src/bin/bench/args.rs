@@ -223,6 +223,21 @@ pub(super) struct Setting<'a> {
 }
 
 impl Setting<'_> {
+    /// Notes on `record` what was run: validation, the processes (and, from `result`,
+    /// their figures), checkpoints and the guarantee.
+    pub(super) fn describe(
+        &self,
+        record: &mut BenchRecord,
+        validate: bool,
+        result: &tidewater::runner::PipelineResult,
+    ) {
+        record.validate = validate;
+        record.on_cluster(self.processes, result);
+        record.checkpoint = self.checkpoint_ms.is_some();
+        record.checkpoint_interval_ms = self.checkpoint_ms;
+        record.at_least_once = self.at_least_once;
+    }
+
     pub(super) fn options(&self, validate: bool) -> PipelineOptions {
         let mut o = PipelineOptions {
             runner: self.runner.to_string(),

@@ -198,11 +198,7 @@ pub(super) fn child(args: &Args, mode: ChildMode) -> anyhow::Result<()> {
                 outputs,
                 start,
             );
-            record.validate = args.validate;
-            record.on_cluster(setting.processes, &result);
-            record.checkpoint = setting.checkpoint_ms.is_some();
-            record.checkpoint_interval_ms = setting.checkpoint_ms;
-            record.at_least_once = setting.at_least_once;
+            setting.describe(&mut record, args.validate, &result);
             record.batch_records = setting
                 .batch_records
                 .filter(|_| setting.runner == "microbatch");

@@ -123,11 +123,7 @@ pub(super) fn latency_run(args: &Args, setting: &Setting<'_>, out: &Path) -> any
         records,
         start,
     );
-    record.validate = args.validate;
-    record.on_cluster(setting.processes, &result);
-    record.checkpoint = setting.checkpoint_ms.is_some();
-    record.checkpoint_interval_ms = setting.checkpoint_ms;
-    record.at_least_once = setting.at_least_once;
+    setting.describe(&mut record, args.validate, &result);
     if let Some(rate) = rate {
         let (p50, p99, max) = latency::percentiles_of(seen).context("no latency was measured")?;
         record.p50_latency_ms = Some(p50);

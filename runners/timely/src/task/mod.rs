@@ -39,16 +39,14 @@ use tidewater::exec::{
     key_group, key_group_worker, AnyBatch, ElementType, ExecError, KeyOps, MetricResults,
 };
 use tidewater::{Error, Result, Timestamp};
-use tidewater_runners_core::checkpoint::{keyed_parts_later, KeyedParts, LaterPartsOf};
-use tidewater_runners_core::create::InitialBatch;
-use tidewater_runners_core::keyed::KeyedOperator;
+use tidewater_runners_core::checkpoint::LaterPartsOf;
+use tidewater_runners_core::head::Head;
 use tidewater_runners_core::keyed::SnapshotKind;
-use tidewater_runners_core::side_inputs::SideInputRunner;
 use tidewater_runners_core::sink_host::SinkHost;
 use tidewater_runners_core::snapshot::{Part, Scope, Snapshot};
 use tidewater_runners_core::source_driver::{ReadRange, SourceDriver};
 use tidewater_runners_core::stage::{FusedStage, StageOutput};
-use tidewater_runners_core::test_stream::{Replayed, TestStreamClock, TestStreamDriver};
+use tidewater_runners_core::test_stream::Replayed;
 use tidewater_runners_core::watermarks;
 use tidewater_runners_core::watermarks::{InputClock, Senders, SourceView};
 use timely::dataflow::channels::pushers::Output;
@@ -231,35 +229,6 @@ impl Input {
     }
 }
 
-/// What heads a task.
-pub enum Head {
-    /// Create or Impulse: one batch, on worker 0 (none on other workers, or once sent).
-    Create(InitialBatch),
-    /// A TestStream, on worker 0.
-    TestStream {
-        /// The script (`None` on other workers).
-        driver: Option<TestStreamDriver>,
-        /// Its watermark and simulated processing time.
-        clock: TestStreamClock,
-    },
-    /// A Read: core's source driver over the partitions this worker owns, read as
-    /// the runner's policy says.
-    Read(SourceDriver),
-    /// A grouping or a stateful ParDo.
-    Keyed(Box<dyn KeyedOperator>),
-    /// A Flatten.
-    Flatten,
-    /// A ParDo with side inputs (its stage runs the ParDo).
-    SideInput(SideInputRunner),
-    /// A capture: batches gathered on worker 0.
-    Capture {
-        /// Its name.
-        name: String,
-        /// The element type's name.
-        element_type: String,
-    },
-}
-
 /// One task on one worker.
 pub struct Task {
     /// The head's plan node (names its files).
@@ -394,30 +363,13 @@ impl Task {
 
     /// The head's output watermark.
     fn output_watermark(&self) -> Timestamp {
-        match &self.head {
-            Head::Create(create) => create.watermark(),
-            Head::TestStream { clock, .. } => clock.watermark,
-            Head::Read(driver) => driver.watermark(),
-            Head::Keyed(op) => op.output_watermark(),
-            Head::Flatten => {
-                watermarks::flatten_output(self.inputs.iter().map(|i| i.clock.watermark()))
-            }
-            Head::SideInput(runner) => runner.output_watermark(),
-            Head::Capture { .. } => Timestamp::MAX,
-        }
+        self.head.output_watermark(&self.input_watermarks())
     }
 
-    /// Whether the head's output is idle: a source reading only idle partitions, or a
-    /// step all of whose inputs are idle (Flink's idleness, passed downstream so that
-    /// partitions read on several workers combine as in one source driver).
+    /// Whether the head's output is idle ([`Head::output_idle`]).
     fn output_idle(&self) -> bool {
-        match &self.head {
-            Head::Read(driver) => driver.is_idle(),
-            Head::Keyed(_) | Head::Flatten | Head::SideInput(_) => {
-                !self.inputs.is_empty() && self.inputs.iter().all(|i| i.clock.idle())
-            }
-            Head::Create(_) | Head::TestStream { .. } | Head::Capture { .. } => false,
-        }
+        let idle: Vec<bool> = self.inputs.iter().map(|i| i.clock.idle()).collect();
+        self.head.output_idle(&idle)
     }
 
     /// Runs the stage's held partial combines for windows that end before `watermark`
@@ -479,18 +431,6 @@ impl Task {
         Ok(())
     }
 
-    /// Takes what a keyed operator emitted through the stage.
-    fn drain_keyed(&mut self) -> Result<()> {
-        let Head::Keyed(op) = &mut self.head else {
-            return Ok(());
-        };
-        let outputs = op.take_output();
-        for out in outputs {
-            self.run_stage(out)?;
-        }
-        Ok(())
-    }
-
     fn input_watermarks(&self) -> Vec<Timestamp> {
         self.inputs.iter().map(|i| i.clock.watermark()).collect()
     }
@@ -548,26 +488,10 @@ impl Task {
                 };
                 self.figures.add_in(batch.len());
                 let now = self.now();
-                match &mut self.head {
-                    Head::Keyed(op) => {
-                        op.process(batch, now)
-                            .map_err(|e| attribute(e, &self.name))?;
-                        self.drain_keyed()
-                    }
-                    Head::SideInput(runner) => {
-                        if port == 0 {
-                            runner.add_main(batch);
-                        } else {
-                            runner.add_side(port, batch);
-                        }
-                        Ok(())
-                    }
-                    Head::Flatten => self.run_stage(batch),
-                    _ => Err(Error::Internal(format!(
-                        "'{}' received data but has no input",
-                        self.name
-                    ))),
+                for out in self.head.process(port, batch, now, &self.name)? {
+                    self.run_stage(out)?;
                 }
+                Ok(())
             }
         }
     }
@@ -576,23 +500,12 @@ impl Task {
     fn advance(&mut self) -> Result<()> {
         let now = self.now();
         let wms = self.input_watermarks();
-        match &mut self.head {
-            Head::Keyed(op) => {
-                let wm = wms[0];
-                if op.has_due_work(wm, now) || op.input_watermark() < wm {
-                    op.advance(wm, now).map_err(|e| attribute(e, &self.name))?;
-                    self.drain_keyed()?;
-                }
-            }
-            Head::SideInput(runner) => {
-                if let Some((ready, sides)) = runner.advance(wms[0], &wms[1..]) {
-                    if let Some(stage) = self.stage.as_mut() {
-                        stage.set_side_inputs(sides);
-                    }
-                    self.run_stage(ready)?;
-                }
-            }
-            _ => {}
+        let advanced = self.head.advance(&wms, now, &self.name)?;
+        if let (Some(sides), Some(stage)) = (advanced.side_inputs, self.stage.as_mut()) {
+            stage.set_side_inputs(sides);
+        }
+        for out in advanced.out {
+            self.run_stage(out)?;
         }
         Ok(())
     }
@@ -614,11 +527,8 @@ impl Task {
                 metrics.step_mut(&name).merge(&m);
             }
         }
-        if let Head::Keyed(op) = &mut self.head {
-            let m = op.take_metrics();
-            if !m.is_empty() {
-                metrics.step_mut(&self.name).merge(&m);
-            }
+        if let Some(m) = self.head.take_metrics() {
+            metrics.step_mut(&self.name).merge(&m);
         }
     }
 

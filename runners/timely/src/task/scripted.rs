@@ -112,8 +112,8 @@ impl Task {
         if self.ctx.clock != Clock::Wall || self.ctx.policy.time_at_close() {
             return;
         }
-        if let Head::Keyed(op) = &self.head {
-            if let Some(t) = op.next_wakeup() {
+        {
+            if let Some(t) = self.head.next_wakeup() {
                 let ms = t
                     .millis()
                     .saturating_sub(Timestamp::wall_clock().millis())

@@ -18,46 +18,9 @@ impl Task {
             scope,
             bytes,
         };
-        let mut parts = Vec::new();
-        let mut later = None;
-        let mut delta = false;
-        match &mut self.head {
-            Head::Keyed(op) => {
-                let keyed: KeyedParts =
-                    keyed_parts_later(&self.name, op.as_mut(), self.ctx.max_key_groups, me, kind)?;
-                parts.extend(keyed.parts);
-                later = keyed.later;
-                delta = keyed.delta;
-            }
-            Head::SideInput(runner) => parts.extend(
-                runner
-                    .snapshot(me)?
-                    .into_iter()
-                    .map(|p| part(&self.name, p)),
-            ),
-            Head::Read(driver) => {
-                parts.extend(driver.snapshot().into_iter().map(|p| part(&self.name, p)))
-            }
-            Head::Create(create) => parts.push(part(
-                &self.name,
-                (
-                    Scope::List(me),
-                    tidewater_runners_core::snapshot::encode_part(&create.emitted()),
-                ),
-            )),
-            Head::TestStream { driver, clock } => parts.push(part(
-                &self.name,
-                (
-                    Scope::List(me),
-                    tidewater_runners_core::snapshot::encode_part(&(
-                        driver.as_ref().map(|d| d.position),
-                        clock.watermark,
-                        clock.processing_time,
-                    )),
-                ),
-            )),
-            Head::Flatten | Head::Capture { .. } => {}
-        }
+        let (mut parts, later, delta) =
+            self.head
+                .parts(&self.name, self.ctx.max_key_groups, me, kind)?;
         for (route, name) in self
             .routes
             .iter()
