@@ -608,6 +608,18 @@ impl SourceDriver {
         }
     }
 
+    /// After a read on `clock` that found nothing (`progress` false): on the simulated
+    /// clock a Read's processing time never moves ([`crate::clock`]), so nothing more
+    /// will come and the source is drained (its watermark goes to the end of time)
+    /// rather than waited for. Returns whether it was.
+    pub fn drain_if_idle(&mut self, progress: bool, clock: crate::clock::Clock) -> bool {
+        if progress || clock != crate::clock::Clock::Simulated || self.is_done() {
+            return false;
+        }
+        self.finish();
+        true
+    }
+
     /// The owned partitions.
     pub fn partitions(&self) -> &BTreeMap<u32, PartitionState> {
         &self.owned

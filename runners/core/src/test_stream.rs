@@ -43,7 +43,7 @@ impl Default for TestStreamClock {
     fn default() -> Self {
         TestStreamClock {
             watermark: Timestamp::MIN,
-            processing_time: Timestamp(0),
+            processing_time: crate::clock::SIMULATED_START,
         }
     }
 }

@@ -232,7 +232,10 @@ impl BatchReader {
             let t = Timestamp::wall_clock().max(task.in_band_time());
             task.set_processing_time(t);
         }
-        let batch_time = task.in_band_time();
+        // On the simulated clock a Read reads at the clock's start, all it has in one
+        // batch, before the script's first event (core's clock.rs).
+        let simulated = task.clock() == Clock::Simulated;
+        let batch_time = task.clock().read_time(task.in_band_time());
         let cur = task.epoch();
         // The batch's processing time reaches every consumer before its records.
         task.send_progress()?;
@@ -279,7 +282,7 @@ impl BatchReader {
                     task.worker()
                 );
             }
-            let limit = if trigger == BatchTrigger::Once {
+            let limit = if trigger == BatchTrigger::Once || simulated {
                 None
             } else {
                 self.policy.max_records
@@ -351,7 +354,10 @@ impl BatchReader {
         if let (true, Some(plan)) = (run.queue.is_empty(), run.plan.as_mut()) {
             if !plan.is_read() {
                 let mut out = Vec::new();
-                let (read_size, now) = (task.read_size(), task.in_band_time());
+                let (read_size, now) = (
+                    task.read_size(),
+                    task.clock().read_time(task.in_band_time()),
+                );
                 task.driver()
                     .read_planned(plan, read_size, now, &mut out)
                     .map_err(|e| task.fail(e))?;
@@ -379,6 +385,11 @@ impl BatchReader {
                 task.log_ranges(&read.ranges)?;
             }
             run.stop |= trigger_stops(self.policy.trigger, read.limited);
+        }
+        // On the simulated clock the batch read everything the source has at a time
+        // that never moves: nothing more will come (core's clock.rs).
+        if task.clock() == Clock::Simulated {
+            task.driver().finish();
         }
         let end = run.stop || task.driver().is_done();
         task.batch_read(run.figures, run.started);

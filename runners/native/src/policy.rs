@@ -47,7 +47,10 @@ impl ReadPolicy for StreamingReader {
             .get_or_insert_with(|| epochs::due(task.epoch_interval()));
         // An epoch ends when the interval is over and the source has read in it; a
         // source held back by the epochs in flight waits in its new epoch.
-        if Instant::now() >= due && self.read_in_epoch {
+        // On the simulated clock a Read is read out in its first epoch, before the
+        // script's first event (which follows that epoch everywhere, core's clock.rs).
+        let read_out_first = task.clock() == Clock::Simulated;
+        if Instant::now() >= due && self.read_in_epoch && !read_out_first {
             task.end_epoch()?;
             self.read_in_epoch = false;
             self.due = Some(epochs::due(task.epoch_interval()));
@@ -69,21 +72,21 @@ impl ReadPolicy for StreamingReader {
             }
             task.driver().finish();
         }
-        let (read_size, now) = (task.read_size(), task.processing_time());
+        // On the simulated clock a Read reads at the clock's start, and one that finds
+        // nothing is drained (core's clock.rs).
+        let clock = task.clock();
+        let (read_size, now) = (task.read_size(), clock.read_time(task.processing_time()));
         let mut out = Vec::new();
         let read = task
             .driver()
             .read(read_size, now, &mut out)
             .map_err(|e| task.fail(e))?;
+        task.driver().drain_if_idle(read, clock);
         let mut again = None;
         if !task.driver().is_done() {
             if read {
                 self.idle = 0;
                 again = Some(Duration::ZERO);
-            } else if task.clock() == Clock::Simulated {
-                // On a simulated clock an idle source stays idle: it is drained, as
-                // the direct runner does.
-                task.driver().finish();
             } else {
                 self.idle = (self.idle + 1).min(6);
                 again = Some(Duration::from_millis(1 << self.idle));

@@ -357,11 +357,14 @@ impl Executor<'_> {
         let node = &self.plan.nodes[i];
         let out = node.outputs[0];
         let max = self.options.max_bundle_size.max(1);
-        let now = self.processing_time;
+        // On the simulated clock a Read reads at the clock's start (core's clock.rs).
+        let clock = self.options.clock;
+        let now = clock.read_time(self.processing_time);
         let driver = self.sources[i].as_mut().expect("every Read has a driver");
-        let mut progress = driver
+        let read = driver
             .read(max, now, &mut self.buffers[out])
             .map_err(|e| unwrap_downstream(attribute(e, &node.name)))?;
+        let mut progress = read || driver.drain_if_idle(read, clock);
         let wm = driver.watermark();
         if wm > self.watermarks[out] {
             self.watermarks[out] = wm;
@@ -390,6 +393,13 @@ impl Executor<'_> {
                 Ok(true)
             }
             NodeKind::TestStream { .. } => {
+                // The script starts once every Read beside it is read out (core's
+                // clock.rs).
+                if self.options.clock == Clock::Simulated
+                    && self.sources.iter().flatten().any(|s| !s.is_done())
+                {
+                    return Ok(false);
+                }
                 let out = node.outputs[0];
                 let mut driver = TestStreamDriver::new(self.plan, i)?;
                 driver.position = self.cursors[i];
