@@ -1,9 +1,11 @@
 //! Semantics every Tidewater runner shares, like Beam's runners-core, as the parts an
-//! engine hosts: the plan translated ([`translate`]) and fused into a stage graph
+//! engine hosts: the plan translated ([`mod@translate`]) and fused into a stage graph
 //! ([`fusion`]); fused stages built once per worker ([`stage`]); keyed operators behind
-//! one interface ([`keyed`]: group-also-by-window over the [`reduce`]r and the
-//! [`triggers`], the [`stateful`] DoFn runner, sharing one [`timers`] service); the
-//! [`side_inputs`] runner; the [`source_driver`] and the [`test_stream`] driver; the
+//! one interface ([`keyed`]: group-also-by-window over the `keyed::reduce`r and the
+//! [`triggers`], the `keyed::stateful` DoFn runner, sharing one [`timers`] service); the
+//! [`side_inputs`] runner; the [`source_driver`] and the [`test_stream`] driver;
+//! Create and Impulse ([`create`]); the [`head`] of every engine task, built and
+//! restored in one place; where processing time comes from ([`clock`]); the
 //! watermark rules of steps that hold nothing ([`watermarks`]); keys and key groups
 //! (in `tidewater::exec`); and the runner-neutral [`snapshot`] format with the
 //! [`checkpoint`] helpers that split and merge keyed state by key group, and the

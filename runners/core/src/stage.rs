@@ -47,6 +47,9 @@ pub struct FusedStage {
     options: StageOptions,
     producer: String,
     torn_down: bool,
+    /// The watermark the partial combines were last flushed before
+    /// ([`FusedStage::watermark_passes`]).
+    partials_flushed_before: Timestamp,
 }
 
 struct Partial {
@@ -114,6 +117,7 @@ impl FusedStage {
             options,
             producer,
             torn_down: false,
+            partials_flushed_before: Timestamp::MIN,
         };
         let setup = try_each_op(&mut s.input, &mut |op| {
             op.dofn.setup()?;
@@ -175,6 +179,24 @@ impl FusedStage {
     /// ends, or before a checkpoint.
     pub fn flush_partials(&mut self, out: &mut dyn StageOutput) -> Result<()> {
         self.flush_partials_before(Timestamp::MAX, out)
+    }
+
+    /// The watermark of what the stage emits moves to `watermark`: the held partial
+    /// combines of windows that end before it go out first, once per watermark (the
+    /// rule every runner applies: an engine before it sends the watermark on, the
+    /// direct runner before a grouping fed by the stage reads it). Returns whether the
+    /// watermark moved past the last one.
+    pub fn watermark_passes(
+        &mut self,
+        watermark: Timestamp,
+        out: &mut dyn StageOutput,
+    ) -> Result<bool> {
+        if watermark <= self.partials_flushed_before {
+            return Ok(false);
+        }
+        self.partials_flushed_before = watermark;
+        self.flush_partials_before(watermark, out)?;
+        Ok(true)
     }
 
     /// Emits what the partial-combine tables hold for windows that end before

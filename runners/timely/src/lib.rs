@@ -4,14 +4,16 @@
 //!
 //! It holds no semantic rule and no runner's policy: a runner hands it an
 //! [`policy::EpochPolicy`] that decides when its sources' epochs end and what they
-//! read in each. Each worker builds the plan's tasks ([`task`]): a task
-//! hosts one of core's heads (a source driver, a keyed operator, a side-input runner, a
-//! Flatten, a capture) and the fused stage its output feeds; the stage's exits are the
-//! task's timely outputs, routed by key group, broadcast, kept local or gathered. Epochs
-//! close when timely's frontiers pass them; a task hands its state for the closed
-//! epochs to its worker's snapshot writer ([`writer`]) and holds its control
-//! capability until the file is durable, so the probe after every task passing `e`
-//! means checkpoint `e` is durable everywhere, and sinks commit it.
+//! read in each. Each worker builds the plan's tasks ([`task`]): a task hosts one of
+//! core's heads (`tidewater_runners_core::head::Head`: Create/Impulse, TestStream, a
+//! source driver, a keyed operator, a Flatten, a side-input runner, a capture) and the
+//! fused stage its output feeds; the stage's exits are the task's timely outputs,
+//! routed by key group, broadcast, kept local or gathered. Epochs close when timely's
+//! frontiers pass them; a task hands its state for the closed epochs to its worker's
+//! snapshot writer ([`checkpoint::writer`]) and holds its control capability until the
+//! file is durable, so the probe after every task passing `e` means checkpoint `e` is
+//! durable everywhere; the worker's checkpoint coordinator
+//! ([`checkpoint::coordinator`]) then completes it and commits the sinks.
 
 pub mod checkpoint;
 pub mod cluster;

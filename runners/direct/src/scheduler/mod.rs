@@ -508,7 +508,7 @@ impl Executor<'_> {
                 op.process(all, self.processing_time).map_err(attribute)?;
             }
             let wm = self.watermarks[n.inputs[0]];
-            if wm > op.input_watermark() && self.flush_partials_into(node, &mut op, wm)? {
+            if wm > op.input_watermark() && self.flush_partials_into(node, &mut op, Some(wm))? {
                 progress = true;
             }
             if op.has_due_work(wm, self.processing_time) {
@@ -534,13 +534,14 @@ impl Executor<'_> {
     }
 
     /// Flushes the partial combines of every stage that exits into grouping `node`
-    /// (taken out of `self.keyed` as `op`) for windows that end before `watermark`, and
-    /// processes what waits for it; whether anything did.
+    /// (taken out of `self.keyed` as `op`) for windows that end before `watermark` as
+    /// it passes them (all of them: `None`), and processes what waits for it; whether
+    /// anything did.
     fn flush_partials_into(
         &mut self,
         node: usize,
         op: &mut Box<dyn KeyedOperator>,
-        watermark: Timestamp,
+        watermark: Option<Timestamp>,
     ) -> Result<bool> {
         if !self.lifted[node] {
             return Ok(false);
@@ -571,7 +572,7 @@ impl Executor<'_> {
                 let mut op = self.keyed[node]
                     .take()
                     .expect("every keyed node has an operator");
-                let r = self.flush_partials_into(node, &mut op, Timestamp::MAX);
+                let r = self.flush_partials_into(node, &mut op, None);
                 self.keyed[node] = Some(op);
                 r?;
             }

@@ -78,12 +78,21 @@ impl DirectOutput<'_> {
     }
 
     /// Emits what `stage`'s partial combines hold for windows that end before
-    /// `watermark` (all of it at `Timestamp::MAX`).
-    pub(super) fn flush_partials(&mut self, stage: usize, watermark: Timestamp) -> Result<()> {
+    /// `watermark` as it passes them (core's `FusedStage::watermark_passes`), or all
+    /// of it (`None`, before a checkpoint).
+    pub(super) fn flush_partials(
+        &mut self,
+        stage: usize,
+        watermark: Option<Timestamp>,
+    ) -> Result<()> {
         let mut s = self.stages[stage]
             .take()
             .expect("every stage is built before it runs, and runs once at a time");
-        let result = s.flush_partials_before(watermark, &mut StageDelivery { out: self, stage });
+        let mut out = StageDelivery { out: self, stage };
+        let result = match watermark {
+            Some(w) => s.watermark_passes(w, &mut out).map(|_| ()),
+            None => s.flush_partials(&mut out),
+        };
         self.stages[stage] = Some(s);
         result
     }

@@ -2,9 +2,10 @@
 //! watches the durable probe, and once a checkpoint is durable on every worker, worker
 //! 0 writes its manifest (off the worker's thread, one at a time), which completes it;
 //! the other workers learn of it from worker 0 (in this process) or the directory
-//! (other processes). Then this worker's sinks commit it: sinks commit here and nowhere
-//! else. A savepoint asked for while the job runs keeps a copy of the next checkpoint
-//! to complete.
+//! (other processes). Then this worker's sinks commit it: while the job runs, sinks
+//! commit here and nowhere else (a restored sink commits what its checkpoint staged).
+//! A savepoint asked for while the job runs keeps a copy of the next checkpoint to
+//! complete.
 
 use super::store::{Manifest, Store};
 use crate::epochs::FINAL_EPOCH;

@@ -12,7 +12,7 @@
 //! 4. A probe after every task passing `e` means `e` is durable on every worker; worker
 //!    0 writes its manifest ([`coordinator`]), which completes it and prunes old ones,
 //!    and keeps a savepoint if one was asked for ([`store`] reads and writes them).
-//! 5. Each worker's coordinator ([`coordinator::Coordinator`], driven by the worker's
+//! 5. Each worker's coordinator (`coordinator::Coordinator`, driven by the worker's
 //!    loop) learns that `e` is complete (worker 0 from its manifest, the others from
 //!    worker 0 or the directory) and commits its sinks through `e`: sinks commit there
 //!    only. On restart the newest complete checkpoint is restored, by key group, at any

@@ -17,10 +17,10 @@
 //! and progress between core's parts.
 //!
 //! The parts: this module (the task's state, its inputs and the main loop: messages,
-//! alignment, progress), [`route`] (where a stage's output goes), [`snapshot`] (the
+//! alignment, progress), `route` (where a stage's output goes), `snapshot` (the
 //! task's side of a checkpoint: its parts, closing epochs, the writes), `scripted` (a
 //! source's activation: a Read runs its runner's policy, a Create or TestStream its
-//! script; the mechanisms both use) and [`read`] (what a Read task offers its
+//! script; the mechanisms both use) and `read` (what a Read task offers its
 //! runner's policy, [`crate::policy`]).
 
 use crate::checkpoint::store::Store;
@@ -374,7 +374,7 @@ impl Task {
 
     /// Runs the stage's held partial combines for windows that end before `watermark`
     /// out through its exits (all of them at `Timestamp::MAX`).
-    fn flush_partials(&mut self, watermark: Timestamp) -> Result<()> {
+    fn flush_partials(&mut self, watermark: Option<Timestamp>) -> Result<()> {
         let Some(stage) = self.stage.as_mut() else {
             return Ok(());
         };
@@ -385,7 +385,10 @@ impl Task {
             transform: &self.name,
             figures: &self.figures,
         };
-        stage.flush_partials_before(watermark, &mut router)
+        match watermark {
+            Some(w) => stage.watermark_passes(w, &mut router).map(|_| ()),
+            None => stage.flush_partials(&mut router),
+        }
     }
 
     /// Sends the head's output progress to every consumer, if it changed.
@@ -403,9 +406,7 @@ impl Task {
             return Ok(());
         }
         // Partial combines held in the stage go out before the watermark passes them.
-        if self.sent.is_none_or(|(w, _, _)| w != progress.0) {
-            self.flush_partials(progress.0)?;
-        }
+        self.flush_partials(Some(progress.0))?;
         self.sent = Some(progress);
         let me = self.ctx.me as u32;
         let msg = |to: usize| Msg {

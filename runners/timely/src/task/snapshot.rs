@@ -40,7 +40,7 @@ impl Task {
     /// for the range: nothing reached the task in it after the last checkpoint
     /// it missed, see [`crate::epochs`]).
     pub(super) fn close(&mut self, last: u64) -> Result<()> {
-        self.flush_partials(Timestamp::MAX)?;
+        self.flush_partials(None)?;
         let cur = self.cur;
         self.flush(cur);
         for route in &self.routes {
