@@ -193,13 +193,13 @@ impl Head {
     }
 
     /// The head's output watermark, given its inputs' watermarks.
-    pub fn output_watermark(&self, inputs: &[Timestamp]) -> Timestamp {
+    pub fn output_watermark(&self, inputs: impl Iterator<Item = Timestamp>) -> Timestamp {
         match self {
             Head::Create(create) => create.watermark(),
             Head::TestStream { clock, .. } => clock.watermark,
             Head::Read(driver) => driver.watermark(),
             Head::Keyed(op) => op.output_watermark(),
-            Head::Flatten => watermarks::flatten_output(inputs.iter().copied()),
+            Head::Flatten => watermarks::flatten_output(inputs),
             Head::SideInput(runner) => runner.output_watermark(),
             Head::Capture { .. } => Timestamp::MAX,
         }
@@ -209,11 +209,14 @@ impl Head {
     /// reading only idle partitions, or a step all of whose inputs are idle (Flink's
     /// idleness, passed downstream so that partitions read on several workers combine
     /// as in one source driver).
-    pub fn output_idle(&self, inputs_idle: &[bool]) -> bool {
+    pub fn output_idle(&self, mut inputs_idle: impl Iterator<Item = bool>) -> bool {
         match self {
             Head::Read(driver) => driver.is_idle(),
             Head::Keyed(_) | Head::Flatten | Head::SideInput(_) => {
-                !inputs_idle.is_empty() && inputs_idle.iter().all(|i| *i)
+                // Some input, and every one idle.
+                inputs_idle
+                    .next()
+                    .is_some_and(|first| first && inputs_idle.all(|i| i))
             }
             Head::Create(_) | Head::TestStream { .. } | Head::Capture { .. } => false,
         }

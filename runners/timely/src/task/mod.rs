@@ -363,13 +363,14 @@ impl Task {
 
     /// The head's output watermark.
     fn output_watermark(&self) -> Timestamp {
-        self.head.output_watermark(&self.input_watermarks())
+        self.head
+            .output_watermark(self.inputs.iter().map(|i| i.clock.watermark()))
     }
 
     /// Whether the head's output is idle ([`Head::output_idle`]).
     fn output_idle(&self) -> bool {
-        let idle: Vec<bool> = self.inputs.iter().map(|i| i.clock.idle()).collect();
-        self.head.output_idle(&idle)
+        self.head
+            .output_idle(self.inputs.iter().map(|i| i.clock.idle()))
     }
 
     /// Runs the stage's held partial combines for windows that end before `watermark`
