@@ -325,19 +325,33 @@ impl Task {
         }
     }
 
+    /// The stage, if the task has one, and a router to its exits.
+    fn stage_and_router(&mut self) -> Option<(&mut FusedStage, Router<'_>)> {
+        let Task {
+            stage,
+            routes,
+            outbox,
+            ctx,
+            name,
+            figures,
+            ..
+        } = self;
+        let router = Router {
+            routes,
+            outbox,
+            ctx,
+            transform: name,
+            figures,
+        };
+        Some((stage.as_mut()?, router))
+    }
+
     /// Runs `batch` through the stage, in bundles.
     fn run_stage(&mut self, batch: Box<dyn AnyBatch>) -> Result<()> {
-        let Some(stage) = self.stage.as_mut() else {
+        let size = self.ctx.bundle_size.max(1);
+        let Some((stage, mut router)) = self.stage_and_router() else {
             return Ok(());
         };
-        let mut router = Router {
-            routes: &self.routes,
-            outbox: &mut self.outbox,
-            ctx: &self.ctx,
-            transform: &self.name,
-            figures: &self.figures,
-        };
-        let size = self.ctx.bundle_size.max(1);
         for bundle in batch.into_chunks(&mut std::iter::repeat(size)) {
             stage.run_bundle(bundle, &mut router)?;
         }
@@ -376,15 +390,8 @@ impl Task {
     /// Runs the stage's held partial combines for windows that end before `watermark`
     /// out through its exits (all of them at `Timestamp::MAX`).
     fn flush_partials(&mut self, watermark: Option<Timestamp>) -> Result<()> {
-        let Some(stage) = self.stage.as_mut() else {
+        let Some((stage, mut router)) = self.stage_and_router() else {
             return Ok(());
-        };
-        let mut router = Router {
-            routes: &self.routes,
-            outbox: &mut self.outbox,
-            ctx: &self.ctx,
-            transform: &self.name,
-            figures: &self.figures,
         };
         match watermark {
             Some(w) => stage.watermark_passes(w, &mut router).map(|_| ()),
