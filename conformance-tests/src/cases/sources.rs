@@ -78,16 +78,22 @@ fn beside_a_script(p: &Pipeline) {
 
 fn check_beside_a_script(r: RunResult) -> Result<(), String> {
     let r = succeeded(r)?;
-    let counts = [(0, 1u64), (10, BESIDE), (20, 1)]
-        .into_iter()
-        .map(|(start, count)| Fired {
+    let counts = on_time_counts(10, &[(0, 1), (10, BESIDE), (20, 1)]);
+    same_outputs("capture 'counts'", fired::<u64>(&r, "counts")?, counts)
+}
+
+/// One on-time pane per fixed window of `width` starting at each `start`, holding
+/// `count` and stamped with the window's max timestamp.
+fn on_time_counts(width: i64, counts: &[(i64, u64)]) -> Vec<Fired<u64>> {
+    counts
+        .iter()
+        .map(|&(start, count)| Fired {
             value: count,
-            window: iw(start, start + 10),
-            timestamp: Timestamp(start + 9),
+            window: iw(start, start + width),
+            timestamp: Timestamp(start + width - 1),
             pane: ONLY,
         })
-        .collect();
-    same_outputs("capture 'counts'", fired::<u64>(&r, "counts")?, counts)
+        .collect()
 }
 
 // The numbers 10..60 at 100 + 3(n - 10): 100, 103, ..., 247, in fixed windows of 25.
@@ -118,21 +124,9 @@ fn check_generate(r: RunResult) -> Result<(), String> {
         })
         .collect();
     same_outputs("capture 'numbers'", fired::<u64>(&r, "numbers")?, numbers)?;
-    let counts = [
-        (100, 9u64),
-        (125, 8),
-        (150, 8),
-        (175, 9),
-        (200, 8),
-        (225, 8),
-    ]
-    .into_iter()
-    .map(|(start, count)| Fired {
-        value: count,
-        window: iw(start, start + 25),
-        timestamp: Timestamp(start + 24),
-        pane: ONLY,
-    })
-    .collect();
+    let counts = on_time_counts(
+        25,
+        &[(100, 9), (125, 8), (150, 8), (175, 9), (200, 8), (225, 8)],
+    );
     same_outputs("capture 'counts'", fired::<u64>(&r, "counts")?, counts)
 }
