@@ -7,8 +7,8 @@
 //! and in the parts each kind wraps.
 
 use crate::checkpoint::{
-    keyed_parts_later, restore_keyed, restore_side_input_runner, restore_source, KeyedParts,
-    LaterPartsOf,
+    keyed_parts, keyed_parts_later, restore_keyed, restore_side_input_runner, restore_source,
+    KeyedParts, LaterPartsOf,
 };
 use crate::create::InitialBatch;
 use crate::fusion::StageGraph;
@@ -76,6 +76,10 @@ pub struct Advanced {
     /// The side-input values the released main input reads (a ParDo with side
     /// inputs): set on the stage before `out` runs through it.
     pub side_inputs: Option<Arc<SideInputs>>,
+    /// Whether the head moved: a keyed operator's input watermark or due timers, or
+    /// held main input released (a scheduler that runs until nothing moves counts it
+    /// as progress even when nothing came out).
+    pub moved: bool,
 }
 
 impl Head {
@@ -269,6 +273,7 @@ impl Head {
                     return Ok(Advanced {
                         out: op.take_output(),
                         side_inputs: None,
+                        moved: true,
                     });
                 }
                 Ok(Advanced::default())
@@ -277,6 +282,7 @@ impl Head {
                 Some((ready, sides)) => Advanced {
                     out: vec![ready],
                     side_inputs: Some(sides),
+                    moved: true,
                 },
                 None => Advanced::default(),
             }),
@@ -297,6 +303,25 @@ impl Head {
         match self {
             Head::Keyed(op) => Some(op.take_metrics()).filter(|m| !m.is_empty()),
             _ => None,
+        }
+    }
+
+    /// [`Head::parts`], all encoded now (a scheduler that does not hand encoding to
+    /// another thread), and whether they are a delta.
+    pub fn parts_now(
+        &mut self,
+        transform: &str,
+        max_key_groups: u32,
+        instance: u32,
+        kind: SnapshotKind,
+    ) -> Result<(Vec<Part>, bool)> {
+        match self {
+            Head::Keyed(op) => keyed_parts(transform, op.as_mut(), max_key_groups, instance, kind),
+            // Only a keyed head leaves parts to encode later.
+            _ => {
+                let (parts, _, delta) = self.parts(transform, max_key_groups, instance, kind)?;
+                Ok((parts, delta))
+            }
         }
     }
 

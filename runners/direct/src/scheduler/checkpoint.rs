@@ -10,21 +10,22 @@ use super::*;
 /// has an empty name).
 const SCHEDULER: &str = "";
 
-/// What the scheduler keeps between rounds.
+/// What the scheduler keeps between rounds besides its heads' state (a Create's or a
+/// TestStream's progress is the head's, as on an engine).
 #[derive(Serialize, Deserialize)]
 struct SchedulerState {
     processing_time: Timestamp,
-    /// Per node: how far a Create, Impulse or TestStream got.
-    cursors: Vec<usize>,
     /// Per PCollection: its producer's output watermark.
     watermarks: Vec<Timestamp>,
 }
 
 impl Executor<'_> {
-    /// Snapshots everything that holds state between rounds (keyed operators, sources,
-    /// main input held for side inputs and the side data, the scheduler's clocks and
-    /// cursors) in the snapshot format, throws it away, and restores it from the bytes;
-    /// keyed state goes through a rescale to a number of virtual workers and back.
+    /// Snapshots everything that holds state between rounds (every head — keyed
+    /// operators, sources, main input held for side inputs and the side data, Creates
+    /// and TestStreams — the sinks, and the scheduler's clocks) in the snapshot format,
+    /// throws it away, and restores it from the bytes, as an engine restores its heads
+    /// (`Head::build`); keyed state goes through a rescale to a number of virtual
+    /// workers and back.
     pub(super) fn checkpoint_and_restore(&mut self, round: u64) -> Result<()> {
         // Partial combines held in stages are not state: they go into their groupings.
         self.flush_all_partials()?;
@@ -45,56 +46,39 @@ impl Executor<'_> {
                 plan.pcollections[pc].name
             )));
         }
-        let part = |n: &tidewater_runners_core::translate::Node, scope, bytes| Part {
-            transform: n.name.clone(),
-            scope,
-            bytes,
-        };
         // Per keyed node: its full parts, and whether it wrote a delta.
         let mut full: Vec<Option<(Vec<Part>, bool)>> =
             (0..plan.nodes.len()).map(|_| None).collect();
         for (i, n) in plan.nodes.iter().enumerate() {
-            match &n.kind {
-                NodeKind::Grouping { .. } | NodeKind::Stateful { .. } => {
-                    if !self.pending[i].is_empty() {
-                        return Err(Error::Internal(format!(
-                            "input of '{}' in flight at a checkpoint",
-                            n.name
-                        )));
-                    }
-                    let op = self.keyed[i].as_deref_mut().expect("keyed operator");
-                    let (parts, delta) = keyed_parts(&n.name, op, max, 0, SnapshotKind::Delta)?;
-                    snapshot.parts.extend(parts);
+            if let Some(head) = &mut self.heads[i] {
+                if !self.pending[i].is_empty() {
+                    return Err(Error::Internal(format!(
+                        "input of '{}' in flight at a checkpoint",
+                        n.name
+                    )));
+                }
+                let (parts, delta) = head.parts_now(&n.name, max, 0, SnapshotKind::Delta)?;
+                snapshot.parts.extend(parts);
+                if let Head::Keyed(_) = head {
                     // The operator is thrown away: a full snapshot of it next does not
                     // disturb a chain.
-                    let (all, _) = keyed_parts(&n.name, op, max, 0, SnapshotKind::Full)?;
+                    let (all, _) = head.parts_now(&n.name, max, 0, SnapshotKind::Full)?;
                     full[i] = Some((all, delta));
                 }
-                NodeKind::Read { .. } => {
-                    let driver = self.sources[i].as_ref().expect("source driver");
-                    for (scope, bytes) in driver.snapshot() {
-                        snapshot.parts.push(part(n, scope, bytes));
-                    }
+            }
+            if let Some(host) = &mut self.sinks[i] {
+                host.end_epoch()?;
+                for (scope, bytes) in host.snapshot() {
+                    snapshot.parts.push(Part {
+                        transform: n.name.clone(),
+                        scope,
+                        bytes,
+                    });
                 }
-                NodeKind::Sink { .. } => {
-                    let host = self.sinks[i].as_mut().expect("sink instance");
-                    host.end_epoch()?;
-                    for (scope, bytes) in host.snapshot() {
-                        snapshot.parts.push(part(n, scope, bytes));
-                    }
-                }
-                NodeKind::ParDo { side_inputs, .. } if !side_inputs.is_empty() => {
-                    let runner = self.side_runners[i].as_ref().expect("side-input runner");
-                    for (scope, bytes) in runner.snapshot(0)? {
-                        snapshot.parts.push(part(n, scope, bytes));
-                    }
-                }
-                _ => {}
             }
         }
         let scheduler = SchedulerState {
             processing_time: self.processing_time,
-            cursors: self.cursors.clone(),
             watermarks: self.watermarks.clone(),
         };
         snapshot.parts.push(Part {
@@ -138,16 +122,27 @@ impl Executor<'_> {
             Some(rng) => rng.below(4) as usize,
             None => (round % 4) as usize,
         };
+        let at = placement(max);
         for (i, n) in plan.nodes.iter().enumerate() {
-            match &n.kind {
-                NodeKind::Grouping { .. } | NodeKind::Stateful { .. } => {
-                    let mut op = rescale_through(plan, i, self.lifted[i], &snapshot, workers)?;
+            if let NodeKind::Sink { .. } = &n.kind {
+                // The snapshot is durable: restoring commits what it staged.
+                let mut host = restore_sink(plan, i, &snapshot, 0, 1)?;
+                host.recover(1)?;
+                self.sinks[i] = Some(host);
+            }
+            let Some(head) = &self.heads[i] else {
+                continue;
+            };
+            let mut head = match head {
+                Head::Keyed(_) => {
+                    let op = rescale_through(plan, i, self.lifted[i], &snapshot, workers)?;
+                    let mut head = Head::Keyed(op);
                     // Restored, it gives back the same parts. Snapshotting it also
                     // makes the next round's snapshot a delta over them (and a full
                     // one copy the bytes it keeps of what did not change in between,
                     // checked against a fresh encoding under debug assertions), as an
                     // engine's live operator does.
-                    let (again, _) = keyed_parts(&n.name, op.as_mut(), max, 0, SnapshotKind::Full)?;
+                    let (again, _) = head.parts_now(&n.name, max, 0, SnapshotKind::Full)?;
                     let before: Vec<&Part> = snapshot
                         .parts
                         .iter()
@@ -165,28 +160,17 @@ impl Executor<'_> {
                         )));
                     }
                     self.snapshot_bases[i] = Some(again);
-                    self.keyed[i] = Some(op);
+                    head
                 }
-                NodeKind::Read { .. } => {
-                    self.sources[i] = Some(restore_source(plan, i, &snapshot, 0, 1)?);
-                    // The snapshot holding these positions is durable.
-                    let driver = self.sources[i].as_mut().expect("restored");
-                    driver
-                        .finalize()
-                        .map_err(|e| unwrap_downstream(attribute(e, &n.name)))?;
-                }
-                NodeKind::ParDo { side_inputs, .. } if !side_inputs.is_empty() => {
-                    self.side_runners[i] =
-                        Some(restore_side_input_runner(plan, i, &snapshot, None)?);
-                }
-                NodeKind::Sink { .. } => {
-                    // The snapshot is durable: restoring commits what it staged.
-                    let mut host = restore_sink(plan, i, &snapshot, 0, 1)?;
-                    host.recover(1)?;
-                    self.sinks[i] = Some(host);
-                }
-                _ => {}
+                _ => Head::build(plan, &self.graph, i, &at, Some(&snapshot))?,
+            };
+            if let Head::Read(driver) = &mut head {
+                // The snapshot holding these positions is durable.
+                driver
+                    .finalize()
+                    .map_err(|e| unwrap_downstream(attribute(e, &n.name)))?;
             }
+            self.heads[i] = Some(head);
         }
         let scheduler = snapshot
             .parts_of(SCHEDULER)
@@ -198,7 +182,6 @@ impl Executor<'_> {
         let scheduler: SchedulerState =
             decode_part(scheduler, "the scheduler's part").map_err(unwrap_downstream)?;
         self.processing_time = scheduler.processing_time;
-        self.cursors = scheduler.cursors;
         self.watermarks = scheduler.watermarks;
         Ok(())
     }

@@ -18,20 +18,17 @@ use tidewater::exec::{
 use tidewater::runner::{PipelineResult, PipelineState};
 use tidewater::Timestamp;
 use tidewater::{Error, Result};
-use tidewater_runners_core::checkpoint::{
-    keyed_parts, rescale_through, restore_side_input_runner, restore_sink, restore_source,
-};
+use tidewater_runners_core::checkpoint::{rescale_through, restore_sink};
 pub use tidewater_runners_core::clock::Clock;
-use tidewater_runners_core::create::InitialBatch;
 use tidewater_runners_core::delta::apply_delta;
-use tidewater_runners_core::fusion::{stage_graph, ExitKind, StageGraph};
-use tidewater_runners_core::keyed::{KeyGroups, KeyedOperator, SnapshotKind};
-use tidewater_runners_core::side_inputs::SideInputRunner;
+use tidewater_runners_core::fusion::{heads, stage_graph, ExitKind, StageGraph};
+use tidewater_runners_core::head::{Head, Placement};
+use tidewater_runners_core::keyed::{KeyGroups, SnapshotKind};
 use tidewater_runners_core::sink_host::SinkHost;
 use tidewater_runners_core::snapshot::{decode_part, encode_part, Part, Scope, Snapshot};
 use tidewater_runners_core::source_driver::SourceDriver;
 use tidewater_runners_core::stage::{FusedStage, StageOptions, StageOutput};
-use tidewater_runners_core::test_stream::{Replayed, TestStreamClock, TestStreamDriver};
+use tidewater_runners_core::test_stream::Replayed;
 use tidewater_runners_core::translate::{ExecutablePlan, NodeKind};
 use tidewater_runners_core::watermarks;
 
@@ -99,13 +96,10 @@ pub fn execute(plan: &ExecutablePlan, options: &ExecOptions) -> Result<PipelineR
         lifted: graph.lifted.clone(),
         stages: (0..graph.stages.len()).map(|_| None).collect(),
         graph,
-        keyed: (0..plan.nodes.len()).map(|_| None).collect(),
+        heads: (0..plan.nodes.len()).map(|_| None).collect(),
         snapshot_bases: (0..plan.nodes.len()).map(|_| None).collect(),
         watermarks: vec![Timestamp::MIN; plan.pcollections.len()],
-        cursors: vec![0; plan.nodes.len()],
         processing_time: Timestamp(0),
-        sources: (0..plan.nodes.len()).map(|_| None).collect(),
-        side_runners: (0..plan.nodes.len()).map(|_| None).collect(),
         sinks: (0..plan.nodes.len()).map(|_| None).collect(),
         started: std::time::Instant::now(),
     };
@@ -170,8 +164,7 @@ struct Executor<'p> {
     options: &'p ExecOptions,
     /// Materialized batches per PCollection (stage roots).
     buffers: Vec<Vec<Box<dyn AnyBatch>>>,
-    /// Inputs (or lifted accumulators) waiting at each keyed node, and main input held
-    /// at each ParDo with side inputs.
+    /// Inputs (or lifted accumulators) waiting at each keyed node.
     pending: Vec<Vec<Box<dyn AnyBatch>>>,
     captures: BTreeMap<String, (String, Vec<u8>)>,
     metrics: MetricResults,
@@ -182,28 +175,32 @@ struct Executor<'p> {
     graph: StageGraph,
     /// Per stage: its instance, built once.
     stages: Vec<Option<FusedStage>>,
-    /// Per grouping or stateful ParDo node: its keyed operator.
-    keyed: Vec<Option<Box<dyn KeyedOperator>>>,
+    /// Per node that heads a stage or ends the graph (core's `fusion::heads`): its
+    /// head, as on an engine — a source, a keyed operator, a side-input runner, ...
+    heads: Vec<Option<Head>>,
     /// Per keyed node: its parts in the last validation snapshot, which the next one's
     /// delta applies to.
     snapshot_bases: Vec<Option<Vec<Part>>>,
     /// Per PCollection: the output watermark of its producer.
     watermarks: Vec<Timestamp>,
-    /// Per source node: how much of it has been produced.
-    cursors: Vec<usize>,
     /// The processing-time clock (TestStream advances it when simulated).
     processing_time: Timestamp,
-    /// Per Read node: its source driver.
-    sources: Vec<Option<SourceDriver>>,
-    /// Per ParDo with side inputs: its side data and held main input.
-    side_runners: Vec<Option<SideInputRunner>>,
     /// Per sink node: its one instance.
     sinks: Vec<Option<SinkHost>>,
     started: std::time::Instant,
 }
 
-/// Partitions a source is split into by the in-process executor.
-const SOURCE_PARTITIONS: usize = 1;
+/// Where the direct runner's heads run: one worker, owning every key group, reading
+/// each source as one partition.
+fn placement(max_key_groups: u32) -> Placement {
+    Placement {
+        worker: 0,
+        workers: 1,
+        old_workers: 1,
+        key_groups: KeyGroups::all(max_key_groups),
+        source_partitions: 1,
+    }
+}
 
 impl Executor<'_> {
     fn run(&mut self) -> Result<()> {
@@ -217,28 +214,10 @@ impl Executor<'_> {
         };
         for (i, stage) in self.graph.stages.iter().enumerate() {
             self.stages[i] = Some(FusedStage::new(self.plan, stage, stage_options)?);
-            if let Some(n) = stage.side_input_par_do {
-                self.side_runners[n] = Some(SideInputRunner::new(self.plan, n)?);
-            }
         }
-        for (i, n) in self.plan.nodes.iter().enumerate() {
-            if let NodeKind::Grouping { .. } | NodeKind::Stateful { .. } = &n.kind {
-                self.keyed[i] = Some(tidewater_runners_core::keyed::instantiate(
-                    self.plan,
-                    i,
-                    self.lifted[i],
-                    &KeyGroups::all(self.options.max_key_groups),
-                )?);
-            }
-        }
-        for (i, n) in self.plan.nodes.iter().enumerate() {
-            if let NodeKind::Read { .. } = &n.kind {
-                let source = n.instantiate_source()?;
-                self.sources[i] = Some(
-                    SourceDriver::start(source, SOURCE_PARTITIONS, 0, 1)
-                        .map_err(|e| unwrap_downstream(attribute(e, &n.name)))?,
-                );
-            }
+        let at = placement(self.options.max_key_groups);
+        for i in heads(self.plan) {
+            self.heads[i] = Some(Head::build(self.plan, &self.graph, i, &at, None)?);
         }
         for (i, n) in self.plan.nodes.iter().enumerate() {
             if let NodeKind::Sink { .. } = &n.kind {
@@ -284,10 +263,7 @@ impl Executor<'_> {
                     .max_duration
                     .is_some_and(|d| self.started.elapsed() >= d)
             {
-                self.sources
-                    .iter_mut()
-                    .flatten()
-                    .for_each(SourceDriver::finish);
+                self.sources().for_each(SourceDriver::finish);
             }
             let mut progress = false;
             for i in 0..self.plan.nodes.len() {
@@ -297,8 +273,7 @@ impl Executor<'_> {
                 idle = std::time::Duration::ZERO;
             }
             if !progress {
-                let unfinished = self.sources.iter().flatten().any(|s| !s.is_done());
-                if !unfinished {
+                if !self.reading() {
                     // The job's last epoch ends and, nothing being left to fail, is
                     // committed.
                     for host in self.sinks.iter_mut().flatten() {
@@ -316,11 +291,7 @@ impl Executor<'_> {
                     // On the simulated clock an idle source stays idle: drain it, so its
                     // watermark reaches the end and its windows fire, rather than stop
                     // with their data unemitted.
-                    Clock::Simulated => self
-                        .sources
-                        .iter_mut()
-                        .flatten()
-                        .for_each(SourceDriver::finish),
+                    Clock::Simulated => self.sources().for_each(SourceDriver::finish),
                 }
             }
         }
@@ -334,10 +305,10 @@ impl Executor<'_> {
         const LONGEST: std::time::Duration = std::time::Duration::from_millis(50);
         let mut sleep = (previous * 2).clamp(FIRST, LONGEST);
         let next_timer = self
-            .keyed
+            .heads
             .iter()
             .flatten()
-            .filter_map(|op| op.next_wakeup())
+            .filter_map(Head::next_wakeup)
             .min();
         if let Some(t) = next_timer {
             let until = t
@@ -353,63 +324,77 @@ impl Executor<'_> {
         sleep
     }
 
-    fn step_read(&mut self, i: usize) -> Result<bool> {
-        let node = &self.plan.nodes[i];
-        let out = node.outputs[0];
-        let max = self.options.max_bundle_size.max(1);
-        // On the simulated clock a Read reads at the clock's start (core's clock.rs).
-        let clock = self.options.clock;
-        let now = clock.read_time(self.processing_time);
-        let driver = self.sources[i].as_mut().expect("every Read has a driver");
-        let read = driver
-            .read(max, now, &mut self.buffers[out])
-            .map_err(|e| unwrap_downstream(attribute(e, &node.name)))?;
-        let mut progress = read || driver.drain_if_idle(read, clock);
-        let wm = driver.watermark();
-        if wm > self.watermarks[out] {
-            self.watermarks[out] = wm;
-            progress = true;
-        }
-        if !self.buffers[out].is_empty() {
-            self.run_stage(out)?;
-        }
-        Ok(progress)
+    /// The source drivers of the Reads.
+    fn sources(&mut self) -> impl Iterator<Item = &mut SourceDriver> {
+        self.heads.iter_mut().filter_map(|h| match h {
+            Some(Head::Read(driver)) => Some(driver),
+            _ => None,
+        })
+    }
+
+    /// Whether some Read is not done.
+    fn reading(&self) -> bool {
+        self.heads
+            .iter()
+            .any(|h| matches!(h, Some(Head::Read(driver)) if !driver.is_done()))
     }
 
     /// One node's part of a round; whether anything happened.
     fn step(&mut self, i: usize) -> Result<bool> {
         let node = &self.plan.nodes[i];
-        match &node.kind {
-            NodeKind::Impulse | NodeKind::Create { .. } => {
-                let mut create = InitialBatch::new(self.plan, i, self.cursors[i] > 0)?;
+        let Some(mut head) = self.heads[i].take() else {
+            // A ParDo without side inputs or a WindowInto runs inside a stage: its
+            // output watermark follows its input's. A sink is written by its stage.
+            if let NodeKind::ParDo { .. } | NodeKind::WindowInto { .. } = &node.kind {
+                let wm = watermarks::par_do_output(self.watermarks[node.inputs[0]]);
+                for &o in &node.outputs {
+                    self.watermarks[o] = wm;
+                }
+            }
+            return Ok(false);
+        };
+        let result = self.step_head(i, &mut head);
+        self.heads[i] = Some(head);
+        let progress = result?;
+        // What the head released has run through its stage; the stage's held partial
+        // combines for windows its new watermark passes go out now, before the
+        // grouping they feed reads that watermark (core's `watermark_passes`).
+        if let (Some(stage), Some(&out)) = (
+            self.graph.of_head(self.plan, i),
+            self.plan.nodes[i].outputs.first(),
+        ) {
+            let wm = self.watermarks[out];
+            self.output().flush_partials(stage, Some(wm))?;
+        }
+        Ok(progress)
+    }
+
+    /// Head `i`'s part of a round (taken out of `self.heads` meanwhile).
+    fn step_head(&mut self, i: usize, head: &mut Head) -> Result<bool> {
+        let node = &self.plan.nodes[i];
+        match head {
+            Head::Create(create) => {
                 let Some(batch) = create.take() else {
                     return Ok(false);
                 };
-                self.cursors[i] = 1;
                 let out = node.outputs[0];
                 self.buffers[out].push(batch);
                 self.watermarks[out] = create.watermark();
                 self.run_stage(out)?;
                 Ok(true)
             }
-            NodeKind::TestStream { .. } => {
+            Head::TestStream { driver, clock } => {
                 // The script starts once every Read beside it is read out (core's
                 // clock.rs).
-                if self.options.clock == Clock::Simulated
-                    && self.sources.iter().flatten().any(|s| !s.is_done())
-                {
+                if self.options.clock == Clock::Simulated && self.reading() {
                     return Ok(false);
                 }
+                let driver = driver.as_mut().expect("worker 0 runs the script");
+                // The script moves the one processing-time clock the scheduler keeps.
+                clock.processing_time = self.processing_time;
+                let before = *clock;
+                let replayed = driver.replay_next(clock)?;
                 let out = node.outputs[0];
-                let mut driver = TestStreamDriver::new(self.plan, i)?;
-                driver.position = self.cursors[i];
-                let before = TestStreamClock {
-                    watermark: self.watermarks[out],
-                    processing_time: self.processing_time,
-                };
-                let mut clock = before;
-                let replayed = driver.replay_next(&mut clock)?;
-                self.cursors[i] = driver.position;
                 self.watermarks[out] = clock.watermark;
                 self.processing_time = clock.processing_time;
                 match replayed {
@@ -422,49 +407,51 @@ impl Executor<'_> {
                     Replayed::End => Ok(before.watermark != Timestamp::MAX),
                 }
             }
-            NodeKind::ParDo { side_inputs, .. } if !side_inputs.is_empty() => {
-                self.step_side_input_pardo(i)
-            }
-            NodeKind::ParDo { .. } | NodeKind::WindowInto { .. } => {
-                let wm = watermarks::par_do_output(self.watermarks[node.inputs[0]]);
-                for &o in &node.outputs {
-                    self.watermarks[o] = wm;
+            Head::Read(driver) => {
+                let out = node.outputs[0];
+                let max = self.options.max_bundle_size.max(1);
+                // On the simulated clock a Read reads at the clock's start (core's
+                // clock.rs).
+                let clock = self.options.clock;
+                let now = clock.read_time(self.processing_time);
+                let read = driver
+                    .read(max, now, &mut self.buffers[out])
+                    .map_err(|e| unwrap_downstream(attribute(e, &node.name)))?;
+                let mut progress = read || driver.drain_if_idle(read, clock);
+                let wm = driver.watermark();
+                if wm > self.watermarks[out] {
+                    self.watermarks[out] = wm;
+                    progress = true;
                 }
-                Ok(false)
+                if !self.buffers[out].is_empty() {
+                    self.run_stage(out)?;
+                }
+                Ok(progress)
             }
-            NodeKind::Flatten => {
+            Head::Flatten => {
                 let out = node.outputs[0];
                 self.watermarks[out] =
-                    watermarks::flatten_output(node.inputs.iter().map(|&p| self.watermarks[p]));
+                    head.output_watermark(node.inputs.iter().map(|&p| self.watermarks[p]));
                 if self.buffers[out].is_empty() {
                     return Ok(false);
                 }
                 self.run_stage(out)?;
                 Ok(true)
             }
-            NodeKind::Grouping { .. } | NodeKind::Stateful { .. } => self.step_keyed(i),
-            NodeKind::Read { .. } => self.step_read(i),
-            NodeKind::Capture { .. } | NodeKind::Sink { .. } => Ok(false),
+            Head::SideInput(_) => self.step_side_input_pardo(i, head),
+            Head::Keyed(_) => self.step_keyed(i, head),
+            Head::Capture { .. } => Ok(false),
         }
     }
 
     /// A ParDo with side inputs: runs the held main input whose side inputs are ready,
     /// and holds back its output watermark for the rest.
-    fn step_side_input_pardo(&mut self, node: usize) -> Result<bool> {
+    fn step_side_input_pardo(&mut self, node: usize, head: &mut Head) -> Result<bool> {
         let n = &self.plan.nodes[node];
-        let main_wm = self.watermarks[n.inputs[0]];
-        let side_wms: Vec<Timestamp> = n.inputs[1..]
-            .iter()
-            .map(|&pc| self.watermarks[pc])
-            .collect();
-        let runner = side_runner(&mut self.side_runners, node);
-        let ready = runner.advance(main_wm, &side_wms);
+        let inputs: Vec<Timestamp> = n.inputs.iter().map(|&pc| self.watermarks[pc]).collect();
+        let advanced = head.advance(&inputs, self.processing_time, &n.name)?;
         let mut progress = false;
-        if let Some((mut ready, sides)) = ready {
-            progress = true;
-            if let Some(rng) = &mut self.rng {
-                ready.shuffle(rng);
-            }
+        if let Some(sides) = advanced.side_inputs {
             let stage = self
                 .graph
                 .run_by(node)
@@ -473,9 +460,15 @@ impl Executor<'_> {
                 .as_mut()
                 .expect("every stage is built before it runs")
                 .set_side_inputs(sides);
-            self.run_bundles(stage, ready)?;
+            for mut ready in advanced.out {
+                progress = true;
+                if let Some(rng) = &mut self.rng {
+                    ready.shuffle(rng);
+                }
+                self.run_bundles(stage, ready)?;
+            }
         }
-        let wm = side_runner(&mut self.side_runners, node).output_watermark();
+        let wm = head.output_watermark(std::iter::empty());
         for &o in &n.outputs {
             self.watermarks[o] = self.watermarks[o].max(wm);
         }
@@ -484,98 +477,74 @@ impl Executor<'_> {
 
     /// A grouping or stateful ParDo: its keyed operator takes the waiting input, moves
     /// to the input watermark and the processing time, and what fired runs downstream.
-    fn step_keyed(&mut self, node: usize) -> Result<bool> {
+    fn step_keyed(&mut self, node: usize, head: &mut Head) -> Result<bool> {
         let n = &self.plan.nodes[node];
-        let attribute = |e: ExecError| unwrap_downstream(attribute(e, &n.name));
-        let mut op = self.keyed[node]
-            .take()
-            .expect("every keyed node has an operator");
-        let mut progress = false;
-        let result = (|| -> Result<()> {
-            let pending = std::mem::take(&mut self.pending[node]);
-            if !pending.is_empty() {
-                progress = true;
-                // Lifted accumulators are batches of (K, Acc), not of the input type;
-                // concatenate by appending to the first batch.
-                let mut iter = pending.into_iter();
-                let mut all = iter.next().expect("not empty");
-                for b in iter {
-                    all.append(b);
-                }
-                if let Some(rng) = &mut self.rng {
-                    all.shuffle(rng);
-                }
-                op.process(all, self.processing_time).map_err(attribute)?;
-            }
-            let wm = self.watermarks[n.inputs[0]];
-            if wm > op.input_watermark() && self.flush_partials_into(node, &mut op, Some(wm))? {
-                progress = true;
-            }
-            if op.has_due_work(wm, self.processing_time) {
-                progress = true;
-            }
-            op.advance(wm, self.processing_time).map_err(attribute)?;
+        let result = (|| -> Result<bool> {
+            let (mut progress, mut out) = self.feed_keyed(node, head)?;
+            let now = self.processing_time;
+            let advanced = head.advance(&[self.watermarks[n.inputs[0]]], now, &n.name)?;
+            progress |= advanced.moved;
+            out.extend(advanced.out);
             let o = n.outputs[0];
-            self.watermarks[o] = op.output_watermark();
-            let outputs = op.take_output();
-            if !outputs.is_empty() {
-                progress = true;
-                self.buffers[o].extend(outputs);
-                self.run_stage(o)?;
-            }
-            Ok(())
+            self.watermarks[o] = head.output_watermark(std::iter::empty());
+            progress |= !out.is_empty();
+            self.run_released(o, out)?;
+            Ok(progress)
         })();
-        let metrics = op.take_metrics();
-        if !metrics.is_empty() {
+        if let Some(metrics) = head.take_metrics() {
             self.metrics.step_mut(&n.name).merge(&metrics);
         }
-        self.keyed[node] = Some(op);
-        result.map(|()| progress)
+        result
     }
 
-    /// Flushes the partial combines of every stage that exits into grouping `node`
-    /// (taken out of `self.keyed` as `op`) for windows that end before `watermark` as
-    /// it passes them (all of them: `None`), and processes what waits for it; whether
-    /// anything did.
-    fn flush_partials_into(
+    /// Keyed head `node` processes the input waiting for it, as one batch shuffled if
+    /// the schedule says so: whether there was any, and what it emitted.
+    fn feed_keyed(
         &mut self,
         node: usize,
-        op: &mut Box<dyn KeyedOperator>,
-        watermark: Option<Timestamp>,
-    ) -> Result<bool> {
-        if !self.lifted[node] {
-            return Ok(false);
-        }
-        for stage in 0..self.graph.stages.len() {
-            if self.graph.stages[stage]
-                .exits
-                .iter()
-                .any(|e| e.node == node && e.kind == ExitKind::PartialCombine)
-            {
-                self.output().flush_partials(stage, watermark)?;
-            }
-        }
-        let n = &self.plan.nodes[node];
+        head: &mut Head,
+    ) -> Result<(bool, Vec<Box<dyn AnyBatch>>)> {
         let pending = std::mem::take(&mut self.pending[node]);
-        let any = !pending.is_empty();
-        for b in pending {
-            op.process(b, self.processing_time)
-                .map_err(|e| unwrap_downstream(attribute(e, &n.name)))?;
+        let mut iter = pending.into_iter();
+        let Some(mut all) = iter.next() else {
+            return Ok((false, Vec::new()));
+        };
+        // Lifted accumulators are batches of (K, Acc), not of the input type;
+        // concatenate by appending to the first batch.
+        for b in iter {
+            all.append(b);
         }
-        Ok(any)
+        if let Some(rng) = &mut self.rng {
+            all.shuffle(rng);
+        }
+        let name = &self.plan.nodes[node].name;
+        Ok((true, head.process(0, all, self.processing_time, name)?))
     }
 
-    /// Flushes every held partial combine into its grouping (before a checkpoint).
+    /// Runs what a head released into PCollection `pc` downstream.
+    fn run_released(&mut self, pc: usize, mut out: Vec<Box<dyn AnyBatch>>) -> Result<()> {
+        if out.is_empty() {
+            return Ok(());
+        }
+        self.buffers[pc].append(&mut out);
+        self.run_stage(pc)
+    }
+
+    /// Flushes every held partial combine into its grouping, which processes it
+    /// (before a checkpoint: a stage's partial combines are not state).
     pub(super) fn flush_all_partials(&mut self) -> Result<()> {
+        for stage in 0..self.graph.stages.len() {
+            self.output().flush_partials(stage, None)?;
+        }
         for node in 0..self.plan.nodes.len() {
-            if self.lifted[node] {
-                let mut op = self.keyed[node]
-                    .take()
-                    .expect("every keyed node has an operator");
-                let r = self.flush_partials_into(node, &mut op, None);
-                self.keyed[node] = Some(op);
-                r?;
+            if !self.lifted[node] {
+                continue;
             }
+            let mut head = self.heads[node].take().expect("every grouping has a head");
+            let result = self.feed_keyed(node, &mut head);
+            self.heads[node] = Some(head);
+            let (_, out) = result?;
+            self.run_released(self.plan.nodes[node].outputs[0], out)?;
         }
         Ok(())
     }
@@ -646,12 +615,6 @@ impl Executor<'_> {
         }
         first
     }
-}
-
-fn side_runner(runners: &mut [Option<SideInputRunner>], node: usize) -> &mut SideInputRunner {
-    runners[node]
-        .as_mut()
-        .expect("every ParDo with side inputs has a runner")
 }
 
 fn attribute(e: ExecError, transform: &str) -> ExecError {

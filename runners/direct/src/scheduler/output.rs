@@ -14,10 +14,9 @@ impl Executor<'_> {
             options,
             stages,
             graph,
-            keyed,
+            heads,
             pending,
             buffers,
-            side_runners,
             sinks,
             captures,
             metrics,
@@ -28,14 +27,13 @@ impl Executor<'_> {
             plan,
             graph,
             stages,
-            keyed,
+            heads,
             push: !options.validate,
             max_bundle_size: options.max_bundle_size.max(1),
             processing_time: *processing_time,
             metrics,
             pending,
             buffers,
-            side_runners,
             sinks,
             captures,
         }
@@ -43,14 +41,15 @@ impl Executor<'_> {
 }
 
 /// Where the direct runner's stages deliver: keyed input waits at its node, side
-/// inputs and held main input at their ParDo, Flatten's input in its buffer, captures
-/// are encoded into the result.
+/// inputs and held main input go into their ParDo's head, Flatten's input into its
+/// buffer, captures are encoded into the result.
 pub(super) struct DirectOutput<'a> {
     plan: &'a ExecutablePlan,
     graph: &'a StageGraph,
     /// Every stage but those running (taken out while they run).
     stages: &'a mut Vec<Option<FusedStage>>,
-    keyed: &'a mut Vec<Option<Box<dyn KeyedOperator>>>,
+    /// Every head but the one stepping (taken out while it steps).
+    heads: &'a mut Vec<Option<Head>>,
     /// Keyed input goes straight into its operator.
     push: bool,
     max_bundle_size: usize,
@@ -58,7 +57,6 @@ pub(super) struct DirectOutput<'a> {
     metrics: &'a mut MetricResults,
     pending: &'a mut Vec<Vec<Box<dyn AnyBatch>>>,
     buffers: &'a mut Vec<Vec<Box<dyn AnyBatch>>>,
-    side_runners: &'a mut Vec<Option<SideInputRunner>>,
     sinks: &'a mut Vec<Option<SinkHost>>,
     captures: &'a mut BTreeMap<String, (String, Vec<u8>)>,
 }
@@ -97,18 +95,24 @@ impl DirectOutput<'_> {
         result
     }
 
-    /// Keyed input straight into its operator; what it emits runs downstream now.
-    fn push_keyed(&mut self, node: usize, batch: Box<dyn AnyBatch>) -> Result<()> {
+    /// Input on `port` into head `node` (a keyed operator or a ParDo holding main
+    /// input for its side inputs); what it emits runs downstream now.
+    fn deliver_to_head(
+        &mut self,
+        node: usize,
+        port: usize,
+        batch: Box<dyn AnyBatch>,
+    ) -> Result<()> {
         let n = &self.plan.nodes[node];
-        let op = self.keyed[node]
+        let head = self.heads[node]
             .as_mut()
-            .expect("every keyed node has an operator");
-        op.process(batch, self.processing_time)
-            .map_err(|e| unwrap_downstream(attribute(e, &n.name)))?;
-        let outputs = op.take_output();
-        let m = op.take_metrics();
-        if !m.is_empty() {
+            .expect("a stage delivers only into a head that is not stepping");
+        let outputs = head.process(port, batch, self.processing_time, &n.name)?;
+        if let Some(m) = head.take_metrics() {
             self.metrics.step_mut(&n.name).merge(&m);
+        }
+        if outputs.is_empty() {
+            return Ok(());
         }
         let Some(stage) = self.graph.fed_by(n.outputs[0]) else {
             return Ok(());
@@ -125,10 +129,10 @@ impl DirectOutput<'_> {
     fn emit(&mut self, stage: usize, exit: usize, batch: Box<dyn AnyBatch>) -> Result<()> {
         let e = &self.graph.stages[stage].exits[exit];
         match &e.kind {
-            ExitKind::Shuffle if self.push => self.push_keyed(e.node, batch)?,
+            ExitKind::Shuffle if self.push => self.deliver_to_head(e.node, 0, batch)?,
             ExitKind::Shuffle | ExitKind::PartialCombine => self.pending[e.node].push(batch),
-            ExitKind::HeldMain => side_runner(self.side_runners, e.node).add_main(batch),
-            ExitKind::SideInput => side_runner(self.side_runners, e.node).add_side(e.input, batch),
+            ExitKind::HeldMain => self.deliver_to_head(e.node, 0, batch)?,
+            ExitKind::SideInput => self.deliver_to_head(e.node, e.input, batch)?,
             ExitKind::Flatten => self.buffers[self.plan.nodes[e.node].outputs[0]].push(batch),
             ExitKind::Sink => self.sinks[e.node]
                 .as_mut()
