@@ -152,6 +152,7 @@ fn cluster_engine(
             format!("--runner={runner}"),
             format!("--case={}", case.name),
             format!("--workers={}", engine.workers),
+            format!("--guarantee={}", engine.guarantee),
             format!("--scratch-run={run}"),
         ];
         args.extend(seed.map(|s| format!("--seed={s}")));

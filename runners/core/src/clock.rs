@@ -42,6 +42,18 @@ impl Clock {
         }
     }
 
+    /// Whether `plan` reads a source beside a TestStream on the simulated clock: the
+    /// rule above then puts everything the Read gives before the script's first event,
+    /// an order an engine keeps only by aligning its epochs (a Read's data in the first,
+    /// the script's events in later ones), so such a plan needs them aligned.
+    pub fn needs_aligned_epochs(plan: &ExecutablePlan) -> bool {
+        Clock::for_plan(plan) == Clock::Simulated
+            && plan
+                .nodes
+                .iter()
+                .any(|n| matches!(n.kind, NodeKind::Read { .. }))
+    }
+
     /// The clock `plan` runs on: simulated when it replays a TestStream, which scripts
     /// processing time; the wall clock otherwise.
     pub fn for_plan(plan: &ExecutablePlan) -> Clock {

@@ -6,8 +6,8 @@
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use tidewater::{
-    EngineOptions, Pipeline, PipelineOptions, Read, StateContext, StatefulDoFn, StatefulParDo,
-    TestStream, Timestamp, UserError, Window, WindowFn,
+    EngineOptions, FlattenExt, Pipeline, PipelineOptions, Read, StateContext, StatefulDoFn,
+    StatefulParDo, TestStream, Timestamp, UserError, Window, WindowFn,
 };
 use tidewater_transforms::{Count, GenerateSequence};
 
@@ -827,4 +827,43 @@ fn watermark_alignment_without_a_shuffle_reads_everything() {
     let mods = r.captured_values::<u64>("mods").unwrap();
     assert_eq!(mods.len(), 5_000);
     assert_eq!(mods.iter().sum::<u64>(), 500 * 45);
+}
+
+/// On the simulated clock a Read beside a TestStream is read out before the script's
+/// first event (core's `clock.rs`); without aligned epochs the script's events could
+/// overtake the Read's data, so at-least-once is refused for such a plan, with why.
+/// A TestStream alone still runs at-least-once.
+#[test]
+fn at_least_once_is_refused_for_a_read_beside_a_test_stream() {
+    tidewater_runner_native::register();
+    let at_least_once = || {
+        native(EngineOptions {
+            workers: 2,
+            guarantee: "at-least-once".into(),
+            ..Default::default()
+        })
+    };
+    let p = Pipeline::new(at_least_once());
+    let numbers = p.apply(
+        "Numbers",
+        Read::from(GenerateSequence::new(0, Some(100)).with_event_time(12, 0)),
+    );
+    let script = TestStream::new()
+        .add_elements(vec![(100u64, Timestamp(3))])
+        .advance_watermark_to_infinity();
+    let scripted = p.apply("Script", script);
+    vec![numbers, scripted]
+        .apply_flatten("Both")
+        .map("Format", |n: u64| n.to_string())
+        .capture("numbers");
+    let e = p.run().unwrap_err().to_string();
+    insta::assert_snapshot!(e, @"invalid option --guarantee at-least-once: this pipeline reads a source beside a TestStream; the TestStream's script starts only once the source is read out, an order kept only by aligned epochs: run it with --guarantee exactly-once");
+
+    let r = scripted_counts(at_least_once()).run().unwrap();
+    let mut counts = r.captured_values::<String>("counts").unwrap();
+    counts.sort();
+    let mut expected = vec!["a 2".to_string(); 10];
+    expected.extend(vec!["b 1".to_string(); 10]);
+    assert_eq!(counts, expected);
+    assert_eq!(r.metrics.counter_total("dropped_due_to_lateness"), 10);
 }

@@ -9,6 +9,7 @@ use std::time::Duration;
 use tidewater::exec::DEFAULT_MAX_KEY_GROUPS;
 use tidewater::runner::PipelineResult;
 use tidewater::{plan::Plan, Error, PipelineOptions, Result};
+use tidewater_runners_core::translate::ExecutablePlan;
 
 /// A runner on the engine: its name, its own options and its policy.
 pub struct EngineRunner {
@@ -130,6 +131,7 @@ impl EngineRunner {
     fn run_here(&self, plan: &Plan, options: &PipelineOptions) -> Result<PipelineResult> {
         let exec = tidewater_runners_core::translate(plan)?;
         let config = self.config(options, Clock::for_plan(&exec))?;
+        refuse_unaligned_script(&exec, &config)?;
         let hash = tidewater_runners_core::snapshot::plan_hash(plan);
         let mut restored = match &config.checkpoint_dir {
             Some(dir) => Store::open(dir)?.latest(hash)?,
@@ -276,6 +278,22 @@ impl EngineRunner {
             progress: stderr_is_terminal() && (!in_local_cluster() || e.process_id == 0),
         })
     }
+}
+
+/// Refuses `--guarantee at-least-once` for a plan that reads a source beside a
+/// TestStream: without aligned epochs the script's events could overtake the Read's data,
+/// and the result would differ from every other runner's (core's `clock.rs`).
+fn refuse_unaligned_script(plan: &ExecutablePlan, config: &EngineConfig) -> Result<()> {
+    if config.guarantee == Guarantee::AtLeastOnce && Clock::needs_aligned_epochs(plan) {
+        return Err(invalid(
+            "--guarantee at-least-once".into(),
+            "this pipeline reads a source beside a TestStream; the TestStream's script \
+             starts only once the source is read out, an order kept only by aligned \
+             epochs: run it with --guarantee exactly-once"
+                .into(),
+        ));
+    }
+    Ok(())
 }
 
 /// The checkpoint in savepoint directory `dir` for the plan of hash `hash`; the
