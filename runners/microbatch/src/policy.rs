@@ -57,7 +57,7 @@ impl EpochPolicy for Batches {
 }
 
 /// The micro-batch runner's flags ([`tidewater::Runner::flags`]).
-pub const FLAGS: [RunnerFlag; 3] = [
+pub const FLAGS: [RunnerFlag; 4] = [
     RunnerFlag {
         name: "batch-interval",
         value_name: "DURATION",
@@ -76,6 +76,7 @@ pub const FLAGS: [RunnerFlag; 3] = [
         help: "When the micro-batch runner runs batches, as Spark's triggers: `interval` (a batch every --batch-interval, the default), `once` (one batch of everything available at the start, then stop), `available-now` (batches of at most --max-records-per-batch until every source partition reached the end taken at the start, then stop; records arriving meanwhile are the next run's). A job stopped this way keeps its state and source positions in --checkpoint-dir",
         check: check_trigger,
     },
+    tidewater_runners_timely::restart::FLAG,
 ];
 
 fn interval(s: &str) -> std::result::Result<Duration, String> {

@@ -82,7 +82,14 @@ fn streaming(options: &PipelineOptions) -> Result<PolicyChoice> {
     })
 }
 
+/// The native runner's flags: the engine's restart strategy.
+const FLAGS: [tidewater::runner::RunnerFlag; 1] = [tidewater_runners_timely::restart::FLAG];
+
 impl Runner for NativeRunner {
+    fn flags(&self) -> &'static [tidewater::runner::RunnerFlag] {
+        &FLAGS
+    }
+
     fn name(&self) -> &'static str {
         "native"
     }

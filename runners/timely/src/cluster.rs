@@ -17,6 +17,7 @@
 //! (for operators, and for tests that kill them).
 
 use crate::checkpoint::store::{write_atomic, Store};
+use crate::restart::{Failure, RestartStrategy, Restarts};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -241,8 +242,8 @@ pub struct Supervisor {
     pub args: Vec<String>,
     /// The checkpoint directory, if any: failures are then recovered from.
     pub checkpoint_dir: Option<PathBuf>,
-    /// Restarts allowed before the job fails.
-    pub max_restarts: usize,
+    /// When to restart after a failure, and when to give up.
+    pub restart: RestartStrategy,
     /// A running cluster whose newest checkpoint does not move for this long is hung:
     /// it is restarted.
     pub watchdog: Duration,
@@ -305,6 +306,40 @@ fn pass_stdout(out: std::process::ChildStdout) {
     }
 }
 
+/// In a process of a local cluster: ends the process when its supervisor is gone, so
+/// that killing a supervisor leaves no process of its cluster behind (a SIGKILL
+/// included, which no handler sees). The supervisor holds the write end of the
+/// process's standard input and never writes to it; when the supervisor ends the read
+/// here ends, and the process exits. What it had not committed is recovered from the
+/// checkpoint by the job's next run.
+pub fn exit_with_supervisor() {
+    let watch = std::thread::Builder::new()
+        .name("supervisor-watch".into())
+        .spawn(|| {
+            let mut stdin = std::io::stdin().lock();
+            let mut buf = [0u8; 64];
+            loop {
+                match std::io::Read::read(&mut stdin, &mut buf) {
+                    Ok(0) => break,
+                    Ok(_) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(_) => break,
+                }
+            }
+            eprintln!(
+                "cluster process {}: its supervisor is gone; stopping",
+                std::process::id()
+            );
+            std::process::exit(1);
+        });
+    if let Err(e) = watch {
+        eprintln!(
+            "cluster process {}: cannot watch the supervisor: {e}",
+            std::process::id()
+        );
+    }
+}
+
 /// In a process of a local cluster: a panic of timely's networking (a peer is gone,
 /// which the supervisor handles) is reported in one line, without a backtrace.
 pub fn quiet_peer_loss() {
@@ -356,6 +391,9 @@ impl Supervisor {
             cause: e,
         })?;
         let mut children = Vec::new();
+        // The write ends of the children's standard input: never written, closed when
+        // this process ends however it ends, which ends them ([`exit_with_supervisor`]).
+        let mut lifelines = Vec::new();
         let mut outcomes = Vec::new();
         for i in 0..n {
             let outcome = work.join(format!("outcome-{attempt}-{i}"));
@@ -365,6 +403,7 @@ impl Supervisor {
                 .arg(format!("--process-id={i}"))
                 .arg(format!("--hosts={}", hosts.display()))
                 .env(CHILD_ENV, &outcome)
+                .stdin(std::process::Stdio::piped())
                 .stdout(std::process::Stdio::piped())
                 .spawn();
             match child {
@@ -372,6 +411,7 @@ impl Supervisor {
                     if let Some(out) = c.stdout.take() {
                         std::thread::spawn(move || pass_stdout(out));
                     }
+                    lifelines.extend(c.stdin.take());
                     children.push(c)
                 }
                 Err(e) => {
@@ -492,12 +532,21 @@ impl Supervisor {
             path: work.clone(),
             cause: e,
         })?;
-        if let Some(dir) = &self.checkpoint_dir {
-            Store::open(dir)?;
-        }
-        let mut restarts = 0;
+        // The supervisor holds the directory for its job; its processes do not lock it.
+        let _lock = match &self.checkpoint_dir {
+            Some(dir) => {
+                let lock = crate::checkpoint::lock::lock(dir)?;
+                Store::open(dir)?;
+                Some(lock)
+            }
+            None => None,
+        };
+        let job = Instant::now();
+        let mut restarts = Restarts::new(self.restart.clone(), u64::from(std::process::id()));
         let result = loop {
-            match self.attempt(&work, restarts) {
+            let started = Instant::now();
+            let durable = self.durable();
+            match self.attempt(&work, restarts.restarts()) {
                 Ok(Attempt::Done(r)) => break Ok(r),
                 Ok(Attempt::Failed(e)) => break Err(e),
                 Err(e) => break Err(e),
@@ -507,16 +556,22 @@ impl Supervisor {
                             "{why}; without --checkpoint-dir there is no checkpoint to recover from"
                         )));
                     }
-                    if restarts >= self.max_restarts {
-                        break Err(Error::Internal(format!(
-                            "{why}; gave up after {restarts} restarts"
-                        )));
-                    }
-                    restarts += 1;
+                    let failure = Failure {
+                        at: job.elapsed(),
+                        ran: started.elapsed(),
+                        checkpointed: self.durable() != durable,
+                    };
+                    let delay = match restarts.on_failure(failure) {
+                        Ok(delay) => delay,
+                        Err(give_up) => break Err(Error::Internal(format!("{why}; {give_up}"))),
+                    };
                     eprintln!(
-                        "local cluster: {why}; restarting all {} processes from the last checkpoint (restart {restarts})",
-                        self.processes
+                        "local cluster: {why}; restarting all {} processes from the last checkpoint in {} ms (restart {})",
+                        self.processes,
+                        delay.as_millis(),
+                        restarts.restarts()
                     );
+                    std::thread::sleep(delay);
                 }
             }
         };

@@ -3,6 +3,7 @@
 //! runner takes, `--local-cluster`, restoring from the checkpoint directory, the
 //! summary printed at the end. A runner adds only its policy ([`EngineRunner`]).
 
+use crate::restart::RestartStrategy;
 use crate::{cluster, Clock, EngineConfig, Guarantee, Store};
 use std::path::Path;
 use std::time::Duration;
@@ -81,7 +82,19 @@ impl EngineRunner {
             return self.local_cluster(n as usize, options);
         }
         let child = std::env::var_os(cluster::CHILD_ENV);
+        if child.is_none()
+            && options
+                .runner_flags
+                .get(crate::restart::FLAG.name)
+                .is_some()
+        {
+            return Err(invalid(
+                "--restart-strategy".into(),
+                "it says how --local-cluster's supervisor restarts a job; a single process is not restarted (a job of --processes is restarted by whatever started it)".into(),
+            ));
+        }
         if child.is_some() {
+            cluster::exit_with_supervisor();
             cluster::quiet_peer_loss();
         }
         let result = self.run_here(plan, options);
@@ -118,7 +131,7 @@ impl EngineRunner {
             program,
             args,
             checkpoint_dir: config.checkpoint_dir,
-            max_restarts: 20,
+            restart: restart_strategy(options)?,
             watchdog,
         }
         .run()?;
@@ -132,6 +145,16 @@ impl EngineRunner {
         let exec = tidewater_runners_core::translate(plan)?;
         let config = self.config(options, Clock::for_plan(&exec))?;
         refuse_unaligned_script(&exec, &config)?;
+        // One job per checkpoint directory: a local cluster's supervisor holds it for its
+        // processes; otherwise this process, or process 0 of several.
+        let _lock = match &config.checkpoint_dir {
+            Some(dir)
+                if config.process_id == 0 && std::env::var_os(cluster::CHILD_ENV).is_none() =>
+            {
+                Some(crate::checkpoint::lock::lock(dir)?)
+            }
+            _ => None,
+        };
         let hash = tidewater_runners_core::snapshot::plan_hash(plan);
         let mut restored = match &config.checkpoint_dir {
             Some(dir) => Store::open(dir)?.latest(hash)?,
@@ -277,6 +300,15 @@ impl EngineRunner {
             // supervisor's terminal) only the first shows it.
             progress: stderr_is_terminal() && (!in_local_cluster() || e.process_id == 0),
         })
+    }
+}
+
+/// The strategy `--restart-strategy` names, or the default (exponential delay).
+fn restart_strategy(options: &PipelineOptions) -> Result<RestartStrategy> {
+    match options.runner_flags.get(crate::restart::FLAG.name) {
+        None => Ok(RestartStrategy::default()),
+        Some(spec) => RestartStrategy::parse(spec)
+            .map_err(|message| invalid(format!("--restart-strategy {spec}"), message)),
     }
 }
 

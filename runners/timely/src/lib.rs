@@ -25,6 +25,7 @@ pub mod metrics;
 pub mod msg;
 pub mod policy;
 mod progress;
+pub mod restart;
 pub mod task;
 mod worker;
 

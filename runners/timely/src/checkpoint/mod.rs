@@ -17,7 +17,10 @@
 //!    worker 0 or the directory) and commits its sinks through `e`: sinks commit there
 //!    only. On restart the newest complete checkpoint is restored, by key group, at any
 //!    parallelism ([`store`]).
+//!
+//! One job at a time uses a directory ([`lock`]).
 
 pub mod coordinator;
+pub mod lock;
 pub mod store;
 pub mod writer;

@@ -1,0 +1,284 @@
+//! What the crash and supervision tests share: the crash job's reference output (the
+//! direct runner's), a run of it in a temporary directory, kills, waiting for a job, and
+//! comparing outputs line for line; a PostgreSQL server's helpers.
+
+#![allow(dead_code)] // each test binary uses its part
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+use tidewater::{Pipeline, PipelineOptions};
+use tidewater_examples::crash_job;
+
+pub const RECORDS: u64 = 30_000;
+/// Records per second: a run takes about 3 s, so kills land mid-run.
+pub const RATE: f64 = 10_000.0;
+
+/// One crash scenario at a time: they time their kills, and the machine is small.
+pub fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The direct runner's output of the job of [`RECORDS`] records, once.
+pub fn reference() -> &'static Vec<String> {
+    static REF: OnceLock<Vec<String>> = OnceLock::new();
+    REF.get_or_init(|| reference_of(RECORDS))
+}
+
+/// The direct runner's output of the job of `records` records.
+pub fn reference_of(records: u64) -> Vec<String> {
+    tidewater_examples::register_runners();
+    let dir = tempfile::tempdir().unwrap();
+    let p = Pipeline::new(PipelineOptions {
+        no_validate: true,
+        ..PipelineOptions::default()
+    });
+    crash_job::build(&p, records, 0.0, dir.path());
+    p.run().unwrap();
+    crash_job::committed_lines(dir.path()).unwrap()
+}
+
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new() -> (Self, u64) {
+        let seed = std::env::var("TIDEWATER_CRASH_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_nanos() as u64)
+                    .unwrap_or(1)
+            });
+        (Rng(seed), seed)
+    }
+
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        (z ^ (z >> 31)) % n.max(1)
+    }
+}
+
+pub struct Run {
+    pub out: PathBuf,
+    pub ckpt: PathBuf,
+    pub runner: &'static str,
+    /// Records the job reads ([`RECORDS`] unless set).
+    pub records: u64,
+    /// Where the numbers come from, if not the generator (`--kafka-topic ...`).
+    pub source: Vec<String>,
+    _dir: tempfile::TempDir,
+}
+
+/// The runners that checkpoint.
+pub const RUNNERS: [&str; 2] = ["native", "microbatch"];
+
+/// A runner's flags for a checkpoint (or batch) every 100 ms.
+pub fn runner_flags(runner: &str) -> [String; 2] {
+    let interval = match runner {
+        "microbatch" => "--batch-interval=100ms",
+        _ => "--checkpoint-interval=100ms",
+    };
+    [format!("--runner={runner}"), interval.to_string()]
+}
+
+impl Run {
+    pub fn new() -> Self {
+        Self::on("native")
+    }
+
+    pub fn on(runner: &'static str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out");
+        let ckpt = dir.path().join("ckpt");
+        std::fs::create_dir_all(&out).unwrap();
+        Run {
+            out,
+            ckpt,
+            runner,
+            records: RECORDS,
+            source: Vec::new(),
+            _dir: dir,
+        }
+    }
+
+    /// The job over a Kafka topic holding the generator's numbers.
+    pub fn over_topic(runner: &'static str, brokers: &str, topic: &str) -> Self {
+        crash_job::fill_topic(brokers, topic, RECORDS, 4).unwrap();
+        Run {
+            source: vec![
+                format!("--kafka-brokers={brokers}"),
+                format!("--kafka-topic={topic}"),
+            ],
+            ..Self::on(runner)
+        }
+    }
+
+    pub fn command(&self, extra: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_crash_job"));
+        c.args(runner_flags(self.runner))
+            .args([
+                &format!("--records={}", self.records),
+                &format!("--rate={RATE}"),
+            ])
+            .arg(format!("--checkpoint-dir={}", self.ckpt.display()))
+            .arg(format!("--output={}", self.out.display()))
+            .args(&self.source)
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        c
+    }
+
+    pub fn pids(&self) -> Vec<i32> {
+        std::fs::read_to_string(self.ckpt.join("pids"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect()
+    }
+
+    pub fn lines(&self) -> Vec<String> {
+        crash_job::committed_lines(&self.out).unwrap()
+    }
+}
+
+pub fn signal(pid: i32, sig: &str) {
+    let _ = Command::new("kill").args([sig, &pid.to_string()]).status();
+}
+
+/// Waits for `child` (at most 2 minutes); its stderr.
+pub fn finish(child: Child, what: &str) -> String {
+    finish_within(child, what, Duration::from_secs(120))
+}
+
+/// Waits for `child` (at most `limit`); its stderr.
+pub fn finish_within(mut child: Child, what: &str, limit: Duration) -> String {
+    let started = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut err = String::new();
+            if let Some(mut e) = child.stderr.take() {
+                let _ = std::io::Read::read_to_string(&mut e, &mut err);
+            }
+            assert!(
+                status.success(),
+                "{what}: the job failed ({status}):\n{err}"
+            );
+            return err;
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            panic!("{what}: the job did not finish within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The first difference between two sorted line lists, for a failure message.
+pub fn difference(got: &[String], want: &[String]) -> String {
+    fn count(v: &[String]) -> BTreeMap<&str, i64> {
+        let mut m = BTreeMap::<&str, i64>::new();
+        for l in v {
+            *m.entry(l.as_str()).or_default() += 1;
+        }
+        m
+    }
+    let (g, w) = (count(got), count(want));
+    let mut diffs = Vec::new();
+    for (l, n) in &w {
+        let have = g.get(l).copied().unwrap_or(0);
+        if have != *n {
+            diffs.push(format!("{l:?}: expected {n}, got {have}"));
+        }
+    }
+    for (l, n) in &g {
+        if !w.contains_key(l) {
+            diffs.push(format!("{l:?}: expected 0, got {n}"));
+        }
+    }
+    format!(
+        "{} lines, expected {}; {} differ, first: {:?}",
+        got.len(),
+        want.len(),
+        diffs.len(),
+        &diffs[..diffs.len().min(5)]
+    )
+}
+
+pub fn assert_exact(run: &Run, what: &str) {
+    let got = run.lines();
+    let want = reference();
+    assert!(got == *want, "{what}: {}", difference(&got, want));
+}
+
+/// The PostgreSQL server of the sink's tests (`.ci/run` starts one and sets
+/// `TIDEWATER_PG_URL`); `None` after a loud message.
+pub fn postgres(test: &str) -> Option<String> {
+    match std::env::var("TIDEWATER_PG_URL") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ => {
+            eprintln!(
+                "\n*** SKIPPED {test}: no PostgreSQL server (set TIDEWATER_PG_URL; see the README) ***\n"
+            );
+            None
+        }
+    }
+}
+
+pub fn pg_client(url: &str) -> tokio_postgres::Client {
+    tidewater::io::runtime().block_on(async {
+        let (c, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        c
+    })
+}
+
+/// A fresh PostgreSQL table `table` for the crash job's lines.
+pub fn pg_fresh_table(c: &tokio_postgres::Client, table: &str) {
+    tidewater::io::runtime()
+        .block_on(c.batch_execute(&format!(
+            "DROP TABLE IF EXISTS {table}; CREATE TABLE {table} (line text)"
+        )))
+        .unwrap();
+}
+
+/// The crash job's flags to write into `table`.
+pub fn pg_flags(url: &str, table: &str) -> [String; 2] {
+    [format!("--postgres={url}"), format!("--pg-table={table}")]
+}
+
+/// Every committed row of `table` equals the direct runner's lines, and no transaction
+/// of the job is left prepared.
+pub fn pg_assert_exact(c: &tokio_postgres::Client, table: &str, what: &str) {
+    let rt = tidewater::io::runtime();
+    let mut got: Vec<String> = rt
+        .block_on(c.query(&format!("SELECT line FROM {table}"), &[]))
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    got.sort();
+    let want = reference();
+    assert!(got == *want, "{what}: {}", difference(&got, want));
+    let left: Vec<String> = rt
+        .block_on(c.query("SELECT gid FROM pg_prepared_xacts", &[]))
+        .unwrap()
+        .iter()
+        .map(|r| r.get::<_, String>(0))
+        .filter(|g| g.starts_with(&format!("tidewater:{table}:")))
+        .collect();
+    assert!(left.is_empty(), "{what}: left prepared: {left:?}");
+    eprintln!("{what}: every row exactly once");
+}

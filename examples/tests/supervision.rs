@@ -1,0 +1,169 @@
+//! A local cluster's supervisor as a production job meets it: many failures spread over
+//! a long run (the restart strategy), the supervisor itself killed (no process of its
+//! cluster left behind), and a second job on the same checkpoint directory (refused).
+//! Every run's committed output must still be the direct runner's, line for line.
+
+mod common;
+
+use common::*;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+/// Whether process `pid` is gone (or a zombie no one has reaped yet: it runs no more).
+fn gone(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        // "pid (comm) S ...": the state follows the command's closing parenthesis.
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with('Z') || rest.starts_with('X')),
+    }
+}
+
+/// Waits until the cluster's processes are running (their pids written), or the job
+/// ends; their pids.
+fn running(run: &Run, child: &mut std::process::Child) -> Vec<i32> {
+    let started = Instant::now();
+    loop {
+        let pids = run.pids();
+        if !pids.is_empty() {
+            return pids;
+        }
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "{}: the job ended before its processes were seen",
+            run.runner
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{}: no process started within 30 s",
+            run.runner
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// 30 SIGKILLs spread over the run, one every 0.8 to 1.6 s, each after the restart of the
+/// one before: the job keeps completing checkpoints between them, so the default
+/// restart strategy (exponential delay, reset by an attempt that checkpointed) restarts
+/// it every time. Before, the supervisor gave up at the 21st restart of the job's life.
+#[test]
+fn thirty_kills_spread_over_the_run_do_not_end_a_job_that_keeps_checkpointing() {
+    let _s = serial();
+    // 10,000 records a second: about 65 s of input, longer than the kills take (about
+    // 45 s: 1.2 s between kills and the restart each causes).
+    const LONG: u64 = 650_000;
+    let want = reference_of(LONG);
+    let (mut rng, seed) = Rng::new();
+    for runner in RUNNERS {
+        let mut run = Run::on(runner);
+        run.records = LONG;
+        let mut child = run.command(&["--local-cluster=2"]).spawn().unwrap();
+        let mut kills = 0;
+        while kills < 30 {
+            let pids = running(&run, &mut child);
+            std::thread::sleep(Duration::from_millis(800 + rng.below(800)));
+            assert!(
+                child.try_wait().unwrap().is_none(),
+                "{runner}, seed {seed}: the job ended after {kills} kills, before 30"
+            );
+            signal(pids[rng.below(pids.len() as u64) as usize], "-KILL");
+            kills += 1;
+            // The restart this kill causes: new pids.
+            let waited = Instant::now();
+            loop {
+                let now = run.pids();
+                if !now.is_empty() && now.iter().all(|p| !pids.contains(p)) {
+                    break;
+                }
+                assert!(
+                    child.try_wait().unwrap().is_none(),
+                    "{runner}, seed {seed}: the job ended at kill {kills}"
+                );
+                assert!(
+                    waited.elapsed() < Duration::from_secs(30),
+                    "{runner}, seed {seed}: no restart 30 s after kill {kills}"
+                );
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+        let stderr = finish_within(child, "30 kills", Duration::from_secs(300));
+        assert!(
+            stderr.contains("(restart 30)"),
+            "{runner}, seed {seed}: 30 restarts were due:\n{stderr}"
+        );
+        let got = run.lines();
+        assert!(
+            got == want,
+            "{runner}, seed {seed}: {}",
+            difference(&got, &want)
+        );
+        eprintln!("{runner}: 30 kills, 30 restarts (seed {seed}), every line exactly once");
+    }
+}
+
+/// The supervisor SIGKILLed mid-run: its processes see their standard input close and
+/// end, none is left running (before, they ran on to the end of the job, writing
+/// output with no one supervising them). A new supervisor on the same checkpoint
+/// directory then resumes the job, and the output is exact.
+#[test]
+fn a_killed_supervisor_leaves_no_process_behind_and_the_job_resumes() {
+    let _s = serial();
+    // About 10 s of input: the processes would outlive the check by far.
+    const RECORDS_10S: u64 = 100_000;
+    let want = reference_of(RECORDS_10S);
+    for runner in RUNNERS {
+        let mut run = Run::on(runner);
+        run.records = RECORDS_10S;
+        let mut supervisor = run.command(&["--local-cluster=2"]).spawn().unwrap();
+        let pids = running(&run, &mut supervisor);
+        std::thread::sleep(Duration::from_millis(1_000));
+        supervisor.kill().unwrap();
+        supervisor.wait().unwrap();
+        let killed = Instant::now();
+        while !pids.iter().all(|p| gone(*p)) {
+            assert!(
+                killed.elapsed() < Duration::from_secs(3),
+                "{runner}: processes {:?} of a killed supervisor still run 3 s later",
+                pids.iter().filter(|p| !gone(**p)).collect::<Vec<_>>()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let resumed = run.command(&["--local-cluster=2"]).spawn().unwrap();
+        finish(
+            resumed,
+            &format!("{runner}: resumed after its supervisor was killed"),
+        );
+        let got = run.lines();
+        assert!(got == want, "{runner}: {}", difference(&got, &want));
+    }
+}
+
+/// A second job on a checkpoint directory in use is refused at once, naming the
+/// directory and the holder, and the first job's output stays exact; a single-process
+/// job is refused the same way.
+#[test]
+fn a_second_job_on_the_same_checkpoint_dir_is_refused() {
+    let _s = serial();
+    for runner in RUNNERS {
+        let run = Run::on(runner);
+        let mut first = run.command(&["--local-cluster=2"]).spawn().unwrap();
+        running(&run, &mut first);
+        for second in [&["--local-cluster=2"][..], &["--workers=1"][..]] {
+            let out = run.command(second).stderr(Stdio::piped()).output().unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(!out.status.success(), "{runner} {second:?}: not refused");
+            let expected = format!(
+                "invalid option --checkpoint-dir {}: it is in use by another job (process {} holds its lock): one job per checkpoint directory",
+                run.ckpt.display(),
+                first.id()
+            );
+            assert!(
+                err.contains(&expected),
+                "{runner} {second:?}: expected {expected:?} in:\n{err}"
+            );
+        }
+        finish(first, &format!("{runner}: the first job"));
+        assert_exact(&run, &format!("{runner}: the first job"));
+    }
+}
