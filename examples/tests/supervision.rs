@@ -167,3 +167,60 @@ fn a_second_job_on_the_same_checkpoint_dir_is_refused() {
         assert_exact(&run, &format!("{runner}: the first job"));
     }
 }
+
+/// The database out of reach for 3 s mid-run (a proxy in front of it cuts every
+/// connection and refuses new ones): processes fail with `Unavailable`, and the restarts
+/// in the outage fail at once. The default restart strategy backs off (0.1, 0.2, 0.4,
+/// 0.8, 1.6 s: past the outage in five restarts) where the supervisor used to burn its 20
+/// restarts in the outage's first seconds and fail the job as the server came back.
+/// Every row is committed exactly once.
+#[test]
+fn a_three_second_database_outage_is_survived() {
+    let Some(url) = postgres("a_three_second_database_outage_is_survived") else {
+        return;
+    };
+    let _s = serial();
+    let rt = tidewater::io::runtime();
+    for runner in RUNNERS {
+        let table = format!("outage_{runner}");
+        let c = pg_client(&url);
+        pg_fresh_table(&c, &table);
+        let Some((server, with_port)) = pg_url_ports(&url) else {
+            eprintln!("*** SKIPPED: TIDEWATER_PG_URL is not of the key=value form ***");
+            return;
+        };
+        let proxy = Proxy::start(server);
+        let through = with_port(proxy.port);
+        let run = Run::on(runner);
+        let [pg, pg_table] = pg_flags(&through, &table);
+        let child = run
+            .command(&["--local-cluster=2", &pg, &pg_table])
+            .spawn()
+            .unwrap();
+        let started = Instant::now();
+        let count = format!("SELECT count(*) FROM {table}");
+        while rt
+            .block_on(c.query_one(&count, &[]))
+            .unwrap()
+            .get::<_, i64>(0)
+            == 0
+        {
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "{runner}: no rows"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        proxy.cut(true);
+        std::thread::sleep(Duration::from_secs(3));
+        proxy.cut(false);
+        let what = format!("{runner}: a 3-second database outage");
+        let stderr = finish(child, &what);
+        let restarts = stderr
+            .matches("restarting all 2 processes from the last checkpoint")
+            .count();
+        assert!(restarts >= 1, "{what}: no restart:\n{stderr}");
+        pg_assert_exact(&c, &table, &what);
+        eprintln!("{what}: survived with {restarts} restarts");
+    }
+}

@@ -282,3 +282,77 @@ pub fn pg_assert_exact(c: &tokio_postgres::Client, table: &str, what: &str) {
     assert!(left.is_empty(), "{what}: left prepared: {left:?}");
     eprintln!("{what}: every row exactly once");
 }
+
+/// A TCP proxy on loopback to a server, which a test can cut: while cut, every
+/// connection through it is closed and each new one is closed as it is accepted (the
+/// server out of reach); restored, it forwards again.
+pub struct Proxy {
+    /// The port it listens on.
+    pub port: u16,
+    cut: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    open: std::sync::Arc<Mutex<Vec<std::net::TcpStream>>>,
+}
+
+impl Proxy {
+    /// A proxy to `target` (`host:port`).
+    pub fn start(target: String) -> Proxy {
+        use std::sync::atomic::Ordering::SeqCst;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let cut = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let open = std::sync::Arc::new(Mutex::new(Vec::new()));
+        let (c, o) = (cut.clone(), open.clone());
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { continue };
+                if c.load(SeqCst) {
+                    continue; // dropped: closed at once
+                }
+                let Ok(server) = std::net::TcpStream::connect(&target) else {
+                    continue;
+                };
+                let mut open = o.lock().unwrap();
+                for (from, to) in [(&client, &server), (&server, &client)] {
+                    let (mut from, mut to) = (from.try_clone().unwrap(), to.try_clone().unwrap());
+                    std::thread::spawn(move || {
+                        let _ = std::io::copy(&mut from, &mut to);
+                        let _ = to.shutdown(std::net::Shutdown::Both);
+                    });
+                }
+                open.push(client);
+                open.push(server);
+            }
+        });
+        Proxy { port, cut, open }
+    }
+
+    /// Cuts every connection and refuses new ones (`true`), or forwards again.
+    pub fn cut(&self, on: bool) {
+        self.cut.store(on, std::sync::atomic::Ordering::SeqCst);
+        if on {
+            for s in self.open.lock().unwrap().drain(..) {
+                let _ = s.shutdown(std::net::Shutdown::Both);
+            }
+        }
+    }
+}
+
+/// The `host:port` PostgreSQL URL `url` (of the `key=value` form) names, and a
+/// function giving the same URL with another port; `None` for another form.
+pub fn pg_url_ports(url: &str) -> Option<(String, impl Fn(u16) -> String + '_)> {
+    let field = |k: &str| {
+        url.split_whitespace()
+            .find_map(|kv| kv.strip_prefix(k).map(str::to_string))
+    };
+    let server = format!("{}:{}", field("host=")?, field("port=")?);
+    let with_port = move |port: u16| {
+        url.split_whitespace()
+            .map(|kv| match kv.starts_with("port=") {
+                true => format!("port={port}"),
+                false => kv.to_string(),
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    Some((server, with_port))
+}
