@@ -662,20 +662,7 @@ fn a_postgres_server_lost_mid_run_restarts_the_cluster_from_the_last_checkpoint(
             .command(&["--local-cluster=2", &pg, &pg_table])
             .spawn()
             .unwrap();
-        let started = Instant::now();
-        let count = format!("SELECT count(*) FROM {table}");
-        while rt
-            .block_on(c.query_one(&count, &[]))
-            .unwrap()
-            .get::<_, i64>(0)
-            == 0
-        {
-            assert!(
-                started.elapsed() < Duration::from_secs(60),
-                "{runner}: no rows"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        pg_wait_for_rows(&c, &table, runner);
         std::thread::sleep(Duration::from_millis(300));
         let cut = rt
             .block_on(c.query(

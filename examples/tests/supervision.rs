@@ -180,7 +180,6 @@ fn a_three_second_database_outage_is_survived() {
         return;
     };
     let _s = serial();
-    let rt = tidewater::io::runtime();
     for runner in RUNNERS {
         let table = format!("outage_{runner}");
         let c = pg_client(&url);
@@ -197,20 +196,7 @@ fn a_three_second_database_outage_is_survived() {
             .command(&["--local-cluster=2", &pg, &pg_table])
             .spawn()
             .unwrap();
-        let started = Instant::now();
-        let count = format!("SELECT count(*) FROM {table}");
-        while rt
-            .block_on(c.query_one(&count, &[]))
-            .unwrap()
-            .get::<_, i64>(0)
-            == 0
-        {
-            assert!(
-                started.elapsed() < Duration::from_secs(60),
-                "{runner}: no rows"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        pg_wait_for_rows(&c, &table, runner);
         proxy.cut(true);
         std::thread::sleep(Duration::from_secs(3));
         proxy.cut(false);

@@ -247,11 +247,41 @@ pub fn pg_client(url: &str) -> tokio_postgres::Client {
 
 /// A fresh PostgreSQL table `table` for the crash job's lines.
 pub fn pg_fresh_table(c: &tokio_postgres::Client, table: &str) {
-    tidewater::io::runtime()
-        .block_on(c.batch_execute(&format!(
-            "DROP TABLE IF EXISTS {table}; CREATE TABLE {table} (line text)"
-        )))
+    let rt = tidewater::io::runtime();
+    // A failed earlier run may have left transactions prepared on the table, whose
+    // locks would hold the DROP forever.
+    let left = rt
+        .block_on(c.query("SELECT gid FROM pg_prepared_xacts", &[]))
         .unwrap();
+    for gid in left.iter().map(|r| r.get::<_, String>(0)) {
+        if gid.starts_with(&format!("tidewater:{table}:")) {
+            rt.block_on(c.batch_execute(&format!("ROLLBACK PREPARED '{gid}'")))
+                .unwrap();
+        }
+    }
+    rt.block_on(c.batch_execute(&format!(
+        "SET lock_timeout = '30s'; DROP TABLE IF EXISTS {table}; CREATE TABLE {table} (line text)"
+    )))
+    .unwrap();
+}
+
+/// Waits until `table` holds a committed row (at most a minute).
+pub fn pg_wait_for_rows(c: &tokio_postgres::Client, table: &str, what: &str) {
+    let started = Instant::now();
+    let count = format!("SELECT count(*) FROM {table}");
+    let rt = tidewater::io::runtime();
+    while rt
+        .block_on(c.query_one(&count, &[]))
+        .unwrap()
+        .get::<_, i64>(0)
+        == 0
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "{what}: no rows in {table} within a minute"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// The crash job's flags to write into `table`.

@@ -156,6 +156,20 @@ fn scripted_counts(options: PipelineOptions) -> Pipeline {
     p
 }
 
+/// The counts of [`scripted_counts`]: per window `a 2` and `b 1`, the late `a` dropped.
+fn assert_scripted_counts(r: &tidewater::PipelineResult, what: &str) {
+    let mut counts = r.captured_values::<String>("counts").unwrap();
+    counts.sort();
+    let mut expected = vec!["a 2".to_string(); 10];
+    expected.extend(vec!["b 1".to_string(); 10]);
+    assert_eq!(counts, expected, "{what}");
+    assert_eq!(
+        r.metrics.counter_total("dropped_due_to_lateness"),
+        10,
+        "{what}"
+    );
+}
+
 fn pair_to_string(kv: (String, u64)) -> String {
     format!("{} {}", kv.0, kv.1)
 }
@@ -197,12 +211,7 @@ fn a_test_stream_checkpoints_every_interval_not_every_event() {
         }))
         .run()
         .unwrap();
-        let mut counts = r.captured_values::<String>("counts").unwrap();
-        counts.sort();
-        let mut expected = vec!["a 2".to_string(); 10];
-        expected.extend(vec!["b 1".to_string(); 10]);
-        assert_eq!(counts, expected, "at {workers} workers");
-        assert_eq!(r.metrics.counter_total("dropped_due_to_lateness"), 10);
+        assert_scripted_counts(&r, &format!("at {workers} workers"));
         let step = tidewater_runners_timely::metrics::ENGINE_STEP;
         assert_eq!(
             r.metrics.counter(step, "checkpoints"),
@@ -563,12 +572,7 @@ fn a_source_that_starts_late_holds_the_watermark_until_it_reports() {
         }))
         .run()
         .unwrap();
-        let mut counts = r.captured_values::<String>("counts").unwrap();
-        counts.sort();
-        let mut expected = vec!["a 2".to_string(); 10];
-        expected.extend(vec!["b 1".to_string(); 10]);
-        assert_eq!(counts, expected);
-        assert_eq!(r.metrics.counter_total("dropped_due_to_lateness"), 10);
+        assert_scripted_counts(&r, "a checkpoint every 1 ms");
         return;
     }
     passes_in_a_child(
@@ -860,10 +864,5 @@ fn at_least_once_is_refused_for_a_read_beside_a_test_stream() {
     insta::assert_snapshot!(e, @"invalid option --guarantee at-least-once: this pipeline reads a source beside a TestStream; the TestStream's script starts only once the source is read out, an order kept only by aligned epochs: run it with --guarantee exactly-once");
 
     let r = scripted_counts(at_least_once()).run().unwrap();
-    let mut counts = r.captured_values::<String>("counts").unwrap();
-    counts.sort();
-    let mut expected = vec!["a 2".to_string(); 10];
-    expected.extend(vec!["b 1".to_string(); 10]);
-    assert_eq!(counts, expected);
-    assert_eq!(r.metrics.counter_total("dropped_due_to_lateness"), 10);
+    assert_scripted_counts(&r, "at-least-once");
 }
