@@ -52,6 +52,13 @@ impl EpochFiles {
     }
 }
 
+/// Makes the entries of directory `dir` (a file created or renamed in it) durable.
+fn sync_dir(dir: &std::path::Path) -> Result<(), UserError> {
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| io("cannot sync output directory", dir, e))
+}
+
 fn io(what: &str, path: &std::path::Path, e: std::io::Error) -> UserError {
     format!("{what} '{}': {e}", path.display()).into()
 }
@@ -86,6 +93,8 @@ impl Sink for EpochFiles {
         if let Ok(f) = std::fs::File::open(&path) {
             f.sync_all()
                 .map_err(|e| io("cannot sync output file", &path, e))?;
+            // The file's name too: a staged file must survive a crash of the machine.
+            sync_dir(&self.dir)?;
         }
         self.open.remove(txn);
         Ok(())
@@ -99,7 +108,9 @@ impl Sink for EpochFiles {
             return Ok(());
         }
         let to = self.committed(txn);
-        std::fs::rename(&staged, &to).map_err(|e| io("cannot move into place", &to, e))
+        std::fs::rename(&staged, &to).map_err(|e| io("cannot move into place", &to, e))?;
+        // Committed means durable: the rename is in the directory only once it is synced.
+        sync_dir(&self.dir)
     }
 
     fn abort(&mut self, txn: &Txn) -> Result<(), UserError> {
