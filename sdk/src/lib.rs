@@ -55,7 +55,7 @@ pub use element::{Element, KV};
 pub use error::{shorten, Error, Result, UserError};
 pub use exec::TimeDomain;
 pub use exec::{ErasedWindowFn, ViewOps};
-pub use options::{parse_duration, parse_key_value, EngineOptions, PipelineOptions};
+pub use options::{parse_duration, parse_job_id, parse_key_value, EngineOptions, PipelineOptions};
 pub use pipeline::{run_plan_file, run_plan_json, PCollection, Pipeline};
 pub use primitives::*;
 pub use runner::{PipelineResult, Runner};

@@ -56,6 +56,14 @@ pub struct PipelineOptions {
     /// checkpoint_every, commit_every_ms (an unknown one is refused with their meaning).
     #[arg(long = "runner-option", value_name = "KEY=VALUE", value_parser = parse_key_value)]
     pub runner_options: Vec<(String, String)>,
+    /// The job's identity, which its sinks name their transactions and output with, so
+    /// that recovering one job never touches another's: letters, digits, `-` and `_`, at
+    /// most 64. By default an engine runner derives it from the pipeline and its
+    /// checkpoint directory (the same across restarts, different for another directory),
+    /// the direct runner from the pipeline; a job restored from a checkpoint or savepoint
+    /// keeps the identity recorded there.
+    #[arg(long, value_name = "ID", value_parser = parse_job_id)]
+    pub job_id: Option<String>,
     /// The flags a runner declares for itself (e.g. `--batch-interval`), as given.
     #[command(flatten)]
     pub runner_flags: crate::runner_flags::RunnerFlags,
@@ -147,6 +155,7 @@ impl Default for PipelineOptions {
             plan: None,
             max_duration: None,
             runner_options: Vec::new(),
+            job_id: None,
             runner_flags: Default::default(),
             engine: EngineOptions::default(),
         }
@@ -260,4 +269,27 @@ pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
         return Err(bad());
     }
     Ok(std::time::Duration::from_secs_f64(secs))
+}
+
+/// Checks a `--job-id`: 1 to 64 letters, digits, `-` or `_`.
+///
+/// ```
+/// assert!(tidewater::parse_job_id("nightly-2").is_ok());
+/// assert_eq!(
+///     tidewater::parse_job_id("a b").unwrap_err(),
+///     "a job id is 1 to 64 letters, digits, - or _: 'a b'"
+/// );
+/// ```
+pub fn parse_job_id(s: &str) -> Result<String, String> {
+    if !s.is_empty()
+        && s.len() <= 64
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        Ok(s.to_string())
+    } else {
+        Err(format!(
+            "a job id is 1 to 64 letters, digits, - or _: '{s}'"
+        ))
+    }
 }

@@ -110,6 +110,15 @@ pub trait Sink: Send + 'static {
     fn commit(&mut self, txn: &Txn) -> Result<(), UserError>;
     /// Discards `txn`, open or staged. Idempotent.
     fn abort(&mut self, txn: &Txn) -> Result<(), UserError>;
+    /// The job this instance writes for, called once before anything else (before the
+    /// commits of transactions a restored checkpoint recorded as staged, too). A job
+    /// keeps its id across restarts, rescales and savepoints (the runner records it in
+    /// its checkpoints), and two jobs have different ids: a sink that names its
+    /// transactions or output with it touches only its own job's when it recovers. By
+    /// default, nothing.
+    fn begin_job(&mut self, _job: &str) -> Result<(), UserError> {
+        Ok(())
+    }
     /// Called once when the instance starts or is restored, before it writes: discard
     /// the transactions left staged by earlier runs that `recovery` says this instance
     /// takes over (see [`Recovery`]). By default, nothing: a sink whose staged

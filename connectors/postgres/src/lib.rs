@@ -7,8 +7,11 @@
 //! the rows durable on the server but invisible. On the second, once the checkpoint (or
 //! micro-batch) holding the epoch is durable, it runs `COMMIT PREPARED 'gid'`; a
 //! transaction of an epoch that will be written again gets `ROLLBACK PREPARED`. The
-//! transaction id encodes the job, the epoch and the instance:
-//! `tidewater:JOB:e{epoch}:i{instance}`.
+//! transaction id encodes the sink, the job, the epoch and the instance:
+//! `tidewater:SINK:JOB:e{epoch}:i{instance}`. The job is the runner's job id
+//! ([`tidewater::Sink::begin_job`]: the same across a job's restarts, another for
+//! another job), so a job's recovery never touches another job's transactions on the
+//! same table.
 //!
 //! After a crash, the runner restores the checkpoint: the transactions it recorded as
 //! staged are committed (again: a commit of a transaction already committed is a
@@ -26,7 +29,7 @@
 //!     .write_to(
 //!         "Write",
 //!         PostgresSink::new("host=127.0.0.1 port=5432 user=postgres dbname=app", "counts", &["word", "n"])
-//!             .with_job_id("wordcount")
+//!             .with_sink_id("wordcount")
 //!             .bridged(),
 //!     );
 //! ```
@@ -96,11 +99,15 @@ pub struct PostgresSink<T> {
     pub table: String,
     /// Its columns the rows fill, in the order of a row's values.
     pub columns: Vec<String>,
-    /// Names this job in transaction ids (letters, digits, `-` and `_`; at most 100):
-    /// two jobs (or two sinks of one job) writing at once need different ids.
-    pub job_id: String,
+    /// Names this sink in transaction ids (letters, digits, `-` and `_`; at most 80),
+    /// beside the job's id: two sinks of one job writing into one table need different
+    /// ids. By default the table's name.
+    pub sink_id: String,
     /// The longest a connection attempt or a statement may take, in milliseconds.
     pub timeout_ms: u64,
+    /// The job writing, as the runner says ([`tidewater::Sink::begin_job`]).
+    #[serde(skip)]
+    job: Option<String>,
     #[serde(skip)]
     conn: Connections,
     #[serde(skip)]
@@ -121,24 +128,34 @@ struct Connections {
 }
 
 impl<T: ToRow> PostgresSink<T> {
-    /// Writes into `columns` of `table` on the server at `url`; the job id defaults to
+    /// Writes into `columns` of `table` on the server at `url`; the sink id defaults to
     /// the table's name.
     pub fn new(url: &str, table: &str, columns: &[&str]) -> Self {
         PostgresSink {
             url: url.to_string(),
             table: table.to_string(),
             columns: columns.iter().map(|c| c.to_string()).collect(),
-            job_id: table.replace('.', "_"),
+            sink_id: table.replace('.', "_"),
             timeout_ms: 10_000,
+            job: None,
             conn: Connections::default(),
             _rows: PhantomData,
         }
     }
 
-    /// Names the job in transaction ids.
-    pub fn with_job_id(mut self, job_id: &str) -> Self {
-        self.job_id = job_id.to_string();
+    /// Names the sink in transaction ids (for two sinks of one job on one table).
+    pub fn with_sink_id(mut self, sink_id: &str) -> Self {
+        self.sink_id = sink_id.to_string();
         self
+    }
+
+    /// What transaction ids of this sink in this job begin with.
+    fn gid_prefix(&self) -> String {
+        format!(
+            "tidewater:{}:{}:",
+            self.sink_id,
+            self.job.as_deref().unwrap_or("-")
+        )
     }
 
     /// The longest a connection attempt or statement may take.
@@ -154,12 +171,12 @@ impl<T: ToRow> PostgresSink<T> {
 
     /// The transaction id of `txn`.
     pub fn gid(&self, txn: &Txn) -> String {
-        format!("tidewater:{}:e{}:i{}", self.job_id, txn.epoch, txn.instance)
+        format!("{}e{}:i{}", self.gid_prefix(), txn.epoch, txn.instance)
     }
 
     /// The epoch and instance of a transaction id of this job, if it is one.
     fn parse_gid(&self, gid: &str) -> Option<Txn> {
-        let rest = gid.strip_prefix(&format!("tidewater:{}:e", self.job_id))?;
+        let rest = gid.strip_prefix(&self.gid_prefix())?.strip_prefix('e')?;
         let (epoch, instance) = rest.split_once(":i")?;
         Some(Txn {
             epoch: epoch.parse().ok()?,
@@ -227,16 +244,16 @@ impl<T: ToRow> PostgresSink<T> {
             )
             .into());
         }
-        if self.job_id.is_empty()
-            || self.job_id.len() > 100
+        if self.sink_id.is_empty()
+            || self.sink_id.len() > 80
             || !self
-                .job_id
+                .sink_id
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
         {
             return Err(format!(
-                "PostgreSQL sink: the job id '{}' must be 1 to 100 letters, digits, - or _",
-                self.job_id
+                "PostgreSQL sink: the sink id '{}' must be 1 to 80 letters, digits, - or _",
+                self.sink_id
             )
             .into());
         }
@@ -265,7 +282,11 @@ impl<T: ToRow> PostgresSink<T> {
             .connect_timeout(self.timeout())
             .keepalives(true)
             .keepalives_idle(Duration::from_secs(10))
-            .application_name(format!("tidewater-{}-i{instance}-{role}", self.job_id))
+            .application_name(format!(
+                "tidewater-{}-i{instance}-{role}-{}",
+                self.sink_id,
+                self.job.as_deref().unwrap_or("-")
+            ))
             .options(format!("-c statement_timeout={}", self.timeout_ms.max(1)));
         let (client, connection) =
             match tokio::time::timeout(self.timeout(), config.connect(NoTls)).await {
@@ -479,6 +500,11 @@ impl<T: ToRow> AsyncSink for PostgresSink<T> {
             return Ok(());
         }
         self.finish_prepared("ROLLBACK", txn).await
+    }
+
+    fn begin_job(&mut self, job: &str) -> Result<(), UserError> {
+        self.job = Some(job.to_string());
+        Ok(())
     }
 
     async fn recover(&mut self, recovery: &Recovery) -> Result<(), UserError> {

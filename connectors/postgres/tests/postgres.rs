@@ -341,31 +341,47 @@ fn leftover_prepared_transactions_of_the_instances_taken_over_are_rolled_back_at
     let _s = serial();
     let c = client(&url);
     fresh_table(&c, "pg_leftover", "n bigint, k bigint");
-    // What a crashed earlier run at 2 workers left: a prepared transaction of each
-    // instance; the one instance of this run takes over both.
+    // What a crashed earlier run of this job at 2 workers left: a prepared transaction
+    // of each instance; the one instance of this run takes over both.
     for i in 0..2 {
         block_on(c.batch_execute(&format!(
-            "BEGIN; INSERT INTO pg_leftover VALUES (-1, {i}); PREPARE TRANSACTION 'tidewater:pg_leftover:e9:i{i}'"
+            "BEGIN; INSERT INTO pg_leftover VALUES (-1, {i}); PREPARE TRANSACTION 'tidewater:pg_leftover:leftover-job:e9:i{i}'"
         )))
         .unwrap();
     }
-    // Another job's is not this job's to touch.
-    block_on(c.batch_execute(
-        "BEGIN; INSERT INTO pg_leftover VALUES (-2, 0); PREPARE TRANSACTION 'tidewater:other:e9:i0'",
-    ))
-    .unwrap();
+    // Another job's on the same table (and sink), and another sink's: not this job's
+    // to touch. (When transaction ids named only the table, a job rolled back every
+    // other job's on it, whose rows were then lost when that job committed them.)
+    let others = [
+        "tidewater:pg_leftover:other-job:e9:i0",
+        "tidewater:other:leftover-job:e9:i0",
+    ];
+    for gid in others {
+        block_on(c.batch_execute(&format!(
+            "BEGIN; INSERT INTO pg_leftover VALUES (-2, 0); PREPARE TRANSACTION '{gid}'"
+        )))
+        .unwrap();
+    }
     tidewater_runner_direct::register();
-    let p = Pipeline::new(PipelineOptions::default());
+    let p = Pipeline::new(PipelineOptions {
+        job_id: Some("leftover-job".into()),
+        ..PipelineOptions::default()
+    });
     p.create("Rows", vec![(1i64, 2i64)]).write_to(
         "Write",
         PostgresSink::new(&url, "pg_leftover", &["n", "k"]).bridged(),
     );
     p.run().unwrap();
     assert_eq!(rows(&c, "pg_leftover"), vec![(1, 2)]);
-    assert!(prepared(&c, "pg_leftover").is_empty());
+    assert_eq!(
+        prepared(&c, "pg_leftover"),
+        vec!["tidewater:pg_leftover:other-job:e9:i0".to_string()]
+    );
     assert_eq!(
         prepared(&c, "other"),
-        vec!["tidewater:other:e9:i0".to_string()]
+        vec!["tidewater:other:leftover-job:e9:i0".to_string()]
     );
-    block_on(c.batch_execute("ROLLBACK PREPARED 'tidewater:other:e9:i0'")).unwrap();
+    for gid in others {
+        block_on(c.batch_execute(&format!("ROLLBACK PREPARED '{gid}'"))).unwrap();
+    }
 }

@@ -292,6 +292,12 @@ pub fn pg_flags(url: &str, table: &str) -> [String; 2] {
 /// Every committed row of `table` equals the direct runner's lines, and no transaction
 /// of the job is left prepared.
 pub fn pg_assert_exact(c: &tokio_postgres::Client, table: &str, what: &str) {
+    pg_assert_lines(c, table, reference(), what)
+}
+
+/// Every committed row of `table` equals `want` (sorted), and no transaction of a job
+/// on it is left prepared.
+pub fn pg_assert_lines(c: &tokio_postgres::Client, table: &str, want: &[String], what: &str) {
     let rt = tidewater::io::runtime();
     let mut got: Vec<String> = rt
         .block_on(c.query(&format!("SELECT line FROM {table}"), &[]))
@@ -300,8 +306,7 @@ pub fn pg_assert_exact(c: &tokio_postgres::Client, table: &str, what: &str) {
         .map(|r| r.get(0))
         .collect();
     got.sort();
-    let want = reference();
-    assert!(got == *want, "{what}: {}", difference(&got, want));
+    assert!(got == want, "{what}: {}", difference(&got, want));
     let left: Vec<String> = rt
         .block_on(c.query("SELECT gid FROM pg_prepared_xacts", &[]))
         .unwrap()

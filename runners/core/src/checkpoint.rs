@@ -7,7 +7,7 @@ use crate::side_inputs::SideInputRunner;
 use crate::sink_host::SinkHost;
 use crate::snapshot::{Part, Scope, Snapshot};
 use crate::source_driver::SourceDriver;
-use crate::translate::ExecutablePlan;
+use crate::translate::{ExecutablePlan, NodeKind};
 use tidewater::exec::{key_groups_of_worker, ExecError};
 use tidewater::{Error, Result};
 
@@ -233,13 +233,14 @@ pub fn restore_source(
 
 /// Node `node`'s sink instance `instance` of `instances`, from `snapshot`: it takes
 /// over the transactions of the old instances `i` with `i % instances == instance`
-/// (every one, with a single instance), to commit or abort them.
+/// (every one, with a single instance), to commit or abort them, for job `job`.
 pub fn restore_sink(
     plan: &ExecutablePlan,
     node: usize,
     snapshot: &Snapshot,
     instance: u32,
     instances: u32,
+    job: &str,
 ) -> Result<SinkHost> {
     let n = &plan.nodes[node];
     let lists: Vec<&[u8]> = snapshot
@@ -248,7 +249,34 @@ pub fn restore_sink(
         .filter(|(scope, _)| matches!(scope, Scope::List(i) if i % instances.max(1) == instance))
         .flat_map(|(_, b)| b)
         .collect();
-    SinkHost::restore(plan, node, instance, &lists)
+    SinkHost::restore(plan, node, instance, &lists, job)
+}
+
+/// The job a snapshot was taken by, as its sinks recorded it (`None`: it has no sink,
+/// or was taken before sinks recorded their job).
+pub fn restored_job(plan: &ExecutablePlan, snapshot: &Snapshot) -> Result<Option<String>> {
+    let mut job: Option<String> = None;
+    for n in plan
+        .nodes
+        .iter()
+        .filter(|n| matches!(n.kind, NodeKind::Sink { .. }))
+    {
+        let lists: Vec<&[u8]> = snapshot
+            .parts_of(&n.name)
+            .into_iter()
+            .filter(|(scope, _)| matches!(scope, Scope::List(_)))
+            .flat_map(|(_, b)| b)
+            .collect();
+        if let Some(j) = crate::sink_host::recorded_job(&lists)? {
+            if job.as_ref().is_some_and(|other| *other != j) {
+                return Err(Error::Checkpoint {
+                    message: format!("the checkpoint's sinks name two jobs, {j} and {job:?}"),
+                });
+            }
+            job = Some(j);
+        }
+    }
+    Ok(job)
 }
 
 fn exec_error(e: ExecError, transform: &str) -> Error {

@@ -19,6 +19,7 @@ pub mod delta;
 pub mod dot;
 pub mod fusion;
 pub mod head;
+pub mod job;
 pub mod keyed;
 pub mod side_inputs;
 pub mod sink_host;

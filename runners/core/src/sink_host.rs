@@ -19,6 +19,8 @@ use tidewater::{Error, Result, Txn};
 /// One instance of a sink.
 pub struct SinkHost {
     transform: String,
+    /// The job it writes for ([`crate::job`]).
+    job: String,
     sink: Box<dyn ErasedSink>,
     instance: u32,
     /// The epoch being written.
@@ -34,20 +36,69 @@ pub struct SinkHost {
 struct SinkSnapshot {
     next_epoch: u64,
     staged: Vec<Txn>,
+    /// The job the transactions are of.
+    job: String,
+}
+
+/// What snapshots kept of a sink instance before they recorded its job.
+#[derive(serde::Deserialize)]
+struct SinkSnapshotWithoutJob {
+    next_epoch: u64,
+    staged: Vec<Txn>,
+}
+
+/// A sink instance's part: its next epoch, staged transactions, and job if recorded.
+fn decode(bytes: &[u8]) -> Result<(u64, Vec<Txn>, Option<String>)> {
+    if let Ok(s) = decode_part::<SinkSnapshot>(bytes, "a sink's transactions") {
+        return Ok((s.next_epoch, s.staged, Some(s.job)));
+    }
+    let s: SinkSnapshotWithoutJob =
+        decode_part(bytes, "a sink's transactions").map_err(crate::stage::unwrap_downstream)?;
+    Ok((s.next_epoch, s.staged, None))
+}
+
+/// The job the list parts `parts` of a sink's instances were written by, if they say.
+pub fn recorded_job(parts: &[&[u8]]) -> Result<Option<String>> {
+    let mut job = None;
+    for bytes in parts {
+        if let (_, _, Some(j)) = decode(bytes)? {
+            match &job {
+                Some(other) if *other != j => {
+                    return Err(Error::Checkpoint {
+                        message: format!(
+                            "a sink's instances were checkpointed by two jobs, {other} and {j}"
+                        ),
+                    })
+                }
+                _ => job = Some(j),
+            }
+        }
+    }
+    Ok(job)
 }
 
 impl SinkHost {
-    /// Instance `instance` of the sink of plan node `node`, writing epoch `epoch`.
-    pub fn new(plan: &ExecutablePlan, node: usize, instance: u32, epoch: u64) -> Result<Self> {
+    /// Instance `instance` of the sink of plan node `node`, writing epoch `epoch` for
+    /// job `job`, which the sink is told first ([`tidewater::Sink::begin_job`]).
+    pub fn new(
+        plan: &ExecutablePlan,
+        node: usize,
+        instance: u32,
+        epoch: u64,
+        job: &str,
+    ) -> Result<Self> {
         let n = &plan.nodes[node];
-        Ok(SinkHost {
+        let mut host = SinkHost {
             transform: n.name.clone(),
+            job: job.to_string(),
             sink: n.instantiate_sink()?,
             instance,
             epoch,
             open: false,
             staged: Vec::new(),
-        })
+        };
+        host.sink.begin_job(job).map_err(|e| host.err(e))?;
+        Ok(host)
     }
 
     fn txn(&self) -> Txn {
@@ -140,28 +191,80 @@ impl SinkHost {
             encode_part(&SinkSnapshot {
                 next_epoch: self.epoch,
                 staged: self.staged.clone(),
+                job: self.job.clone(),
             }),
         )]
     }
 
-    /// Instance `instance` restored from the list parts of a snapshot (all of those
-    /// it takes over): every transaction they recorded as staged is committed (again),
-    /// and writing goes on at the latest epoch any of them reached.
+    /// Instance `instance` of job `job` restored from the list parts of a snapshot (all
+    /// of those it takes over): every transaction they recorded as staged is committed
+    /// (again), and writing goes on at the latest epoch any of them reached. Parts of
+    /// another job are refused: their transactions are not this job's to commit.
     pub fn restore(
         plan: &ExecutablePlan,
         node: usize,
         instance: u32,
         parts: &[&[u8]],
+        job: &str,
     ) -> Result<Self> {
-        let mut host = SinkHost::new(plan, node, instance, 0)?;
+        let mut host = SinkHost::new(plan, node, instance, 0, job)?;
         for bytes in parts {
-            let s: SinkSnapshot = decode_part(bytes, "a sink's transactions")
-                .map_err(crate::stage::unwrap_downstream)?;
-            host.epoch = host.epoch.max(s.next_epoch);
-            for txn in s.staged {
+            let (next_epoch, staged, recorded) = decode(bytes)?;
+            if let Some(other) = recorded.filter(|j| j != job) {
+                return Err(Error::Checkpoint {
+                    message: format!(
+                        "the transactions of sink '{}' in the checkpoint are job {other}'s, and this run is job {job}",
+                        host.transform
+                    ),
+                });
+            }
+            host.epoch = host.epoch.max(next_epoch);
+            for txn in staged {
                 host.sink.commit(&txn).map_err(|e| host.err(e))?;
             }
         }
         Ok(host)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sink_part_records_its_job_and_one_written_before_jobs_still_restores() {
+        let staged = vec![Txn {
+            epoch: 4,
+            instance: 1,
+        }];
+        let now = encode_part(&SinkSnapshot {
+            next_epoch: 5,
+            staged: staged.clone(),
+            job: "j1".into(),
+        });
+        assert_eq!(
+            decode(&now).unwrap(),
+            (5, staged.clone(), Some("j1".into()))
+        );
+        #[derive(serde::Serialize)]
+        struct Before {
+            next_epoch: u64,
+            staged: Vec<Txn>,
+        }
+        let before = encode_part(&Before {
+            next_epoch: 5,
+            staged: staged.clone(),
+        });
+        assert_eq!(decode(&before).unwrap(), (5, staged, None));
+        assert_eq!(recorded_job(&[&before, &now]).unwrap(), Some("j1".into()));
+        let other = encode_part(&SinkSnapshot {
+            next_epoch: 5,
+            staged: Vec::new(),
+            job: "j2".into(),
+        });
+        assert_eq!(
+            recorded_job(&[&now, &other]).unwrap_err().to_string(),
+            "checkpoint cannot be restored: a sink's instances were checkpointed by two jobs, j1 and j2"
+        );
     }
 }

@@ -143,7 +143,7 @@ impl EngineRunner {
 
     fn run_here(&self, plan: &Plan, options: &PipelineOptions) -> Result<PipelineResult> {
         let exec = tidewater_runners_core::translate(plan)?;
-        let config = self.config(options, Clock::for_plan(&exec))?;
+        let mut config = self.config(options, Clock::for_plan(&exec))?;
         refuse_unaligned_script(&exec, &config)?;
         // One job per checkpoint directory: a local cluster's supervisor holds it for its
         // processes; otherwise this process, or process 0 of several.
@@ -170,6 +170,7 @@ impl EngineRunner {
                 eprintln!("{} runner: {note}", self.name);
             }
         }
+        config.job_id = job_of(options, &exec, &config, restored.as_ref())?;
         let result = crate::run(plan, exec, &config, restored)?;
         // A local cluster's supervisor prints the figures of all its processes.
         if config.progress && !in_local_cluster() {
@@ -299,8 +300,32 @@ impl EngineRunner {
             // On a terminal; of a local cluster's processes (which share the
             // supervisor's terminal) only the first shows it.
             progress: stderr_is_terminal() && (!in_local_cluster() || e.process_id == 0),
+            job_id: String::new(),
         })
     }
+}
+
+/// The job's id (core's `job.rs`): the restored checkpoint's, else `--job-id`, else
+/// derived from the plan and the canonical checkpoint directory, which every process of
+/// the job computes alike.
+fn job_of(
+    options: &PipelineOptions,
+    exec: &ExecutablePlan,
+    config: &EngineConfig,
+    restored: Option<&crate::checkpoint::store::Restored>,
+) -> Result<String> {
+    let recorded = match restored {
+        Some(r) => tidewater_runners_core::checkpoint::restored_job(exec, &r.snapshot)?,
+        None => None,
+    };
+    let place = match &config.checkpoint_dir {
+        Some(dir) => std::fs::canonicalize(dir)
+            .unwrap_or_else(|_| dir.clone())
+            .display()
+            .to_string(),
+        None => String::new(),
+    };
+    tidewater_runners_core::job::job_id(options.job_id.as_deref(), recorded, exec.plan_hash, &place)
 }
 
 /// The strategy `--restart-strategy` names, or the default (exponential delay).

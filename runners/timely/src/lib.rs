@@ -101,6 +101,10 @@ pub struct EngineConfig {
     pub max_duration: Option<Duration>,
     /// Show a live progress line (records/s, last durable epoch) on stderr.
     pub progress: bool,
+    /// The job's id, which its sinks are told (core's `job.rs`): the restored
+    /// checkpoint's, else `--job-id`, else derived from the plan and the checkpoint
+    /// directory. Set once the restored checkpoint is known (`launch.rs`).
+    pub job_id: String,
     /// Keep the job's last checkpoint here (a savepoint): at the end of a bounded run,
     /// or when the job is stopped (Ctrl-C, `--max-duration`), in which case sources
     /// stop where they are instead of draining, so that a job resumed from it reads

@@ -370,8 +370,21 @@ fn build(
                     ExitKind::Sink => {
                         let sink_name = exec.nodes[exit.node].name.clone();
                         let host = match restored {
-                            Some(s) => restore_sink(exec, exit.node, s, me as u32, peers as u32)?,
-                            None => SinkHost::new(exec, exit.node, me as u32, start_epoch)?,
+                            Some(s) => restore_sink(
+                                exec,
+                                exit.node,
+                                s,
+                                me as u32,
+                                peers as u32,
+                                &config.job_id,
+                            )?,
+                            None => SinkHost::new(
+                                exec,
+                                exit.node,
+                                me as u32,
+                                start_epoch,
+                                &config.job_id,
+                            )?,
                         };
                         let host = Rc::new(RefCell::new(host));
                         host.borrow_mut().resume_at(start_epoch);

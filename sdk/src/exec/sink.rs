@@ -17,6 +17,8 @@ pub trait ErasedSink: Send {
     fn abort(&mut self, txn: &Txn) -> Result<(), ExecError>;
     /// See [`Sink::recover`].
     fn recover(&mut self, recovery: &Recovery) -> Result<(), ExecError>;
+    /// See [`Sink::begin_job`].
+    fn begin_job(&mut self, job: &str) -> Result<(), ExecError>;
 }
 
 /// Runs a typed [`Sink`] behind [`ErasedSink`], turning errors and panics into
@@ -28,12 +30,21 @@ fn call(
     txn: &Txn,
     f: impl FnOnce() -> Result<(), crate::UserError>,
 ) -> Result<(), ExecError> {
+    call_on(phase, &format!("transaction {}", txn.id()), f)
+}
+
+/// [`call`] of a step that `what` names in errors.
+fn call_on(
+    phase: Phase,
+    what: &str,
+    f: impl FnOnce() -> Result<(), crate::UserError>,
+) -> Result<(), ExecError> {
     let message = match catch_user(AssertUnwindSafe(f)) {
         Ok(Ok(())) => return Ok(()),
         Ok(Err(e)) if e.is::<crate::io::Unavailable>() => {
             return Err(ExecError::Unavailable {
                 phase,
-                message: format!("transaction {}: {e}", txn.id()),
+                message: format!("{what}: {e}"),
             })
         }
         Ok(Err(e)) => e.to_string(),
@@ -48,7 +59,7 @@ fn call(
     Err(ExecError::User {
         phase,
         element: None,
-        message: format!("transaction {}: {message}", txn.id()),
+        message: format!("{what}: {message}"),
     })
 }
 
@@ -80,5 +91,11 @@ impl<S: Sink> ErasedSink for SinkInvoker<S> {
             instance: recovery.instance,
         };
         call(Phase::SinkRecover, &txn, || s.recover(recovery))
+    }
+    fn begin_job(&mut self, job: &str) -> Result<(), ExecError> {
+        let s = &mut self.0;
+        call_on(Phase::SinkRecover, &format!("job {job}"), || {
+            s.begin_job(job)
+        })
     }
 }

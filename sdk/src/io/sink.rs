@@ -80,6 +80,12 @@ pub trait AsyncSink: Send + 'static {
     async fn commit(&mut self, txn: &Txn) -> Result<(), UserError>;
     /// Discards `txn`, open or staged. Idempotent.
     async fn abort(&mut self, txn: &Txn) -> Result<(), UserError>;
+    /// The job this instance writes for (see [`Sink::begin_job`](crate::Sink::begin_job)):
+    /// called once, before anything else, and not on the connector runtime (keep it to
+    /// remembering the id). By default, nothing.
+    fn begin_job(&mut self, _job: &str) -> Result<(), UserError> {
+        Ok(())
+    }
     /// Discards what earlier runs left staged (see [`Recovery`]). By default, nothing.
     async fn recover(&mut self, _recovery: &Recovery) -> Result<(), UserError> {
         Ok(())
@@ -294,6 +300,16 @@ impl<S: AsyncSink> Sink for SinkBridge<S> {
 
     fn abort(&mut self, txn: &Txn) -> Result<(), UserError> {
         self.step(Step::Abort(*txn))
+    }
+
+    fn begin_job(&mut self, job: &str) -> Result<(), UserError> {
+        match &mut self.state {
+            State::Ready(sink) => sink.begin_job(job),
+            State::Running(_) => Err(format!(
+                "the sink was told its job ({job}) after it had started writing"
+            )
+            .into()),
+        }
     }
 
     fn recover(&mut self, recovery: &Recovery) -> Result<(), UserError> {

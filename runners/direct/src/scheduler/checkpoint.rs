@@ -126,7 +126,7 @@ impl Executor<'_> {
         for (i, n) in plan.nodes.iter().enumerate() {
             if let NodeKind::Sink { .. } = &n.kind {
                 // The snapshot is durable: restoring commits what it staged.
-                let mut host = restore_sink(plan, i, &snapshot, 0, 1)?;
+                let mut host = restore_sink(plan, i, &snapshot, 0, 1, &self.job)?;
                 host.recover(1)?;
                 self.sinks[i] = Some(host);
             }

@@ -23,6 +23,7 @@ pub use tidewater_runners_core::clock::Clock;
 use tidewater_runners_core::delta::apply_delta;
 use tidewater_runners_core::fusion::{heads, stage_graph, ExitKind, StageGraph};
 use tidewater_runners_core::head::{Head, Placement};
+use tidewater_runners_core::job::job_id;
 use tidewater_runners_core::keyed::{KeyGroups, SnapshotKind};
 use tidewater_runners_core::sink_host::SinkHost;
 use tidewater_runners_core::snapshot::{decode_part, encode_part, Part, Scope, Snapshot};
@@ -62,6 +63,8 @@ pub struct ExecOptions {
     /// Without checkpoints, sinks end an epoch and commit it this often (a job's output
     /// then appears as it runs); `None`: one epoch, committed at the end.
     pub commit_interval: Option<std::time::Duration>,
+    /// `--job-id`; by default one derived from the pipeline (core's `job.rs`).
+    pub job_id: Option<String>,
 }
 
 impl Default for ExecOptions {
@@ -78,6 +81,7 @@ impl Default for ExecOptions {
             checkpoint_every: None,
             max_key_groups: DEFAULT_MAX_KEY_GROUPS,
             commit_interval: None,
+            job_id: None,
         }
     }
 }
@@ -85,7 +89,9 @@ impl Default for ExecOptions {
 /// Runs `plan` to completion.
 pub fn execute(plan: &ExecutablePlan, options: &ExecOptions) -> Result<PipelineResult> {
     let graph = stage_graph(plan, options.lift_combiners);
+    let job = job_id(options.job_id.as_deref(), None, plan.plan_hash, "direct")?;
     let mut ex = Executor {
+        job,
         plan,
         options,
         buffers: (0..plan.pcollections.len()).map(|_| Vec::new()).collect(),
@@ -161,6 +167,8 @@ fn add_hint(mut e: Error, options: &ExecOptions) -> Error {
 
 struct Executor<'p> {
     plan: &'p ExecutablePlan,
+    /// The job's id, which its sinks are told.
+    job: String,
     options: &'p ExecOptions,
     /// Materialized batches per PCollection (stage roots).
     buffers: Vec<Vec<Box<dyn AnyBatch>>>,
@@ -221,7 +229,7 @@ impl Executor<'_> {
         }
         for (i, n) in self.plan.nodes.iter().enumerate() {
             if let NodeKind::Sink { .. } = &n.kind {
-                let mut host = SinkHost::new(self.plan, i, 0, 0)?;
+                let mut host = SinkHost::new(self.plan, i, 0, 0, &self.job)?;
                 host.recover(1)?;
                 self.sinks[i] = Some(host);
             }
