@@ -691,6 +691,52 @@ fn two_jobs_on_one_postgres_table_each_commit_every_row_exactly_once() {
     }
 }
 
+/// Two runs of one job (the same `--job-id`) on one table at once: the second is
+/// refused, naming the job and the lock the first holds, and the first commits every
+/// row exactly once. (Otherwise the second's recovery would roll back the first's
+/// prepared transactions, whose rows the first would then "commit" into nothing.)
+#[test]
+fn a_second_run_of_one_job_on_one_postgres_table_is_refused() {
+    let Some(url) = postgres("a_second_run_of_one_job_on_one_postgres_table_is_refused") else {
+        return;
+    };
+    let _s = serial();
+    // About 15 s of input: the first run outlasts the second's wait for the lock.
+    const LONGER: u64 = 150_000;
+    let want = reference_of(LONGER);
+    for runner in RUNNERS {
+        let table = format!("same_job_{runner}");
+        let c = pg_client(&url);
+        pg_fresh_table(&c, &table);
+        let [pg, pg_table] = pg_flags(&url, &table);
+        let (mut first, second) = (Run::on(runner), Run::on(runner));
+        first.records = LONGER;
+        let job = format!("--job-id=same-{runner}");
+        let running = first
+            .command(&["--workers=1", &pg, &pg_table, &job])
+            .spawn()
+            .unwrap();
+        pg_wait_for_rows(&c, &table, runner);
+        let out = second
+            .command(&["--workers=1", &pg, &pg_table, &job])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success(),
+            "{runner}: the second run was not refused"
+        );
+        assert!(
+            err.contains(&format!(
+                "instance 0 of job same-{runner} is already writing into {table}"
+            )),
+            "{runner}: {err}"
+        );
+        finish(running, &format!("{runner}: the first run"));
+        pg_assert_lines(&c, &table, &want, &format!("{runner}: the first run"));
+    }
+}
+
 /// A job restored from its checkpoint keeps the id recorded there (in its sinks' parts):
 /// given another `--job-id`, the restart is refused, saying which job the checkpoint
 /// is of; without one, it runs on under the recorded id.

@@ -513,7 +513,40 @@ impl<T: ToRow> AsyncSink for PostgresSink<T> {
         let server = self.server();
         let table = self.table.clone();
         let columns = self.columns.join(", ");
+        let lock_name = format!("{}i{}", self.gid_prefix(), recovery.instance);
+        let lock_wait = self.timeout();
         let client = self.control(recovery.instance, true).await?;
+        // One run of a job's instance at a time: a session lock (held as long as the
+        // control connection, so it goes with a killed process) on the sink, job and
+        // instance. A second run of the same job would roll back the first one's
+        // prepared transactions here, and the first would then commit nothing.
+        // Waited for a while: a killed process's session may take a moment to end.
+        let key = tidewater::exec::key_hash(lock_name.as_bytes()) as i64;
+        let started = std::time::Instant::now();
+        loop {
+            let row = client
+                .query_one("SELECT pg_try_advisory_lock($1)", &[&key])
+                .await
+                .map_err(|e| {
+                    format!(
+                        "taking the lock '{lock_name}' on {server} failed: {}",
+                        describe(&e)
+                    )
+                })?;
+            if row.get::<_, bool>(0) {
+                break;
+            }
+            if started.elapsed() >= lock_wait {
+                return Err(format!(
+                    "instance {} of job {} is already writing into {table} (sink {}) on {server}: another run of the same job holds its lock '{lock_name}'; two runs of one job on one table are refused (give this one another --job-id, or wait for that one to end)",
+                    recovery.instance,
+                    self.job.as_deref().unwrap_or("-"),
+                    self.sink_id,
+                )
+                .into());
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
         // A clear error now for a missing table or column, not at the first write.
         client
             .batch_execute(&format!("SELECT {columns} FROM {table} WHERE false"))
