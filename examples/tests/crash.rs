@@ -93,6 +93,12 @@ fn random_kills_of(run: Run) {
     let restarted = stderr
         .matches("restarting all 2 processes from the last checkpoint")
         .count();
+    // A kill is reported in one line by each process that lost it, and the supervisor's;
+    // timely's own panics are not shown.
+    assert!(
+        !stderr.contains("panicked at") && !stderr.contains("stack backtrace"),
+        "{runner}, seed {seed}: a recovery printed panics:\n{stderr}"
+    );
     assert!(
         restarts >= 2 && restarted >= restarts,
         "{runner}, seed {seed}: {kills} kills, {restarts} restarts seen, {restarted} reported; several were due:\n{stderr}"

@@ -42,16 +42,13 @@ impl Clock {
         }
     }
 
-    /// Whether `plan` reads a source beside a TestStream on the simulated clock: the
-    /// rule above then puts everything the Read gives before the script's first event,
-    /// an order an engine keeps only by aligning its epochs (a Read's data in the first,
-    /// the script's events in later ones), so such a plan needs them aligned.
+    /// Whether `plan` needs an engine's epochs aligned: one that replays a TestStream.
+    /// An engine applies the script in order (each event an epoch, the events of a
+    /// Read beside it in the first, by the rule above) only by aligning its epochs;
+    /// without, an element the script adds behind its watermark can overtake that
+    /// watermark on its way to a grouping at another worker and count as on time.
     pub fn needs_aligned_epochs(plan: &ExecutablePlan) -> bool {
         Clock::for_plan(plan) == Clock::Simulated
-            && plan
-                .nodes
-                .iter()
-                .any(|n| matches!(n.kind, NodeKind::Read { .. }))
     }
 
     /// The clock `plan` runs on: simulated when it replays a TestStream, which scripts

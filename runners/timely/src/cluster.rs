@@ -38,6 +38,14 @@ pub const PIPELINE_FAILED: i32 = 3;
 /// cluster is restarted from the last checkpoint.
 pub const UNAVAILABLE: i32 = 4;
 
+/// Exit status of a child that lost a peer (its networking failed: another process
+/// died or was killed): the cluster is restarted, whatever error the loss surfaced as.
+pub const PEER_LOST: i32 = 5;
+
+/// Whether this process has lost a peer ([`quiet_peer_loss`] saw timely's networking
+/// fail).
+static PEER_LOSS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// What a child process hands back.
 #[derive(Debug, Serialize, Deserialize)]
 pub enum Outcome {
@@ -215,11 +223,17 @@ pub fn finish_child(path: &Path, result: Result<PipelineResult>) -> ! {
             0,
         ),
         Err(e) => {
-            eprintln!("error: {e}");
             let code = match e {
                 Error::Unavailable { .. } => UNAVAILABLE,
+                // The error is what losing a peer did here (a worker that panicked on
+                // a closed connection, guards that would not join): the peer's death
+                // is the failure, reported in one line already.
+                _ if PEER_LOSS.load(std::sync::atomic::Ordering::SeqCst) => PEER_LOST,
                 _ => PIPELINE_FAILED,
             };
+            if code != PEER_LOST {
+                eprintln!("error: {e}");
+            }
             (Outcome::Failed(WireError::from_error(&e)), code)
         }
     };
@@ -341,8 +355,14 @@ pub fn exit_with_supervisor() {
 }
 
 /// In a process of a local cluster: a panic of timely's networking (a peer is gone,
-/// which the supervisor handles) is reported in one line, without a backtrace.
+/// which the supervisor handles) is reported once, in one line, without a backtrace;
+/// the panics it sets off in timely's other threads (the send and receive threads, a
+/// poisoned merge queue) say nothing more. `TIDEWATER_PEER_PANICS=1` shows them all as
+/// usual, with backtraces as `RUST_BACKTRACE` says.
 pub fn quiet_peer_loss() {
+    if std::env::var_os("TIDEWATER_PEER_PANICS").is_some_and(|v| v == "1") {
+        return;
+    }
     let default = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         let message = info
@@ -351,10 +371,17 @@ pub fn quiet_peer_loss() {
             .cloned()
             .or_else(|| info.payload().downcast_ref::<&str>().map(|s| s.to_string()))
             .unwrap_or_default();
-        if message.starts_with("timely communication error") || message == "MergeQueue poisoned." {
-            eprintln!("cluster process {}: {message}", std::process::id());
-        } else {
+        let of_networking = message.starts_with("timely communication error")
+            || message == "MergeQueue poisoned."
+            || message.starts_with("Send thread panic")
+            || message.starts_with("Recv thread panic");
+        if !of_networking {
             default(info);
+        } else if !PEER_LOSS.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            eprintln!(
+                "cluster process {}: lost a peer ({message}); the supervisor restarts the cluster",
+                std::process::id()
+            );
         }
     }));
 }
@@ -373,6 +400,33 @@ impl Supervisor {
         for c in children.iter_mut() {
             let _ = c.wait();
         }
+    }
+
+    /// The pipeline error a process reports within the next half second, if any (the
+    /// others having failed meanwhile is what it set off).
+    fn pipeline_failure(children: &mut [Child], outcomes: &[PathBuf]) -> Option<Error> {
+        let until = Instant::now() + Duration::from_millis(500);
+        let mut running: Vec<usize> = (0..children.len()).collect();
+        while !running.is_empty() && Instant::now() < until {
+            let mut still = Vec::new();
+            for i in running {
+                match children[i].try_wait() {
+                    Ok(Some(status)) if status.code() == Some(PIPELINE_FAILED) => {
+                        if let Ok(Outcome::Failed(e)) = postcard::from_bytes::<Outcome>(
+                            &std::fs::read(&outcomes[i]).unwrap_or_default(),
+                        ) {
+                            Self::kill_all(children);
+                            return Some(e.into_error());
+                        }
+                    }
+                    Ok(Some(_)) | Err(_) => {}
+                    Ok(None) => still.push(i),
+                }
+            }
+            running = still;
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        None
     }
 
     fn durable(&self) -> Option<u64> {
@@ -463,6 +517,12 @@ impl Supervisor {
                 .enumerate()
                 .find_map(|(i, s)| s.filter(|s| !s.success()).map(|s| (i, s)))
             {
+                // A process whose pipeline failed makes its peers lose it, and one of
+                // them may end first: a moment for the failed one to say so, so that
+                // the job fails with its error instead of restarting into it again.
+                if let Some(e) = Self::pipeline_failure(&mut children, &outcomes) {
+                    return Ok(Attempt::Failed(e));
+                }
                 Self::kill_all(&mut children);
                 // An external system went away: say which, then recover.
                 if status.code() == Some(UNAVAILABLE) {

@@ -337,16 +337,17 @@ fn restart_strategy(options: &PipelineOptions) -> Result<RestartStrategy> {
     }
 }
 
-/// Refuses `--guarantee at-least-once` for a plan that reads a source beside a
-/// TestStream: without aligned epochs the script's events could overtake the Read's data,
-/// and the result would differ from every other runner's (core's `clock.rs`).
+/// Refuses `--guarantee at-least-once` for a plan that replays a TestStream: without
+/// aligned epochs the script's events could overtake each other (and a Read's data
+/// beside them), and the result would differ from every other runner's (core's
+/// `clock.rs`).
 fn refuse_unaligned_script(plan: &ExecutablePlan, config: &EngineConfig) -> Result<()> {
     if config.guarantee == Guarantee::AtLeastOnce && Clock::needs_aligned_epochs(plan) {
         return Err(invalid(
             "--guarantee at-least-once".into(),
-            "this pipeline reads a source beside a TestStream; the TestStream's script \
-             starts only once the source is read out, an order kept only by aligned \
-             epochs: run it with --guarantee exactly-once"
+            "this pipeline replays a TestStream, whose script is applied in order (after \
+             any source beside it is read out) only with aligned epochs: run it with \
+             --guarantee exactly-once"
                 .into(),
         ));
     }
