@@ -697,6 +697,34 @@ fn two_jobs_on_one_postgres_table_each_commit_every_row_exactly_once() {
     }
 }
 
+/// Two jobs writing `EpochFiles` into one directory, each with its own checkpoint
+/// directory: job A stops between staging and commit, job B runs to the end, A resumes.
+/// Each file names its job, so neither overwrites the other's files (before, B's
+/// `part-E-I.txt` replaced A's of the same epoch and instance, and B's writes truncated
+/// A's staged files): the directory holds both jobs' lines, each exactly once.
+#[test]
+fn two_jobs_writing_files_into_one_directory_each_commit_every_line_exactly_once() {
+    let _s = serial();
+    let mut twice: Vec<String> = reference().iter().chain(reference()).cloned().collect();
+    twice.sort();
+    for runner in RUNNERS {
+        let a = Run::on(runner);
+        let mut b = Run::on(runner);
+        b.out = a.out.clone();
+        crash_at(&a, 2);
+        finish(
+            b.command(&["--workers=1"]).spawn().unwrap(),
+            &format!("{runner}: job B beside job A's staged files"),
+        );
+        finish(
+            a.command(&["--workers=2"]).spawn().unwrap(),
+            &format!("{runner}: job A resumed after job B"),
+        );
+        let got = a.lines();
+        assert!(got == twice, "{runner}: {}", difference(&got, &twice));
+    }
+}
+
 /// Two runs of one job (the same `--job-id`) on one table at once: the second is
 /// refused, naming the job and the lock the first holds, and the first commits every
 /// row exactly once. (Otherwise the second's recovery would roll back the first's

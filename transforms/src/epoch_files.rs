@@ -8,7 +8,7 @@
 //! # let p = Pipeline::new(PipelineOptions::default());
 //! # let lines = p.create("Lines", vec!["a".to_string()]);
 //! lines.write_to("Out", tidewater_transforms::EpochFiles::to("/tmp/out"));
-//! // committed files: /tmp/out/part-<epoch>-<instance>.txt
+//! // committed files: /tmp/out/part-<epoch>-<instance>-<job>.txt
 //! ```
 
 use serde::{Deserialize, Serialize};
@@ -27,6 +27,10 @@ pub struct EpochFiles {
     /// Transactions this instance has (re)started writing in this process.
     #[serde(skip)]
     open: BTreeSet<Txn>,
+    /// The job writing ([`Sink::begin_job`]): in every file name, so that two jobs
+    /// writing into one directory neither overwrite nor discard each other's files.
+    #[serde(skip)]
+    job: Option<String>,
 }
 
 impl EpochFiles {
@@ -35,20 +39,30 @@ impl EpochFiles {
         EpochFiles {
             dir: dir.into(),
             open: BTreeSet::new(),
+            job: None,
         }
     }
 
-    /// The name of transaction `txn`'s file once committed.
-    pub fn file_name(txn: &Txn) -> String {
+    /// The name of transaction `txn`'s file once committed:
+    /// `part-<epoch>-<instance>-<job>.txt`.
+    pub fn file_name(&self, txn: &Txn) -> String {
+        match &self.job {
+            Some(job) => format!("part-{:020}-{:05}-{job}.txt", txn.epoch, txn.instance),
+            None => Self::file_name_without_job(txn),
+        }
+    }
+
+    /// The name files had before they named their job (still committed on restore).
+    fn file_name_without_job(txn: &Txn) -> String {
         format!("part-{:020}-{:05}.txt", txn.epoch, txn.instance)
     }
 
     fn staged(&self, txn: &Txn) -> PathBuf {
-        self.dir.join(format!(".{}.staged", Self::file_name(txn)))
+        self.dir.join(format!(".{}.staged", self.file_name(txn)))
     }
 
     fn committed(&self, txn: &Txn) -> PathBuf {
-        self.dir.join(Self::file_name(txn))
+        self.dir.join(self.file_name(txn))
     }
 }
 
@@ -65,6 +79,11 @@ fn io(what: &str, path: &std::path::Path, e: std::io::Error) -> UserError {
 
 impl Sink for EpochFiles {
     type In = String;
+
+    fn begin_job(&mut self, job: &str) -> Result<(), UserError> {
+        self.job = Some(job.to_string());
+        Ok(())
+    }
 
     fn write(&mut self, txn: &Txn, lines: Vec<WindowedValue<String>>) -> Result<(), UserError> {
         let path = self.staged(txn);
@@ -101,13 +120,17 @@ impl Sink for EpochFiles {
     }
 
     fn commit(&mut self, txn: &Txn) -> Result<(), UserError> {
-        let staged = self.staged(txn);
+        let (mut staged, mut to) = (self.staged(txn), self.committed(txn));
+        if !staged.exists() {
+            // Staged before files named their job (a checkpoint of an earlier version).
+            let old = Self::file_name_without_job(txn);
+            (staged, to) = (self.dir.join(format!(".{old}.staged")), self.dir.join(old));
+        }
         // Committed before (a restored checkpoint commits its staged transactions
         // again): nothing left to do.
         if !staged.exists() {
             return Ok(());
         }
-        let to = self.committed(txn);
         std::fs::rename(&staged, &to).map_err(|e| io("cannot move into place", &to, e))?;
         // Committed means durable: the rename is in the directory only once it is synced.
         sync_dir(&self.dir)
