@@ -360,9 +360,7 @@ pub fn exit_with_supervisor() {
 /// poisoned merge queue) say nothing more. `TIDEWATER_PEER_PANICS=1` shows them all as
 /// usual, with backtraces as `RUST_BACKTRACE` says.
 pub fn quiet_peer_loss() {
-    if std::env::var_os("TIDEWATER_PEER_PANICS").is_some_and(|v| v == "1") {
-        return;
-    }
+    let verbose = std::env::var_os("TIDEWATER_PEER_PANICS").is_some_and(|v| v == "1");
     let default = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         let message = info
@@ -375,7 +373,11 @@ pub fn quiet_peer_loss() {
             || message == "MergeQueue poisoned."
             || message.starts_with("Send thread panic")
             || message.starts_with("Recv thread panic");
-        if !of_networking {
+        if !of_networking || verbose {
+            // Noted either way: the error the loss surfaces as is not the pipeline's.
+            if of_networking {
+                PEER_LOSS.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
             default(info);
         } else if !PEER_LOSS.swap(true, std::sync::atomic::Ordering::SeqCst) {
             eprintln!(
