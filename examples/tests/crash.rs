@@ -15,7 +15,6 @@ mod common;
 
 use common::*;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -266,16 +265,6 @@ fn a_checkpoint_taken_at_two_workers_resumes_at_one_and_at_three() {
 }
 
 /// The newest checkpoint's manifest.
-fn newest_manifest(ckpt: &Path) -> PathBuf {
-    let mut m: Vec<PathBuf> = std::fs::read_dir(ckpt)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "manifest"))
-        .collect();
-    m.sort();
-    m.pop().expect("a checkpoint was completed")
-}
-
 #[test]
 fn a_corrupt_checkpoint_falls_back_to_the_previous_one_and_says_so() {
     for runner in RUNNERS {
@@ -290,10 +279,14 @@ fn a_corrupt_full_file_under_delta_snapshots_falls_back_to_a_checkpoint_before_i
     }
 }
 
-/// Corrupts a file of the newest checkpoint (its output was not committed): the first
-/// one it names, or with `full` the full file a delta of it builds on (which the
-/// checkpoints since share; with a full snapshot every 3 checkpoints, one of an earlier
-/// generation is there to fall back to), or its own first when it has no delta.
+/// Corrupts a file of the newest checkpoint: the first one it names, or with `full` the
+/// full file a delta of it builds on (which the checkpoints since share; with a full
+/// snapshot every 3 checkpoints, one of an earlier generation is there to fall back
+/// to), or its own first when it has no delta. The crash comes between staging and
+/// commit at 1 worker, so the newest checkpoint's epoch is not committed: falling back
+/// to the one before it is automatic. Falling back past a generation goes past
+/// committed epochs: refused (`replay.rs`), and with `--accept-duplicates` nothing is
+/// lost.
 fn corrupt_checkpoint(runner: &'static str, full: bool) {
     let _s = serial();
     let mut run = Run::on(runner);
@@ -301,7 +294,7 @@ fn corrupt_checkpoint(runner: &'static str, full: bool) {
         run.source
             .push("--runner-option=full_snapshot_every=3".to_string());
     }
-    crash_at(&run, 2);
+    crash_at(&run, 1);
     let manifest: serde_json::Value =
         serde_json::from_slice(&std::fs::read(newest_manifest(&run.ckpt)).unwrap()).unwrap();
     // Where the crash falls depends on the machine's speed. When the newest checkpoint
@@ -311,24 +304,48 @@ fn corrupt_checkpoint(runner: &'static str, full: bool) {
     // (Removing such a manifest instead, as if the crash had come before it, would not
     // do: the older generation's last checkpoint went when it was written.)
     let files = manifest["files"].as_array().unwrap();
-    let file = match full {
-        true => files
-            .iter()
-            .find_map(|f| f["base"][0]["name"].as_str())
-            .unwrap_or_else(|| files[0]["name"].as_str().unwrap()),
-        false => files[0]["name"].as_str().unwrap(),
+    let base = files.iter().find_map(|f| f["base"][0]["name"].as_str());
+    let file = match (full, base) {
+        (true, Some(base)) => base,
+        _ => files[0]["name"].as_str().unwrap(),
     };
     let path = run.ckpt.join("parts").join(file);
     let mut bytes = std::fs::read(&path).unwrap();
     let last = bytes.len() - 1;
     bytes[last] ^= 0x5a;
     std::fs::write(&path, bytes).unwrap();
+    let what = format!("{runner}: after a corrupt checkpoint");
+    if full && base.is_some() {
+        let err = refused(run.command(&["--workers=2"]), &what);
+        assert!(
+            err.contains("falling back to an older one")
+                && err.contains("refused to write committed output again"),
+            "{what}: {err}"
+        );
+        let stderr = finish(
+            run.command(&["--workers=2", "--accept-duplicates"])
+                .spawn()
+                .unwrap(),
+            &what,
+        );
+        assert!(
+            stderr.contains("warning: sink 'Output'"),
+            "{what}: {stderr}"
+        );
+        let got = run.lines();
+        let have: std::collections::BTreeSet<&String> = got.iter().collect();
+        assert!(
+            reference().iter().all(|l| have.contains(l)),
+            "{what}: lines lost"
+        );
+        return;
+    }
     let stderr = finish(run.command(&["--workers=2"]).spawn().unwrap(), "corrupt");
     assert!(
         stderr.contains("is unusable") && stderr.contains("falling back to an older one"),
         "{runner}: no fallback reported:\n{stderr}"
     );
-    assert_exact(&run, &format!("{runner}: after a corrupt checkpoint"));
+    assert_exact(&run, &what);
 }
 
 #[test]
@@ -449,10 +466,29 @@ fn a_savepoint_taken_while_a_cluster_runs_resumes_exactly_after_its_epoch() {
         "{err}"
     );
     // The first job's output moves away; the second, from the savepoint at 3 workers,
-    // writes into a fresh directory at the same path (the plan is the same).
+    // writes into a directory at the same path (the plan is the same) that holds the
+    // output as it was at the savepoint: the files of its epochs and those before. (The
+    // savepoint commits again what it staged, which must be there, committed; and over
+    // the first job's later epochs the second would be refused as a replay.)
     let before = run.out.with_extension("first");
     std::fs::rename(&run.out, &before).unwrap();
     std::fs::create_dir_all(&run.out).unwrap();
+    let epoch_of = |name: &str| -> u64 {
+        name.strip_prefix("part-")
+            .and_then(|n| n.split('-').next())
+            .and_then(|e| e.parse().ok())
+            .unwrap_or_else(|| panic!("not a committed file: {name}"))
+    };
+    let mut copied = BTreeMap::new();
+    for e in std::fs::read_dir(&before).unwrap() {
+        let path = e.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if name.starts_with("part-") && epoch_of(&name) <= epoch {
+            let bytes = std::fs::read(&path).unwrap();
+            std::fs::write(run.out.join(&name), &bytes).unwrap();
+            copied.insert(name, bytes);
+        }
+    }
     let resumed = Command::new(env!("CARGO_BIN_EXE_crash_job"))
         .args([
             "--runner=native",
@@ -475,12 +511,6 @@ fn a_savepoint_taken_while_a_cluster_runs_resumes_exactly_after_its_epoch() {
         .spawn()
         .unwrap();
     finish(resumed, "resumed from a savepoint taken while the job ran");
-    let epoch_of = |name: &str| -> u64 {
-        name.strip_prefix("part-")
-            .and_then(|n| n.split('-').next())
-            .and_then(|e| e.parse().ok())
-            .unwrap_or_else(|| panic!("not a committed file: {name}"))
-    };
     let mut lines = Vec::new();
     let mut counts = [0usize; 2];
     for (dir, after) in [(&before, false), (&run.out, true)] {
@@ -491,6 +521,14 @@ fn a_savepoint_taken_while_a_cluster_runs_resumes_exactly_after_its_epoch() {
                 continue;
             }
             let e = epoch_of(&name);
+            if let (true, Some(bytes)) = (after, copied.get(&name)) {
+                assert_eq!(
+                    std::fs::read(&path).unwrap(),
+                    *bytes,
+                    "the resumed job rewrote {name}, of its savepoint's epochs"
+                );
+                continue;
+            }
             if after {
                 assert!(
                     e > epoch,
@@ -653,6 +691,8 @@ fn a_postgres_job_crashed_at_two_workers_resumes_at_one_with_every_row_exactly_o
 /// (derived from the checkpoint directory), so B's recovery leaves A's prepared
 /// transactions alone. Before, they named only the table: B rolled A's back, and A's
 /// resumption "committed" transactions that no longer existed (98,616 rows of 101,172).
+/// B is given its own `--job-id`: started afresh with a derived id over output the same
+/// pipeline committed, it would be refused as a replay (`replay.rs`).
 #[test]
 fn two_jobs_on_one_postgres_table_each_commit_every_row_exactly_once() {
     let Some(url) = postgres("two_jobs_on_one_postgres_table_each_commit_every_row_exactly_once")
@@ -680,7 +720,9 @@ fn two_jobs_on_one_postgres_table_each_commit_every_row_exactly_once() {
         assert!(!status.success(), "the fault should have aborted job A");
         let what = format!("{runner}: job B beside job A's prepared transactions");
         finish(
-            b.command(&["--workers=1", &pg, &pg_table]).spawn().unwrap(),
+            b.command(&["--workers=1", &pg, &pg_table, "--job-id=job-b"])
+                .spawn()
+                .unwrap(),
             &what,
         );
         let what = format!("{runner}: job A resumed after job B");
@@ -713,7 +755,9 @@ fn two_jobs_writing_files_into_one_directory_each_commit_every_line_exactly_once
         b.out = a.out.clone();
         crash_at(&a, 2);
         finish(
-            b.command(&["--workers=1"]).spawn().unwrap(),
+            b.command(&["--workers=1", "--job-id=job-b"])
+                .spawn()
+                .unwrap(),
             &format!("{runner}: job B beside job A's staged files"),
         );
         finish(
@@ -751,14 +795,20 @@ fn a_second_run_of_one_job_on_one_postgres_table_is_refused() {
             .spawn()
             .unwrap();
         pg_wait_for_rows(&c, &table, runner);
-        let out = second
-            .command(&["--workers=1", &pg, &pg_table, &job])
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
+        // The first run has committed rows: the second, starting from the beginning,
+        // is refused as a replay of them.
+        let err = refused(
+            second.command(&["--workers=1", &pg, &pg_table, &job]),
+            runner,
+        );
         assert!(
-            !out.status.success(),
-            "{runner}: the second run was not refused"
+            err.contains(&format!("already committed job same-{runner}'s output")),
+            "{runner}: {err}"
+        );
+        // Told to accept duplicates, it is still refused: the first holds the lock.
+        let err = refused(
+            second.command(&["--workers=1", &pg, &pg_table, &job, "--accept-duplicates"]),
+            runner,
         );
         assert!(
             err.contains(&format!(

@@ -163,6 +163,14 @@ pub enum Error {
         /// What is wrong with it, and where.
         message: String,
     },
+    /// A run would write again output its sinks already committed (restored from an
+    /// older checkpoint than the newest epoch committed, or started afresh over
+    /// output the same job committed): refused, since that output would be duplicated.
+    #[error("refused to write committed output again: {message}")]
+    Replay {
+        /// What was committed, where the run would start, and the choices.
+        message: String,
+    },
     /// The runner itself failed; a bug, never bad input.
     #[error("internal error in runner: {0}")]
     Internal(String),

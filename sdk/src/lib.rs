@@ -60,7 +60,7 @@ pub use pipeline::{run_plan_file, run_plan_json, PCollection, Pipeline};
 pub use primitives::*;
 pub use runner::{PipelineResult, Runner};
 pub use side_input::{NoSideInputs, PCollectionView, SideInputReader};
-pub use sink::{Recovery, Sink, Txn, WriteToSink};
+pub use sink::{Committed, Recovery, Sink, Txn, WriteToSink};
 pub use source::{ReadStatus, Source};
 pub use state::{StateContext, StatefulDoFn, StatefulInvoker};
 pub use state_spec::{

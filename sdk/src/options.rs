@@ -64,6 +64,12 @@ pub struct PipelineOptions {
     /// keeps the identity recorded there.
     #[arg(long, value_name = "ID", value_parser = parse_job_id)]
     pub job_id: Option<String>,
+    /// Run even where a sink's record of what it committed shows that this run would
+    /// write some of it again (a restore from an older checkpoint than the newest
+    /// committed epoch, a lost checkpoint directory): that output is then duplicated.
+    /// Without it such a run is refused, naming the epochs and the other choices.
+    #[arg(long)]
+    pub accept_duplicates: bool,
     /// The flags a runner declares for itself (e.g. `--batch-interval`), as given.
     #[command(flatten)]
     pub runner_flags: crate::runner_flags::RunnerFlags,
@@ -156,6 +162,7 @@ impl Default for PipelineOptions {
             max_duration: None,
             runner_options: Vec::new(),
             job_id: None,
+            accept_duplicates: false,
             runner_flags: Default::default(),
             engine: EngineOptions::default(),
         }

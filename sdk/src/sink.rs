@@ -10,6 +10,12 @@
 //! transaction the restored checkpoint recorded as staged, so `commit` must be
 //! idempotent: committing a committed transaction is a no-op. A transaction written
 //! again (the same epoch replayed after a crash) starts afresh.
+//!
+//! A sink that keeps a **ledger** of what it committed (which job, epoch and instance,
+//! recorded atomically with the data) checks a commit of a transaction that is gone
+//! against it (committed before: fine; otherwise its data is lost, an error naming the
+//! epoch), and tells the runner the newest epoch it committed
+//! ([`Sink::committed`]), so that a job never writes a committed epoch again.
 
 use crate::plan::{urn, FunctionSpec, IsBounded, UserFunction};
 use crate::{Element, PCollection, PTransform, UserError, WindowedValue};
@@ -65,6 +71,16 @@ impl Recovery {
     pub fn takes_over(&self, instance: u32) -> bool {
         instance % self.instances.max(1) == self.instance
     }
+}
+
+/// What a job committed through a sink, as the sink's ledger says
+/// ([`Sink::committed`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Committed {
+    /// The job ([`Sink::begin_job`]).
+    pub job: String,
+    /// The newest epoch it committed.
+    pub last_epoch: u64,
 }
 
 /// A sink that writes exactly once (see the module documentation).
@@ -125,6 +141,23 @@ pub trait Sink: Send + 'static {
     /// transactions cost nothing while abandoned, and that `write` starts afresh.
     fn recover(&mut self, _recovery: &Recovery) -> Result<(), UserError> {
         Ok(())
+    }
+    /// The jobs that committed output through this sink, each with the newest epoch it
+    /// committed (by any instance), as the sink's own record of its commits (its
+    /// **ledger**: a table written in the same transaction as the data, committed file
+    /// names) says. Called after [`Sink::begin_job`], on a fresh instance.
+    ///
+    /// Before a job writes, the runner asks, and refuses a run that would write again
+    /// what this says is committed: a restore from an older checkpoint than the job's
+    /// newest committed epoch, or a run from the beginning (a lost checkpoint
+    /// directory) over output the job, or the same pipeline under another checkpoint
+    /// directory, committed. By default empty: the sink keeps no record.
+    ///
+    /// `restoring` says whether the run restores a checkpoint (a restart): an external
+    /// system out of reach is then [`Unavailable`](crate::io::Unavailable), as it would
+    /// be mid-run, while at a job's first start it is the job's error (a wrong address).
+    fn committed(&mut self, _restoring: bool) -> Result<Vec<Committed>, UserError> {
+        Ok(Vec::new())
     }
 }
 

@@ -12,10 +12,10 @@
 //! ```
 
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::PathBuf;
-use tidewater::{Sink, Txn, UserError, WindowedValue};
+use tidewater::{Committed, Sink, Txn, UserError, WindowedValue};
 
 // Linked: a binary that did not construct the pipeline writes it from a saved plan.
 tidewater::register!(Sink EpochFiles);
@@ -61,9 +61,22 @@ impl EpochFiles {
         self.dir.join(format!(".{}.staged", self.file_name(txn)))
     }
 
-    fn committed(&self, txn: &Txn) -> PathBuf {
+    fn committed_path(&self, txn: &Txn) -> PathBuf {
         self.dir.join(self.file_name(txn))
     }
+}
+
+/// The epoch and job of a committed file's name, `part-<epoch>-<instance>-<job>.txt`.
+fn parse_name(name: &str) -> Option<(u64, &str)> {
+    let rest = name.strip_prefix("part-")?.strip_suffix(".txt")?;
+    let (epoch, rest) = rest.split_once('-')?;
+    let (instance, job) = rest.split_once('-')?;
+    (epoch.len() == 20
+        && instance.len() == 5
+        && instance.parse::<u32>().is_ok()
+        && !job.is_empty())
+    .then_some(())?;
+    Some((epoch.parse().ok()?, job))
 }
 
 /// Makes the entries of directory `dir` (a file created or renamed in it) durable.
@@ -120,20 +133,53 @@ impl Sink for EpochFiles {
     }
 
     fn commit(&mut self, txn: &Txn) -> Result<(), UserError> {
-        let (mut staged, mut to) = (self.staged(txn), self.committed(txn));
+        let (mut staged, mut to) = (self.staged(txn), self.committed_path(txn));
         if !staged.exists() {
             // Staged before files named their job (a checkpoint of an earlier version).
             let old = Self::file_name_without_job(txn);
             (staged, to) = (self.dir.join(format!(".{old}.staged")), self.dir.join(old));
         }
-        // Committed before (a restored checkpoint commits its staged transactions
-        // again): nothing left to do.
         if !staged.exists() {
-            return Ok(());
+            // Committed before (a restored checkpoint commits its staged transactions
+            // again): its file is in place, nothing left to do. Its committed file is
+            // the record of the commit (the ledger); without either, the lines are gone.
+            if to.exists() || self.committed_path(txn).exists() {
+                return Ok(());
+            }
+            return Err(format!(
+                "epoch {} of instance {} was staged in '{}' but its file is gone, and it was never committed ('{}' does not exist): its lines are lost (was the file deleted, or the output directory replaced?)",
+                txn.epoch,
+                txn.instance,
+                self.staged(txn).display(),
+                self.committed_path(txn).display()
+            )
+            .into());
         }
         std::fs::rename(&staged, &to).map_err(|e| io("cannot move into place", &to, e))?;
         // Committed means durable: the rename is in the directory only once it is synced.
         sync_dir(&self.dir)
+    }
+
+    /// The jobs among the committed files' names (the names are the ledger), each with
+    /// its newest epoch.
+    fn committed(&mut self, _restoring: bool) -> Result<Vec<Committed>, UserError> {
+        let entries = match std::fs::read_dir(&self.dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(io("cannot list output directory", &self.dir, e)),
+        };
+        let mut last: BTreeMap<String, u64> = BTreeMap::new();
+        for entry in entries {
+            let entry = entry.map_err(|e| io("cannot list output directory", &self.dir, e))?;
+            if let Some((epoch, job)) = entry.file_name().to_str().and_then(parse_name) {
+                let e = last.entry(job.to_string()).or_insert(epoch);
+                *e = (*e).max(epoch);
+            }
+        }
+        Ok(last
+            .into_iter()
+            .map(|(job, last_epoch)| Committed { job, last_epoch })
+            .collect())
     }
 
     fn abort(&mut self, txn: &Txn) -> Result<(), UserError> {

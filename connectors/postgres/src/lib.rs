@@ -19,6 +19,16 @@
 //! prepared transaction of this job left by the instances this one takes over — those
 //! of epochs after the checkpoint, which the job writes again.
 //!
+//! **The ledger.** Each transaction also inserts its row into a ledger table
+//! (`tidewater_ledger` by default; made at the first start if missing):
+//! `(sink, job, epoch, instance)`, committed or rolled back with the data. A commit of a
+//! transaction that is gone is checked against it: committed before is fine; otherwise
+//! the rows were rolled back outside the job (by hand, by another run) and the commit
+//! fails naming the epoch, instead of counting as done. Before a job writes, the runner
+//! asks the ledger for the newest epoch the job committed
+//! ([`tidewater::Sink::committed`]) and refuses a run that would write committed
+//! epochs again. Rows older than a week are pruned as the job goes (the newest stay).
+//!
 //! The server must allow prepared transactions (`max_prepared_transactions` > 0; it is
 //! 0 by default), and the table must exist, with the sink's columns.
 //!
@@ -42,7 +52,7 @@ use std::marker::PhantomData;
 use std::str::FromStr;
 use std::time::Duration;
 use tidewater::io::{AsyncSink, BridgeOptions, SinkBridge, Unavailable};
-use tidewater::{Element, Recovery, Txn, UserError, WindowedValue};
+use tidewater::{Committed, Element, Recovery, Txn, UserError, WindowedValue};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Config, NoTls};
@@ -105,6 +115,9 @@ pub struct PostgresSink<T> {
     pub sink_id: String,
     /// The longest a connection attempt or a statement may take, in milliseconds.
     pub timeout_ms: u64,
+    /// The ledger table (see the crate documentation), `name` or `schema.name`.
+    #[serde(default = "default_ledger")]
+    pub ledger_table: String,
     /// The job writing, as the runner says ([`tidewater::Sink::begin_job`]).
     #[serde(skip)]
     job: Option<String>,
@@ -113,6 +126,15 @@ pub struct PostgresSink<T> {
     #[serde(skip)]
     _rows: PhantomData<fn(T)>,
 }
+
+fn default_ledger() -> String {
+    "tidewater_ledger".to_string()
+}
+
+/// Ledger rows older than this are pruned (one instance's, every
+/// [`PRUNE_EVERY`] epochs, in its transaction).
+const LEDGER_RETENTION: &str = "7 days";
+const PRUNE_EVERY: u64 = 1000;
 
 /// An instance's two connections, made at its first call.
 #[derive(Default)]
@@ -137,6 +159,7 @@ impl<T: ToRow> PostgresSink<T> {
             columns: columns.iter().map(|c| c.to_string()).collect(),
             sink_id: table.replace('.', "_"),
             timeout_ms: 10_000,
+            ledger_table: default_ledger(),
             job: None,
             conn: Connections::default(),
             _rows: PhantomData,
@@ -156,6 +179,13 @@ impl<T: ToRow> PostgresSink<T> {
             self.sink_id,
             self.job.as_deref().unwrap_or("-")
         )
+    }
+
+    /// Keeps the ledger in `table` (`name` or `schema.name`) instead of
+    /// `tidewater_ledger`.
+    pub fn with_ledger_table(mut self, table: &str) -> Self {
+        self.ledger_table = table.to_string();
+        self
     }
 
     /// The longest a connection attempt or statement may take.
@@ -224,12 +254,13 @@ impl<T: ToRow> PostgresSink<T> {
                     .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
                 && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
         };
-        if !self.table.split('.').all(ident) || self.table.split('.').count() > 2 {
-            return Err(format!(
-                "PostgreSQL sink: the table '{}' is not a plain name (letters, digits, _; optionally schema.name)",
-                self.table
-            )
-            .into());
+        for (what, table) in [("table", &self.table), ("ledger table", &self.ledger_table)] {
+            if !table.split('.').all(ident) || table.split('.').count() > 2 {
+                return Err(format!(
+                    "PostgreSQL sink: the {what} '{table}' is not a plain name (letters, digits, _; optionally schema.name)"
+                )
+                .into());
+            }
         }
         if let Some(c) = self.columns.iter().find(|c| !ident(c)) {
             return Err(format!("PostgreSQL sink: the column '{c}' is not a plain name").into());
@@ -334,7 +365,19 @@ impl<T: ToRow> PostgresSink<T> {
             .await
         {
             Ok(()) => Ok(()),
-            Err(e) if e.code() == Some(&SqlState::UNDEFINED_OBJECT) => Ok(()),
+            // Rolled back or committed already: a rollback is done either way; a commit
+            // is done only if the ledger says it committed.
+            Err(e) if e.code() == Some(&SqlState::UNDEFINED_OBJECT) && verb == "ROLLBACK" => Ok(()),
+            Err(e) if e.code() == Some(&SqlState::UNDEFINED_OBJECT) => {
+                if self.in_ledger(txn).await? {
+                    return Ok(());
+                }
+                Err(format!(
+                    "epoch {} of instance {} is lost: its transaction '{gid}' was prepared, but it is no longer on {server} and the ledger {} has no commit of it, so its rows were rolled back outside this job (by hand, or by another run on the same table)",
+                    txn.epoch, txn.instance, self.ledger_table
+                )
+                .into())
+            }
             Err(e) => {
                 let m = format!(
                     "{verb} PREPARED '{gid}' on {server} failed: {}",
@@ -343,6 +386,57 @@ impl<T: ToRow> PostgresSink<T> {
                 Err(failure(&e, m))
             }
         }
+    }
+
+    /// Whether the ledger records `txn` as committed.
+    async fn in_ledger(&mut self, txn: &Txn) -> Result<bool, UserError> {
+        let server = self.server();
+        let sql = format!(
+            "SELECT 1 FROM {} WHERE sink = $1 AND job = $2 AND epoch = $3 AND instance = $4",
+            self.ledger_table
+        );
+        let (sink, job) = (self.sink_id.clone(), self.job_name());
+        let client = self.control(txn.instance, false).await?;
+        let rows = client
+            .query(
+                sql.as_str(),
+                &[&sink, &job, &(txn.epoch as i64), &(txn.instance as i64)],
+            )
+            .await
+            .map_err(|e| {
+                let m = format!("reading the ledger on {server} failed: {}", describe(&e));
+                failure(&e, m)
+            })?;
+        Ok(!rows.is_empty())
+    }
+
+    fn job_name(&self) -> String {
+        self.job.clone().unwrap_or_else(|| "-".into())
+    }
+
+    /// Makes the ledger table if it is missing.
+    async fn ensure_ledger(client: &Client, ledger: &str, server: &str) -> Result<(), UserError> {
+        let sql = format!(
+            "CREATE TABLE IF NOT EXISTS {ledger} (sink text NOT NULL, job text NOT NULL, epoch bigint NOT NULL, instance bigint NOT NULL, target text NOT NULL, written_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (sink, job, epoch, instance))"
+        );
+        for attempt in 0..3 {
+            match client.batch_execute(&sql).await {
+                Ok(()) => return Ok(()),
+                // Two instances creating it at once: one wins, the other sees it next time.
+                Err(e)
+                    if attempt < 2
+                        && (e.code() == Some(&SqlState::UNIQUE_VIOLATION)
+                            || e.code() == Some(&SqlState::DUPLICATE_TABLE)) => {}
+                Err(e) => {
+                    return Err(format!(
+                        "creating the ledger table {ledger} on {server} failed: {}",
+                        describe(&e)
+                    )
+                    .into())
+                }
+            }
+        }
+        Ok(())
     }
 
     fn insert_sql(&self, rows: usize) -> String {
@@ -434,6 +528,40 @@ impl<T: ToRow> AsyncSink for PostgresSink<T> {
                 .await
                 .map_err(|e| failure(&e, format!("BEGIN on {server} failed: {}", describe(&e))))?;
             self.conn.open = Some(*txn);
+            // The ledger's row commits (or rolls back) with the epoch's rows.
+            let (sink, job) = (self.sink_id.clone(), self.job_name());
+            let (epoch, instance) = (txn.epoch as i64, txn.instance as i64);
+            let ledger = self.ledger_table.clone();
+            let record = format!(
+                "INSERT INTO {ledger} (sink, job, epoch, instance, target) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING"
+            );
+            data.execute(
+                record.as_str(),
+                &[&sink, &job, &epoch, &instance, &self.table],
+            )
+            .await
+            .map_err(|e| {
+                let m = format!(
+                    "recording transaction {} in the ledger {ledger} on {server} failed: {}",
+                    self.gid(txn),
+                    describe(&e)
+                );
+                failure(&e, m)
+            })?;
+            if txn.epoch.is_multiple_of(PRUNE_EVERY) {
+                let prune = format!(
+                    "DELETE FROM {ledger} WHERE sink = $1 AND job = $2 AND instance = $3 AND epoch < $4 AND written_at < now() - interval '{LEDGER_RETENTION}'"
+                );
+                data.execute(prune.as_str(), &[&sink, &job, &instance, &epoch])
+                    .await
+                    .map_err(|e| {
+                        let m = format!(
+                            "pruning the ledger {ledger} on {server} failed: {}",
+                            describe(&e)
+                        );
+                        failure(&e, m)
+                    })?;
+            }
         }
         let data = self.conn.data.as_ref().expect("a transaction is open");
         if data.is_closed() {
@@ -515,7 +643,11 @@ impl<T: ToRow> AsyncSink for PostgresSink<T> {
         let columns = self.columns.join(", ");
         let lock_name = format!("{}i{}", self.gid_prefix(), recovery.instance);
         let lock_wait = self.timeout();
-        let client = self.control(recovery.instance, true).await?;
+        let ledger = self.ledger_table.clone();
+        // Out of reach at a restart (writing resumes after epoch 0): as mid-run.
+        let client = self
+            .control(recovery.instance, recovery.resume_epoch == 0)
+            .await?;
         // One run of a job's instance at a time: a session lock (held as long as the
         // control connection, so it goes with a killed process) on the sink, job and
         // instance. A second run of the same job would roll back the first one's
@@ -557,6 +689,7 @@ impl<T: ToRow> AsyncSink for PostgresSink<T> {
                     describe(&e)
                 )
             })?;
+        Self::ensure_ledger(client, &ledger, &server).await?;
         let rows = client
             .query(
                 "SELECT gid FROM pg_prepared_xacts WHERE database = current_database()",
@@ -582,6 +715,45 @@ impl<T: ToRow> AsyncSink for PostgresSink<T> {
             self.finish_prepared("ROLLBACK", &txn).await?;
         }
         Ok(())
+    }
+
+    async fn committed(&mut self, restoring: bool) -> Result<Vec<Committed>, UserError> {
+        self.check()?;
+        let server = self.server();
+        let ledger = self.ledger_table.clone();
+        let sink = self.sink_id.clone();
+        // Out of reach at a restart: as mid-run, the job waits for the server.
+        let client = self.control(0, !restoring).await?;
+        let read = |e: tokio_postgres::Error| -> UserError {
+            let m = format!(
+                "reading the ledger {ledger} on {server} failed: {}",
+                describe(&e)
+            );
+            failure(&e, m)
+        };
+        let exists: Option<String> = client
+            .query_one("SELECT to_regclass($1)::text", &[&ledger])
+            .await
+            .map_err(read)?
+            .get(0);
+        if exists.is_none() {
+            return Ok(Vec::new());
+        }
+        let rows = client
+            .query(
+                format!("SELECT job, max(epoch) FROM {ledger} WHERE sink = $1 GROUP BY job")
+                    .as_str(),
+                &[&sink],
+            )
+            .await
+            .map_err(read)?;
+        Ok(rows
+            .iter()
+            .map(|r| Committed {
+                job: r.get(0),
+                last_epoch: r.get::<_, i64>(1) as u64,
+            })
+            .collect())
     }
 
     fn bridge_options(&self) -> BridgeOptions {

@@ -58,8 +58,12 @@ fn fresh_table(c: &Client, name: &str, columns: &str) {
                     .unwrap();
             }
         }
+        // The ledger's rows of earlier runs on the table too: a run of the same job
+        // over them would be refused as a replay.
         c.batch_execute(&format!(
-            "DROP TABLE IF EXISTS {name}; CREATE TABLE {name} ({columns})"
+            "DROP TABLE IF EXISTS {name}; CREATE TABLE {name} ({columns}); \
+             DO $$ BEGIN IF to_regclass('tidewater_ledger') IS NOT NULL THEN \
+             DELETE FROM tidewater_ledger WHERE target = '{name}'; END IF; END $$"
         ))
         .await
         .unwrap();
@@ -209,13 +213,10 @@ fn a_server_that_is_down_at_start_is_a_clear_error() {
             started.elapsed() < Duration::from_secs(20),
             "{runner}: slow"
         );
-        // Whichever instance tries first reports (a race between workers): e0-i0 or
-        // e0-i1 on two workers.
-        let reported = (0..2).any(|i| {
-            e.contains(&format!(
-                " failed in recover: transaction e0-i{i}: cannot connect"
-            ))
-        });
+        // The first to connect is the runner's check of what the job committed,
+        // before any worker starts.
+        let reported =
+            e.contains(" failed in recover: reading what jobs committed: cannot connect");
         assert!(
             e.starts_with("transform 'Write") && reported && e.contains(
                 "cannot connect to PostgreSQL at 127.0.0.1:1 (user postgres, database tidewater): error connecting to server: Connection refused (os error 111)"

@@ -5,7 +5,7 @@
 #![allow(dead_code)] // each test binary uses its part
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -259,8 +259,12 @@ pub fn pg_fresh_table(c: &tokio_postgres::Client, table: &str) {
                 .unwrap();
         }
     }
+    // The ledger's rows of earlier runs on the table go too: a run of the same job
+    // over them would be refused as a replay.
     rt.block_on(c.batch_execute(&format!(
-        "SET lock_timeout = '30s'; DROP TABLE IF EXISTS {table}; CREATE TABLE {table} (line text)"
+        "SET lock_timeout = '30s'; DROP TABLE IF EXISTS {table}; CREATE TABLE {table} (line text); \
+         DO $$ BEGIN IF to_regclass('tidewater_ledger') IS NOT NULL THEN \
+         DELETE FROM tidewater_ledger WHERE target = '{table}'; END IF; END $$"
     )))
     .unwrap();
 }
@@ -390,4 +394,57 @@ pub fn pg_url_ports(url: &str) -> Option<(String, impl Fn(u16) -> String + '_)> 
             .join(" ")
     };
     Some((server, with_port))
+}
+
+/// The newest checkpoint's manifest in `ckpt`.
+pub fn newest_manifest(ckpt: &Path) -> PathBuf {
+    let mut m: Vec<PathBuf> = std::fs::read_dir(ckpt)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "manifest"))
+        .collect();
+    m.sort();
+    m.pop().expect("a checkpoint was completed")
+}
+
+/// The epoch of a checkpoint's manifest file.
+pub fn manifest_epoch(manifest: &Path) -> u64 {
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(manifest).unwrap()).unwrap();
+    v["epoch"].as_u64().expect("a manifest names its epoch")
+}
+
+/// Flips a byte of the first file the newest checkpoint's manifest names: that
+/// checkpoint no longer reads back, and a restore falls back to an older one. Its epoch.
+pub fn corrupt_newest_checkpoint(ckpt: &Path) -> u64 {
+    let manifest = newest_manifest(ckpt);
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&manifest).unwrap()).unwrap();
+    let file = v["files"][0]["name"].as_str().unwrap();
+    let path = ckpt.join("parts").join(file);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0x5a;
+    std::fs::write(&path, bytes).unwrap();
+    manifest_epoch(&manifest)
+}
+
+/// The newest epoch among the committed files of `out` (`part-E-I-JOB.txt`).
+pub fn newest_committed_file_epoch(out: &Path) -> Option<u64> {
+    std::fs::read_dir(out)
+        .unwrap()
+        .filter_map(|e| {
+            let name = e.unwrap().file_name().into_string().ok()?;
+            name.strip_prefix("part-")?.split('-').next()?.parse().ok()
+        })
+        .max()
+}
+
+/// Runs `command` to its end; it must fail. Its stderr.
+pub fn refused(mut command: Command, what: &str) -> String {
+    let out = command.output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        !out.status.success(),
+        "{what}: the run was not refused:\n{err}"
+    );
+    err
 }

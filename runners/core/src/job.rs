@@ -41,8 +41,26 @@ pub fn job_id(
         (Some(r), _) => Ok(r),
         (None, Some(g)) => Ok(g.to_string()),
         (None, None) => Ok(format!(
-            "j{:016x}",
-            key_hash(format!("{plan_hash:016x}:{place}").as_bytes())
+            "j{:08x}{:08x}",
+            plan_hash >> 32,
+            key_hash(format!("{plan_hash:016x}:{place}").as_bytes()) >> 32
         )),
     }
+}
+
+/// The pipeline part of a derived job id (see [`job_id`]): two derived ids with the
+/// same part are runs of one pipeline over different checkpoint directories. `None`
+/// for an id a user gave (unless it looks derived).
+///
+/// ```
+/// use tidewater_runners_core::job::{job_id, pipeline_of};
+/// let a = job_id(None, None, 7 << 40, "/ckpt/a").unwrap();
+/// let b = job_id(None, None, 7 << 40, "/ckpt/b").unwrap();
+/// assert_eq!(pipeline_of(&a), pipeline_of(&b));
+/// assert_ne!(pipeline_of(&a), pipeline_of(&job_id(None, None, 8 << 40, "/ckpt/a").unwrap()));
+/// assert_eq!(pipeline_of("nightly"), None);
+/// ```
+pub fn pipeline_of(job: &str) -> Option<&str> {
+    (job.len() == 17 && job.starts_with('j') && job[1..].chars().all(|c| c.is_ascii_hexdigit()))
+        .then(|| &job[..9])
 }

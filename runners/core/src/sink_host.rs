@@ -77,6 +77,85 @@ pub fn recorded_job(parts: &[&[u8]]) -> Result<Option<String>> {
     Ok(job)
 }
 
+/// Where a run of a job starts, for [`refuse_replay`].
+pub struct RunStart<'a> {
+    /// The job ([`crate::job`]).
+    pub job: &'a str,
+    /// Whether its id was derived ([`crate::job::job_id`]: neither given nor restored).
+    pub derived: bool,
+    /// The first epoch it writes: 0 from the beginning, or after its restored
+    /// checkpoint's.
+    pub resume_epoch: u64,
+    /// Where it starts, in words, for the message.
+    pub origin: &'a str,
+    /// `--accept-duplicates`: warn instead of refusing.
+    pub accept_duplicates: bool,
+}
+
+/// Refuses a run that would write again output a sink of `plan` already committed, as
+/// the sink's ledger says ([`tidewater::Sink::committed`]):
+///
+/// - the job committed epoch `resume_epoch` or later: restored from a checkpoint older
+///   than its newest committed epoch (a fallback past a corrupt newer checkpoint, an
+///   old savepoint), or run from the beginning over its own output (its checkpoint
+///   directory lost or emptied);
+/// - a run from the beginning with a derived id, over output that the same pipeline
+///   committed as another job (the same job pointed at a new checkpoint directory).
+///
+/// With `accept_duplicates` the run goes on, with a warning on stderr. Called once per
+/// run (per process), before any instance writes, by every runner; asks one fresh
+/// instance of each sink.
+pub fn refuse_replay(plan: &ExecutablePlan, run: &RunStart) -> Result<()> {
+    let RunStart {
+        job, resume_epoch, ..
+    } = *run;
+    for (node, n) in plan.nodes.iter().enumerate() {
+        if !matches!(n.kind, crate::translate::NodeKind::Sink { .. }) {
+            continue;
+        }
+        let mut host = SinkHost::new(plan, node, 0, resume_epoch, job)?;
+        let committed = host
+            .sink
+            .committed(resume_epoch > 0)
+            .map_err(|e| host.err(e))?;
+        let mut problems = Vec::new();
+        if let Some(own) = committed
+            .iter()
+            .find(|c| c.job == job && c.last_epoch >= resume_epoch)
+        {
+            let last = own.last_epoch;
+            let span = if last == resume_epoch {
+                format!("epoch {last}")
+            } else {
+                format!("epochs {resume_epoch} to {last}")
+            };
+            problems.push(format!(
+                "sink '{}' already committed job {job}'s output up to epoch {last}, and this run would write from epoch {resume_epoch} on: {}. Running on would write {span} again, duplicating their output. Choose one: restore from a savepoint or checkpoint of epoch {last} or later (--from-savepoint DIR); start over into a new output (another table or directory) with a new --job-id; or pass --accept-duplicates to write them again anyway",
+                n.name, run.origin
+            ));
+        }
+        let pipeline = crate::job::pipeline_of(job);
+        if run.derived && resume_epoch == 0 && pipeline.is_some() {
+            for other in committed
+                .iter()
+                .filter(|c| c.job != job && crate::job::pipeline_of(&c.job) == pipeline)
+            {
+                problems.push(format!(
+                    "sink '{}' already holds the output of this same pipeline run as job {} (committed up to epoch {}) with another checkpoint directory, and this run (job {job}) starts from the beginning: {}. Running on would write all of it again. Choose one: resume that job (its --checkpoint-dir, or --from-savepoint with a savepoint of it); start over into a new output (another table or directory); give this run its own --job-id to write beside it on purpose; or pass --accept-duplicates",
+                    n.name, other.job, other.last_epoch, run.origin
+                ));
+            }
+        }
+        for message in problems {
+            if !run.accept_duplicates {
+                return Err(Error::Replay { message });
+            }
+            eprintln!("warning: {message} (--accept-duplicates: writing them again)");
+        }
+    }
+    Ok(())
+}
+
 impl SinkHost {
     /// Instance `instance` of the sink of plan node `node`, writing epoch `epoch` for
     /// job `job`, which the sink is told first ([`tidewater::Sink::begin_job`]).

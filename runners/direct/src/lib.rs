@@ -152,6 +152,7 @@ fn exec_options(options: &PipelineOptions, clock: Clock) -> Result<ExecOptions> 
         max_duration: options.max_duration,
         checkpoint_every: parse_opt("checkpoint_every")?,
         job_id: options.job_id.clone(),
+        accept_duplicates: options.accept_duplicates,
         // Without checkpoints, a job commits its sinks every second (or every
         // `commit_every_ms`), so that its output appears as it runs; a job shorter than
         // that is one epoch, committed when it ends.

@@ -101,6 +101,8 @@ pub enum WireError {
         /// What went away.
         message: String,
     },
+    /// [`Error::Replay`].
+    Replay(String),
     /// Any other error, as its message.
     Other(String),
 }
@@ -144,6 +146,7 @@ impl WireError {
                 message: message.clone(),
             },
             Error::Checkpoint { message } => WireError::Checkpoint(message.clone()),
+            Error::Replay { message } => WireError::Replay(message.clone()),
             Error::Unavailable {
                 transform,
                 phase,
@@ -190,6 +193,7 @@ impl WireError {
                 message,
             },
             WireError::Checkpoint(message) => Error::Checkpoint { message },
+            WireError::Replay(message) => Error::Replay { message },
             WireError::Unavailable {
                 transform,
                 phase,

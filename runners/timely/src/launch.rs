@@ -162,8 +162,37 @@ impl EngineRunner {
         };
         // A savepoint starts the job; once it has a checkpoint of its own (a restart
         // after a failure), that is newer.
+        let mut origin = match &config.checkpoint_dir {
+            Some(dir) => format!(
+                "{} holds no checkpoint (a new or emptied checkpoint directory), so this run starts from the beginning",
+                dir.display()
+            ),
+            None => "without --checkpoint-dir, this run starts from the beginning".to_string(),
+        };
+        if let Some(r) = &restored {
+            origin = format!(
+                "this run restores checkpoint {} in {}{}",
+                r.manifest.epoch,
+                config
+                    .checkpoint_dir
+                    .as_deref()
+                    .unwrap_or(Path::new("?"))
+                    .display(),
+                if r.notes.is_empty() {
+                    String::new()
+                } else {
+                    format!(", the newest usable ({})", r.notes.join("; "))
+                }
+            );
+        }
         if let (None, Some(savepoint)) = (&restored, &options.engine.from_savepoint) {
-            restored = Some(from_savepoint(savepoint, hash)?);
+            let r = from_savepoint(savepoint, hash)?;
+            origin = format!(
+                "this run restores savepoint {} (epoch {})",
+                savepoint.display(),
+                r.manifest.epoch
+            );
+            restored = Some(r);
         }
         if let Some(r) = &restored {
             for note in &r.notes {
@@ -171,6 +200,21 @@ impl EngineRunner {
             }
         }
         config.job_id = job_of(options, &exec, &config, restored.as_ref())?;
+        // Every process checks before its workers write anything: a process whose
+        // sinks write files sees its own.
+        let start_epoch = restored
+            .as_ref()
+            .map_or(0, |r| r.manifest.epoch.saturating_add(1));
+        tidewater_runners_core::sink_host::refuse_replay(
+            &exec,
+            &tidewater_runners_core::sink_host::RunStart {
+                job: &config.job_id,
+                derived: options.job_id.is_none() && restored.is_none(),
+                resume_epoch: start_epoch,
+                origin: &origin,
+                accept_duplicates: options.accept_duplicates,
+            },
+        )?;
         let result = crate::run(plan, exec, &config, restored)?;
         // A local cluster's supervisor prints the figures of all its processes.
         if config.progress && !in_local_cluster() {

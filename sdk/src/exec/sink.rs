@@ -19,6 +19,8 @@ pub trait ErasedSink: Send {
     fn recover(&mut self, recovery: &Recovery) -> Result<(), ExecError>;
     /// See [`Sink::begin_job`].
     fn begin_job(&mut self, job: &str) -> Result<(), ExecError>;
+    /// See [`Sink::committed`].
+    fn committed(&mut self, restoring: bool) -> Result<Vec<crate::Committed>, ExecError>;
 }
 
 /// Runs a typed [`Sink`] behind [`ErasedSink`], turning errors and panics into
@@ -34,13 +36,13 @@ fn call(
 }
 
 /// [`call`] of a step that `what` names in errors.
-fn call_on(
+fn call_on<R>(
     phase: Phase,
     what: &str,
-    f: impl FnOnce() -> Result<(), crate::UserError>,
-) -> Result<(), ExecError> {
+    f: impl FnOnce() -> Result<R, crate::UserError>,
+) -> Result<R, ExecError> {
     let message = match catch_user(AssertUnwindSafe(f)) {
-        Ok(Ok(())) => return Ok(()),
+        Ok(Ok(r)) => return Ok(r),
         Ok(Err(e)) if e.is::<crate::io::Unavailable>() => {
             return Err(ExecError::Unavailable {
                 phase,
@@ -96,6 +98,12 @@ impl<S: Sink> ErasedSink for SinkInvoker<S> {
         let s = &mut self.0;
         call_on(Phase::SinkRecover, &format!("job {job}"), || {
             s.begin_job(job)
+        })
+    }
+    fn committed(&mut self, restoring: bool) -> Result<Vec<crate::Committed>, ExecError> {
+        let s = &mut self.0;
+        call_on(Phase::SinkRecover, "reading what jobs committed", || {
+            s.committed(restoring)
         })
     }
 }

@@ -1,7 +1,7 @@
 //! Async sinks and their bridge to the sink commit protocol.
 
 use super::{block_on_timeout, runtime, BridgeOptions, Failure};
-use crate::{Element, Recovery, Sink, Txn, UserError, WindowedValue};
+use crate::{Committed, Element, Recovery, Sink, Txn, UserError, WindowedValue};
 use async_trait::async_trait;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::sync::{Arc, Mutex};
@@ -90,6 +90,11 @@ pub trait AsyncSink: Send + 'static {
     async fn recover(&mut self, _recovery: &Recovery) -> Result<(), UserError> {
         Ok(())
     }
+    /// The jobs that committed through the sink, as its ledger says (see
+    /// [`Sink::committed`](crate::Sink::committed)). By default none.
+    async fn committed(&mut self, _restoring: bool) -> Result<Vec<Committed>, UserError> {
+        Ok(Vec::new())
+    }
     /// How the bridge moves this sink's batches. By default, [`BridgeOptions::default`].
     fn bridge_options(&self) -> BridgeOptions {
         BridgeOptions::default()
@@ -102,6 +107,7 @@ enum Step {
     Commit(Txn),
     Abort(Txn),
     Recover(Recovery),
+    Committed(bool),
 }
 
 impl Step {
@@ -111,13 +117,15 @@ impl Step {
             Step::Commit(t) => format!("commit transaction {}", t.id()),
             Step::Abort(t) => format!("abort transaction {}", t.id()),
             Step::Recover(r) => format!("recover instance {} of {}", r.instance, r.instances),
+            Step::Committed(_) => "read what jobs committed".to_string(),
         }
     }
 }
 
 enum Op<T> {
     Write(Txn, Vec<WindowedValue<T>>),
-    Step(Step, oneshot::Sender<Result<(), Failure>>),
+    /// A step and where its answer goes (the jobs for [`Step::Committed`]).
+    Step(Step, oneshot::Sender<Result<Vec<Committed>, Failure>>),
 }
 
 struct Running<T> {
@@ -178,7 +186,7 @@ impl<S: AsyncSink> SinkBridge<S> {
             .clone()
     }
 
-    fn step(&mut self, step: Step) -> Result<(), UserError> {
+    fn step(&mut self, step: Step) -> Result<Vec<Committed>, UserError> {
         let timeout = self.options.timeout;
         let what = step.describe();
         let running = self.running();
@@ -223,14 +231,15 @@ async fn serve<S: AsyncSink>(
             Op::Step(step, reply) => {
                 let result = match (&failure, step) {
                     // An abort is tried even after a failed write: it cleans up.
-                    (_, Step::Abort(txn)) => sink.abort(&txn).await,
+                    (_, Step::Abort(txn)) => sink.abort(&txn).await.map(|()| Vec::new()),
                     (Some(f), _) => {
                         let _ = reply.send(Err(f.clone()));
                         continue;
                     }
-                    (None, Step::Stage(txn)) => sink.stage(&txn).await,
-                    (None, Step::Commit(txn)) => sink.commit(&txn).await,
-                    (None, Step::Recover(r)) => sink.recover(&r).await,
+                    (None, Step::Stage(txn)) => sink.stage(&txn).await.map(|()| Vec::new()),
+                    (None, Step::Commit(txn)) => sink.commit(&txn).await.map(|()| Vec::new()),
+                    (None, Step::Recover(r)) => sink.recover(&r).await.map(|()| Vec::new()),
+                    (None, Step::Committed(restoring)) => sink.committed(restoring).await,
                 };
                 let _ = reply.send(result.map_err(|e| Failure::of(&e, |e| e.to_string())));
             }
@@ -291,15 +300,15 @@ impl<S: AsyncSink> Sink for SinkBridge<S> {
     }
 
     fn stage(&mut self, txn: &Txn) -> Result<(), UserError> {
-        self.step(Step::Stage(*txn))
+        self.step(Step::Stage(*txn)).map(drop)
     }
 
     fn commit(&mut self, txn: &Txn) -> Result<(), UserError> {
-        self.step(Step::Commit(*txn))
+        self.step(Step::Commit(*txn)).map(drop)
     }
 
     fn abort(&mut self, txn: &Txn) -> Result<(), UserError> {
-        self.step(Step::Abort(*txn))
+        self.step(Step::Abort(*txn)).map(drop)
     }
 
     fn begin_job(&mut self, job: &str) -> Result<(), UserError> {
@@ -313,6 +322,10 @@ impl<S: AsyncSink> Sink for SinkBridge<S> {
     }
 
     fn recover(&mut self, recovery: &Recovery) -> Result<(), UserError> {
-        self.step(Step::Recover(*recovery))
+        self.step(Step::Recover(*recovery)).map(drop)
+    }
+
+    fn committed(&mut self, restoring: bool) -> Result<Vec<Committed>, UserError> {
+        self.step(Step::Committed(restoring))
     }
 }

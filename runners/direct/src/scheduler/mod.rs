@@ -65,6 +65,8 @@ pub struct ExecOptions {
     pub commit_interval: Option<std::time::Duration>,
     /// `--job-id`; by default one derived from the pipeline (core's `job.rs`).
     pub job_id: Option<String>,
+    /// `--accept-duplicates`: run even over output this job already committed.
+    pub accept_duplicates: bool,
 }
 
 impl Default for ExecOptions {
@@ -82,6 +84,7 @@ impl Default for ExecOptions {
             max_key_groups: DEFAULT_MAX_KEY_GROUPS,
             commit_interval: None,
             job_id: None,
+            accept_duplicates: false,
         }
     }
 }
@@ -90,6 +93,16 @@ impl Default for ExecOptions {
 pub fn execute(plan: &ExecutablePlan, options: &ExecOptions) -> Result<PipelineResult> {
     let graph = stage_graph(plan, options.lift_combiners);
     let job = job_id(options.job_id.as_deref(), None, plan.plan_hash, "direct")?;
+    tidewater_runners_core::sink_host::refuse_replay(
+        plan,
+        &tidewater_runners_core::sink_host::RunStart {
+            job: &job,
+            derived: options.job_id.is_none(),
+            resume_epoch: 0,
+            origin: "the direct runner runs a job from its beginning (it restores no checkpoint)",
+            accept_duplicates: options.accept_duplicates,
+        },
+    )?;
     let mut ex = Executor {
         job,
         plan,
