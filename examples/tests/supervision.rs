@@ -1,6 +1,7 @@
 //! A local cluster's supervisor as a production job meets it: many failures spread over
 //! a long run (the restart strategy), the supervisor itself killed (no process of its
-//! cluster left behind), and a second job on the same checkpoint directory (refused).
+//! cluster left behind), a second job on the same checkpoint directory (refused), a
+//! database outage, and SIGTERM (a drain).
 //! Every run's committed output must still be the direct runner's, line for line.
 
 mod common;
@@ -208,5 +209,70 @@ fn a_three_second_database_outage_is_survived() {
         assert!(restarts >= 1, "{what}: no restart:\n{stderr}");
         pg_assert_exact(&c, &table, &what);
         eprintln!("{what}: survived with {restarts} restarts");
+    }
+}
+
+/// SIGTERM to the supervisor (what a service manager sends) drains the job: the
+/// processes stop reading, fire their windows, commit their output and end, and the
+/// supervisor exits 0 long before the input's end, leaving no process behind. The
+/// output is what was read, each line once: every word's running totals are 1..k
+/// without a gap or a repeat. (Before, SIGTERM killed the supervisor, and its processes
+/// ended without committing what they had read.)
+#[test]
+fn sigterm_to_the_supervisor_drains_the_job() {
+    let _s = serial();
+    const RECORDS_10S: u64 = 100_000;
+    let want = reference_of(RECORDS_10S);
+    for runner in RUNNERS {
+        let mut run = Run::on(runner);
+        run.records = RECORDS_10S;
+        let mut supervisor = run.command(&["--local-cluster=2"]).spawn().unwrap();
+        let pids = running(&run, &mut supervisor);
+        std::thread::sleep(Duration::from_millis(1_500));
+        signal(supervisor.id() as i32, "-TERM");
+        let asked = Instant::now();
+        let stderr = finish_within(
+            supervisor,
+            &format!("{runner}: drained by SIGTERM"),
+            Duration::from_secs(20),
+        );
+        let took = asked.elapsed();
+        assert!(
+            stderr.contains("local cluster: SIGTERM: draining the job"),
+            "{runner}: {stderr}"
+        );
+        assert!(
+            pids.iter().all(|p| gone(*p)),
+            "{runner}: processes left behind"
+        );
+        let got = run.lines();
+        assert!(
+            !got.is_empty() && got.len() < want.len(),
+            "{runner}: drained early, {} lines of {} (after {took:?})",
+            got.len(),
+            want.len()
+        );
+        let mut seen = std::collections::BTreeSet::new();
+        let mut totals: std::collections::BTreeMap<&str, Vec<u64>> = Default::default();
+        for line in &got {
+            assert!(seen.insert(line), "{runner}: {line:?} twice");
+            if let Some(rest) = line.strip_prefix("total ") {
+                let (word, n) = rest.rsplit_once(' ').unwrap();
+                totals.entry(word).or_default().push(n.parse().unwrap());
+            }
+        }
+        for (word, mut ns) in totals {
+            ns.sort();
+            let k = ns.len() as u64;
+            assert!(
+                ns == (1..=k).collect::<Vec<_>>(),
+                "{runner}: the running totals of {word:?} are not 1..{k}: {ns:?}"
+            );
+        }
+        eprintln!(
+            "{runner}: drained {took:?} after SIGTERM with {} of {} lines",
+            got.len(),
+            want.len()
+        );
     }
 }

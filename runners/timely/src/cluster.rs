@@ -327,8 +327,9 @@ fn pass_stdout(out: std::process::ChildStdout) {
 /// In a process of a local cluster: ends the process when its supervisor is gone, so
 /// that killing a supervisor leaves no process of its cluster behind (a SIGKILL
 /// included, which no handler sees). The supervisor holds the write end of the
-/// process's standard input and never writes to it; when the supervisor ends the read
-/// here ends, and the process exits. What it had not committed is recovered from the
+/// process's standard input and writes to it only to ask for a drain
+/// ([`crate::stop::DRAIN`]); when the supervisor ends the read here ends, and the
+/// process exits. What it had not committed is recovered from the
 /// checkpoint by the job's next run.
 pub fn exit_with_supervisor() {
     let watch = std::thread::Builder::new()
@@ -339,6 +340,10 @@ pub fn exit_with_supervisor() {
             loop {
                 match std::io::Read::read(&mut stdin, &mut buf) {
                     Ok(0) => break,
+                    // The supervisor was asked to stop the job (SIGTERM): drain.
+                    Ok(n) if buf[..n].contains(&crate::stop::DRAIN) => {
+                        tidewater::runner::request_drain();
+                    }
                     Ok(_) => {}
                     Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                     Err(_) => break,
@@ -440,7 +445,12 @@ impl Supervisor {
         Store::open(dir).ok()?.manifests().ok()?.last().copied()
     }
 
-    fn attempt(&self, work: &Path, attempt: usize) -> Result<Attempt> {
+    fn attempt(
+        &self,
+        work: &Path,
+        attempt: usize,
+        stop: &crate::stop::Supervising,
+    ) -> Result<Attempt> {
         let n = self.processes;
         let ports = free_ports(n)?;
         let hosts = work.join(format!("hosts-{attempt}"));
@@ -491,7 +501,15 @@ impl Supervisor {
         let mut durable = self.durable();
         let mut moved = Instant::now();
         let mut exited = vec![None; n];
+        let mut draining = false;
         loop {
+            if !draining && stop.drain_asked() {
+                draining = true;
+                eprintln!(
+                    "local cluster: SIGTERM: draining the job (sources stop, windows fire, output is committed); SIGTERM again stops at once"
+                );
+                crate::stop::ask_to_drain(&mut lifelines);
+            }
             // A savepoint asked of the supervisor goes to process 0, whose worker 0
             // writes the checkpoints' manifests (the processes run this binary, so
             // they take the signal as it did).
@@ -609,13 +627,19 @@ impl Supervisor {
         };
         let job = Instant::now();
         let mut restarts = Restarts::new(self.restart.clone(), u64::from(std::process::id()));
+        let stop = crate::stop::supervising();
         let result = loop {
             let started = Instant::now();
             let durable = self.durable();
-            match self.attempt(&work, restarts.restarts()) {
+            match self.attempt(&work, restarts.restarts(), &stop) {
                 Ok(Attempt::Done(r)) => break Ok(r),
                 Ok(Attempt::Failed(e)) => break Err(e),
                 Err(e) => break Err(e),
+                Ok(Attempt::Restart(why)) if stop.drain_asked() => {
+                    break Err(Error::Internal(format!(
+                        "{why} while the job drained (SIGTERM); not restarted: the next run on its checkpoint directory resumes from the last checkpoint"
+                    )))
+                }
                 Ok(Attempt::Restart(why)) => {
                     if self.checkpoint_dir.is_none() {
                         break Err(Error::Internal(format!(

@@ -26,6 +26,7 @@ pub mod msg;
 pub mod policy;
 mod progress;
 pub mod restart;
+pub mod stop;
 pub mod task;
 mod worker;
 
