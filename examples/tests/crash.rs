@@ -15,6 +15,7 @@ mod common;
 
 use common::*;
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -904,10 +905,14 @@ fn a_postgres_server_lost_mid_run_restarts_the_cluster_from_the_last_checkpoint(
 /// run is in the README), each drawn from the seed (`TIDEWATER_CRASH_SEED` repeats a
 /// run): a runner; a crash at a random moment — a fault at a snapshot, between staging
 /// and commit or after a commit, or SIGKILLs of random processes of a local cluster —
-/// and a restart, in the same cluster or at another number of workers (a rescale); at
-/// random, worker 1's source started late (partitions out of step) and, with a
-/// PostgreSQL server, the two-phase-commit sink. Every trial's committed output must be
-/// the direct runner's, line for line.
+/// and a restart, in the same cluster or at another number of workers (a rescale); the
+/// whole process group SIGKILLed and started again; SIGKILLs while the cluster recovers
+/// from the one before; the newest checkpoint corrupted after a crash (falling back past
+/// a committed epoch must be refused clearly, and the job resumes once it is mended);
+/// with `TIDEWATER_PG_DIR` (`.ci/postgres`), the database restarted mid-run. At random,
+/// worker 1's source started late (partitions out of step) and, with a PostgreSQL
+/// server, the two-phase-commit sink. Every trial's committed output must be the direct
+/// runner's, line for line.
 #[test]
 fn chaos_trials_leave_every_line_exactly_once() {
     let trials: u64 = std::env::var("TIDEWATER_CHAOS_TRIALS")
@@ -919,9 +924,10 @@ fn chaos_trials_leave_every_line_exactly_once() {
         .filter(|u| !u.is_empty());
     let _s = serial();
     let (mut rng, seed) = Rng::new();
-    let client = pg.as_deref().map(pg_client);
-    let pg = pg.as_deref().zip(client.as_ref());
     for trial in 0..trials {
+        // A client per trial: a trial may restart the database.
+        let client = pg.as_deref().map(pg_client);
+        let pg = pg.as_deref().zip(client.as_ref());
         let what = chaos_trial(&mut rng, pg, &format!("chaos seed {seed} trial {trial}"));
         eprintln!("{what}: exact");
     }
@@ -968,7 +974,15 @@ fn chaos_trial(rng: &mut Rng, pg: Option<(&str, &tokio_postgres::Client)>, label
         c.envs(env.iter().map(|(k, v)| (*k, v.as_str())));
         c
     };
-    match rng.below(3) {
+    // Without a database to restart, its scenario is a random kill's.
+    let pg_dir = std::env::var("TIDEWATER_PG_DIR")
+        .ok()
+        .filter(|_| pg.is_some());
+    let mut scenario = rng.below(7);
+    if scenario == 6 && pg_dir.is_none() {
+        scenario = 1;
+    }
+    match scenario {
         0 => {
             let again = format!("--workers={}", 1 + rng.below(3));
             what.push_str(&format!(
@@ -999,6 +1013,125 @@ fn chaos_trial(rng: &mut Rng, pg: Option<(&str, &tokio_postgres::Client)>, label
                 }
             }
             finish(child, &what);
+        }
+        3 => {
+            let after = 300 + rng.below(1_500);
+            what.push_str(&format!(
+                ", the whole process group SIGKILLed after {after} ms, {workers}, started again"
+            ));
+            let mut child = command(&cluster).spawn().unwrap();
+            std::thread::sleep(Duration::from_millis(after));
+            let pids = run.pids();
+            child.kill().unwrap();
+            child.wait().unwrap();
+            for p in &pids {
+                signal(*p, "-KILL");
+            }
+            let killed = Instant::now();
+            while !pids.iter().all(|p| gone(*p)) {
+                assert!(
+                    killed.elapsed() < Duration::from_secs(5),
+                    "{what}: a process survived"
+                );
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            finish(command(&cluster).spawn().unwrap(), &what);
+        }
+        4 => {
+            let kills = 2 + rng.below(2);
+            what.push_str(&format!(
+                ", {kills} SIGKILLs each while the cluster recovers from the one before, {workers}"
+            ));
+            let mut child = command(&cluster).spawn().unwrap();
+            let started = Instant::now();
+            let mut before: Vec<i32> = Vec::new();
+            let mut done = 0;
+            while done < kills && started.elapsed() < Duration::from_secs(60) {
+                if child.try_wait().unwrap().is_some() {
+                    break;
+                }
+                let pids = run.pids();
+                // The first kill once the cluster runs; each next one as soon as the
+                // restarted processes are there, while they restore.
+                if pids.is_empty() || pids == before {
+                    std::thread::sleep(Duration::from_millis(5));
+                    continue;
+                }
+                std::thread::sleep(Duration::from_millis(if done == 0 {
+                    300 + rng.below(700)
+                } else {
+                    rng.below(300)
+                }));
+                signal(pids[rng.below(pids.len() as u64) as usize], "-KILL");
+                before = pids;
+                done += 1;
+            }
+            finish(child, &what);
+        }
+        5 => {
+            what.push_str(&format!(
+                ", fault at '{point}' after {after} ms, {workers}, the newest checkpoint corrupted"
+            ));
+            let _ = command(&[sink.clone(), vec![workers.clone()]].concat())
+                .env("TIDEWATER_FAULT", &fault)
+                .status()
+                .unwrap();
+            if run.ckpt.exists()
+                && std::fs::read_dir(&run.ckpt).unwrap().any(|e| {
+                    e.unwrap()
+                        .path()
+                        .extension()
+                        .is_some_and(|x| x == "manifest")
+                })
+            {
+                corrupt_newest_checkpoint(&run.ckpt);
+                let out = command(&[sink.clone(), vec![workers.clone()]].concat())
+                    .output()
+                    .unwrap();
+                let err = String::from_utf8_lossy(&out.stderr);
+                if !out.status.success() {
+                    // Its epoch was committed: falling back past it is refused, and
+                    // nothing is written; or it was the only one: there is nothing
+                    // to fall back to. The checkpoint mended, the job resumes.
+                    let replay = err.contains("refused to write committed output again")
+                        && err.contains("--accept-duplicates");
+                    let none = err.contains("no usable checkpoint in");
+                    assert!(
+                        replay || none,
+                        "{what}: failed without a clear refusal:\n{err}"
+                    );
+                    what.push_str(if replay {
+                        " (fallback refused: its epoch was committed)"
+                    } else {
+                        " (refused: no other checkpoint)"
+                    });
+                    corrupt_newest_checkpoint(&run.ckpt);
+                }
+            }
+            let child = command(&[sink, vec![workers]].concat()).spawn().unwrap();
+            finish(child, &what);
+        }
+        6 => {
+            let dir = pg_dir.expect("chosen only with a database to restart");
+            what.push_str(&format!(
+                ", the database restarted mid-run in a local cluster of 2, {workers}"
+            ));
+            let child = command(&cluster).spawn().unwrap();
+            if let Some((_, c)) = pg {
+                pg_wait_for_rows(c, &table, &what);
+            }
+            std::thread::sleep(Duration::from_millis(rng.below(500)));
+            let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../.ci/postgres");
+            let status = Command::new(script)
+                .args(["restart", &dir])
+                .stdout(Stdio::null())
+                .status()
+                .unwrap();
+            assert!(status.success(), "{what}: the database did not restart");
+            finish(child, &what);
+            let c = pg_client(pg.expect("a PostgreSQL sink").0);
+            pg_assert_exact(&c, &table, &what);
+            return what;
         }
         _ => {
             what.push_str(&format!(

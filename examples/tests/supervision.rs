@@ -10,17 +10,6 @@ use common::*;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-/// Whether process `pid` is gone (or a zombie no one has reaped yet: it runs no more).
-fn gone(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => true,
-        // "pid (comm) S ...": the state follows the command's closing parenthesis.
-        Ok(stat) => stat
-            .rsplit_once(") ")
-            .is_some_and(|(_, rest)| rest.starts_with('Z') || rest.starts_with('X')),
-    }
-}
-
 /// Waits until the cluster's processes are running (their pids written), or the job
 /// ends; their pids.
 fn running(run: &Run, child: &mut std::process::Child) -> Vec<i32> {

@@ -448,3 +448,14 @@ pub fn refused(mut command: Command, what: &str) -> String {
     );
     err
 }
+
+/// Whether process `pid` is gone (or a zombie no one has reaped yet: it runs no more).
+pub fn gone(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        // "pid (comm) S ...": the state follows the command's closing parenthesis.
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with('Z') || rest.starts_with('X')),
+    }
+}

@@ -557,6 +557,28 @@ impl SourceDriver {
         Ok(Some(total))
     }
 
+    /// The owned partitions' positions now: what a checkpoint taken now records, to
+    /// [`SourceDriver::finalize_at`] once it is complete.
+    pub fn positions(&self) -> Vec<(u32, Vec<u8>)> {
+        self.owned
+            .iter()
+            .map(|(p, st)| (*p, st.position.clone()))
+            .collect()
+    }
+
+    /// The checkpoint that recorded `positions` ([`SourceDriver::positions`]) is
+    /// complete: the source may release what comes before them
+    /// ([`tidewater::Source::finalize`]). An engine calls it once the checkpoint's
+    /// epoch is committed, with the positions of that checkpoint, not the ones it has
+    /// read on to since.
+    pub fn finalize_at(&mut self, positions: &[(u32, Vec<u8>)]) -> Result<(), ExecError> {
+        let n = self.partitions as usize;
+        for (p, position) in positions {
+            self.source.finalize(*p as usize, n, position)?;
+        }
+        Ok(())
+    }
+
     /// A checkpoint holding the current positions is durable: the source may release
     /// what comes before them.
     pub fn finalize(&mut self) -> Result<(), ExecError> {

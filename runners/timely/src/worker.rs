@@ -125,6 +125,8 @@ fn run(worker: &mut timely::worker::Worker, shared: &Shared) -> Result<WorkerOut
         checkpoints: RefCell::new(Default::default()),
         max_watermark_drift: config.max_watermark_drift,
         source_views: RefCell::new(HashMap::new()),
+        committed: std::cell::Cell::new(shared.restored.as_ref().map(|r| r.manifest.epoch)),
+        finished_reads: RefCell::new(Vec::new()),
     });
     // Every capture is in the result, even one that received nothing.
     if ctx.me == 0 {
@@ -508,6 +510,7 @@ fn build(
             outbox: (0..n_outputs).map(|_| Vec::new()).collect(),
             caps: Vec::new(),
             writes: std::collections::VecDeque::new(),
+            to_finalize: std::collections::VecDeque::new(),
             wake,
             outputs,
             activator,

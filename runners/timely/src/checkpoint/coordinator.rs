@@ -132,6 +132,8 @@ impl Coordinator {
             crate::fault::point("committed");
         }
         self.committed = Some(e);
+        ctx.committed.set(Some(e));
+        ctx.finalize_finished_reads()?;
         Ok(e == FINAL_EPOCH)
     }
 

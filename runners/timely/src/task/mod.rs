@@ -133,9 +133,46 @@ pub struct WorkerCtx {
     /// Per source (its head's plan node): what this worker heard of its instances'
     /// watermarks, from the progress its consumers here received.
     pub source_views: RefCell<HashMap<usize, SourceView>>,
+    /// The newest epoch whose checkpoint is complete and committed on this worker
+    /// (the coordinator's): sources finalize the positions of checkpoints up to it.
+    pub committed: std::cell::Cell<Option<u64>>,
+    /// Reads whose operator finished (timely drops it) before the checkpoints they took
+    /// part in were committed (the job's last one, always): finalized by the
+    /// coordinator as those are.
+    pub finished_reads: RefCell<Vec<FinishedRead>>,
+}
+
+/// A Read's positions at checkpoints not committed yet, oldest first: (the checkpoint's
+/// epoch, its (partition, encoded position) pairs).
+pub type ToFinalize = VecDeque<(u64, Vec<(u32, Vec<u8>)>)>;
+
+/// A finished Read's source and the positions it still has to finalize.
+pub struct FinishedRead {
+    name: String,
+    driver: SourceDriver,
+    pending: ToFinalize,
 }
 
 impl WorkerCtx {
+    /// Finalizes the finished Reads' positions of checkpoints up to the committed
+    /// one ([`WorkerCtx::committed`]).
+    pub fn finalize_finished_reads(&self) -> Result<()> {
+        let Some(committed) = self.committed.get() else {
+            return Ok(());
+        };
+        let mut reads = self.finished_reads.borrow_mut();
+        for r in reads.iter_mut() {
+            while r.pending.front().is_some_and(|(e, _)| *e <= committed) {
+                let (_, positions) = r.pending.pop_front().expect("the front");
+                r.driver
+                    .finalize_at(&positions)
+                    .map_err(|e| attribute(e, &r.name))?;
+            }
+        }
+        reads.retain(|r| !r.pending.is_empty());
+        Ok(())
+    }
+
     /// The first epoch not yet durable everywhere.
     pub fn durable_frontier(&self) -> u64 {
         self.probe
@@ -276,6 +313,9 @@ pub struct Task {
     pub caps: Vec<Capability<u64>>,
     /// Snapshots handed to the writer and not yet durable, oldest first.
     pub writes: VecDeque<PendingWrite>,
+    /// A Read's positions at each checkpoint it took part in that is not committed
+    /// yet, oldest first: finalized ([`tidewater::Source::finalize`]) once it is.
+    pub to_finalize: ToFinalize,
     /// Wakes this operator from the writer's thread.
     pub wake: SyncActivator,
     /// The outputs.

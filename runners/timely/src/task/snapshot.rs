@@ -56,6 +56,9 @@ impl Task {
         if !checkpoint {
             return Ok(());
         }
+        if let (Head::Read(driver), Some(_)) = (&self.head, &self.ctx.writer) {
+            self.to_finalize.push_back((last, driver.positions()));
+        }
         if self.stateful {
             let ctx = Rc::clone(&self.ctx);
             if let Some(writer) = &ctx.writer {
@@ -122,6 +125,7 @@ impl Task {
     /// Takes the writer's answers for the snapshots that are durable, in order, and
     /// lets the control capability follow; a failed write fails the task.
     pub(super) fn poll_writes(&mut self) -> Result<()> {
+        self.finalize_committed()?;
         while let Some(w) = self.writes.front() {
             let Some(result) = w.done.try_take() else {
                 break;
@@ -137,6 +141,29 @@ impl Task {
             if *cap.time() < control {
                 cap.downgrade(&control);
             }
+        }
+        Ok(())
+    }
+
+    /// A Read finalizes the positions of the checkpoints committed since
+    /// ([`tidewater::Source::finalize`]): the source may release what comes before
+    /// them, and is never asked to read before them again.
+    pub(super) fn finalize_committed(&mut self) -> Result<()> {
+        let Some(committed) = self.ctx.committed.get() else {
+            return Ok(());
+        };
+        let Head::Read(driver) = &mut self.head else {
+            return Ok(());
+        };
+        while self
+            .to_finalize
+            .front()
+            .is_some_and(|(e, _)| *e <= committed)
+        {
+            let (_, positions) = self.to_finalize.pop_front().expect("the front");
+            driver
+                .finalize_at(&positions)
+                .map_err(|e| attribute(e, &self.name))?;
         }
         Ok(())
     }
@@ -176,5 +203,26 @@ impl Task {
         }
         self.caps.clear();
         Ok(())
+    }
+}
+
+impl Drop for Task {
+    /// timely drops a finished operator; the job's last checkpoint (and perhaps others)
+    /// is committed after that: a Read hands its source and the positions it has yet
+    /// to finalize to the worker, whose coordinator finalizes them as it commits.
+    fn drop(&mut self) {
+        if let Err(e) = self.finalize_committed() {
+            eprintln!("warning: {e}");
+        }
+        if self.to_finalize.is_empty() {
+            return;
+        }
+        if let Head::Read(driver) = std::mem::replace(&mut self.head, Head::Flatten) {
+            self.ctx.finished_reads.borrow_mut().push(FinishedRead {
+                name: self.name.clone(),
+                driver,
+                pending: std::mem::take(&mut self.to_finalize),
+            });
+        }
     }
 }
