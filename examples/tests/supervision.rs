@@ -265,3 +265,45 @@ fn sigterm_to_the_supervisor_drains_the_job() {
         );
     }
 }
+
+/// The supervisor's work directory (hosts and outcome files) has a random name and is
+/// its user's only (0700), and the hosts file is 0600: a local user can neither read
+/// it nor plant a symlink where a launch writes (before: `/tmp/tidewater-cluster-PID`,
+/// reused if it existed, its hosts file world-readable and written through symlinks).
+#[test]
+fn the_cluster_work_directory_is_private_and_unpredictable() {
+    use std::os::unix::fs::PermissionsExt;
+    let _s = serial();
+    const RECORDS_10S: u64 = 100_000;
+    let mut run = Run::on("native");
+    run.records = RECORDS_10S;
+    let mut supervisor = run.command(&["--local-cluster=2"]).spawn().unwrap();
+    let pids = running(&run, &mut supervisor);
+    let environ = std::fs::read(format!("/proc/{}/environ", pids[0])).unwrap();
+    let outcome = environ
+        .split(|b| *b == 0)
+        .filter_map(|kv| std::str::from_utf8(kv).ok())
+        .find_map(|kv| kv.strip_prefix("TIDEWATER_CLUSTER_CHILD="))
+        .expect("a cluster process knows where its outcome goes")
+        .to_string();
+    let work = std::path::Path::new(&outcome)
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let name = work.file_name().unwrap().to_string_lossy().into_owned();
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    let work_mode = mode(&work);
+    let hosts_mode = mode(&work.join("hosts-0"));
+    let supervisor_pid = supervisor.id();
+    signal(supervisor_pid as i32, "-TERM");
+    finish_within(supervisor, "drained", Duration::from_secs(20));
+    assert!(!work.exists(), "the work directory outlives its supervisor");
+    assert!(
+        name.starts_with("tidewater-cluster-")
+            && name != format!("tidewater-cluster-{supervisor_pid}"),
+        "a predictable work directory: {}",
+        work.display()
+    );
+    assert_eq!(work_mode, 0o700, "{}", work.display());
+    assert_eq!(hosts_mode, 0o600, "the hosts file");
+}

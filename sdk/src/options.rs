@@ -96,6 +96,12 @@ pub struct EngineOptions {
     /// A file listing `host:port` of every process, one per line, in process order.
     #[arg(long, value_name = "FILE")]
     pub hosts: Option<PathBuf>,
+    /// A file holding the cluster's secret (at least 16 bytes: hex, or any text),
+    /// readable by its owner only: a process joins the cluster only by proving it holds
+    /// it. Or the environment variable TIDEWATER_CLUSTER_SECRET. Required when a host of
+    /// --hosts is not on loopback; a local cluster makes its own.
+    #[arg(long, value_name = "FILE")]
+    pub cluster_secret_file: Option<PathBuf>,
     /// Launch this many processes of this binary on loopback and supervise them
     /// (restarting all from the last checkpoint when one dies or hangs).
     #[arg(long, value_name = "N")]
@@ -138,6 +144,7 @@ impl Default for EngineOptions {
             workers: 1,
             processes: 1,
             process_id: 0,
+            cluster_secret_file: None,
             hosts: None,
             local_cluster: None,
             checkpoint_interval: None,

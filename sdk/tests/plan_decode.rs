@@ -66,3 +66,27 @@ fn dangling_references_are_named() {
     );
     insta::assert_snapshot!(message(&json), @"invalid plan: transform 'Double' refers to PCollection 'Ghost.main' (as 'input'), which is not defined");
 }
+
+/// A plan is untrusted: a function's fields nested 100,000 levels deep (a 200 KB file)
+/// made the plan hash allocate 3.2 GB and abort; 10,000 took 600 MB. Nesting anywhere
+/// past the limit is refused before anything is built, naming the limit and where it
+/// was passed.
+#[test]
+fn a_plan_nested_too_deep_is_refused_naming_the_limit_and_the_place() {
+    let json = small_plan_json();
+    let depth = 100_000;
+    // Anywhere in the plan (a function's fields are raw JSON, kept as they are).
+    let deep = format!(
+        "{{\"deep\": {}1{}, {}",
+        "[".repeat(depth),
+        "]".repeat(depth),
+        &json[1..]
+    );
+    let e = message(&deep);
+    assert!(
+        e.starts_with(
+            "malformed plan: the plan nests arrays and objects deeper than 128 levels (at line "
+        ),
+        "{e}"
+    );
+}

@@ -99,6 +99,26 @@ impl Read {
     }
 }
 
+/// What `path` is if it exists and is not a regular file (a device, a FIFO, a
+/// socket): reading one could block or never end.
+fn not_regular(path: &Path) -> Option<&'static str> {
+    use std::os::unix::fs::FileTypeExt;
+    let t = std::fs::metadata(path).ok()?.file_type();
+    Some(if t.is_file() || t.is_dir() {
+        return None;
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_socket() {
+        "a socket"
+    } else {
+        "a special file"
+    })
+}
+
 fn matches(pattern: &str) -> Result<Vec<PathBuf>, String> {
     let paths = glob::glob(pattern)
         .map_err(|e| format!("input pattern '{pattern}' is not a valid glob: {e}"))?;
@@ -116,6 +136,11 @@ fn matches(pattern: &str) -> Result<Vec<PathBuf>, String> {
         }
     }
     if files.is_empty() {
+        if let Some(kind) = not_regular(Path::new(pattern)) {
+            return Err(format!(
+                "input '{pattern}' is {kind}, not a regular file: TextIO reads regular files (their length is fixed when the pipeline is built)"
+            ));
+        }
         if Path::new(pattern).is_dir() {
             return Err(format!(
                 "input '{pattern}' is a directory: give a file or a pattern such as '{}'",
@@ -167,8 +192,12 @@ tidewater::register!(Source TextSource);
 #[derive(Serialize, Deserialize)]
 pub struct TextSource {
     files: Vec<(String, u64)>,
-    /// Bytes per block (a plan saved before blocks were dealt has none: the default).
-    #[serde(default = "TextSource::default_block")]
+    /// Bytes per block (a plan saved before blocks were dealt has none: the default);
+    /// at least 1.
+    #[serde(
+        default = "TextSource::default_block",
+        deserialize_with = "TextSource::positive_block"
+    )]
     block: u64,
     /// Per partition: the open file it reads, by file index, and the byte (counted
     /// over the files end to end) the reader stands at.
@@ -204,6 +233,17 @@ impl TextSource {
 
     fn default_block() -> u64 {
         Self::BLOCK
+    }
+
+    /// A plan's `block`, refused if 0 (every partition would divide by it).
+    fn positive_block<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+        let block = u64::deserialize(d)?;
+        if block == 0 {
+            return Err(serde::de::Error::custom(
+                "field `block` (bytes per block) must be at least 1, found 0",
+            ));
+        }
+        Ok(block)
     }
 
     /// The lines of `paths`, in this order, with their lengths now.
@@ -321,6 +361,14 @@ impl TextSource {
                 .as_ref()
                 .is_none_or(|(f, at, _)| (*f, *at) != (file, pos.offset))
             {
+                // A file named in a plan may be anything: a device or a FIFO would
+                // block or never end.
+                if let Some(kind) = not_regular(Path::new(path)) {
+                    return Err(format!(
+                        "input file '{path}' is {kind}, not a regular file: TextIO reads regular files"
+                    )
+                    .into());
+                }
                 let f = std::fs::File::open(path)
                     .and_then(|mut f| f.seek(SeekFrom::Start(in_file)).map(|_| f))
                     .map_err(|e| format!("cannot read input file '{path}': {e}"))?;

@@ -371,3 +371,61 @@ fn a_text_source_deals_its_blocks_to_the_partitions_in_turn() {
     assert_eq!(read(&mut source, 0), "l0 l1 l2 l5 l6");
     assert_eq!(read(&mut source, 1), "l3 l4 l7");
 }
+
+#[test]
+fn a_device_as_input_is_refused_naming_what_it_is() {
+    let p = Pipeline::new(options());
+    p.apply("Read", TextIO::read().from("/dev/zero"))
+        .capture("lines");
+    let e = p.run().unwrap_err().to_string();
+    assert!(
+        e.contains("input '/dev/zero' is a character device, not a regular file"),
+        "{e}"
+    );
+}
+
+/// A plan is untrusted: its TextSource may list a device (reading `/dev/zero` grew
+/// memory until allocation failed) or a block of 0 bytes (a division by zero that
+/// reported only "panicked").
+#[test]
+fn a_plans_text_source_is_checked_block_and_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.txt");
+    std::fs::write(&input, "a\nb\n").unwrap();
+    let p = Pipeline::new(options());
+    p.apply("Read", TextIO::read().from(input.to_str().unwrap()))
+        .capture("lines");
+    let json = tidewater::plan::encode(&p.to_plan().unwrap());
+    let block = regex_free_replace(&json, "\"block\":", "0");
+    let e = tidewater::run_plan_json(&block, &options())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("field `block` (bytes per block) must be at least 1, found 0"),
+        "{e}"
+    );
+    let device = json.replace(input.to_str().unwrap(), "/dev/zero");
+    let e = tidewater::run_plan_json(&device, &options())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("input file '/dev/zero' is a character device, not a regular file"),
+        "{e}"
+    );
+}
+
+/// `json` with the number after the first `key` replaced by `value`.
+fn regex_free_replace(json: &str, key: &str, value: &str) -> String {
+    let at = json.find(key).expect("the key is in the plan") + key.len();
+    let rest = &json[at..];
+    let start = rest.len() - rest.trim_start().len();
+    let digits = rest[start..]
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(rest.len() - start);
+    format!(
+        "{}{}{value}{}",
+        &json[..at],
+        &rest[..start],
+        &rest[start + digits..]
+    )
+}

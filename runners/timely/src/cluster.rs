@@ -215,6 +215,20 @@ impl WireError {
     }
 }
 
+/// Writes a new file `path` readable and writable by its owner only (0600), never
+/// through a symlink or over an existing file.
+fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)?;
+    f.write_all(bytes)?;
+    f.sync_all()
+}
+
 /// Writes a child's outcome for the supervisor, then ends the process: 0 when the job
 /// is done, [`PIPELINE_FAILED`] when the pipeline failed.
 pub fn finish_child(path: &Path, result: Result<PipelineResult>) -> ! {
@@ -242,7 +256,12 @@ pub fn finish_child(path: &Path, result: Result<PipelineResult>) -> ! {
         }
     };
     let bytes = postcard::to_allocvec(&outcome).expect("an outcome encodes");
-    if let Err(e) = write_atomic(path, &bytes) {
+    // Written beside and renamed into place: the supervisor never reads half of it.
+    let tmp = path.with_extension("part");
+    if let Err(e) = write_private(&tmp, &bytes)
+        .and_then(|()| std::fs::rename(&tmp, path))
+        .map_err(|e| format!("{}: {e}", path.display()))
+    {
         eprintln!("error: cannot hand the outcome to the supervisor: {e}");
         std::process::exit(1);
     }
@@ -450,12 +469,13 @@ impl Supervisor {
         work: &Path,
         attempt: usize,
         stop: &crate::stop::Supervising,
+        secret: &crate::handshake::Secret,
     ) -> Result<Attempt> {
         let n = self.processes;
         let ports = free_ports(n)?;
         let hosts = work.join(format!("hosts-{attempt}"));
         let listing: String = ports.iter().map(|p| format!("127.0.0.1:{p}\n")).collect();
-        std::fs::write(&hosts, listing).map_err(|e| Error::Io {
+        write_private(&hosts, listing.as_bytes()).map_err(|e| Error::Io {
             what: "cannot write the hosts file".into(),
             path: hosts.clone(),
             cause: e,
@@ -473,6 +493,7 @@ impl Supervisor {
                 .arg(format!("--process-id={i}"))
                 .arg(format!("--hosts={}", hosts.display()))
                 .env(CHILD_ENV, &outcome)
+                .env(crate::handshake::SECRET_ENV, secret.to_hex())
                 .stdin(std::process::Stdio::piped())
                 .stdout(std::process::Stdio::piped())
                 .spawn();
@@ -610,12 +631,20 @@ impl Supervisor {
     /// Runs the cluster to the end, restarting it from the last checkpoint after a
     /// failure; the job's result is process 0's.
     pub fn run(&self) -> Result<PipelineResult> {
-        let work = std::env::temp_dir().join(format!("tidewater-cluster-{}", std::process::id()));
-        std::fs::create_dir_all(&work).map_err(|e| Error::Io {
-            what: "cannot create the cluster's work directory".into(),
-            path: work.clone(),
-            cause: e,
-        })?;
+        // A fresh directory with a random name, only this user's (0700): nobody can
+        // read the hosts and outcome files, or plant a symlink where they go (a
+        // predictable name reused if it existed let a local user have a launch
+        // overwrite a file of theirs choosing). Removed when the supervisor ends.
+        let work_dir = tempfile::Builder::new()
+            .prefix("tidewater-cluster-")
+            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
+            .tempdir()
+            .map_err(|e| Error::Io {
+                what: "cannot create the cluster's work directory in".into(),
+                path: std::env::temp_dir(),
+                cause: e,
+            })?;
+        let work = work_dir.path().to_path_buf();
         // The supervisor holds the directory for its job; its processes do not lock it.
         let _lock = match &self.checkpoint_dir {
             Some(dir) => {
@@ -628,10 +657,14 @@ impl Supervisor {
         let job = Instant::now();
         let mut restarts = Restarts::new(self.restart.clone(), u64::from(std::process::id()));
         let stop = crate::stop::supervising();
+        // The job's secret, fresh: only its processes (which get it in their
+        // environment, readable by this user only) can join its cluster.
+        let secret = crate::handshake::Secret::fresh()
+            .map_err(|e| Error::Internal(format!("cannot make the cluster's secret: {e}")))?;
         let result = loop {
             let started = Instant::now();
             let durable = self.durable();
-            match self.attempt(&work, restarts.restarts(), &stop) {
+            match self.attempt(&work, restarts.restarts(), &stop, &secret) {
                 Ok(Attempt::Done(r)) => break Ok(r),
                 Ok(Attempt::Failed(e)) => break Err(e),
                 Err(e) => break Err(e),
@@ -665,7 +698,7 @@ impl Supervisor {
                 }
             }
         };
-        let _ = std::fs::remove_dir_all(&work);
+        drop(work_dir);
         result
     }
 }

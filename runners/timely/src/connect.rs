@@ -3,15 +3,19 @@
 //! timely's own start-up (`timely_communication::networking::create_sockets`) polls
 //! for connections once a second: every cluster start, and so every recovery restart,
 //! waited about a second with nothing to do, and it waits forever for a process that
-//! never comes. This does the same handshake (process `i` connects to every process
-//! below it and sends its index as a big-endian `u64`; it accepts the connections of
-//! every process above it) polling every few milliseconds, and gives up with an error
+//! never comes, and it takes whoever says a number for a peer. This connects the same
+//! way (process `i` connects to every process below it and accepts the connections of
+//! every process above it), through an authenticated handshake
+//! ([`crate::handshake`]), polling every few milliseconds, and gives up with an error
 //! naming the missing process after a deadline. The sockets are then handed to timely
 //! (`initialize_networking_from_sockets`), which runs its send and receive threads on
 //! them as it would on its own.
 
-use std::io::{self, Read, Write};
+use crate::handshake::{self, Secret};
+use std::io;
 use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 use tidewater::{Error, Result};
 
@@ -19,7 +23,11 @@ use tidewater::{Error, Result};
 const POLL: Duration = Duration::from_millis(5);
 
 /// Connects process `me` of `addresses.len()` to all the others; the result has a
-/// stream to each other process, in order, and `None` at `me` (timely's layout).
+/// stream to each other process, in order, and `None` at `me` (timely's layout). Every
+/// connection passes the handshake under `secret` first ([`crate::handshake`]); one
+/// that does not (a stranger, garbage, silence, an index that is not a peer's) is
+/// dropped with a line naming its address, and the process goes on waiting for its
+/// peers.
 ///
 /// Fails when `addresses[me]` cannot be bound, or when some process has not connected
 /// (or could not be connected to) within `timeout`.
@@ -27,6 +35,7 @@ pub fn connect(
     addresses: &[String],
     me: usize,
     timeout: Duration,
+    secret: &Secret,
 ) -> Result<Vec<Option<TcpStream>>> {
     let n = addresses.len();
     if me >= n {
@@ -46,11 +55,12 @@ pub fn connect(
         .map_err(|e| Error::Internal(format!("process {me}: {e}")))?;
     // Accepting runs beside connecting: a process connects downwards while the ones
     // above it connect to it, and neither may wait for the other.
+    let key = secret.clone();
     let accepting = std::thread::Builder::new()
         .name("tidewater:accept".into())
-        .spawn(move || accept_above(&listener, me, n, deadline))
+        .spawn(move || accept_above(&listener, me, n, deadline, &key))
         .map_err(|e| Error::Internal(format!("process {me}: cannot start a thread: {e}")))?;
-    let below = connect_below(addresses, me, deadline);
+    let below = connect_below(addresses, me, deadline, secret);
     let above = accepting
         .join()
         .map_err(|_| Error::Internal(format!("process {me}: its accepting thread panicked")))?;
@@ -60,70 +70,96 @@ pub fn connect(
     Ok(out)
 }
 
-/// Connects to every process below `me`, retrying until `deadline`.
+/// Connects to every process below `me` and passes the handshake with it, retrying
+/// until `deadline` (something else may answer at its address for a while: a process
+/// of an earlier attempt, or of another job).
 fn connect_below(
     addresses: &[String],
     me: usize,
     deadline: Instant,
+    secret: &Secret,
 ) -> Result<Vec<Option<TcpStream>>> {
     let mut out = Vec::with_capacity(me);
     for (index, address) in addresses.iter().enumerate().take(me) {
-        let mut stream = loop {
-            match TcpStream::connect(address.as_str()) {
-                Ok(s) => break s,
-                Err(e) if Instant::now() >= deadline => {
-                    return Err(Error::Internal(format!(
-                        "process {me} could not connect to process {index} at {address}: {e} (gave up after waiting)"
-                    )))
-                }
-                Err(_) => std::thread::sleep(POLL),
+        let stream = loop {
+            let why = match TcpStream::connect(address.as_str()) {
+                Ok(mut s) => match handshake::connect(&mut s, secret, me as u64, index as u64) {
+                    Ok(()) => break s,
+                    Err(why) => why.to_string(),
+                },
+                Err(e) => e.to_string(),
+            };
+            if Instant::now() >= deadline {
+                return Err(Error::Internal(format!(
+                    "process {me} could not connect to process {index} at {address}: {why} (gave up after waiting)"
+                )));
             }
+            std::thread::sleep(POLL);
         };
-        let sent = stream
-            .set_nodelay(true)
-            .and_then(|()| stream.write_all(&(me as u64).to_be_bytes()));
-        sent.map_err(|e| {
-            Error::Internal(format!(
-                "process {me} could not greet process {index} at {address}: {e}"
-            ))
-        })?;
         out.push(Some(stream));
     }
     Ok(out)
 }
 
-/// Accepts one connection from every process above `me` (they say who they are),
-/// until `deadline`.
+/// Handshakes under way at once at most; a connection beyond them is dropped at once.
+const MAX_HANDSHAKES: usize = 64;
+
+/// Accepts one connection from every process above `me`, each through the handshake,
+/// until `deadline`. Each handshake runs on a thread of its own, so that a silent
+/// stranger holds up nobody.
 fn accept_above(
     listener: &TcpListener,
     me: usize,
     n: usize,
     deadline: Instant,
+    secret: &Secret,
 ) -> Result<Vec<TcpStream>> {
     let mut slots: Vec<Option<TcpStream>> = (me + 1..n).map(|_| None).collect();
+    let (done, results) = mpsc::channel();
+    let running = Arc::new(AtomicUsize::new(0));
     while slots.iter().any(Option::is_none) {
+        while let Ok((from, index, stream)) = results.try_recv() {
+            let slot = &mut slots[(index - me as u64 - 1) as usize];
+            if slot.is_some() {
+                eprintln!(
+                    "process {me}: dropped a connection from {from}: process {index} has connected already"
+                );
+            } else {
+                *slot = Some(stream);
+            }
+        }
         match listener.accept() {
             Ok((mut stream, from)) => {
-                let index = greeting(&mut stream).map_err(|e| {
-                    Error::Internal(format!(
-                        "process {me}: a connection from {from} did not say which process it is: {e}"
-                    ))
-                })?;
-                let slot = index
-                    .checked_sub(me as u64 + 1)
-                    .and_then(|i| slots.get_mut(usize::try_from(i).ok()?))
-                    .ok_or_else(|| {
-                        Error::Internal(format!(
-                            "process {me}: a connection from {from} says it is process {index}, \
-                             which is not above it in a cluster of {n}"
-                        ))
-                    })?;
-                if slot.is_some() {
+                if running.load(Ordering::SeqCst) >= MAX_HANDSHAKES {
+                    eprintln!(
+                        "process {me}: dropped a connection from {from}: {MAX_HANDSHAKES} handshakes are under way"
+                    );
+                    continue;
+                }
+                running.fetch_add(1, Ordering::SeqCst);
+                let (done, running, secret) = (done.clone(), Arc::clone(&running), secret.clone());
+                let wanted = move |i: u64| i > me as u64 && i < n as u64;
+                let spawned = std::thread::Builder::new()
+                    .name("tidewater:handshake".into())
+                    .spawn(move || {
+                        let result = handshake::accept(&mut stream, &secret, me as u64, wanted);
+                        running.fetch_sub(1, Ordering::SeqCst);
+                        match result {
+                            Ok(index) => {
+                                let _ = done.send((from, index, stream));
+                            }
+                            // Said here: the cluster may be complete (and the loop over)
+                            // before a silent stranger's time is up.
+                            Err(why) => {
+                                eprintln!("process {me}: dropped a connection from {from}: {why}")
+                            }
+                        }
+                    });
+                if let Err(e) = spawned {
                     return Err(Error::Internal(format!(
-                        "process {me}: process {index} connected twice (from {from})"
+                        "process {me}: cannot start a thread: {e}"
                     )));
                 }
-                *slot = Some(stream);
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 if Instant::now() >= deadline {
@@ -150,20 +186,10 @@ fn accept_above(
     Ok(slots.into_iter().flatten().collect())
 }
 
-/// Reads the index a connecting process sends first.
-fn greeting(stream: &mut TcpStream) -> io::Result<u64> {
-    stream.set_nonblocking(false)?;
-    stream.set_nodelay(true)?;
-    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
-    let mut buf = [0u8; 8];
-    stream.read_exact(&mut buf)?;
-    stream.set_read_timeout(None)?;
-    Ok(u64::from_be_bytes(buf))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::{Read, Write};
 
     fn free_addresses(n: usize) -> Vec<String> {
         let ls: Vec<TcpListener> = (0..n)
@@ -172,6 +198,10 @@ mod tests {
         ls.iter()
             .map(|l| l.local_addr().unwrap().to_string())
             .collect()
+    }
+
+    fn secret() -> Secret {
+        Secret::parse("00112233445566778899aabbccddeeff").unwrap()
     }
 
     #[test]
@@ -184,7 +214,8 @@ mod tests {
                 std::thread::spawn(move || {
                     // The highest starts first: its connections are refused at first.
                     std::thread::sleep(Duration::from_millis(30 * (2 - me as u64)));
-                    let mut streams = connect(&addresses, me, Duration::from_secs(10)).unwrap();
+                    let mut streams =
+                        connect(&addresses, me, Duration::from_secs(10), &secret()).unwrap();
                     // Each says who it is on every stream, and reads who is at the other end.
                     for s in streams.iter_mut().flatten() {
                         s.write_all(&[me as u8]).unwrap();
@@ -218,32 +249,59 @@ mod tests {
     #[test]
     fn a_process_that_never_comes_is_named_after_the_deadline() {
         let addresses = free_addresses(2);
-        let err = connect(&addresses, 0, Duration::from_millis(100))
+        let err = connect(&addresses, 0, Duration::from_millis(100), &secret())
             .unwrap_err()
             .to_string();
         assert!(err.contains("process(es) 1 never connected"), "{err}");
-        let err = connect(&addresses, 1, Duration::from_millis(100))
+        let err = connect(&addresses, 1, Duration::from_millis(100), &secret())
             .unwrap_err()
             .to_string();
         assert!(err.contains("could not connect to process 0 at"), "{err}");
     }
 
+    /// Strangers connect first: one claims to be process 1 the old way (8 bytes), one
+    /// sends garbage, one stays silent, one has another secret. Each is dropped, and
+    /// the real process 1 joins; the silent one holds up nothing (before: the first
+    /// was taken as process 1, garbage failed the job, silence stalled it 10 s).
     #[test]
-    fn a_connection_that_claims_a_wrong_index_is_refused() {
+    fn strangers_are_dropped_and_the_real_peer_joins() {
         let addresses = free_addresses(2);
         let to = addresses[0].clone();
-        let h = std::thread::spawn(move || loop {
-            if let Ok(mut s) = TcpStream::connect(&to) {
-                s.write_all(&7u64.to_be_bytes()).unwrap();
-                std::thread::sleep(Duration::from_millis(200));
-                break;
-            }
-            std::thread::sleep(POLL);
+        let strangers = std::thread::spawn(move || {
+            let reach = || loop {
+                if let Ok(s) = TcpStream::connect(&to) {
+                    return s;
+                }
+                std::thread::sleep(POLL);
+            };
+            let mut claims = reach();
+            claims.write_all(&1u64.to_be_bytes()).unwrap();
+            let mut garbage = reach();
+            garbage.write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();
+            let silent = reach();
+            let mut other = reach();
+            let wrong = Secret::parse("ffeeddccbbaa99887766554433221100").unwrap();
+            let refused = handshake::connect(&mut other, &wrong, 1, 0);
+            (claims, garbage, silent, refused.map_err(|e| e.to_string()))
         });
-        let err = connect(&addresses, 0, Duration::from_secs(5))
-            .unwrap_err()
-            .to_string();
-        h.join().unwrap();
-        assert!(err.contains("says it is process 7"), "{err}");
+        let real = {
+            let addresses = addresses.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(200));
+                connect(&addresses, 1, Duration::from_secs(10), &secret())
+            })
+        };
+        let started = Instant::now();
+        let streams = connect(&addresses, 0, Duration::from_secs(10), &secret()).unwrap();
+        assert!(streams[1].is_some());
+        assert!(real.join().unwrap().unwrap()[0].is_some());
+        assert!(
+            started.elapsed() < handshake::STEP_TIMEOUT,
+            "a stranger held the cluster up: {:?}",
+            started.elapsed()
+        );
+        let (_claims, _garbage, _silent, refused) = strangers.join().unwrap();
+        // The process with another secret learns the acceptor is not its peer.
+        assert_eq!(refused.unwrap_err(), "it does not hold the job's secret");
     }
 }

@@ -317,6 +317,7 @@ impl EngineRunner {
             workers,
             processes,
             process_id: e.process_id as usize,
+            secret: cluster_secret(e, &addresses)?,
             addresses,
             connect_timeout: Duration::from_millis(parse(
                 "connect_timeout_ms",
@@ -347,6 +348,60 @@ impl EngineRunner {
             job_id: String::new(),
         })
     }
+}
+
+/// The secret the processes of a cluster prove they hold ([`crate::handshake`]):
+/// `--cluster-secret-file`, else [`handshake::SECRET_ENV`] (a local cluster's
+/// supervisor sets it), else none on loopback; a cluster with a routable address is
+/// refused without one.
+fn cluster_secret(
+    e: &tidewater::EngineOptions,
+    addresses: &[String],
+) -> Result<crate::handshake::Secret> {
+    use crate::handshake::{Secret, SECRET_ENV};
+    use std::os::unix::fs::PermissionsExt;
+    if addresses.is_empty() {
+        return Ok(Secret::none());
+    }
+    if let Some(path) = &e.cluster_secret_file {
+        let option = format!("--cluster-secret-file {}", path.display());
+        let meta = std::fs::metadata(path)
+            .map_err(|err| invalid(option.clone(), format!("cannot read it: {err}")))?;
+        let mode = meta.permissions().mode() & 0o777;
+        if mode & 0o077 != 0 || !meta.is_file() {
+            return Err(invalid(
+                option,
+                format!(
+                    "it must be a regular file only its owner can read (mode {mode:o}): chmod 600 {}",
+                    path.display()
+                ),
+            ));
+        }
+        let text = std::fs::read_to_string(path)
+            .map_err(|err| invalid(option.clone(), format!("cannot read it: {err}")))?;
+        return Secret::parse(&text).map_err(|m| invalid(option, m));
+    }
+    if let Ok(text) = std::env::var(SECRET_ENV) {
+        return Secret::parse(&text).map_err(|m| invalid(SECRET_ENV.to_string(), m));
+    }
+    let loopback = |a: &String| {
+        a.rsplit_once(':').is_some_and(|(host, _)| {
+            let host = host.trim_start_matches('[').trim_end_matches(']');
+            host == "localhost"
+                || host
+                    .parse::<std::net::IpAddr>()
+                    .is_ok_and(|ip| ip.is_loopback())
+        })
+    };
+    if let Some(routable) = addresses.iter().find(|a| !loopback(a)) {
+        return Err(invalid(
+            "--hosts".to_string(),
+            format!(
+                "{routable} is not on loopback, and a cluster across hosts needs a secret its processes prove they hold: give every process --cluster-secret-file FILE (readable by its owner only) or the environment variable {SECRET_ENV}"
+            ),
+        ));
+    }
+    Ok(Secret::none())
 }
 
 /// The job's id (core's `job.rs`): the restored checkpoint's, else `--job-id`, else

@@ -20,6 +20,7 @@ pub mod cluster;
 pub mod connect;
 pub mod epochs;
 pub mod fault;
+pub mod handshake;
 pub mod launch;
 pub mod metrics;
 pub mod msg;
@@ -68,6 +69,8 @@ pub struct EngineConfig {
     pub addresses: Vec<String>,
     /// How long a process of several waits for the others to connect at start-up.
     pub connect_timeout: Duration,
+    /// The secret a process proves it holds to join the cluster ([`handshake`]).
+    pub secret: handshake::Secret,
     /// How long an epoch lasts at the sources (the checkpoint or batch interval).
     pub epoch_interval: Duration,
     /// The runner's epoch policy.
@@ -196,7 +199,12 @@ fn allocators(
             .map_err(|e| Error::Internal(format!("the timely engine did not start: {e}")));
     }
     let threads = config.workers.max(1);
-    let sockets = connect::connect(&config.addresses, config.process_id, config.connect_timeout)?;
+    let sockets = connect::connect(
+        &config.addresses,
+        config.process_id,
+        config.connect_timeout,
+        &config.secret,
+    )?;
     let hooks = Hooks::default();
     let process =
         ProcessBuilder::new_typed_vector(threads, hooks.refill.clone(), hooks.spill.clone());

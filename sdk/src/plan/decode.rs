@@ -10,6 +10,7 @@ use crate::{WindowFn, WindowingStrategy};
 /// assert_eq!(e.to_string(), "plan format version 9 is not supported: this binary reads version 1");
 /// ```
 pub fn decode(json: &str) -> Result<Plan> {
+    check_limits(json)?;
     // The version first, so that another version's plan is not refused for its shape;
     // read without building the document (unknown fields are skipped).
     #[derive(serde::Deserialize)]
@@ -60,6 +61,63 @@ pub fn decode(json: &str) -> Result<Plan> {
     })?;
     check_references(&plan)?;
     Ok(plan)
+}
+
+/// The largest plan decoded, in bytes.
+pub const MAX_PLAN_BYTES: usize = 64 << 20;
+/// The deepest nesting of arrays and objects in a plan (a function's fields included).
+pub const MAX_PLAN_DEPTH: usize = 128;
+
+/// Refuses a plan over [`MAX_PLAN_BYTES`] or nesting deeper than [`MAX_PLAN_DEPTH`],
+/// before anything is built from it: a plan comes from outside the process, and a
+/// function's fields are kept as raw JSON, which nests without limit (10,000 levels
+/// took 600 MB to hash).
+///
+/// ```
+/// let deep = format!("{{\"version\": 1, \"x\": {}{}}}", "[".repeat(200), "]".repeat(200));
+/// let e = tidewater::plan::decode(&deep).unwrap_err().to_string();
+/// assert!(e.contains("nests arrays and objects deeper than 128 levels (at line 1, column 148)"), "{e}");
+/// ```
+fn check_limits(json: &str) -> Result<()> {
+    if json.len() > MAX_PLAN_BYTES {
+        return Err(Error::MalformedPlan {
+            message: format!(
+                "the plan is {} bytes, over the limit of {MAX_PLAN_BYTES}",
+                json.len()
+            ),
+        });
+    }
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    for (i, b) in json.bytes().enumerate() {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > MAX_PLAN_DEPTH {
+                    let before = &json[..i];
+                    let line = before.matches('\n').count() + 1;
+                    let column = i - before.rfind('\n').map_or(0, |n| n + 1) + 1;
+                    return Err(Error::MalformedPlan {
+                        message: format!(
+                            "the plan nests arrays and objects deeper than {MAX_PLAN_DEPTH} levels (at line {line}, column {column})"
+                        ),
+                    });
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 fn check_references(plan: &Plan) -> Result<()> {

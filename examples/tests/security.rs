@@ -1,0 +1,132 @@
+//! A cluster only its own processes can join (issue 34): a `--hosts` job of two
+//! processes with a secret, while strangers connect to process 0 first — one claims
+//! to be process 1 the old way (its index as 8 bytes), one sends garbage, one stays
+//! silent — writes exactly the direct runner's output. Before, the first stranger was
+//! taken as process 1 and sent the job's data, garbage failed the job at once, and a
+//! silent connection stalled it for 10 s and then failed it. A cluster on a routable
+//! address without a secret is refused, and so is a secret file others can read.
+
+mod common;
+
+use common::*;
+use std::io::Write;
+use std::net::{TcpListener, TcpStream};
+use std::time::{Duration, Instant};
+
+fn free_ports(n: usize) -> Vec<u16> {
+    let ls: Vec<TcpListener> = (0..n)
+        .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    ls.iter().map(|l| l.local_addr().unwrap().port()).collect()
+}
+
+fn secret_file(dir: &std::path::Path, mode: u32) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join("secret");
+    std::fs::write(
+        &path,
+        "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+    path
+}
+
+#[test]
+fn strangers_cannot_join_or_stop_a_hosts_cluster() {
+    let _s = serial();
+    for runner in RUNNERS {
+        let run = Run::on(runner);
+        let dir = tempfile::tempdir().unwrap();
+        let ports = free_ports(2);
+        let hosts = dir.path().join("hosts");
+        std::fs::write(
+            &hosts,
+            ports
+                .iter()
+                .map(|p| format!("127.0.0.1:{p}\n"))
+                .collect::<String>(),
+        )
+        .unwrap();
+        let secret = secret_file(dir.path(), 0o600);
+        let process = |i: usize| {
+            run.command(&[
+                "--processes=2",
+                &format!("--process-id={i}"),
+                &format!("--hosts={}", hosts.display()),
+                &format!("--cluster-secret-file={}", secret.display()),
+            ])
+            .spawn()
+            .unwrap()
+        };
+        let first = process(0);
+        // Strangers get in before process 1.
+        let to = format!("127.0.0.1:{}", ports[0]);
+        let reach = || {
+            let started = Instant::now();
+            loop {
+                if let Ok(s) = TcpStream::connect(&to) {
+                    return s;
+                }
+                assert!(
+                    started.elapsed() < Duration::from_secs(30),
+                    "process 0 never listened"
+                );
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        };
+        let mut claims = reach();
+        claims.write_all(&1u64.to_be_bytes()).unwrap();
+        let mut garbage = reach();
+        garbage
+            .write_all(&[0x47, 0x3f, 0x00, 0xff, 0x12, 0x34, 0x56, 0x78])
+            .unwrap();
+        let _silent = reach();
+        std::thread::sleep(Duration::from_millis(200));
+        let second = process(1);
+        let what = format!("{runner}: a --hosts cluster with strangers");
+        let err0 = finish(first, &what);
+        finish(second, &what);
+        assert!(
+            err0.matches("dropped a connection from 127.0.0.1:").count() >= 2,
+            "{what}: the strangers were not reported:\n{err0}"
+        );
+        assert_exact(&run, &what);
+    }
+}
+
+#[test]
+fn a_cluster_across_hosts_needs_a_private_secret() {
+    let run = Run::on("native");
+    let dir = tempfile::tempdir().unwrap();
+    let hosts = dir.path().join("hosts");
+    std::fs::write(&hosts, "10.11.12.13:2101\n10.11.12.14:2101\n").unwrap();
+    let err = refused(
+        run.command(&[
+            "--processes=2",
+            "--process-id=0",
+            &format!("--hosts={}", hosts.display()),
+        ]),
+        "no secret",
+    );
+    assert!(
+        err.contains("10.11.12.13:2101 is not on loopback")
+            && err.contains("--cluster-secret-file"),
+        "{err}"
+    );
+    let readable = secret_file(dir.path(), 0o644);
+    let err = refused(
+        run.command(&[
+            "--processes=2",
+            "--process-id=0",
+            &format!("--hosts={}", hosts.display()),
+            &format!("--cluster-secret-file={}", readable.display()),
+        ]),
+        "a readable secret",
+    );
+    assert!(
+        err.contains("readable by its owner only")
+            || err.contains("only its owner can read (mode 644)"),
+        "{err}"
+    );
+}
