@@ -229,17 +229,9 @@ fn crash_at_point(run: &Run, workers: u32, point: &str) {
 
 /// [`crash_at_point`] with more environment variables for the crashed run.
 fn crash_at_point_with(run: &Run, workers: u32, point: &str, env: &[(&str, &str)]) {
-    let marker = run.ckpt.with_extension("fault");
-    let status = run
-        .command(&[&format!("--workers={workers}")])
-        .envs(env.iter().copied())
-        .env(
-            "TIDEWATER_FAULT",
-            format!("{point}:1000:{}", marker.display()),
-        )
-        .status()
-        .unwrap();
-    assert!(!status.success(), "the fault should have aborted the run");
+    let mut command = run.command(&[&format!("--workers={workers}")]);
+    command.envs(env.iter().copied());
+    abort_at(run, command, point);
 }
 
 /// Resumed at another number of workers, one worker reads partitions that were read

@@ -22,16 +22,7 @@ use std::path::Path;
 /// if the crash had come before them). `committed` says the newest committed epoch.
 /// Returns the epoch of the newest checkpoint left.
 fn crash_after_a_commit(run: &Run, extra: &[&str], committed: impl Fn() -> Option<u64>) -> u64 {
-    let marker = run.ckpt.with_extension("fault");
-    let status = run
-        .command(extra)
-        .env(
-            "TIDEWATER_FAULT",
-            format!("snapshot:1000:{}", marker.display()),
-        )
-        .status()
-        .unwrap();
-    assert!(!status.success(), "the fault should have aborted the run");
+    abort_at(run, run.command(extra), "snapshot");
     let last = committed().expect("epochs were committed before the crash");
     loop {
         let newest = newest_manifest(&run.ckpt);
@@ -169,16 +160,7 @@ fn a_staged_file_gone_before_its_commit_fails_naming_the_epoch() {
     let _s = serial();
     for runner in RUNNERS {
         let run = Run::on(runner);
-        let marker = run.ckpt.with_extension("fault");
-        let status = run
-            .command(&["--workers=1"])
-            .env(
-                "TIDEWATER_FAULT",
-                format!("staged:1000:{}", marker.display()),
-            )
-            .status()
-            .unwrap();
-        assert!(!status.success(), "the fault should have aborted the run");
+        abort_at(&run, run.command(&["--workers=1"]), "staged");
         let staged: Vec<_> = std::fs::read_dir(&run.out)
             .unwrap()
             .map(|e| e.unwrap().path())
@@ -279,23 +261,8 @@ fn postgres_commit_of_a_transaction_rolled_back_by_hand_fails_naming_the_epoch()
         let [pg, pg_table] = pg_flags(&url, &table);
         let run = Run::on(runner);
         let flags = ["--workers=1", pg.as_str(), pg_table.as_str()];
-        let marker = run.ckpt.with_extension("fault");
-        let status = run
-            .command(&flags)
-            .env(
-                "TIDEWATER_FAULT",
-                format!("staged:1000:{}", marker.display()),
-            )
-            .status()
-            .unwrap();
-        assert!(!status.success(), "the fault should have aborted the run");
-        let gids: Vec<String> = rt
-            .block_on(c.query("SELECT gid FROM pg_prepared_xacts", &[]))
-            .unwrap()
-            .iter()
-            .map(|r| r.get::<_, String>(0))
-            .filter(|g| g.starts_with(&format!("tidewater:{table}:")))
-            .collect();
+        abort_at(&run, run.command(&flags), "staged");
+        let gids = pg_prepared(&c, &table);
         assert!(!gids.is_empty(), "{runner}: nothing was left prepared");
         for g in &gids {
             rt.block_on(c.batch_execute(&format!("ROLLBACK PREPARED '{g}'")))

@@ -311,13 +311,7 @@ pub fn pg_assert_lines(c: &tokio_postgres::Client, table: &str, want: &[String],
         .collect();
     got.sort();
     assert!(got == want, "{what}: {}", difference(&got, want));
-    let left: Vec<String> = rt
-        .block_on(c.query("SELECT gid FROM pg_prepared_xacts", &[]))
-        .unwrap()
-        .iter()
-        .map(|r| r.get::<_, String>(0))
-        .filter(|g| g.starts_with(&format!("tidewater:{table}:")))
-        .collect();
+    let left = pg_prepared(c, table);
     assert!(left.is_empty(), "{what}: left prepared: {left:?}");
     eprintln!("{what}: every row exactly once");
 }
@@ -458,4 +452,29 @@ pub fn gone(pid: i32) -> bool {
             .rsplit_once(") ")
             .is_some_and(|(_, rest)| rest.starts_with('Z') || rest.starts_with('X')),
     }
+}
+
+/// The transactions of sinks named after `table` (by default, those writing into it)
+/// left prepared.
+pub fn pg_prepared(c: &tokio_postgres::Client, table: &str) -> Vec<String> {
+    tidewater::io::runtime()
+        .block_on(c.query("SELECT gid FROM pg_prepared_xacts", &[]))
+        .unwrap()
+        .iter()
+        .map(|r| r.get::<_, String>(0))
+        .filter(|g| g.starts_with(&format!("tidewater:{table}:")))
+        .collect()
+}
+
+/// Runs `command` (of `run`) until a fault at `point` aborts it, 1 s in.
+pub fn abort_at(run: &Run, mut command: Command, point: &str) {
+    let marker = run.ckpt.with_extension("fault");
+    let status = command
+        .env(
+            "TIDEWATER_FAULT",
+            format!("{point}:1000:{}", marker.display()),
+        )
+        .status()
+        .unwrap();
+    assert!(!status.success(), "the fault should have aborted the run");
 }
