@@ -101,6 +101,22 @@ fn connect_below(
     Ok(out)
 }
 
+/// Puts a peer that passed the handshake in its slot, unless one is there already.
+fn place(
+    slots: &mut [Option<TcpStream>],
+    me: usize,
+    (from, index, stream): (std::net::SocketAddr, u64, TcpStream),
+) {
+    let slot = &mut slots[(index - me as u64 - 1) as usize];
+    if slot.is_some() {
+        eprintln!(
+            "process {me}: dropped a connection from {from}: process {index} has connected already"
+        );
+    } else {
+        *slot = Some(stream);
+    }
+}
+
 /// Handshakes under way at once at most; a connection beyond them is dropped at once.
 const MAX_HANDSHAKES: usize = 64;
 
@@ -118,15 +134,8 @@ fn accept_above(
     let (done, results) = mpsc::channel();
     let running = Arc::new(AtomicUsize::new(0));
     while slots.iter().any(Option::is_none) {
-        while let Ok((from, index, stream)) = results.try_recv() {
-            let slot = &mut slots[(index - me as u64 - 1) as usize];
-            if slot.is_some() {
-                eprintln!(
-                    "process {me}: dropped a connection from {from}: process {index} has connected already"
-                );
-            } else {
-                *slot = Some(stream);
-            }
+        while let Ok(joined) = results.try_recv() {
+            place(&mut slots, me, joined);
         }
         match listener.accept() {
             Ok((mut stream, from)) => {
@@ -174,7 +183,10 @@ fn accept_above(
                         missing.join(", ")
                     )));
                 }
-                std::thread::sleep(POLL);
+                // Waits for a handshake under way as much as for the next connection.
+                if let Ok(joined) = results.recv_timeout(POLL) {
+                    place(&mut slots, me, joined);
+                }
             }
             Err(e) => {
                 return Err(Error::Internal(format!(
