@@ -233,3 +233,64 @@ pub fn accept(
     done(stream)?;
     Ok(index)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::net::{Shutdown, TcpListener};
+
+    fn pair() -> (TcpStream, TcpStream) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let a = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (b, _) = l.accept().unwrap();
+        (a, b)
+    }
+
+    fn secret() -> Secret {
+        Secret::parse("00112233445566778899aabbccddeeff").unwrap()
+    }
+
+    #[test]
+    fn two_holders_of_the_secret_pass_and_a_third_does_not() {
+        let (mut a, mut b) = pair();
+        let t = std::thread::spawn(move || connect(&mut a, &secret(), 3, 1));
+        assert_eq!(accept(&mut b, &secret(), 1, |i| i == 3).unwrap(), 3);
+        t.join().unwrap().unwrap();
+        let (mut a, mut b) = pair();
+        let other = Secret::parse("a passphrase of some length").unwrap();
+        let t = std::thread::spawn(move || connect(&mut a, &other, 3, 1));
+        assert!(accept(&mut b, &secret(), 1, |i| i == 3).is_err());
+        assert_eq!(
+            t.join().unwrap().unwrap_err().to_string(),
+            "it does not hold the job's secret"
+        );
+    }
+
+    #[test]
+    fn secrets_are_at_least_sixteen_bytes() {
+        assert!(Secret::parse("short").is_err());
+        assert_eq!(Secret::parse(&"ab".repeat(16)).unwrap().0, vec![0xab; 16]);
+        assert_eq!(Secret::fresh().unwrap().to_hex().len(), 64);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// Whatever a stranger sends (then closing its side), both ends refuse it
+        /// without a panic, and neither waits for the step timeout.
+        #[test]
+        fn random_bytes_are_refused_on_both_sides(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+            let (mut stranger, mut acceptor) = pair();
+            stranger.write_all(&bytes).unwrap();
+            stranger.shutdown(Shutdown::Write).unwrap();
+            let started = std::time::Instant::now();
+            prop_assert!(accept(&mut acceptor, &secret(), 0, |i| i == 1).is_err());
+            prop_assert!(started.elapsed() < STEP_TIMEOUT);
+            let (mut connector, mut server) = pair();
+            server.write_all(&bytes).unwrap();
+            server.shutdown(Shutdown::Write).unwrap();
+            prop_assert!(connect(&mut connector, &secret(), 1, 0).is_err());
+        }
+    }
+}
