@@ -28,18 +28,23 @@ pub struct GenerateSequence {
     /// One past the last number; `None` for an unbounded sequence.
     pub to: Option<u64>,
     /// Numbers per second of processing time; `None` for as fast as possible.
+    #[serde(deserialize_with = "checked::rate")]
     pub rate_per_sec: Option<f64>,
     /// Event time of `from`, in ms.
     pub start_ms: i64,
     /// Event time between consecutive numbers, in ms.
+    #[serde(deserialize_with = "checked::event_interval_ms")]
     pub event_interval_ms: i64,
     /// Each number's event time is moved back by a pseudo-random amount in
     /// `[0, out_of_orderness_ms]`; the watermark accounts for it.
+    #[serde(deserialize_with = "checked::out_of_orderness_ms")]
     pub out_of_orderness_ms: i64,
     /// Every `late_every`-th number (if set) is moved back by `lateness_ms`, behind the
     /// watermark: late data.
+    #[serde(deserialize_with = "checked::late_every")]
     pub late_every: Option<u64>,
     /// How far late numbers are moved back, in ms.
+    #[serde(deserialize_with = "checked::lateness_ms")]
     pub lateness_ms: i64,
     /// Seed of the out-of-orderness.
     pub seed: u64,
@@ -240,4 +245,52 @@ fn due_through(rate: f64, started: i64, step: u64, now: i64) -> Option<u64> {
         k += 1;
     }
     Some(k)
+}
+
+/// The fields of a plan's GenerateSequence that could hang or break a job, checked
+/// as the plan is decoded: an error names the field and the value.
+mod checked {
+    use serde::{de::Error, Deserialize, Deserializer};
+
+    /// `ok(value)` or an error naming `field` and saying what it must be.
+    fn check<'de, D: Deserializer<'de>, T: Deserialize<'de> + std::fmt::Debug>(
+        d: D,
+        field: &str,
+        must: &str,
+        ok: impl Fn(&T) -> bool,
+    ) -> Result<T, D::Error> {
+        let v = T::deserialize(d)?;
+        if ok(&v) {
+            Ok(v)
+        } else {
+            Err(D::Error::custom(format!(
+                "field `{field}` must be {must}, found {v:?}"
+            )))
+        }
+    }
+
+    pub fn rate<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+        check(
+            d,
+            "rate_per_sec",
+            "a positive number of records per second",
+            |r: &Option<f64>| r.is_none_or(|r| r.is_finite() && r > 0.0),
+        )
+    }
+
+    pub fn late_every<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+        check(d, "late_every", "at least 1", |k: &Option<u64>| {
+            k.is_none_or(|k| k >= 1)
+        })
+    }
+
+    macro_rules! non_negative {
+        ($($name:ident),*) => {$(
+            pub fn $name<'de, D: Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
+                check(d, stringify!($name), "0 or more", |v: &i64| *v >= 0)
+            }
+        )*};
+    }
+
+    non_negative!(event_interval_ms, out_of_orderness_ms, lateness_ms);
 }

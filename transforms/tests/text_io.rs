@@ -429,3 +429,54 @@ fn regex_free_replace(json: &str, key: &str, value: &str) -> String {
         &rest[start + digits..]
     )
 }
+
+/// A plan's GenerateSequence with a rate of 0 waited forever; its other fields that
+/// could hang or break a job are checked too, each named.
+#[test]
+fn a_plans_generate_sequence_is_checked_field_by_field() {
+    use tidewater::Read;
+    use tidewater_transforms::GenerateSequence;
+    let p = Pipeline::new(options());
+    p.apply(
+        "Numbers",
+        Read::from(GenerateSequence::new(0, Some(10)).with_rate(0.0)),
+    )
+    .capture("numbers");
+    let e = p.run().unwrap_err().to_string();
+    assert!(
+        e.contains(
+            "field `rate_per_sec` must be a positive number of records per second, found Some(0.0)"
+        ),
+        "{e}"
+    );
+    let p = Pipeline::new(options());
+    p.apply("Numbers", Read::from(GenerateSequence::new(0, Some(10))))
+        .capture("numbers");
+    let json = tidewater::plan::encode(&p.to_plan().unwrap());
+    for (field, bad, says) in [
+        (
+            "\"event_interval_ms\":",
+            "-5",
+            "field `event_interval_ms` must be 0 or more, found -5",
+        ),
+        (
+            "\"out_of_orderness_ms\":",
+            "-1",
+            "field `out_of_orderness_ms` must be 0 or more, found -1",
+        ),
+    ] {
+        let e = tidewater::run_plan_json(&regex_free_replace(&json, field, bad), &options())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(says), "{e}");
+    }
+    let late = json.replacen("\"late_every\": null", "\"late_every\": 0", 1);
+    assert_ne!(late, json, "the plan names late_every");
+    let e = tidewater::run_plan_json(&late, &options())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("field `late_every` must be at least 1, found Some(0)"),
+        "{e}"
+    );
+}
