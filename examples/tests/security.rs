@@ -130,3 +130,30 @@ fn a_cluster_across_hosts_needs_a_private_secret() {
         "{err}"
     );
 }
+
+/// A savepoint directory that cannot be made is refused at the start, naming it, on
+/// a single process and a local cluster alike (before, the job ran to its end and then
+/// failed with "checkpoint cannot be restored").
+#[test]
+fn a_savepoint_directory_that_cannot_be_made_is_refused_at_the_start() {
+    let run = Run::on("native");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "").unwrap();
+    let savepoints = format!("--savepoint-dir={}", file.join("sp").display());
+    for extra in [vec![], vec!["--local-cluster=2"]] {
+        let started = Instant::now();
+        let mut args = vec![savepoints.as_str()];
+        args.extend(extra.iter().copied());
+        let err = refused(run.command(&args), "an impossible savepoint dir");
+        assert!(
+            err.contains(&format!(
+                "invalid option --savepoint-dir {}: cannot create it: Not a directory",
+                file.join("sp").display()
+            )),
+            "{err}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(2), "{err}");
+        assert!(run.lines().is_empty(), "the job ran");
+    }
+}

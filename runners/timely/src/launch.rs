@@ -333,7 +333,20 @@ impl EngineRunner {
                 Guarantee::ExactlyOnce
             },
             checkpoint_dir: checkpoint_dir(e),
-            savepoint_dir: e.savepoint_dir.clone(),
+            savepoint_dir: match &e.savepoint_dir {
+                // Made now: a directory that cannot be made fails the job at its start,
+                // not after it has run to the end.
+                Some(dir) => {
+                    std::fs::create_dir_all(dir).map_err(|err| {
+                        invalid(
+                            format!("--savepoint-dir {}", dir.display()),
+                            format!("cannot create it: {err}"),
+                        )
+                    })?;
+                    Some(dir.clone())
+                }
+                None => None,
+            },
             max_key_groups,
             lift_combiners,
             partial_flush_groups: parse("partial_flush_groups", 100_000)?,

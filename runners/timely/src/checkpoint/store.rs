@@ -214,8 +214,12 @@ impl Store {
     /// The store in `dir`, created if missing.
     pub fn open(dir: &Path) -> Result<Self> {
         let parts = dir.join("parts");
-        std::fs::create_dir_all(&parts)
-            .map_err(|e| io_error("cannot create the checkpoint directory", &parts, e))?;
+        // Not a checkpoint that cannot be restored: a directory that cannot be made.
+        std::fs::create_dir_all(&parts).map_err(|e| Error::Io {
+            what: "cannot create the directory".into(),
+            path: parts.clone(),
+            cause: e,
+        })?;
         Ok(Store {
             dir: dir.to_path_buf(),
         })
