@@ -62,27 +62,7 @@ fn strangers_cannot_join_or_stop_a_hosts_cluster() {
         };
         let first = process(0);
         // Strangers get in before process 1.
-        let to = format!("127.0.0.1:{}", ports[0]);
-        let reach = || {
-            let started = Instant::now();
-            loop {
-                if let Ok(s) = TcpStream::connect(&to) {
-                    return s;
-                }
-                assert!(
-                    started.elapsed() < Duration::from_secs(30),
-                    "process 0 never listened"
-                );
-                std::thread::sleep(Duration::from_millis(5));
-            }
-        };
-        let mut claims = reach();
-        claims.write_all(&1u64.to_be_bytes()).unwrap();
-        let mut garbage = reach();
-        garbage
-            .write_all(&[0x47, 0x3f, 0x00, 0xff, 0x12, 0x34, 0x56, 0x78])
-            .unwrap();
-        let _silent = reach();
+        let _strangers = strangers(&format!("127.0.0.1:{}", ports[0]));
         std::thread::sleep(Duration::from_millis(200));
         let second = process(1);
         let what = format!("{runner}: a --hosts cluster with strangers");
@@ -159,9 +139,8 @@ fn a_savepoint_directory_that_cannot_be_made_is_refused_at_the_start() {
     }
 }
 
-/// Connects strangers to process 0 of the cluster attempt whose processes are `pids`
-/// (its port from the hosts file its command line names): one claiming to be process 1
-/// the old way, one sending garbage, one silent. They are kept open until returned.
+/// [`strangers`] at process 0 of the cluster attempt whose processes are `pids` (its
+/// port from the hosts file its command line names).
 fn strangers_at(pids: &[i32]) -> Vec<TcpStream> {
     let cmdline = std::fs::read(format!("/proc/{}/cmdline", pids[0])).unwrap();
     let hosts = cmdline
@@ -171,10 +150,16 @@ fn strangers_at(pids: &[i32]) -> Vec<TcpStream> {
         .expect("a cluster process has a hosts file")
         .to_string();
     let text = std::fs::read_to_string(&hosts).unwrap();
-    let to = text.lines().next().unwrap().to_string();
+    strangers(text.lines().next().unwrap())
+}
+
+/// Connects strangers to the process listening at `to`: one claiming to be process 1
+/// the old way (its index as 8 bytes), one sending garbage, one silent. They are kept
+/// open until returned.
+fn strangers(to: &str) -> Vec<TcpStream> {
     let started = Instant::now();
     let reach = || loop {
-        if let Ok(s) = TcpStream::connect(&to) {
+        if let Ok(s) = TcpStream::connect(to) {
             return s;
         }
         assert!(
