@@ -416,23 +416,36 @@ impl<T: ToRow> PostgresSink<T> {
 
     /// Makes the ledger table if it is missing.
     async fn ensure_ledger(client: &Client, ledger: &str, server: &str) -> Result<(), UserError> {
+        // Made under a transaction-scoped advisory lock: instances of several processes
+        // start at once, and concurrent CREATE TABLE IF NOT EXISTS can still clash on
+        // the table's row type ("type ... already exists").
+        let key = tidewater::exec::key_hash(format!("tidewater:ledger:{ledger}").as_bytes()) as i64;
         let sql = format!(
-            "CREATE TABLE IF NOT EXISTS {ledger} (sink text NOT NULL, job text NOT NULL, epoch bigint NOT NULL, instance bigint NOT NULL, target text NOT NULL, written_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (sink, job, epoch, instance))"
+            "BEGIN; SELECT pg_advisory_xact_lock({key}); CREATE TABLE IF NOT EXISTS {ledger} (sink text NOT NULL, job text NOT NULL, epoch bigint NOT NULL, instance bigint NOT NULL, target text NOT NULL, written_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (sink, job, epoch, instance)); COMMIT"
         );
         for attempt in 0..3 {
             match client.batch_execute(&sql).await {
                 Ok(()) => return Ok(()),
-                // Two instances creating it at once: one wins, the other sees it next time.
+                // Made by another run at once all the same: it is there the next time.
                 Err(e)
                     if attempt < 2
-                        && (e.code() == Some(&SqlState::UNIQUE_VIOLATION)
-                            || e.code() == Some(&SqlState::DUPLICATE_TABLE)) => {}
+                        && [
+                            SqlState::UNIQUE_VIOLATION,
+                            SqlState::DUPLICATE_TABLE,
+                            SqlState::DUPLICATE_OBJECT,
+                        ]
+                        .iter()
+                        .any(|c| e.code() == Some(c)) =>
+                {
+                    let _ = client.batch_execute("ROLLBACK").await;
+                }
                 Err(e) => {
+                    let _ = client.batch_execute("ROLLBACK").await;
                     return Err(format!(
                         "creating the ledger table {ledger} on {server} failed: {}",
                         describe(&e)
                     )
-                    .into())
+                    .into());
                 }
             }
         }
