@@ -11,27 +11,8 @@ mod common;
 
 use common::*;
 use std::io::Write;
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::time::{Duration, Instant};
-
-fn free_ports(n: usize) -> Vec<u16> {
-    let ls: Vec<TcpListener> = (0..n)
-        .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
-        .collect();
-    ls.iter().map(|l| l.local_addr().unwrap().port()).collect()
-}
-
-fn secret_file(dir: &std::path::Path, mode: u32) -> std::path::PathBuf {
-    use std::os::unix::fs::PermissionsExt;
-    let path = dir.join("secret");
-    std::fs::write(
-        &path,
-        "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08\n",
-    )
-    .unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
-    path
-}
 
 #[test]
 fn strangers_cannot_join_or_stop_a_hosts_cluster() {
@@ -39,16 +20,7 @@ fn strangers_cannot_join_or_stop_a_hosts_cluster() {
     for runner in RUNNERS {
         let run = Run::on(runner);
         let dir = tempfile::tempdir().unwrap();
-        let ports = free_ports(2);
-        let hosts = dir.path().join("hosts");
-        std::fs::write(
-            &hosts,
-            ports
-                .iter()
-                .map(|p| format!("127.0.0.1:{p}\n"))
-                .collect::<String>(),
-        )
-        .unwrap();
+        let (ports, hosts) = hosts_file(dir.path(), 2);
         let secret = secret_file(dir.path(), 0o600);
         let process = |i: usize| {
             run.command(&[

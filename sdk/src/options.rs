@@ -102,6 +102,18 @@ pub struct EngineOptions {
     /// --hosts is not on loopback; a local cluster makes its own.
     #[arg(long, value_name = "FILE")]
     pub cluster_secret_file: Option<PathBuf>,
+    /// TLS between the processes of the cluster: this process's certificate chain
+    /// (PEM). With --tls-key and --tls-ca; every process presents its certificate and
+    /// checks its peers' against the CA, and the certificate of a process connected to
+    /// must name its host as --hosts gives it.
+    #[arg(long, value_name = "FILE", requires_all = ["tls_key", "tls_ca"])]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM).
+    #[arg(long, value_name = "FILE", requires_all = ["tls_cert", "tls_ca"])]
+    pub tls_key: Option<PathBuf>,
+    /// The CA certificates (PEM) a peer's certificate must chain to.
+    #[arg(long, value_name = "FILE", requires_all = ["tls_cert", "tls_key"])]
+    pub tls_ca: Option<PathBuf>,
     /// Launch this many processes of this binary on loopback and supervise them
     /// (restarting all from the last checkpoint when one dies or hangs).
     #[arg(long, value_name = "N")]
@@ -145,6 +157,9 @@ impl Default for EngineOptions {
             processes: 1,
             process_id: 0,
             cluster_secret_file: None,
+            tls_cert: None,
+            tls_key: None,
+            tls_ca: None,
             hosts: None,
             local_cluster: None,
             checkpoint_interval: None,

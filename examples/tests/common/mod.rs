@@ -159,15 +159,25 @@ pub fn finish(child: Child, what: &str) -> String {
     finish_within(child, what, Duration::from_secs(120))
 }
 
-/// Waits for `child` (at most `limit`); its stderr.
+/// Waits for `child` (at most `limit`); its stderr. The stderr is read while the child
+/// runs, so a chatty job cannot fill the pipe and block on it.
 pub fn finish_within(mut child: Child, what: &str, limit: Duration) -> String {
     let started = Instant::now();
+    let reader = child.stderr.take().map(|mut e| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            let _ = std::io::Read::read_to_end(&mut e, &mut bytes);
+            String::from_utf8_lossy(&bytes).into_owned()
+        })
+    });
+    let stderr = |reader: Option<std::thread::JoinHandle<String>>| {
+        reader
+            .map(|r| r.join().unwrap_or_default())
+            .unwrap_or_default()
+    };
     loop {
         if let Some(status) = child.try_wait().unwrap() {
-            let mut err = String::new();
-            if let Some(mut e) = child.stderr.take() {
-                let _ = std::io::Read::read_to_string(&mut e, &mut err);
-            }
+            let err = stderr(reader);
             assert!(
                 status.success(),
                 "{what}: the job failed ({status}):\n{err}"
@@ -176,7 +186,9 @@ pub fn finish_within(mut child: Child, what: &str, limit: Duration) -> String {
         }
         if started.elapsed() > limit {
             let _ = child.kill();
-            panic!("{what}: the job did not finish within {limit:?}");
+            let _ = child.wait();
+            let err = stderr(reader);
+            panic!("{what}: the job did not finish within {limit:?}; its stderr:\n{err}");
         }
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -477,4 +489,34 @@ pub fn abort_at(run: &Run, mut command: Command, point: &str) {
         .status()
         .unwrap();
     assert!(!status.success(), "the fault should have aborted the run");
+}
+
+/// Ports free on loopback now.
+pub fn free_ports(n: usize) -> Vec<u16> {
+    let ls: Vec<std::net::TcpListener> = (0..n)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    ls.iter().map(|l| l.local_addr().unwrap().port()).collect()
+}
+
+/// A secret file in `dir` with permissions `mode`.
+pub fn secret_file(dir: &std::path::Path, mode: u32) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join("secret");
+    std::fs::write(
+        &path,
+        "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+    path
+}
+
+/// `n` free ports on loopback, and a hosts file in `dir` listing them.
+pub fn hosts_file(dir: &Path, n: usize) -> (Vec<u16>, PathBuf) {
+    let ports = free_ports(n);
+    let hosts = dir.join("hosts");
+    let listing: String = ports.iter().map(|p| format!("127.0.0.1:{p}\n")).collect();
+    std::fs::write(&hosts, listing).unwrap();
+    (ports, hosts)
 }

@@ -318,6 +318,7 @@ impl EngineRunner {
             processes,
             process_id: e.process_id as usize,
             secret: cluster_secret(e, &addresses)?,
+            tls: tls_of(e)?,
             addresses,
             connect_timeout: Duration::from_millis(parse(
                 "connect_timeout_ms",
@@ -415,6 +416,18 @@ fn cluster_secret(
         ));
     }
     Ok(Secret::none())
+}
+
+/// TLS between the processes, when `--tls-cert`, `--tls-key` and `--tls-ca` are given
+/// (clap requires all three together); their files are read now, so a wrong one fails
+/// the job at its start.
+fn tls_of(e: &tidewater::EngineOptions) -> Result<Option<std::sync::Arc<crate::tls::Tls>>> {
+    let (Some(cert), Some(key), Some(ca)) = (&e.tls_cert, &e.tls_key, &e.tls_ca) else {
+        return Ok(None);
+    };
+    crate::tls::Tls::load(cert, key, ca)
+        .map(|t| Some(std::sync::Arc::new(t)))
+        .map_err(|(option, message)| invalid(option, message))
 }
 
 /// The job's id (core's `job.rs`): the restored checkpoint's, else `--job-id`, else

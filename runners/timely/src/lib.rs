@@ -20,6 +20,7 @@ pub mod cluster;
 pub mod connect;
 pub mod epochs;
 pub mod fault;
+pub mod frames;
 pub mod handshake;
 pub mod launch;
 pub mod metrics;
@@ -29,6 +30,7 @@ mod progress;
 pub mod restart;
 pub mod stop;
 pub mod task;
+pub mod tls;
 mod worker;
 
 use std::collections::BTreeMap;
@@ -71,6 +73,8 @@ pub struct EngineConfig {
     pub connect_timeout: Duration,
     /// The secret a process proves it holds to join the cluster ([`handshake`]).
     pub secret: handshake::Secret,
+    /// TLS on the connections between processes ([`tls`]); none: plain TCP.
+    pub tls: Option<Arc<tls::Tls>>,
     /// How long an epoch lasts at the sources (the checkpoint or batch interval).
     pub epoch_interval: Duration,
     /// The runner's epoch policy.
@@ -186,8 +190,7 @@ fn allocators(
     Vec<timely::communication::AllocatorBuilder>,
     Box<dyn std::any::Any + Send>,
 )> {
-    use timely::communication::allocator::ProcessBuilder;
-    use timely::communication::{AllocatorBuilder, Config, Hooks};
+    use timely::communication::Config;
     if config.processes <= 1 {
         let communication = if config.workers > 1 {
             Config::Process(config.workers)
@@ -209,21 +212,66 @@ fn allocators(
         config.connect_timeout,
         &config.secret,
     )?;
+    let Some(tls) = &config.tls else {
+        return network(sockets, config.process_id, threads, Box::new(()));
+    };
+    let relay = tls::Relay::new()
+        .map_err(|e| Error::Internal(format!("cannot start the TLS relay: {e}")))?;
+    let me = config.process_id;
+    let secured = sockets
+        .into_iter()
+        .enumerate()
+        .map(|(peer, socket)| {
+            let Some(socket) = socket else {
+                return Ok(None);
+            };
+            let address = &config.addresses[peer];
+            let side = match peer < me {
+                true => tls::Side::Client {
+                    host: tls::host_of(address),
+                },
+                false => tls::Side::Server,
+            };
+            relay.secure(tls, socket, side).map(Some).map_err(|why| {
+                Error::Internal(format!(
+                    "process {me}: TLS with process {peer} at {address} failed: {why}"
+                ))
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    network(secured, me, threads, Box::new(relay))
+}
+
+/// timely's network threads on `sockets` (one per other process), each read through a
+/// frame checker ([`frames`]); `keep` lives as long as they do.
+fn network<S: timely::communication::allocator::zero_copy::stream::Stream + 'static>(
+    sockets: Vec<Option<S>>,
+    me: usize,
+    threads: usize,
+    keep: Box<dyn std::any::Any + Send>,
+) -> Result<(
+    Vec<timely::communication::AllocatorBuilder>,
+    Box<dyn std::any::Any + Send>,
+)> {
+    use timely::communication::allocator::ProcessBuilder;
+    use timely::communication::{AllocatorBuilder, Hooks};
+    let checked = sockets
+        .into_iter()
+        .enumerate()
+        .map(|(peer, s)| s.map(|s| frames::Checked::new(s, frames::Ends { me, peer, threads })))
+        .collect();
     let hooks = Hooks::default();
     let process =
         ProcessBuilder::new_typed_vector(threads, hooks.refill.clone(), hooks.spill.clone());
     let (builders, guard) =
         timely::communication::allocator::zero_copy::initialize::initialize_networking_from_sockets(
-            process,
-            sockets,
-            config.process_id,
-            threads,
-            hooks,
+            process, checked, me, threads, hooks,
         )
         .map_err(|e| Error::Internal(format!("cannot start the cluster's network threads: {e}")))?;
+    // The guard joins the network threads when dropped, before what `keep` holds ends.
     Ok((
         builders.into_iter().map(AllocatorBuilder::Tcp).collect(),
-        Box::new(guard),
+        Box::new((guard, keep)),
     ))
 }
 
