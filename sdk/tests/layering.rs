@@ -91,7 +91,8 @@ const RULES: &[(&str, &[&str], &[&str])] = &[
             MICROBATCH,
             NATIVE,
         ],
-        &[CORE],
+        // The engine's handshake: tests/tls.rs plays a crafted peer of a cluster.
+        &[CORE, TIMELY],
     ),
     (
         "examples/nexmark",

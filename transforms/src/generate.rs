@@ -250,31 +250,15 @@ fn due_through(rate: f64, started: i64, step: u64, now: i64) -> Option<u64> {
 /// The fields of a plan's GenerateSequence that could hang or break a job, checked
 /// as the plan is decoded: an error names the field and the value.
 mod checked {
-    use serde::{de::Error, Deserialize, Deserializer};
-
-    /// `ok(value)` or an error naming `field` and saying what it must be.
-    fn check<'de, D: Deserializer<'de>, T: Deserialize<'de> + std::fmt::Debug>(
-        d: D,
-        field: &str,
-        must: &str,
-        ok: impl Fn(&T) -> bool,
-    ) -> Result<T, D::Error> {
-        let v = T::deserialize(d)?;
-        if ok(&v) {
-            Ok(v)
-        } else {
-            Err(D::Error::custom(format!(
-                "field `{field}` must be {must}, found {v:?}"
-            )))
-        }
-    }
+    use serde::Deserializer;
+    use tidewater::plan::field::{check, is_rate};
 
     pub fn rate<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
         check(
             d,
             "rate_per_sec",
             "a positive number of records per second",
-            |r: &Option<f64>| r.is_none_or(|r| r.is_finite() && r > 0.0),
+            |r: &Option<f64>| r.as_ref().is_none_or(is_rate),
         )
     }
 

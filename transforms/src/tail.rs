@@ -24,9 +24,14 @@ use tidewater::{ReadStatus, Timestamp, UserError};
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TailFile {
     /// The file.
+    #[serde(deserialize_with = "non_empty_path")]
     pub path: String,
     /// Start at the end of the file as it is when reading begins, instead of its start.
     pub from_end: bool,
+}
+
+fn non_empty_path<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    tidewater::plan::field::check(d, "path", "a file's path", |p: &String| !p.is_empty())
 }
 
 /// Where the tail reader stands.
@@ -189,6 +194,10 @@ fn open_at_most(path: &str, offset: u64) -> Result<Option<(std::fs::File, u64)>,
     Ok(Some((file, len)))
 }
 
+/// The longest line a tailed file may have, in bytes (with its `\n`), and the most
+/// one read takes in.
+const MAX_LINE: u64 = 1 << 20;
+
 /// Up to `max` complete lines of `path` from byte `offset`, and the offset after them.
 fn read_lines(path: &str, offset: u64, max: usize) -> Result<(Vec<String>, u64), UserError> {
     // The file may not exist yet: nothing to read now.
@@ -202,7 +211,7 @@ fn read_lines(path: &str, offset: u64, max: usize) -> Result<(Vec<String>, u64),
         .map_err(|e| format!("cannot seek in '{path}': {e}"))?;
     let mut buf = Vec::new();
     // A bounded chunk: a large existing file is consumed over several reads.
-    file.take((len - offset).min(1 << 20))
+    file.take((len - offset).min(MAX_LINE))
         .read_to_end(&mut buf)
         .map_err(|e| format!("cannot read tailed file '{path}': {e}"))?;
     let mut consumed = 0usize;
@@ -219,6 +228,14 @@ fn read_lines(path: &str, offset: u64, max: usize) -> Result<(Vec<String>, u64),
         })?;
         lines.push(text.strip_suffix('\r').unwrap_or(text).to_string());
         consumed += line.len();
+    }
+    // A whole chunk without a line's end would be read again and again, the reader
+    // never moving on.
+    if lines.is_empty() && max > 0 && buf.len() as u64 == MAX_LINE {
+        return Err(format!(
+            "tailed file '{path}' has a line longer than {MAX_LINE} bytes at byte {offset}"
+        )
+        .into());
     }
     Ok((lines, offset + consumed as u64))
 }
@@ -242,5 +259,48 @@ fn complete_lines(path: &str, offset: u64) -> Result<u64, UserError> {
             return Ok(lines);
         }
         lines += buf[..n].iter().filter(|b| **b == b'\n').count() as u64;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A line longer than a read's chunk was read again at every poll, the reader
+    /// never moving on; it is now an error naming the file and the byte.
+    #[test]
+    fn a_line_longer_than_the_limit_is_an_error_naming_where() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log");
+        let mut text = b"first\n".to_vec();
+        text.extend(std::iter::repeat_n(b'x', MAX_LINE as usize + 10));
+        text.extend(b"\nlast\n");
+        std::fs::write(&path, &text).unwrap();
+        let path = path.to_str().unwrap();
+        let (lines, offset) = read_lines(path, 0, 100).unwrap();
+        assert_eq!((lines, offset), (vec!["first".to_string()], 6));
+        let err = read_lines(path, 6, 100).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            format!("tailed file '{path}' has a line longer than 1048576 bytes at byte 6")
+        );
+        // A line just under the limit is read.
+        let short = [vec![b'y'; MAX_LINE as usize - 1], b"\n".to_vec()].concat();
+        std::fs::write(dir.path().join("ok"), &short).unwrap();
+        let ok = dir.path().join("ok");
+        let (lines, _) = read_lines(ok.to_str().unwrap(), 0, 100).unwrap();
+        assert_eq!(lines[0].len(), MAX_LINE as usize - 1);
+    }
+
+    #[test]
+    fn a_plans_empty_path_is_refused_naming_the_field() {
+        let err = serde_json::from_str::<TailFile>(r#"{"path": "", "from_end": false}"#)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            err.starts_with("field `path` must be a file's path, found \"\""),
+            "{err}"
+        );
     }
 }

@@ -95,8 +95,10 @@ pub struct KafkaPosition {
 #[derive(Serialize, Deserialize)]
 pub struct KafkaSource {
     /// Bootstrap brokers, `host:port`.
+    #[serde(deserialize_with = "checked::brokers")]
     pub brokers: Vec<String>,
     /// The topic.
+    #[serde(deserialize_with = "checked::topic")]
     pub topic: String,
     /// Read up to the end offsets taken at start, then stop (bounded).
     pub available_now: bool,
@@ -108,10 +110,13 @@ pub struct KafkaSource {
     pub idle_after_ms: u64,
     /// At most this many records per second over all partitions (each partition its
     /// share), as Spark's `maxRatePerPartition`; `None`: as fast as the broker gives.
+    #[serde(deserialize_with = "checked::max_records_per_second")]
     pub max_records_per_second: Option<f64>,
     /// How long any one request to the brokers may take.
+    #[serde(deserialize_with = "checked::timeout_ms")]
     pub timeout_ms: u64,
     /// About how many bytes one fetch asks for.
+    #[serde(deserialize_with = "checked::fetch_bytes")]
     pub fetch_bytes: i32,
     /// The connection shared by this instance's partition readers, made on first use.
     #[serde(skip)]
@@ -179,7 +184,7 @@ impl KafkaSource {
 
     /// Every request to the brokers must be answered within `ms`.
     pub fn with_timeout_ms(mut self, ms: u64) -> Self {
-        self.timeout_ms = ms.max(1);
+        self.timeout_ms = ms.clamp(1, tidewater::plan::field::MAX_TIMEOUT_MS);
         self
     }
 
@@ -450,5 +455,61 @@ impl KafkaReader {
 
     fn conn_error(&self, what: &str) -> String {
         self.conn.describe(what)
+    }
+}
+
+/// A plan's settings of a Kafka source that could hang or break a job, checked as the
+/// plan is decoded ([`tidewater::plan::field`]).
+mod checked {
+    use serde::Deserializer;
+    use tidewater::plan::field::{check, is_rate, is_timeout_ms, TIMEOUT_MS};
+
+    pub fn brokers<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+        check(
+            d,
+            "brokers",
+            "one or more `host:port` with a port from 1 to 65535",
+            |b: &Vec<String>| {
+                !b.is_empty()
+                    && b.iter().all(|b| {
+                        b.rsplit_once(':').is_some_and(|(host, port)| {
+                            !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0)
+                        })
+                    })
+            },
+        )
+    }
+
+    pub fn topic<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+        // Kafka's own rule for topic names.
+        check(
+            d,
+            "topic",
+            "1 to 249 letters, digits, '.', '_' or '-'",
+            |t: &String| {
+                (1..=249).contains(&t.len())
+                    && t.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+            },
+        )
+    }
+
+    pub fn max_records_per_second<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<f64>, D::Error> {
+        check(
+            d,
+            "max_records_per_second",
+            "a positive number",
+            |r: &Option<f64>| r.as_ref().is_none_or(is_rate),
+        )
+    }
+
+    pub fn timeout_ms<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+        check(d, "timeout_ms", TIMEOUT_MS, is_timeout_ms)
+    }
+
+    pub fn fetch_bytes<'de, D: Deserializer<'de>>(d: D) -> Result<i32, D::Error> {
+        check(d, "fetch_bytes", "at least 1", |b: &i32| *b >= 1)
     }
 }

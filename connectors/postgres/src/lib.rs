@@ -106,17 +106,21 @@ pub struct PostgresSink<T> {
     /// `Config`).
     pub url: String,
     /// The table, `name` or `schema.name`.
+    #[serde(deserialize_with = "checked::table")]
     pub table: String,
     /// Its columns the rows fill, in the order of a row's values.
+    #[serde(deserialize_with = "checked::columns")]
     pub columns: Vec<String>,
     /// Names this sink in transaction ids (letters, digits, `-` and `_`; at most 80),
     /// beside the job's id: two sinks of one job writing into one table need different
     /// ids. By default the table's name.
+    #[serde(deserialize_with = "checked::sink_id")]
     pub sink_id: String,
     /// The longest a connection attempt or a statement may take, in milliseconds.
+    #[serde(deserialize_with = "checked::timeout_ms")]
     pub timeout_ms: u64,
     /// The ledger table (see the crate documentation), `name` or `schema.name`.
-    #[serde(default = "default_ledger")]
+    #[serde(default = "default_ledger", deserialize_with = "checked::ledger_table")]
     pub ledger_table: String,
     /// The job writing, as the runner says ([`tidewater::Sink::begin_job`]).
     #[serde(skip)]
@@ -125,6 +129,68 @@ pub struct PostgresSink<T> {
     conn: Connections,
     #[serde(skip)]
     _rows: PhantomData<fn(T)>,
+}
+
+/// A plain SQL name: a letter or `_`, then letters, digits or `_`; at most 63 bytes.
+fn is_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// A table's name: `name` or `schema.name`, each a plain name.
+fn is_table(s: &str) -> bool {
+    s.split('.').all(is_name) && s.split('.').count() <= 2
+}
+
+/// A sink id: 1 to 80 letters, digits, `-` or `_` (it goes into transaction ids).
+fn is_sink_id(s: &str) -> bool {
+    (1..=80).contains(&s.len())
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+}
+
+/// A plan's settings of a PostgreSQL sink, checked as the plan is decoded
+/// ([`tidewater::plan::field`]); the column count, which depends on the row type, is
+/// checked when the sink starts.
+mod checked {
+    use serde::Deserializer;
+    use tidewater::plan::field::{check, is_timeout_ms, TIMEOUT_MS};
+
+    const TABLE: &str = "a plain name (letters, digits, _; optionally schema.name)";
+
+    pub fn table<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+        check(d, "table", TABLE, |t: &String| super::is_table(t))
+    }
+
+    pub fn ledger_table<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+        check(d, "ledger_table", TABLE, |t: &String| super::is_table(t))
+    }
+
+    pub fn columns<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+        check(
+            d,
+            "columns",
+            "one or more plain names (letters, digits, _)",
+            |c: &Vec<String>| !c.is_empty() && c.iter().all(|c| super::is_name(c)),
+        )
+    }
+
+    pub fn sink_id<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+        check(
+            d,
+            "sink_id",
+            "1 to 80 letters, digits, - or _",
+            |s: &String| super::is_sink_id(s),
+        )
+    }
+
+    pub fn timeout_ms<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+        check(d, "timeout_ms", TIMEOUT_MS, is_timeout_ms)
+    }
 }
 
 fn default_ledger() -> String {
@@ -188,9 +254,10 @@ impl<T: ToRow> PostgresSink<T> {
         self
     }
 
-    /// The longest a connection attempt or statement may take.
+    /// The longest a connection attempt or statement may take (1 ms to a day).
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
-        self.timeout_ms = timeout.as_millis() as u64;
+        self.timeout_ms =
+            (timeout.as_millis() as u64).clamp(1, tidewater::plan::field::MAX_TIMEOUT_MS);
         self
     }
 
@@ -246,23 +313,15 @@ impl<T: ToRow> PostgresSink<T> {
 
     /// Checks the configuration: what a bad one gets wrong, named.
     fn check(&self) -> Result<(), UserError> {
-        let ident = |s: &str| {
-            !s.is_empty()
-                && s.len() <= 63
-                && s.chars()
-                    .next()
-                    .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-                && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-        };
         for (what, table) in [("table", &self.table), ("ledger table", &self.ledger_table)] {
-            if !table.split('.').all(ident) || table.split('.').count() > 2 {
+            if !is_table(table) {
                 return Err(format!(
                     "PostgreSQL sink: the {what} '{table}' is not a plain name (letters, digits, _; optionally schema.name)"
                 )
                 .into());
             }
         }
-        if let Some(c) = self.columns.iter().find(|c| !ident(c)) {
+        if let Some(c) = self.columns.iter().find(|c| !is_name(c)) {
             return Err(format!("PostgreSQL sink: the column '{c}' is not a plain name").into());
         }
         if self.columns.len() != T::COLUMNS {
@@ -275,13 +334,7 @@ impl<T: ToRow> PostgresSink<T> {
             )
             .into());
         }
-        if self.sink_id.is_empty()
-            || self.sink_id.len() > 80
-            || !self
-                .sink_id
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-        {
+        if !is_sink_id(&self.sink_id) {
             return Err(format!(
                 "PostgreSQL sink: the sink id '{}' must be 1 to 80 letters, digits, - or _",
                 self.sink_id

@@ -5,6 +5,7 @@
 
 mod decode;
 mod encode;
+pub mod field;
 mod json;
 pub mod model;
 

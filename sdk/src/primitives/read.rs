@@ -185,9 +185,15 @@ pub enum WatermarkEstimator {
     /// Records come at most this many milliseconds out of order: the watermark trails
     /// the latest event time read by that much (Flink's `forBoundedOutOfOrderness`).
     BoundedOutOfOrderness {
-        /// How far a record may be behind the latest one read, in milliseconds.
+        /// How far a record may be behind the latest one read, in milliseconds (0 or
+        /// more: a plan's negative delay is refused as it is decoded).
+        #[serde(deserialize_with = "non_negative_delay")]
         max_delay_ms: i64,
     },
+}
+
+fn non_negative_delay<'de, D: serde::Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
+    crate::plan::field::check(d, "max_delay_ms", "0 or more", |ms: &i64| *ms >= 0)
 }
 
 impl WatermarkEstimator {

@@ -25,6 +25,17 @@ pub(super) struct Args {
     /// Set by a local cluster's supervisor on each of its processes.
     #[arg(long, hide = true)]
     pub(super) hosts: Option<PathBuf>,
+    /// TLS between the processes of a cluster run (`--processes` > 1): each process's
+    /// certificate (PEM), with --tls-key and --tls-ca, as the engine runners take them.
+    /// The certificate must name 127.0.0.1, where a local cluster's processes listen.
+    #[arg(long, value_name = "FILE", requires_all = ["tls_key", "tls_ca"])]
+    pub(super) tls_cert: Option<PathBuf>,
+    /// The key of --tls-cert (PEM).
+    #[arg(long, value_name = "FILE", requires_all = ["tls_cert", "tls_ca"])]
+    pub(super) tls_key: Option<PathBuf>,
+    /// The CA a peer's certificate must chain to (PEM).
+    #[arg(long, value_name = "FILE", requires_all = ["tls_cert", "tls_key"])]
+    pub(super) tls_ca: Option<PathBuf>,
     /// A runner option (`KEY=VALUE`, may be repeated) for every runner but `direct`,
     /// e.g. the native runner's `bundle_size=4096`.
     #[arg(long = "runner-option", value_name = "KEY=VALUE", value_parser = tidewater::parse_key_value)]
@@ -220,6 +231,18 @@ pub(super) struct Setting<'a> {
     pub(super) batch_records: Option<u64>,
     /// The native runner's watermark alignment (`--watermark-drift-ms`), if on.
     pub(super) watermark_drift_ms: Option<u64>,
+    /// TLS between a cluster's processes: certificate, key and CA files.
+    pub(super) tls: Option<[&'a Path; 3]>,
+}
+
+impl Args {
+    /// `--tls-cert`, `--tls-key` and `--tls-ca`, when given (clap requires all three).
+    pub(super) fn tls(&self) -> Option<[&Path; 3]> {
+        match (&self.tls_cert, &self.tls_key, &self.tls_ca) {
+            (Some(c), Some(k), Some(a)) => Some([c.as_path(), k.as_path(), a.as_path()]),
+            _ => None,
+        }
+    }
 }
 
 impl Setting<'_> {
@@ -255,6 +278,11 @@ impl Setting<'_> {
                         o.engine.hosts = Some(hosts.clone());
                     }
                     None => o.engine.local_cluster = Some(u64::from(self.processes)),
+                }
+                if let Some([cert, key, ca]) = self.tls {
+                    o.engine.tls_cert = Some(cert.to_path_buf());
+                    o.engine.tls_key = Some(key.to_path_buf());
+                    o.engine.tls_ca = Some(ca.to_path_buf());
                 }
             }
             o.runner_options = self.runner_options.to_vec();

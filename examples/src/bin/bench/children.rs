@@ -54,6 +54,7 @@ pub(super) fn child_command(
             cmd.arg(format!("--workers={}", setting.workers));
             if setting.processes > 1 {
                 cmd.arg(format!("--local-cluster={}", setting.processes));
+                tls_flags(&mut cmd, setting);
             }
         }
         if let (Some(ms), Some(dir)) = (setting.checkpoint_ms, &options.engine.checkpoint_dir) {
@@ -100,6 +101,16 @@ pub(super) fn setting_flags(cmd: &mut Command, setting: &Setting<'_>, validate: 
         "--watermark-drift-ms={}",
         setting.watermark_drift_ms.unwrap_or(0)
     ));
+    tls_flags(cmd, setting);
+}
+
+/// `--tls-cert`, `--tls-key` and `--tls-ca` of `setting`, if it has them.
+fn tls_flags(cmd: &mut Command, setting: &Setting<'_>) {
+    if let Some([cert, key, ca]) = setting.tls {
+        cmd.arg("--tls-cert").arg(cert);
+        cmd.arg("--tls-key").arg(key);
+        cmd.arg("--tls-ca").arg(ca);
+    }
 }
 
 /// Runs a child; its stdout on success, its stderr's last lines as the error otherwise.
@@ -147,6 +158,7 @@ pub(super) fn child(args: &Args, mode: ChildMode) -> anyhow::Result<()> {
         at_least_once: args.guarantee.first().is_some_and(|g| g == "at-least-once"),
         batch_records: args.batch_records,
         watermark_drift_ms: drift(args),
+        tls: args.tls(),
     };
     match (mode, workload.as_str()) {
         (ChildMode::Recovery, _) => return recovery_child(args, &setting, out),

@@ -228,6 +228,7 @@ fn run() -> anyhow::Result<()> {
                     at_least_once,
                     batch_records: args.batch_records,
                     watermark_drift_ms: drift(&args),
+                    tls: args.tls(),
                 };
                 if !checked_by_run {
                     let checked = output(&args, &setting, args.validate, small.as_ref(), &dir)
@@ -478,6 +479,7 @@ fn reference_output(
         at_least_once: false,
         batch_records: None,
         watermark_drift_ms: None,
+        tls: None,
     };
     output(args, &setting, true, small, dir)
 }
