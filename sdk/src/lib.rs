@@ -29,6 +29,7 @@ mod dofn;
 mod element;
 mod error;
 pub mod exec;
+pub mod fuzz;
 pub mod io;
 mod key_check;
 mod options;

@@ -16,6 +16,13 @@
 //! `Error::Checkpoint`, never a panic.
 
 use proptest::prelude::*;
+
+/// Memory the binary may hold at any time, checked after every fuzz case.
+const BOUND: usize = 512 << 20;
+
+/// Past 2 GiB an allocation fails (and the binary aborts).
+#[global_allocator]
+static ALLOCATOR: cap::Cap<std::alloc::System> = cap::Cap::new(std::alloc::System, 2 << 30);
 use serde::{Deserialize, Serialize};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use tidewater::exec::{
@@ -784,10 +791,12 @@ fn a_snapshot_of_another_plan_or_key_group_count_is_refused() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(256))]
+    #![proptest_config(ProptestConfig::with_cases(tidewater::fuzz::cases(256)))]
 
+    /// Fuzz target (`tidewater::fuzz`): a snapshot's parts edited byte by byte restore
+    /// or fail with a checkpoint error; none panics.
     #[test]
-    fn edited_parts_never_panic(
+    fn fuzz_snapshot_edited_parts(
         which in 0usize..6,
         part in any::<prop::sample::Index>(),
         edits in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>(), 0u8..3), 1..8),
@@ -810,6 +819,37 @@ proptest! {
         if let Err(e) = restore_all(&case, &snapshot) {
             prop_assert!(matches!(e, Error::Checkpoint { .. }), "{}", e);
         }
+        prop_assert!(ALLOCATOR.max_allocated() < BOUND, "held {} bytes", ALLOCATOR.max_allocated());
+    }
+
+    /// Fuzz target: an encoded snapshot edited byte by byte, or random bytes, decode
+    /// or fail with a checkpoint error, within the memory bound.
+    #[test]
+    fn fuzz_snapshot_decode(
+        which in 0usize..6,
+        random in prop::collection::vec(any::<u8>(), 0..300),
+        edits in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>(), 0u8..3), 0..8),
+    ) {
+        let case = all_cases().swap_remove(which);
+        let hash = case.plan.plan_hash;
+        let mut bytes = sample_snapshot(&case, 4).encode();
+        for (at, b, op) in edits {
+            let i = at.index(bytes.len() + 1);
+            match op {
+                0 if i < bytes.len() => bytes[i] = b,
+                1 => bytes.insert(i, b),
+                _ if i < bytes.len() => {
+                    bytes.remove(i);
+                }
+                _ => {}
+            }
+        }
+        for input in [&bytes, &random] {
+            if let Err(e) = Snapshot::decode(input, hash) {
+                prop_assert!(matches!(e, Error::Checkpoint { .. }), "{}", e);
+            }
+        }
+        prop_assert!(ALLOCATOR.max_allocated() < BOUND, "held {} bytes", ALLOCATOR.max_allocated());
     }
 }
 

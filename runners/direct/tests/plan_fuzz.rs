@@ -1,11 +1,21 @@
-//! Mutated plans fed to the decoder, the translator and the executor: each returns an
-//! error or runs; none panics.
+//! Fuzz targets of plan decoding (`tidewater::fuzz`): mutated plans fed to the decoder,
+//! the translator and the executor. Each returns an error or runs; none panics, and the
+//! binary never holds more than [`BOUND`] (it runs under a capped allocator: past
+//! [`CAP`] an allocation fails).
 
 use proptest::prelude::*;
 use serde::{Deserialize, Serialize};
 use tidewater::{plan, Combine, CombineFn, FlattenExt, Partition, Pipeline, PipelineOptions};
 use tidewater_runner_direct::{execute, ExecOptions};
 use tidewater_runners_core::translate;
+
+/// Memory the binary may hold at any time, checked after every case.
+const BOUND: usize = 256 << 20;
+/// Past this an allocation fails (and the binary aborts).
+const CAP: usize = 1 << 30;
+
+#[global_allocator]
+static ALLOCATOR: cap::Cap<std::alloc::System> = cap::Cap::new(std::alloc::System, CAP);
 
 fn double(x: i64) -> i64 {
     2 * x
@@ -126,17 +136,18 @@ fn replacement() -> impl Strategy<Value = serde_json::Value> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig::with_cases(tidewater::fuzz::cases(400)))]
 
     #[test]
-    fn structural_mutations_never_panic(path in proptest::collection::vec(0usize..64, 1..7), r in replacement(), remove in any::<bool>()) {
+    fn fuzz_plan_structural_mutations(path in proptest::collection::vec(0usize..64, 1..7), r in replacement(), remove in any::<bool>()) {
         let mut v: serde_json::Value = serde_json::from_str(&plan_json()).unwrap();
         mutate_value(&mut v, &path, &r, remove);
         survive(&serde_json::to_string(&v).unwrap());
+        prop_assert!(ALLOCATOR.max_allocated() < BOUND, "held {} bytes", ALLOCATOR.max_allocated());
     }
 
     #[test]
-    fn byte_mutations_never_panic(edits in proptest::collection::vec((0usize..100_000, any::<u8>(), 0u8..3), 1..6)) {
+    fn fuzz_plan_byte_mutations(edits in proptest::collection::vec((0usize..100_000, any::<u8>(), 0u8..3), 1..6)) {
         let mut bytes = plan_json().into_bytes();
         for (at, b, op) in edits {
             let i = at % (bytes.len() + 1);
@@ -148,6 +159,7 @@ proptest! {
             }
         }
         survive(&String::from_utf8_lossy(&bytes));
+        prop_assert!(ALLOCATOR.max_allocated() < BOUND, "held {} bytes", ALLOCATOR.max_allocated());
     }
 }
 

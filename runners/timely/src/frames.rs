@@ -279,11 +279,13 @@ mod tests {
     }
 
     proptest! {
-        /// Random bytes, and well-formed streams with random bytes spliced in: the
-        /// checker never panics, and whatever it lets through is a prefix of the input
-        /// whose complete headers all keep the rules.
+        #![proptest_config(ProptestConfig::with_cases(tidewater::fuzz::cases(256)))]
+
+        /// Fuzz target (`tidewater::fuzz`): random bytes, and well-formed streams with
+        /// random bytes spliced in: the checker never panics, and whatever it lets
+        /// through is a prefix of the input whose complete headers all keep the rules.
         #[test]
-        fn random_bytes_never_panic_and_only_rule_keeping_frames_pass(
+        fn fuzz_frames_only_rule_keeping_frames_pass(
             noise in proptest::collection::vec(any::<u8>(), 0..400),
             at in 0usize..400,
             chunk in 1usize..100,

@@ -275,12 +275,13 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(64))]
+        #![proptest_config(ProptestConfig::with_cases(tidewater::fuzz::cases(64)))]
 
-        /// Whatever a stranger sends (then closing its side), both ends refuse it
-        /// without a panic, and neither waits for the step timeout.
+        /// Fuzz target (`tidewater::fuzz`): whatever a stranger sends (then closing its
+        /// side), both ends refuse it without a panic, and neither waits for the step
+        /// timeout.
         #[test]
-        fn random_bytes_are_refused_on_both_sides(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+        fn fuzz_handshake_random_bytes_are_refused_on_both_sides(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
             let (mut stranger, mut acceptor) = pair();
             stranger.write_all(&bytes).unwrap();
             stranger.shutdown(Shutdown::Write).unwrap();

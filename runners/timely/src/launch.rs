@@ -202,9 +202,7 @@ impl EngineRunner {
         config.job_id = job_of(options, &exec, &config, restored.as_ref())?;
         // Every process checks before its workers write anything: a process whose
         // sinks write files sees its own.
-        let start_epoch = restored
-            .as_ref()
-            .map_or(0, |r| r.manifest.epoch.saturating_add(1));
+        let start_epoch = crate::checkpoint::store::start_epoch(restored.as_ref());
         tidewater_runners_core::sink_host::refuse_replay(
             &exec,
             &tidewater_runners_core::sink_host::RunStart {

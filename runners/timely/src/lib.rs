@@ -176,9 +176,7 @@ pub struct Shared {
 impl Shared {
     /// The first epoch this run writes: the one after the checkpoint restored from.
     pub fn start_epoch(&self) -> u64 {
-        self.restored
-            .as_ref()
-            .map_or(0, |r| r.manifest.epoch.saturating_add(1))
+        checkpoint::store::start_epoch(self.restored.as_ref())
     }
 }
 

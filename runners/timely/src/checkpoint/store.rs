@@ -127,6 +127,12 @@ pub struct Restored {
     pub notes: Vec<String>,
 }
 
+/// The first epoch a run writes: the one after the checkpoint `restored` from (0 for a
+/// run from scratch).
+pub fn start_epoch(restored: Option<&Restored>) -> u64 {
+    restored.map_or(0, |r| r.manifest.epoch.saturating_add(1))
+}
+
 /// A checkpoint directory.
 #[derive(Clone, Debug)]
 pub struct Store {
@@ -155,6 +161,29 @@ fn parse_part_file_name(name: &str) -> Option<PartId> {
     let first = it.next()?.parse().ok()?;
     let last = it.next()?.parse().ok()?;
     it.next().is_none().then_some((node, worker, first, last))
+}
+
+/// The largest manifest read (64 MiB: a manifest lists one line per file).
+const MAX_MANIFEST: u64 = 64 << 20;
+
+/// The bytes of the regular file `path`, at most `limit` + 1 of them: a file longer
+/// than its manifest says is read no further than that shows.
+fn read_bounded(path: &Path, limit: u64) -> Result<Vec<u8>> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).map_err(|e| io_error("cannot read", path, e))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| io_error("cannot read", path, e))?;
+    if !meta.is_file() {
+        return Err(Error::Checkpoint {
+            message: format!("{} is not a regular file", path.display()),
+        });
+    }
+    let mut bytes = Vec::with_capacity(meta.len().min(limit.saturating_add(1)) as usize);
+    file.take(limit.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(|e| io_error("cannot read", path, e))?;
+    Ok(bytes)
 }
 
 fn manifest_name(epoch: u64) -> String {
@@ -547,7 +576,15 @@ impl Store {
 
     fn read_manifest(&self, epoch: u64) -> Result<Manifest> {
         let path = self.dir.join(manifest_name(epoch));
-        let bytes = std::fs::read(&path).map_err(|e| io_error("cannot read", &path, e))?;
+        let bytes = read_bounded(&path, MAX_MANIFEST)?;
+        if bytes.len() as u64 > MAX_MANIFEST {
+            return Err(Error::Checkpoint {
+                message: format!(
+                    "the manifest {} is over {MAX_MANIFEST} bytes",
+                    path.display()
+                ),
+            });
+        }
         serde_json::from_slice(&bytes).map_err(|e| Error::Checkpoint {
             message: format!("the manifest {} is corrupt: {e}", path.display()),
         })
@@ -576,8 +613,17 @@ impl Store {
             // The full file, then each delta applied in turn.
             let mut parts = Vec::new();
             for (i, (name, len, crc)) in f.files().enumerate() {
+                // A manifest is read from disk: it may name only a part file under
+                // `parts/` (not `../x` or `/dev/zero`), whose length it states.
+                if parse_part_file_name(name).is_none() {
+                    return Err(Error::Checkpoint {
+                        message: format!(
+                            "checkpoint {epoch}'s manifest names '{name}', which is not a part file's name"
+                        ),
+                    });
+                }
                 let path = self.dir.join("parts").join(name);
-                let bytes = std::fs::read(&path).map_err(|e| io_error("cannot read", &path, e))?;
+                let bytes = read_bounded(&path, len)?;
                 if bytes.len() as u64 != len || crc32fast::hash(&bytes) != crc {
                     return Err(Error::Checkpoint {
                         message: format!(
