@@ -171,6 +171,14 @@ pub enum Error {
         /// What was committed, where the run would start, and the choices.
         message: String,
     },
+    /// The processes of a cluster could not connect, or lost one another: which
+    /// process, and why (a peer that never came, a failed TLS handshake, a peer gone or
+    /// sending a malformed frame). Not a bug of the runner.
+    #[error("cluster: {message}")]
+    Cluster {
+        /// Which process, which peer, and what happened.
+        message: String,
+    },
     /// The runner itself failed; a bug, never bad input.
     #[error("internal error in runner: {0}")]
     Internal(String),

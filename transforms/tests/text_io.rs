@@ -480,3 +480,43 @@ fn a_plans_generate_sequence_is_checked_field_by_field() {
         "{e}"
     );
 }
+
+/// A plan's shard count of 0 divided by zero as the first line was written; it is
+/// refused as the plan is decoded, naming the field, and so is one of millions of files.
+#[test]
+fn a_plans_shard_count_is_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = Pipeline::new(options());
+    p.create("Lines", vec!["a".to_string(), "b".to_string()])
+        .apply(
+            "Write",
+            TextIO::write()
+                .to(dir.path().join("out").to_str().unwrap())
+                .with_num_shards(2),
+        );
+    let json = tidewater::plan::encode(&p.to_plan().unwrap());
+    for bad in ["0", "4000000000"] {
+        let e =
+            tidewater::run_plan_json(&regex_free_replace(&json, "\"shards\":", bad), &options())
+                .unwrap_err()
+                .to_string();
+        assert!(
+            e.contains(&format!(
+                "field `shards` must be between 1 and 100000, found {bad}"
+            )),
+            "{e}"
+        );
+    }
+    let p = Pipeline::new(options());
+    p.create("Lines", vec!["a".to_string()]).apply(
+        "Write",
+        TextIO::write()
+            .to(dir.path().join("out").to_str().unwrap())
+            .with_num_shards(0),
+    );
+    let e = p.run().unwrap_err().to_string();
+    assert!(
+        e.contains("TextIO::write() needs 1 to 100000 shards, not 0"),
+        "{e}"
+    );
+}

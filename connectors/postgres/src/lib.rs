@@ -183,7 +183,7 @@ mod checked {
         check(
             d,
             "sink_id",
-            "1 to 80 letters, digits, - or _",
+            "1 to 80 letters, digits, - or _ (by default the table's name)",
             |s: &String| super::is_sink_id(s),
         )
     }

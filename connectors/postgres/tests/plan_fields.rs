@@ -72,7 +72,7 @@ fn a_plans_postgres_sink_is_checked_field_by_field() {
         (
             "sink_id",
             serde_json::json!("x'y"),
-            "field `sink_id` must be 1 to 80 letters, digits, - or _, found \"x'y\"",
+            "field `sink_id` must be 1 to 80 letters, digits, - or _ (by default the table's name), found \"x'y\"",
         ),
     ] {
         // Decoded as a run starts (its functions, sources and sinks are made from

@@ -325,9 +325,16 @@ fn a_bad_table_or_column_count_is_a_clear_error() {
         ),
         "{e}"
     );
+    // Refused as the plan is decoded, before anything connects: the table, and the
+    // sink id that defaults to it.
+    let e = run(PostgresSink::new(&url, "pg_bad; drop", &["n", "k"]).with_sink_id("ok"));
+    assert!(
+        e.contains("field `table` must be a plain name (letters, digits, _; optionally schema.name), found \"pg_bad; drop\""),
+        "{e}"
+    );
     let e = run(PostgresSink::new(&url, "pg_bad; drop", &["n", "k"]));
     assert!(
-        e.contains("the table 'pg_bad; drop' is not a plain name"),
+        e.contains("field `sink_id` must be 1 to 80 letters, digits, - or _ (by default the table's name), found \"pg_bad; drop\""),
         "{e}"
     );
 }

@@ -46,6 +46,19 @@ pub const PEER_LOST: i32 = 5;
 /// fail).
 static PEER_LOSS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
+/// What timely's networking said when this process lost a peer (its first panic).
+static PEER_LOSS_MESSAGE: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+
+/// How this process lost a peer, if it did ([`quiet_peer_loss`] installed): timely's
+/// message, e.g. "timely communication error: reading data: socket closed", or the
+/// frame checker's ([`crate::frames`]).
+pub fn peer_loss() -> Option<String> {
+    PEER_LOSS_MESSAGE
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone()
+}
+
 /// What a child process hands back.
 #[derive(Debug, Serialize, Deserialize)]
 pub enum Outcome {
@@ -103,6 +116,8 @@ pub enum WireError {
     },
     /// [`Error::Replay`].
     Replay(String),
+    /// [`Error::Cluster`].
+    Cluster(String),
     /// Any other error, as its message.
     Other(String),
 }
@@ -147,6 +162,7 @@ impl WireError {
             },
             Error::Checkpoint { message } => WireError::Checkpoint(message.clone()),
             Error::Replay { message } => WireError::Replay(message.clone()),
+            Error::Cluster { message } => WireError::Cluster(message.clone()),
             Error::Unavailable {
                 transform,
                 phase,
@@ -194,6 +210,7 @@ impl WireError {
             },
             WireError::Checkpoint(message) => Error::Checkpoint { message },
             WireError::Replay(message) => Error::Replay { message },
+            WireError::Cluster(message) => Error::Cluster { message },
             WireError::Unavailable {
                 transform,
                 phase,
@@ -382,12 +399,13 @@ pub fn exit_with_supervisor() {
     }
 }
 
-/// In a process of a local cluster: a panic of timely's networking (a peer is gone,
-/// which the supervisor handles) is reported once, in one line, without a backtrace;
-/// the panics it sets off in timely's other threads (the send and receive threads, a
-/// poisoned merge queue) say nothing more. `TIDEWATER_PEER_PANICS=1` shows them all as
-/// usual, with backtraces as `RUST_BACKTRACE` says.
-pub fn quiet_peer_loss() {
+/// In a process of a cluster: a panic of timely's networking (a peer is gone, or sent a
+/// malformed frame) is reported once, in one line, without a backtrace, and kept for
+/// [`peer_loss`]; the panics it sets off in timely's other threads (the send and receive
+/// threads, a poisoned merge queue) say nothing more. `supervised`: a local cluster's
+/// process, whose supervisor restarts the cluster. `TIDEWATER_PEER_PANICS=1` shows them
+/// all as usual, with backtraces as `RUST_BACKTRACE` says.
+pub fn quiet_peer_loss(supervised: bool) {
     let verbose = std::env::var_os("TIDEWATER_PEER_PANICS").is_some_and(|v| v == "1");
     let default = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
@@ -401,6 +419,12 @@ pub fn quiet_peer_loss() {
             || message == "MergeQueue poisoned."
             || message.starts_with("Send thread panic")
             || message.starts_with("Recv thread panic");
+        if of_networking {
+            PEER_LOSS_MESSAGE
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get_or_insert_with(|| message.clone());
+        }
         if !of_networking || verbose {
             // Noted either way: the error the loss surfaces as is not the pipeline's.
             if of_networking {
@@ -408,8 +432,12 @@ pub fn quiet_peer_loss() {
             }
             default(info);
         } else if !PEER_LOSS.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            let then = match supervised {
+                true => "; the supervisor restarts the cluster",
+                false => "",
+            };
             eprintln!(
-                "cluster process {}: lost a peer ({message}); the supervisor restarts the cluster",
+                "cluster process {}: lost a peer ({message}){then}",
                 std::process::id()
             );
         }

@@ -45,10 +45,8 @@ pub fn connect(
     }
     let deadline = Instant::now() + timeout;
     let own = &addresses[me];
-    let listener = TcpListener::bind(own).map_err(|e| {
-        Error::Internal(format!(
-            "process {me} cannot listen on its address {own}: {e}"
-        ))
+    let listener = TcpListener::bind(own).map_err(|e| Error::Cluster {
+        message: format!("process {me} cannot listen on its address {own}: {e}"),
     })?;
     listener
         .set_nonblocking(true)
@@ -90,9 +88,11 @@ fn connect_below(
                 Err(e) => e.to_string(),
             };
             if Instant::now() >= deadline {
-                return Err(Error::Internal(format!(
-                    "process {me} could not connect to process {index} at {address}: {why} (gave up after waiting)"
-                )));
+                return Err(Error::Cluster {
+                    message: format!(
+                        "process {me} could not connect to process {index} at {address}: {why} (gave up after waiting)"
+                    ),
+                });
             }
             std::thread::sleep(POLL);
         };
@@ -178,10 +178,12 @@ fn accept_above(
                         .filter(|(_, s)| s.is_none())
                         .map(|(i, _)| (me + 1 + i).to_string())
                         .collect();
-                    return Err(Error::Internal(format!(
-                        "process {me}: process(es) {} never connected (gave up after waiting)",
-                        missing.join(", ")
-                    )));
+                    return Err(Error::Cluster {
+                        message: format!(
+                            "process {me}: process(es) {} never connected (gave up after waiting)",
+                            missing.join(", ")
+                        ),
+                    });
                 }
                 // Waits for a handshake under way as much as for the next connection.
                 if let Ok(joined) = results.recv_timeout(POLL) {

@@ -95,7 +95,9 @@ impl EngineRunner {
         }
         if child.is_some() {
             cluster::exit_with_supervisor();
-            cluster::quiet_peer_loss();
+            cluster::quiet_peer_loss(true);
+        } else if options.engine.processes > 1 {
+            cluster::quiet_peer_loss(false);
         }
         let result = self.run_here(plan, options);
         // A process of a local cluster hands its outcome to the supervisor and ends.

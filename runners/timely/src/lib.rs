@@ -230,11 +230,14 @@ fn allocators(
                 },
                 false => tls::Side::Server,
             };
-            relay.secure(tls, socket, side).map(Some).map_err(|why| {
-                Error::Internal(format!(
-                    "process {me}: TLS with process {peer} at {address} failed: {why}"
-                ))
-            })
+            relay
+                .secure(tls, socket, side)
+                .map(Some)
+                .map_err(|why| Error::Cluster {
+                    message: format!(
+                        "process {me}: TLS with process {peer} at {address} failed: {why}"
+                    ),
+                })
         })
         .collect::<Result<Vec<_>>>()?;
     network(secured, me, threads, Box::new(relay))
@@ -276,6 +279,25 @@ fn network<S: timely::communication::allocator::zero_copy::stream::Stream + 'sta
 /// Runs `plan` (translated: `exec`) on this process's workers to the end; `restored`
 /// is the checkpoint to resume from (see [`Store::latest`]).
 pub fn run(
+    plan: &Plan,
+    exec: ExecutablePlan,
+    config: &EngineConfig,
+    restored: Option<Restored>,
+) -> Result<PipelineResult> {
+    match run_engine(plan, exec, config, restored) {
+        // What losing a peer set off here (workers that panicked on a closed
+        // connection, guards that would not join) is said as the loss it was.
+        Err(Error::Internal(m)) if config.processes > 1 => match cluster::peer_loss() {
+            Some(loss) => Err(Error::Cluster {
+                message: format!("process {} lost a peer: {loss}", config.process_id),
+            }),
+            None => Err(Error::Internal(m)),
+        },
+        other => other,
+    }
+}
+
+fn run_engine(
     plan: &Plan,
     exec: ExecutablePlan,
     config: &EngineConfig,

@@ -498,8 +498,11 @@ impl PTransform<PCollection<String>> for Write {
             p.record_error("TextIO::write() needs an output prefix: call .to(prefix)".into());
             String::new()
         });
-        if self.shards == 0 {
-            p.record_error("TextIO::write() needs at least one shard".into());
+        if !(1..=MAX_SHARDS).contains(&self.shards) {
+            p.record_error(format!(
+                "TextIO::write() needs 1 to {MAX_SHARDS} shards, not {}",
+                self.shards
+            ));
         }
         if !input.is_bounded() {
             p.record_error(
@@ -554,7 +557,18 @@ impl PTransform<PCollection<String>> for Write {
 struct ShardSpec {
     prefix: String,
     suffix: String,
+    #[serde(deserialize_with = "shard_count")]
     shards: u32,
+}
+
+/// The most shards a write may have: each is a file.
+const MAX_SHARDS: u32 = 100_000;
+
+/// A plan's shard count: 1 to [`MAX_SHARDS`] (0 divided by zero).
+fn shard_count<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+    tidewater::plan::field::check(d, "shards", "between 1 and 100000", |n: &u32| {
+        (1..=MAX_SHARDS).contains(n)
+    })
 }
 
 impl ShardSpec {
@@ -643,6 +657,7 @@ impl Sink for ShardSink {
 /// files on every runner.
 #[derive(Serialize, Deserialize)]
 struct AssignShard {
+    #[serde(deserialize_with = "shard_count")]
     shards: u32,
 }
 
