@@ -114,6 +114,15 @@ pub struct EngineOptions {
     /// The CA certificates (PEM) a peer's certificate must chain to.
     #[arg(long, value_name = "FILE", requires_all = ["tls_cert", "tls_key"])]
     pub tls_ca: Option<PathBuf>,
+    /// Serve the job's status while it runs at HOST:PORT (port 0: any free one):
+    /// `/api/job` (JSON) and `/metrics` (Prometheus). The job's first line gives the
+    /// URL. For now on a job of one process (the native and micro-batch runners).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub status_addr: Option<String>,
+    /// With --status-addr: keep serving the job's final figures this long after it
+    /// ends (e.g. 30s), for a last scrape.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, requires = "status_addr")]
+    pub status_linger: Option<std::time::Duration>,
     /// Launch this many processes of this binary on loopback and supervise them
     /// (restarting all from the last checkpoint when one dies or hangs).
     #[arg(long, value_name = "N")]
@@ -160,6 +169,8 @@ impl Default for EngineOptions {
             tls_cert: None,
             tls_key: None,
             tls_ca: None,
+            status_addr: None,
+            status_linger: None,
             hosts: None,
             local_cluster: None,
             checkpoint_interval: None,

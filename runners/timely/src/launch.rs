@@ -78,6 +78,14 @@ impl EngineRunner {
     /// Runs `plan` as `options` ask: here, or on a local cluster this process
     /// supervises, or as one process of such a cluster.
     pub fn run(&self, plan: &Plan, options: &PipelineOptions) -> Result<PipelineResult> {
+        if let Some(addr) = &options.engine.status_addr {
+            if options.engine.local_cluster.is_some() || options.engine.processes > 1 {
+                return Err(invalid(
+                    format!("--status-addr {addr}"),
+                    "a cluster's status (its supervisor's, or process 0's for all) is not built yet: serve a job of one process (any --workers)".into(),
+                ));
+            }
+        }
         if let Some(n) = options.engine.local_cluster {
             return self.local_cluster(n as usize, options);
         }
@@ -147,6 +155,21 @@ impl EngineRunner {
         let exec = tidewater_runners_core::translate(plan)?;
         let mut config = self.config(options, Clock::for_plan(&exec))?;
         refuse_unaligned_script(&exec, &config)?;
+        // The status server first: its URL is the job's first line.
+        let status = match &options.engine.status_addr {
+            Some(addr) => {
+                let board =
+                    std::sync::Arc::new(crate::status::Board::new(self.name, config.workers));
+                let server = crate::status::server::start(addr, std::sync::Arc::clone(&board))?;
+                eprintln!(
+                    "status: http://{}/api/job (JSON) and /metrics (Prometheus)",
+                    server.addr
+                );
+                config.status = Some(std::sync::Arc::clone(&board));
+                Some((board, server))
+            }
+            None => None,
+        };
         // One job per checkpoint directory: a local cluster's supervisor holds it for its
         // processes; otherwise this process, or process 0 of several.
         let _lock = match &config.checkpoint_dir {
@@ -202,6 +225,9 @@ impl EngineRunner {
             }
         }
         config.job_id = job_of(options, &exec, &config, restored.as_ref())?;
+        if let Some((board, _)) = &status {
+            board.set_job(&config.job_id);
+        }
         // Every process checks before its workers write anything: a process whose
         // sinks write files sees its own.
         let start_epoch = crate::checkpoint::store::start_epoch(restored.as_ref());
@@ -215,7 +241,15 @@ impl EngineRunner {
                 accept_duplicates: options.accept_duplicates,
             },
         )?;
-        let result = crate::run(plan, exec, &config, restored)?;
+        let result = crate::run(plan, exec, &config, restored);
+        if let Some((board, server)) = status {
+            board.end(result.as_ref().err().map(|e| e.to_string()));
+            if let Some(linger) = options.engine.status_linger {
+                std::thread::sleep(linger);
+            }
+            drop(server);
+        }
+        let result = result?;
         // A local cluster's supervisor prints the figures of all its processes.
         if config.progress && !in_local_cluster() {
             eprintln!("{}", summary(self.name, &result.metrics));
@@ -319,6 +353,7 @@ impl EngineRunner {
             process_id: e.process_id as usize,
             secret: cluster_secret(e, &addresses)?,
             tls: tls_of(e)?,
+            status: None,
             addresses,
             connect_timeout: Duration::from_millis(parse(
                 "connect_timeout_ms",

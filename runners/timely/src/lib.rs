@@ -28,6 +28,7 @@ pub mod msg;
 pub mod policy;
 mod progress;
 pub mod restart;
+pub mod status;
 pub mod stop;
 pub mod task;
 pub mod tls;
@@ -75,6 +76,8 @@ pub struct EngineConfig {
     pub secret: handshake::Secret,
     /// TLS on the connections between processes ([`tls`]); none: plain TCP.
     pub tls: Option<Arc<tls::Tls>>,
+    /// The status board the workers publish to (`--status-addr`, [`status`]).
+    pub status: Option<Arc<status::Board>>,
     /// How long an epoch lasts at the sources (the checkpoint or batch interval).
     pub epoch_interval: Duration,
     /// The runner's epoch policy.

@@ -218,6 +218,11 @@ pub struct Checkpoints {
     alignment: BTreeMap<u64, u64>,
     /// The newest complete checkpoint.
     pub last: Option<CheckpointFigures>,
+    /// The newest complete checkpoints, oldest first (at most
+    /// [`crate::status::CHECKPOINTS_KEPT`]), for the status server.
+    pub history: std::collections::VecDeque<CheckpointFigures>,
+    /// Checkpoints completed in all.
+    pub completed: u64,
 }
 
 impl Checkpoints {
@@ -263,13 +268,21 @@ impl Checkpoints {
             m.update_distribution("checkpoint_bytes", b as i64);
         }
         m.update_distribution("checkpoint_alignment_ms", alignment_ms as i64);
-        self.last = Some(CheckpointFigures {
+        let figures = CheckpointFigures {
             epoch,
             duration_ms,
             bytes,
             alignment_ms,
             at: Instant::now(),
-        });
+        };
+        self.last = Some(figures);
+        if epoch != FINAL_EPOCH {
+            self.completed += 1;
+            if self.history.len() == crate::status::CHECKPOINTS_KEPT {
+                self.history.pop_front();
+            }
+            self.history.push_back(figures);
+        }
     }
 }
 

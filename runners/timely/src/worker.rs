@@ -14,7 +14,7 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tidewater::exec::{key_groups_of_worker, MetricResults};
 use tidewater::{Error, Result};
 use tidewater_runners_core::checkpoint::restore_sink;
@@ -162,6 +162,7 @@ fn run(worker: &mut timely::worker::Worker, shared: &Shared) -> Result<WorkerOut
         shared.restored.as_ref().map(|r| r.manifest.epoch),
     );
     let mut last_batch = None;
+    let mut published = Instant::now();
     loop {
         coordinator.take_savepoint_request(&ctx, config);
         if shared.abort.is_set() {
@@ -186,11 +187,16 @@ fn run(worker: &mut timely::worker::Worker, shared: &Shared) -> Result<WorkerOut
         if let Some(p) = progress.as_mut() {
             p.show(&ctx, coordinator.committed(), last_batch);
         }
+        if published.elapsed() >= STATUS_EVERY {
+            publish_status(&ctx, config);
+            published = Instant::now();
+        }
         worker.step_or_park(Some(if done { Duration::from_millis(1) } else { PARK }));
     }
     if let Some(p) = progress.as_mut() {
         p.end(ctx.records_read.get());
     }
+    publish_status(&ctx, config);
     {
         let mut metrics = ctx.metrics.borrow_mut();
         metrics
@@ -553,4 +559,20 @@ fn build(
         });
     }
     Ok((stateful, sinks))
+}
+
+/// How often a worker publishes its figures to the status board.
+const STATUS_EVERY: Duration = Duration::from_secs(1);
+
+/// This worker's figures to the status board, if the job serves its status.
+fn publish_status(ctx: &WorkerCtx, config: &crate::EngineConfig) {
+    if let Some(board) = &config.status {
+        board.publish(
+            ctx.me - ctx.local.start,
+            ctx.me,
+            ctx.records_read.get(),
+            &ctx.operators.borrow(),
+            &ctx.checkpoints.borrow(),
+        );
+    }
 }

@@ -1,0 +1,177 @@
+//! The status server of a running job (issue 35): `--status-addr` serves the job's
+//! figures while it runs, as JSON (`/api/job`) and for Prometheus (`/metrics`), on both
+//! engine runners. The crash job runs for some 3 s: its first line gives the URL; two
+//! loads a second apart show the records read growing; a checkpoint appears; once the
+//! job has ended (and lingers), `/metrics` parses and its records read equal the
+//! records the job read, and the output is the direct runner's.
+
+mod common;
+
+use common::*;
+use std::io::BufRead;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+fn get(url: &str) -> String {
+    ureq::get(url)
+        .call()
+        .unwrap_or_else(|e| panic!("GET {url}: {e}"))
+        .body_mut()
+        .read_to_string()
+        .unwrap()
+}
+
+fn job(base: &str) -> serde_json::Value {
+    serde_json::from_str(&get(&format!("{base}/api/job"))).unwrap()
+}
+
+fn records_read(status: &serde_json::Value) -> u64 {
+    status["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["records_read"].as_u64().unwrap())
+        .sum()
+}
+
+/// Waits (at most 20 s) until `ok` holds of the job's status; the status then.
+fn until(base: &str, what: &str, ok: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
+    let started = Instant::now();
+    loop {
+        let status = job(base);
+        if ok(&status) {
+            return status;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "{what}: not within 20 s: {status}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_running_jobs_status_is_served_as_json_and_for_prometheus() {
+    let _s = serial();
+    for runner in RUNNERS {
+        let run = Run::on(runner);
+        let mut child = run
+            .command(&["--status-addr=127.0.0.1:0", "--status-linger=5s"])
+            .spawn()
+            .unwrap();
+        // Its stderr, line by line, read all along (a full pipe would stall the job).
+        let (lines, seen) = mpsc::channel();
+        let stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+        std::thread::spawn(move || {
+            for line in stderr.lines().map_while(Result::ok) {
+                let _ = lines.send(line);
+            }
+        });
+        let first = seen.recv_timeout(Duration::from_secs(20)).unwrap();
+        let base = first
+            .strip_prefix("status: ")
+            .and_then(|l| l.split_once("/api/job"))
+            .map(|(base, _)| base.to_string())
+            .unwrap_or_else(|| panic!("{runner}: the first line is not the URL: {first}"));
+        let one = until(&base, "records read", |s| records_read(s) > 0);
+        assert_eq!(one["runner"], runner);
+        assert_eq!(one["state"], "running", "{one}");
+        // The crash job's tasks: its generator, the keyed running count, the windowed
+        // count, and the flatten its sink is fused into.
+        let operators = one["workers"][0]["operators"].as_array().unwrap();
+        let stages: Vec<(&str, bool)> = operators
+            .iter()
+            .map(|o| (o["name"].as_str().unwrap(), o["source"].as_bool().unwrap()))
+            .collect();
+        assert_eq!(
+            stages,
+            [
+                ("Generate", true),
+                ("RunningCount", false),
+                ("CountPerWindow/Combine", false),
+                ("AllLines", false)
+            ],
+            "{runner}: {one}"
+        );
+        std::thread::sleep(Duration::from_millis(1_200));
+        let two = job(&base);
+        assert!(
+            records_read(&two) > records_read(&one),
+            "{runner}: the figures did not move: {one} then {two}"
+        );
+        until(&base, "a checkpoint", |s| {
+            s["workers"][0]["checkpoints_completed"].as_u64().unwrap() >= 1
+                && !s["workers"][0]["checkpoints"]
+                    .as_array()
+                    .unwrap()
+                    .is_empty()
+        });
+        let last = until(&base, "the end", |s| s["state"] != "running");
+        assert_eq!(last["state"], "finished", "{runner}: {last}");
+        assert_eq!(records_read(&last), RECORDS, "{runner}: {last}");
+        // The exposition parses, and says what the job did.
+        let text = get(&format!("{base}/metrics"));
+        let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_string())))
+            .unwrap_or_else(|e| panic!("{runner}: /metrics does not parse: {e}\n{text}"));
+        let sum = |name: &str| -> f64 {
+            scrape
+                .samples
+                .iter()
+                .filter(|s| s.metric == name)
+                .map(|s| match s.value {
+                    prometheus_parse::Value::Counter(v)
+                    | prometheus_parse::Value::Gauge(v)
+                    | prometheus_parse::Value::Untyped(v) => v,
+                    _ => 0.0,
+                })
+                .sum()
+        };
+        assert_eq!(
+            sum("tidewater_records_read_total"),
+            RECORDS as f64,
+            "{runner}:\n{text}"
+        );
+        assert_eq!(sum("tidewater_job_running"), 0.0, "{runner}:\n{text}");
+        assert!(
+            sum("tidewater_checkpoints_total") >= 1.0,
+            "{runner}:\n{text}"
+        );
+        let job_id = last["job"].as_str().unwrap();
+        assert!(
+            scrape
+                .samples
+                .iter()
+                .filter(|s| s.metric == "tidewater_records_in_total")
+                .all(|s| s.labels.get("job") == Some(job_id) && s.labels.get("stage").is_some()),
+            "{runner}: labels:\n{text}"
+        );
+        let status = child.wait().unwrap();
+        assert!(status.success(), "{runner}: the job failed");
+        assert_exact(&run, &format!("{runner} with its status served"));
+    }
+}
+
+#[test]
+fn a_status_address_in_use_or_on_a_cluster_is_refused_naming_it() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let run = Run::on("native");
+    let err = refused(
+        run.command(&[&format!("--status-addr={addr}")]),
+        "an address in use",
+    );
+    assert!(
+        err.contains(&format!(
+            "invalid option --status-addr {addr}: cannot listen there"
+        )),
+        "{err}"
+    );
+    let err = refused(
+        run.command(&["--status-addr=127.0.0.1:0", "--local-cluster=2"]),
+        "a local cluster",
+    );
+    assert!(
+        err.contains("invalid option --status-addr 127.0.0.1:0: a cluster's status"),
+        "{err}"
+    );
+}

@@ -1,0 +1,226 @@
+//! What a running job shows about itself (issue 35): every worker publishes its
+//! figures to the process's [`Board`] about once a second, and the status server
+//! ([`server`], `--status-addr`) serves them as JSON (`/api/job`) and in Prometheus'
+//! text format (`/metrics`).
+//!
+//! The figures are the ones the live progress line and the end-of-run summary read
+//! (`metrics.rs`): per operator and worker, records in and out, the input watermark,
+//! time throttled, paused by watermark alignment and held for alignment; per worker,
+//! records read; on worker 0 the last checkpoints. Publishing copies a few numbers per
+//! operator once a second, off the per-record path.
+
+pub mod server;
+
+use crate::metrics::{Checkpoints, OperatorFigures};
+use serde::Serialize;
+use std::sync::Mutex;
+use std::time::Instant;
+
+/// How many of the newest checkpoints the status keeps.
+pub const CHECKPOINTS_KEPT: usize = 20;
+
+/// A job's state, as the status shows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JobState {
+    /// Its workers run.
+    Running,
+    /// It ended; the figures are its last.
+    Finished,
+    /// It failed; `error` says why.
+    Failed,
+}
+
+/// One operator (a task: the transform heading it) on one worker.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct OperatorStatus {
+    /// The transform heading the task.
+    pub name: String,
+    /// Whether it is a source.
+    pub source: bool,
+    /// Elements that reached it.
+    pub records_in: u64,
+    /// Elements it emitted.
+    pub records_out: u64,
+    /// Its input watermark (a source's own) in ms; `None` before any.
+    pub watermark_ms: Option<i64>,
+    /// Time a source was held back by the epochs in flight.
+    pub throttled_ms: u64,
+    /// Time a source waited for its slower instances (watermark alignment).
+    pub drift_paused_ms: u64,
+    /// Time messages of a later epoch waited for the current one to close.
+    pub alignment_ms: u64,
+}
+
+impl OperatorStatus {
+    fn of(o: &OperatorFigures) -> Self {
+        let w = o.watermark.get();
+        OperatorStatus {
+            name: o.name.clone(),
+            source: o.source,
+            records_in: o.records_in.get(),
+            records_out: o.records_out.get(),
+            watermark_ms: (w > tidewater::Timestamp::MIN).then(|| w.millis()),
+            throttled_ms: o.throttled.get().as_millis() as u64,
+            drift_paused_ms: o.drift_paused.get().as_millis() as u64,
+            alignment_ms: o.alignment.get().as_millis() as u64,
+        }
+    }
+}
+
+/// A complete checkpoint.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CheckpointStatus {
+    /// Its epoch.
+    pub epoch: u64,
+    /// From the end of its epoch at the sources to its manifest, in ms.
+    pub duration_ms: Option<u64>,
+    /// The bytes of the files its manifest names.
+    pub bytes: Option<u64>,
+    /// The longest time a task held messages back for its epochs, in ms.
+    pub alignment_ms: u64,
+    /// When it completed, in ms since the job started.
+    pub completed_at_ms: u64,
+}
+
+/// One worker's figures as it last published them.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct WorkerStatus {
+    /// The worker's index in the job.
+    pub worker: usize,
+    /// Records its sources read.
+    pub records_read: u64,
+    /// Its operators.
+    pub operators: Vec<OperatorStatus>,
+    /// The newest checkpoints it saw complete, oldest first (worker 0's have durations
+    /// and sizes).
+    pub checkpoints: Vec<CheckpointStatus>,
+    /// Checkpoints it saw complete in all.
+    pub checkpoints_completed: u64,
+    /// When it published, in ms since the job started.
+    pub updated_at_ms: u64,
+}
+
+/// What `/api/job` answers.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct JobStatus {
+    /// The job's id.
+    pub job: String,
+    /// The runner.
+    pub runner: String,
+    /// Running, finished or failed.
+    pub state: JobState,
+    /// Why it failed.
+    pub error: Option<String>,
+    /// How long it has run, in ms.
+    pub uptime_ms: u64,
+    /// Every worker of this process.
+    pub workers: Vec<WorkerStatus>,
+}
+
+/// The process's status board: what its workers last published.
+#[derive(Debug)]
+pub struct Board {
+    job: Mutex<String>,
+    runner: String,
+    started: Instant,
+    inner: Mutex<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    state: JobState,
+    error: Option<String>,
+    workers: Vec<WorkerStatus>,
+}
+
+impl Board {
+    /// An empty board for `workers` workers of a job on `runner` (its id comes with
+    /// [`Board::set_job`]).
+    pub fn new(runner: &str, workers: usize) -> Board {
+        Board {
+            job: Mutex::new(String::new()),
+            runner: runner.to_string(),
+            started: Instant::now(),
+            inner: Mutex::new(Inner {
+                state: JobState::Running,
+                error: None,
+                workers: (0..workers)
+                    .map(|w| WorkerStatus {
+                        worker: w,
+                        ..WorkerStatus::default()
+                    })
+                    .collect(),
+            }),
+        }
+    }
+
+    /// The job's id, once known.
+    pub fn set_job(&self, job: &str) {
+        *self.job.lock().unwrap_or_else(|p| p.into_inner()) = job.to_string();
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn since_start(&self, at: Instant) -> u64 {
+        at.saturating_duration_since(self.started).as_millis() as u64
+    }
+
+    /// Worker `slot` of this process (its index among the process's workers), global
+    /// index `worker`, publishes its figures.
+    pub fn publish(
+        &self,
+        slot: usize,
+        worker: usize,
+        records_read: u64,
+        operators: &[std::rc::Rc<OperatorFigures>],
+        checkpoints: &Checkpoints,
+    ) {
+        let status = WorkerStatus {
+            worker,
+            records_read,
+            operators: operators.iter().map(|o| OperatorStatus::of(o)).collect(),
+            checkpoints_completed: checkpoints.completed,
+            checkpoints: checkpoints
+                .history
+                .iter()
+                .map(|c| CheckpointStatus {
+                    epoch: c.epoch,
+                    duration_ms: c.duration_ms,
+                    bytes: c.bytes,
+                    alignment_ms: c.alignment_ms,
+                    completed_at_ms: self.since_start(c.at),
+                })
+                .collect(),
+            updated_at_ms: self.since_start(Instant::now()),
+        };
+        if let Some(w) = self.lock().workers.get_mut(slot) {
+            *w = status;
+        }
+    }
+
+    /// The job ended: `error` if it failed.
+    pub fn end(&self, error: Option<String>) {
+        let mut inner = self.lock();
+        inner.state = match error {
+            Some(_) => JobState::Failed,
+            None => JobState::Finished,
+        };
+        inner.error = error;
+    }
+
+    /// The job's status now.
+    pub fn status(&self) -> JobStatus {
+        let inner = self.lock();
+        JobStatus {
+            job: self.job.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+            runner: self.runner.clone(),
+            state: inner.state,
+            error: inner.error.clone(),
+            uptime_ms: self.since_start(Instant::now()),
+            workers: inner.workers.clone(),
+        }
+    }
+}

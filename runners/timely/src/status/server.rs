@@ -1,0 +1,228 @@
+//! The status server (`--status-addr ADDR`): axum on the process's connector runtime
+//! (`tidewater::io::runtime()`), serving the [`Board`]:
+//!
+//! - `GET /api/job`: the job's status as JSON ([`super::JobStatus`]);
+//! - `GET /metrics`: the same figures in Prometheus' text exposition format
+//!   (prometheus-client), named `tidewater_*` with the labels `job`, `stage` (the
+//!   transform heading an operator) and `worker`.
+//!
+//! It binds before the job starts, so a port in use fails the job at once, naming the
+//! address; the job's first line gives its URL.
+
+use super::{Board, JobState, JobStatus};
+use axum::extract::State;
+use axum::http::header;
+use axum::routing::get;
+use axum::{Json, Router};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use tidewater::{Error, Result};
+
+/// A running status server; dropped, it stops.
+pub struct StatusServer {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl Drop for StatusServer {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+/// Starts serving `board` at `addr` (`host:port`; port 0 picks a free one).
+pub fn start(addr: &str, board: Arc<Board>) -> Result<StatusServer> {
+    let invalid = |message: String| Error::InvalidOption {
+        option: format!("--status-addr {addr}"),
+        message,
+    };
+    let listener = std::net::TcpListener::bind(addr)
+        .map_err(|e| invalid(format!("cannot listen there: {e}")))?;
+    let bound = listener
+        .local_addr()
+        .map_err(|e| invalid(format!("cannot listen there: {e}")))?;
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| invalid(format!("cannot listen there: {e}")))?;
+    let runtime = tidewater::io::runtime();
+    let listener = {
+        let _entered = runtime.enter();
+        tokio::net::TcpListener::from_std(listener)
+            .map_err(|e| invalid(format!("cannot listen there: {e}")))?
+    };
+    let app = Router::new()
+        .route("/api/job", get(job))
+        .route("/metrics", get(metrics))
+        .with_state(board);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    runtime.spawn(async move {
+        let served = axum::serve(listener, app)
+            .with_graceful_shutdown(async {
+                let _ = stopped.await;
+            })
+            .await;
+        if let Err(e) = served {
+            eprintln!("status server: {e}");
+        }
+    });
+    Ok(StatusServer {
+        addr: bound,
+        stop: Some(stop),
+    })
+}
+
+async fn job(State(board): State<Arc<Board>>) -> Json<JobStatus> {
+    Json(board.status())
+}
+
+async fn metrics(State(board): State<Arc<Board>>) -> impl axum::response::IntoResponse {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        exposition(&board.status()),
+    )
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StageLabels {
+    job: String,
+    stage: String,
+    worker: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct WorkerLabels {
+    job: String,
+    worker: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct JobLabels {
+    job: String,
+}
+
+/// `status` in the OpenMetrics text format (what Prometheus scrapes).
+pub fn exposition(status: &JobStatus) -> String {
+    let mut registry = Registry::with_prefix("tidewater");
+    let stage_counter = |registry: &mut Registry, name: &str, help: &str| {
+        let f = Family::<StageLabels, Counter>::default();
+        registry.register(name, help, f.clone());
+        f
+    };
+    let records_in = stage_counter(
+        &mut registry,
+        "records_in",
+        "Elements that reached an operator",
+    );
+    let records_out = stage_counter(&mut registry, "records_out", "Elements an operator emitted");
+    let throttled = stage_counter(
+        &mut registry,
+        "throttled_milliseconds",
+        "Time a source was held back by the epochs in flight",
+    );
+    let drift_paused = stage_counter(
+        &mut registry,
+        "drift_paused_milliseconds",
+        "Time a source waited for its slower instances (watermark alignment)",
+    );
+    let alignment = stage_counter(
+        &mut registry,
+        "alignment_milliseconds",
+        "Time messages of a later epoch waited for the current one to close",
+    );
+    let watermark = Family::<StageLabels, Gauge>::default();
+    registry.register(
+        "watermark_milliseconds",
+        "An operator's input watermark (a source's own), in ms since the epoch",
+        watermark.clone(),
+    );
+    let records_read = Family::<WorkerLabels, Counter>::default();
+    registry.register(
+        "records_read",
+        "Records a worker's sources read",
+        records_read.clone(),
+    );
+    let checkpoints = Family::<JobLabels, Counter>::default();
+    registry.register(
+        "checkpoints",
+        "Checkpoints completed (as worker 0 saw them)",
+        checkpoints.clone(),
+    );
+    let last_ms = Family::<JobLabels, Gauge>::default();
+    registry.register(
+        "last_checkpoint_duration_milliseconds",
+        "The newest checkpoint's duration, from its epoch's end at the sources to its manifest",
+        last_ms.clone(),
+    );
+    let last_bytes = Family::<JobLabels, Gauge>::default();
+    registry.register(
+        "last_checkpoint_size_bytes",
+        "The bytes of the files the newest checkpoint's manifest names",
+        last_bytes.clone(),
+    );
+    let running = Family::<JobLabels, Gauge>::default();
+    registry.register(
+        "job_running",
+        "1 while the job runs, 0 once it ended",
+        running.clone(),
+    );
+    let job = JobLabels {
+        job: status.job.clone(),
+    };
+    running
+        .get_or_create(&job)
+        .set(i64::from(status.state == JobState::Running));
+    for w in &status.workers {
+        let worker = w.worker.to_string();
+        records_read
+            .get_or_create(&WorkerLabels {
+                job: status.job.clone(),
+                worker: worker.clone(),
+            })
+            .inc_by(w.records_read);
+        for o in &w.operators {
+            let labels = StageLabels {
+                job: status.job.clone(),
+                stage: o.name.clone(),
+                worker: worker.clone(),
+            };
+            records_in.get_or_create(&labels).inc_by(o.records_in);
+            records_out.get_or_create(&labels).inc_by(o.records_out);
+            throttled.get_or_create(&labels).inc_by(o.throttled_ms);
+            drift_paused
+                .get_or_create(&labels)
+                .inc_by(o.drift_paused_ms);
+            alignment.get_or_create(&labels).inc_by(o.alignment_ms);
+            if let Some(ms) = o.watermark_ms {
+                watermark.get_or_create(&labels).set(ms);
+            }
+        }
+        if w.worker == 0 {
+            checkpoints
+                .get_or_create(&job)
+                .inc_by(w.checkpoints_completed);
+            if let Some(c) = w.checkpoints.last() {
+                if let Some(ms) = c.duration_ms {
+                    last_ms.get_or_create(&job).set(ms as i64);
+                }
+                if let Some(b) = c.bytes {
+                    last_bytes.get_or_create(&job).set(b as i64);
+                }
+            }
+        }
+    }
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry)
+        .expect("writing to a String does not fail");
+    text
+}
