@@ -36,6 +36,12 @@ pub(super) struct Args {
     /// The CA a peer's certificate must chain to (PEM).
     #[arg(long, value_name = "FILE", requires_all = ["tls_cert", "tls_key"])]
     pub(super) tls_ca: Option<PathBuf>,
+    /// Serve each engine run's status (`--status-addr`, on a free loopback port; one
+    /// process only) and fetch `/api/job` and `/metrics` from it every second while the
+    /// run lasts: the cost of watching a job, against runs without (alternate runs
+    /// with and without it).
+    #[arg(long)]
+    pub(super) status_poll: bool,
     /// A runner option (`KEY=VALUE`, may be repeated) for every runner but `direct`,
     /// e.g. the native runner's `bundle_size=4096`.
     #[arg(long = "runner-option", value_name = "KEY=VALUE", value_parser = tidewater::parse_key_value)]
@@ -233,6 +239,8 @@ pub(super) struct Setting<'a> {
     pub(super) watermark_drift_ms: Option<u64>,
     /// TLS between a cluster's processes: certificate, key and CA files.
     pub(super) tls: Option<[&'a Path; 3]>,
+    /// Serve the run's status and poll it every second (`--status-poll`).
+    pub(super) status_poll: bool,
 }
 
 impl Args {
@@ -285,6 +293,9 @@ impl Setting<'_> {
                     o.engine.tls_ca = Some(ca.to_path_buf());
                 }
             }
+            if self.status_poll && self.processes == 1 {
+                o.engine.status_addr = Some(format!("127.0.0.1:{}", free_port()));
+            }
             o.runner_options = self.runner_options.to_vec();
             if let (Some(ms), "native") = (self.watermark_drift_ms, self.runner) {
                 o.runner_options
@@ -313,4 +324,12 @@ impl Setting<'_> {
         }
         o
     }
+}
+
+/// A port free on loopback now.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or(0)
 }

@@ -102,6 +102,40 @@ pub(super) fn setting_flags(cmd: &mut Command, setting: &Setting<'_>, validate: 
         setting.watermark_drift_ms.unwrap_or(0)
     ));
     tls_flags(cmd, setting);
+    if setting.status_poll {
+        cmd.arg("--status-poll");
+    }
+}
+
+/// Fetches a running job's `/api/job` and `/metrics` every second until dropped.
+struct StatusPoller {
+    stop: std::sync::mpsc::Sender<()>,
+}
+
+impl StatusPoller {
+    fn start(addr: &str) -> Self {
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let base = format!("http://{addr}");
+        std::thread::spawn(move || loop {
+            if stopped.recv_timeout(Duration::from_secs(1)).is_ok() {
+                return;
+            }
+            for path in ["/api/job", "/metrics"] {
+                // The server is up once the run has started; a refused fetch before
+                // that is no error.
+                if let Ok(mut r) = ureq::get(&format!("{base}{path}")).call() {
+                    let _ = r.body_mut().read_to_string();
+                }
+            }
+        });
+        StatusPoller { stop }
+    }
+}
+
+impl Drop for StatusPoller {
+    fn drop(&mut self) {
+        let _ = self.stop.send(());
+    }
 }
 
 /// `--tls-cert`, `--tls-key` and `--tls-ca` of `setting`, if it has them.
@@ -159,6 +193,7 @@ pub(super) fn child(args: &Args, mode: ChildMode) -> anyhow::Result<()> {
         batch_records: args.batch_records,
         watermark_drift_ms: drift(args),
         tls: args.tls(),
+        status_poll: args.status_poll,
     };
     match (mode, workload.as_str()) {
         (ChildMode::Recovery, _) => return recovery_child(args, &setting, out),
@@ -187,8 +222,15 @@ pub(super) fn child(args: &Args, mode: ChildMode) -> anyhow::Result<()> {
         ChildMode::Time => {
             let before = tidewater_examples::committed_count();
             let start = RunStart::now();
+            let poller = p
+                .options()
+                .engine
+                .status_addr
+                .as_ref()
+                .map(|addr| StatusPoller::start(addr));
             let t = Instant::now();
             let result = p.run()?;
+            drop(poller);
             let seconds = t.elapsed().as_secs_f64();
             let expected = workload.expected_outputs(&input.meta);
             // A local cluster's sinks commit in its processes, not here: its output

@@ -229,6 +229,7 @@ fn run() -> anyhow::Result<()> {
                     batch_records: args.batch_records,
                     watermark_drift_ms: drift(&args),
                     tls: args.tls(),
+                    status_poll: args.status_poll,
                 };
                 if !checked_by_run {
                     let checked = output(&args, &setting, args.validate, small.as_ref(), &dir)
@@ -480,6 +481,7 @@ fn reference_output(
         batch_records: None,
         watermark_drift_ms: None,
         tls: None,
+        status_poll: false,
     };
     output(args, &setting, true, small, dir)
 }
