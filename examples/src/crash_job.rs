@@ -14,8 +14,8 @@
 use crate::streaming_word_count::words_of;
 use std::path::Path;
 use tidewater::{
-    Duration, ElementContext, FlattenExt, PCollection, Pipeline, Read, StatefulParDo, Window,
-    WindowFn,
+    DoFn, Duration, ElementContext, FlattenExt, PCollection, ParDo, Pipeline, ProcessContext, Read,
+    StatefulParDo, UserError, Window, WindowFn,
 };
 use tidewater_kafka::admin::{KafkaAdmin, KafkaError, ProducerRecord};
 use tidewater_kafka::{KafkaRecord, KafkaSource};
@@ -140,10 +140,27 @@ pub fn lines_of(p: &Pipeline, input: &Input) -> PCollection<String> {
             "RunningCount",
             StatefulParDo::of(crate::stateful_word_count::RunningCount),
         )
-        .map("FormatTotal", |(word, n): (String, u64)| {
-            format!("total {word} {n}")
-        });
+        .apply("FormatTotal", ParDo::of(FormatTotal));
     vec![per_window, totals].apply_flatten("AllLines")
+}
+
+/// Formats a running total, and counts the totals in the user counter `totals` (which
+/// a job's status shows while it runs).
+#[derive(serde::Serialize, serde::Deserialize)]
+pub struct FormatTotal;
+
+impl DoFn for FormatTotal {
+    type In = (String, u64);
+    type Out = String;
+    fn process(
+        &mut self,
+        (word, n): (String, u64),
+        ctx: &mut ProcessContext<'_, String>,
+    ) -> Result<(), UserError> {
+        ctx.inc_counter("totals", 1);
+        ctx.output(format!("total {word} {n}"));
+        Ok(())
+    }
 }
 
 /// The whole job: its lines committed into `out` (an existing directory).

@@ -99,6 +99,19 @@ fn a_running_jobs_status_is_served_as_json_and_for_prometheus() {
             records_read(&two) > records_read(&one),
             "{runner}: the figures did not move: {one} then {two}"
         );
+        // A DoFn's counter, live: the crash job's FormatTotal counts its totals.
+        let totals = |s: &serde_json::Value| -> i64 {
+            s["workers"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .flat_map(|w| w["metrics"]["steps"]["FormatTotal"]["counters"].as_array())
+                .flatten()
+                .filter(|c| c[0] == "totals")
+                .map(|c| c[1].as_i64().unwrap())
+                .sum()
+        };
+        assert!(totals(&two) > 0, "{runner}: no live counter: {two}");
         until(&base, "a checkpoint", |s| {
             s["workers"][0]["checkpoints_completed"].as_u64().unwrap() >= 1
                 && !s["workers"][0]["checkpoints"]
@@ -132,6 +145,26 @@ fn a_running_jobs_status_is_served_as_json_and_for_prometheus() {
             "{runner}:\n{text}"
         );
         assert_eq!(sum("tidewater_job_running"), 0.0, "{runner}:\n{text}");
+        // The user counter's final figure: one total per word read.
+        let want = reference()
+            .iter()
+            .filter(|l| l.starts_with("total "))
+            .count();
+        let counted: f64 = scrape
+            .samples
+            .iter()
+            .filter(|s| {
+                s.metric == "tidewater_metric_counter"
+                    && s.labels.get("step") == Some("FormatTotal")
+                    && s.labels.get("metric") == Some("totals")
+            })
+            .map(|s| match s.value {
+                prometheus_parse::Value::Gauge(v) | prometheus_parse::Value::Untyped(v) => v,
+                _ => 0.0,
+            })
+            .sum();
+        assert_eq!(counted, want as f64, "{runner}:\n{text}");
+        assert_eq!(totals(&last), want as i64, "{runner}: {last}");
         assert!(
             sum("tidewater_checkpoints_total") >= 1.0,
             "{runner}:\n{text}"

@@ -573,6 +573,7 @@ fn publish_status(ctx: &WorkerCtx, config: &crate::EngineConfig) {
             ctx.records_read.get(),
             &ctx.operators.borrow(),
             &ctx.checkpoints.borrow(),
+            &ctx.metrics.borrow(),
         );
     }
 }

@@ -97,6 +97,9 @@ pub struct WorkerStatus {
     pub checkpoints: Vec<CheckpointStatus>,
     /// Checkpoints it saw complete in all.
     pub checkpoints_completed: u64,
+    /// The metrics of its DoFns and sinks so far (user counters and distributions, per
+    /// step), and the engine's per-checkpoint distributions under `(engine)`.
+    pub metrics: tidewater::exec::MetricResults,
     /// When it published, in ms since the job started.
     pub updated_at_ms: u64,
 }
@@ -177,12 +180,14 @@ impl Board {
         records_read: u64,
         operators: &[std::rc::Rc<OperatorFigures>],
         checkpoints: &Checkpoints,
+        metrics: &tidewater::exec::MetricResults,
     ) {
         let status = WorkerStatus {
             worker,
             records_read,
             operators: operators.iter().map(|o| OperatorStatus::of(o)).collect(),
             checkpoints_completed: checkpoints.completed,
+            metrics: metrics.clone(),
             checkpoints: checkpoints
                 .history
                 .iter()

@@ -107,6 +107,14 @@ struct WorkerLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct MetricLabels {
+    job: String,
+    step: String,
+    metric: String,
+    worker: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct JobLabels {
     job: String,
 }
@@ -176,6 +184,29 @@ pub fn exposition(status: &JobStatus) -> String {
         "1 while the job runs, 0 once it ended",
         running.clone(),
     );
+    // Metrics of DoFns and sinks (a counter may go down, as Beam's: a gauge), and the
+    // engine's distributions under the step `(engine)`.
+    let user_counter = Family::<MetricLabels, Gauge>::default();
+    registry.register(
+        "metric_counter",
+        "A counter of a step (ctx.inc_counter in a DoFn), per worker",
+        user_counter.clone(),
+    );
+    let distribution = |registry: &mut Registry, part: &str| {
+        let f = Family::<MetricLabels, Gauge>::default();
+        registry.register(
+            format!("metric_distribution_{part}"),
+            format!("The {part} of a distribution of a step, per worker"),
+            f.clone(),
+        );
+        f
+    };
+    let (d_sum, d_count, d_min, d_max) = (
+        distribution(&mut registry, "sum"),
+        distribution(&mut registry, "count"),
+        distribution(&mut registry, "min"),
+        distribution(&mut registry, "max"),
+    );
     let job = JobLabels {
         job: status.job.clone(),
     };
@@ -205,6 +236,24 @@ pub fn exposition(status: &JobStatus) -> String {
             alignment.get_or_create(&labels).inc_by(o.alignment_ms);
             if let Some(ms) = o.watermark_ms {
                 watermark.get_or_create(&labels).set(ms);
+            }
+        }
+        for (step, m) in &w.metrics.steps {
+            let labels = |metric: &str| MetricLabels {
+                job: status.job.clone(),
+                step: step.clone(),
+                metric: metric.to_string(),
+                worker: worker.clone(),
+            };
+            for (name, n) in &m.counters {
+                user_counter.get_or_create(&labels(name)).set(*n);
+            }
+            for (name, d) in &m.distributions {
+                let l = labels(name);
+                d_sum.get_or_create(&l).set(d.sum);
+                d_count.get_or_create(&l).set(d.count);
+                d_min.get_or_create(&l).set(d.min);
+                d_max.get_or_create(&l).set(d.max);
             }
         }
         if w.worker == 0 {
