@@ -25,3 +25,27 @@ pub fn cases(default: u32) -> u32 {
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
 }
+
+/// Applies `edits` to `bytes`, each `(at, byte, op)`: at position `at` modulo one past
+/// the end, op 0 replaces the byte there with `byte`, 1 inserts `byte`, 2 removes the
+/// byte there (a replace or remove past the end does nothing). The mutation of the
+/// byte-level fuzz targets.
+///
+/// ```
+/// let mut b = b"abc".to_vec();
+/// tidewater::fuzz::edit(&mut b, &[(0, b'x', 0), (3, b'!', 1), (1, 0, 2)]);
+/// assert_eq!(b, b"xc!");
+/// ```
+pub fn edit(bytes: &mut Vec<u8>, edits: &[(usize, u8, u8)]) {
+    for &(at, b, op) in edits {
+        let i = at % (bytes.len() + 1);
+        match op % 3 {
+            0 if i < bytes.len() => bytes[i] = b,
+            1 => bytes.insert(i, b),
+            2 if i < bytes.len() => {
+                bytes.remove(i);
+            }
+            _ => {}
+        }
+    }
+}

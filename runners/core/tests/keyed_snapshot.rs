@@ -799,23 +799,13 @@ proptest! {
     fn fuzz_snapshot_edited_parts(
         which in 0usize..6,
         part in any::<prop::sample::Index>(),
-        edits in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>(), 0u8..3), 1..8),
+        edits in prop::collection::vec((any::<usize>(), any::<u8>(), 0u8..3), 1..8),
     ) {
         let case = all_cases().swap_remove(which);
         let mut snapshot = sample_snapshot(&case, 4);
         let n = snapshot.parts.len();
         let bytes = &mut snapshot.parts[part.index(n)].bytes;
-        for (at, b, op) in edits {
-            let i = at.index(bytes.len() + 1);
-            match op {
-                0 if i < bytes.len() => bytes[i] = b,
-                1 => bytes.insert(i, b),
-                _ if i < bytes.len() => {
-                    bytes.remove(i);
-                }
-                _ => {}
-            }
-        }
+        tidewater::fuzz::edit(bytes, &edits);
         if let Err(e) = restore_all(&case, &snapshot) {
             prop_assert!(matches!(e, Error::Checkpoint { .. }), "{}", e);
         }
@@ -828,22 +818,12 @@ proptest! {
     fn fuzz_snapshot_decode(
         which in 0usize..6,
         random in prop::collection::vec(any::<u8>(), 0..300),
-        edits in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>(), 0u8..3), 0..8),
+        edits in prop::collection::vec((any::<usize>(), any::<u8>(), 0u8..3), 0..8),
     ) {
         let case = all_cases().swap_remove(which);
         let hash = case.plan.plan_hash;
         let mut bytes = sample_snapshot(&case, 4).encode();
-        for (at, b, op) in edits {
-            let i = at.index(bytes.len() + 1);
-            match op {
-                0 if i < bytes.len() => bytes[i] = b,
-                1 => bytes.insert(i, b),
-                _ if i < bytes.len() => {
-                    bytes.remove(i);
-                }
-                _ => {}
-            }
-        }
+        tidewater::fuzz::edit(&mut bytes, &edits);
         for input in [&bytes, &random] {
             if let Err(e) = Snapshot::decode(input, hash) {
                 prop_assert!(matches!(e, Error::Checkpoint { .. }), "{}", e);

@@ -149,15 +149,7 @@ proptest! {
     #[test]
     fn fuzz_plan_byte_mutations(edits in proptest::collection::vec((0usize..100_000, any::<u8>(), 0u8..3), 1..6)) {
         let mut bytes = plan_json().into_bytes();
-        for (at, b, op) in edits {
-            let i = at % (bytes.len() + 1);
-            match op {
-                0 if i < bytes.len() => bytes[i] = b,
-                1 => bytes.insert(i, b),
-                _ if i < bytes.len() => { bytes.remove(i); }
-                _ => {}
-            }
-        }
+        tidewater::fuzz::edit(&mut bytes, &edits);
         survive(&String::from_utf8_lossy(&bytes));
         prop_assert!(ALLOCATOR.max_allocated() < BOUND, "held {} bytes", ALLOCATOR.max_allocated());
     }

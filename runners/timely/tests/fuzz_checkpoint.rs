@@ -110,24 +110,14 @@ proptest! {
     #[test]
     fn fuzz_checkpoint_bytes(
         which in any::<prop::sample::Index>(),
-        edits in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>(), 0u8..3), 1..8),
+        edits in prop::collection::vec((any::<usize>(), any::<u8>(), 0u8..3), 1..8),
     ) {
         let dir = tempfile::tempdir().unwrap();
         write_checkpoints(dir.path());
         let all = files(dir.path());
         let file = &all[which.index(all.len())];
         let mut bytes = std::fs::read(file).unwrap();
-        for (at, b, op) in edits {
-            let i = at.index(bytes.len() + 1);
-            match op {
-                0 if i < bytes.len() => bytes[i] = b,
-                1 => bytes.insert(i, b),
-                _ if i < bytes.len() => {
-                    bytes.remove(i);
-                }
-                _ => {}
-            }
-        }
+        tidewater::fuzz::edit(&mut bytes, &edits);
         std::fs::write(file, &bytes).unwrap();
         read_newest(dir.path());
         prop_assert!(ALLOCATOR.max_allocated() < BOUND, "held {} bytes", ALLOCATOR.max_allocated());
