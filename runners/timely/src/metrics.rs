@@ -194,6 +194,9 @@ impl InFlight {
     }
 }
 
+/// How many of the newest checkpoints a worker keeps for the status server.
+pub const CHECKPOINTS_KEPT: usize = 20;
+
 /// A complete checkpoint as this worker saw it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CheckpointFigures {
@@ -218,8 +221,8 @@ pub struct Checkpoints {
     alignment: BTreeMap<u64, u64>,
     /// The newest complete checkpoint.
     pub last: Option<CheckpointFigures>,
-    /// The newest complete checkpoints, oldest first (at most
-    /// [`crate::status::CHECKPOINTS_KEPT`]), for the status server.
+    /// The newest complete checkpoints, oldest first (at most [`CHECKPOINTS_KEPT`]),
+    /// for the status server.
     pub history: std::collections::VecDeque<CheckpointFigures>,
     /// Checkpoints completed in all.
     pub completed: u64,
@@ -278,7 +281,7 @@ impl Checkpoints {
         self.last = Some(figures);
         if epoch != FINAL_EPOCH {
             self.completed += 1;
-            if self.history.len() == crate::status::CHECKPOINTS_KEPT {
+            if self.history.len() == CHECKPOINTS_KEPT {
                 self.history.pop_front();
             }
             self.history.push_back(figures);

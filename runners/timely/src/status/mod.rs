@@ -16,9 +16,6 @@ use serde::Serialize;
 use std::sync::Mutex;
 use std::time::Instant;
 
-/// How many of the newest checkpoints the status keeps.
-pub const CHECKPOINTS_KEPT: usize = 20;
-
 /// A job's state, as the status shows it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
