@@ -57,6 +57,9 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Config, NoTls};
 
+mod checks;
+use checks::{is_name, is_sink_id, is_table};
+
 /// An element that is one row of the sink's table: one value per column, in the order
 /// of the sink's columns.
 pub trait ToRow: Element {
@@ -106,21 +109,24 @@ pub struct PostgresSink<T> {
     /// `Config`).
     pub url: String,
     /// The table, `name` or `schema.name`.
-    #[serde(deserialize_with = "checked::table")]
+    #[serde(deserialize_with = "checks::checked::table")]
     pub table: String,
     /// Its columns the rows fill, in the order of a row's values.
-    #[serde(deserialize_with = "checked::columns")]
+    #[serde(deserialize_with = "checks::checked::columns")]
     pub columns: Vec<String>,
     /// Names this sink in transaction ids (letters, digits, `-` and `_`; at most 80),
     /// beside the job's id: two sinks of one job writing into one table need different
     /// ids. By default the table's name.
-    #[serde(deserialize_with = "checked::sink_id")]
+    #[serde(deserialize_with = "checks::checked::sink_id")]
     pub sink_id: String,
     /// The longest a connection attempt or a statement may take, in milliseconds.
-    #[serde(deserialize_with = "checked::timeout_ms")]
+    #[serde(deserialize_with = "checks::checked::timeout_ms")]
     pub timeout_ms: u64,
     /// The ledger table (see the crate documentation), `name` or `schema.name`.
-    #[serde(default = "default_ledger", deserialize_with = "checked::ledger_table")]
+    #[serde(
+        default = "default_ledger",
+        deserialize_with = "checks::checked::ledger_table"
+    )]
     pub ledger_table: String,
     /// The job writing, as the runner says ([`tidewater::Sink::begin_job`]).
     #[serde(skip)]
@@ -129,68 +135,6 @@ pub struct PostgresSink<T> {
     conn: Connections,
     #[serde(skip)]
     _rows: PhantomData<fn(T)>,
-}
-
-/// A plain SQL name: a letter or `_`, then letters, digits or `_`; at most 63 bytes.
-fn is_name(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.chars()
-            .next()
-            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-}
-
-/// A table's name: `name` or `schema.name`, each a plain name.
-fn is_table(s: &str) -> bool {
-    s.split('.').all(is_name) && s.split('.').count() <= 2
-}
-
-/// A sink id: 1 to 80 letters, digits, `-` or `_` (it goes into transaction ids).
-fn is_sink_id(s: &str) -> bool {
-    (1..=80).contains(&s.len())
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-}
-
-/// A plan's settings of a PostgreSQL sink, checked as the plan is decoded
-/// ([`tidewater::plan::field`]); the column count, which depends on the row type, is
-/// checked when the sink starts.
-mod checked {
-    use serde::Deserializer;
-    use tidewater::plan::field::{check, is_timeout_ms, TIMEOUT_MS};
-
-    const TABLE: &str = "a plain name (letters, digits, _; optionally schema.name)";
-
-    pub fn table<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
-        check(d, "table", TABLE, |t: &String| super::is_table(t))
-    }
-
-    pub fn ledger_table<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
-        check(d, "ledger_table", TABLE, |t: &String| super::is_table(t))
-    }
-
-    pub fn columns<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
-        check(
-            d,
-            "columns",
-            "one or more plain names (letters, digits, _)",
-            |c: &Vec<String>| !c.is_empty() && c.iter().all(|c| super::is_name(c)),
-        )
-    }
-
-    pub fn sink_id<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
-        check(
-            d,
-            "sink_id",
-            "1 to 80 letters, digits, - or _ (by default the table's name)",
-            |s: &String| super::is_sink_id(s),
-        )
-    }
-
-    pub fn timeout_ms<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
-        check(d, "timeout_ms", TIMEOUT_MS, is_timeout_ms)
-    }
 }
 
 fn default_ledger() -> String {
