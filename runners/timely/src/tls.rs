@@ -169,7 +169,7 @@ impl Relay {
     pub fn secure(&self, tls: &Tls, stream: TcpStream, side: Side) -> Result<UnixStream, String> {
         let (plain, relayed) = UnixStream::pair().map_err(|e| e.to_string())?;
         let runtime = &self.runtime;
-        let session = runtime.block_on(async {
+        let mut session = runtime.block_on(async {
             stream.set_nonblocking(true).map_err(|e| e.to_string())?;
             let tcp = tokio::net::TcpStream::from_std(stream).map_err(|e| e.to_string())?;
             let handshake = async {
@@ -217,7 +217,6 @@ impl Relay {
         relayed.set_nonblocking(true).map_err(|e| e.to_string())?;
         let _entered = runtime.enter();
         let mut relayed = tokio::net::UnixStream::from_std(relayed).map_err(|e| e.to_string())?;
-        let mut session = session;
         let session = runtime.spawn(async move {
             // Ends when both ways are closed (timely's end-of-stream, then the peer's),
             // or at the first error: the peer gone, or its session broken. Dropping both

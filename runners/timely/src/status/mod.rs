@@ -121,7 +121,6 @@ pub struct JobStatus {
 /// The process's status board: what its workers last published.
 #[derive(Debug)]
 pub struct Board {
-    job: Mutex<String>,
     runner: String,
     started: Instant,
     inner: Mutex<Inner>,
@@ -129,6 +128,7 @@ pub struct Board {
 
 #[derive(Debug)]
 struct Inner {
+    job: String,
     state: JobState,
     error: Option<String>,
     workers: Vec<WorkerStatus>,
@@ -139,10 +139,10 @@ impl Board {
     /// [`Board::set_job`]).
     pub fn new(runner: &str, workers: usize) -> Board {
         Board {
-            job: Mutex::new(String::new()),
             runner: runner.to_string(),
             started: Instant::now(),
             inner: Mutex::new(Inner {
+                job: String::new(),
                 state: JobState::Running,
                 error: None,
                 workers: (0..workers)
@@ -157,7 +157,7 @@ impl Board {
 
     /// The job's id, once known.
     pub fn set_job(&self, job: &str) {
-        *self.job.lock().unwrap_or_else(|p| p.into_inner()) = job.to_string();
+        self.lock().job = job.to_string();
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -217,7 +217,7 @@ impl Board {
     pub fn status(&self) -> JobStatus {
         let inner = self.lock();
         JobStatus {
-            job: self.job.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+            job: inner.job.clone(),
             runner: self.runner.clone(),
             state: inner.state,
             error: inner.error.clone(),
