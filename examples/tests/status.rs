@@ -4,6 +4,10 @@
 //! loads a second apart show the records read growing; a checkpoint appears; once the
 //! job has ended (and lingers), `/metrics` parses and its records read equal the
 //! records the job read, and the output is the direct runner's.
+//!
+//! A local cluster's supervisor serves one status for all its processes (gathered in
+//! process 0 over the job's own channel), across a restart: a killed process shows as
+//! a restart with its reason, and the job's figures come back from the next attempt.
 
 mod common;
 
@@ -50,67 +54,76 @@ fn until(base: &str, what: &str, ok: impl Fn(&serde_json::Value) -> bool) -> ser
     }
 }
 
+/// Starts the job with its status served; its base URL, read from its first line
+/// (its stderr is read all along: a full pipe would stall it).
+fn start(run: &Run, extra: &[&str]) -> (std::process::Child, String) {
+    let mut args = vec!["--status-addr=127.0.0.1:0", "--status-linger=5s"];
+    args.extend_from_slice(extra);
+    let mut child = run.command(&args).spawn().unwrap();
+    let (lines, seen) = mpsc::channel();
+    let stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    std::thread::spawn(move || {
+        for line in stderr.lines().map_while(Result::ok) {
+            let _ = lines.send(line);
+        }
+    });
+    let first = seen.recv_timeout(Duration::from_secs(20)).unwrap();
+    let base = first
+        .strip_prefix("status: ")
+        .and_then(|l| l.split_once("/ (the job's page)"))
+        .map(|(base, _)| base.to_string())
+        .unwrap_or_else(|| panic!("{}: the first line is not the URL: {first}", run.runner));
+    (child, base)
+}
+
+/// The crash job's tasks: its generator, the keyed running count, the windowed count,
+/// and the flatten its sink is fused into.
+const STAGES: [(&str, bool); 4] = [
+    ("Generate", true),
+    ("RunningCount", false),
+    ("CountPerWindow/Combine", false),
+    ("AllLines", false),
+];
+
+fn stages(worker: &serde_json::Value) -> Vec<(&str, bool)> {
+    worker["operators"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| (o["name"].as_str().unwrap(), o["source"].as_bool().unwrap()))
+        .collect()
+}
+
+/// A DoFn's counter, live: the crash job's FormatTotal counts its totals.
+fn totals(s: &serde_json::Value) -> i64 {
+    s["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|w| w["metrics"]["steps"]["FormatTotal"]["counters"].as_array())
+        .flatten()
+        .filter(|c| c[0] == "totals")
+        .map(|c| c[1].as_i64().unwrap())
+        .sum()
+}
+
 #[test]
 fn a_running_jobs_status_is_served_as_json_and_for_prometheus() {
     let _s = serial();
     for runner in RUNNERS {
         let run = Run::on(runner);
-        let mut child = run
-            .command(&["--status-addr=127.0.0.1:0", "--status-linger=5s"])
-            .spawn()
-            .unwrap();
-        // Its stderr, line by line, read all along (a full pipe would stall the job).
-        let (lines, seen) = mpsc::channel();
-        let stderr = std::io::BufReader::new(child.stderr.take().unwrap());
-        std::thread::spawn(move || {
-            for line in stderr.lines().map_while(Result::ok) {
-                let _ = lines.send(line);
-            }
-        });
-        let first = seen.recv_timeout(Duration::from_secs(20)).unwrap();
-        let base = first
-            .strip_prefix("status: ")
-            .and_then(|l| l.split_once("/api/job"))
-            .map(|(base, _)| base.to_string())
-            .unwrap_or_else(|| panic!("{runner}: the first line is not the URL: {first}"));
+        let (mut child, base) = start(&run, &[]);
         let one = until(&base, "records read", |s| records_read(s) > 0);
         assert_eq!(one["runner"], runner);
         assert_eq!(one["state"], "running", "{one}");
-        // The crash job's tasks: its generator, the keyed running count, the windowed
-        // count, and the flatten its sink is fused into.
-        let operators = one["workers"][0]["operators"].as_array().unwrap();
-        let stages: Vec<(&str, bool)> = operators
-            .iter()
-            .map(|o| (o["name"].as_str().unwrap(), o["source"].as_bool().unwrap()))
-            .collect();
-        assert_eq!(
-            stages,
-            [
-                ("Generate", true),
-                ("RunningCount", false),
-                ("CountPerWindow/Combine", false),
-                ("AllLines", false)
-            ],
-            "{runner}: {one}"
-        );
+        assert_eq!(one["processes"], 1, "{one}");
+        assert_eq!(stages(&one["workers"][0]), STAGES, "{runner}: {one}");
         std::thread::sleep(Duration::from_millis(1_200));
         let two = job(&base);
         assert!(
             records_read(&two) > records_read(&one),
             "{runner}: the figures did not move: {one} then {two}"
         );
-        // A DoFn's counter, live: the crash job's FormatTotal counts its totals.
-        let totals = |s: &serde_json::Value| -> i64 {
-            s["workers"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .flat_map(|w| w["metrics"]["steps"]["FormatTotal"]["counters"].as_array())
-                .flatten()
-                .filter(|c| c[0] == "totals")
-                .map(|c| c[1].as_i64().unwrap())
-                .sum()
-        };
         assert!(totals(&two) > 0, "{runner}: no live counter: {two}");
         until(&base, "a checkpoint", |s| {
             s["workers"][0]["checkpoints_completed"].as_u64().unwrap() >= 1
@@ -185,7 +198,7 @@ fn a_running_jobs_status_is_served_as_json_and_for_prometheus() {
 }
 
 #[test]
-fn a_status_address_in_use_or_on_a_cluster_is_refused_naming_it() {
+fn a_status_address_in_use_is_refused_naming_it() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap().to_string();
     let run = Run::on("native");
@@ -199,12 +212,71 @@ fn a_status_address_in_use_or_on_a_cluster_is_refused_naming_it() {
         )),
         "{err}"
     );
-    let err = refused(
-        run.command(&["--status-addr=127.0.0.1:0", "--local-cluster=2"]),
-        "a local cluster",
-    );
-    assert!(
-        err.contains("invalid option --status-addr 127.0.0.1:0: a cluster's status"),
-        "{err}"
-    );
+}
+
+/// A local cluster of 2 processes of 2 workers: the supervisor serves all 4 workers'
+/// figures (3 of them gathered from the other threads and process over the job's
+/// channel). A killed process is a restart on the page, with its reason; the job
+/// runs on from its checkpoint, its figures come back, and it finishes with the
+/// direct runner's output.
+#[test]
+fn a_local_clusters_supervisor_serves_every_process_across_a_restart() {
+    let _s = serial();
+    for runner in RUNNERS {
+        let run = Run::on(runner);
+        let (mut child, base) = start(&run, &["--local-cluster=2", "--workers=2"]);
+        let one = until(&base, "every worker's figures", |s| {
+            s["workers"].as_array().unwrap().len() == 4
+                && s["workers"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .all(|w| w["records_read"].as_u64().unwrap() > 0)
+        });
+        assert_eq!(one["processes"], 2, "{one}");
+        assert_eq!(one["state"], "running", "{one}");
+        for (i, w) in one["workers"].as_array().unwrap().iter().enumerate() {
+            assert_eq!(w["worker"], i, "{runner}: {one}");
+            assert_eq!(stages(w), STAGES, "{runner}: worker {i}: {one}");
+        }
+        until(&base, "a checkpoint", |s| {
+            s["workers"][0]["checkpoints_completed"].as_u64().unwrap() >= 1
+        });
+        let pids = run.pids();
+        assert_eq!(pids.len(), 2, "{runner}: {pids:?}");
+        signal(pids[1], "-KILL");
+        let restarted = until(&base, "the restart", |s| {
+            s["restarts_total"].as_u64().unwrap() >= 1
+        });
+        let reason = restarted["restarts"][0]["reason"].as_str().unwrap();
+        assert!(reason.contains("process "), "{runner}: {restarted}");
+        let last = until(&base, "the end", |s| {
+            s["state"] != "running" && s["state"] != "restarting"
+        });
+        assert_eq!(last["state"], "finished", "{runner}: {last}");
+        assert_eq!(last["restarts_total"], 1, "{runner}: {last}");
+        // The final figures are the second attempt's, from every worker.
+        assert_eq!(last["attempt"], 1, "{runner}: {last}");
+        assert_eq!(last["workers"].as_array().unwrap().len(), 4, "{last}");
+        assert!(records_read(&last) > 0, "{runner}: {last}");
+        let text = get(&format!("{base}/metrics"));
+        let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_string())))
+            .unwrap_or_else(|e| panic!("{runner}: /metrics does not parse: {e}\n{text}"));
+        let restarts: Vec<f64> = scrape
+            .samples
+            .iter()
+            .filter(|s| s.metric == "tidewater_restarts_total")
+            .map(|s| match s.value {
+                prometheus_parse::Value::Counter(v) | prometheus_parse::Value::Untyped(v) => v,
+                _ => -1.0,
+            })
+            .collect();
+        assert_eq!(restarts, [1.0], "{runner}:\n{text}");
+        let status = child.wait().unwrap();
+        assert!(status.success(), "{runner}: the job failed");
+        assert_exact(
+            &run,
+            &format!("{runner} in a local cluster with its status served"),
+        );
+    }
 }

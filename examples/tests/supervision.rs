@@ -191,6 +191,7 @@ fn a_three_second_database_outage_is_survived() {
         std::thread::sleep(Duration::from_secs(3));
         proxy.cut(false);
         let what = format!("{runner}: a 3-second database outage");
+        let _watch = pg_watch(&url, Duration::from_secs(60), &what);
         let stderr = finish(child, &what);
         let restarts = stderr
             .matches("restarting all 2 processes from the last checkpoint")

@@ -46,6 +46,19 @@ fn fused_stages_snapshot() {
     );
 }
 
+/// The job graph the status page draws: the engine's tasks, what each fuses, and how
+/// data travels between them.
+#[test]
+fn job_graph_snapshot() {
+    let p = Pipeline::new(PipelineOptions::default());
+    word_count::build(&p, "data/sample.txt", Some("data/counts"), 10);
+    let graph = tidewater_runners_core::job_graph::job_graph(&p.to_plan().unwrap(), true).unwrap();
+    insta::assert_snapshot!(
+        "wordcount_job_graph",
+        serde_json::to_string_pretty(&graph).unwrap()
+    );
+}
+
 #[test]
 fn counts_equal_the_oracle_on_several_schedules() {
     tidewater_examples::register_runners();

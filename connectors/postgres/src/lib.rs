@@ -473,15 +473,23 @@ impl<T: ToRow> PostgresSink<T> {
     }
 }
 
-/// Whether `e` means the server went away (the connection closed or broken, the server
-/// shutting down): recoverable from the last checkpoint, unlike a bad statement.
+/// Whether `e` is one that passes (the connection closed or broken, the server shutting
+/// down, a timeout or a lock wait): recoverable from the last checkpoint, unlike a bad
+/// statement.
 fn lost(e: &tokio_postgres::Error) -> bool {
     if e.is_closed() {
         return true;
     }
     if let Some(code) = e.code() {
         let code = code.code();
-        return code.starts_with("08") || code.starts_with("57P");
+        // The connection or server gone (08, 57P), and what passes with time: a
+        // statement over its timeout or a lock not granted in time (57014, 55P03:
+        // another session holds what it needs, often one of an earlier run that ends
+        // soon), a serialization failure or deadlock (40001, 40P01), no connection
+        // slot (53300).
+        return code.starts_with("08")
+            || code.starts_with("57P")
+            || ["57014", "55P03", "40001", "40P01", "53300"].contains(&code);
     }
     std::error::Error::source(e).is_some_and(|s| s.is::<std::io::Error>())
 }

@@ -257,6 +257,64 @@ pub fn pg_client(url: &str) -> tokio_postgres::Client {
     })
 }
 
+/// What the PostgreSQL server is doing, for a test's message when a job takes too long:
+/// every session of the database (what it runs and waits for), the locks waited for
+/// and who holds them, and the prepared transactions.
+pub fn pg_activity(url: &str) -> String {
+    let c = pg_client(url);
+    let rt = tidewater::io::runtime();
+    let mut out = String::new();
+    let queries = [
+        ("sessions", "SELECT pid::text, coalesce(application_name, ''), coalesce(state, ''), coalesce(wait_event_type || ':' || wait_event, ''), coalesce(now() - xact_start, interval '0')::text, left(coalesce(query, ''), 160) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"),
+        ("waiting locks", "SELECT w.pid::text, w.locktype, coalesce(w.relation::regclass::text, ''), w.mode, coalesce(array_to_string(pg_blocking_pids(w.pid), ','), ''), coalesce(w.transactionid::text, '') FROM pg_locks w WHERE NOT w.granted"),
+        ("prepared", "SELECT gid, prepared::text, owner, database, '', '' FROM pg_prepared_xacts"),
+        ("advisory locks", "SELECT pid::text, objid::text, mode, granted::text, '', '' FROM pg_locks WHERE locktype = 'advisory'"),
+    ];
+    for (what, sql) in queries {
+        out.push_str(&format!("-- {what}\n"));
+        match rt.block_on(c.query(sql, &[])) {
+            Ok(rows) => {
+                for r in rows {
+                    let cols: Vec<String> = (0..6).map(|i| r.get::<_, String>(i)).collect();
+                    out.push_str(&format!("{}\n", cols.join(" | ")));
+                }
+            }
+            Err(e) => out.push_str(&format!("({e})\n")),
+        }
+    }
+    out
+}
+
+/// Prints [`pg_activity`] once if the returned guard still lives after `after` (a job
+/// that should have ended: the message then says what the server was doing).
+pub fn pg_watch(url: &str, after: Duration, what: &str) -> PgWatch {
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (d, url, what) = (done.clone(), url.to_string(), what.to_string());
+    std::thread::spawn(move || {
+        let started = Instant::now();
+        while started.elapsed() < after {
+            if d.load(std::sync::atomic::Ordering::SeqCst) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        eprintln!(
+            "{what}: still running after {after:?}; the server:\n{}",
+            pg_activity(&url)
+        );
+    });
+    PgWatch(done)
+}
+
+/// Ends [`pg_watch`]'s wait when dropped.
+pub struct PgWatch(std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for PgWatch {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
 /// A fresh PostgreSQL table `table` for the crash job's lines.
 pub fn pg_fresh_table(c: &tokio_postgres::Client, table: &str) {
     let rt = tidewater::io::runtime();

@@ -28,6 +28,25 @@ fn short(name: &str) -> &str {
     name.rsplit('/').next().unwrap_or(name)
 }
 
+/// What a primitive is, in a word or three.
+pub fn kind_of(n: &crate::translate::Node) -> &'static str {
+    match &n.kind {
+        NodeKind::ParDo { side_inputs, .. } if !side_inputs.is_empty() => "ParDo with side inputs",
+        NodeKind::ParDo { .. } => "ParDo",
+        NodeKind::WindowInto { .. } => "WindowInto",
+        NodeKind::Grouping { ops } if ops.liftable() => "Combine",
+        NodeKind::Grouping { .. } => "GroupByKey",
+        NodeKind::Stateful { .. } => "stateful ParDo",
+        NodeKind::Flatten => "Flatten",
+        NodeKind::Impulse => "Impulse",
+        NodeKind::Create { .. } => "Create",
+        NodeKind::Read { .. } => "Read",
+        NodeKind::TestStream { .. } => "TestStream",
+        NodeKind::Capture { .. } => "Capture",
+        NodeKind::Sink { .. } => "Sink",
+    }
+}
+
 /// The plan as a Graphviz `digraph`.
 pub fn render_dot(plan: &Plan) -> Result<String> {
     let exec = translate(plan)?;
@@ -72,23 +91,7 @@ pub fn render_dot(plan: &Plan) -> Result<String> {
             .nodes
             .iter()
             .find(|n| n.name == t.unique_name)
-            .map(|n| match &n.kind {
-                NodeKind::ParDo { side_inputs, .. } if !side_inputs.is_empty() => {
-                    "ParDo with side inputs"
-                }
-                NodeKind::ParDo { .. } => "ParDo",
-                NodeKind::WindowInto { .. } => "WindowInto",
-                NodeKind::Grouping { ops } if ops.liftable() => "Combine",
-                NodeKind::Grouping { .. } => "GroupByKey",
-                NodeKind::Stateful { .. } => "stateful ParDo",
-                NodeKind::Flatten => "Flatten",
-                NodeKind::Impulse => "Impulse",
-                NodeKind::Create { .. } => "Create",
-                NodeKind::Read { .. } => "Read",
-                NodeKind::TestStream { .. } => "TestStream",
-                NodeKind::Capture { .. } => "Capture",
-                NodeKind::Sink { .. } => "Sink",
-            })
+            .map(kind_of)
             .unwrap_or("?");
         let (fill, stage) = match stage_of.get(t.unique_name.as_str()) {
             Some(&s) => (PALETTE[s % PALETTE.len()], format!("\\nstage {s}")),

@@ -20,6 +20,7 @@ pub mod dot;
 pub mod fusion;
 pub mod head;
 pub mod job;
+pub mod job_graph;
 pub mod keyed;
 pub mod side_inputs;
 pub mod sink_host;

@@ -301,6 +301,8 @@ pub struct Supervisor {
     /// A running cluster whose newest checkpoint does not move for this long is hung:
     /// it is restarted.
     pub watchdog: Duration,
+    /// The status it serves (`--status-addr`), if any.
+    pub status: Option<std::sync::Arc<crate::status::supervised::Supervised>>,
 }
 
 /// Free loopback ports (bound, read and released: another process could take one in
@@ -320,8 +322,12 @@ fn free_ports(n: usize) -> Result<Vec<u16>> {
         .collect()
 }
 
-/// The arguments of the running process without `--local-cluster[=N]`.
-pub fn args_without_local_cluster(args: impl IntoIterator<Item = String>) -> Vec<String> {
+/// The arguments of the running process without the supervisor's flags
+/// (`--local-cluster`, `--status-addr`, `--status-linger`, in either spelling).
+pub fn args_for_children(args: impl IntoIterator<Item = String>) -> Vec<String> {
+    // The supervisor's own flags (it serves the status: the processes hand theirs over
+    // in a file, [`crate::status::supervised`]).
+    const OWN: [&str; 3] = ["--local-cluster", "--status-addr", "--status-linger"];
     let mut out = Vec::new();
     let mut skip = false;
     for a in args {
@@ -329,11 +335,11 @@ pub fn args_without_local_cluster(args: impl IntoIterator<Item = String>) -> Vec
             skip = false;
             continue;
         }
-        if a == "--local-cluster" {
+        if OWN.contains(&a.as_str()) {
             skip = true;
             continue;
         }
-        if a.starts_with("--local-cluster=") {
+        if OWN.iter().any(|f| a.starts_with(&format!("{f}="))) {
             continue;
         }
         out.push(a);
@@ -501,6 +507,11 @@ impl Supervisor {
     ) -> Result<Attempt> {
         let n = self.processes;
         let ports = free_ports(n)?;
+        // Process 0 writes the job's status here for the supervisor to serve.
+        let status_file = work.join(format!("status-{attempt}"));
+        if let Some(status) = &self.status {
+            status.attempt(&status_file, attempt as u64);
+        }
         let hosts = work.join(format!("hosts-{attempt}"));
         let listing: String = ports.iter().map(|p| format!("127.0.0.1:{p}\n")).collect();
         write_private(&hosts, listing.as_bytes()).map_err(|e| Error::Io {
@@ -521,6 +532,11 @@ impl Supervisor {
                 .arg(format!("--process-id={i}"))
                 .arg(format!("--hosts={}", hosts.display()))
                 .env(CHILD_ENV, &outcome)
+                .envs(
+                    self.status
+                        .as_ref()
+                        .map(|_| (crate::status::supervised::STATUS_FILE_ENV, &status_file)),
+                )
                 .env(crate::handshake::SECRET_ENV, secret.to_hex())
                 .stdin(std::process::Stdio::piped())
                 .stdout(std::process::Stdio::piped())
@@ -716,6 +732,9 @@ impl Supervisor {
                         Ok(delay) => delay,
                         Err(give_up) => break Err(Error::Internal(format!("{why}; {give_up}"))),
                     };
+                    if let Some(status) = &self.status {
+                        status.restarting(&why);
+                    }
                     eprintln!(
                         "local cluster: {why}; restarting all {} processes from the last checkpoint in {} ms (restart {})",
                         self.processes,
@@ -726,6 +745,9 @@ impl Supervisor {
                 }
             }
         };
+        if let Some(status) = &self.status {
+            status.end(result.as_ref().err().map(|e| e.to_string()));
+        }
         drop(work_dir);
         result
     }
@@ -736,20 +758,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_local_cluster_flag_is_taken_out_in_both_spellings() {
+    fn the_supervisors_flags_are_taken_out_in_both_spellings() {
         let args = [
             "bin",
             "--local-cluster",
             "2",
             "--runner=native",
             "--local-cluster=3",
+            "--status-addr",
+            "127.0.0.1:0",
+            "--status-linger=1s",
             "-x",
         ]
         .map(String::from);
-        assert_eq!(
-            args_without_local_cluster(args),
-            ["bin", "--runner=native", "-x"]
-        );
+        assert_eq!(args_for_children(args), ["bin", "--runner=native", "-x"]);
     }
 
     #[test]

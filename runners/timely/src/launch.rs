@@ -67,9 +67,16 @@ pub const COMMON_OPTIONS: [(&str, &str); 8] = [
     ),
     (
         "watchdog_ms",
-        "--local-cluster restarts a cluster whose checkpoints stop for this long (default: 10 intervals, at least 10 s)",
+        "--local-cluster restarts a cluster whose checkpoints stop for this long (default: 10 intervals, at least 60 s: longer than a connector's own timeouts, so that a slow external system fails with its own message)",
     ),
 ];
+
+/// The shortest default watchdog: longer than the connectors' own timeouts (the
+/// PostgreSQL sink's statements and connections: 10 s; a sink call: 20 to 30 s), so
+/// that a process waiting on a slow external system fails with the system's message
+/// (and is restarted for it) before the supervisor would call it hung and kill it
+/// without one.
+const DEFAULT_WATCHDOG: Duration = Duration::from_secs(60);
 
 /// The most key groups a job may have (Flink's limit on maxParallelism).
 const MAX_KEY_GROUPS_LIMIT: u32 = 32_768;
@@ -78,16 +85,8 @@ impl EngineRunner {
     /// Runs `plan` as `options` ask: here, or on a local cluster this process
     /// supervises, or as one process of such a cluster.
     pub fn run(&self, plan: &Plan, options: &PipelineOptions) -> Result<PipelineResult> {
-        if let Some(addr) = &options.engine.status_addr {
-            if options.engine.local_cluster.is_some() || options.engine.processes > 1 {
-                return Err(invalid(
-                    format!("--status-addr {addr}"),
-                    "a cluster's status (its supervisor's, or process 0's for all) is not built yet: serve a job of one process (any --workers)".into(),
-                ));
-            }
-        }
         if let Some(n) = options.engine.local_cluster {
-            return self.local_cluster(n as usize, options);
+            return self.local_cluster(n as usize, plan, options);
         }
         let child = std::env::var_os(cluster::CHILD_ENV);
         if child.is_none()
@@ -116,7 +115,12 @@ impl EngineRunner {
     }
 
     /// Launches `n` processes of this binary on loopback and supervises them.
-    fn local_cluster(&self, n: usize, options: &PipelineOptions) -> Result<PipelineResult> {
+    fn local_cluster(
+        &self,
+        n: usize,
+        plan: &Plan,
+        options: &PipelineOptions,
+    ) -> Result<PipelineResult> {
         let e = &options.engine;
         if n < 1 || e.processes > 1 {
             return Err(invalid(
@@ -130,10 +134,22 @@ impl EngineRunner {
             .map_err(|err| Error::Internal(format!("cannot find this binary to launch: {err}")))?;
         let args = match &e.child_args {
             Some(a) => a.clone(),
-            None => cluster::args_without_local_cluster(std::env::args().skip(1)),
+            None => cluster::args_for_children(std::env::args().skip(1)),
+        };
+        // The supervisor serves the status of the job, across its restarts.
+        let status = match &e.status_addr {
+            Some(addr) => {
+                let supervised =
+                    std::sync::Arc::new(crate::status::supervised::Supervised::new(self.name, n));
+                let graph =
+                    tidewater_runners_core::job_graph::job_graph(plan, config.lift_combiners)?;
+                let server = serve_status(addr, supervised.clone(), graph)?;
+                Some((supervised, server))
+            }
+            None => None,
         };
         let watchdog = match options.runner_option("watchdog_ms") {
-            None => (config.epoch_interval * 10).max(Duration::from_secs(10)),
+            None => (config.epoch_interval * 10).max(DEFAULT_WATCHDOG),
             Some(v) => Duration::from_millis(parse_positive("watchdog_ms", v)? as u64),
         };
         let result = cluster::Supervisor {
@@ -143,8 +159,14 @@ impl EngineRunner {
             checkpoint_dir: config.checkpoint_dir,
             restart: restart_strategy(options)?,
             watchdog,
+            status: status.as_ref().map(|(s, _)| s.clone()),
         }
-        .run()?;
+        .run();
+        if let (Some(linger), Some(_)) = (e.status_linger, &status) {
+            std::thread::sleep(linger);
+        }
+        drop(status);
+        let result = result?;
         if stderr_is_terminal() {
             eprintln!("{}", summary(self.name, &result.metrics));
         }
@@ -155,20 +177,35 @@ impl EngineRunner {
         let exec = tidewater_runners_core::translate(plan)?;
         let mut config = self.config(options, Clock::for_plan(&exec))?;
         refuse_unaligned_script(&exec, &config)?;
-        // The status server first: its URL is the job's first line.
-        let status = match &options.engine.status_addr {
-            Some(addr) => {
-                let board =
-                    std::sync::Arc::new(crate::status::Board::new(self.name, config.workers));
-                let server = crate::status::server::start(addr, std::sync::Arc::clone(&board))?;
-                eprintln!(
-                    "status: http://{}/api/job (JSON) and /metrics (Prometheus)",
-                    server.addr
-                );
-                config.status = Some(std::sync::Arc::clone(&board));
-                Some((board, server))
+        // The status server first: its URL is the job's first line. Every process
+        // gathers its workers' figures in process 0, which serves them (or, in a local
+        // cluster, hands them to the supervisor).
+        let child = std::env::var_os(cluster::CHILD_ENV).is_some();
+        let for_supervisor = std::env::var_os(crate::status::supervised::STATUS_FILE_ENV)
+            .filter(|_| child)
+            .map(std::path::PathBuf::from);
+        let board = (options.engine.status_addr.is_some() && !child || for_supervisor.is_some())
+            .then(|| {
+                std::sync::Arc::new(crate::status::Board::new(
+                    self.name,
+                    config.workers * config.processes,
+                    config.processes,
+                ))
+            });
+        config.status = board.clone();
+        let server = match (&board, &options.engine.status_addr) {
+            (Some(board), Some(addr)) if config.process_id == 0 && !child => {
+                let graph =
+                    tidewater_runners_core::job_graph::of_exec(&exec, config.lift_combiners);
+                Some(serve_status(addr, board.clone(), graph)?)
             }
-            None => None,
+            _ => None,
+        };
+        let _writer = match (&board, for_supervisor) {
+            (Some(board), Some(file)) if config.process_id == 0 => Some(
+                crate::status::supervised::write_for_supervisor(board.clone(), file),
+            ),
+            _ => None,
         };
         // One job per checkpoint directory: a local cluster's supervisor holds it for its
         // processes; otherwise this process, or process 0 of several.
@@ -225,7 +262,7 @@ impl EngineRunner {
             }
         }
         config.job_id = job_of(options, &exec, &config, restored.as_ref())?;
-        if let Some((board, _)) = &status {
+        if let Some(board) = &board {
             board.set_job(&config.job_id);
         }
         // Every process checks before its workers write anything: a process whose
@@ -242,11 +279,11 @@ impl EngineRunner {
             },
         )?;
         let result = crate::run(plan, exec, &config, restored);
-        if let Some((board, server)) = status {
+        if let Some(board) = &board {
             board.end(result.as_ref().err().map(|e| e.to_string()));
-            if let Some(linger) = options.engine.status_linger {
-                std::thread::sleep(linger);
-            }
+        }
+        if let (Some(server), Some(linger)) = (server, options.engine.status_linger) {
+            std::thread::sleep(linger);
             drop(server);
         }
         let result = result?;
@@ -679,6 +716,20 @@ fn parse_positive(key: &str, v: &str) -> Result<usize> {
 
 fn invalid(option: String, message: String) -> Error {
     Error::InvalidOption { option, message }
+}
+
+/// Serves `source` at `addr` and says where (the job's first line).
+fn serve_status(
+    addr: &str,
+    source: std::sync::Arc<dyn crate::status::StatusSource>,
+    graph: tidewater_runners_core::job_graph::JobGraph,
+) -> Result<crate::status::server::StatusServer> {
+    let server = crate::status::server::start(addr, source, graph)?;
+    eprintln!(
+        "status: http://{}/ (the job's page), /api/job (JSON) and /metrics (Prometheus)",
+        server.addr
+    );
+    Ok(server)
 }
 
 #[cfg(test)]

@@ -139,9 +139,16 @@ fn run(worker: &mut timely::worker::Worker, shared: &Shared) -> Result<WorkerOut
             }
         }
     }
+    let serves_status = config.status.is_some();
     if config.processes > 1 {
-        check_plans(worker, shared.plan_hash)?;
+        check_plans(worker, shared.plan_hash, serves_status)?;
     }
+    // Every worker's figures reach process 0's status board (built before the job's
+    // dataflow on every process, or on none: checked above).
+    let mut gather = config
+        .status
+        .as_ref()
+        .map(|board| crate::status::gather::Gather::build(worker, Arc::clone(board)));
     let dataflow = worker.next_dataflow_index();
     let built = worker.dataflow::<u64, _, _>(|scope| build(scope, exec, shared, &ctx, &probe));
     let (stateful, sinks) = match built {
@@ -188,7 +195,7 @@ fn run(worker: &mut timely::worker::Worker, shared: &Shared) -> Result<WorkerOut
             p.show(&ctx, coordinator.committed(), last_batch);
         }
         if published.elapsed() >= STATUS_EVERY {
-            publish_status(&ctx, config);
+            publish_status(&ctx, config, &mut gather);
             published = Instant::now();
         }
         worker.step_or_park(Some(if done { Duration::from_millis(1) } else { PARK }));
@@ -196,7 +203,8 @@ fn run(worker: &mut timely::worker::Worker, shared: &Shared) -> Result<WorkerOut
     if let Some(p) = progress.as_mut() {
         p.end(ctx.records_read.get());
     }
-    publish_status(&ctx, config);
+    publish_status(&ctx, config, &mut gather);
+    drop(gather);
     {
         let mut metrics = ctx.metrics.borrow_mut();
         metrics
@@ -248,9 +256,14 @@ struct Prepared {
     exit_streams: Vec<((usize, usize), bool)>,
 }
 
-/// Every process of a cluster must run the same plan: worker 0 gathers every worker's
-/// plan hash before anything runs and refuses to go on if one differs.
-fn check_plans(worker: &mut timely::worker::Worker, plan_hash: u64) -> Result<()> {
+/// Every process of a cluster must run the same plan, and build the same dataflows:
+/// worker 0 gathers every worker's plan hash, and whether it serves the job's status
+/// (which adds a dataflow), before anything runs and refuses to go on if one differs.
+fn check_plans(
+    worker: &mut timely::worker::Worker,
+    plan_hash: u64,
+    serves_status: bool,
+) -> Result<()> {
     use timely::dataflow::operators::vec::ToStream;
     use timely::dataflow::operators::{Exchange as _, Inspect, Probe};
     let me = worker.index();
@@ -258,10 +271,10 @@ fn check_plans(worker: &mut timely::worker::Worker, plan_hash: u64) -> Result<()
     let gathered = Rc::clone(&seen);
     let probe = ProbeHandle::new();
     worker.dataflow::<u64, _, _>(|scope| {
-        vec![(me as u64, plan_hash)]
+        vec![(me as u64, plan_hash, serves_status)]
             .to_stream(scope)
-            .exchange(|_: &(u64, u64)| 0)
-            .inspect(move |x: &(u64, u64)| gathered.borrow_mut().push(*x))
+            .exchange(|_: &(u64, u64, bool)| 0)
+            .inspect(move |x: &(u64, u64, bool)| gathered.borrow_mut().push(*x))
             .probe_with(&probe);
     });
     while !probe.done() {
@@ -270,9 +283,25 @@ fn check_plans(worker: &mut timely::worker::Worker, plan_hash: u64) -> Result<()
     let differing: Vec<String> = seen
         .borrow()
         .iter()
-        .filter(|(_, h)| *h != plan_hash)
-        .map(|(w, h)| format!("worker {w} has plan {h:016x}"))
+        .filter(|(_, h, _)| *h != plan_hash)
+        .map(|(w, h, _)| format!("worker {w} has plan {h:016x}"))
         .collect();
+    let serving: Vec<String> = seen
+        .borrow()
+        .iter()
+        .filter(|(_, _, s)| *s != serves_status)
+        .map(|(w, _, _)| format!("worker {w}"))
+        .collect();
+    if differing.is_empty() && !serving.is_empty() {
+        return Err(Error::InvalidPlan {
+            message: format!(
+                "the processes of the cluster disagree on --status-addr: worker 0 {} it, {} {} (give it to every process of the job, or to none; process 0 serves the job's status)",
+                if serves_status { "has" } else { "has not" },
+                serving.join(", "),
+                if serves_status { "not" } else { "has" },
+            ),
+        });
+    }
     if differing.is_empty() {
         return Ok(());
     }
@@ -564,16 +593,19 @@ fn build(
 /// How often a worker publishes its figures to the status board.
 const STATUS_EVERY: Duration = Duration::from_secs(1);
 
-/// This worker's figures to the status board, if the job serves its status.
-fn publish_status(ctx: &WorkerCtx, config: &crate::EngineConfig) {
-    if let Some(board) = &config.status {
-        board.publish(
-            ctx.me - ctx.local.start,
+/// This worker's figures to process 0's status board, if the job serves its status.
+fn publish_status(
+    ctx: &WorkerCtx,
+    config: &crate::EngineConfig,
+    gather: &mut Option<crate::status::gather::Gather>,
+) {
+    if let (Some(board), Some(gather)) = (&config.status, gather.as_mut()) {
+        gather.send(board.worker_status(
             ctx.me,
             ctx.records_read.get(),
             &ctx.operators.borrow(),
             &ctx.checkpoints.borrow(),
             &ctx.metrics.borrow(),
-        );
+        ));
     }
 }

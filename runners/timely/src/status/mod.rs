@@ -9,19 +9,24 @@
 //! records read; on worker 0 the last checkpoints. Publishing copies a few numbers per
 //! operator once a second, off the per-record path.
 
+pub mod gather;
 pub mod server;
+pub mod supervised;
 
 use crate::metrics::{Checkpoints, OperatorFigures};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::sync::Mutex;
 use std::time::Instant;
 
 /// A job's state, as the status shows it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum JobState {
     /// Its workers run.
     Running,
+    /// A local cluster's supervisor is restarting its processes from the last
+    /// checkpoint; the figures are the last attempt's.
+    Restarting,
     /// It ended; the figures are its last.
     Finished,
     /// It failed; `error` says why.
@@ -29,7 +34,7 @@ pub enum JobState {
 }
 
 /// One operator (a task: the transform heading it) on one worker.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct OperatorStatus {
     /// The transform heading the task.
     pub name: String,
@@ -66,7 +71,7 @@ impl OperatorStatus {
 }
 
 /// A complete checkpoint.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CheckpointStatus {
     /// Its epoch.
     pub epoch: u64,
@@ -81,7 +86,7 @@ pub struct CheckpointStatus {
 }
 
 /// One worker's figures as it last published them.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct WorkerStatus {
     /// The worker's index in the job.
     pub worker: usize,
@@ -101,27 +106,57 @@ pub struct WorkerStatus {
     pub updated_at_ms: u64,
 }
 
+/// A restart of a local cluster by its supervisor.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RestartStatus {
+    /// When the supervisor restarted the processes, in ms since the job started.
+    pub at_ms: u64,
+    /// Why.
+    pub reason: String,
+}
+
 /// What `/api/job` answers.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct JobStatus {
     /// The job's id.
     pub job: String,
     /// The runner.
     pub runner: String,
-    /// Running, finished or failed.
+    /// Running, restarting, finished or failed.
     pub state: JobState,
     /// Why it failed.
     pub error: Option<String>,
     /// How long it has run, in ms.
     pub uptime_ms: u64,
-    /// Every worker of this process.
+    /// The processes it runs in.
+    pub processes: usize,
+    /// Every worker of the job (of every process, when they gather their figures in
+    /// process 0).
     pub workers: Vec<WorkerStatus>,
+    /// A local cluster's restarts, oldest first (the last [`RESTARTS_KEPT`]).
+    pub restarts: Vec<RestartStatus>,
+    /// A local cluster's restarts in all.
+    pub restarts_total: u64,
+    /// The attempt of a local cluster the figures come from (0 the first, 1 after
+    /// the first restart, ...).
+    pub attempt: u64,
 }
 
-/// The process's status board: what its workers last published.
+/// The restarts a status keeps.
+pub const RESTARTS_KEPT: usize = 20;
+
+/// Whatever can answer `/api/job`: a process's [`Board`], or a local cluster's
+/// supervisor (`cluster_board`).
+pub trait StatusSource: Send + Sync + 'static {
+    /// The job's status now.
+    fn status(&self) -> JobStatus;
+}
+
+/// The process's status board: what the job's workers last published.
 #[derive(Debug)]
 pub struct Board {
     runner: String,
+    processes: usize,
     started: Instant,
     inner: Mutex<Inner>,
 }
@@ -135,11 +170,12 @@ struct Inner {
 }
 
 impl Board {
-    /// An empty board for `workers` workers of a job on `runner` (its id comes with
-    /// [`Board::set_job`]).
-    pub fn new(runner: &str, workers: usize) -> Board {
+    /// An empty board for the `workers` workers (in all) of a job on `runner` in
+    /// `processes` processes (its id comes with [`Board::set_job`]).
+    pub fn new(runner: &str, workers: usize, processes: usize) -> Board {
         Board {
             runner: runner.to_string(),
+            processes,
             started: Instant::now(),
             inner: Mutex::new(Inner {
                 job: String::new(),
@@ -168,18 +204,16 @@ impl Board {
         at.saturating_duration_since(self.started).as_millis() as u64
     }
 
-    /// Worker `slot` of this process (its index among the process's workers), global
-    /// index `worker`, publishes its figures.
-    pub fn publish(
+    /// Worker `worker`'s figures now, as it publishes them.
+    pub fn worker_status(
         &self,
-        slot: usize,
         worker: usize,
         records_read: u64,
         operators: &[std::rc::Rc<OperatorFigures>],
         checkpoints: &Checkpoints,
         metrics: &tidewater::exec::MetricResults,
-    ) {
-        let status = WorkerStatus {
+    ) -> WorkerStatus {
+        WorkerStatus {
             worker,
             records_read,
             operators: operators.iter().map(|o| OperatorStatus::of(o)).collect(),
@@ -197,8 +231,13 @@ impl Board {
                 })
                 .collect(),
             updated_at_ms: self.since_start(Instant::now()),
-        };
-        if let Some(w) = self.lock().workers.get_mut(slot) {
+        }
+    }
+
+    /// A worker's figures, published here or gathered from its process; a worker the
+    /// board does not cover is ignored.
+    pub fn put(&self, status: WorkerStatus) {
+        if let Some(w) = self.lock().workers.get_mut(status.worker) {
             *w = status;
         }
     }
@@ -212,9 +251,10 @@ impl Board {
         };
         inner.error = error;
     }
+}
 
-    /// The job's status now.
-    pub fn status(&self) -> JobStatus {
+impl StatusSource for Board {
+    fn status(&self) -> JobStatus {
         let inner = self.lock();
         JobStatus {
             job: inner.job.clone(),
@@ -222,7 +262,11 @@ impl Board {
             state: inner.state,
             error: inner.error.clone(),
             uptime_ms: self.since_start(Instant::now()),
+            processes: self.processes,
             workers: inner.workers.clone(),
+            restarts: Vec::new(),
+            restarts_total: 0,
+            attempt: 0,
         }
     }
 }

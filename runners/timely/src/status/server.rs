@@ -1,6 +1,11 @@
 //! The status server (`--status-addr ADDR`): axum on the process's connector runtime
-//! (`tidewater::io::runtime()`), serving the [`Board`]:
+//! (`tidewater::io::runtime()`), serving a [`StatusSource`] (a process's board, or a local cluster's
+//! supervisor: `supervised.rs`):
 //!
+//! - `GET /`: the job's page (static HTML and script, from this binary: `page.html`),
+//!   which loads the two below and refreshes every second;
+//! - `GET /api/graph`: the job's tasks and the channels between them as JSON
+//!   ([`JobGraph`]);
 //! - `GET /api/job`: the job's status as JSON ([`super::JobStatus`]);
 //! - `GET /metrics`: the same figures in Prometheus' text exposition format
 //!   (prometheus-client), named `tidewater_*` with the labels `job`, `stage` (the
@@ -9,9 +14,10 @@
 //! It binds before the job starts, so a port in use fails the job at once, naming the
 //! address; the job's first line gives its URL.
 
-use super::{Board, JobState, JobStatus};
+use super::{JobState, JobStatus, StatusSource};
 use axum::extract::State;
 use axum::http::header;
+use axum::response::Html;
 use axum::routing::get;
 use axum::{Json, Router};
 use prometheus_client::encoding::EncodeLabelSet;
@@ -22,6 +28,7 @@ use prometheus_client::registry::Registry;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use tidewater::{Error, Result};
+use tidewater_runners_core::job_graph::JobGraph;
 
 /// A running status server; dropped, it stops.
 pub struct StatusServer {
@@ -38,8 +45,9 @@ impl Drop for StatusServer {
     }
 }
 
-/// Starts serving `board` at `addr` (`host:port`; port 0 picks a free one).
-pub fn start(addr: &str, board: Arc<Board>) -> Result<StatusServer> {
+/// Starts serving `source` (a process's board, or a local cluster's supervisor) at
+/// `addr` (`host:port`; port 0 picks a free one).
+pub fn start(addr: &str, source: Arc<dyn StatusSource>, graph: JobGraph) -> Result<StatusServer> {
     let invalid = |message: String| Error::InvalidOption {
         option: format!("--status-addr {addr}"),
         message,
@@ -58,10 +66,16 @@ pub fn start(addr: &str, board: Arc<Board>) -> Result<StatusServer> {
         tokio::net::TcpListener::from_std(listener)
             .map_err(|e| invalid(format!("cannot listen there: {e}")))?
     };
+    let graph = Arc::new(graph);
     let app = Router::new()
+        .route("/", get(|| async { Html(PAGE) }))
+        .route(
+            "/api/graph",
+            get(move || async move { Json(graph.as_ref().clone()) }),
+        )
         .route("/api/job", get(job))
         .route("/metrics", get(metrics))
-        .with_state(board);
+        .with_state(source);
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     runtime.spawn(async move {
         let served = axum::serve(listener, app)
@@ -79,17 +93,20 @@ pub fn start(addr: &str, board: Arc<Board>) -> Result<StatusServer> {
     })
 }
 
-async fn job(State(board): State<Arc<Board>>) -> Json<JobStatus> {
-    Json(board.status())
+/// The job's page.
+const PAGE: &str = include_str!("page.html");
+
+async fn job(State(source): State<Arc<dyn StatusSource>>) -> Json<JobStatus> {
+    Json(source.status())
 }
 
-async fn metrics(State(board): State<Arc<Board>>) -> impl axum::response::IntoResponse {
+async fn metrics(State(source): State<Arc<dyn StatusSource>>) -> impl axum::response::IntoResponse {
     (
         [(
             header::CONTENT_TYPE,
             "application/openmetrics-text; version=1.0.0; charset=utf-8",
         )],
-        exposition(&board.status()),
+        exposition(&source.status()),
     )
 }
 
@@ -178,6 +195,12 @@ pub fn exposition(status: &JobStatus) -> String {
         "The bytes of the files the newest checkpoint's manifest names",
         last_bytes.clone(),
     );
+    let restarts = Family::<JobLabels, Counter>::default();
+    registry.register(
+        "restarts",
+        "Restarts of a local cluster by its supervisor (the figures of the processes start again at each)",
+        restarts.clone(),
+    );
     let running = Family::<JobLabels, Gauge>::default();
     registry.register(
         "job_running",
@@ -213,6 +236,7 @@ pub fn exposition(status: &JobStatus) -> String {
     running
         .get_or_create(&job)
         .set(i64::from(status.state == JobState::Running));
+    restarts.get_or_create(&job).inc_by(status.restarts_total);
     for w in &status.workers {
         let worker = w.worker.to_string();
         records_read
