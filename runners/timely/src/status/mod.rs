@@ -52,6 +52,39 @@ pub struct OperatorStatus {
     pub drift_paused_ms: u64,
     /// Time messages of a later epoch waited for the current one to close.
     pub alignment_ms: u64,
+    /// Since the worker's previous figures: per second, records in and out, and the
+    /// milliseconds throttled and paused by alignment. `None` until there are two.
+    #[serde(default)]
+    pub rates: Option<Rates>,
+}
+
+/// An operator's figures per second, between two publications of its worker.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Rates {
+    /// Records in per second.
+    pub records_in: f64,
+    /// Records out per second.
+    pub records_out: f64,
+    /// Milliseconds per second a source was held back by the epochs in flight
+    /// (backpressure: 1000 is all the time).
+    pub throttled_ms: f64,
+    /// Milliseconds per second a source was paused by watermark alignment.
+    pub drift_paused_ms: f64,
+}
+
+impl Rates {
+    /// From `before` to `now`, `seconds` apart; `None` if a count went back (another
+    /// attempt's figures) or no time passed.
+    fn between(before: &OperatorStatus, now: &OperatorStatus, seconds: f64) -> Option<Rates> {
+        let per = |a: u64, b: u64| (b >= a).then(|| (b - a) as f64 / seconds);
+        (seconds > 0.0).then_some(())?;
+        Some(Rates {
+            records_in: per(before.records_in, now.records_in)?,
+            records_out: per(before.records_out, now.records_out)?,
+            throttled_ms: per(before.throttled_ms, now.throttled_ms)?,
+            drift_paused_ms: per(before.drift_paused_ms, now.drift_paused_ms)?,
+        })
+    }
 }
 
 impl OperatorStatus {
@@ -66,6 +99,7 @@ impl OperatorStatus {
             throttled_ms: o.throttled.get().as_millis() as u64,
             drift_paused_ms: o.drift_paused.get().as_millis() as u64,
             alignment_ms: o.alignment.get().as_millis() as u64,
+            rates: None,
         }
     }
 }
@@ -234,12 +268,21 @@ impl Board {
         }
     }
 
-    /// A worker's figures, published here or gathered from its process; a worker the
-    /// board does not cover is ignored.
-    pub fn put(&self, status: WorkerStatus) {
-        if let Some(w) = self.lock().workers.get_mut(status.worker) {
-            *w = status;
+    /// A worker's figures, published here or gathered from its process, with its
+    /// operators' rates since its previous ones; a worker the board does not cover is
+    /// ignored.
+    pub fn put(&self, mut status: WorkerStatus) {
+        let mut inner = self.lock();
+        let Some(w) = inner.workers.get_mut(status.worker) else {
+            return;
+        };
+        let seconds = status.updated_at_ms.saturating_sub(w.updated_at_ms) as f64 / 1000.0;
+        for o in &mut status.operators {
+            if let Some(before) = w.operators.iter().find(|b| b.name == o.name) {
+                o.rates = Rates::between(before, o, seconds);
+            }
         }
+        *w = status;
     }
 
     /// The job ended: `error` if it failed.
