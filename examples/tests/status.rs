@@ -125,6 +125,15 @@ fn a_running_jobs_status_is_served_as_json_and_for_prometheus() {
             "{runner}: the figures did not move: {one} then {two}"
         );
         assert!(totals(&two) > 0, "{runner}: no live counter: {two}");
+        // Without a control token the job serves its status read-only.
+        let off = tidewater_cli::Job::at(&base)
+            .unwrap()
+            .control("stop", "0123456789abcdef")
+            .unwrap_err();
+        assert!(
+            off.contains("403") && off.contains("control is off"),
+            "{runner}: {off}"
+        );
         until(&base, "a checkpoint", |s| {
             s["workers"][0]["checkpoints_completed"].as_u64().unwrap() >= 1
                 && !s["workers"][0]["checkpoints"]

@@ -168,7 +168,12 @@ fn the_page_shows_the_graph_rates_watermarks_and_checkpoints_in_a_browser() {
     }
     for dom in [&one, &two] {
         // The job graph: one box per task, with its kind and its rates.
-        for task in ["Generate", "RunningCount", "CountPerWindow/Combine", "AllLines"] {
+        for task in [
+            "Generate",
+            "RunningCount",
+            "CountPerWindow/Combine",
+            "AllLines",
+        ] {
             assert!(
                 dom.contains(&format!("data-task=\"{task}\"")),
                 "no {task} in the graph:\n{dom}"
@@ -191,14 +196,22 @@ fn the_page_shows_the_graph_rates_watermarks_and_checkpoints_in_a_browser() {
     let read = |dom: &str| row(dom, "stages", "Generate")[2].clone();
     let watermark = |dom: &str| row(dom, "stages", "Generate")[9].clone();
     assert_ne!(read(&one), read(&two), "the records did not move");
-    assert_ne!(watermark(&one), watermark(&two), "the watermark did not move");
+    assert_ne!(
+        watermark(&one),
+        watermark(&two),
+        "the watermark did not move"
+    );
     let epoch: u64 = row_or_none(&two, "checkpoints")[0].parse().unwrap();
     assert!(epoch >= 1, "{two}");
     let status = child.wait().unwrap();
     assert!(status.success(), "the job failed");
     let got = run.lines();
     let want = reference_of(run.records);
-    assert!(got == want, "the job whose page was loaded: {}", difference(&got, &want));
+    assert!(
+        got == want,
+        "the job whose page was loaded: {}",
+        difference(&got, &want)
+    );
 }
 
 /// The cells of the first data row of table `id`, or none if it shows "none yet".

@@ -114,15 +114,23 @@ pub struct EngineOptions {
     /// The CA certificates (PEM) a peer's certificate must chain to.
     #[arg(long, value_name = "FILE", requires_all = ["tls_cert", "tls_key"])]
     pub tls_ca: Option<PathBuf>,
-    /// Serve the job's status while it runs at HOST:PORT (port 0: any free one):
-    /// `/api/job` (JSON) and `/metrics` (Prometheus). The job's first line gives the
-    /// URL. For now on a job of one process (the native and micro-batch runners).
+    /// Serve the job's status while it runs at HOST:PORT (port 0: any free one): its
+    /// page (`/`), `/api/job` (JSON) and `/metrics` (Prometheus). The job's first line
+    /// gives the URL. A local cluster's supervisor serves the whole job; with --hosts,
+    /// give it to every process (process 0 serves). The native and micro-batch runners.
     #[arg(long, value_name = "HOST:PORT")]
     pub status_addr: Option<String>,
     /// With --status-addr: keep serving the job's final figures this long after it
     /// ends (e.g. 30s), for a last scrape.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, requires = "status_addr")]
     pub status_linger: Option<std::time::Duration>,
+    /// With --status-addr: allow savepoints, stop and cancel over the API
+    /// (`POST /api/savepoint`, `/api/stop`, `/api/cancel`; the `tidewater` CLI) to
+    /// whoever presents the token in FILE (at least 16 characters; a file only its
+    /// owner can read) as `Authorization: Bearer TOKEN`. Or the environment variable
+    /// TIDEWATER_CONTROL_TOKEN. Without either, the API only reads.
+    #[arg(long, value_name = "FILE", requires = "status_addr")]
+    pub control_token_file: Option<PathBuf>,
     /// Launch this many processes of this binary on loopback and supervise them
     /// (restarting all from the last checkpoint when one dies or hangs).
     #[arg(long, value_name = "N")]
@@ -171,6 +179,7 @@ impl Default for EngineOptions {
             tls_ca: None,
             status_addr: None,
             status_linger: None,
+            control_token_file: None,
             hosts: None,
             local_cluster: None,
             checkpoint_interval: None,

@@ -1,7 +1,7 @@
 //! The layering is checked: sdk <- runners/core <- runners/timely <- runners/native,
 //! runners/microbatch; runners/core <- runners/direct; transforms and connectors depend
 //! on the sdk only; examples and the conformance suite use the model and link runners
-//! only to register them. A crate that gains a forbidden dependency (or dev-dependency),
+//! only to register them; the `tidewater` CLI (tools/cli) depends on none. A crate that gains a forbidden dependency (or dev-dependency),
 //! or code that reaches into a runner for more than its registration, fails this test.
 
 use std::path::{Path, PathBuf};
@@ -91,9 +91,12 @@ const RULES: &[(&str, &[&str], &[&str])] = &[
             MICROBATCH,
             NATIVE,
         ],
-        // The engine's handshake: tests/tls.rs plays a crafted peer of a cluster.
-        &[CORE, TIMELY],
+        // The engine's handshake: tests/tls.rs plays a crafted peer of a cluster; the
+        // CLI: tests/control.rs drives a job with it.
+        &[CORE, TIMELY, "tidewater-cli"],
     ),
+    // The `tidewater` command speaks a job's JSON API over HTTP: no Tidewater crate.
+    ("tools/cli", &[], &[]),
     (
         "examples/nexmark",
         &[

@@ -323,11 +323,17 @@ fn free_ports(n: usize) -> Result<Vec<u16>> {
 }
 
 /// The arguments of the running process without the supervisor's flags
-/// (`--local-cluster`, `--status-addr`, `--status-linger`, in either spelling).
+/// (`--local-cluster`, `--status-addr`, `--status-linger`, `--control-token-file`, in
+/// either spelling).
 pub fn args_for_children(args: impl IntoIterator<Item = String>) -> Vec<String> {
     // The supervisor's own flags (it serves the status: the processes hand theirs over
     // in a file, [`crate::status::supervised`]).
-    const OWN: [&str; 3] = ["--local-cluster", "--status-addr", "--status-linger"];
+    const OWN: [&str; 4] = [
+        "--local-cluster",
+        "--status-addr",
+        "--status-linger",
+        "--control-token-file",
+    ];
     let mut out = Vec::new();
     let mut skip = false;
     for a in args {
@@ -570,8 +576,13 @@ impl Supervisor {
         loop {
             if !draining && stop.drain_asked() {
                 draining = true;
+                let by = if crate::stop::asked_over_api() {
+                    "stop asked over the control API"
+                } else {
+                    "SIGTERM"
+                };
                 eprintln!(
-                    "local cluster: SIGTERM: draining the job (sources stop, windows fire, output is committed); SIGTERM again stops at once"
+                    "local cluster: {by}: draining the job (sources stop, windows fire, output is committed); SIGTERM again stops at once"
                 );
                 crate::stop::ask_to_drain(&mut lifelines);
             }

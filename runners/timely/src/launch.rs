@@ -143,7 +143,8 @@ impl EngineRunner {
                     std::sync::Arc::new(crate::status::supervised::Supervised::new(self.name, n));
                 let graph =
                     tidewater_runners_core::job_graph::job_graph(plan, config.lift_combiners)?;
-                let server = serve_status(addr, supervised.clone(), graph)?;
+                let control = crate::status::control::Control::of_supervisor(e, &config)?;
+                let server = serve_status(addr, supervised.clone(), graph, control)?;
                 Some((supervised, server))
             }
             None => None,
@@ -197,7 +198,9 @@ impl EngineRunner {
             (Some(board), Some(addr)) if config.process_id == 0 && !child => {
                 let graph =
                     tidewater_runners_core::job_graph::of_exec(&exec, config.lift_combiners);
-                Some(serve_status(addr, board.clone(), graph)?)
+                let control =
+                    crate::status::control::Control::of_process(&options.engine, &config)?;
+                Some(serve_status(addr, board.clone(), graph, control)?)
             }
             _ => None,
         };
@@ -445,26 +448,12 @@ fn cluster_secret(
     addresses: &[String],
 ) -> Result<crate::handshake::Secret> {
     use crate::handshake::{Secret, SECRET_ENV};
-    use std::os::unix::fs::PermissionsExt;
     if addresses.is_empty() {
         return Ok(Secret::none());
     }
     if let Some(path) = &e.cluster_secret_file {
         let option = format!("--cluster-secret-file {}", path.display());
-        let meta = std::fs::metadata(path)
-            .map_err(|err| invalid(option.clone(), format!("cannot read it: {err}")))?;
-        let mode = meta.permissions().mode() & 0o777;
-        if mode & 0o077 != 0 || !meta.is_file() {
-            return Err(invalid(
-                option,
-                format!(
-                    "it must be a regular file only its owner can read (mode {mode:o}): chmod 600 {}",
-                    path.display()
-                ),
-            ));
-        }
-        let text = std::fs::read_to_string(path)
-            .map_err(|err| invalid(option.clone(), format!("cannot read it: {err}")))?;
+        let text = crate::private_file::read_owner_only(path, &option)?;
         return Secret::parse(&text).map_err(|m| invalid(option, m));
     }
     if let Ok(text) = std::env::var(SECRET_ENV) {
@@ -723,8 +712,9 @@ fn serve_status(
     addr: &str,
     source: std::sync::Arc<dyn crate::status::StatusSource>,
     graph: tidewater_runners_core::job_graph::JobGraph,
+    control: crate::status::control::Control,
 ) -> Result<crate::status::server::StatusServer> {
-    let server = crate::status::server::start(addr, source, graph)?;
+    let server = crate::status::server::start(addr, source, graph, std::sync::Arc::new(control))?;
     eprintln!(
         "status: http://{}/ (the job's page), /api/job (JSON) and /metrics (Prometheus)",
         server.addr

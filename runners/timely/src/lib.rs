@@ -26,6 +26,7 @@ pub mod launch;
 pub mod metrics;
 pub mod msg;
 pub mod policy;
+pub mod private_file;
 mod progress;
 pub mod restart;
 pub mod status;
@@ -389,6 +390,9 @@ fn run_engine(
             ),
         })?;
         store.copy_checkpoint(last, to)?;
+        if let Some(board) = &config.status {
+            board.savepoint(last, to);
+        }
     }
     Ok(PipelineResult {
         state: PipelineState::Done,

@@ -18,6 +18,19 @@ pub const DRAIN: u8 = b'd';
 static TERMS: AtomicUsize = AtomicUsize::new(0);
 /// Whether a supervisor is running in this process.
 static SUPERVISING: AtomicBool = AtomicBool::new(false);
+/// Whether the control API asked the supervisor to drain.
+static ASKED: AtomicBool = AtomicBool::new(false);
+
+/// Has the local cluster this process supervises drain, as a SIGTERM does (the
+/// control API's stop).
+pub fn ask_supervisor_to_drain() {
+    ASKED.store(true, Ordering::SeqCst);
+}
+
+/// Whether [`ask_supervisor_to_drain`] was called.
+pub fn asked_over_api() -> bool {
+    ASKED.load(Ordering::SeqCst)
+}
 
 /// From now on (until the guard drops) SIGTERM drains the job this process
 /// supervises; outside that, SIGTERM ends the process as it would by default.
@@ -54,9 +67,9 @@ pub fn supervising() -> Supervising {
 pub struct Supervising(());
 
 impl Supervising {
-    /// Whether a SIGTERM asked the job to drain.
+    /// Whether a SIGTERM (or the control API) asked the job to drain.
     pub fn drain_asked(&self) -> bool {
-        TERMS.load(Ordering::SeqCst) > 0
+        TERMS.load(Ordering::SeqCst) > 0 || ASKED.load(Ordering::SeqCst)
     }
 }
 

@@ -221,6 +221,9 @@ fn keep_savepoint(
     let started = Instant::now();
     let to = dir.join(format!("savepoint-{epoch}"));
     store.copy_checkpoint(epoch, &to)?;
+    if let Some(board) = &config.status {
+        board.savepoint(epoch, &to);
+    }
     let mut metrics = ctx.metrics.borrow_mut();
     let m = metrics.step_mut(crate::metrics::ENGINE_STEP);
     m.inc_counter("savepoints", 1);

@@ -9,6 +9,7 @@
 //! records read; on worker 0 the last checkpoints. Publishing copies a few numbers per
 //! operator once a second, off the per-record path.
 
+pub mod control;
 pub mod gather;
 pub mod server;
 pub mod supervised;
@@ -140,6 +141,17 @@ pub struct WorkerStatus {
     pub updated_at_ms: u64,
 }
 
+/// A savepoint the job kept.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SavepointStatus {
+    /// The epoch of the checkpoint it copies.
+    pub epoch: u64,
+    /// Where it is: start a job from it with `--from-savepoint`.
+    pub path: String,
+    /// When it was written, in ms since the job started.
+    pub at_ms: u64,
+}
+
 /// A restart of a local cluster by its supervisor.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RestartStatus {
@@ -174,6 +186,9 @@ pub struct JobStatus {
     /// The attempt of a local cluster the figures come from (0 the first, 1 after
     /// the first restart, ...).
     pub attempt: u64,
+    /// The savepoints kept, oldest first: asked for while it ran, and at its stop.
+    #[serde(default)]
+    pub savepoints: Vec<SavepointStatus>,
 }
 
 /// The restarts a status keeps.
@@ -201,6 +216,7 @@ struct Inner {
     state: JobState,
     error: Option<String>,
     workers: Vec<WorkerStatus>,
+    savepoints: Vec<SavepointStatus>,
 }
 
 impl Board {
@@ -215,6 +231,7 @@ impl Board {
                 job: String::new(),
                 state: JobState::Running,
                 error: None,
+                savepoints: Vec::new(),
                 workers: (0..workers)
                     .map(|w| WorkerStatus {
                         worker: w,
@@ -285,6 +302,16 @@ impl Board {
         *w = status;
     }
 
+    /// The job kept a savepoint of checkpoint `epoch` at `path`.
+    pub fn savepoint(&self, epoch: u64, path: &std::path::Path) {
+        let at_ms = self.since_start(Instant::now());
+        self.lock().savepoints.push(SavepointStatus {
+            epoch,
+            path: path.display().to_string(),
+            at_ms,
+        });
+    }
+
     /// The job ended: `error` if it failed.
     pub fn end(&self, error: Option<String>) {
         let mut inner = self.lock();
@@ -310,6 +337,7 @@ impl StatusSource for Board {
             restarts: Vec::new(),
             restarts_total: 0,
             attempt: 0,
+            savepoints: inner.savepoints.clone(),
         }
     }
 }

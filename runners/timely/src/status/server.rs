@@ -7,6 +7,8 @@
 //! - `GET /api/graph`: the job's tasks and the channels between them as JSON
 //!   ([`JobGraph`]);
 //! - `GET /api/job`: the job's status as JSON ([`super::JobStatus`]);
+//! - `POST /api/savepoint`, `/api/stop`, `/api/cancel`: control, to whoever holds the
+//!   job's token ([`super::control`]);
 //! - `GET /metrics`: the same figures in Prometheus' text exposition format
 //!   (prometheus-client), named `tidewater_*` with the labels `job`, `stage` (the
 //!   transform heading an operator) and `worker`.
@@ -47,7 +49,12 @@ impl Drop for StatusServer {
 
 /// Starts serving `source` (a process's board, or a local cluster's supervisor) at
 /// `addr` (`host:port`; port 0 picks a free one).
-pub fn start(addr: &str, source: Arc<dyn StatusSource>, graph: JobGraph) -> Result<StatusServer> {
+pub fn start(
+    addr: &str,
+    source: Arc<dyn StatusSource>,
+    graph: JobGraph,
+    control: Arc<super::control::Control>,
+) -> Result<StatusServer> {
     let invalid = |message: String| Error::InvalidOption {
         option: format!("--status-addr {addr}"),
         message,
@@ -75,7 +82,8 @@ pub fn start(addr: &str, source: Arc<dyn StatusSource>, graph: JobGraph) -> Resu
         )
         .route("/api/job", get(job))
         .route("/metrics", get(metrics))
-        .with_state(source);
+        .with_state(source)
+        .merge(super::control::routes(control));
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     runtime.spawn(async move {
         let served = axum::serve(listener, app)

@@ -127,6 +127,7 @@ impl StatusSource for Supervised {
             restarts: Vec::new(),
             restarts_total: 0,
             attempt: 0,
+            savepoints: Vec::new(),
         });
         status.uptime_ms = self.started.elapsed().as_millis() as u64;
         status.processes = self.processes;

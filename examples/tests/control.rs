@@ -1,0 +1,242 @@
+//! Control of a running job over its status server (issue 35), with the `tidewater`
+//! command (tools/cli, called as a library: the binary is its thin wrapper):
+//!
+//! - a 2-process local cluster, on both engine runners, takes a savepoint and then
+//!   stops with one when the command asks; a job started from the final savepoint
+//!   writes the rest, and the output of both is the direct runner's, line for line;
+//! - without the job's token, control is refused (401), and the job runs on;
+//! - cancel ends a local cluster at once, leaving no process behind.
+
+mod common;
+
+use common::*;
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+const RECORDS_6S: u64 = 60_000;
+
+/// A token file only its owner can read.
+fn token_file(dir: &Path) -> PathBuf {
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = dir.join("token");
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+        .unwrap();
+    std::io::Write::write_all(&mut f, b"3f9c2e71a0b84d56c1e07a9b2d4f6e83\n").unwrap();
+    path
+}
+
+/// Starts the job with its status served and control on; its base URL (from its first
+/// line; its stderr is read all along, and collected).
+fn start(run: &Run, extra: &[&str]) -> (std::process::Child, String, mpsc::Receiver<String>) {
+    let mut child = run.command(extra).spawn().unwrap();
+    let (lines, seen) = mpsc::channel();
+    let stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    std::thread::spawn(move || {
+        for line in stderr.lines().map_while(Result::ok) {
+            let _ = lines.send(line);
+        }
+    });
+    let first = seen.recv_timeout(Duration::from_secs(20)).unwrap();
+    let base = first
+        .strip_prefix("status: ")
+        .and_then(|l| l.split_once("/ (the job's page)"))
+        .map(|(base, _)| base.to_string())
+        .unwrap_or_else(|| panic!("{}: the first line is not the URL: {first}", run.runner));
+    (child, base, seen)
+}
+
+/// Waits (at most 30 s) until the job has read records and completed a checkpoint.
+fn checkpointing(base: &str) {
+    let job = tidewater_cli::Job::at(base).unwrap();
+    let started = Instant::now();
+    loop {
+        let s = job.status().unwrap();
+        if s["workers"][0]["checkpoints_completed"]
+            .as_u64()
+            .unwrap_or(0)
+            >= 1
+        {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no checkpoint: {s}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Waits (at most 30 s) for `child` to end with success; what it printed on stderr.
+fn ended(mut child: std::process::Child, stderr: mpsc::Receiver<String>, what: &str) -> String {
+    let started = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if started.elapsed() > Duration::from_secs(30) {
+            let _ = child.kill();
+            panic!(
+                "{what}: did not end within 30 s: {:?}",
+                stderr.try_iter().collect::<Vec<_>>()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let text = stderr.iter().collect::<Vec<_>>().join("\n");
+    assert!(status.success(), "{what}: {status}\n{text}");
+    text
+}
+
+fn cli(args: &[&str]) -> Result<String, String> {
+    tidewater_cli::run(std::iter::once("tidewater").chain(args.iter().copied()))
+}
+
+#[test]
+fn the_cli_takes_a_savepoint_and_stops_a_cluster_and_a_restart_from_it_is_exact() {
+    let _s = serial();
+    for runner in RUNNERS {
+        let mut run = Run::on(runner);
+        run.records = RECORDS_6S;
+        let dir = tempfile::tempdir().unwrap();
+        let token = token_file(dir.path());
+        let token_arg = token.display().to_string();
+        let savepoints = dir.path().join("savepoints");
+        let (child, base, stderr) = start(
+            &run,
+            &[
+                "--local-cluster=2",
+                "--status-addr=127.0.0.1:0",
+                "--status-linger=3s",
+                &format!("--control-token-file={token_arg}"),
+                &format!("--savepoint-dir={}", savepoints.display()),
+            ],
+        );
+        checkpointing(&base);
+        // Control without the token, or with another, is refused; the job runs on.
+        let job = tidewater_cli::Job::at(&base).unwrap();
+        let refused = job.control("stop", "not-the-token-0000").unwrap_err();
+        assert!(refused.contains("401"), "{runner}: {refused}");
+        let no_token = ureq::post(format!("{base}/api/cancel"))
+            .send_empty()
+            .unwrap_err()
+            .to_string();
+        assert!(no_token.contains("401"), "{runner}: {no_token}");
+        let status = cli(&["status", "--job", &base]).unwrap();
+        assert!(
+            status.contains(&format!("({runner} runner): running")),
+            "{runner}: {status}"
+        );
+        // A savepoint while it runs: its path, once written.
+        let out = cli(&["savepoint", "--job", &base, "--token-file", &token_arg])
+            .unwrap_or_else(|e| panic!("{runner}: savepoint: {e}"));
+        let path = out
+            .lines()
+            .find_map(|l| l.strip_prefix("savepoint: "))
+            .unwrap_or_else(|| panic!("{runner}: no savepoint path in {out}"));
+        assert!(
+            path.starts_with(&savepoints.join("savepoint-").display().to_string()),
+            "{runner}: {out}"
+        );
+        assert!(
+            std::fs::read_dir(path).unwrap().any(|e| e
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "manifest")),
+            "{runner}: no manifest in {path}"
+        );
+        // Stop: it ends with its last checkpoint as a savepoint, long before its input's end.
+        let out = cli(&["stop", "--job", &base, "--token-file", &token_arg])
+            .unwrap_or_else(|e| panic!("{runner}: stop: {e}"));
+        assert!(
+            out.contains(&format!("stopped; savepoint: {}", savepoints.display())),
+            "{runner}: {out}"
+        );
+        let status = ended(child, stderr, &format!("{runner}: stopped by the CLI"));
+        assert!(
+            status.contains("stop asked over the control API: draining the job"),
+            "{runner}: {status}"
+        );
+        let stopped = run.lines();
+        let want = reference_of(RECORDS_6S);
+        assert!(
+            stopped.len() < want.len(),
+            "{runner}: the stopped job wrote everything ({} lines)",
+            stopped.len()
+        );
+        // The rest, from the final savepoint, in one process: every line once.
+        let resumed = Command::new(env!("CARGO_BIN_EXE_crash_job"))
+            .args(runner_flags(runner))
+            .args([
+                &format!("--records={RECORDS_6S}"),
+                &format!("--rate={RATE}"),
+                "--workers=1",
+            ])
+            .arg(format!("--from-savepoint={}", savepoints.display()))
+            .arg(format!(
+                "--checkpoint-dir={}",
+                dir.path().join("ckpt2").display()
+            ))
+            .arg(format!("--output={}", run.out.display()))
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        finish(
+            resumed,
+            &format!("{runner}: resumed from the CLI's savepoint"),
+        );
+        let got = run.lines();
+        assert!(
+            got == want,
+            "{runner}: stopped by the CLI, resumed from its savepoint: {}",
+            difference(&got, &want)
+        );
+    }
+}
+
+#[test]
+fn cancel_ends_a_local_cluster_at_once_leaving_no_process() {
+    let _s = serial();
+    let mut run = Run::on("native");
+    run.records = RECORDS_6S;
+    let dir = tempfile::tempdir().unwrap();
+    let token = token_file(dir.path()).display().to_string();
+    let (mut child, base, _stderr) = start(
+        &run,
+        &[
+            "--local-cluster=2",
+            "--status-addr=127.0.0.1:0",
+            &format!("--control-token-file={token}"),
+        ],
+    );
+    checkpointing(&base);
+    let pids = run.pids();
+    let out = cli(&["cancel", "--job", &base, "--token-file", &token]).unwrap();
+    assert!(out.contains("cancelling the local cluster"), "{out}");
+    let asked = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(asked.elapsed() < Duration::from_secs(10), "not cancelled");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(130), "{status}");
+    let started = Instant::now();
+    while !pids.iter().all(|p| gone(*p)) {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "processes left behind: {pids:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(run.lines().len() < reference_of(RECORDS_6S).len());
+}

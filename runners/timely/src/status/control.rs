@@ -1,0 +1,333 @@
+//! Control over the status server (Flink's REST `savepoints`, `stop`, `cancel`):
+//!
+//! - `POST /api/savepoint`: keep the next complete checkpoint as a savepoint (as
+//!   SIGUSR1 does; it needs `--savepoint-dir`); `/api/job` lists it once written;
+//! - `POST /api/stop`: stop the job as Ctrl-C (or SIGTERM to a local cluster's
+//!   supervisor) does: the sources stop, the output is committed, and with
+//!   `--savepoint-dir` the last checkpoint is kept there as a savepoint (the sources
+//!   stay where they stopped, so a job started from it reads on);
+//! - `POST /api/cancel`: end the job at once; what it committed stays, and the next run
+//!   on its checkpoint directory resumes from its last checkpoint.
+//!
+//! The reading endpoints are open to whoever reaches the address; these are not. A
+//! job serves them only with a token (`--control-token-file FILE`, or
+//! [`TOKEN_ENV`]), and a request must present it as `Authorization: Bearer TOKEN`,
+//! compared in constant time. Without a token they answer 403 and say how to turn
+//! them on; with a wrong or missing one, 401.
+
+use axum::extract::State;
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::routing::post;
+use axum::{Json, Router};
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tidewater::{Error, Result};
+
+/// The environment variable a control token may come from instead of a file.
+pub const TOKEN_ENV: &str = "TIDEWATER_CONTROL_TOKEN";
+
+/// The shortest token taken.
+const MIN_TOKEN: usize = 16;
+
+/// A control token.
+pub struct Token(Vec<u8>);
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Token(..)")
+    }
+}
+
+impl Token {
+    /// The job's token: `--control-token-file`'s (a file only its owner can read),
+    /// else [`TOKEN_ENV`]'s, else none (control off).
+    pub fn of(e: &tidewater::EngineOptions) -> Result<Option<Token>> {
+        let (text, option) = match &e.control_token_file {
+            Some(path) => {
+                let option = format!("--control-token-file {}", path.display());
+                (crate::private_file::read_owner_only(path, &option)?, option)
+            }
+            None => match std::env::var(TOKEN_ENV) {
+                Ok(t) => (t, TOKEN_ENV.to_string()),
+                Err(_) => return Ok(None),
+            },
+        };
+        let token = text.trim();
+        if token.len() < MIN_TOKEN || token.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err(Error::InvalidOption {
+                option,
+                message: format!(
+                    "a control token is one word of at least {MIN_TOKEN} characters (e.g. openssl rand -hex 16)"
+                ),
+            });
+        }
+        Ok(Some(Token(token.as_bytes().to_vec())))
+    }
+
+    /// Whether `presented` is this token, in time that does not depend on where they
+    /// differ.
+    fn matches(&self, presented: &[u8]) -> bool {
+        let mut diff = u8::from(self.0.len() != presented.len());
+        for (i, b) in self.0.iter().enumerate() {
+            diff |= b ^ presented.get(i).copied().unwrap_or(0);
+        }
+        diff == 0
+    }
+}
+
+/// What control asks of a job.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Keep the next complete checkpoint as a savepoint.
+    Savepoint,
+    /// Stop (with a savepoint under `--savepoint-dir`).
+    Stop,
+    /// End at once.
+    Cancel,
+}
+
+/// Whatever carries out control: a process, or a local cluster's supervisor.
+pub trait Controls: Send + Sync + 'static {
+    /// Does `action`, saying what happens next, or says why it cannot.
+    fn act(&self, action: Action) -> std::result::Result<String, String>;
+}
+
+/// The answer to a control request.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Answer {
+    /// Whether the job took it.
+    pub accepted: bool,
+    /// What happens next, or why not.
+    pub message: String,
+}
+
+/// Control of one job.
+pub struct Control {
+    token: Option<Token>,
+    controls: Arc<dyn Controls>,
+}
+
+impl Control {
+    /// Control by `controls`, to whoever holds `token` (none: off).
+    pub fn new(token: Option<Token>, controls: Arc<dyn Controls>) -> Control {
+        Control { token, controls }
+    }
+
+    /// Control of the job this process runs (alone, or as process 0 of `--hosts`).
+    pub fn of_process(
+        e: &tidewater::EngineOptions,
+        config: &crate::EngineConfig,
+    ) -> Result<Control> {
+        Ok(Control::new(
+            Token::of(e)?,
+            Arc::new(ProcessControls {
+                savepoint_dir: config.savepoint_dir.clone(),
+                checkpointing: config.checkpoint_dir.is_some(),
+                processes: config.processes,
+            }),
+        ))
+    }
+
+    /// Control of the local cluster this process supervises.
+    pub fn of_supervisor(
+        e: &tidewater::EngineOptions,
+        config: &crate::EngineConfig,
+    ) -> Result<Control> {
+        Ok(Control::new(
+            Token::of(e)?,
+            Arc::new(SupervisorControls {
+                savepoint_dir: config.savepoint_dir.clone(),
+                checkpointing: config.checkpoint_dir.is_some(),
+            }),
+        ))
+    }
+}
+
+/// The control endpoints.
+pub fn routes<S: Clone + Send + Sync + 'static>(control: Arc<Control>) -> Router<S> {
+    Router::new()
+        .route("/api/savepoint", post(|s, h| act(s, h, Action::Savepoint)))
+        .route("/api/stop", post(|s, h| act(s, h, Action::Stop)))
+        .route("/api/cancel", post(|s, h| act(s, h, Action::Cancel)))
+        .with_state(control)
+}
+
+async fn act(
+    State(control): State<Arc<Control>>,
+    headers: HeaderMap,
+    action: Action,
+) -> (StatusCode, HeaderMap, Json<Answer>) {
+    let refuse = |code: StatusCode, message: String| {
+        let mut h = HeaderMap::new();
+        if code == StatusCode::UNAUTHORIZED {
+            h.insert(
+                header::WWW_AUTHENTICATE,
+                "Bearer".parse().expect("a valid header"),
+            );
+        }
+        (
+            code,
+            h,
+            Json(Answer {
+                accepted: false,
+                message,
+            }),
+        )
+    };
+    let Some(token) = &control.token else {
+        return refuse(
+            StatusCode::FORBIDDEN,
+            format!(
+                "control is off: this job serves its status read-only; start it with --control-token-file FILE (or {TOKEN_ENV}) to take savepoints, stop or cancel it over the API"
+            ),
+        );
+    };
+    let presented = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim);
+    match presented {
+        Some(p) if token.matches(p.as_bytes()) => {}
+        Some(_) => {
+            return refuse(
+                StatusCode::UNAUTHORIZED,
+                "the token presented is not this job's".into(),
+            )
+        }
+        None => {
+            return refuse(
+                StatusCode::UNAUTHORIZED,
+                "control needs the job's token: Authorization: Bearer TOKEN".into(),
+            )
+        }
+    }
+    match control.controls.act(action) {
+        Ok(message) => (
+            StatusCode::ACCEPTED,
+            HeaderMap::new(),
+            Json(Answer {
+                accepted: true,
+                message,
+            }),
+        ),
+        Err(message) => refuse(StatusCode::CONFLICT, message),
+    }
+}
+
+/// Ends this process shortly (after the answer has left), as a cancel: what was
+/// committed stays; a local cluster's processes end with their supervisor.
+fn cancel_soon(what: &str) -> String {
+    std::thread::spawn(|| {
+        std::thread::sleep(Duration::from_millis(200));
+        eprintln!("cancelled over the control API: ending now (the next run on the checkpoint directory resumes from its last checkpoint)");
+        std::process::exit(130);
+    });
+    format!("cancelling {what}: it ends now; what it committed stays, and the next run on its checkpoint directory resumes from its last checkpoint")
+}
+
+/// Why a savepoint cannot be taken, if it cannot.
+fn savepoint_refused(savepoint_dir: &Option<PathBuf>, checkpointing: bool) -> Option<String> {
+    match (savepoint_dir, checkpointing) {
+        (None, _) => Some("the job has no --savepoint-dir to keep a savepoint in".into()),
+        (Some(_), false) => {
+            Some("the job takes no checkpoints (no --checkpoint-dir): there is none to keep".into())
+        }
+        _ => None,
+    }
+}
+
+/// Control of a job run by this process alone, or of a `--hosts` cluster from its
+/// process 0.
+pub struct ProcessControls {
+    /// `--savepoint-dir`.
+    pub savepoint_dir: Option<PathBuf>,
+    /// Whether the job checkpoints.
+    pub checkpointing: bool,
+    /// The processes of the job.
+    pub processes: usize,
+}
+
+impl Controls for ProcessControls {
+    fn act(&self, action: Action) -> std::result::Result<String, String> {
+        match action {
+            Action::Savepoint => {
+                if let Some(why) = savepoint_refused(&self.savepoint_dir, self.checkpointing) {
+                    return Err(why);
+                }
+                tidewater::runner::request_savepoint();
+                Ok(savepoint_promise(&self.savepoint_dir))
+            }
+            Action::Stop if self.processes > 1 => Err(
+                "a job of processes started by hand (--hosts) stops with Ctrl-C (SIGINT) to each of its processes; cancel ends them all".into(),
+            ),
+            Action::Stop => {
+                tidewater::runner::request_drain();
+                Ok(stop_promise(&self.savepoint_dir))
+            }
+            Action::Cancel => Ok(cancel_soon("the job")),
+        }
+    }
+}
+
+/// Control of a local cluster, by its supervisor.
+pub struct SupervisorControls {
+    /// `--savepoint-dir`.
+    pub savepoint_dir: Option<PathBuf>,
+    /// Whether the job checkpoints.
+    pub checkpointing: bool,
+}
+
+impl Controls for SupervisorControls {
+    fn act(&self, action: Action) -> std::result::Result<String, String> {
+        match action {
+            Action::Savepoint => {
+                if let Some(why) = savepoint_refused(&self.savepoint_dir, self.checkpointing) {
+                    return Err(why);
+                }
+                // The supervisor passes it to process 0, as it does SIGUSR1.
+                tidewater::runner::request_savepoint();
+                Ok(savepoint_promise(&self.savepoint_dir))
+            }
+            Action::Stop => {
+                crate::stop::ask_supervisor_to_drain();
+                Ok(stop_promise(&self.savepoint_dir))
+            }
+            Action::Cancel => Ok(cancel_soon("the local cluster")),
+        }
+    }
+}
+
+fn savepoint_promise(dir: &Option<PathBuf>) -> String {
+    format!(
+        "the next complete checkpoint is kept as a savepoint in {}/savepoint-<epoch>; /api/job lists it once written",
+        dir.as_deref().map(|d| d.display().to_string()).unwrap_or_default()
+    )
+}
+
+fn stop_promise(dir: &Option<PathBuf>) -> String {
+    match dir {
+        Some(d) => format!(
+            "stopping: the sources stop where they are, the output is committed, and the last checkpoint is kept as a savepoint in {} (start a job from it with --from-savepoint)",
+            d.display()
+        ),
+        None => "stopping: the sources stop, windows fire and the output is committed".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_token_matches_itself_only() {
+        let t = Token(b"0123456789abcdef".to_vec());
+        assert!(t.matches(b"0123456789abcdef"));
+        assert!(!t.matches(b"0123456789abcdeg"));
+        assert!(!t.matches(b"0123456789abcde"));
+        assert!(!t.matches(b"0123456789abcdef0"));
+        assert!(!t.matches(b""));
+    }
+}

@@ -1,0 +1,293 @@
+//! The `tidewater` command (Flink's `flink savepoint|stop|cancel`, over a job's status
+//! server instead of a JobManager): it speaks the JSON API a job serves with
+//! `--status-addr`.
+//!
+//! ```text
+//! tidewater status    --job http://127.0.0.1:8081
+//! tidewater savepoint --job URL [--token-file FILE]   # prints the savepoint's path
+//! tidewater stop      --job URL [--token-file FILE]   # waits for the end; prints the final savepoint
+//! tidewater cancel    --job URL [--token-file FILE]
+//! ```
+//!
+//! The control commands present the job's token (`--token-file`, or the environment
+//! variable `TIDEWATER_CONTROL_TOKEN`) as the job was started with
+//! (`--control-token-file`). The library is the command: [`run`] takes its arguments
+//! and returns what it prints.
+
+use clap::{Parser, Subcommand};
+use serde_json::Value;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// The environment variable holding the token, as the job's.
+pub const TOKEN_ENV: &str = "TIDEWATER_CONTROL_TOKEN";
+
+/// `tidewater`'s arguments.
+#[derive(Debug, Parser)]
+#[command(
+    name = "tidewater",
+    about = "Watch and control a running Tidewater job"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// What the job is doing: state, records, watermarks, checkpoints, restarts.
+    Status(Target),
+    /// Keep the job's next complete checkpoint as a savepoint; prints its path.
+    Savepoint(Control),
+    /// Stop the job (with a savepoint under its --savepoint-dir); waits for its end.
+    Stop(Control),
+    /// End the job at once (what it committed stays).
+    Cancel(Control),
+}
+
+#[derive(Debug, clap::Args)]
+struct Target {
+    /// The job's status server, e.g. http://127.0.0.1:8081 (its first line says).
+    #[arg(long, env = "TIDEWATER_JOB")]
+    job: String,
+}
+
+#[derive(Debug, clap::Args)]
+struct Control {
+    #[command(flatten)]
+    target: Target,
+    /// The file holding the job's control token (else TIDEWATER_CONTROL_TOKEN).
+    #[arg(long, value_name = "FILE")]
+    token_file: Option<PathBuf>,
+    /// How long to wait for the savepoint or the end.
+    #[arg(long, default_value = "120", value_name = "SECONDS")]
+    wait: u64,
+}
+
+/// A job's status server.
+pub struct Job {
+    base: String,
+    agent: ureq::Agent,
+}
+
+impl Job {
+    /// The job serving at `url` (`http://host:port`, with or without a trailing `/`).
+    pub fn at(url: &str) -> Result<Job, String> {
+        let base = url.trim_end_matches('/').to_string();
+        if !base.starts_with("http://") && !base.starts_with("https://") {
+            return Err(format!(
+                "--job {url}: give the status server's URL, e.g. http://127.0.0.1:8081"
+            ));
+        }
+        let agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(10)))
+            .build()
+            .into();
+        Ok(Job { base, agent })
+    }
+
+    /// `GET /api/job`.
+    pub fn status(&self) -> Result<Value, String> {
+        let url = format!("{}/api/job", self.base);
+        let mut response = self
+            .agent
+            .get(&url)
+            .call()
+            .map_err(|e| format!("cannot reach the job at {}: {e}", self.base))?;
+        let status = response.status();
+        let body = response
+            .body_mut()
+            .read_to_string()
+            .map_err(|e| format!("reading {url}: {e}"))?;
+        if !status.is_success() {
+            return Err(format!("{url} answered {status}: {body}"));
+        }
+        serde_json::from_str(&body).map_err(|e| format!("{url} did not answer JSON: {e}"))
+    }
+
+    /// `POST /api/<action>` with `token`; the job's answer, or why it refused.
+    pub fn control(&self, action: &str, token: &str) -> Result<String, String> {
+        let url = format!("{}/api/{action}", self.base);
+        let mut response = self
+            .agent
+            .post(&url)
+            .header("Authorization", format!("Bearer {token}"))
+            .send_empty()
+            .map_err(|e| format!("cannot reach the job at {}: {e}", self.base))?;
+        let status = response.status();
+        let body = response.body_mut().read_to_string().unwrap_or_default();
+        let message = serde_json::from_str::<Value>(&body)
+            .ok()
+            .and_then(|v| v["message"].as_str().map(str::to_string))
+            .unwrap_or(body);
+        if status.is_success() {
+            Ok(message)
+        } else {
+            Err(format!("the job refused ({status}): {message}"))
+        }
+    }
+}
+
+/// The token: from `file`, else from [`TOKEN_ENV`].
+fn token(file: &Option<PathBuf>) -> Result<String, String> {
+    match file {
+        Some(f) => std::fs::read_to_string(f)
+            .map(|t| t.trim().to_string())
+            .map_err(|e| format!("--token-file {}: {e}", f.display())),
+        None => std::env::var(TOKEN_ENV).map_err(|_| {
+            format!("control needs the job's token: --token-file FILE or {TOKEN_ENV}")
+        }),
+    }
+}
+
+/// The savepoints a status lists.
+fn savepoints(status: &Value) -> Vec<String> {
+    status["savepoints"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|s| s["path"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Polls `job` until `done` says what to print (at most `wait`).
+fn until(
+    job: &Job,
+    wait: Duration,
+    what: &str,
+    done: impl Fn(&Value) -> Option<Result<String, String>>,
+) -> Result<String, String> {
+    let started = Instant::now();
+    loop {
+        match job.status() {
+            Ok(s) => {
+                if let Some(r) = done(&s) {
+                    return r;
+                }
+            }
+            // The job's server goes with the job (unless it lingers).
+            Err(e) if started.elapsed() > Duration::from_secs(1) => {
+                return Err(format!("{what}: {e}"))
+            }
+            Err(_) => {}
+        }
+        if started.elapsed() > wait {
+            return Err(format!("{what}: not within {wait:?}"));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Runs `tidewater` with `args` (the first is the program's name); what it prints.
+pub fn run<I, T>(args: I) -> Result<String, String>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        // Asked for: printed, with success.
+        Err(e)
+            if matches!(
+                e.kind(),
+                clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion
+            ) =>
+        {
+            return Ok(e.to_string())
+        }
+        Err(e) => return Err(e.to_string()),
+    };
+    match cli.command {
+        Command::Status(t) => {
+            let s = Job::at(&t.job)?.status()?;
+            Ok(summary(&s))
+        }
+        Command::Savepoint(c) => {
+            let job = Job::at(&c.target.job)?;
+            let token = token(&c.token_file)?;
+            let before = savepoints(&job.status()?);
+            let accepted = job.control("savepoint", &token)?;
+            let wait = Duration::from_secs(c.wait);
+            let path = until(&job, wait, "the savepoint", |s| {
+                let now = savepoints(s);
+                if now.len() > before.len() {
+                    return Some(Ok(now[before.len()].clone()));
+                }
+                (s["state"] != "running" && s["state"] != "restarting").then(|| {
+                    Err(format!(
+                        "the job ended ({}) before the savepoint was written",
+                        s["state"]
+                    ))
+                })
+            })?;
+            Ok(format!("{accepted}\nsavepoint: {path}\n"))
+        }
+        Command::Stop(c) => {
+            let job = Job::at(&c.target.job)?;
+            let token = token(&c.token_file)?;
+            let accepted = job.control("stop", &token)?;
+            let wait = Duration::from_secs(c.wait);
+            let end = until(&job, wait, "the stop", |s| match s["state"].as_str() {
+                Some("finished") => Some(Ok(match savepoints(s).last() {
+                    Some(p) => format!("stopped; savepoint: {p}\n"),
+                    None => "stopped\n".to_string(),
+                })),
+                Some("failed") => Some(Err(format!(
+                    "the job failed while stopping: {}",
+                    s["error"].as_str().unwrap_or("?")
+                ))),
+                _ => None,
+            })?;
+            Ok(format!("{accepted}\n{end}"))
+        }
+        Command::Cancel(c) => {
+            let job = Job::at(&c.target.job)?;
+            let accepted = job.control("cancel", &token(&c.token_file)?)?;
+            Ok(format!("{accepted}\n"))
+        }
+    }
+}
+
+/// A few lines about the job.
+fn summary(s: &Value) -> String {
+    let mut out = format!(
+        "job {} ({} runner): {}, up {:.1} s, {} process(es), {} worker(s)\n",
+        s["job"].as_str().unwrap_or("?"),
+        s["runner"].as_str().unwrap_or("?"),
+        s["state"].as_str().unwrap_or("?"),
+        s["uptime_ms"].as_f64().unwrap_or(0.0) / 1000.0,
+        s["processes"],
+        s["workers"].as_array().map_or(0, |w| w.len()),
+    );
+    if let Some(e) = s["error"].as_str() {
+        out.push_str(&format!("error: {e}\n"));
+    }
+    let workers = s["workers"].as_array().cloned().unwrap_or_default();
+    let read: u64 = workers
+        .iter()
+        .filter_map(|w| w["records_read"].as_u64())
+        .sum();
+    out.push_str(&format!("records read: {read}\n"));
+    if let Some(w0) = workers.iter().find(|w| w["worker"] == 0) {
+        if let Some(c) = w0["checkpoints"].as_array().and_then(|c| c.last()) {
+            out.push_str(&format!(
+                "last checkpoint: epoch {} ({} ms, {} bytes); {} in all\n",
+                c["epoch"], c["duration_ms"], c["bytes"], w0["checkpoints_completed"]
+            ));
+        }
+    }
+    if let Some(r) = s["restarts"].as_array().and_then(|r| r.last()) {
+        out.push_str(&format!(
+            "restarts: {} (the last: {})\n",
+            s["restarts_total"],
+            r["reason"].as_str().unwrap_or("?")
+        ));
+    }
+    for p in savepoints(s) {
+        out.push_str(&format!("savepoint: {p}\n"));
+    }
+    out
+}
