@@ -12,6 +12,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 pub mod bench;
 pub mod crash_job;
+pub mod held_window;
 pub mod latency;
 pub mod linked_word_count;
 pub mod spill;

@@ -229,3 +229,69 @@ fn row_or_none(dom: &str, id: &str) -> Vec<String> {
         None => Vec::new(),
     }
 }
+
+/// The "why hasn't my window fired?" panel, in the browser, names the idle source that
+/// holds a window back (`held_window`: a source that reads nothing and holds the
+/// watermark at 0).
+#[test]
+fn the_why_panel_names_the_idle_source_holding_a_window_back() {
+    let Some(browser) = chromium() else { return };
+    let profile = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_held_window"))
+        .args([
+            "--runner=native",
+            "--workers=2",
+            "--status-addr=127.0.0.1:0",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let _kill = KillOnDrop(child.id());
+    // Its stderr is read to the end (a closed pipe would fail its later messages).
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let first = stderr.next().unwrap().unwrap();
+    std::thread::spawn(move || stderr.for_each(drop));
+    let base = first
+        .strip_prefix("status: ")
+        .and_then(|l| l.split_once("/ (the job's page)"))
+        .map(|(base, _)| base.to_string())
+        .unwrap_or_else(|| panic!("the first line is not the URL: {first}"));
+    let started = Instant::now();
+    let dom = loop {
+        let dom = headless(
+            &browser,
+            profile.path(),
+            &format!("{base}/"),
+            &["--dump-dom"],
+        );
+        if dom.contains("the oldest window still holding input") {
+            break dom;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no answer on the page:\n{dom}"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    let panel = &dom[dom.find("id=\"why\"").unwrap()..];
+    let panel = &panel[..panel.find("<h2>").unwrap()];
+    assert!(
+        panel.contains("data-task=\"CountPerSecond/Combine\""),
+        "{panel}"
+    );
+    assert!(
+        panel.contains("its trigger waits for the watermark to pass 999 ms."),
+        "{panel}"
+    );
+    assert!(
+        panel.contains(
+            "It is held back by source Quiet on worker 0, partition 0, at 0 ms: it is idle"
+        ),
+        "{panel}"
+    );
+    let _ = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status();
+    assert!(child.wait().unwrap().success());
+}

@@ -315,6 +315,18 @@ impl Drop for PgWatch {
     }
 }
 
+/// Kills process `pid` when dropped, unless it ended: a test that fails half-way leaves
+/// no job running.
+pub struct KillOnDrop(pub u32);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if !gone(self.0 as i32) {
+            signal(self.0 as i32, "-KILL");
+        }
+    }
+}
+
 /// A fresh PostgreSQL table `table` for the crash job's lines.
 pub fn pg_fresh_table(c: &tokio_postgres::Client, table: &str) {
     let rt = tidewater::io::runtime();

@@ -298,6 +298,22 @@ impl Head {
         }
     }
 
+    /// A keyed head's windows, for "why hasn't my window fired?" ([`crate::explain`]).
+    pub fn window_report(&mut self) -> Option<crate::keyed::reduce::WindowReport> {
+        match self {
+            Head::Keyed(op) => op.report(),
+            _ => None,
+        }
+    }
+
+    /// A source head's partitions, as its driver stands.
+    pub fn partition_report(&self) -> Vec<crate::explain::PartitionReport> {
+        match self {
+            Head::Read(driver) => crate::explain::partitions_of(driver),
+            _ => Vec::new(),
+        }
+    }
+
     /// A keyed head's metrics since the last call.
     pub fn take_metrics(&mut self) -> Option<StepMetrics> {
         match self {

@@ -17,6 +17,7 @@ pub mod clock;
 pub mod create;
 pub mod delta;
 pub mod dot;
+pub mod explain;
 pub mod fusion;
 pub mod head;
 pub mod job;

@@ -642,6 +642,11 @@ impl SourceDriver {
         true
     }
 
+    /// An encoded position as the source shows it (for a job's status).
+    pub fn describe_position(&self, position: &[u8]) -> String {
+        self.source.describe_position(position)
+    }
+
     /// The owned partitions.
     pub fn partitions(&self) -> &BTreeMap<u32, PartitionState> {
         &self.owned

@@ -84,6 +84,11 @@ pub struct OperatorFigures {
     pub queued: Cell<u64>,
     /// The most messages held back at once.
     pub queued_max: Cell<u64>,
+    /// For the job's status (when served): a keyed head's windows and a source's
+    /// partitions, as of about a second ago, and when they were taken.
+    pub windows: std::cell::RefCell<Option<tidewater_runners_core::keyed::reduce::WindowReport>>,
+    pub partitions: std::cell::RefCell<Vec<tidewater_runners_core::explain::PartitionReport>>,
+    pub reported: Cell<Option<std::time::Instant>>,
 }
 
 impl OperatorFigures {
@@ -100,7 +105,22 @@ impl OperatorFigures {
             alignment: Cell::new(Duration::ZERO),
             queued: Cell::new(0),
             queued_max: Cell::new(0),
+            windows: Default::default(),
+            partitions: Default::default(),
+            reported: Cell::new(None),
         }
+    }
+
+    /// Whether the status reports are due again (about once a second).
+    pub fn report_due(&self) -> bool {
+        let due = self
+            .reported
+            .get()
+            .is_none_or(|t| t.elapsed() >= Duration::from_secs(1));
+        if due {
+            self.reported.set(Some(std::time::Instant::now()));
+        }
+        due
     }
 
     /// `n` elements came in.

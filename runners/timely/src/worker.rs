@@ -68,6 +68,7 @@ fn run(worker: &mut timely::worker::Worker, shared: &Shared) -> Result<WorkerOut
     let probe = ProbeHandle::new();
     let ctx = Rc::new(WorkerCtx {
         me: worker.index(),
+        serves_status: config.status.is_some(),
         peers: worker.peers(),
         local: {
             let per = config.workers.max(1);

@@ -45,6 +45,11 @@ pub trait ErasedSource: Send {
     fn idle_holds_watermark(&self) -> bool {
         false
     }
+    /// The encoded `position` as its type's `Debug` shows it (for a job's status), or
+    /// a note that it does not decode.
+    fn describe_position(&self, _position: &[u8]) -> String {
+        "?".to_string()
+    }
     /// Reads up to `max` records from the encoded `position`, updating it.
     fn read(
         &mut self,
@@ -70,6 +75,23 @@ fn user_error(message: String) -> ExecError {
 impl<S: Source> ErasedSource for SourceInvoker<S> {
     fn output_type(&self) -> &'static str {
         std::any::type_name::<S::Output>()
+    }
+    fn describe_position(&self, position: &[u8]) -> String {
+        match coder::decode::<S::Position>(position) {
+            Ok(p) => {
+                let mut s = format!("{p:?}");
+                if s.len() > 200 {
+                    let mut cut = 200;
+                    while !s.is_char_boundary(cut) {
+                        cut -= 1;
+                    }
+                    s.truncate(cut);
+                    s.push('…');
+                }
+                s
+            }
+            Err(e) => format!("(does not decode: {e})"),
+        }
     }
     fn is_bounded(&self) -> bool {
         self.0.is_bounded()

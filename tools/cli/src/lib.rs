@@ -4,6 +4,7 @@
 //!
 //! ```text
 //! tidewater status    --job http://127.0.0.1:8081
+//! tidewater explain   --job URL                       # why hasn't my window fired?
 //! tidewater savepoint --job URL [--token-file FILE]   # prints the savepoint's path
 //! tidewater stop      --job URL [--token-file FILE]   # waits for the end; prints the final savepoint
 //! tidewater cancel    --job URL [--token-file FILE]
@@ -37,6 +38,9 @@ pub struct Cli {
 enum Command {
     /// What the job is doing: state, records, watermarks, checkpoints, restarts.
     Status(Target),
+    /// Why a window has not fired: per grouping, its oldest open window, what its
+    /// trigger waits for, which source holds the watermark back, what was dropped late.
+    Explain(Target),
     /// Keep the job's next complete checkpoint as a savepoint; prints its path.
     Savepoint(Control),
     /// Stop the job (with a savepoint under its --savepoint-dir); waits for its end.
@@ -204,6 +208,21 @@ where
         Command::Status(t) => {
             let s = Job::at(&t.job)?.status()?;
             Ok(summary(&s))
+        }
+        Command::Explain(t) => {
+            let s = Job::at(&t.job)?.status()?;
+            let mut out = String::new();
+            for w in s["why"].as_array().into_iter().flatten() {
+                for l in w["lines"].as_array().into_iter().flatten() {
+                    out.push_str(l.as_str().unwrap_or_default());
+                    out.push('\n');
+                }
+                out.push('\n');
+            }
+            if out.is_empty() {
+                out = "no grouping has reported its windows yet (a job without groupings, or one that just started)\n".into();
+            }
+            Ok(out)
         }
         Command::Savepoint(c) => {
             let job = Job::at(&c.target.job)?;

@@ -21,7 +21,7 @@ fn tidewater(args: &[&str]) -> (bool, String, String) {
 fn help_lists_the_commands() {
     let (ok, out, _) = tidewater(&["--help"]);
     assert!(ok);
-    for c in ["status", "savepoint", "stop", "cancel"] {
+    for c in ["status", "explain", "savepoint", "stop", "cancel"] {
         assert!(out.contains(c), "{out}");
     }
 }

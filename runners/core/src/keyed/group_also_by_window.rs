@@ -2,7 +2,7 @@
 //! default output.
 
 use crate::keyed::operator::{KeyGroups, KeyedOperator};
-use crate::keyed::reduce::Reducer;
+use crate::keyed::reduce::{Reducer, WindowReport};
 use crate::keyed::snapshot::{unexpected_scope, Clocks, KeyedSnapshot, SnapshotKind};
 use crate::snapshot::{decode_part, encode_part, Scope};
 use serde::{Deserialize, Serialize};
@@ -21,6 +21,8 @@ pub struct GroupAlsoByWindow {
     flags: DefaultFlags,
     metrics: StepMetrics,
     output: Vec<Box<dyn AnyBatch>>,
+    /// The job's key groups (for the reports' keys).
+    max_key_groups: u32,
 }
 
 /// Whether any input arrived, and whether Combine.globally's default went out.
@@ -95,6 +97,10 @@ impl KeyedOperator for GroupAlsoByWindow {
         self.reducer.live_keys()
     }
 
+    fn report(&mut self) -> Option<WindowReport> {
+        Some(self.reducer.report(Some(self.max_key_groups)))
+    }
+
     fn take_metrics(&mut self) -> StepMetrics {
         std::mem::take(&mut self.metrics)
     }
@@ -152,6 +158,7 @@ impl GroupAlsoByWindow {
             flags: DefaultFlags::default(),
             metrics: StepMetrics::default(),
             output: Vec::new(),
+            max_key_groups: key_groups.max,
         }
     }
 

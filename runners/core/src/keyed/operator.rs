@@ -38,6 +38,11 @@ pub trait KeyedOperator: Send {
     fn live_keys(&self) -> usize;
     /// Counters since the last call.
     fn take_metrics(&mut self) -> StepMetrics;
+    /// Its windows, for "why hasn't my window fired?" (groupings; `None` for an
+    /// operator without windows of its own to report).
+    fn report(&mut self) -> Option<crate::keyed::reduce::WindowReport> {
+        None
+    }
     /// The state as snapshot parts: one per key group that holds any (or, for a
     /// delta, that changed), and the instance's clocks as a union part.
     fn snapshot(

@@ -18,8 +18,8 @@
 use super::{finished_in_all, TriggerContext, TriggerState, TriggerStateMachine};
 use tidewater::Timestamp;
 
-const EARLY: usize = 0;
-const LATE: usize = 1;
+pub(super) const EARLY: usize = 0;
+pub(super) const LATE: usize = 1;
 
 // Plain AfterWatermark.pastEndOfWindow().
 

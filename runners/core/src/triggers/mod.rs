@@ -55,6 +55,7 @@ mod after_first;
 mod after_processing_time;
 mod after_watermark;
 mod default;
+mod explain;
 mod never;
 mod or_finally;
 mod repeatedly;
@@ -65,6 +66,7 @@ mod tester;
 use serde::{Deserialize, Serialize};
 use tidewater::{BoundedWindow, TimeTransform, Timestamp, Trigger};
 
+pub use explain::{show, Wait};
 pub use tidewater::exec::TimeDomain;
 
 /// What a trigger sees for one window, and the timers it may request.

@@ -13,6 +13,7 @@ pub mod control;
 pub mod gather;
 pub mod server;
 pub mod supervised;
+pub mod why;
 
 use crate::metrics::{Checkpoints, OperatorFigures};
 use serde::{Deserialize, Serialize};
@@ -57,6 +58,13 @@ pub struct OperatorStatus {
     /// milliseconds throttled and paused by alignment. `None` until there are two.
     #[serde(default)]
     pub rates: Option<Rates>,
+    /// A grouping's windows: the oldest still holding input, what its trigger waits
+    /// for, what was dropped as late.
+    #[serde(default)]
+    pub windows: Option<tidewater_runners_core::keyed::reduce::WindowReport>,
+    /// A source's partitions: position, watermark, idle, done.
+    #[serde(default)]
+    pub partitions: Vec<tidewater_runners_core::explain::PartitionReport>,
 }
 
 /// An operator's figures per second, between two publications of its worker.
@@ -101,6 +109,8 @@ impl OperatorStatus {
             drift_paused_ms: o.drift_paused.get().as_millis() as u64,
             alignment_ms: o.alignment.get().as_millis() as u64,
             rates: None,
+            windows: o.windows.borrow().clone(),
+            partitions: o.partitions.borrow().clone(),
         }
     }
 }
@@ -189,6 +199,10 @@ pub struct JobStatus {
     /// The savepoints kept, oldest first: asked for while it ran, and at its stop.
     #[serde(default)]
     pub savepoints: Vec<SavepointStatus>,
+    /// "Why hasn't my window fired?": per grouping task, the answer for the worker
+    /// whose oldest window is oldest (filled in by the server, from the job graph).
+    #[serde(default)]
+    pub why: Vec<why::Why>,
 }
 
 /// The restarts a status keeps.
@@ -338,6 +352,7 @@ impl StatusSource for Board {
             restarts_total: 0,
             attempt: 0,
             savepoints: inner.savepoints.clone(),
+            why: Vec::new(),
         }
     }
 }

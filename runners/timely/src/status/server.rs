@@ -74,13 +74,14 @@ pub fn start(
             .map_err(|e| invalid(format!("cannot listen there: {e}")))?
     };
     let graph = Arc::new(graph);
+    let graph_for_why = Arc::clone(&graph);
     let app = Router::new()
         .route("/", get(|| async { Html(PAGE) }))
         .route(
             "/api/graph",
             get(move || async move { Json(graph.as_ref().clone()) }),
         )
-        .route("/api/job", get(job))
+        .route("/api/job", get(move |s| job(s, graph_for_why.clone())))
         .route("/metrics", get(metrics))
         .with_state(source)
         .merge(super::control::routes(control));
@@ -104,8 +105,10 @@ pub fn start(
 /// The job's page.
 const PAGE: &str = include_str!("page.html");
 
-async fn job(State(source): State<Arc<dyn StatusSource>>) -> Json<JobStatus> {
-    Json(source.status())
+async fn job(State(source): State<Arc<dyn StatusSource>>, graph: Arc<JobGraph>) -> Json<JobStatus> {
+    let mut status = source.status();
+    status.why = super::why::of(&graph, &status);
+    Json(status)
 }
 
 async fn metrics(State(source): State<Arc<dyn StatusSource>>) -> impl axum::response::IntoResponse {

@@ -128,6 +128,7 @@ impl StatusSource for Supervised {
             restarts_total: 0,
             attempt: 0,
             savepoints: Vec::new(),
+            why: Vec::new(),
         });
         status.uptime_ms = self.started.elapsed().as_millis() as u64;
         status.processes = self.processes;

@@ -65,6 +65,8 @@ use route::{attribute, encode, taken_twice, Router};
 pub struct WorkerCtx {
     /// This worker's global index.
     pub me: usize,
+    /// The job serves its status: tasks keep their reports for it.
+    pub serves_status: bool,
     /// Workers in all.
     pub peers: usize,
     /// The workers of this process (batches for them are not encoded).
@@ -570,6 +572,10 @@ impl Task {
                 .min()
                 .unwrap_or(Timestamp::MAX)
         });
+        if self.ctx.serves_status && self.figures.report_due() {
+            *self.figures.windows.borrow_mut() = self.head.window_report();
+            *self.figures.partitions.borrow_mut() = self.head.partition_report();
+        }
         let mut metrics = self.ctx.metrics.borrow_mut();
         if let Some(stage) = self.stage.as_mut() {
             for (name, m) in stage.take_metrics() {

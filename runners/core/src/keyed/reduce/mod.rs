@@ -16,7 +16,10 @@ use tidewater::{
 };
 
 mod active;
+mod report;
 mod wire;
+
+pub use report::{show_window, DroppedElement, OpenWindow, WindowReport};
 
 use active::{end_of, hold_of, register_hold, ActiveWindows, HoldEntry, WindowState, Written};
 
@@ -66,6 +69,11 @@ pub struct Reducer {
     /// More windows went than are open: the next snapshot is full (smaller than the
     /// deletions), and `removed` is not kept.
     removed_overflow: bool,
+    /// Elements dropped since the start: late (their window expired), and into a
+    /// window whose trigger had finished; the last one (for [`Reducer::report`]).
+    dropped_late: u64,
+    dropped_closed: u64,
+    last_dropped: Option<DroppedElement>,
 }
 
 /// A window's own timer in [`Reducer::window_timers`]: the key, the window and its
@@ -99,6 +107,9 @@ impl Reducer {
             removed: Vec::new(),
             has_base: false,
             removed_overflow: false,
+            dropped_late: 0,
+            dropped_closed: 0,
+            last_dropped: None,
         }
     }
 
@@ -136,6 +147,7 @@ impl Reducer {
     ) -> Result<(), ExecError> {
         let mut arrivals = Vec::new();
         let (mut late, mut closed) = (0i64, 0i64);
+        let mut last_dropped = None;
         {
             let windows = &self.windows;
             let lateness = self.strategy.allowed_lateness_ms;
@@ -144,16 +156,23 @@ impl Reducer {
             self.state.add(batch, &mut |k, w, ts| {
                 if gc(&w) < watermark {
                     late += 1;
+                    last_dropped = Some((ts, w, true));
                     return false;
                 }
                 if windows.get(&(k, w.clone())).is_some_and(|s| s.closed) {
                     closed += 1;
+                    last_dropped = Some((ts, w, false));
                     return false;
                 }
                 arrivals.push((k, w, ts));
                 true
             })?;
         }
+        if let Some((ts, w, is_late)) = last_dropped {
+            self.note_dropped(ts, &w, is_late);
+        }
+        self.dropped_late += late as u64;
+        self.dropped_closed += closed as u64;
         if late > 0 {
             metrics.inc_counter(DROPPED_DUE_TO_LATENESS, late);
         }

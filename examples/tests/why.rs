@@ -1,0 +1,111 @@
+//! "Why hasn't my window fired?" on a running job (issue 35): `held_window` counts
+//! generated numbers with a source that reads nothing and holds the watermark at 0. On
+//! both engine runners, at 2 workers, `/api/job`'s `why` and `tidewater explain` say
+//! that the oldest window, [0, 1 s), waits for the watermark to pass 999 ms, that the
+//! input watermark is 0, and that source `Quiet` holds it back, idle. Ctrl-C then
+//! drains the job: every window fires.
+
+mod common;
+
+use common::RUNNERS;
+use std::io::BufRead;
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+#[test]
+fn the_idle_source_holding_a_window_back_is_named() {
+    for runner in RUNNERS {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_held_window"))
+            .args([
+                &format!("--runner={runner}"),
+                "--workers=2",
+                "--status-addr=127.0.0.1:0",
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let _kill = common::KillOnDrop(child.id());
+        let (lines, seen) = mpsc::channel();
+        let stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+        std::thread::spawn(move || {
+            for line in stderr.lines().map_while(Result::ok) {
+                let _ = lines.send(line);
+            }
+        });
+        let first = seen.recv_timeout(Duration::from_secs(20)).unwrap();
+        let base = first
+            .strip_prefix("status: ")
+            .and_then(|l| l.split_once("/ (the job's page)"))
+            .map(|(base, _)| base.to_string())
+            .unwrap_or_else(|| panic!("{runner}: the first line is not the URL: {first}"));
+        let job = tidewater_cli::Job::at(&base).unwrap();
+        let started = Instant::now();
+        let why = loop {
+            let s = job.status().unwrap();
+            let why = s["why"].as_array().cloned().unwrap_or_default();
+            if why.iter().any(|w| {
+                w["held_by"]["source"] == "Quiet"
+                    && w["lines"][0]
+                        .as_str()
+                        .is_some_and(|l| l.contains("the oldest window"))
+            }) {
+                break why;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "{runner}: no answer naming the quiet source: {s}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        assert_eq!(why.len(), 1, "{runner}: {why:?}");
+        let w = &why[0];
+        assert_eq!(w["task"], "CountPerSecond/Combine", "{runner}: {w}");
+        assert_eq!(w["held_by"]["state"], "idle", "{runner}: {w}");
+        assert_eq!(w["held_by"]["watermark_ms"], 0, "{runner}: {w}");
+        let lines: Vec<&str> = w["lines"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| l.as_str().unwrap())
+            .collect();
+        assert!(
+            lines[0].contains(
+                "the oldest window still holding input, [0 ms, 1000 ms) of key \"numbers\""
+            ) && lines[0].ends_with(
+                "has emitted 0 panes; its trigger waits for the watermark to pass 999 ms."
+            ),
+            "{runner}: {lines:?}"
+        );
+        assert_eq!(
+            lines[1], "The input watermark is 0 ms, 999 ms short.",
+            "{runner}: {lines:?}"
+        );
+        assert!(
+            lines[2].starts_with("It is held back by source Quiet on worker 0, partition 0, at 0 ms: it is idle, reading nothing"),
+            "{runner}: {lines:?}"
+        );
+        let explained = tidewater_cli::run(["tidewater", "explain", "--job", &base]).unwrap();
+        assert!(
+            explained.contains("It is held back by source Quiet on worker 0, partition 0"),
+            "{runner}: {explained}"
+        );
+        // Ctrl-C: the job drains, and every window fires.
+        let _ = Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status();
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{runner}: {}", out.status);
+        let counts = String::from_utf8(out.stdout).unwrap();
+        let windows: Vec<u64> = counts
+            .lines()
+            .map(|l| l.strip_prefix("numbers ").unwrap().parse().unwrap())
+            .collect();
+        assert!(!windows.is_empty(), "{runner}: no window fired");
+        assert!(
+            windows.iter().all(|&n| (1..=100).contains(&n)),
+            "{runner}: {counts}"
+        );
+    }
+}
