@@ -32,6 +32,7 @@ pub mod exec;
 pub mod fuzz;
 pub mod io;
 mod key_check;
+pub mod log;
 mod options;
 mod pipeline;
 pub mod plan;

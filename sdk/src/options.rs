@@ -40,6 +40,11 @@ pub struct PipelineOptions {
     /// as clusters, fused stages coloured (`dot -Tsvg FILE` draws it).
     #[arg(long, value_name = "PATH")]
     pub dump_plan_dot: Option<PathBuf>,
+    /// How log lines look: `text` (one line per event, with the job, process and
+    /// worker) or `json` (one object per line, for log shippers). `RUST_LOG` filters
+    /// them (by default: Tidewater's from info, everything else's warnings).
+    #[arg(long, value_enum, default_value_t = crate::log::LogFormat::Text)]
+    pub log_format: crate::log::LogFormat,
     /// Run this saved plan (as `--dump-plan` wrote it) instead of the pipeline the
     /// binary builds. An example binary still builds its pipeline first, which
     /// registers its functions (closures, generic transforms); `run_plan` builds none and
@@ -200,6 +205,7 @@ impl Default for PipelineOptions {
             no_validate: false,
             dump_plan: None,
             dump_plan_dot: None,
+            log_format: crate::log::LogFormat::Text,
             plan: None,
             max_duration: None,
             runner_options: Vec::new(),

@@ -151,6 +151,7 @@ impl Pipeline {
     /// Runs the pipeline on the runner the options name: the plan is encoded to JSON,
     /// decoded again, checked against the runner's capabilities and only then run.
     pub fn run(&self) -> Result<PipelineResult> {
+        crate::log::init(self.options.log_format);
         let plan = self.to_plan()?;
         let json = plan::encode(&plan);
         if let Some(path) = &self.options.dump_plan {
@@ -159,7 +160,7 @@ impl Pipeline {
                 path: path.clone(),
                 cause,
             })?;
-            eprintln!("wrote the plan to {}", path.display());
+            tracing::info!("wrote the plan to {}", path.display());
         }
         if let Some(path) = &self.options.dump_plan_dot {
             let render = runner::plan_renderer().ok_or_else(|| Error::InvalidOption {
@@ -171,7 +172,7 @@ impl Pipeline {
                 path: path.clone(),
                 cause,
             })?;
-            eprintln!("wrote the pipeline graph to {}", path.display());
+            tracing::info!("wrote the pipeline graph to {}", path.display());
         }
         if self.options.plan.is_some() {
             return run_plan_file(&self.options);
@@ -428,7 +429,8 @@ pub fn run_plan_file(options: &PipelineOptions) -> Result<PipelineResult> {
         path: path.clone(),
         cause,
     })?;
-    eprintln!("running the saved plan {}", path.display());
+    crate::log::init(options.log_format);
+    tracing::info!("running the saved plan {}", path.display());
     run_plan_json(&saved, options)
 }
 

@@ -726,7 +726,7 @@ impl<T: ToRow> AsyncSink for PostgresSink<T> {
             .filter(|t| recovery.takes_over(t.instance))
             .collect();
         for txn in leftover {
-            eprintln!(
+            tracing::warn!(
                 "PostgreSQL sink: rolling back {} left prepared by an earlier run (its epoch is written again)",
                 self.gid(&txn)
             );

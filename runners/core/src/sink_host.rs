@@ -150,7 +150,7 @@ pub fn refuse_replay(plan: &ExecutablePlan, run: &RunStart) -> Result<()> {
             if !run.accept_duplicates {
                 return Err(Error::Replay { message });
             }
-            eprintln!("warning: {message} (--accept-duplicates: writing them again)");
+            tracing::warn!("{message} (--accept-duplicates: writing them again)");
         }
     }
     Ok(())

@@ -277,7 +277,7 @@ impl BatchReader {
                     .any(|r| driver.partitions().contains_key(&r.partition))
             });
             if replayed {
-                eprintln!(
+                tracing::info!(
                     "{}: batch {cur} runs again with the source ranges logged before the failure (worker {})",
                     task.name(),
                     task.worker()

@@ -267,7 +267,7 @@ pub fn finish_child(path: &Path, result: Result<PipelineResult>) -> ! {
                 _ => PIPELINE_FAILED,
             };
             if code != PEER_LOST {
-                eprintln!("error: {e}");
+                tracing::error!("{e}");
             }
             (Outcome::Failed(WireError::from_error(&e)), code)
         }
@@ -279,7 +279,7 @@ pub fn finish_child(path: &Path, result: Result<PipelineResult>) -> ! {
         .and_then(|()| std::fs::rename(&tmp, path))
         .map_err(|e| format!("{}: {e}", path.display()))
     {
-        eprintln!("error: cannot hand the outcome to the supervisor: {e}");
+        tracing::error!("cannot hand the outcome to the supervisor: {e}");
         std::process::exit(1);
     }
     std::process::exit(code)
@@ -397,14 +397,14 @@ pub fn exit_with_supervisor() {
                     Err(_) => break,
                 }
             }
-            eprintln!(
+            tracing::error!(
                 "cluster process {}: its supervisor is gone; stopping",
                 std::process::id()
             );
             std::process::exit(1);
         });
     if let Err(e) = watch {
-        eprintln!(
+        tracing::warn!(
             "cluster process {}: cannot watch the supervisor: {e}",
             std::process::id()
         );
@@ -448,7 +448,7 @@ pub fn quiet_peer_loss(supervised: bool) {
                 true => "; the supervisor restarts the cluster",
                 false => "",
             };
-            eprintln!(
+            tracing::warn!(
                 "cluster process {}: lost a peer ({message}){then}",
                 std::process::id()
             );
@@ -581,7 +581,7 @@ impl Supervisor {
                 } else {
                     "SIGTERM"
                 };
-                eprintln!(
+                tracing::info!(
                     "local cluster: {by}: draining the job (sources stop, windows fire, output is committed); SIGTERM again stops at once"
                 );
                 crate::stop::ask_to_drain(&mut lifelines);
@@ -746,7 +746,7 @@ impl Supervisor {
                     if let Some(status) = &self.status {
                         status.restarting(&why);
                     }
-                    eprintln!(
+                    tracing::warn!(
                         "local cluster: {why}; restarting all {} processes from the last checkpoint in {} ms (restart {})",
                         self.processes,
                         delay.as_millis(),

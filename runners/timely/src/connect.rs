@@ -109,7 +109,7 @@ fn place(
 ) {
     let slot = &mut slots[(index - me as u64 - 1) as usize];
     if slot.is_some() {
-        eprintln!(
+        tracing::warn!(
             "process {me}: dropped a connection from {from}: process {index} has connected already"
         );
     } else {
@@ -140,7 +140,7 @@ fn accept_above(
         match listener.accept() {
             Ok((mut stream, from)) => {
                 if running.load(Ordering::SeqCst) >= MAX_HANDSHAKES {
-                    eprintln!(
+                    tracing::warn!(
                         "process {me}: dropped a connection from {from}: {MAX_HANDSHAKES} handshakes are under way"
                     );
                     continue;
@@ -160,7 +160,9 @@ fn accept_above(
                             // Said here: the cluster may be complete (and the loop over)
                             // before a silent stranger's time is up.
                             Err(why) => {
-                                eprintln!("process {me}: dropped a connection from {from}: {why}")
+                                tracing::warn!(
+                                    "process {me}: dropped a connection from {from}: {why}"
+                                )
                             }
                         }
                     });

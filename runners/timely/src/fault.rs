@@ -53,7 +53,7 @@ pub fn point(point: &str) {
                 .open(&a.file)
                 .is_ok()
         {
-            eprintln!("fault injected at '{point}': aborting");
+            tracing::error!("fault injected at '{point}': aborting");
             std::process::abort();
         }
     }

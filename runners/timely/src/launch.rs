@@ -130,6 +130,7 @@ impl EngineRunner {
         }
         // Bad options are refused here, once, rather than by every process.
         let config = self.config(options, Clock::Wall)?;
+        let _logs = tracing::info_span!("local_cluster", processes = n).entered();
         let program = std::env::current_exe()
             .map_err(|err| Error::Internal(format!("cannot find this binary to launch: {err}")))?;
         let args = match &e.child_args {
@@ -261,10 +262,16 @@ impl EngineRunner {
         }
         if let Some(r) = &restored {
             for note in &r.notes {
-                eprintln!("{} runner: {note}", self.name);
+                tracing::warn!("{} runner: {note}", self.name);
             }
         }
         config.job_id = job_of(options, &exec, &config, restored.as_ref())?;
+        config.log_span = tracing::info_span!(
+            "job",
+            job = %config.job_id,
+            process = config.process_id
+        );
+        let _logs = config.log_span.clone().entered();
         if let Some(board) = &board {
             board.set_job(&config.job_id);
         }
@@ -394,6 +401,7 @@ impl EngineRunner {
             secret: cluster_secret(e, &addresses)?,
             tls: tls_of(e)?,
             status: None,
+            log_span: tracing::Span::none(),
             addresses,
             connect_timeout: Duration::from_millis(parse(
                 "connect_timeout_ms",

@@ -79,6 +79,9 @@ pub struct EngineConfig {
     pub tls: Option<Arc<tls::Tls>>,
     /// The status board the workers publish to (`--status-addr`, [`status`]).
     pub status: Option<Arc<status::Board>>,
+    /// The span of the job's log lines (its id and this process's index); each worker's
+    /// lines go in a `worker` span under it.
+    pub log_span: tracing::Span,
     /// How long an epoch lasts at the sources (the checkpoint or batch interval).
     pub epoch_interval: Duration,
     /// The runner's epoch policy.

@@ -41,7 +41,7 @@ pub fn supervising() -> Supervising {
         {
             Ok(s) => s,
             Err(e) => {
-                eprintln!("warning: SIGTERM will stop the local cluster without draining: {e}");
+                tracing::warn!("SIGTERM will stop the local cluster without draining: {e}");
                 return;
             }
         };
@@ -50,7 +50,7 @@ pub fn supervising() -> Supervising {
                 let earlier = TERMS.fetch_add(1, Ordering::SeqCst);
                 if !SUPERVISING.load(Ordering::SeqCst) || earlier > 0 {
                     if earlier > 0 {
-                        eprintln!("local cluster: SIGTERM again: stopping at once");
+                        tracing::warn!("local cluster: SIGTERM again: stopping at once");
                     }
                     // Its processes see their pipe close and end with it.
                     std::process::exit(143);

@@ -48,6 +48,12 @@ pub fn worker_main(
     worker: &mut timely::worker::Worker,
     shared: &Shared,
 ) -> std::result::Result<WorkerOutput, ()> {
+    let _logs = tracing::info_span!(
+        parent: &shared.config.log_span,
+        "worker",
+        worker = worker.index()
+    )
+    .entered();
     run(worker, shared).map_err(|e| {
         shared.abort.fail(e);
         // timely steps a dataflow still installed until it completes, which a failed

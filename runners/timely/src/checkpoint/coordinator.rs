@@ -68,19 +68,19 @@ impl Coordinator {
         if ctx.me == 0 && tidewater::runner::take_savepoint_request() {
             match (&config.savepoint_dir, &self.store) {
                 (Some(_), Some(_)) => {
-                    eprintln!("savepoint requested: the next checkpoint to complete is kept");
+                    tracing::info!("savepoint requested: the next checkpoint to complete is kept");
                     self.savepoint_wanted = true;
                 }
-                _ => eprintln!(
-                    "warning: a savepoint was requested, but the job has no --savepoint-dir to keep it in: ignored"
+                _ => tracing::warn!(
+                    "a savepoint was requested, but the job has no --savepoint-dir to keep it in: ignored"
                 ),
             }
         } else if ctx.me != 0
             && ctx.me == ctx.local.start
             && tidewater::runner::take_savepoint_request()
         {
-            eprintln!(
-                "warning: a savepoint was requested of process {}: ask process 0 (or the local cluster's supervisor), which writes the checkpoints' manifests",
+            tracing::warn!(
+                "a savepoint was requested of process {}: ask process 0 (or the local cluster's supervisor), which writes the checkpoints' manifests",
                 config.process_id
             );
         }
@@ -228,7 +228,7 @@ fn keep_savepoint(
     let m = metrics.step_mut(crate::metrics::ENGINE_STEP);
     m.inc_counter("savepoints", 1);
     m.update_distribution("savepoint_ms", started.elapsed().as_millis() as i64);
-    eprintln!(
+    tracing::info!(
         "savepoint of checkpoint {epoch} kept in {} (start a job from it with --from-savepoint)",
         to.display()
     );

@@ -222,7 +222,7 @@ async fn act(
 fn cancel_soon(what: &str) -> String {
     std::thread::spawn(|| {
         std::thread::sleep(Duration::from_millis(200));
-        eprintln!("cancelled over the control API: ending now (the next run on the checkpoint directory resumes from its last checkpoint)");
+        tracing::warn!("cancelled over the control API: ending now (the next run on the checkpoint directory resumes from its last checkpoint)");
         std::process::exit(130);
     });
     format!("cancelling {what}: it ends now; what it committed stays, and the next run on its checkpoint directory resumes from its last checkpoint")

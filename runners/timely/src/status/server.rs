@@ -93,7 +93,7 @@ pub fn start(
             })
             .await;
         if let Err(e) = served {
-            eprintln!("status server: {e}");
+            tracing::error!("status server: {e}");
         }
     });
     Ok(StatusServer {

@@ -212,7 +212,7 @@ impl Drop for Task {
     /// to finalize to the worker, whose coordinator finalizes them as it commits.
     fn drop(&mut self) {
         if let Err(e) = self.finalize_committed() {
-            eprintln!("warning: {e}");
+            tracing::warn!("{e}");
         }
         if self.to_finalize.is_empty() {
             return;
