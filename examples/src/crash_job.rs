@@ -144,8 +144,8 @@ pub fn lines_of(p: &Pipeline, input: &Input) -> PCollection<String> {
     vec![per_window, totals].apply_flatten("AllLines")
 }
 
-/// Formats a running total, and counts the totals in the user counter `totals` (which
-/// a job's status shows while it runs).
+/// Formats a running total, counts the totals in the user counter `totals` and keeps
+/// the last in the gauge `last_total` (which a job's status shows while it runs).
 #[derive(serde::Serialize, serde::Deserialize)]
 pub struct FormatTotal;
 
@@ -158,6 +158,7 @@ impl DoFn for FormatTotal {
         ctx: &mut ProcessContext<'_, String>,
     ) -> Result<(), UserError> {
         ctx.inc_counter("totals", 1);
+        ctx.set_gauge("last_total", n as i64);
         ctx.output(format!("total {word} {n}"));
         Ok(())
     }

@@ -186,6 +186,35 @@ fn a_running_jobs_status_is_served_as_json_and_for_prometheus() {
             })
             .sum();
         assert_eq!(counted, want as f64, "{runner}:\n{text}");
+        // A DoFn's gauge: the last running total each worker formatted (at most the
+        // largest total of the input).
+        let most = reference()
+            .iter()
+            .filter_map(|l| {
+                l.strip_prefix("total ")?
+                    .rsplit_once(' ')?
+                    .1
+                    .parse::<f64>()
+                    .ok()
+            })
+            .fold(0.0, f64::max);
+        let gauges: Vec<f64> = scrape
+            .samples
+            .iter()
+            .filter(|s| {
+                s.metric == "tidewater_metric_gauge"
+                    && s.labels.get("step") == Some("FormatTotal")
+                    && s.labels.get("metric") == Some("last_total")
+            })
+            .map(|s| match s.value {
+                prometheus_parse::Value::Gauge(v) | prometheus_parse::Value::Untyped(v) => v,
+                _ => -1.0,
+            })
+            .collect();
+        assert!(
+            !gauges.is_empty() && gauges.iter().all(|g| *g >= 1.0 && *g <= most),
+            "{runner}: {gauges:?} (largest total {most}):\n{text}"
+        );
         assert_eq!(totals(&last), want as i64, "{runner}: {last}");
         assert!(
             sum("tidewater_checkpoints_total") >= 1.0,

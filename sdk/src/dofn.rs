@@ -307,6 +307,13 @@ impl<O: Element> ProcessContext<'_, O> {
         self.metrics.update_distribution(name, value);
     }
 
+    /// Sets the gauge `name` of this step to `value` (a figure that goes up and down,
+    /// such as a queue's length; across workers the latest value set wins, as Beam's
+    /// gauges).
+    pub fn set_gauge(&mut self, name: &str, value: i64) {
+        self.metrics.set_gauge(name, value);
+    }
+
     fn check_skew(&mut self, timestamp: Timestamp) -> bool {
         if timestamp.0 < self.timestamp.0.saturating_sub(self.skew) {
             self.out.failed.get_or_insert(ExecError::User {
@@ -369,5 +376,12 @@ impl<O: Element> FinishBundleContext<'_, O> {
     /// Reports `value` to the distribution `name` of this step.
     pub fn update_distribution(&mut self, name: &str, value: i64) {
         self.metrics.update_distribution(name, value);
+    }
+
+    /// Sets the gauge `name` of this step to `value` (a figure that goes up and down,
+    /// such as a queue's length; across workers the latest value set wins, as Beam's
+    /// gauges).
+    pub fn set_gauge(&mut self, name: &str, value: i64) {
+        self.metrics.set_gauge(name, value);
     }
 }

@@ -127,10 +127,14 @@ pub fn holder(graph: &JobGraph, task: usize, sources: &[SourceInstance]) -> Opti
         .iter()
         .filter(|p| !p.done)
         .min_by_key(|p| p.watermark_ms.unwrap_or(i64::MIN));
+    // Reading lately decides over the last read's finding nothing (a rate-limited
+    // source finds nothing between its records).
     let state = if least.watermark_ms.is_none() {
         HolderState::NoWatermarkYet
     } else if least.paused_ms_per_sec.is_some_and(|p| p > 0.0) {
         HolderState::PausedByAlignment
+    } else if least.reading_per_sec.is_some_and(|r| r > 0.0) {
+        HolderState::Reading
     } else if least.reading_per_sec == Some(0.0) || partition.is_some_and(|p| p.idle) {
         HolderState::Idle
     } else {
@@ -193,8 +197,17 @@ pub fn explain(
                     format!(", {} ms short", t.millis().saturating_sub(i).max(0))
                 });
                 lines.push(format!("The input watermark is {}{short}.", at(input)));
-                if let Some(h) = holder {
-                    lines.push(held_by(h));
+                match holder {
+                    // Every source upstream is past the window's end already: the
+                    // watermark is on its way (epochs in flight, alignment).
+                    Some(h) if h.watermark_ms.is_some_and(|w| w > t.millis()) => lines.push(format!(
+                        "Every source upstream is past it (the least, {} on worker {}, at {}): the watermark is on its way, behind the records and epochs in flight.",
+                        h.source,
+                        h.worker,
+                        at(h.watermark_ms)
+                    )),
+                    Some(h) => lines.push(held_by(h)),
+                    None => {}
                 }
             }
             if w.waiting_for == Wait::Never {
@@ -321,8 +334,24 @@ mod tests {
             holder(&g, 3, &sources).unwrap().state,
             HolderState::PausedByAlignment
         );
-        let sources = [source("A", 0, Some(1_000), 100.0, 0.0)];
-        assert_eq!(holder(&g, 3, &sources).unwrap().state, HolderState::Reading);
+        let mut reading = source("A", 0, Some(1_000), 100.0, 0.0);
+        assert_eq!(
+            holder(&g, 3, &[reading.clone()]).unwrap().state,
+            HolderState::Reading
+        );
+        // Between the records of a rate-limited source its last read finds nothing: it
+        // reads all the same.
+        reading.partitions.push(PartitionReport {
+            partition: 0,
+            position: "0".into(),
+            watermark_ms: Some(1_000),
+            idle: true,
+            done: false,
+        });
+        assert_eq!(
+            holder(&g, 3, &[reading]).unwrap().state,
+            HolderState::Reading
+        );
         let sources = [source("A", 0, None, 0.0, 0.0)];
         assert_eq!(
             holder(&g, 3, &sources).unwrap().state,
@@ -365,6 +394,14 @@ mod tests {
             watermark_ms: Some(4_000),
             state: HolderState::Reading,
         };
+        let ahead = Holder {
+            watermark_ms: Some(12_000),
+            ..h.clone()
+        };
+        assert_eq!(
+            explain("Count", 0, &report, Some(&ahead))[2],
+            "Every source upstream is past it (the least, B on worker 1, at 12000 ms): the watermark is on its way, behind the records and epochs in flight."
+        );
         assert_eq!(
             explain("Count", 0, &report, Some(&h)),
             [

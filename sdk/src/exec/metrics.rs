@@ -32,6 +32,16 @@ impl DistributionData {
     }
 }
 
+/// The last value set to a gauge, and when (Beam's `GaugeResult`): merging keeps the
+/// latest.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GaugeData {
+    /// The value.
+    pub value: i64,
+    /// When it was set, in ms since the Unix epoch (wall clock).
+    pub at_ms: i64,
+}
+
 /// The metrics one step (transform) updated. A step uses few metric names, so a short
 /// vector searched by name beats a hash map.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -40,6 +50,9 @@ pub struct StepMetrics {
     pub counters: Vec<(String, i64)>,
     /// Distributions by name.
     pub distributions: Vec<(String, DistributionData)>,
+    /// Gauges by name.
+    #[serde(default)]
+    pub gauges: Vec<(String, GaugeData)>,
 }
 
 impl StepMetrics {
@@ -61,8 +74,28 @@ impl StepMetrics {
         }
     }
 
+    /// Sets gauge `name` to `value`, now.
+    pub fn set_gauge(&mut self, name: &str, value: i64) {
+        let at_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64);
+        self.merge_gauge(name, GaugeData { value, at_ms });
+    }
+
+    /// Gauge `name` takes `g` unless it holds a later value.
+    fn merge_gauge(&mut self, name: &str, g: GaugeData) {
+        match self.gauges.iter_mut().find(|(k, _)| k == name) {
+            Some((_, mine)) if mine.at_ms <= g.at_ms => *mine = g,
+            Some(_) => {}
+            None => self.gauges.push((name.to_string(), g)),
+        }
+    }
+
     /// Adds another container's updates to this one.
     pub fn merge(&mut self, other: &StepMetrics) {
+        for (k, g) in &other.gauges {
+            self.merge_gauge(k, *g);
+        }
         for (k, v) in &other.counters {
             self.inc_counter(k, *v);
         }
@@ -76,7 +109,7 @@ impl StepMetrics {
 
     /// Nothing was reported.
     pub fn is_empty(&self) -> bool {
-        self.counters.is_empty() && self.distributions.is_empty()
+        self.counters.is_empty() && self.distributions.is_empty() && self.gauges.is_empty()
     }
 }
 
@@ -128,6 +161,23 @@ impl MetricResults {
             .iter()
             .find(|(k, _)| k == name)
             .map(|(_, v)| *v)
+    }
+
+    /// Gauge `name` of `step`: its latest value.
+    ///
+    /// ```
+    /// let mut r = tidewater::exec::MetricResults::default();
+    /// r.step_mut("Read").set_gauge("backlog", 7);
+    /// r.step_mut("Read").set_gauge("backlog", 3);
+    /// assert_eq!(r.gauge("Read", "backlog"), Some(3));
+    /// ```
+    pub fn gauge(&self, step: &str, name: &str) -> Option<i64> {
+        self.steps
+            .get(step)?
+            .gauges
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, g)| g.value)
     }
 
     /// Adds another run's (or worker's) metrics.

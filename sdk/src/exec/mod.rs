@@ -32,7 +32,7 @@ pub use keys::{
     encode_key, key_group, key_group_of, key_group_worker, key_groups_of_worker, key_hash,
     pair_key_ops, KeyOps, KeyedBy, DEFAULT_MAX_KEY_GROUPS,
 };
-pub use metrics::{peak_rss_kb, DistributionData, MetricResults, StepMetrics};
+pub use metrics::{peak_rss_kb, DistributionData, GaugeData, MetricResults, StepMetrics};
 pub use quiet::catch_user;
 pub use reduce_state::{KeyId, ReduceFnState};
 pub use rng::SplitMix64;

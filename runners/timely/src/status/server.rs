@@ -235,6 +235,12 @@ pub fn exposition(status: &JobStatus) -> String {
         );
         f
     };
+    let gauge = Family::<MetricLabels, Gauge>::default();
+    registry.register(
+        "metric_gauge",
+        "A gauge of a step (ctx.set_gauge in a DoFn): its latest value, per worker",
+        gauge.clone(),
+    );
     let (d_sum, d_count, d_min, d_max) = (
         distribution(&mut registry, "sum"),
         distribution(&mut registry, "count"),
@@ -282,6 +288,9 @@ pub fn exposition(status: &JobStatus) -> String {
             };
             for (name, n) in &m.counters {
                 user_counter.get_or_create(&labels(name)).set(*n);
+            }
+            for (name, g) in &m.gauges {
+                gauge.get_or_create(&labels(name)).set(g.value);
             }
             for (name, d) in &m.distributions {
                 let l = labels(name);
