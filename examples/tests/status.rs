@@ -167,6 +167,22 @@ fn a_running_jobs_status_is_served_as_json_and_for_prometheus() {
             "{runner}:\n{text}"
         );
         assert_eq!(sum("tidewater_job_running"), 0.0, "{runner}:\n{text}");
+        // The source's partition, with its watermark.
+        assert!(
+            scrape.samples.iter().any(|s| {
+                s.metric == "tidewater_source_partition_watermark_milliseconds"
+                    && s.labels.get("source") == Some("Generate")
+                    && s.labels.get("partition") == Some("0")
+            }),
+            "{runner}:\n{text}"
+        );
+        // Worker 0's checkpoints say what they hold: parts, and how many are deltas.
+        let c = &last["workers"][0]["checkpoints"][0];
+        assert!(
+            c["parts"].as_u64().unwrap() >= 1
+                && c["delta_parts"].as_u64().unwrap() <= c["parts"].as_u64().unwrap(),
+            "{runner}: {c}"
+        );
         // The user counter's final figure: one total per word read.
         let want = reference()
             .iter()
@@ -236,7 +252,7 @@ fn a_running_jobs_status_is_served_as_json_and_for_prometheus() {
 }
 
 #[test]
-fn a_status_address_in_use_is_refused_naming_it() {
+fn a_status_address_in_use_or_on_the_direct_runner_is_refused_naming_it() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap().to_string();
     let run = Run::on("native");
@@ -248,6 +264,22 @@ fn a_status_address_in_use_is_refused_naming_it() {
         err.contains(&format!(
             "invalid option --status-addr {addr}: cannot listen there"
         )),
+        "{err}"
+    );
+    let out = tempfile::tempdir().unwrap();
+    let mut direct = std::process::Command::new(env!("CARGO_BIN_EXE_crash_job"));
+    direct
+        .args([
+            "--runner=direct",
+            "--records=10",
+            "--status-addr=127.0.0.1:0",
+        ])
+        .arg(format!("--output={}", out.path().display()));
+    let err = refused(direct, "the direct runner");
+    assert!(
+        err.contains(
+            "invalid option --status-addr 127.0.0.1:0: the direct runner serves no status"
+        ),
         "{err}"
     );
 }
@@ -317,4 +349,68 @@ fn a_local_clusters_supervisor_serves_every_process_across_a_restart() {
             &format!("{runner} in a local cluster with its status served"),
         );
     }
+}
+
+/// A `--hosts` cluster of 2 processes started by hand, each given `--status-addr`:
+/// process 0 serves every worker's figures (gathered over the job's own channel);
+/// processes that disagree on `--status-addr` are refused, naming it.
+#[test]
+fn a_hosts_clusters_process_0_serves_every_process_and_they_must_agree() {
+    let _s = serial();
+    let run = Run::on("native");
+    let dir = tempfile::tempdir().unwrap();
+    let (_, hosts) = hosts_file(dir.path(), 2);
+    let hosts = format!("--hosts={}", hosts.display());
+    let (first, base) = start(&run, &["--processes=2", "--process-id=0", &hosts]);
+    let _kill = KillOnDrop(first.id());
+    let second = run
+        .command(&[
+            "--processes=2",
+            "--process-id=1",
+            &hosts,
+            "--status-addr=127.0.0.1:0",
+        ])
+        .spawn()
+        .unwrap();
+    let both = until(&base, "both processes' figures", |s| {
+        s["workers"].as_array().unwrap().len() == 2
+            && s["workers"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|w| w["records_read"].as_u64().unwrap() > 0)
+    });
+    assert_eq!(both["processes"], 2, "{both}");
+    finish(second, "process 1");
+    let mut first = first;
+    assert!(first.wait().unwrap().success());
+    assert_exact(&run, "a --hosts cluster with its status served");
+
+    // Process 1 without --status-addr: refused before anything runs.
+    let run = Run::on("native");
+    let (_, hosts) = hosts_file(dir.path(), 2);
+    let hosts = format!("--hosts={}", hosts.display());
+    let first = run
+        .command(&[
+            "--processes=2",
+            "--process-id=0",
+            &hosts,
+            "--status-addr=127.0.0.1:0",
+        ])
+        .spawn()
+        .unwrap();
+    let second = run
+        .command(&["--processes=2", "--process-id=1", &hosts])
+        .spawn()
+        .unwrap();
+    let out = first.wait_with_output().unwrap();
+    let _ = second.wait_with_output();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains(
+            "the processes of the cluster disagree on --status-addr: worker 0 has it, worker 1 not"
+        ),
+        "{err}"
+    );
 }

@@ -82,6 +82,14 @@ pub const RUNNER_OPTIONS: [(&str, &str); 6] = [
 ];
 
 fn exec_options(options: &PipelineOptions, clock: Clock) -> Result<ExecOptions> {
+    // The reference runner runs in the calling thread until the pipeline ends: no
+    // server watches it. Refused rather than ignored.
+    if let Some(addr) = &options.engine.status_addr {
+        return Err(Error::InvalidOption {
+            option: format!("--status-addr {addr}"),
+            message: "the direct runner serves no status (it is the reference runner: its result and metrics come when run returns); watch a job on --runner native or microbatch".into(),
+        });
+    }
     if let Some((key, value)) = options
         .runner_options
         .iter()

@@ -217,6 +217,17 @@ impl InFlight {
 /// How many of the newest checkpoints a worker keeps for the status server.
 pub const CHECKPOINTS_KEPT: usize = 20;
 
+/// What a checkpoint's manifest names (known to the worker that wrote it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ManifestSize {
+    /// The bytes of its files.
+    pub bytes: u64,
+    /// Its files (parts).
+    pub parts: u64,
+    /// The parts that are deltas over an earlier checkpoint's (0: a full checkpoint).
+    pub delta_parts: u64,
+}
+
 /// A complete checkpoint as this worker saw it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CheckpointFigures {
@@ -226,6 +237,8 @@ pub struct CheckpointFigures {
     pub duration_ms: Option<u64>,
     /// The bytes of the files its manifest names (worker 0).
     pub bytes: Option<u64>,
+    /// Its parts, and how many are deltas (worker 0).
+    pub parts: Option<(u64, u64)>,
     /// The longest time a task of this worker held messages back for its epochs.
     pub alignment_ms: u64,
     /// When this worker saw it complete.
@@ -267,9 +280,11 @@ impl Checkpoints {
         *slot = (*slot).max(ms);
     }
 
-    /// Checkpoint `epoch` is complete; `bytes` is its size if this worker wrote its
-    /// manifest. Its figures go to `m` (the engine's step) and become the last.
-    pub fn complete(&mut self, epoch: u64, bytes: Option<u64>, m: &mut StepMetrics) {
+    /// Checkpoint `epoch` is complete; `manifest` says what it holds if this worker
+    /// wrote its manifest. Its figures go to `m` (the engine's step) and become the
+    /// last.
+    pub fn complete(&mut self, epoch: u64, manifest: Option<ManifestSize>, m: &mut StepMetrics) {
+        let bytes = manifest.map(|s| s.bytes);
         let duration_ms = bytes
             .and_then(|_| self.ended.get(&epoch))
             .map(|at| at.elapsed().as_millis() as u64);
@@ -295,6 +310,7 @@ impl Checkpoints {
             epoch,
             duration_ms,
             bytes,
+            parts: manifest.map(|s| (s.parts, s.delta_parts)),
             alignment_ms,
             at: Instant::now(),
         };
@@ -370,11 +386,19 @@ mod tests {
         c.aligned(3, Duration::from_millis(1));
         c.aligned(5, Duration::from_millis(30));
         let mut m = StepMetrics::default();
-        c.complete(3, Some(1000), &mut m);
+        c.complete(
+            3,
+            Some(ManifestSize {
+                bytes: 1000,
+                parts: 4,
+                delta_parts: 1,
+            }),
+            &mut m,
+        );
         let last = c.last.unwrap();
         assert_eq!(
-            (last.epoch, last.bytes, last.alignment_ms),
-            (3, Some(1000), 9)
+            (last.epoch, last.bytes, last.parts, last.alignment_ms),
+            (3, Some(1000), Some((4, 1)), 9)
         );
         assert!(last.duration_ms.is_some());
         // Another worker's view: no manifest written, so no duration or size.

@@ -146,7 +146,7 @@ impl Coordinator {
         ctx: &WorkerCtx,
         config: &crate::EngineConfig,
         durable: &Mutex<Option<u64>>,
-    ) -> Result<(Option<u64>, Option<u64>)> {
+    ) -> Result<(Option<u64>, Option<crate::metrics::ManifestSize>)> {
         let Some((epoch, manifest, took)) = self.manifests.poll(
             store,
             target,
@@ -172,7 +172,11 @@ impl Coordinator {
         *published = Some(published.map_or(epoch, |p| p.max(epoch)));
         Ok((
             Some(epoch),
-            Some(manifest.files.iter().map(|f| f.len).sum()),
+            Some(crate::metrics::ManifestSize {
+                bytes: manifest.files.iter().map(|f| f.len).sum(),
+                parts: manifest.files.len() as u64,
+                delta_parts: manifest.files.iter().filter(|f| !f.base.is_empty()).count() as u64,
+            }),
         ))
     }
 

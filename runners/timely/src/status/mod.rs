@@ -124,6 +124,12 @@ pub struct CheckpointStatus {
     pub duration_ms: Option<u64>,
     /// The bytes of the files its manifest names.
     pub bytes: Option<u64>,
+    /// Its parts (files).
+    #[serde(default)]
+    pub parts: Option<u64>,
+    /// How many of its parts are deltas over an earlier checkpoint's (0: a full one).
+    #[serde(default)]
+    pub delta_parts: Option<u64>,
     /// The longest time a task held messages back for its epochs, in ms.
     pub alignment_ms: u64,
     /// When it completed, in ms since the job started.
@@ -291,6 +297,8 @@ impl Board {
                     epoch: c.epoch,
                     duration_ms: c.duration_ms,
                     bytes: c.bytes,
+                    parts: c.parts.map(|p| p.0),
+                    delta_parts: c.parts.map(|p| p.1),
                     alignment_ms: c.alignment_ms,
                     completed_at_ms: self.since_start(c.at),
                 })

@@ -143,6 +143,14 @@ struct MetricLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PartitionLabels {
+    job: String,
+    source: String,
+    partition: String,
+    worker: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct JobLabels {
     job: String,
 }
@@ -181,6 +189,18 @@ pub fn exposition(status: &JobStatus) -> String {
         "watermark_milliseconds",
         "An operator's input watermark (a source's own), in ms since the epoch",
         watermark.clone(),
+    );
+    let partition_watermark = Family::<PartitionLabels, Gauge>::default();
+    registry.register(
+        "source_partition_watermark_milliseconds",
+        "A source partition's watermark, in ms since the epoch",
+        partition_watermark.clone(),
+    );
+    let partition_idle = Family::<PartitionLabels, Gauge>::default();
+    registry.register(
+        "source_partition_idle",
+        "1 if a source partition's last read found nothing (2 once it is done), else 0",
+        partition_idle.clone(),
     );
     let records_read = Family::<WorkerLabels, Counter>::default();
     registry.register(
@@ -277,6 +297,20 @@ pub fn exposition(status: &JobStatus) -> String {
             alignment.get_or_create(&labels).inc_by(o.alignment_ms);
             if let Some(ms) = o.watermark_ms {
                 watermark.get_or_create(&labels).set(ms);
+            }
+            for p in &o.partitions {
+                let l = PartitionLabels {
+                    job: status.job.clone(),
+                    source: o.name.clone(),
+                    partition: p.partition.to_string(),
+                    worker: worker.clone(),
+                };
+                if let Some(ms) = p.watermark_ms {
+                    partition_watermark.get_or_create(&l).set(ms);
+                }
+                partition_idle
+                    .get_or_create(&l)
+                    .set(if p.done { 2 } else { i64::from(p.idle) });
             }
         }
         for (step, m) in &w.metrics.steps {
