@@ -10,7 +10,6 @@
 mod common;
 
 use common::*;
-use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
@@ -36,19 +35,7 @@ fn token_file(dir: &Path) -> PathBuf {
 /// line; its stderr is read all along, and collected).
 fn start(run: &Run, extra: &[&str]) -> (std::process::Child, String, mpsc::Receiver<String>) {
     let mut child = run.command(extra).spawn().unwrap();
-    let (lines, seen) = mpsc::channel();
-    let stderr = std::io::BufReader::new(child.stderr.take().unwrap());
-    std::thread::spawn(move || {
-        for line in stderr.lines().map_while(Result::ok) {
-            let _ = lines.send(line);
-        }
-    });
-    let first = seen.recv_timeout(Duration::from_secs(20)).unwrap();
-    let base = first
-        .strip_prefix("status: ")
-        .and_then(|l| l.split_once("/ (the job's page)"))
-        .map(|(base, _)| base.to_string())
-        .unwrap_or_else(|| panic!("{}: the first line is not the URL: {first}", run.runner));
+    let (base, seen) = status_base(&mut child, run.runner);
     (child, base, seen)
 }
 

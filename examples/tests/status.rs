@@ -12,8 +12,6 @@
 mod common;
 
 use common::*;
-use std::io::BufRead;
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 fn get(url: &str) -> String {
@@ -60,19 +58,7 @@ fn start(run: &Run, extra: &[&str]) -> (std::process::Child, String) {
     let mut args = vec!["--status-addr=127.0.0.1:0", "--status-linger=5s"];
     args.extend_from_slice(extra);
     let mut child = run.command(&args).spawn().unwrap();
-    let (lines, seen) = mpsc::channel();
-    let stderr = std::io::BufReader::new(child.stderr.take().unwrap());
-    std::thread::spawn(move || {
-        for line in stderr.lines().map_while(Result::ok) {
-            let _ = lines.send(line);
-        }
-    });
-    let first = seen.recv_timeout(Duration::from_secs(20)).unwrap();
-    let base = first
-        .strip_prefix("status: ")
-        .and_then(|l| l.split_once("/ (the job's page)"))
-        .map(|(base, _)| base.to_string())
-        .unwrap_or_else(|| panic!("{}: the first line is not the URL: {first}", run.runner));
+    let (base, _) = status_base(&mut child, run.runner);
     (child, base)
 }
 

@@ -15,10 +15,8 @@
 mod common;
 
 use common::*;
-use std::io::BufRead;
 use std::path::PathBuf;
 use std::process::Command;
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 /// Chromium, if it is here; without it the test is skipped loudly (and fails under CI,
@@ -116,19 +114,7 @@ fn the_page_shows_the_graph_rates_watermarks_and_checkpoints_in_a_browser() {
         ])
         .spawn()
         .unwrap();
-    let (lines, seen) = mpsc::channel();
-    let stderr = std::io::BufReader::new(child.stderr.take().unwrap());
-    std::thread::spawn(move || {
-        for line in stderr.lines().map_while(Result::ok) {
-            let _ = lines.send(line);
-        }
-    });
-    let first = seen.recv_timeout(Duration::from_secs(20)).unwrap();
-    let base = first
-        .strip_prefix("status: ")
-        .and_then(|l| l.split_once("/ (the job's page)"))
-        .map(|(base, _)| base.to_string())
-        .unwrap_or_else(|| panic!("the first line is not the URL: {first}"));
+    let (base, _stderr) = status_base(&mut child, "the job whose page is loaded");
     let page = format!("{base}/");
     // Until every worker has published twice (its rates need two figures) and a
     // checkpoint completed.
@@ -248,15 +234,7 @@ fn the_why_panel_names_the_idle_source_holding_a_window_back() {
         .spawn()
         .unwrap();
     let _kill = KillOnDrop(child.id());
-    // Its stderr is read to the end (a closed pipe would fail its later messages).
-    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
-    let first = stderr.next().unwrap().unwrap();
-    std::thread::spawn(move || stderr.for_each(drop));
-    let base = first
-        .strip_prefix("status: ")
-        .and_then(|l| l.split_once("/ (the job's page)"))
-        .map(|(base, _)| base.to_string())
-        .unwrap_or_else(|| panic!("the first line is not the URL: {first}"));
+    let (base, _stderr) = status_base(&mut child, "held_window");
     let started = Instant::now();
     let dom = loop {
         let dom = headless(

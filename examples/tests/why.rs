@@ -8,9 +8,7 @@
 mod common;
 
 use common::RUNNERS;
-use std::io::BufRead;
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 #[test]
@@ -27,19 +25,7 @@ fn the_idle_source_holding_a_window_back_is_named() {
             .spawn()
             .unwrap();
         let _kill = common::KillOnDrop(child.id());
-        let (lines, seen) = mpsc::channel();
-        let stderr = std::io::BufReader::new(child.stderr.take().unwrap());
-        std::thread::spawn(move || {
-            for line in stderr.lines().map_while(Result::ok) {
-                let _ = lines.send(line);
-            }
-        });
-        let first = seen.recv_timeout(Duration::from_secs(20)).unwrap();
-        let base = first
-            .strip_prefix("status: ")
-            .and_then(|l| l.split_once("/ (the job's page)"))
-            .map(|(base, _)| base.to_string())
-            .unwrap_or_else(|| panic!("{runner}: the first line is not the URL: {first}"));
+        let (base, _stderr) = common::status_base(&mut child, runner);
         let job = tidewater_cli::Job::at(&base).unwrap();
         let started = Instant::now();
         let why = loop {

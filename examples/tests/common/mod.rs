@@ -315,6 +315,27 @@ impl Drop for PgWatch {
     }
 }
 
+/// A job started with `--status-addr` (its stderr piped): its status server's base URL,
+/// from its first line, and its later stderr lines. They are read all along: a full
+/// pipe would stall the job, a closed one fail its messages.
+pub fn status_base(child: &mut Child, what: &str) -> (String, std::sync::mpsc::Receiver<String>) {
+    use std::io::BufRead;
+    let (lines, seen) = std::sync::mpsc::channel();
+    let stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    std::thread::spawn(move || {
+        for line in stderr.lines().map_while(Result::ok) {
+            let _ = lines.send(line);
+        }
+    });
+    let first = seen.recv_timeout(Duration::from_secs(20)).unwrap();
+    let base = first
+        .strip_prefix("status: ")
+        .and_then(|l| l.split_once("/ (the job's page)"))
+        .map(|(base, _)| base.to_string())
+        .unwrap_or_else(|| panic!("{what}: the first line is not the URL: {first}"));
+    (base, seen)
+}
+
 /// Kills process `pid` when dropped, unless it ended: a test that fails half-way leaves
 /// no job running.
 pub struct KillOnDrop(pub u32);

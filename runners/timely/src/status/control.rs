@@ -115,31 +115,20 @@ impl Control {
         Control { token, controls }
     }
 
-    /// Control of the job this process runs (alone, or as process 0 of `--hosts`).
-    pub fn of_process(
+    /// Control of the job this process runs (alone, or as process 0 of `--hosts`), or
+    /// (`supervisor`) of the local cluster it supervises.
+    pub fn of(
         e: &tidewater::EngineOptions,
         config: &crate::EngineConfig,
+        supervisor: bool,
     ) -> Result<Control> {
         Ok(Control::new(
             Token::of(e)?,
-            Arc::new(ProcessControls {
+            Arc::new(JobControls {
                 savepoint_dir: config.savepoint_dir.clone(),
                 checkpointing: config.checkpoint_dir.is_some(),
                 processes: config.processes,
-            }),
-        ))
-    }
-
-    /// Control of the local cluster this process supervises.
-    pub fn of_supervisor(
-        e: &tidewater::EngineOptions,
-        config: &crate::EngineConfig,
-    ) -> Result<Control> {
-        Ok(Control::new(
-            Token::of(e)?,
-            Arc::new(SupervisorControls {
-                savepoint_dir: config.savepoint_dir.clone(),
-                checkpointing: config.checkpoint_dir.is_some(),
+                supervisor,
             }),
         ))
     }
@@ -239,26 +228,33 @@ fn savepoint_refused(savepoint_dir: &Option<PathBuf>, checkpointing: bool) -> Op
     }
 }
 
-/// Control of a job run by this process alone, or of a `--hosts` cluster from its
-/// process 0.
-pub struct ProcessControls {
+/// Control of a job: by the process that runs it (alone, or as process 0 of a
+/// `--hosts` cluster), or by a local cluster's supervisor.
+pub struct JobControls {
     /// `--savepoint-dir`.
     pub savepoint_dir: Option<PathBuf>,
     /// Whether the job checkpoints.
     pub checkpointing: bool,
     /// The processes of the job.
     pub processes: usize,
+    /// This is a local cluster's supervisor.
+    pub supervisor: bool,
 }
 
-impl Controls for ProcessControls {
+impl Controls for JobControls {
     fn act(&self, action: Action) -> std::result::Result<String, String> {
         match action {
             Action::Savepoint => {
                 if let Some(why) = savepoint_refused(&self.savepoint_dir, self.checkpointing) {
                     return Err(why);
                 }
+                // A supervisor passes it to process 0, as it does SIGUSR1.
                 tidewater::runner::request_savepoint();
                 Ok(savepoint_promise(&self.savepoint_dir))
+            }
+            Action::Stop if self.supervisor => {
+                crate::stop::ask_supervisor_to_drain();
+                Ok(stop_promise(&self.savepoint_dir))
             }
             Action::Stop if self.processes > 1 => Err(
                 "a job of processes started by hand (--hosts) stops with Ctrl-C (SIGINT) to each of its processes; cancel ends them all".into(),
@@ -267,35 +263,11 @@ impl Controls for ProcessControls {
                 tidewater::runner::request_drain();
                 Ok(stop_promise(&self.savepoint_dir))
             }
-            Action::Cancel => Ok(cancel_soon("the job")),
-        }
-    }
-}
-
-/// Control of a local cluster, by its supervisor.
-pub struct SupervisorControls {
-    /// `--savepoint-dir`.
-    pub savepoint_dir: Option<PathBuf>,
-    /// Whether the job checkpoints.
-    pub checkpointing: bool,
-}
-
-impl Controls for SupervisorControls {
-    fn act(&self, action: Action) -> std::result::Result<String, String> {
-        match action {
-            Action::Savepoint => {
-                if let Some(why) = savepoint_refused(&self.savepoint_dir, self.checkpointing) {
-                    return Err(why);
-                }
-                // The supervisor passes it to process 0, as it does SIGUSR1.
-                tidewater::runner::request_savepoint();
-                Ok(savepoint_promise(&self.savepoint_dir))
-            }
-            Action::Stop => {
-                crate::stop::ask_supervisor_to_drain();
-                Ok(stop_promise(&self.savepoint_dir))
-            }
-            Action::Cancel => Ok(cancel_soon("the local cluster")),
+            Action::Cancel => Ok(cancel_soon(if self.supervisor {
+                "the local cluster"
+            } else {
+                "the job"
+            })),
         }
     }
 }
