@@ -36,6 +36,35 @@ fn records_read(status: &serde_json::Value) -> u64 {
         .sum()
 }
 
+/// A sample's value, whatever its type.
+fn value(s: &prometheus_parse::Sample) -> f64 {
+    match s.value {
+        prometheus_parse::Value::Counter(v)
+        | prometheus_parse::Value::Gauge(v)
+        | prometheus_parse::Value::Untyped(v) => v,
+        _ => f64::NAN,
+    }
+}
+
+/// The values of `metric` for a step's metric `name` (one per worker).
+fn step_metric(
+    scrape: &prometheus_parse::Scrape,
+    metric: &str,
+    step: &str,
+    name: &str,
+) -> Vec<f64> {
+    scrape
+        .samples
+        .iter()
+        .filter(|s| {
+            s.metric == metric
+                && s.labels.get("step") == Some(step)
+                && s.labels.get("metric") == Some(name)
+        })
+        .map(value)
+        .collect()
+}
+
 /// Waits (at most 20 s) until `ok` holds of the job's status; the status then.
 fn until(base: &str, what: &str, ok: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
     let started = Instant::now();
@@ -139,12 +168,7 @@ fn a_running_jobs_status_is_served_as_json_and_for_prometheus() {
                 .samples
                 .iter()
                 .filter(|s| s.metric == name)
-                .map(|s| match s.value {
-                    prometheus_parse::Value::Counter(v)
-                    | prometheus_parse::Value::Gauge(v)
-                    | prometheus_parse::Value::Untyped(v) => v,
-                    _ => 0.0,
-                })
+                .map(value)
                 .sum()
         };
         assert_eq!(
@@ -174,19 +198,10 @@ fn a_running_jobs_status_is_served_as_json_and_for_prometheus() {
             .iter()
             .filter(|l| l.starts_with("total "))
             .count();
-        let counted: f64 = scrape
-            .samples
-            .iter()
-            .filter(|s| {
-                s.metric == "tidewater_metric_counter"
-                    && s.labels.get("step") == Some("FormatTotal")
-                    && s.labels.get("metric") == Some("totals")
-            })
-            .map(|s| match s.value {
-                prometheus_parse::Value::Gauge(v) | prometheus_parse::Value::Untyped(v) => v,
-                _ => 0.0,
-            })
-            .sum();
+        let counted: f64 =
+            step_metric(&scrape, "tidewater_metric_counter", "FormatTotal", "totals")
+                .iter()
+                .sum();
         assert_eq!(counted, want as f64, "{runner}:\n{text}");
         // A DoFn's gauge: the last running total each worker formatted (at most the
         // largest total of the input).
@@ -200,19 +215,12 @@ fn a_running_jobs_status_is_served_as_json_and_for_prometheus() {
                     .ok()
             })
             .fold(0.0, f64::max);
-        let gauges: Vec<f64> = scrape
-            .samples
-            .iter()
-            .filter(|s| {
-                s.metric == "tidewater_metric_gauge"
-                    && s.labels.get("step") == Some("FormatTotal")
-                    && s.labels.get("metric") == Some("last_total")
-            })
-            .map(|s| match s.value {
-                prometheus_parse::Value::Gauge(v) | prometheus_parse::Value::Untyped(v) => v,
-                _ => -1.0,
-            })
-            .collect();
+        let gauges = step_metric(
+            &scrape,
+            "tidewater_metric_gauge",
+            "FormatTotal",
+            "last_total",
+        );
         assert!(
             !gauges.is_empty() && gauges.iter().all(|g| *g >= 1.0 && *g <= most),
             "{runner}: {gauges:?} (largest total {most}):\n{text}"
@@ -322,10 +330,7 @@ fn a_local_clusters_supervisor_serves_every_process_across_a_restart() {
             .samples
             .iter()
             .filter(|s| s.metric == "tidewater_restarts_total")
-            .map(|s| match s.value {
-                prometheus_parse::Value::Counter(v) | prometheus_parse::Value::Untyped(v) => v,
-                _ => -1.0,
-            })
+            .map(value)
             .collect();
         assert_eq!(restarts, [1.0], "{runner}:\n{text}");
         let status = child.wait().unwrap();

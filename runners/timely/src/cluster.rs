@@ -234,7 +234,7 @@ impl WireError {
 
 /// Writes a new file `path` readable and writable by its owner only (0600), never
 /// through a symlink or over an existing file.
-fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     let mut f = std::fs::OpenOptions::new()

@@ -189,20 +189,12 @@ impl Drop for Writer {
 /// Replaces `file` with `status` (a new file renamed over it: the supervisor reads a
 /// whole one or the one before). A failed write is skipped: the next one may succeed.
 fn write_status(status: &JobStatus, file: &Path) {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
     let Ok(bytes) = serde_json::to_vec(status) else {
         return;
     };
     let tmp = file.with_extension("tmp");
     let _ = std::fs::remove_file(&tmp);
-    let written = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&tmp)
-        .and_then(|mut f| f.write_all(&bytes));
-    if written.is_ok() {
+    if crate::cluster::write_private(&tmp, &bytes).is_ok() {
         let _ = std::fs::rename(&tmp, file);
     }
 }
