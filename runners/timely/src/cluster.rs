@@ -232,20 +232,6 @@ impl WireError {
     }
 }
 
-/// Writes a new file `path` readable and writable by its owner only (0600), never
-/// through a symlink or over an existing file.
-pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)?;
-    f.write_all(bytes)?;
-    f.sync_all()
-}
-
 /// Writes a child's outcome for the supervisor, then ends the process: 0 when the job
 /// is done, [`PIPELINE_FAILED`] when the pipeline failed.
 pub fn finish_child(path: &Path, result: Result<PipelineResult>) -> ! {
@@ -275,7 +261,7 @@ pub fn finish_child(path: &Path, result: Result<PipelineResult>) -> ! {
     let bytes = postcard::to_allocvec(&outcome).expect("an outcome encodes");
     // Written beside and renamed into place: the supervisor never reads half of it.
     let tmp = path.with_extension("part");
-    if let Err(e) = write_private(&tmp, &bytes)
+    if let Err(e) = crate::private_file::write_private(&tmp, &bytes)
         .and_then(|()| std::fs::rename(&tmp, path))
         .map_err(|e| format!("{}: {e}", path.display()))
     {
@@ -520,7 +506,7 @@ impl Supervisor {
         }
         let hosts = work.join(format!("hosts-{attempt}"));
         let listing: String = ports.iter().map(|p| format!("127.0.0.1:{p}\n")).collect();
-        write_private(&hosts, listing.as_bytes()).map_err(|e| Error::Io {
+        crate::private_file::write_private(&hosts, listing.as_bytes()).map_err(|e| Error::Io {
             what: "cannot write the hosts file".into(),
             path: hosts.clone(),
             cause: e,

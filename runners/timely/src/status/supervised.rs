@@ -194,7 +194,7 @@ fn write_status(status: &JobStatus, file: &Path) {
     };
     let tmp = file.with_extension("tmp");
     let _ = std::fs::remove_file(&tmp);
-    if crate::cluster::write_private(&tmp, &bytes).is_ok() {
+    if crate::private_file::write_private(&tmp, &bytes).is_ok() {
         let _ = std::fs::rename(&tmp, file);
     }
 }
