@@ -5,7 +5,9 @@
 //!   stops with one when the command asks; a job started from the final savepoint
 //!   writes the rest, and the output of both is the direct runner's, line for line;
 //! - without the job's token, control is refused (401), and the job runs on;
-//! - cancel ends a local cluster at once, leaving no process behind.
+//! - cancel ends a local cluster at once, leaving no process behind;
+//! - a `--hosts` cluster's process 0 stops every process (the drain travels over the
+//!   job's own channel), and a restart from its savepoint is exact.
 
 mod common;
 
@@ -226,4 +228,93 @@ fn cancel_ends_a_local_cluster_at_once_leaving_no_process() {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert!(run.lines().len() < reference_of(RECORDS_6S).len());
+}
+
+/// A `--hosts` cluster of 2 processes started by hand: `stop` to process 0 drains both
+/// (process 0 passes the drain to every worker over the job's channel), and the job
+/// resumed from the final savepoint writes the rest: the direct runner's output.
+#[test]
+fn the_cli_stops_a_hosts_cluster_through_process_0_and_a_restart_from_it_is_exact() {
+    let _s = serial();
+    let mut run = Run::on("native");
+    run.records = RECORDS_6S;
+    let dir = tempfile::tempdir().unwrap();
+    let token = token_file(dir.path()).display().to_string();
+    let savepoints = dir.path().join("savepoints");
+    let savepoint_dir = format!("--savepoint-dir={}", savepoints.display());
+    let (_, hosts) = hosts_file(dir.path(), 2);
+    let hosts = format!("--hosts={}", hosts.display());
+    let common = [
+        "--processes=2",
+        &hosts,
+        "--status-addr=127.0.0.1:0",
+        &savepoint_dir,
+    ];
+    let (first, base, stderr) = start(
+        &run,
+        &[
+            &common[..],
+            &[
+                "--process-id=0",
+                "--status-linger=3s",
+                &format!("--control-token-file={token}"),
+            ],
+        ]
+        .concat(),
+    );
+    let _kill = KillOnDrop(first.id());
+    let mut second = run
+        .command(&[&common[..], &["--process-id=1"]].concat())
+        .spawn()
+        .unwrap();
+    let _kill_second = KillOnDrop(second.id());
+    let second_stderr = stderr_lines(&mut second);
+    checkpointing(&base);
+    let out = cli(&["stop", "--job", &base, "--token-file", &token])
+        .unwrap_or_else(|e| panic!("stop: {e}"));
+    assert!(
+        out.contains(&format!("stopped; savepoint: {}", savepoints.display())),
+        "{out}"
+    );
+    ended(first, stderr, "process 0, stopped by the CLI");
+    let text = ended(
+        second,
+        second_stderr,
+        "process 1, stopped through process 0",
+    );
+    assert!(
+        text.contains("the job's process 0 asked every process to drain"),
+        "{text}"
+    );
+    let stopped = run.lines();
+    let want = reference_of(RECORDS_6S);
+    assert!(
+        stopped.len() < want.len(),
+        "the stopped job wrote everything ({} lines)",
+        stopped.len()
+    );
+    let resumed = Command::new(env!("CARGO_BIN_EXE_crash_job"))
+        .args(runner_flags("native"))
+        .args([
+            &format!("--records={RECORDS_6S}"),
+            &format!("--rate={RATE}"),
+            "--workers=1",
+        ])
+        .arg(format!("--from-savepoint={}", savepoints.display()))
+        .arg(format!(
+            "--checkpoint-dir={}",
+            dir.path().join("ckpt2").display()
+        ))
+        .arg(format!("--output={}", run.out.display()))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    finish(resumed, "resumed from the savepoint of a --hosts cluster");
+    let got = run.lines();
+    assert!(
+        got == want,
+        "a --hosts cluster stopped by the CLI, resumed from its savepoint: {}",
+        difference(&got, &want)
+    );
 }

@@ -140,6 +140,22 @@ fn a_running_jobs_status_is_served_as_json_and_for_prometheus() {
             "{runner}: the figures did not move: {one} then {two}"
         );
         assert!(totals(&two) > 0, "{runner}: no live counter: {two}");
+        // Busy time: per second, at most all of it; a worker's operators run one at a
+        // time, so their busy times add up to at most its time up.
+        for o in two["workers"][0]["operators"].as_array().unwrap() {
+            let busy = o["rates"]["busy_ms"].as_f64().unwrap_or(0.0);
+            assert!((0.0..=1_050.0).contains(&busy), "{runner}: {o}");
+        }
+        let busy: u64 = two["workers"][0]["operators"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| o["busy_ms"].as_u64().unwrap())
+            .sum();
+        assert!(
+            busy > 0 && busy <= two["uptime_ms"].as_u64().unwrap() + 50,
+            "{runner}: busy {busy} ms: {two}"
+        );
         // Without a control token the job serves its status read-only.
         let off = tidewater_cli::Job::at(&base)
             .unwrap()
@@ -177,6 +193,10 @@ fn a_running_jobs_status_is_served_as_json_and_for_prometheus() {
             "{runner}:\n{text}"
         );
         assert_eq!(sum("tidewater_job_running"), 0.0, "{runner}:\n{text}");
+        assert!(
+            sum("tidewater_busy_milliseconds_total") > 0.0,
+            "{runner}:\n{text}"
+        );
         // The source's partition, with its watermark.
         assert!(
             scrape.samples.iter().any(|s| {

@@ -180,7 +180,15 @@ fn the_page_shows_the_graph_rates_watermarks_and_checkpoints_in_a_browser() {
     }
     // Between the two loads the records and the watermark moved.
     let read = |dom: &str| row(dom, "stages", "Generate")[2].clone();
-    let watermark = |dom: &str| row(dom, "stages", "Generate")[9].clone();
+    let watermark = |dom: &str| row(dom, "stages", "Generate")[10].clone();
+    // Busy now: a share of the time, per stage.
+    let busy = row(&two, "stages", "Generate")[6].clone();
+    assert!(
+        busy.strip_suffix('%')
+            .and_then(|b| b.parse::<u64>().ok())
+            .is_some_and(|b| b <= 100),
+        "busy: {busy}"
+    );
     assert_ne!(read(&one), read(&two), "the records did not move");
     assert_ne!(
         watermark(&one),

@@ -364,7 +364,7 @@ impl<F: StatefulDoFn> ErasedStatefulDoFn for StatefulInvoker<F> {
             let mut v = Some(v);
             for (i, w) in windows.enumerate() {
                 if state.is_expired(w) {
-                    state.drop_late();
+                    state.drop_late(wv.timestamp, w);
                     continue;
                 }
                 let v = if i == last { v.take() } else { v.clone() };
@@ -398,6 +398,13 @@ impl<F: StatefulDoFn> ErasedStatefulDoFn for StatefulInvoker<F> {
             }
         }
         Ok(Box::new(Batch { items: out }))
+    }
+
+    fn key_debug(&self, key: &[u8]) -> String {
+        match coder::decode::<F::Key>(key) {
+            Ok(k) => format!("{k:?}"),
+            Err(_) => format!("{key:02x?}"),
+        }
     }
 
     fn on_timer(

@@ -21,6 +21,9 @@ struct Args {
     /// Numbers per second.
     #[arg(long, default_value_t = 1_000.0)]
     rate: f64,
+    /// Hold the counts in a stateful DoFn's event-time timers instead of windows.
+    #[arg(long)]
+    timers: bool,
 }
 
 fn main() -> std::process::ExitCode {
@@ -32,7 +35,12 @@ fn run() -> anyhow::Result<()> {
     tidewater_examples::drain_on_ctrl_c();
     let args = Args::parse();
     let p = Pipeline::new(args.options);
-    held_window::build(&p, args.records, args.rate).capture("counts");
+    let counts = if args.timers {
+        held_window::build_timers(&p, args.records, args.rate)
+    } else {
+        held_window::build(&p, args.records, args.rate)
+    };
+    counts.capture("counts");
     let r = p.run()?;
     let mut counts = r.captured_values::<String>("counts")?;
     counts.sort();

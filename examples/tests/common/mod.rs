@@ -319,6 +319,18 @@ impl Drop for PgWatch {
 /// from its first line, and its later stderr lines. They are read all along: a full
 /// pipe would stall the job, a closed one fail its messages.
 pub fn status_base(child: &mut Child, what: &str) -> (String, std::sync::mpsc::Receiver<String>) {
+    let seen = stderr_lines(child);
+    let first = seen.recv_timeout(Duration::from_secs(20)).unwrap();
+    let base = first
+        .strip_prefix("status: ")
+        .and_then(|l| l.split_once("/ (the job's page)"))
+        .map(|(base, _)| base.to_string())
+        .unwrap_or_else(|| panic!("{what}: the first line is not the URL: {first}"));
+    (base, seen)
+}
+
+/// A job's stderr (piped), line by line, read all along on a thread of its own.
+pub fn stderr_lines(child: &mut Child) -> std::sync::mpsc::Receiver<String> {
     use std::io::BufRead;
     let (lines, seen) = std::sync::mpsc::channel();
     let stderr = std::io::BufReader::new(child.stderr.take().unwrap());
@@ -327,13 +339,7 @@ pub fn status_base(child: &mut Child, what: &str) -> (String, std::sync::mpsc::R
             let _ = lines.send(line);
         }
     });
-    let first = seen.recv_timeout(Duration::from_secs(20)).unwrap();
-    let base = first
-        .strip_prefix("status: ")
-        .and_then(|l| l.split_once("/ (the job's page)"))
-        .map(|(base, _)| base.to_string())
-        .unwrap_or_else(|| panic!("{what}: the first line is not the URL: {first}"));
-    (base, seen)
+    seen
 }
 
 /// Kills process `pid` when dropped, unless it ended: a test that fails half-way leaves

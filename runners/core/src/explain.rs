@@ -8,7 +8,7 @@
 //! server and `tidewater explain` show the result; nothing re-derives it.
 
 use crate::job_graph::JobGraph;
-use crate::keyed::reduce::WindowReport;
+use crate::keyed::reduce::{PendingTimer, TimersReport, WindowReport};
 use crate::source_driver::SourceDriver;
 use crate::triggers::{show, Wait};
 use serde::{Deserialize, Serialize};
@@ -164,8 +164,8 @@ fn watermark_wait(wait: &Wait) -> Option<Timestamp> {
     }
 }
 
-/// The answer for a grouping task `task` on `worker`: sentences, most important
-/// first.
+/// The answer for a keyed task `task` on `worker` (a grouping, or a stateful DoFn
+/// when the report has timers): sentences, most important first.
 pub fn explain(
     task: &str,
     worker: usize,
@@ -174,47 +174,34 @@ pub fn explain(
 ) -> Vec<String> {
     let mut lines = Vec::new();
     let input = report.input_watermark_ms;
-    match &report.oldest {
-        None => lines.push(format!(
-            "{task} (worker {worker}): no window holds input back: every window that received input has fired ({} open, input watermark {}).",
-            report.open_windows,
-            at(input)
-        )),
-        Some(w) => {
-            let key_group = w
-                .key_group
-                .map_or(String::new(), |g| format!(", key group {g}"));
-            lines.push(format!(
-                "{task} (worker {worker}): the oldest window still holding input, {} of key {}{key_group}, has emitted {} pane{}; its trigger waits for {}.",
-                w.window,
-                w.key,
-                w.panes,
-                if w.panes == 1 { "" } else { "s" },
-                w.waiting_for
-            ));
-            if let Some(t) = watermark_wait(&w.waiting_for) {
-                let short = input.map_or(String::new(), |i| {
-                    format!(", {} ms short", t.millis().saturating_sub(i).max(0))
-                });
-                lines.push(format!("The input watermark is {}{short}.", at(input)));
-                match holder {
-                    // Every source upstream is past the window's end already: the
-                    // watermark is on its way (epochs in flight, alignment).
-                    Some(h) if h.watermark_ms.is_some_and(|w| w > t.millis()) => lines.push(format!(
-                        "Every source upstream is past it (the least, {} on worker {}, at {}): the watermark is on its way, behind the records and epochs in flight.",
-                        h.source,
-                        h.worker,
-                        at(h.watermark_ms)
-                    )),
-                    Some(h) => lines.push(held_by(h)),
-                    None => {}
-                }
-            }
-            if w.waiting_for == Wait::Never {
+    if let Some(timers) = &report.timers {
+        explain_timers(task, worker, report, timers, holder, &mut lines);
+    } else {
+        match &report.oldest {
+            None => lines.push(format!(
+                "{task} (worker {worker}): no window holds input back: every window that received input has fired ({} open, input watermark {}).",
+                report.open_windows,
+                at(input)
+            )),
+            Some(w) => {
                 lines.push(format!(
-                    "It is emitted when it expires, once the watermark passes {} (its end plus the allowed lateness).",
-                    show(Timestamp::from_millis(w.expires_ms))
+                    "{task} (worker {worker}): the oldest window still holding input, {} of key {}{}, has emitted {} pane{}; its trigger waits for {}.",
+                    w.window,
+                    w.key,
+                    key_group(w.key_group),
+                    w.panes,
+                    if w.panes == 1 { "" } else { "s" },
+                    w.waiting_for
                 ));
+                if let Some(t) = watermark_wait(&w.waiting_for) {
+                    watermark_lines(input, t, holder, "the window fires once it passes the window's end", &mut lines);
+                }
+                if w.waiting_for == Wait::Never {
+                    lines.push(format!(
+                        "It is emitted when it expires, once the watermark passes {} (its end plus the allowed lateness).",
+                        show(Timestamp::from_millis(w.expires_ms))
+                    ));
+                }
             }
         }
     }
@@ -245,8 +232,106 @@ pub fn explain(
     lines
 }
 
-/// Who holds the watermark, and what to do about it.
-fn held_by(h: &Holder) -> String {
+fn key_group(g: Option<u32>) -> String {
+    g.map_or(String::new(), |g| format!(", key group {g}"))
+}
+
+/// What the input watermark still has to pass (`t`), and who holds it back.
+fn watermark_lines(
+    input: Option<i64>,
+    t: Timestamp,
+    holder: Option<&Holder>,
+    then: &str,
+    lines: &mut Vec<String>,
+) {
+    let short = input.map_or(String::new(), |i| {
+        format!(", {} ms short", t.millis().saturating_sub(i).max(0))
+    });
+    lines.push(format!("The input watermark is {}{short}.", at(input)));
+    match holder {
+        // Every source upstream is past `t` already: the watermark is on its way
+        // (epochs in flight, alignment).
+        Some(h) if h.watermark_ms.is_some_and(|w| w > t.millis()) => lines.push(format!(
+            "Every source upstream is past it (the least, {} on worker {}, at {}): the watermark is on its way, behind the records and epochs in flight.",
+            h.source,
+            h.worker,
+            at(h.watermark_ms)
+        )),
+        Some(h) => lines.push(held_by(h, then)),
+        None => {}
+    }
+}
+
+/// A stateful DoFn's answer: its output waits for its timers.
+fn explain_timers(
+    task: &str,
+    worker: usize,
+    report: &WindowReport,
+    timers: &TimersReport,
+    holder: Option<&Holder>,
+    lines: &mut Vec<String>,
+) {
+    let windows = format!(
+        "{} window{}",
+        report.open_windows,
+        if report.open_windows == 1 { "" } else { "s" }
+    );
+    let describe = |t: &PendingTimer| {
+        format!(
+            "'{}' of key {}{}, in {}",
+            t.name,
+            t.key,
+            key_group(t.key_group),
+            t.window
+        )
+    };
+    let pending = format!(
+        "{task} (worker {worker}): {} timer{} pending in {windows}",
+        timers.pending,
+        if timers.pending == 1 { "" } else { "s" }
+    );
+    match &timers.next_event_time {
+        Some(t) => {
+            lines.push(format!(
+                "{pending}; the earliest event-time timer, {}, fires when the input watermark passes {}.",
+                describe(t),
+                show(Timestamp::from_millis(t.at_ms))
+            ));
+            watermark_lines(
+                report.input_watermark_ms,
+                Timestamp::from_millis(t.at_ms),
+                holder,
+                "the timer fires once it passes the timer's time",
+                lines,
+            );
+        }
+        None if timers.next_processing_time.is_some() => {
+            lines.push(format!("{pending}; none waits for the watermark."))
+        }
+        None => lines.push(format!(
+            "{pending}: it emits only as elements arrive, and its windows' state goes when they expire (their end plus the allowed lateness, {} ms). Input watermark {}.",
+            report.allowed_lateness_ms,
+            at(report.input_watermark_ms)
+        )),
+    }
+    if let Some(t) = &timers.next_processing_time {
+        let due = t.at_ms.saturating_sub(timers.processing_time_ms);
+        lines.push(format!(
+            "The earliest processing-time timer, {}, fires at {} ({}).",
+            describe(t),
+            show(Timestamp::from_millis(t.at_ms)),
+            if due > 0 {
+                format!("in {due} ms")
+            } else {
+                "due now".to_string()
+            }
+        ));
+    }
+}
+
+/// Who holds the watermark, and what to do about it; `then`: what happens once it
+/// moves on.
+fn held_by(h: &Holder, then: &str) -> String {
     let partition = h
         .partition
         .map_or(String::new(), |p| format!(", partition {p}"));
@@ -265,7 +350,7 @@ fn held_by(h: &Holder) -> String {
             "{who}: watermark alignment pauses it (max_watermark_drift_ms) while its slower instances catch up."
         ),
         HolderState::Reading => format!(
-            "{who}: it is reading, but its event time is behind; the window fires once it passes the window's end."
+            "{who}: it is reading, but its event time is behind; {then}."
         ),
     }
 }
@@ -386,6 +471,7 @@ mod tests {
                 watermark_ms: Some(3_000),
             }),
             allowed_lateness_ms: 0,
+            timers: None,
         };
         let h = Holder {
             source: "B".into(),
@@ -411,5 +497,72 @@ mod tests {
                 "2 elements were dropped as late (its window had expired: its end plus the allowed lateness, 0 ms, was behind the watermark); the last, at 500 ms for window [0 ms, 1000 ms), when the watermark was 3000 ms.",
             ]
         );
+    }
+
+    #[test]
+    fn a_stateful_dofns_answer_names_its_earliest_timers_and_the_holder() {
+        let timer = |name: &str, at_ms| PendingTimer {
+            name: name.into(),
+            key: "\"user-3\"".into(),
+            key_group: Some(12),
+            window: "the global window".into(),
+            at_ms,
+        };
+        let mut report = WindowReport {
+            input_watermark_ms: Some(4_000),
+            output_watermark_ms: Some(4_000),
+            open_windows: 2,
+            oldest: None,
+            dropped_late: 1,
+            dropped_closed: 0,
+            last_dropped: Some(DroppedElement {
+                timestamp_ms: 500,
+                window: "[0 ms, 1000 ms)".into(),
+                reason: "late".into(),
+                watermark_ms: Some(3_000),
+            }),
+            allowed_lateness_ms: 0,
+            timers: Some(TimersReport {
+                pending: 3,
+                next_event_time: Some(timer("flush", 9_000)),
+                next_processing_time: Some(timer("expire", 20_500)),
+                processing_time_ms: 20_000,
+            }),
+        };
+        let h = Holder {
+            source: "Clicks".into(),
+            worker: 1,
+            partition: None,
+            watermark_ms: Some(4_000),
+            state: HolderState::Reading,
+        };
+        assert_eq!(
+            explain("Sessions", 0, &report, Some(&h)),
+            [
+                "Sessions (worker 0): 3 timers pending in 2 windows; the earliest event-time timer, 'flush' of key \"user-3\", key group 12, in the global window, fires when the input watermark passes 9000 ms.",
+                "The input watermark is 4000 ms, 5000 ms short.",
+                "It is held back by source Clicks on worker 1, at 4000 ms: it is reading, but its event time is behind; the timer fires once it passes the timer's time.",
+                "The earliest processing-time timer, 'expire' of key \"user-3\", key group 12, in the global window, fires at 20500 ms (in 500 ms).",
+                "1 element was dropped as late (its window had expired: its end plus the allowed lateness, 0 ms, was behind the watermark); the last, at 500 ms for window [0 ms, 1000 ms), when the watermark was 3000 ms.",
+            ]
+        );
+        // Of a task's instances, the one whose earliest event-time timer comes first
+        // is shown.
+        assert_eq!(report.waits_until_ms(), 9_000);
+        assert!(report.says_something());
+        report.timers = Some(TimersReport {
+            pending: 0,
+            next_event_time: None,
+            next_processing_time: None,
+            processing_time_ms: 20_000,
+        });
+        report.dropped_late = 0;
+        assert_eq!(
+            explain("Sessions", 0, &report, Some(&h)),
+            ["Sessions (worker 0): 0 timers pending in 2 windows: it emits only as elements arrive, and its windows' state goes when they expire (their end plus the allowed lateness, 0 ms). Input watermark 4000 ms."]
+        );
+        // Waiting for nothing, it is left out of the answers.
+        assert_eq!(report.waits_until_ms(), i64::MAX);
+        assert!(!report.says_something());
     }
 }

@@ -299,9 +299,12 @@ impl Head {
     }
 
     /// A keyed head's windows, for "why hasn't my window fired?" ([`crate::explain`]).
-    pub fn window_report(&mut self) -> Option<crate::keyed::reduce::WindowReport> {
+    pub fn window_report(
+        &mut self,
+        max_key_groups: u32,
+    ) -> Option<crate::keyed::reduce::WindowReport> {
         match self {
-            Head::Keyed(op) => op.report(),
+            Head::Keyed(op) => op.report(max_key_groups),
             _ => None,
         }
     }

@@ -238,6 +238,26 @@ impl<K: Ord + Clone + std::hash::Hash, N: Ord + Clone> TimerService<K, N> {
         self.queues[d(domain)].first()
     }
 
+    /// The earliest pending timer of `domain`, whole (for reports: it looks among the
+    /// timers due at that time for one still pending).
+    pub fn first(&self, domain: TimeDomain) -> Option<Timer<K, N>> {
+        let (&at, bucket) = self.queues[d(domain)].buckets.iter().next()?;
+        bucket.entries.iter().find_map(|(key, window, name)| {
+            let timers = self.of_window.get(&(key.clone(), window.clone()))?;
+            let (_, (t, output)) = timers
+                .iter()
+                .find(|((n, dom), _)| n == name && *dom == domain)?;
+            (*t == at).then(|| Timer {
+                key: key.clone(),
+                window: window.clone(),
+                name: name.clone(),
+                domain,
+                at,
+                output: *output,
+            })
+        })
+    }
+
     /// Deletes every timer of (key, window): the window expired.
     pub fn delete_window(&mut self, key: &K, window: BoundedWindow) {
         let Some(timers) = self.of_window.remove(&(key.clone(), window)) else {
@@ -394,5 +414,34 @@ mod tests {
         assert!(s.is_empty());
         assert_eq!(s.next(TimeDomain::EventTime), None);
         assert_eq!(s.earliest_output(), None);
+    }
+
+    #[test]
+    fn the_first_timer_is_a_pending_one_not_a_reset_ones_leftover() {
+        let mut s = TimerService::default();
+        assert_eq!(s.first(TimeDomain::EventTime), None);
+        s.set(t(1, "a", TimeDomain::EventTime, 5, 5));
+        s.set(t(2, "b", TimeDomain::EventTime, 5, 5));
+        s.set(t(3, "p", TimeDomain::ProcessingTime, 2, 2));
+        // Key 1's timer moves to 7: its entry at 5 stays behind, no longer pending.
+        s.set(t(1, "a", TimeDomain::EventTime, 7, 7));
+        assert_eq!(
+            s.first(TimeDomain::EventTime),
+            Some(t(2, "b", TimeDomain::EventTime, 5, 5))
+        );
+        assert_eq!(
+            s.first(TimeDomain::ProcessingTime),
+            Some(t(3, "p", TimeDomain::ProcessingTime, 2, 2))
+        );
+        s.delete(
+            &2,
+            BoundedWindow::Global,
+            &"b".to_string(),
+            TimeDomain::EventTime,
+        );
+        assert_eq!(
+            s.first(TimeDomain::EventTime),
+            Some(t(1, "a", TimeDomain::EventTime, 7, 7))
+        );
     }
 }

@@ -76,6 +76,8 @@ pub struct OperatorFigures {
     pub watermark: Cell<Timestamp>,
     /// Time held back by the epochs in flight.
     pub throttled: Cell<Duration>,
+    /// Time its activations took (measured only while the job serves its status).
+    pub busy: Cell<Duration>,
     /// Time waiting for the source's slower instances.
     pub drift_paused: Cell<Duration>,
     /// Time messages of a later epoch waited.
@@ -101,6 +103,7 @@ impl OperatorFigures {
             records_out: Cell::new(0),
             watermark: Cell::new(Timestamp::MIN),
             throttled: Cell::new(Duration::ZERO),
+            busy: Cell::new(Duration::ZERO),
             drift_paused: Cell::new(Duration::ZERO),
             alignment: Cell::new(Duration::ZERO),
             queued: Cell::new(0),
@@ -131,6 +134,11 @@ impl OperatorFigures {
     /// `n` elements went out.
     pub fn add_out(&self, n: usize) {
         self.records_out.set(self.records_out.get() + n as u64);
+    }
+
+    /// An activation took `d`.
+    pub fn add_busy(&self, d: Duration) {
+        self.busy.set(self.busy.get() + d);
     }
 
     /// The source was held back by the epochs in flight for `d`.

@@ -571,6 +571,9 @@ fn build(
                 if shared_abort.is_set() {
                     return;
                 }
+                // Busy time, for the status: two clock reads per activation, only
+                // while the job serves its status.
+                let started = task.ctx.serves_status.then(std::time::Instant::now);
                 let result = if is_source {
                     task.run_source()
                 } else {
@@ -588,6 +591,9 @@ fn build(
                         .unwrap_or(u64::MAX);
                     task.run(incoming, frontier)
                 };
+                if let Some(started) = started {
+                    task.figures.add_busy(started.elapsed());
+                }
                 if let Err(e) = result {
                     shared_abort.fail(e);
                 }
@@ -607,12 +613,15 @@ fn publish_status(
     gather: &mut Option<crate::status::gather::Gather>,
 ) {
     if let (Some(board), Some(gather)) = (&config.status, gather.as_mut()) {
-        gather.send(board.worker_status(
-            ctx.me,
-            ctx.records_read.get(),
-            &ctx.operators.borrow(),
-            &ctx.checkpoints.borrow(),
-            &ctx.metrics.borrow(),
-        ));
+        gather.send(
+            board.worker_status(
+                ctx.me,
+                ctx.records_read.get(),
+                &ctx.operators.borrow(),
+                &ctx.checkpoints.borrow(),
+                &ctx.metrics.borrow(),
+            ),
+            ctx.me == 0,
+        );
     }
 }

@@ -73,7 +73,7 @@ pub trait StateAccess: StateCells {
     /// Whether `window` has expired: its state is gone and input for it is dropped.
     fn is_expired(&self, window: &BoundedWindow) -> bool;
     /// Counts an input dropped because its window expired.
-    fn drop_late(&mut self);
+    fn drop_late(&mut self, timestamp: Timestamp, window: &BoundedWindow);
 }
 
 /// A timer that fired.
@@ -113,4 +113,6 @@ pub trait ErasedStatefulDoFn: Send {
         timer: &FiredTimer,
         state: &mut dyn StateAccess,
     ) -> Result<Box<dyn AnyBatch>, ExecError>;
+    /// An encoded key as its type's `Debug` shows it (for the job's status).
+    fn key_debug(&self, key: &[u8]) -> String;
 }

@@ -38,8 +38,9 @@ pub struct Cli {
 enum Command {
     /// What the job is doing: state, records, watermarks, checkpoints, restarts.
     Status(Target),
-    /// Why a window has not fired: per grouping, its oldest open window, what its
-    /// trigger waits for, which source holds the watermark back, what was dropped late.
+    /// Why a window has not fired: per grouping, its oldest open window and what its
+    /// trigger waits for; per stateful DoFn, its earliest timers; which source holds
+    /// the watermark back; what was dropped late.
     Explain(Target),
     /// Keep the job's next complete checkpoint as a savepoint; prints its path.
     Savepoint(Control),
@@ -220,7 +221,7 @@ where
                 out.push('\n');
             }
             if out.is_empty() {
-                out = "no grouping has reported its windows yet (a job without groupings, or one that just started)\n".into();
+                out = "no grouping or stateful DoFn has reported yet (a job without any, or one that just started)\n".into();
             }
             Ok(out)
         }

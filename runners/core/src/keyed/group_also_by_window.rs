@@ -97,7 +97,7 @@ impl KeyedOperator for GroupAlsoByWindow {
         self.reducer.live_keys()
     }
 
-    fn report(&mut self) -> Option<WindowReport> {
+    fn report(&mut self, _max_key_groups: u32) -> Option<WindowReport> {
         Some(self.reducer.report(Some(self.max_key_groups)))
     }
 

@@ -38,9 +38,9 @@ pub trait KeyedOperator: Send {
     fn live_keys(&self) -> usize;
     /// Counters since the last call.
     fn take_metrics(&mut self) -> StepMetrics;
-    /// Its windows, for "why hasn't my window fired?" (groupings; `None` for an
-    /// operator without windows of its own to report).
-    fn report(&mut self) -> Option<crate::keyed::reduce::WindowReport> {
+    /// Its windows and timers, for "why hasn't my window fired?"; `max_key_groups`
+    /// places keys in their key groups. `None` for an operator with nothing to report.
+    fn report(&mut self, _max_key_groups: u32) -> Option<crate::keyed::reduce::WindowReport> {
         None
     }
     /// The state as snapshot parts: one per key group that holds any (or, for a

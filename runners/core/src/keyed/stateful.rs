@@ -3,7 +3,10 @@
 //! of a window's state and timers once it expires.
 
 use crate::keyed::operator::KeyedOperator;
-use crate::keyed::reduce::DROPPED_DUE_TO_LATENESS;
+use crate::keyed::reduce::report::ms;
+use crate::keyed::reduce::{
+    show_window, DroppedElement, PendingTimer, TimersReport, WindowReport, DROPPED_DUE_TO_LATENESS,
+};
 use crate::keyed::snapshot::{
     unexpected_scope, Clocks, KeyedSnapshot, LaterParts, ScopedParts, SnapshotKind,
 };
@@ -44,6 +47,9 @@ pub struct StatefulRunner {
     output_watermark: Timestamp,
     processing_time: Timestamp,
     dropped: i64,
+    /// Inputs dropped as late since the runner started, and the last one.
+    dropped_total: u64,
+    last_dropped: Option<DroppedElement>,
     /// A union part set the clocks (later ones lower the watermarks).
     restored_clocks: bool,
     /// Outputs not yet taken.
@@ -61,6 +67,7 @@ struct Access<'a> {
     watermark: Timestamp,
     processing_time: Timestamp,
     dropped: &'a mut i64,
+    last_dropped: &'a mut Option<DroppedElement>,
 }
 
 /// Records that (key, window) holds state or timers, so that it is expired in time.
@@ -159,8 +166,14 @@ impl StateAccess for Access<'_> {
     fn is_expired(&self, window: &BoundedWindow) -> bool {
         gc_time(window, self.lateness) < self.watermark
     }
-    fn drop_late(&mut self) {
+    fn drop_late(&mut self, timestamp: Timestamp, window: &BoundedWindow) {
         *self.dropped += 1;
+        *self.last_dropped = Some(DroppedElement {
+            timestamp_ms: timestamp.millis(),
+            window: show_window(window),
+            reason: "late".into(),
+            watermark_ms: ms(self.watermark),
+        });
     }
 }
 
@@ -181,6 +194,8 @@ impl StatefulRunner {
             output_watermark: Timestamp::MIN,
             processing_time: Timestamp(0),
             dropped: 0,
+            dropped_total: 0,
+            last_dropped: None,
             restored_clocks: false,
             output: Vec::new(),
         }
@@ -188,7 +203,39 @@ impl StatefulRunner {
 
     /// Inputs dropped because their window had expired, since the last call.
     pub fn take_dropped(&mut self) -> i64 {
-        std::mem::take(&mut self.dropped)
+        let n = std::mem::take(&mut self.dropped);
+        self.dropped_total += n as u64;
+        n
+    }
+
+    /// Its timers and windows, for "why hasn't my window fired?".
+    pub fn report(&mut self, max_key_groups: u32) -> WindowReport {
+        let dropped_late = self.dropped_total + self.dropped as u64;
+        let pending = |domain| {
+            self.timers.first(domain).map(|t| PendingTimer {
+                name: t.name,
+                key: self.dofn.key_debug(&t.key),
+                key_group: Some(key_group_of(&t.key, max_key_groups)),
+                window: show_window(&t.window),
+                at_ms: t.at.millis(),
+            })
+        };
+        WindowReport {
+            input_watermark_ms: ms(self.input_watermark),
+            output_watermark_ms: ms(self.output_watermark),
+            open_windows: self.live.len() as u64,
+            oldest: None,
+            dropped_late,
+            dropped_closed: 0,
+            last_dropped: self.last_dropped.clone(),
+            allowed_lateness_ms: self.allowed_lateness_ms,
+            timers: Some(TimersReport {
+                pending: self.timers.len() as u64,
+                next_event_time: pending(TimeDomain::EventTime),
+                next_processing_time: pending(TimeDomain::ProcessingTime),
+                processing_time_ms: self.processing_time.millis(),
+            }),
+        }
     }
 
     fn access(&mut self) -> (&mut dyn ErasedStatefulDoFn, Access<'_>) {
@@ -202,6 +249,7 @@ impl StatefulRunner {
                 watermark: self.input_watermark,
                 processing_time: self.processing_time,
                 dropped: &mut self.dropped,
+                last_dropped: &mut self.last_dropped,
             },
         )
     }
@@ -450,6 +498,10 @@ impl KeyedOperator for StatefulRunner {
 
     fn live_keys(&self) -> usize {
         StatefulRunner::live_keys(self)
+    }
+
+    fn report(&mut self, max_key_groups: u32) -> Option<WindowReport> {
+        Some(StatefulRunner::report(self, max_key_groups))
     }
 
     fn take_metrics(&mut self) -> StepMetrics {

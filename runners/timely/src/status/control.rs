@@ -127,7 +127,6 @@ impl Control {
             Arc::new(JobControls {
                 savepoint_dir: config.savepoint_dir.clone(),
                 checkpointing: config.checkpoint_dir.is_some(),
-                processes: config.processes,
                 supervisor,
             }),
         ))
@@ -235,8 +234,6 @@ pub struct JobControls {
     pub savepoint_dir: Option<PathBuf>,
     /// Whether the job checkpoints.
     pub checkpointing: bool,
-    /// The processes of the job.
-    pub processes: usize,
     /// This is a local cluster's supervisor.
     pub supervisor: bool,
 }
@@ -256,9 +253,8 @@ impl Controls for JobControls {
                 crate::stop::ask_supervisor_to_drain();
                 Ok(stop_promise(&self.savepoint_dir))
             }
-            Action::Stop if self.processes > 1 => Err(
-                "a job of processes started by hand (--hosts) stops with Ctrl-C (SIGINT) to each of its processes; cancel ends them all".into(),
-            ),
+            // A `--hosts` cluster's process 0 passes the drain on to every process
+            // (`gather.rs`).
             Action::Stop => {
                 tidewater::runner::request_drain();
                 Ok(stop_promise(&self.savepoint_dir))

@@ -48,6 +48,9 @@ pub struct OperatorStatus {
     pub records_out: u64,
     /// Its input watermark (a source's own) in ms; `None` before any.
     pub watermark_ms: Option<i64>,
+    /// Time its activations took: processing, reading, writing.
+    #[serde(default)]
+    pub busy_ms: u64,
     /// Time a source was held back by the epochs in flight.
     pub throttled_ms: u64,
     /// Time a source waited for its slower instances (watermark alignment).
@@ -58,8 +61,8 @@ pub struct OperatorStatus {
     /// milliseconds throttled and paused by alignment. `None` until there are two.
     #[serde(default)]
     pub rates: Option<Rates>,
-    /// A grouping's windows: the oldest still holding input, what its trigger waits
-    /// for, what was dropped as late.
+    /// A keyed operator's windows (a grouping's oldest still holding input, what its
+    /// trigger waits for) or a stateful DoFn's timers; what was dropped as late.
     #[serde(default)]
     pub windows: Option<tidewater_runners_core::keyed::reduce::WindowReport>,
     /// A source's partitions: position, watermark, idle, done.
@@ -74,6 +77,9 @@ pub struct Rates {
     pub records_in: f64,
     /// Records out per second.
     pub records_out: f64,
+    /// Milliseconds per second its activations took (1000 is busy all the time).
+    #[serde(default)]
+    pub busy_ms: f64,
     /// Milliseconds per second a source was held back by the epochs in flight
     /// (backpressure: 1000 is all the time).
     pub throttled_ms: f64,
@@ -90,6 +96,7 @@ impl Rates {
         Some(Rates {
             records_in: per(before.records_in, now.records_in)?,
             records_out: per(before.records_out, now.records_out)?,
+            busy_ms: per(before.busy_ms, now.busy_ms)?,
             throttled_ms: per(before.throttled_ms, now.throttled_ms)?,
             drift_paused_ms: per(before.drift_paused_ms, now.drift_paused_ms)?,
         })
@@ -105,6 +112,7 @@ impl OperatorStatus {
             records_in: o.records_in.get(),
             records_out: o.records_out.get(),
             watermark_ms: (w > tidewater::Timestamp::MIN).then(|| w.millis()),
+            busy_ms: o.busy.get().as_millis() as u64,
             throttled_ms: o.throttled.get().as_millis() as u64,
             drift_paused_ms: o.drift_paused.get().as_millis() as u64,
             alignment_ms: o.alignment.get().as_millis() as u64,
@@ -205,8 +213,9 @@ pub struct JobStatus {
     /// The savepoints kept, oldest first: asked for while it ran, and at its stop.
     #[serde(default)]
     pub savepoints: Vec<SavepointStatus>,
-    /// "Why hasn't my window fired?": per grouping task, the answer for the worker
-    /// whose oldest window is oldest (filled in by the server, from the job graph).
+    /// "Why hasn't my window fired?": per keyed task (a grouping or a stateful DoFn),
+    /// the answer for the worker whose report waits for the earliest event time
+    /// (filled in by the server, from the job graph).
     #[serde(default)]
     pub why: Vec<why::Why>,
 }

@@ -169,6 +169,11 @@ pub fn exposition(status: &JobStatus) -> String {
         "Elements that reached an operator",
     );
     let records_out = stage_counter(&mut registry, "records_out", "Elements an operator emitted");
+    let busy = stage_counter(
+        &mut registry,
+        "busy_milliseconds",
+        "Time an operator's activations took (processing, reading, writing)",
+    );
     let throttled = stage_counter(
         &mut registry,
         "throttled_milliseconds",
@@ -290,6 +295,7 @@ pub fn exposition(status: &JobStatus) -> String {
             };
             records_in.get_or_create(&labels).inc_by(o.records_in);
             records_out.get_or_create(&labels).inc_by(o.records_out);
+            busy.get_or_create(&labels).inc_by(o.busy_ms);
             throttled.get_or_create(&labels).inc_by(o.throttled_ms);
             drift_paused
                 .get_or_create(&labels)

@@ -1,5 +1,5 @@
 //! "Why hasn't my window fired?" for the status: the workers' reports (a grouping's
-//! windows, a source's partitions and rates) handed to runners-core's rules
+//! windows, a stateful DoFn's timers, a source's partitions and rates) handed to runners-core's rules
 //! ([`tidewater_runners_core::explain`]) with the job graph. Nothing is decided here.
 
 use super::JobStatus;
@@ -7,12 +7,12 @@ use serde::{Deserialize, Serialize};
 use tidewater_runners_core::explain::{explain, holder, Holder, SourceInstance};
 use tidewater_runners_core::job_graph::JobGraph;
 
-/// The answer for one grouping task.
+/// The answer for one keyed task (a grouping or a stateful DoFn).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Why {
     /// The task (its head's transform).
     pub task: String,
-    /// The worker whose oldest window is the oldest of the task's.
+    /// The worker whose report waits for the earliest event time.
     pub worker: usize,
     /// The source instance holding its input watermark back, if one does.
     pub held_by: Option<Holder>,
@@ -20,7 +20,7 @@ pub struct Why {
     pub lines: Vec<String>,
 }
 
-/// The answers for every grouping task of `status`.
+/// The answers for every keyed task of `status`.
 pub fn of(graph: &JobGraph, status: &JobStatus) -> Vec<Why> {
     let sources: Vec<SourceInstance> = status
         .workers
@@ -41,14 +41,11 @@ pub fn of(graph: &JobGraph, status: &JobStatus) -> Vec<Why> {
         .collect();
     let mut out = Vec::new();
     for (t, task) in graph.tasks.iter().enumerate() {
-        // The worker whose oldest window ends first (or any, when none holds).
         let reports = status.workers.iter().filter_map(|w| {
             let o = w.operators.iter().find(|o| o.name == task.name)?;
-            Some((w.worker, o.windows.as_ref()?))
+            Some((w.worker, o.windows.as_ref().filter(|r| r.says_something())?))
         });
-        let Some((worker, report)) =
-            reports.min_by_key(|(_, r)| r.oldest.as_ref().map_or(i64::MAX, |o| o.end_ms))
-        else {
+        let Some((worker, report)) = reports.min_by_key(|(_, r)| r.waits_until_ms()) else {
             continue;
         };
         let held_by = holder(graph, t, &sources);

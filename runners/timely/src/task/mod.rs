@@ -573,7 +573,7 @@ impl Task {
                 .unwrap_or(Timestamp::MAX)
         });
         if self.ctx.serves_status && self.figures.report_due() {
-            *self.figures.windows.borrow_mut() = self.head.window_report();
+            *self.figures.windows.borrow_mut() = self.head.window_report(self.ctx.max_key_groups);
             *self.figures.partitions.borrow_mut() = self.head.partition_report();
         }
         let mut metrics = self.ctx.metrics.borrow_mut();

@@ -16,10 +16,12 @@ use tidewater::{
 };
 
 mod active;
-mod report;
+pub(crate) mod report;
 mod wire;
 
-pub use report::{show_window, DroppedElement, OpenWindow, WindowReport};
+pub use report::{
+    show_window, DroppedElement, OpenWindow, PendingTimer, TimersReport, WindowReport,
+};
 
 use active::{end_of, hold_of, register_hold, ActiveWindows, HoldEntry, WindowState, Written};
 

@@ -31,6 +31,60 @@ pub struct WindowReport {
     pub last_dropped: Option<DroppedElement>,
     /// The windowing's allowed lateness, in ms.
     pub allowed_lateness_ms: i64,
+    /// A stateful DoFn's pending timers (`None` for a grouping).
+    #[serde(default)]
+    pub timers: Option<TimersReport>,
+}
+
+impl WindowReport {
+    /// The event time its output waits for the watermark to pass: its oldest window's
+    /// end, or its earliest event-time timer ([`i64::MAX`]: nothing waits). Of a
+    /// keyed task's instances, the one that waits for the earliest says the most.
+    pub fn waits_until_ms(&self) -> i64 {
+        let timer = self
+            .timers
+            .as_ref()
+            .and_then(|t| t.next_event_time.as_ref())
+            .map(|t| t.at_ms);
+        let window = self.oldest.as_ref().map(|o| o.end_ms);
+        timer.or(window).unwrap_or(i64::MAX)
+    }
+
+    /// Whether it has anything to say: a grouping always does (even that no window
+    /// holds input back); a stateful DoFn only with timers pending or input dropped
+    /// (one without emits as elements arrive, waiting for nothing).
+    pub fn says_something(&self) -> bool {
+        self.timers.as_ref().is_none_or(|t| t.pending > 0)
+            || self.dropped_late + self.dropped_closed > 0
+    }
+}
+
+/// A stateful DoFn's pending timers: what its output waits for.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TimersReport {
+    /// Timers pending.
+    pub pending: u64,
+    /// The earliest event-time timer: it fires once the input watermark passes it.
+    pub next_event_time: Option<PendingTimer>,
+    /// The earliest processing-time timer: it fires once the clock passes it.
+    pub next_processing_time: Option<PendingTimer>,
+    /// The processing time the operator last saw, in ms.
+    pub processing_time_ms: i64,
+}
+
+/// A pending timer.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PendingTimer {
+    /// The DoFn's name for it.
+    pub name: String,
+    /// Its key, as its type's `Debug` shows it.
+    pub key: String,
+    /// The key's key group.
+    pub key_group: Option<u32>,
+    /// Its window.
+    pub window: String,
+    /// When it fires, in ms.
+    pub at_ms: i64,
 }
 
 /// An open window.
@@ -73,7 +127,7 @@ pub fn show_window(w: &BoundedWindow) -> String {
     }
 }
 
-fn ms(t: Timestamp) -> Option<i64> {
+pub(crate) fn ms(t: Timestamp) -> Option<i64> {
     (t > Timestamp::MIN).then(|| t.millis())
 }
 
@@ -126,6 +180,7 @@ impl Reducer {
             dropped_closed: self.dropped_closed,
             last_dropped: self.last_dropped.clone(),
             allowed_lateness_ms: self.strategy.allowed_lateness_ms,
+            timers: None,
         }
     }
 }
