@@ -83,6 +83,34 @@ fn ended(mut child: std::process::Child, stderr: mpsc::Receiver<String>, what: &
     text
 }
 
+/// Runs the rest of `run`'s job from the savepoint in `savepoints`, in one process (a
+/// new checkpoint dir in `dir`), and checks the output of both runs together: the
+/// direct runner's, every line once.
+fn resume_exact(run: &Run, savepoints: &Path, dir: &Path, what: &str) {
+    let resumed = Command::new(env!("CARGO_BIN_EXE_crash_job"))
+        .args(runner_flags(run.runner))
+        .args([
+            &format!("--records={}", run.records),
+            &format!("--rate={RATE}"),
+            "--workers=1",
+        ])
+        .arg(format!("--from-savepoint={}", savepoints.display()))
+        .arg(format!("--checkpoint-dir={}", dir.join("ckpt2").display()))
+        .arg(format!("--output={}", run.out.display()))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    finish(resumed, &format!("{what}: resumed from its savepoint"));
+    let got = run.lines();
+    let want = reference_of(run.records);
+    assert!(
+        got == want,
+        "{what}, resumed from its savepoint: {}",
+        difference(&got, &want)
+    );
+}
+
 fn cli(args: &[&str]) -> Result<String, String> {
     tidewater_cli::run(std::iter::once("tidewater").chain(args.iter().copied()))
 }
@@ -161,32 +189,11 @@ fn the_cli_takes_a_savepoint_and_stops_a_cluster_and_a_restart_from_it_is_exact(
             stopped.len()
         );
         // The rest, from the final savepoint, in one process: every line once.
-        let resumed = Command::new(env!("CARGO_BIN_EXE_crash_job"))
-            .args(runner_flags(runner))
-            .args([
-                &format!("--records={RECORDS_6S}"),
-                &format!("--rate={RATE}"),
-                "--workers=1",
-            ])
-            .arg(format!("--from-savepoint={}", savepoints.display()))
-            .arg(format!(
-                "--checkpoint-dir={}",
-                dir.path().join("ckpt2").display()
-            ))
-            .arg(format!("--output={}", run.out.display()))
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        finish(
-            resumed,
-            &format!("{runner}: resumed from the CLI's savepoint"),
-        );
-        let got = run.lines();
-        assert!(
-            got == want,
-            "{runner}: stopped by the CLI, resumed from its savepoint: {}",
-            difference(&got, &want)
+        resume_exact(
+            &run,
+            &savepoints,
+            dir.path(),
+            &format!("{runner}: stopped by the CLI"),
         );
     }
 }
@@ -293,28 +300,10 @@ fn the_cli_stops_a_hosts_cluster_through_process_0_and_a_restart_from_it_is_exac
         "the stopped job wrote everything ({} lines)",
         stopped.len()
     );
-    let resumed = Command::new(env!("CARGO_BIN_EXE_crash_job"))
-        .args(runner_flags("native"))
-        .args([
-            &format!("--records={RECORDS_6S}"),
-            &format!("--rate={RATE}"),
-            "--workers=1",
-        ])
-        .arg(format!("--from-savepoint={}", savepoints.display()))
-        .arg(format!(
-            "--checkpoint-dir={}",
-            dir.path().join("ckpt2").display()
-        ))
-        .arg(format!("--output={}", run.out.display()))
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    finish(resumed, "resumed from the savepoint of a --hosts cluster");
-    let got = run.lines();
-    assert!(
-        got == want,
-        "a --hosts cluster stopped by the CLI, resumed from its savepoint: {}",
-        difference(&got, &want)
+    resume_exact(
+        &run,
+        &savepoints,
+        dir.path(),
+        "a --hosts cluster stopped by the CLI",
     );
 }

@@ -79,6 +79,19 @@ fn drained(runner: &str, child: std::process::Child) -> Vec<u64> {
     windows
 }
 
+/// The answer's second and third sentences: the watermark at 0, held by the idle
+/// `Quiet`.
+fn held_by_quiet(runner: &str, lines: &[&str]) {
+    assert_eq!(
+        lines[1], "The input watermark is 0 ms, 999 ms short.",
+        "{runner}: {lines:?}"
+    );
+    assert!(
+        lines[2].starts_with("It is held back by source Quiet on worker 0, partition 0, at 0 ms: it is idle, reading nothing"),
+        "{runner}: {lines:?}"
+    );
+}
+
 fn lines(w: &serde_json::Value) -> Vec<&str> {
     w["lines"]
         .as_array()
@@ -106,14 +119,7 @@ fn the_idle_source_holding_a_window_back_is_named() {
             ),
             "{runner}: {lines:?}"
         );
-        assert_eq!(
-            lines[1], "The input watermark is 0 ms, 999 ms short.",
-            "{runner}: {lines:?}"
-        );
-        assert!(
-            lines[2].starts_with("It is held back by source Quiet on worker 0, partition 0, at 0 ms: it is idle, reading nothing"),
-            "{runner}: {lines:?}"
-        );
+        held_by_quiet(runner, &lines);
         let explained = tidewater_cli::run(["tidewater", "explain", "--job", &base]).unwrap();
         assert!(
             explained.contains("It is held back by source Quiet on worker 0, partition 0"),
@@ -145,14 +151,7 @@ fn a_stateful_dofns_earliest_timer_and_the_source_holding_it_are_named() {
                 && rest.ends_with(", in the global window, fires when the input watermark passes 999 ms."),
             "{runner}: {lines:?}"
         );
-        assert_eq!(
-            lines[1], "The input watermark is 0 ms, 999 ms short.",
-            "{runner}: {lines:?}"
-        );
-        assert!(
-            lines[2].starts_with("It is held back by source Quiet on worker 0, partition 0, at 0 ms: it is idle, reading nothing"),
-            "{runner}: {lines:?}"
-        );
+        held_by_quiet(runner, &lines);
         let explained = tidewater_cli::run(["tidewater", "explain", "--job", &base]).unwrap();
         assert!(explained.contains("'flush-0'"), "{runner}: {explained}");
         // Drained, every timer fires: the same counts per second as the windows give.

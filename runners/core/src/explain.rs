@@ -447,6 +447,16 @@ mod tests {
         assert_eq!(holder(&g, 3, &[source("A", 0, Some(done), 0.0, 0.0)]), None);
     }
 
+    /// An element at 500 ms dropped late when the watermark was 3000 ms.
+    fn late_at_500() -> DroppedElement {
+        DroppedElement {
+            timestamp_ms: 500,
+            window: "[0 ms, 1000 ms)".into(),
+            reason: "late".into(),
+            watermark_ms: Some(3_000),
+        }
+    }
+
     #[test]
     fn the_answer_names_the_window_the_wait_the_holder_and_the_drops() {
         let report = WindowReport {
@@ -464,12 +474,7 @@ mod tests {
             }),
             dropped_late: 2,
             dropped_closed: 0,
-            last_dropped: Some(DroppedElement {
-                timestamp_ms: 500,
-                window: "[0 ms, 1000 ms)".into(),
-                reason: "late".into(),
-                watermark_ms: Some(3_000),
-            }),
+            last_dropped: Some(late_at_500()),
             allowed_lateness_ms: 0,
             timers: None,
         };
@@ -515,12 +520,7 @@ mod tests {
             oldest: None,
             dropped_late: 1,
             dropped_closed: 0,
-            last_dropped: Some(DroppedElement {
-                timestamp_ms: 500,
-                window: "[0 ms, 1000 ms)".into(),
-                reason: "late".into(),
-                watermark_ms: Some(3_000),
-            }),
+            last_dropped: Some(late_at_500()),
             allowed_lateness_ms: 0,
             timers: Some(TimersReport {
                 pending: 3,
