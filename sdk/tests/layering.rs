@@ -1,5 +1,6 @@
 //! The layering is checked: sdk <- runners/core <- runners/timely <- runners/native,
-//! runners/microbatch; runners/core <- runners/direct; transforms and connectors depend
+//! runners/microbatch; runners/core <- runners/direct; runners/core <- runners/status
+//! (a running job's status) <- runners/timely, runners/direct; transforms and connectors depend
 //! on the sdk only; examples and the conformance suite use the model and link runners
 //! only to register them; the `tidewater` CLI (tools/cli) depends on none. A crate that gains a forbidden dependency (or dev-dependency),
 //! or code that reaches into a runner for more than its registration, fails this test.
@@ -42,6 +43,7 @@ const MICROBATCH: &str = "tidewater-runner-microbatch";
 const NATIVE: &str = "tidewater-runner-native";
 const CORE: &str = "tidewater-runners-core";
 const TIMELY: &str = "tidewater-runners-timely";
+const STATUS: &str = "tidewater-runners-status";
 
 /// Per crate: the `tidewater*` crates its `[dependencies]` may name, then those its
 /// `[dev-dependencies]` may add (its tests run pipelines, so they may link runners and
@@ -49,8 +51,9 @@ const TIMELY: &str = "tidewater-runners-timely";
 const RULES: &[(&str, &[&str], &[&str])] = &[
     ("sdk", &[], &[DIRECT]),
     ("runners/core", &["tidewater"], &[]),
-    ("runners/direct", &["tidewater", CORE], &[NATIVE]),
-    ("runners/timely", &["tidewater", CORE], &[]),
+    ("runners/direct", &["tidewater", CORE, STATUS], &[NATIVE]),
+    ("runners/status", &["tidewater", CORE], &[]),
+    ("runners/timely", &["tidewater", CORE, STATUS], &[]),
     (
         "runners/microbatch",
         &["tidewater", CORE, TIMELY],

@@ -144,7 +144,7 @@ impl EngineRunner {
                     std::sync::Arc::new(crate::status::supervised::Supervised::new(self.name, n));
                 let graph =
                     tidewater_runners_core::job_graph::job_graph(plan, config.lift_combiners)?;
-                let control = crate::status::control::Control::of(e, &config, true)?;
+                let control = crate::status::control::of(e, &config, true)?;
                 let server = serve_status(addr, supervised.clone(), graph, control)?;
                 Some((supervised, server))
             }
@@ -199,7 +199,7 @@ impl EngineRunner {
             (Some(board), Some(addr)) if config.process_id == 0 && !child => {
                 let graph =
                     tidewater_runners_core::job_graph::of_exec(&exec, config.lift_combiners);
-                let control = crate::status::control::Control::of(&options.engine, &config, false)?;
+                let control = crate::status::control::of(&options.engine, &config, false)?;
                 Some(serve_status(addr, board.clone(), graph, control)?)
             }
             _ => None,

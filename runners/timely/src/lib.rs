@@ -26,7 +26,7 @@ pub mod launch;
 pub mod metrics;
 pub mod msg;
 pub mod policy;
-pub mod private_file;
+pub use tidewater_runners_status::private_file;
 mod progress;
 pub mod restart;
 pub mod status;

@@ -614,7 +614,8 @@ fn publish_status(
 ) {
     if let (Some(board), Some(gather)) = (&config.status, gather.as_mut()) {
         gather.send(
-            board.worker_status(
+            crate::status::worker_status(
+                board,
                 ctx.me,
                 ctx.records_read.get(),
                 &ctx.operators.borrow(),
