@@ -8,6 +8,8 @@
 //! A local cluster's supervisor serves one status for all its processes (gathered in
 //! process 0 over the job's own channel), across a restart: a killed process shows as
 //! a restart with its reason, and the job's figures come back from the next attempt.
+//!
+//! The direct runner serves the same status for its one worker (no checkpoints).
 
 mod common;
 
@@ -266,7 +268,7 @@ fn a_running_jobs_status_is_served_as_json_and_for_prometheus() {
 }
 
 #[test]
-fn a_status_address_in_use_or_on_the_direct_runner_is_refused_naming_it() {
+fn a_status_address_in_use_is_refused_naming_it() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap().to_string();
     let run = Run::on("native");
@@ -283,18 +285,128 @@ fn a_status_address_in_use_or_on_the_direct_runner_is_refused_naming_it() {
     let out = tempfile::tempdir().unwrap();
     let mut direct = std::process::Command::new(env!("CARGO_BIN_EXE_crash_job"));
     direct
+        .args(["--runner=direct", "--records=10"])
+        .arg(format!("--status-addr={addr}"))
+        .arg(format!("--output={}", out.path().display()));
+    let err = refused(direct, "the direct runner on an address in use");
+    assert!(
+        err.contains(&format!(
+            "invalid option --status-addr {addr}: cannot listen there"
+        )),
+        "{err}"
+    );
+}
+
+/// The direct runner serves its status too (one worker, no checkpoints): `held_window`
+/// shows its tasks, records moving, the quiet source holding the window back; a
+/// savepoint is refused, saying why; stop drains it, and the final figures (JSON and
+/// Prometheus) count every number the windows counted.
+#[test]
+fn the_direct_runner_serves_its_status_answers_why_and_stops_over_the_api() {
+    let dir = tempfile::tempdir().unwrap();
+    let token = secret_file(dir.path(), 0o600).display().to_string();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_held_window"))
         .args([
             "--runner=direct",
-            "--records=10",
             "--status-addr=127.0.0.1:0",
+            "--status-linger=3s",
+            &format!("--control-token-file={token}"),
         ])
-        .arg(format!("--output={}", out.path().display()));
-    let err = refused(direct, "the direct runner");
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let _kill = KillOnDrop(child.id());
+    let (base, _stderr) = status_base(&mut child, "direct");
+    let one = until(&base, "the quiet source named", |s| {
+        s["why"].as_array().is_some_and(|w| {
+            w.iter().any(|w| {
+                w["held_by"]["source"] == "Quiet" && w["lines"][0].as_str().is_some_and(|l| {
+                    l.contains(
+                        "the oldest window still holding input, [0 ms, 1000 ms) of key \"numbers\"",
+                    )
+                })
+            })
+        })
+    });
+    assert_eq!(one["runner"], "direct", "{one}");
+    assert_eq!(one["state"], "running", "{one}");
+    assert_eq!(one["workers"].as_array().unwrap().len(), 1, "{one}");
+    let names: Vec<&str> = one["workers"][0]["operators"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["name"].as_str().unwrap())
+        .collect();
+    for task in ["Numbers", "Quiet", "CountPerSecond/Combine"] {
+        assert!(names.contains(&task), "no {task} in {names:?}");
+    }
+    let graph: serde_json::Value =
+        serde_json::from_str(&get(&format!("{base}/api/graph"))).unwrap();
     assert!(
-        err.contains(
-            "invalid option --status-addr 127.0.0.1:0: the direct runner serves no status"
-        ),
-        "{err}"
+        graph["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["name"] == "CountPerSecond/Combine"),
+        "{graph}"
+    );
+    std::thread::sleep(Duration::from_millis(1_200));
+    let two = job(&base);
+    assert!(
+        records_read(&two) > records_read(&one),
+        "the figures did not move: {one} then {two}"
+    );
+    let numbers = two["workers"][0]["operators"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["name"] == "Numbers")
+        .unwrap()
+        .clone();
+    assert!(
+        numbers["rates"]["records_in"].as_f64().unwrap() > 0.0,
+        "{numbers}"
+    );
+    let cli = |args: &[&str]| {
+        tidewater_cli::run(
+            ["tidewater"]
+                .into_iter()
+                .chain(args.iter().copied())
+                .chain(["--job", &base, "--token-file", &token]),
+        )
+    };
+    let refused = cli(&["savepoint"]).unwrap_err();
+    assert!(
+        refused.contains("the direct runner takes no checkpoints"),
+        "{refused}"
+    );
+    assert_eq!(
+        cli(&["stop"]).unwrap(),
+        "stopping: the sources stop, windows fire and the output is committed\nstopped\n"
+    );
+    let last = job(&base);
+    assert_eq!(last["state"], "finished", "{last}");
+    let text = get(&format!("{base}/metrics"));
+    let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_string())))
+        .unwrap_or_else(|e| panic!("/metrics does not parse: {e}\n{text}"));
+    let read: f64 = scrape
+        .samples
+        .iter()
+        .filter(|s| s.metric == "tidewater_records_read_total")
+        .map(value)
+        .sum();
+    assert_eq!(read, records_read(&last) as f64, "{text}");
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", out.status);
+    let counted: u64 = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| l.strip_prefix("numbers ").unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(
+        counted as f64, read,
+        "every number read was counted in a window"
     );
 }
 

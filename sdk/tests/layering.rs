@@ -252,7 +252,7 @@ fn programs_use_runners_only_to_register_them() {
 fn the_parser_sees_dependencies() {
     assert_eq!(
         tidewater_dependencies(&root().join("runners/direct/Cargo.toml"), "dependencies"),
-        vec!["tidewater", CORE]
+        vec!["tidewater", CORE, STATUS]
     );
     assert_eq!(
         tidewater_dependencies(

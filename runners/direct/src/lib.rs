@@ -14,6 +14,9 @@
 //! every N rounds, snapshot every operator, source and held input in the runner-neutral
 //! snapshot format, throw the in-memory state away and restore it, with keyed state
 //! redistributed over 1 to 4 virtual workers (drawn from the seed) and merged back.
+//!
+//! `--status-addr` serves the running job's status as the engine runners do, for its
+//! one worker (`status.rs`).
 
 use std::sync::Arc;
 use tidewater::exec::DEFAULT_MAX_KEY_GROUPS;
@@ -22,6 +25,7 @@ use tidewater::{plan::Plan, Error, PipelineOptions, Result};
 use tidewater_runners_core::translate;
 
 mod scheduler;
+mod status;
 
 pub use scheduler::{execute, Clock, ExecOptions};
 
@@ -49,7 +53,14 @@ impl Runner for DirectRunner {
 
     fn run(&self, plan: &Plan, options: &PipelineOptions) -> Result<PipelineResult> {
         let exec = translate(plan)?;
-        execute(&exec, &exec_options(options, Clock::for_plan(&exec))?)
+        let mut exec_options = exec_options(options, Clock::for_plan(&exec))?;
+        let served = status::serve_if_asked(options, &exec, exec_options.lift_combiners)?;
+        exec_options.status = served.as_ref().map(|s| s.board.clone());
+        let result = execute(&exec, &exec_options);
+        if let Some(served) = served {
+            served.end(result.as_ref().err().map(|e| e.to_string()));
+        }
+        result
     }
 }
 
@@ -82,14 +93,6 @@ pub const RUNNER_OPTIONS: [(&str, &str); 6] = [
 ];
 
 fn exec_options(options: &PipelineOptions, clock: Clock) -> Result<ExecOptions> {
-    // The reference runner runs in the calling thread until the pipeline ends: no
-    // server watches it. Refused rather than ignored.
-    if let Some(addr) = &options.engine.status_addr {
-        return Err(Error::InvalidOption {
-            option: format!("--status-addr {addr}"),
-            message: "the direct runner serves no status (it is the reference runner: its result and metrics come when run returns); watch a job on --runner native or microbatch".into(),
-        });
-    }
     if let Some((key, value)) = options
         .runner_options
         .iter()
@@ -168,6 +171,7 @@ fn exec_options(options: &PipelineOptions, clock: Clock) -> Result<ExecOptions> 
             .is_none()
             .then(|| std::time::Duration::from_millis(commit_every_ms as u64)),
         max_key_groups,
+        status: None,
         replay_hint: validate.then(|| {
             format!("direct runner seed {seed}; rerun with --seed={seed} to replay this order")
         }),

@@ -102,6 +102,21 @@ pub fn start(
     })
 }
 
+/// Starts serving (see [`start`]) and says where: the job's first line.
+pub fn serve(
+    addr: &str,
+    source: Arc<dyn StatusSource>,
+    graph: JobGraph,
+    control: super::control::Control,
+) -> Result<StatusServer> {
+    let server = start(addr, source, graph, Arc::new(control))?;
+    eprintln!(
+        "status: http://{}/ (the job's page), /api/job (JSON) and /metrics (Prometheus)",
+        server.addr
+    );
+    Ok(server)
+}
+
 /// The job's page.
 const PAGE: &str = include_str!("page.html");
 

@@ -145,7 +145,8 @@ impl EngineRunner {
                 let graph =
                     tidewater_runners_core::job_graph::job_graph(plan, config.lift_combiners)?;
                 let control = crate::status::control::of(e, &config, true)?;
-                let server = serve_status(addr, supervised.clone(), graph, control)?;
+                let server =
+                    crate::status::server::serve(addr, supervised.clone(), graph, control)?;
                 Some((supervised, server))
             }
             None => None,
@@ -200,7 +201,12 @@ impl EngineRunner {
                 let graph =
                     tidewater_runners_core::job_graph::of_exec(&exec, config.lift_combiners);
                 let control = crate::status::control::of(&options.engine, &config, false)?;
-                Some(serve_status(addr, board.clone(), graph, control)?)
+                Some(crate::status::server::serve(
+                    addr,
+                    board.clone(),
+                    graph,
+                    control,
+                )?)
             }
             _ => None,
         };
@@ -712,21 +718,6 @@ fn parse_positive(key: &str, v: &str) -> Result<usize> {
 
 fn invalid(option: String, message: String) -> Error {
     Error::InvalidOption { option, message }
-}
-
-/// Serves `source` at `addr` and says where (the job's first line).
-fn serve_status(
-    addr: &str,
-    source: std::sync::Arc<dyn crate::status::StatusSource>,
-    graph: tidewater_runners_core::job_graph::JobGraph,
-    control: crate::status::control::Control,
-) -> Result<crate::status::server::StatusServer> {
-    let server = crate::status::server::start(addr, source, graph, std::sync::Arc::new(control))?;
-    eprintln!(
-        "status: http://{}/ (the job's page), /api/job (JSON) and /metrics (Prometheus)",
-        server.addr
-    );
-    Ok(server)
 }
 
 #[cfg(test)]

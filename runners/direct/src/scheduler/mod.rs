@@ -9,6 +9,7 @@
 use serde::{Deserialize, Serialize};
 
 mod checkpoint;
+mod figures;
 mod output;
 
 use std::collections::BTreeMap;
@@ -67,6 +68,8 @@ pub struct ExecOptions {
     pub job_id: Option<String>,
     /// `--accept-duplicates`: run even over output this job already committed.
     pub accept_duplicates: bool,
+    /// With `--status-addr`: the board the job's figures are published to.
+    pub status: Option<std::sync::Arc<tidewater_runners_status::Board>>,
 }
 
 impl Default for ExecOptions {
@@ -85,6 +88,7 @@ impl Default for ExecOptions {
             commit_interval: None,
             job_id: None,
             accept_duplicates: false,
+            status: None,
         }
     }
 }
@@ -114,13 +118,16 @@ pub fn execute(plan: &ExecutablePlan, options: &ExecOptions) -> Result<PipelineR
         rng: options.shuffle_seed.map(SplitMix64::new),
         lifted: graph.lifted.clone(),
         stages: (0..graph.stages.len()).map(|_| None).collect(),
-        graph,
         heads: (0..plan.nodes.len()).map(|_| None).collect(),
         snapshot_bases: (0..plan.nodes.len()).map(|_| None).collect(),
         watermarks: vec![Timestamp::MIN; plan.pcollections.len()],
         processing_time: Timestamp(0),
         sinks: (0..plan.nodes.len()).map(|_| None).collect(),
         started: std::time::Instant::now(),
+        figures: vec![figures::TaskFigures::default(); plan.nodes.len()],
+        stage_heads: figures::stage_heads(plan, &graph),
+        published: None,
+        graph,
     };
     // Every capture is in the result, even one that received nothing.
     for node in &plan.nodes {
@@ -209,6 +216,12 @@ struct Executor<'p> {
     /// Per sink node: its one instance.
     sinks: Vec<Option<SinkHost>>,
     started: std::time::Instant,
+    /// Per node heading a task: its counts, for the status.
+    figures: Vec<figures::TaskFigures>,
+    /// Per stage, the node heading it.
+    stage_heads: Vec<Option<usize>>,
+    /// When the figures were last published to the status board.
+    published: Option<std::time::Instant>,
 }
 
 /// Where the direct runner's heads run: one worker, owning every key group, reading
@@ -290,6 +303,7 @@ impl Executor<'_> {
             for i in 0..self.plan.nodes.len() {
                 progress |= self.step(i)?;
             }
+            self.publish_status(false);
             if progress {
                 idle = std::time::Duration::ZERO;
             }
@@ -301,6 +315,7 @@ impl Executor<'_> {
                         host.end_epoch()?;
                         host.commit_through(u64::MAX)?;
                     }
+                    self.publish_status(true);
                     return Ok(());
                 }
                 match self.options.clock {
@@ -399,6 +414,7 @@ impl Executor<'_> {
                     return Ok(false);
                 };
                 let out = node.outputs[0];
+                self.count_in(i, batch.len());
                 self.buffers[out].push(batch);
                 self.watermarks[out] = create.watermark();
                 self.run_stage(out)?;
@@ -420,6 +436,7 @@ impl Executor<'_> {
                 self.processing_time = clock.processing_time;
                 match replayed {
                     Replayed::Elements(batch) => {
+                        self.count_in(i, batch.len());
                         self.buffers[out].push(batch);
                         self.run_stage(out)?;
                         Ok(true)
@@ -439,6 +456,7 @@ impl Executor<'_> {
                     .read(max, now, &mut self.buffers[out])
                     .map_err(|e| unwrap_downstream(attribute(e, &node.name)))?;
                 let mut progress = read || driver.drain_if_idle(read, clock);
+                self.count_in(i, self.buffered(out));
                 let wm = driver.watermark();
                 if wm > self.watermarks[out] {
                     self.watermarks[out] = wm;
@@ -456,6 +474,7 @@ impl Executor<'_> {
                 if self.buffers[out].is_empty() {
                     return Ok(false);
                 }
+                self.count_in(i, self.buffered(out));
                 self.run_stage(out)?;
                 Ok(true)
             }
@@ -538,6 +557,7 @@ impl Executor<'_> {
         if let Some(rng) = &mut self.rng {
             all.shuffle(rng);
         }
+        self.count_in(node, all.len());
         let name = &self.plan.nodes[node].name;
         Ok((true, head.process(0, all, self.processing_time, name)?))
     }

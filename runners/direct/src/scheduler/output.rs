@@ -21,6 +21,8 @@ impl Executor<'_> {
             captures,
             metrics,
             processing_time,
+            figures,
+            stage_heads,
             ..
         } = self;
         DirectOutput {
@@ -36,6 +38,8 @@ impl Executor<'_> {
             buffers,
             sinks,
             captures,
+            figures,
+            stage_heads,
         }
     }
 }
@@ -59,6 +63,9 @@ pub(super) struct DirectOutput<'a> {
     buffers: &'a mut Vec<Vec<Box<dyn AnyBatch>>>,
     sinks: &'a mut Vec<Option<SinkHost>>,
     captures: &'a mut BTreeMap<String, (String, Vec<u8>)>,
+    /// Per node heading a task: its counts.
+    figures: &'a mut Vec<super::figures::TaskFigures>,
+    stage_heads: &'a [Option<usize>],
 }
 
 impl DirectOutput<'_> {
@@ -104,6 +111,7 @@ impl DirectOutput<'_> {
         batch: Box<dyn AnyBatch>,
     ) -> Result<()> {
         let n = &self.plan.nodes[node];
+        self.figures[node].records_in += batch.len() as u64;
         let head = self.heads[node]
             .as_mut()
             .expect("a stage delivers only into a head that is not stepping");
@@ -127,6 +135,9 @@ impl DirectOutput<'_> {
     }
 
     fn emit(&mut self, stage: usize, exit: usize, batch: Box<dyn AnyBatch>) -> Result<()> {
+        if let Some(head) = self.stage_heads[stage] {
+            self.figures[head].records_out += batch.len() as u64;
+        }
         let e = &self.graph.stages[stage].exits[exit];
         match &e.kind {
             ExitKind::Shuffle if self.push => self.deliver_to_head(e.node, 0, batch)?,
