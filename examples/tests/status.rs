@@ -321,11 +321,12 @@ fn the_direct_runner_serves_its_status_answers_why_and_stops_over_the_api() {
     let one = until(&base, "the quiet source named", |s| {
         s["why"].as_array().is_some_and(|w| {
             w.iter().any(|w| {
-                w["held_by"]["source"] == "Quiet" && w["lines"][0].as_str().is_some_and(|l| {
-                    l.contains(
+                w["held_by"]["source"] == "Quiet"
+                    && w["lines"][0].as_str().is_some_and(|l| {
+                        l.contains(
                         "the oldest window still holding input, [0 ms, 1000 ms) of key \"numbers\"",
                     )
-                })
+                    })
             })
         })
     });
