@@ -83,10 +83,18 @@ fn ended(mut child: std::process::Child, stderr: mpsc::Receiver<String>, what: &
     text
 }
 
-/// Runs the rest of `run`'s job from the savepoint in `savepoints`, in one process (a
-/// new checkpoint dir in `dir`), and checks the output of both runs together: the
-/// direct runner's, every line once.
+/// Checks that the stopped job wrote only part of its output, then runs the rest of
+/// `run`'s job from the savepoint in `savepoints`, in one process (a new checkpoint dir
+/// in `dir`), and checks the output of both runs together: the direct runner's, every
+/// line once.
 fn resume_exact(run: &Run, savepoints: &Path, dir: &Path, what: &str) {
+    let want = reference_of(run.records);
+    let stopped = run.lines();
+    assert!(
+        stopped.len() < want.len(),
+        "{what}: the stopped job wrote everything ({} lines)",
+        stopped.len()
+    );
     let resumed = Command::new(env!("CARGO_BIN_EXE_crash_job"))
         .args(runner_flags(run.runner))
         .args([
@@ -103,7 +111,6 @@ fn resume_exact(run: &Run, savepoints: &Path, dir: &Path, what: &str) {
         .unwrap();
     finish(resumed, &format!("{what}: resumed from its savepoint"));
     let got = run.lines();
-    let want = reference_of(run.records);
     assert!(
         got == want,
         "{what}, resumed from its savepoint: {}",
@@ -180,13 +187,6 @@ fn the_cli_takes_a_savepoint_and_stops_a_cluster_and_a_restart_from_it_is_exact(
         assert!(
             status.contains("stop asked over the control API: draining the job"),
             "{runner}: {status}"
-        );
-        let stopped = run.lines();
-        let want = reference_of(RECORDS_6S);
-        assert!(
-            stopped.len() < want.len(),
-            "{runner}: the stopped job wrote everything ({} lines)",
-            stopped.len()
         );
         // The rest, from the final savepoint, in one process: every line once.
         resume_exact(
@@ -292,13 +292,6 @@ fn the_cli_stops_a_hosts_cluster_through_process_0_and_a_restart_from_it_is_exac
     assert!(
         text.contains("the job's process 0 asked every process to drain"),
         "{text}"
-    );
-    let stopped = run.lines();
-    let want = reference_of(RECORDS_6S);
-    assert!(
-        stopped.len() < want.len(),
-        "the stopped job wrote everything ({} lines)",
-        stopped.len()
     );
     resume_exact(
         &run,

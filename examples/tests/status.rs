@@ -38,6 +38,12 @@ fn records_read(status: &serde_json::Value) -> u64 {
         .sum()
 }
 
+/// Whether the status has `workers` workers, each of which has read records.
+fn all_read(status: &serde_json::Value, workers: usize) -> bool {
+    let all = status["workers"].as_array().unwrap();
+    all.len() == workers && all.iter().all(|w| w["records_read"].as_u64().unwrap() > 0)
+}
+
 /// A sample's value, whatever its type.
 fn value(s: &prometheus_parse::Sample) -> f64 {
     match s.value {
@@ -422,14 +428,7 @@ fn a_local_clusters_supervisor_serves_every_process_across_a_restart() {
     for runner in RUNNERS {
         let run = Run::on(runner);
         let (mut child, base) = start(&run, &["--local-cluster=2", "--workers=2"]);
-        let one = until(&base, "every worker's figures", |s| {
-            s["workers"].as_array().unwrap().len() == 4
-                && s["workers"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .all(|w| w["records_read"].as_u64().unwrap() > 0)
-        });
+        let one = until(&base, "every worker's figures", |s| all_read(s, 4));
         assert_eq!(one["processes"], 2, "{one}");
         assert_eq!(one["state"], "running", "{one}");
         for (i, w) in one["workers"].as_array().unwrap().iter().enumerate() {
@@ -496,14 +495,7 @@ fn a_hosts_clusters_process_0_serves_every_process_and_they_must_agree() {
         ])
         .spawn()
         .unwrap();
-    let both = until(&base, "both processes' figures", |s| {
-        s["workers"].as_array().unwrap().len() == 2
-            && s["workers"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .all(|w| w["records_read"].as_u64().unwrap() > 0)
-    });
+    let both = until(&base, "both processes' figures", |s| all_read(s, 2));
     assert_eq!(both["processes"], 2, "{both}");
     finish(second, "process 1");
     let mut first = first;
