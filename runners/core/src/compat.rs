@@ -19,10 +19,63 @@
 //! changing them changes nothing here.
 //!
 //! NOT WIRED IN YET: the checkpoint store still compares whole-plan hashes
-//! (`snapshot::plan_hash`). This module is the rule the store will call.
+//! (`snapshot::plan_hash`). This module is the rule the store will call, and
+//! [`state_ids`] what a plan declares (a stateful DoFn's cells are not listed yet:
+//! the SDK's `StateSpec`s would have to be named by the DoFn).
 
+use crate::translate::{ExecutablePlan, NodeKind};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+
+/// The stateful parts of `plan`, with what their bytes mean. Ids are transform names
+/// (a `uid` is not in the plan yet). A grouping's state depends on its input and
+/// output types, its window fn and its trigger (the trigger's state machine is in the
+/// bytes); its allowed lateness and the like are not in the bytes.
+pub fn state_ids(plan: &ExecutablePlan) -> Vec<StateId> {
+    let ty = |pc: usize| plan.pcollections[pc].element_type.name().to_string();
+    plan.nodes
+        .iter()
+        .filter_map(|n| {
+            let input = n.inputs.first().map(|&i| ty(i));
+            let (kind, mut fingerprint) = match &n.kind {
+                NodeKind::Grouping { .. } => {
+                    let w = &plan.pcollections[n.inputs[0]].windowing;
+                    let f = BTreeMap::from([
+                        ("window fn".to_string(), format!("{:?}", w.window_fn)),
+                        ("trigger".to_string(), format!("{:?}", w.trigger)),
+                        ("output".to_string(), ty(n.outputs[0])),
+                    ]);
+                    (StateKind::Grouping, f)
+                }
+                NodeKind::Stateful { name, .. } => (
+                    StateKind::StatefulDoFn,
+                    BTreeMap::from([("DoFn".to_string(), name.clone())]),
+                ),
+                NodeKind::Read { name, .. } => (
+                    StateKind::Source,
+                    BTreeMap::from([("source".to_string(), name.clone())]),
+                ),
+                NodeKind::Sink { name, .. } => (
+                    StateKind::Sink,
+                    BTreeMap::from([("sink".to_string(), name.clone())]),
+                ),
+                NodeKind::ParDo { side_inputs, .. } if !side_inputs.is_empty() => {
+                    (StateKind::SideInput, BTreeMap::new())
+                }
+                _ => return None,
+            };
+            if let Some(input) = input {
+                fingerprint.insert("input".into(), input);
+            }
+            Some(StateId {
+                id: n.name.clone(),
+                kind,
+                fingerprint,
+                cells: BTreeMap::new(),
+            })
+        })
+        .collect()
+}
 
 /// What kind of part holds the state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
