@@ -14,6 +14,7 @@
 
 pub mod checkpoint;
 pub mod clock;
+pub mod compat;
 pub mod create;
 pub mod delta;
 pub mod dot;
