@@ -117,23 +117,57 @@ pub fn lines(p: &Pipeline, records: u64, rate: f64) -> PCollection<String> {
     lines_of(p, &Input::Generated { records, rate })
 }
 
+/// Which version of the job runs. The crash tests run [`Version::V1`]; the upgrade
+/// tests deploy the others over its savepoints (issue 36: upgrades with state).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Version {
+    /// The job as described above.
+    #[default]
+    V1,
+    /// A stateless change: a map added before the counts (node numbers shift), and
+    /// other closures, at other lines, that mark their lines `v2`. Its state is V1's.
+    V2,
+    /// The running count removed: its state has no step to go to.
+    V3,
+}
+
 /// The job's result lines over `input`.
 pub fn lines_of(p: &Pipeline, input: &Input) -> PCollection<String> {
-    let words = numbers(p, input).flat_map_with("Words", 7u64, |seed: &u64, offset: u64| {
+    lines_of_version(p, input, Version::V1)
+}
+
+/// The result lines of `version` of the job over `input`.
+pub fn lines_of_version(p: &Pipeline, input: &Input, version: Version) -> PCollection<String> {
+    let mut words = numbers(p, input).flat_map_with("Words", 7u64, |seed: &u64, offset: u64| {
         words_of(*seed, offset)
     });
-    let per_window = words
+    if version == Version::V2 {
+        words = words.map("Trim", |word: String| word.trim().to_string());
+    }
+    let windowed = words
         .apply(
             "Window",
             Window::into(WindowFn::fixed(Duration::from_secs(1))),
         )
-        .apply("CountPerWindow", Count::per_element())
-        .map_with_context(
+        .apply("CountPerWindow", Count::per_element());
+    let per_window = if version == Version::V2 {
+        windowed.map_with_context(
+            "FormatWindowCount",
+            |(word, n): (String, u64), c: &ElementContext| {
+                format!("window {} {word} {n} v2", c.window().start().millis())
+            },
+        )
+    } else {
+        windowed.map_with_context(
             "FormatWindowCount",
             |(word, n): (String, u64), c: &ElementContext| {
                 format!("window {} {word} {n}", c.window().start().millis())
             },
-        );
+        )
+    };
+    if version == Version::V3 {
+        return per_window;
+    }
     let totals = words
         .map("PairWithOne", |word: String| (word, 1u64))
         .apply(
@@ -171,7 +205,12 @@ pub fn build(p: &Pipeline, records: u64, rate: f64, out: &Path) {
 
 /// The whole job over `input`.
 pub fn build_over(p: &Pipeline, input: &Input, out: &Path) {
-    lines_of(p, input).write_to("Output", EpochFiles::to(out));
+    build_version(p, input, out, Version::V1);
+}
+
+/// `version` of the whole job over `input`.
+pub fn build_version(p: &Pipeline, input: &Input, out: &Path, version: Version) {
+    lines_of_version(p, input, version).write_to("Output", EpochFiles::to(out));
 }
 
 /// The whole job, its lines committed into column `line` of PostgreSQL table `table`

@@ -165,6 +165,16 @@ pub struct EngineOptions {
     /// restart after a failure) the job resumes from there instead.
     #[arg(long, value_name = "DIR")]
     pub from_savepoint: Option<PathBuf>,
+    /// Restore a savepoint or checkpoint even though it holds state of steps this
+    /// pipeline no longer has (Flink's --allowNonRestoredState): their state is
+    /// dropped. Without it such a restore is refused, naming the steps.
+    #[arg(long)]
+    pub allow_non_restored_state: bool,
+    /// Say what restoring the newest savepoint or checkpoint in DIR into this pipeline
+    /// would do, per stateful step (restored, new, dropped or incompatible), and exit
+    /// without running: 0 if the run would restore it, non-zero if it would be refused.
+    #[arg(long, value_name = "DIR")]
+    pub check_savepoint: Option<PathBuf>,
     /// The arguments `--local-cluster` starts each process with (the cluster flags are
     /// added); by default this process's own. Set by programs that run one pipeline of
     /// several, such as the conformance suite.
@@ -192,6 +202,8 @@ impl Default for EngineOptions {
             guarantee: "exactly-once".into(),
             savepoint_dir: None,
             from_savepoint: None,
+            allow_non_restored_state: false,
+            check_savepoint: None,
             child_args: None,
         }
     }

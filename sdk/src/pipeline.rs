@@ -40,6 +40,7 @@ struct TransformNode {
     outputs: Vec<(String, usize)>,
     subtransforms: Vec<usize>,
     runs_user_code: bool,
+    uid: Option<String>,
 }
 
 struct PCollectionNode {
@@ -261,6 +262,7 @@ impl Pipeline {
             outputs: Vec::new(),
             subtransforms: Vec::new(),
             runs_user_code: false,
+            uid: None,
         });
         match parent {
             Some(p) => g.transforms[p].subtransforms.push(id),
@@ -275,6 +277,32 @@ impl Pipeline {
         g.scopes.pop();
         if g.transforms[id].spec.is_none() {
             g.transforms[id].outputs = outputs;
+        }
+    }
+
+    /// Gives the transform the user applied to produce PCollection `pc` (the
+    /// outermost one that outputs it) the uid `uid`.
+    fn set_uid(&self, pc: usize, uid: &str) {
+        let mut g = self.graph.borrow_mut();
+        let producer = (0..g.transforms.len())
+            .filter(|&t| g.transforms[t].outputs.iter().any(|(_, o)| *o == pc))
+            .min_by_key(|&t| g.transforms[t].unique_name.len());
+        let message = if uid.is_empty() {
+            Some("a uid may not be empty".to_string())
+        } else if g.transforms.iter().any(|t| t.uid.as_deref() == Some(uid)) {
+            Some(format!("the uid '{uid}' is already given to another transform"))
+        } else {
+            None
+        };
+        match (producer, message) {
+            (Some(t), None) => g.transforms[t].uid = Some(uid.to_string()),
+            (t, message) => {
+                let transform = t.map(|t| g.transforms[t].unique_name.clone()).unwrap_or_default();
+                g.errors.push(Error::Construction {
+                    transform,
+                    message: message.unwrap_or_else(|| "no transform produces this PCollection: it cannot take a uid".into()),
+                });
+            }
         }
     }
 
@@ -508,6 +536,7 @@ impl Graph {
                         .collect(),
                     subtransforms: t.subtransforms.iter().map(|&s| tid(s)).collect(),
                     environment_id: t.runs_user_code.then(|| RUST_ENV.to_string()),
+                    uid: t.uid.clone(),
                 },
             );
         }
@@ -585,6 +614,25 @@ impl<T: Element> PCollection<T> {
         self.pipeline
             .clone()
             .apply_transform(name, self.clone(), transform)
+    }
+
+    /// Pins the id under which the transform that produced this PCollection keeps
+    /// its state in checkpoints and savepoints (Flink's `uid`), so that the transform
+    /// may be renamed or moved in a later version of the pipeline and still restore
+    /// its state. Without one a transform's id is its full name. For a composite
+    /// (`Count::per_key`, say) the uid stands for its name in the ids of the
+    /// primitives in it.
+    ///
+    /// ```
+    /// let p = tidewater::Pipeline::new(Default::default());
+    /// let kvs = p.create("Kvs", vec![("a".to_string(), 1i64)]);
+    /// let _grouped = kvs.apply("Group v2", tidewater::GroupByKey).with_uid("group");
+    /// let plan = p.to_plan().unwrap();
+    /// assert_eq!(plan.components.transforms["Group v2"].uid.as_deref(), Some("group"));
+    /// ```
+    pub fn with_uid(self, uid: &str) -> Self {
+        self.pipeline.set_uid(self.id, uid);
+        self
     }
 
     /// The pipeline this PCollection belongs to.

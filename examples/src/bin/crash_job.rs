@@ -38,6 +38,10 @@ struct Args {
     /// The table for `--postgres` (it must exist, with a text column `line`).
     #[arg(long, default_value = "crash_job")]
     pg_table: String,
+    /// Which version of the job (the upgrade tests deploy v2 and v3 over v1's
+    /// savepoints).
+    #[arg(long, value_enum, default_value = "v1")]
+    job_version: crash_job::Version,
 }
 
 fn main() -> std::process::ExitCode {
@@ -63,7 +67,7 @@ fn run() -> anyhow::Result<()> {
     };
     match &args.postgres {
         Some(url) => crash_job::build_postgres_over(&p, &input, url, &args.pg_table),
-        None => crash_job::build_over(&p, &input, &args.output),
+        None => crash_job::build_version(&p, &input, &args.output, args.job_version),
     }
     p.run()?;
     Ok(())

@@ -18,17 +18,112 @@
 //! `--rate`, a sink's `--output` while its identity stays) are not in the lists, so
 //! changing them changes nothing here.
 //!
-//! NOT WIRED IN YET: the checkpoint store still compares whole-plan hashes
-//! (`snapshot::plan_hash`). This module is the rule the store will call, and
-//! [`state_ids`] what a plan declares (a stateful DoFn's cells are not listed yet:
-//! the SDK's `StateSpec`s would have to be named by the DoFn).
+//! A snapshot's parts are stored under their transform's name; a part whose id is
+//! restored under another name (a transform renamed, its uid pinned) is renamed to
+//! the new one before any operator reads it ([`Admitted::apply`]), and a dropped id's
+//! parts are left out.
 
+use crate::snapshot::Snapshot;
 use crate::translate::{ExecutablePlan, NodeKind};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-/// The stateful parts of `plan`, with what their bytes mean. Ids are transform names
-/// (a `uid` is not in the plan yet). A grouping's state depends on its input and
+/// What a plan's snapshots are checked against: the hash of the whole plan (a
+/// snapshot of the very same plan restores without more ado) and its stateful parts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlanIdentity {
+    /// [`crate::snapshot::plan_hash`] of the plan.
+    pub hash: u64,
+    /// Its stateful parts ([`state_ids`]).
+    pub state: Vec<StateId>,
+}
+
+impl PlanIdentity {
+    /// `plan`'s identity.
+    pub fn of(plan: &ExecutablePlan) -> PlanIdentity {
+        PlanIdentity {
+            hash: plan.plan_hash,
+            state: state_ids(plan),
+        }
+    }
+
+    /// The state id of the transform named `transform` (its name if it holds no
+    /// state).
+    pub fn id_of<'a>(&'a self, transform: &'a str) -> &'a str {
+        self.state
+            .iter()
+            .find(|s| s.transform == transform)
+            .map_or(transform, |s| s.id.as_str())
+    }
+
+    /// Whether a snapshot of the plan of hash `hash`, holding the stateful parts
+    /// `state` (`None`: a snapshot written before they were recorded), restores into
+    /// this plan; if not, why (`what` names the snapshot). With `allow_non_restored`
+    /// the state of parts gone from the plan is dropped instead of refused.
+    pub fn admit(
+        &self,
+        hash: u64,
+        state: Option<&[StateId]>,
+        allow_non_restored: bool,
+        what: &str,
+    ) -> std::result::Result<Admitted, String> {
+        if hash == self.hash {
+            return Ok(Admitted::default());
+        }
+        let Some(old) = state else {
+            return Err(format!(
+                "{what} belongs to another pipeline (plan hash {hash:016x}, this one {:016x}) and was written before snapshots recorded their state ids, so it restores only into the very same pipeline",
+                self.hash
+            ));
+        };
+        let report = compatibility(old, &self.state);
+        if let Some(why) = report.refusal(allow_non_restored) {
+            return Err(format!(
+                "{what} does not fit this pipeline: {why}"
+            ));
+        }
+        let new: BTreeMap<&str, &StateId> =
+            self.state.iter().map(|s| (s.id.as_str(), s)).collect();
+        let renames = old
+            .iter()
+            .map(|o| {
+                let to = new.get(o.id.as_str()).map(|n| n.transform.clone());
+                (o.transform.clone(), to)
+            })
+            .filter(|(from, to)| to.as_deref() != Some(from.as_str()))
+            .collect();
+        Ok(Admitted { renames })
+    }
+}
+
+/// How an admitted snapshot's parts map onto the plan: per old transform name whose
+/// parts move, its new name, or `None` when its state is dropped.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Admitted {
+    renames: BTreeMap<String, Option<String>>,
+}
+
+impl Admitted {
+    /// Renames `snapshot`'s parts to the plan's transform names and leaves out the
+    /// parts of dropped state. All renames happen at once, so two transforms that swap
+    /// names keep their own state.
+    pub fn apply(&self, snapshot: &mut Snapshot) {
+        if self.renames.is_empty() {
+            return;
+        }
+        snapshot.parts.retain_mut(|p| match self.renames.get(&p.transform) {
+            None => true,
+            Some(None) => false,
+            Some(Some(to)) => {
+                p.transform = to.clone();
+                true
+            }
+        });
+    }
+}
+
+/// The stateful parts of `plan`, with what their bytes mean. Ids are the nodes'
+/// uids (their names unless pinned). A grouping's state depends on its input and
 /// output types, its window fn and its trigger (the trigger's state machine is in the
 /// bytes); its allowed lateness and the like are not in the bytes.
 pub fn state_ids(plan: &ExecutablePlan) -> Vec<StateId> {
@@ -62,13 +157,22 @@ pub fn state_ids(plan: &ExecutablePlan) -> Vec<StateId> {
                 NodeKind::ParDo { side_inputs, .. } if !side_inputs.is_empty() => {
                     (StateKind::SideInput, BTreeMap::new())
                 }
+                NodeKind::Impulse | NodeKind::Create { .. } => (
+                    StateKind::Create,
+                    BTreeMap::from([("output".to_string(), ty(n.outputs[0]))]),
+                ),
+                NodeKind::TestStream { .. } => (
+                    StateKind::TestStream,
+                    BTreeMap::from([("output".to_string(), ty(n.outputs[0]))]),
+                ),
                 _ => return None,
             };
             if let Some(input) = input {
                 fingerprint.insert("input".into(), input);
             }
             Some(StateId {
-                id: n.name.clone(),
+                id: n.uid.clone(),
+                transform: n.name.clone(),
                 kind,
                 fingerprint,
                 cells: BTreeMap::new(),
@@ -91,6 +195,10 @@ pub enum StateKind {
     Sink,
     /// A ParDo holding main input for its side inputs.
     SideInput,
+    /// An Impulse or Create: whether it has emitted.
+    Create,
+    /// A TestStream: how far its script has gone.
+    TestStream,
 }
 
 /// One stateful part, as a snapshot records it and a plan declares it.
@@ -98,6 +206,9 @@ pub enum StateKind {
 pub struct StateId {
     /// Its id: the user's `uid`, or its full transform name.
     pub id: String,
+    /// The transform its parts are stored under (its full name).
+    #[serde(default)]
+    pub transform: String,
     /// Its kind.
     pub kind: StateKind,
     /// What its bytes mean, by name: e.g. `("key", "alloc::string::String")`,
@@ -146,6 +257,8 @@ fn kind_name(k: StateKind) -> String {
         StateKind::Source => "source",
         StateKind::Sink => "sink",
         StateKind::SideInput => "side-input ParDo",
+        StateKind::Create => "Create",
+        StateKind::TestStream => "TestStream",
     }
     .to_string()
 }
@@ -241,7 +354,7 @@ impl Report {
                     "'{id}' changed its {what} from {old} to {new}: its state cannot be read"
                 )),
                 Verdict::Dropped if !allow_non_restored => why.push(format!(
-                    "'{id}' holds state in the snapshot and is not in the pipeline (give it back, pin the new step's id with .with_uid(\"{id}\"), or run with --allow-non-restored-state to drop its state)"
+                    "'{id}' holds state in the snapshot and is not in the pipeline (keep its name, or pin the id of the step that takes its place with .with_uid; or run with --allow-non-restored-state to drop its state)"
                 )),
                 Verdict::CellsDropped(cells) if !allow_non_restored => why.push(format!(
                     "'{id}' no longer has the state cells {} that the snapshot holds (run with --allow-non-restored-state to drop them)",
@@ -295,6 +408,7 @@ mod tests {
         };
         StateId {
             id: id.into(),
+            transform: id.into(),
             kind,
             fingerprint: map(fingerprint),
             cells: map(cells),

@@ -14,11 +14,15 @@
 use crate::snapshot::{decode_part, encode_part, Scope};
 use crate::translate::ExecutablePlan;
 use tidewater::exec::{AnyBatch, ErasedSink, ExecError};
+use tidewater::plan::Json;
 use tidewater::{Error, Result, Txn};
 
 /// One instance of a sink.
 pub struct SinkHost {
     transform: String,
+    /// The sink's configuration (its fields in the plan): recorded with the staged
+    /// transactions, which belong to where they were staged.
+    fields: String,
     /// The job it writes for ([`crate::job`]).
     job: String,
     sink: Box<dyn ErasedSink>,
@@ -38,6 +42,24 @@ struct SinkSnapshot {
     staged: Vec<Txn>,
     /// The job the transactions are of.
     job: String,
+    /// The configuration of the sink that staged them (JSON).
+    fields: String,
+}
+
+/// What snapshots kept of a sink instance before they recorded its configuration.
+#[derive(serde::Deserialize)]
+struct SinkSnapshotWithoutFields {
+    next_epoch: u64,
+    staged: Vec<Txn>,
+    job: String,
+}
+
+/// A sink instance's part, decoded.
+struct Recorded {
+    next_epoch: u64,
+    staged: Vec<Txn>,
+    job: Option<String>,
+    fields: Option<String>,
 }
 
 /// What snapshots kept of a sink instance before they recorded its job.
@@ -47,21 +69,40 @@ struct SinkSnapshotWithoutJob {
     staged: Vec<Txn>,
 }
 
-/// A sink instance's part: its next epoch, staged transactions, and job if recorded.
-fn decode(bytes: &[u8]) -> Result<(u64, Vec<Txn>, Option<String>)> {
+/// A sink instance's part: its next epoch, staged transactions, and job and
+/// configuration if recorded (newest format first: an older one is a prefix of it).
+fn decode(bytes: &[u8]) -> Result<Recorded> {
     if let Ok(s) = decode_part::<SinkSnapshot>(bytes, "a sink's transactions") {
-        return Ok((s.next_epoch, s.staged, Some(s.job)));
+        return Ok(Recorded {
+            next_epoch: s.next_epoch,
+            staged: s.staged,
+            job: Some(s.job),
+            fields: Some(s.fields),
+        });
+    }
+    if let Ok(s) = decode_part::<SinkSnapshotWithoutFields>(bytes, "a sink's transactions") {
+        return Ok(Recorded {
+            next_epoch: s.next_epoch,
+            staged: s.staged,
+            job: Some(s.job),
+            fields: None,
+        });
     }
     let s: SinkSnapshotWithoutJob =
         decode_part(bytes, "a sink's transactions").map_err(crate::stage::unwrap_downstream)?;
-    Ok((s.next_epoch, s.staged, None))
+    Ok(Recorded {
+        next_epoch: s.next_epoch,
+        staged: s.staged,
+        job: None,
+        fields: None,
+    })
 }
 
 /// The job the list parts `parts` of a sink's instances were written by, if they say.
 pub fn recorded_job(parts: &[&[u8]]) -> Result<Option<String>> {
     let mut job = None;
     for bytes in parts {
-        if let (_, _, Some(j)) = decode(bytes)? {
+        if let Some(j) = decode(bytes)?.job {
             match &job {
                 Some(other) if *other != j => {
                     return Err(Error::Checkpoint {
@@ -169,6 +210,7 @@ impl SinkHost {
         let n = &plan.nodes[node];
         let mut host = SinkHost {
             transform: n.name.clone(),
+            fields: n.sink_fields().map(|f| f.get().to_string()).unwrap_or_default(),
             job: job.to_string(),
             sink: n.instantiate_sink()?,
             instance,
@@ -271,6 +313,7 @@ impl SinkHost {
                 next_epoch: self.epoch,
                 staged: self.staged.clone(),
                 job: self.job.clone(),
+                fields: self.fields.clone(),
             }),
         )]
     }
@@ -279,6 +322,10 @@ impl SinkHost {
     /// of those it takes over): every transaction they recorded as staged is committed
     /// (again), and writing goes on at the latest epoch any of them reached. Parts of
     /// another job are refused: their transactions are not this job's to commit.
+    ///
+    /// A transaction is committed where it was staged: by the sink as configured when
+    /// it staged it, if the job was upgraded since with another configuration (a file
+    /// sink's `--output` changed, say), so that nothing staged is lost or written twice.
     pub fn restore(
         plan: &ExecutablePlan,
         node: usize,
@@ -287,8 +334,14 @@ impl SinkHost {
         job: &str,
     ) -> Result<Self> {
         let mut host = SinkHost::new(plan, node, instance, 0, job)?;
+        let n = &plan.nodes[node];
         for bytes in parts {
-            let (next_epoch, staged, recorded) = decode(bytes)?;
+            let Recorded {
+                next_epoch,
+                staged,
+                job: recorded,
+                fields,
+            } = decode(bytes)?;
             if let Some(other) = recorded.filter(|j| j != job) {
                 return Err(Error::Checkpoint {
                     message: format!(
@@ -298,8 +351,24 @@ impl SinkHost {
                 });
             }
             host.epoch = host.epoch.max(next_epoch);
+            let mut before = match fields.filter(|f| *f != host.fields && !staged.is_empty()) {
+                Some(f) => {
+                    let json: Json = serde_json::from_str(&f).map_err(|e| Error::Checkpoint {
+                        message: format!(
+                            "the configuration of sink '{}' in the checkpoint does not decode: {e}",
+                            host.transform
+                        ),
+                    })?;
+                    let mut sink = n.instantiate_sink_as(&json)?;
+                    sink.begin_job(job).map_err(|e| host.err(e))?;
+                    Some(sink)
+                }
+                None => None,
+            };
             for txn in staged {
-                host.sink.commit(&txn).map_err(|e| host.err(e))?;
+                let sink = before.as_mut().unwrap_or(&mut host.sink);
+                sink.commit(&txn)
+                    .map_err(|e| crate::stage::unwrap_downstream(crate::stage::attribute(e, &host.transform)))?;
             }
         }
         Ok(host)
@@ -311,19 +380,40 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_sink_part_records_its_job_and_one_written_before_jobs_still_restores() {
+    fn a_sink_part_records_its_job_and_configuration_and_older_parts_still_restore() {
         let staged = vec![Txn {
             epoch: 4,
             instance: 1,
         }];
+        let fields = r#"{"dir":"/out/1"}"#;
         let now = encode_part(&SinkSnapshot {
+            next_epoch: 5,
+            staged: staged.clone(),
+            job: "j1".into(),
+            fields: fields.into(),
+        });
+        let got = |bytes: &[u8]| {
+            let r = decode(bytes).unwrap();
+            (r.next_epoch, r.staged, r.job, r.fields)
+        };
+        assert_eq!(
+            got(&now),
+            (5, staged.clone(), Some("j1".into()), Some(fields.into()))
+        );
+        #[derive(serde::Serialize)]
+        struct WithoutFields {
+            next_epoch: u64,
+            staged: Vec<Txn>,
+            job: String,
+        }
+        let without_fields = encode_part(&WithoutFields {
             next_epoch: 5,
             staged: staged.clone(),
             job: "j1".into(),
         });
         assert_eq!(
-            decode(&now).unwrap(),
-            (5, staged.clone(), Some("j1".into()))
+            got(&without_fields),
+            (5, staged.clone(), Some("j1".into()), None)
         );
         #[derive(serde::Serialize)]
         struct Before {
@@ -334,12 +424,13 @@ mod tests {
             next_epoch: 5,
             staged: staged.clone(),
         });
-        assert_eq!(decode(&before).unwrap(), (5, staged, None));
+        assert_eq!(got(&before), (5, staged, None, None));
         assert_eq!(recorded_job(&[&before, &now]).unwrap(), Some("j1".into()));
         let other = encode_part(&SinkSnapshot {
             next_epoch: 5,
             staged: Vec::new(),
             job: "j2".into(),
+            fields: fields.into(),
         });
         assert_eq!(
             recorded_job(&[&now, &other]).unwrap_err().to_string(),

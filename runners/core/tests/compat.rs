@@ -33,9 +33,9 @@ fn plan(
 #[test]
 fn stateless_changes_restore_everything_and_a_changed_or_renamed_grouping_is_named() {
     let v1 = plan(false, 10, 0, "Group");
-    assert_eq!(v1.len(), 1, "{v1:?}");
+    assert_eq!(v1.len(), 2, "{v1:?}");
     let same = compatibility(&v1, &plan(true, 10, 5_000, "Group"));
-    assert_eq!(same.render(), "Group: restored\n");
+    assert_eq!(same.render(), "Group: restored\nIn: restored\n");
     assert_eq!(same.refusal(false), None);
 
     let resized = compatibility(&v1, &plan(false, 20, 0, "Group"));
@@ -50,7 +50,7 @@ fn stateless_changes_restore_everything_and_a_changed_or_renamed_grouping_is_nam
     let renamed = compatibility(&v1, &plan(false, 10, 0, "Grouped"));
     assert_eq!(
         renamed.render(),
-        "Group: dropped (its state is not restored)\nGrouped: new (starts empty)\n"
+        "Group: dropped (its state is not restored)\nGrouped: new (starts empty)\nIn: restored\n"
     );
     assert!(renamed.refusal(false).is_some());
     assert_eq!(renamed.refusal(true), None);

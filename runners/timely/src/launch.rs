@@ -4,12 +4,12 @@
 //! summary printed at the end. A runner adds only its policy ([`EngineRunner`]).
 
 use crate::restart::RestartStrategy;
-use crate::{cluster, Clock, EngineConfig, Guarantee, Store};
-use std::path::Path;
+use crate::{cluster, Clock, EngineConfig, Guarantee};
 use std::time::Duration;
 use tidewater::exec::DEFAULT_MAX_KEY_GROUPS;
 use tidewater::runner::PipelineResult;
 use tidewater::{plan::Plan, Error, PipelineOptions, Result};
+use tidewater_runners_core::compat::PlanIdentity;
 use tidewater_runners_core::translate::ExecutablePlan;
 
 /// A runner on the engine: its name, its own options and its policy.
@@ -85,6 +85,14 @@ impl EngineRunner {
     /// Runs `plan` as `options` ask: here, or on a local cluster this process
     /// supervises, or as one process of such a cluster.
     pub fn run(&self, plan: &Plan, options: &PipelineOptions) -> Result<PipelineResult> {
+        if let Some(dir) = &options.engine.check_savepoint {
+            // Says what a run would restore, and ends: 0 if it would, 1 if refused.
+            let identity = PlanIdentity::of(&tidewater_runners_core::translate(plan)?);
+            let allow = options.engine.allow_non_restored_state;
+            let lines = crate::checkpoint::restore::check(dir, &identity, allow)?;
+            print!("{lines}the run would restore it\n");
+            std::process::exit(0);
+        }
         if let Some(n) = options.engine.local_cluster {
             return self.local_cluster(n as usize, plan, options);
         }
@@ -226,45 +234,13 @@ impl EngineRunner {
             }
             _ => None,
         };
-        let hash = tidewater_runners_core::snapshot::plan_hash(plan);
-        let mut restored = match &config.checkpoint_dir {
-            Some(dir) => Store::open(dir)?.latest(hash)?,
-            None => None,
-        };
-        // A savepoint starts the job; once it has a checkpoint of its own (a restart
-        // after a failure), that is newer.
-        let mut origin = match &config.checkpoint_dir {
-            Some(dir) => format!(
-                "{} holds no checkpoint (a new or emptied checkpoint directory), so this run starts from the beginning",
-                dir.display()
-            ),
-            None => "without --checkpoint-dir, this run starts from the beginning".to_string(),
-        };
-        if let Some(r) = &restored {
-            origin = format!(
-                "this run restores checkpoint {} in {}{}",
-                r.manifest.epoch,
-                config
-                    .checkpoint_dir
-                    .as_deref()
-                    .unwrap_or(Path::new("?"))
-                    .display(),
-                if r.notes.is_empty() {
-                    String::new()
-                } else {
-                    format!(", the newest usable ({})", r.notes.join("; "))
-                }
-            );
-        }
-        if let (None, Some(savepoint)) = (&restored, &options.engine.from_savepoint) {
-            let r = from_savepoint(savepoint, hash)?;
-            origin = format!(
-                "this run restores savepoint {} (epoch {})",
-                savepoint.display(),
-                r.manifest.epoch
-            );
-            restored = Some(r);
-        }
+        let identity = PlanIdentity::of(&exec);
+        let (restored, origin) = crate::checkpoint::restore::restore_point(
+            &identity,
+            config.checkpoint_dir.as_deref(),
+            options.engine.from_savepoint.as_deref(),
+            options.engine.allow_non_restored_state,
+        )?;
         if let Some(r) = &restored {
             for note in &r.notes {
                 tracing::warn!("{} runner: {note}", self.name);
@@ -551,27 +527,6 @@ fn refuse_unaligned_script(plan: &ExecutablePlan, config: &EngineConfig) -> Resu
         ));
     }
     Ok(())
-}
-
-/// The checkpoint in savepoint directory `dir` for the plan of hash `hash`; the
-/// directory is only read.
-fn from_savepoint(dir: &Path, hash: u64) -> Result<crate::checkpoint::store::Restored> {
-    if !dir.join("parts").is_dir() {
-        return Err(Error::Checkpoint {
-            message: format!(
-                "--from-savepoint {}: no savepoint there (a directory that --savepoint-dir wrote)",
-                dir.display()
-            ),
-        });
-    }
-    Store::open(dir)?
-        .latest(hash)?
-        .ok_or_else(|| Error::Checkpoint {
-            message: format!(
-                "--from-savepoint {}: it holds no complete checkpoint",
-                dir.display()
-            ),
-        })
 }
 
 fn stderr_is_terminal() -> bool {

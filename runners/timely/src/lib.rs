@@ -170,6 +170,8 @@ pub struct Shared {
     pub config: EngineConfig,
     /// The plan's hash.
     pub plan_hash: u64,
+    /// The plan's stateful parts by id.
+    pub identity: Arc<tidewater_runners_core::compat::PlanIdentity>,
     /// The checkpoint restored from.
     pub restored: Option<Restored>,
     /// Failures.
@@ -310,10 +312,12 @@ fn run_engine(
     config: &EngineConfig,
     restored: Option<Restored>,
 ) -> Result<PipelineResult> {
+    let identity = Arc::new(tidewater_runners_core::compat::PlanIdentity::of(&exec));
     let shared = Arc::new(Shared {
         exec,
         config: config.clone(),
         plan_hash: tidewater_runners_core::snapshot::plan_hash(plan),
+        identity,
         restored,
         abort: Arc::new(Abort::default()),
         durable: Mutex::new(None),

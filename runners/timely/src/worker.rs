@@ -119,6 +119,7 @@ fn run(worker: &mut timely::worker::Worker, shared: &Shared) -> Result<WorkerOut
         ),
         store: store.clone(),
         plan_hash: shared.plan_hash,
+        identity: shared.identity.clone(),
         probe: probe.clone(),
         captures: RefCell::new(BTreeMap::new()),
         metrics: RefCell::new(MetricResults::default()),

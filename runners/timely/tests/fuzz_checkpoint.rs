@@ -22,6 +22,13 @@ static ALLOCATOR: cap::Cap<std::alloc::System> = cap::Cap::new(std::alloc::Syste
 
 const PLAN: u64 = 7;
 
+fn identity() -> tidewater_runners_core::compat::PlanIdentity {
+    tidewater_runners_core::compat::PlanIdentity {
+        hash: PLAN,
+        state: Vec::new(),
+    }
+}
+
 fn snap(epoch: u64, bytes: &[u8]) -> Snapshot {
     Snapshot {
         plan_hash: PLAN,
@@ -46,7 +53,7 @@ fn write_checkpoints(dir: &Path) {
         store
             .write_part(1, 1, e, e, &snap(e, b"second worker"))
             .unwrap();
-        store.complete(e, &[1], 2, PLAN, 4).unwrap();
+        store.complete(e, &[1], 2, &identity(), 4).unwrap();
     }
 }
 
@@ -100,7 +107,7 @@ fn replace_at(v: &mut Value, path: &[usize], with: &Value) {
 fn read_newest(dir: &Path) {
     if let Ok(store) = Store::open(dir) {
         // A checkpoint, a fallback, or an error: all fine; a panic is not.
-        let _ = store.latest(PLAN);
+        let _ = store.latest(&identity(), false);
     }
 }
 
@@ -156,7 +163,7 @@ fn a_manifest_naming_a_file_outside_the_checkpoint_is_refused() {
         std::fs::write(&newest, serde_json::to_vec(&v).unwrap()).unwrap();
         let restored = Store::open(dir.path())
             .unwrap()
-            .latest(PLAN)
+            .latest(&identity(), false)
             .unwrap()
             .unwrap();
         assert_eq!(restored.manifest.epoch, 1, "{name}: fell back");

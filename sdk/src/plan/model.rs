@@ -67,6 +67,11 @@ pub struct TransformSpec {
     /// Environment of the user code, for transforms that run user code.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub environment_id: Option<String>,
+    /// The id its state is kept under in snapshots, pinned by the user
+    /// (`.with_uid`); without one, its unique name. A composite's uid renames the
+    /// state of the primitives in it: `uid` + the rest of their names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
 }
 
 /// Bounded or unbounded.

@@ -104,6 +104,10 @@ pub enum NodeKind {
 pub struct Node {
     /// The transform's unique name.
     pub name: String,
+    /// The id its state is matched by when a snapshot is restored into a changed
+    /// pipeline: its name, or the uid the user pinned on it or on a composite around
+    /// it (see [`crate::compat`]).
+    pub uid: String,
     /// What it does.
     pub kind: NodeKind,
     /// Input PCollections (indices into [`ExecutablePlan::pcollections`]).
@@ -160,6 +164,23 @@ impl Node {
                 factory,
                 fields,
             } => self.build(name, factory.as_ref(), fields),
+            _ => Err(Error::Internal(format!("'{}' is not a sink", self.name))),
+        }
+    }
+
+    /// A sink node's fields (its configuration, as the plan holds it).
+    pub fn sink_fields(&self) -> Option<&Json> {
+        match &self.kind {
+            NodeKind::Sink { fields, .. } => Some(fields),
+            _ => None,
+        }
+    }
+
+    /// An instance of a sink node's sink as configured by `fields` (another version's
+    /// configuration of the same registered sink).
+    pub fn instantiate_sink_as(&self, fields: &Json) -> Result<Box<dyn tidewater::exec::ErasedSink>> {
+        match &self.kind {
+            NodeKind::Sink { name, factory, .. } => self.build(name, factory.as_ref(), fields),
             _ => Err(Error::Internal(format!("'{}' is not a sink", self.name))),
         }
     }
@@ -433,6 +454,7 @@ pub fn translate(plan: &Plan) -> Result<ExecutablePlan> {
         });
     }
     // Primitive transforms.
+    let uids = uids(c)?;
     let mut nodes = Vec::new();
     for t in c.transforms.values() {
         let Some(spec) = &t.spec else { continue };
@@ -626,6 +648,10 @@ pub fn translate(plan: &Plan) -> Result<ExecutablePlan> {
         };
         let node = Node {
             name: t.unique_name.clone(),
+            uid: uids
+                .get(t.unique_name.as_str())
+                .cloned()
+                .unwrap_or_else(|| t.unique_name.clone()),
             kind,
             inputs,
             outputs,
@@ -657,6 +683,47 @@ pub fn translate(plan: &Plan) -> Result<ExecutablePlan> {
         pcollections,
         plan_hash: crate::snapshot::plan_hash(plan),
     })
+}
+
+/// Each transform's state id: the uid of the nearest transform around it (itself
+/// included) that has one, followed by the rest of its name; else its name. Two
+/// transforms with one id are refused: their state could not be told apart.
+fn uids(c: &tidewater::plan::Components) -> Result<BTreeMap<&str, String>> {
+    let mut parent: BTreeMap<&str, &TransformSpec> = BTreeMap::new();
+    for t in c.transforms.values() {
+        for sub in &t.subtransforms {
+            if let Some(s) = c.transforms.get(sub) {
+                parent.insert(s.unique_name.as_str(), t);
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    let mut seen: BTreeMap<String, &str> = BTreeMap::new();
+    for t in c.transforms.values().filter(|t| t.spec.is_some()) {
+        let mut at = Some(t);
+        let id = loop {
+            match at {
+                Some(a) => match &a.uid {
+                    Some(uid) => {
+                        break format!(
+                            "{uid}{}",
+                            t.unique_name.get(a.unique_name.len()..).unwrap_or_default()
+                        )
+                    }
+                    None => at = parent.get(a.unique_name.as_str()).copied(),
+                },
+                None => break t.unique_name.clone(),
+            }
+        };
+        if let Some(other) = seen.insert(id.clone(), &t.unique_name) {
+            return Err(invalid(format!(
+                "transforms '{other}' and '{}' both keep their state under the id '{id}': give one another uid",
+                t.unique_name
+            )));
+        }
+        out.insert(t.unique_name.as_str(), id);
+    }
+    Ok(out)
 }
 
 fn topological_order(nodes: &[Node], pcs: &[PCollectionInfo]) -> Result<Vec<usize>> {

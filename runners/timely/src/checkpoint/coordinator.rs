@@ -12,9 +12,10 @@ use crate::epochs::FINAL_EPOCH;
 use crate::task::WorkerCtx;
 use std::cell::RefCell;
 use std::rc::Rc;
-use std::sync::{mpsc, Mutex};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 use tidewater::{Error, Result};
+use tidewater_runners_core::compat::PlanIdentity;
 use tidewater_runners_core::sink_host::SinkHost;
 
 /// One worker's coordinator.
@@ -152,7 +153,7 @@ impl Coordinator {
             target,
             &self.stateful,
             ctx.peers,
-            ctx.plan_hash,
+            &ctx.identity,
             ctx.max_key_groups,
         )?
         else {
@@ -260,20 +261,20 @@ impl Manifests {
         durable: u64,
         tasks: &[usize],
         workers: usize,
-        plan_hash: u64,
+        plan: &Arc<PlanIdentity>,
         max_key_groups: u32,
     ) -> Result<Option<(u64, Manifest, Duration)>> {
         if self.pending.is_none() {
             let (tx, rx) = mpsc::channel();
-            let (store, tasks) = (store.clone(), tasks.to_vec());
+            let (store, tasks, plan) = (store.clone(), tasks.to_vec(), plan.clone());
             let worker = std::thread::current();
             std::thread::Builder::new()
                 .name("tidewater-manifest".into())
                 .spawn(move || {
                     let written = if durable == FINAL_EPOCH {
-                        store.complete_last(&tasks, workers, plan_hash, max_key_groups)
+                        store.complete_last(&tasks, workers, &plan, max_key_groups)
                     } else {
-                        store.complete(durable, &tasks, workers, plan_hash, max_key_groups)
+                        store.complete(durable, &tasks, workers, &plan, max_key_groups)
                     };
                     let _ = tx.send(written);
                     worker.unpark();

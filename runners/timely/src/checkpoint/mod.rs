@@ -18,9 +18,11 @@
 //!    only. On restart the newest complete checkpoint is restored, by key group, at any
 //!    parallelism ([`store`]).
 //!
-//! One job at a time uses a directory ([`lock`]).
+//! One job at a time uses a directory ([`lock`]). Where a run starts, and whether a
+//! changed pipeline may restore a checkpoint's state, is [`restore`]'s.
 
 pub mod coordinator;
 pub mod lock;
+pub mod restore;
 pub mod store;
 pub mod writer;

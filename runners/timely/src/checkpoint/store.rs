@@ -6,7 +6,7 @@
 //! ```text
 //! DIR/parts/n{node}-w{worker}-{first}-{last}.snap   a task's parts, in core's snapshot format
 //! DIR/checkpoint-{epoch}.manifest                    a complete checkpoint (JSON)
-//! DIR/offsets/b{batch}-n{node}-w{worker}.offsets     a micro-batch's source ranges
+//! DIR/offsets/b{batch}-s{source}-w{worker}.offsets   a micro-batch's source ranges
 //! ```
 //!
 //! A task that closes epochs `first..=last` at once (nothing reached it in between, so
@@ -35,12 +35,19 @@
 //! Recovery reads the newest manifest whose files are all present and match their
 //! checksums, and applies each delta to the files it builds on; a corrupt or missing
 //! file makes it fall back to the previous one, and says so.
+//!
+//! A manifest records the plan's stateful parts by id (`tidewater_runners_core::compat`),
+//! so that a changed pipeline restores a checkpoint whose state it can read: parts
+//! matched by id, renamed to the plan's transform names, and the state of parts gone
+//! from the plan dropped only when the user allows it. A checkpoint the plan cannot
+//! restore is refused, never fallen back from: an older one would not restore either.
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use tidewater::{Error, Result};
+use tidewater_runners_core::compat::{Admitted, PlanIdentity, StateId};
 use tidewater_runners_core::delta::apply_delta;
 use tidewater_runners_core::snapshot::{BaseRef, Snapshot};
 use tidewater_runners_core::source_driver::ReadRange;
@@ -48,15 +55,20 @@ use tidewater_runners_core::source_driver::ReadRange;
 /// One source task's ranges of one micro-batch, in the write-ahead offset log.
 #[derive(Serialize, Deserialize)]
 struct OffsetEntry {
-    plan_hash: u64,
+    /// The source's state id.
+    source: String,
     batch: u64,
-    node: usize,
     worker: usize,
     ranges: Vec<ReadRange>,
 }
 
-fn offsets_name(batch: u64, node: usize, worker: usize) -> String {
-    format!("b{batch:020}-n{node}-w{worker}.offsets")
+/// The log's files of source `source` (a state id) in batch `batch` begin so: the id
+/// goes in as its hash, since an id may hold any character.
+fn offsets_prefix(batch: u64, source: &str) -> String {
+    format!(
+        "b{batch:020}-s{:016x}-w",
+        tidewater::exec::key_hash(source.as_bytes())
+    )
 }
 
 /// The batch an offsets file belongs to.
@@ -74,6 +86,10 @@ pub struct Manifest {
     pub epoch: u64,
     /// The plan's hash.
     pub plan_hash: u64,
+    /// The plan's stateful parts: what a changed plan restores by (absent in
+    /// checkpoints written before they were recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<Vec<StateId>>,
     /// The number of key groups.
     pub max_key_groups: u32,
     /// How many workers wrote it.
@@ -317,41 +333,37 @@ impl Store {
     pub fn write_offsets(
         &self,
         batch: u64,
-        node: usize,
+        source: &str,
         worker: usize,
-        plan_hash: u64,
         ranges: &[ReadRange],
     ) -> Result<()> {
         let dir = self.dir.join("offsets");
         std::fs::create_dir_all(&dir).map_err(|e| io_error("cannot create", &dir, e))?;
         let body = serde_json::to_vec(&OffsetEntry {
-            plan_hash,
+            source: source.to_string(),
             batch,
-            node,
             worker,
             ranges: ranges.to_vec(),
         })
         .expect("an offsets entry encodes");
         let mut bytes = format!("{:08x}\n", crc32fast::hash(&body)).into_bytes();
         bytes.extend_from_slice(&body);
-        write_atomic(&dir.join(offsets_name(batch, node, worker)), &bytes)
+        let name = format!("{}{worker}.offsets", offsets_prefix(batch, source));
+        write_atomic(&dir.join(name), &bytes)
     }
 
-    /// The ranges the write-ahead offset log holds for node `node`'s source in batch
-    /// `batch`, from every worker that logged it; `None` if none did. A file that does
-    /// not match its checksum, or that another pipeline wrote, is an error: replaying a
-    /// batch with other ranges could give other results.
-    pub fn read_offsets(
-        &self,
-        batch: u64,
-        node: usize,
-        plan_hash: u64,
-    ) -> Result<Option<Vec<ReadRange>>> {
+    /// The ranges the write-ahead offset log holds for source `source` (its state
+    /// id) in batch `batch`, from every worker that logged it; `None` if none did. A
+    /// file that does not match its checksum, or that another source wrote, is an
+    /// error: replaying a batch with other ranges could give other results. The log is
+    /// keyed by the source's id, so a changed pipeline resumed after a failure replays
+    /// the batches its sources had fixed.
+    pub fn read_offsets(&self, batch: u64, source: &str) -> Result<Option<Vec<ReadRange>>> {
         let dir = self.dir.join("offsets");
         let Ok(listing) = std::fs::read_dir(&dir) else {
             return Ok(None);
         };
-        let prefix = format!("b{batch:020}-n{node}-w");
+        let prefix = offsets_prefix(batch, source);
         let mut ranges: Option<Vec<ReadRange>> = None;
         for entry in listing {
             let entry = entry.map_err(|e| io_error("cannot list", &dir, e))?;
@@ -379,12 +391,13 @@ impl Store {
                 return Err(corrupt());
             }
             let entry: OffsetEntry = serde_json::from_slice(body).map_err(|_| corrupt())?;
-            if entry.plan_hash != plan_hash {
+            if entry.source != source || entry.batch != batch {
                 return Err(Error::Checkpoint {
                     message: format!(
-                        "{} belongs to another pipeline (plan hash {:016x}, this one {plan_hash:016x})",
+                        "{} holds the ranges of source '{}' in batch {}, not of '{source}' in batch {batch}",
                         path.display(),
-                        entry.plan_hash
+                        entry.source,
+                        entry.batch
                     ),
                 });
             }
@@ -429,10 +442,10 @@ impl Store {
         epoch: u64,
         tasks: &[usize],
         workers: usize,
-        plan_hash: u64,
+        plan: &PlanIdentity,
         max_key_groups: u32,
     ) -> Result<Manifest> {
-        self.write_manifest(epoch, tasks, workers, plan_hash, max_key_groups, false)
+        self.write_manifest(epoch, tasks, workers, plan, max_key_groups, false)
     }
 
     /// Every task has finished: writes the job's last checkpoint over the files that
@@ -442,7 +455,7 @@ impl Store {
         &self,
         tasks: &[usize],
         workers: usize,
-        plan_hash: u64,
+        plan: &PlanIdentity,
         max_key_groups: u32,
     ) -> Result<Manifest> {
         let files = self.part_files()?;
@@ -453,7 +466,7 @@ impl Store {
             .max()
             .unwrap_or(0)
             .max(self.manifests()?.last().map_or(0, |e| e.saturating_add(1)));
-        self.write_manifest(label, tasks, workers, plan_hash, max_key_groups, true)
+        self.write_manifest(label, tasks, workers, plan, max_key_groups, true)
     }
 
     /// The label of the job's last checkpoint, once written.
@@ -482,7 +495,7 @@ impl Store {
         epoch: u64,
         tasks: &[usize],
         workers: usize,
-        plan_hash: u64,
+        plan: &PlanIdentity,
         max_key_groups: u32,
         last: bool,
     ) -> Result<Manifest> {
@@ -507,13 +520,14 @@ impl Store {
                     name: name.clone(),
                     len: bytes.len() as u64,
                     crc: crc32fast::hash(&bytes),
-                    base: Snapshot::decode_header(&bytes, plan_hash)?.base,
+                    base: Snapshot::decode_header(&bytes, plan.hash)?.base,
                 });
             }
         }
         let manifest = Manifest {
             epoch,
-            plan_hash,
+            plan_hash: plan.hash,
+            state: Some(plan.state.clone()),
             max_key_groups,
             workers,
             files: entries,
@@ -574,6 +588,11 @@ impl Store {
         Ok(())
     }
 
+    /// Checkpoint `epoch`'s manifest.
+    pub fn manifest(&self, epoch: u64) -> Result<Manifest> {
+        self.read_manifest(epoch)
+    }
+
     fn read_manifest(&self, epoch: u64) -> Result<Manifest> {
         let path = self.dir.join(manifest_name(epoch));
         let bytes = read_bounded(&path, MAX_MANIFEST)?;
@@ -590,18 +609,62 @@ impl Store {
         })
     }
 
-    /// Reads checkpoint `epoch`, checking every file against its manifest.
-    pub fn read(&self, epoch: u64, plan_hash: u64) -> Result<(Manifest, Snapshot)> {
+    /// Whether checkpoint `epoch` restores into `plan` (see
+    /// [`PlanIdentity::admit`]): its manifest, and how its parts map onto the plan.
+    pub fn admit(
+        &self,
+        epoch: u64,
+        plan: &PlanIdentity,
+        allow_non_restored: bool,
+    ) -> Result<(Manifest, Admitted)> {
         let manifest = self.read_manifest(epoch)?;
-        if manifest.plan_hash != plan_hash {
-            return Err(Error::Checkpoint {
-                message: format!(
-                    "checkpoint {epoch} in {} belongs to another pipeline (plan hash {:016x}, this one {plan_hash:016x})",
-                    self.dir.display(),
-                    manifest.plan_hash
-                ),
-            });
-        }
+        let admitted = self.admit_manifest(&manifest, plan, allow_non_restored)?;
+        Ok((manifest, admitted))
+    }
+
+    fn admit_manifest(
+        &self,
+        manifest: &Manifest,
+        plan: &PlanIdentity,
+        allow_non_restored: bool,
+    ) -> Result<Admitted> {
+        plan.admit(
+            manifest.plan_hash,
+            manifest.state.as_deref(),
+            allow_non_restored,
+            &format!("checkpoint {} in {}", manifest.epoch, self.dir.display()),
+        )
+        .map_err(|message| Error::Checkpoint { message })
+    }
+
+    /// Reads checkpoint `epoch` for `plan`, checking every file against its manifest;
+    /// its parts carry the plan's transform names.
+    pub fn read(
+        &self,
+        epoch: u64,
+        plan: &PlanIdentity,
+        allow_non_restored: bool,
+    ) -> Result<(Manifest, Snapshot)> {
+        let (manifest, admitted) = self.admit(epoch, plan, allow_non_restored)?;
+        self.read_admitted(manifest, &admitted, plan)
+    }
+
+    fn read_admitted(
+        &self,
+        manifest: Manifest,
+        admitted: &Admitted,
+        plan: &PlanIdentity,
+    ) -> Result<(Manifest, Snapshot)> {
+        let mut all = self.read_files(&manifest)?;
+        all.plan_hash = plan.hash;
+        admitted.apply(&mut all);
+        Ok((manifest, all))
+    }
+
+    /// Every part of checkpoint `manifest`, as written (a delta applied to the files it
+    /// builds on), each file checked against the manifest.
+    fn read_files(&self, manifest: &Manifest) -> Result<Snapshot> {
+        let (epoch, plan_hash) = (manifest.epoch, manifest.plan_hash);
         let mut all = Snapshot {
             plan_hash,
             max_key_groups: manifest.max_key_groups,
@@ -654,15 +717,36 @@ impl Store {
             }
             all.parts.extend(parts);
         }
-        Ok((manifest, all))
+        Ok(all)
     }
 
-    /// The newest checkpoint that reads back whole, if any; corrupt newer ones are
-    /// skipped and named in the notes. A checkpoint of another pipeline is an error.
-    pub fn latest(&self, plan_hash: u64) -> Result<Option<Restored>> {
+    /// The newest checkpoint that reads back whole, if any, for `plan`; corrupt newer
+    /// ones are skipped and named in the notes. A checkpoint the plan cannot restore
+    /// (another pipeline, or state it cannot read) is an error.
+    pub fn latest(
+        &self,
+        plan: &PlanIdentity,
+        allow_non_restored: bool,
+    ) -> Result<Option<Restored>> {
         let mut notes = Vec::new();
+        let mut unusable = |epoch: u64, message: String| {
+            notes.push(format!(
+                "checkpoint {epoch} is unusable ({message}); falling back to an older one"
+            ))
+        };
         for epoch in self.manifests()?.into_iter().rev() {
-            match self.read(epoch, plan_hash) {
+            let manifest = match self.read_manifest(epoch) {
+                Ok(m) => m,
+                Err(Error::Checkpoint { message }) => {
+                    unusable(epoch, message);
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            // Refused, not fallen back from: an older checkpoint of the same job
+            // holds the same parts.
+            let admitted = self.admit_manifest(&manifest, plan, allow_non_restored)?;
+            match self.read_admitted(manifest, &admitted, plan) {
                 Ok((manifest, snapshot)) => {
                     return Ok(Some(Restored {
                         manifest,
@@ -670,11 +754,7 @@ impl Store {
                         notes,
                     }))
                 }
-                Err(Error::Checkpoint { message }) if !message.contains("another pipeline") => {
-                    notes.push(format!(
-                        "checkpoint {epoch} is unusable ({message}); falling back to an older one"
-                    ));
-                }
+                Err(Error::Checkpoint { message }) => unusable(epoch, message),
                 Err(e) => return Err(e),
             }
         }

@@ -105,6 +105,8 @@ pub struct WorkerCtx {
     pub encode_on_writer: bool,
     /// The plan's hash (in every file).
     pub plan_hash: u64,
+    /// The plan's stateful parts by id (in every manifest).
+    pub identity: std::sync::Arc<tidewater_runners_core::compat::PlanIdentity>,
     /// The durable probe, after every task.
     pub probe: ProbeHandle<u64>,
     /// Captured outputs (filled on worker 0).

@@ -147,7 +147,7 @@ impl ReadTask for Reading<'_> {
     fn logged_ranges(&self) -> Result<Option<Vec<ReadRange>>> {
         let ctx = &self.task.ctx;
         match &ctx.store {
-            Some(store) => store.read_offsets(self.task.cur, self.task.node, ctx.plan_hash),
+            Some(store) => store.read_offsets(self.task.cur, ctx.identity.id_of(&self.task.name)),
             None => Ok(None),
         }
     }
@@ -156,7 +156,8 @@ impl ReadTask for Reading<'_> {
         let ctx = &self.task.ctx;
         match &ctx.store {
             Some(store) => {
-                store.write_offsets(self.task.cur, self.task.node, ctx.me, ctx.plan_hash, ranges)
+                let source = ctx.identity.id_of(&self.task.name);
+                store.write_offsets(self.task.cur, source, ctx.me, ranges)
             }
             None => Ok(()),
         }

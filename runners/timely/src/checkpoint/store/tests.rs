@@ -3,6 +3,21 @@
 use super::*;
 use tidewater_runners_core::snapshot::{Part, Scope};
 
+/// A plan of hash `hash` whose one stateful part is `T` (hash 7) or `U` (another).
+fn plan(hash: u64) -> PlanIdentity {
+    let id = if hash == 7 { "T" } else { "U" };
+    PlanIdentity {
+        hash,
+        state: vec![StateId {
+            id: id.into(),
+            transform: id.into(),
+            kind: tidewater_runners_core::compat::StateKind::Grouping,
+            fingerprint: Default::default(),
+            cells: Default::default(),
+        }],
+    }
+}
+
 fn snap(bytes: &[u8]) -> Snapshot {
     Snapshot {
         plan_hash: 7,
@@ -24,15 +39,15 @@ fn a_checkpoint_names_the_file_whose_range_holds_its_epoch_and_reads_back() {
     store.write_part(1, 0, 0, 2, &snap(b"a")).unwrap();
     store.write_part(1, 1, 0, 0, &snap(b"b")).unwrap();
     store.write_part(1, 1, 1, 3, &snap(b"c")).unwrap();
-    let m = store.complete(2, &[1], 2, 7, 4).unwrap();
+    let m = store.complete(2, &[1], 2, &plan(7), 4).unwrap();
     let names: Vec<&str> = m.files.iter().map(|f| f.name.as_str()).collect();
     assert_eq!(names, ["n1-w0-0-2.snap", "n1-w1-1-3.snap"]);
-    let r = store.latest(7).unwrap().unwrap();
+    let r = store.latest(&plan(7), false).unwrap().unwrap();
     assert_eq!(r.manifest.epoch, 2);
     let bytes: Vec<&[u8]> = r.snapshot.parts.iter().map(|p| &p.bytes[..]).collect();
     assert_eq!(bytes, [b"a", b"c"]);
     assert!(
-        store.complete(4, &[1], 2, 7, 4).is_err(),
+        store.complete(4, &[1], 2, &plan(7), 4).is_err(),
         "worker 0 has no file for 4"
     );
 }
@@ -42,11 +57,11 @@ fn a_corrupt_file_falls_back_to_the_previous_checkpoint_and_says_so() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path()).unwrap();
     store.write_part(1, 0, 0, 0, &snap(b"old")).unwrap();
-    store.complete(0, &[1], 1, 7, 4).unwrap();
+    store.complete(0, &[1], 1, &plan(7), 4).unwrap();
     store.write_part(1, 0, 1, 1, &snap(b"new")).unwrap();
-    store.complete(1, &[1], 1, 7, 4).unwrap();
+    store.complete(1, &[1], 1, &plan(7), 4).unwrap();
     flip_last_byte(&dir.path().join("parts").join("n1-w0-1-1.snap"));
-    let r = store.latest(7).unwrap().unwrap();
+    let r = store.latest(&plan(7), false).unwrap().unwrap();
     assert_eq!(r.manifest.epoch, 0);
     assert_eq!(r.snapshot.parts[0].bytes, b"old");
     assert_eq!(r.notes.len(), 1);
@@ -56,9 +71,14 @@ fn a_corrupt_file_falls_back_to_the_previous_checkpoint_and_says_so() {
         "{}",
         r.notes[0]
     );
+    let e = store.latest(&plan(8), false).unwrap_err().to_string();
     assert!(
-        matches!(store.latest(8), Err(Error::Checkpoint { message }) if message.contains("another pipeline"))
+        e.contains("cannot be restored into this pipeline: 'T' holds state in the snapshot and is not in the pipeline"),
+        "{e}"
     );
+    // Allowed to drop it, the other pipeline restores none of it.
+    let r = store.latest(&plan(8), true).unwrap().unwrap();
+    assert_eq!((r.manifest.epoch, r.snapshot.parts.len()), (0, 0));
 }
 
 #[test]
@@ -67,7 +87,7 @@ fn only_the_last_checkpoints_and_their_files_are_kept() {
     let store = Store::open(dir.path()).unwrap();
     for e in 0..6u64 {
         store.write_part(1, 0, e, e, &snap(b"x")).unwrap();
-        store.complete(e, &[1], 1, 7, 4).unwrap();
+        store.complete(e, &[1], 1, &plan(7), 4).unwrap();
     }
     assert_eq!(store.manifests().unwrap(), [3, 4, 5]);
     assert_eq!(
@@ -147,7 +167,7 @@ fn write_chains(store: &Store, epochs: std::ops::Range<u64>, full: impl Fn(u64) 
             keyed(e, (Scope::KeyGroupDelta(0), delta), &id, chain.clone())
         };
         chain.push(store.write_part(1, 0, e, e, &snapshot).unwrap());
-        store.complete(e, &[1], 1, 7, 4).unwrap();
+        store.complete(e, &[1], 1, &plan(7), 4).unwrap();
     }
 }
 
@@ -156,7 +176,7 @@ fn a_delta_reads_back_applied_to_the_files_it_builds_on() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path()).unwrap();
     write_chains(&store, 0..3, |e| e == 0);
-    let r = store.latest(7).unwrap().unwrap();
+    let r = store.latest(&plan(7), false).unwrap().unwrap();
     assert_eq!(r.manifest.epoch, 2);
     let f = &r.manifest.files[0];
     assert_eq!(f.name, "n1-w0-2-2.snap");
@@ -183,7 +203,7 @@ fn a_delta_reads_back_applied_to_the_files_it_builds_on() {
     store.copy_checkpoint(2, copy.path()).unwrap();
     let again = Store::open(copy.path())
         .unwrap()
-        .latest(7)
+        .latest(&plan(7), false)
         .unwrap()
         .unwrap();
     assert_eq!(again.snapshot.parts, r.snapshot.parts);
@@ -205,7 +225,7 @@ fn a_corrupt_full_file_falls_back_to_a_checkpoint_that_does_not_build_on_it() {
             .collect::<Vec<_>>()
     );
     flip_last_byte(&dir.path().join("parts").join("n1-w0-3-3.snap"));
-    let r = store.latest(7).unwrap().unwrap();
+    let r = store.latest(&plan(7), false).unwrap().unwrap();
     assert_eq!(r.manifest.epoch, 2);
     assert_eq!(
         r.snapshot.parts[0].bytes,
@@ -225,7 +245,7 @@ fn a_corrupt_full_file_falls_back_to_a_checkpoint_that_does_not_build_on_it() {
     // The first full file has nothing before it: no checkpoint is usable, and
     // the run stops with the reason rather than start again from nothing.
     flip_last_byte(&dir.path().join("parts").join("n1-w0-0-0.snap"));
-    let e = store.latest(7).unwrap_err().to_string();
+    let e = store.latest(&plan(7), false).unwrap_err().to_string();
     assert!(e.contains("no usable checkpoint"), "{e}");
 }
 
@@ -257,30 +277,35 @@ fn the_offset_log_reads_back_every_workers_ranges_checks_them_and_is_pruned() {
         count,
         left: (p == 0).then_some(count + 4),
     };
-    assert_eq!(store.read_offsets(2, 1, 7).unwrap(), None);
+    assert_eq!(store.read_offsets(2, "S").unwrap(), None);
     store
-        .write_offsets(2, 1, 0, 7, &[range(0, 5), range(2, 0)])
+        .write_offsets(2, "S", 0, &[range(0, 5), range(2, 0)])
         .unwrap();
-    store.write_offsets(2, 1, 1, 7, &[range(1, 3)]).unwrap();
-    store.write_offsets(3, 1, 0, 7, &[range(0, 9)]).unwrap();
-    let mut got = store.read_offsets(2, 1, 7).unwrap().unwrap();
+    store.write_offsets(2, "S", 1, &[range(1, 3)]).unwrap();
+    store.write_offsets(3, "S", 0, &[range(0, 9)]).unwrap();
+    let mut got = store.read_offsets(2, "S").unwrap().unwrap();
     got.sort_by_key(|r| r.partition);
     assert_eq!(got, vec![range(0, 5), range(1, 3), range(2, 0)]);
-    let e = store.read_offsets(2, 1, 8).unwrap_err().to_string();
-    assert!(e.contains("another pipeline"), "{e}");
+    // A file is checked to be the source's it is named for.
+    let offsets = dir.path().join("offsets");
+    let file = |batch, source| offsets.join(format!("{}0.offsets", offsets_prefix(batch, source)));
+    std::fs::copy(file(2, "S"), file(2, "R")).unwrap();
+    let e = store.read_offsets(2, "R").unwrap_err().to_string();
+    assert!(e.contains("holds the ranges of source 'S' in batch 2, not of 'R'"), "{e}");
+    std::fs::remove_file(file(2, "R")).unwrap();
     // A flipped byte is found by the checksum.
-    let path = dir.path().join("offsets").join(offsets_name(3, 1, 0));
+    let path = file(3, "S");
     let mut bytes = std::fs::read(&path).unwrap();
     let last = bytes.len() - 3;
     bytes[last] ^= 1;
     std::fs::write(&path, bytes).unwrap();
-    let e = store.read_offsets(3, 1, 7).unwrap_err().to_string();
+    let e = store.read_offsets(3, "S").unwrap_err().to_string();
     assert!(e.contains("does not match its checksum"), "{e}");
     // Batches up to the oldest kept checkpoint go with it.
     for e in 0..6u64 {
         store.write_part(1, 0, e, e, &snap(b"x")).unwrap();
-        store.complete(e, &[1], 1, 7, 4).unwrap();
+        store.complete(e, &[1], 1, &plan(7), 4).unwrap();
     }
-    assert_eq!(store.read_offsets(2, 1, 7).unwrap(), None);
-    assert_eq!(store.read_offsets(3, 1, 7).unwrap(), None);
+    assert_eq!(store.read_offsets(2, "S").unwrap(), None);
+    assert_eq!(store.read_offsets(3, "S").unwrap(), None);
 }

@@ -1,0 +1,188 @@
+//! Upgrades with state (issue 36): the crash job (`tidewater_examples::crash_job`) is
+//! stopped with a savepoint mid-run, mid-window, and another version of it is
+//! deployed from that savepoint. Its state is matched by id, not by a hash of the whole
+//! plan:
+//!
+//! - v2 (a map added, closures changed and moved, another `--rate` and another
+//!   `--output`) takes over every open window and running count: the lines of both
+//!   runs together are the direct runner's output exactly, v2's marked `v2`;
+//! - v3 (the running count removed) is refused, naming the step whose state would be
+//!   lost, until it runs with `--allow-non-restored-state`: then its window lines
+//!   complete the direct runner's exactly, and no running count is written.
+//!
+//! `--check-savepoint` says the same before anything runs.
+
+mod common;
+
+use common::*;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+/// Stops v1 of the job after 1 s of about 3 on `runner` at 2 workers, with a
+/// savepoint in `savepoint`; its lines (fewer than all) go to `out`.
+fn stop_v1(runner: &'static str, savepoint: &Path, out: &Path) -> Vec<String> {
+    let stopped = Command::new(env!("CARGO_BIN_EXE_crash_job"))
+        .args(runner_flags(runner))
+        .args([
+            "--workers=2",
+            "--max-duration=1s",
+            &format!("--records={RECORDS}"),
+            &format!("--rate={RATE}"),
+        ])
+        .arg(format!("--savepoint-dir={}", savepoint.display()))
+        .arg(format!("--output={}", out.display()))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    finish(stopped, "v1 stopped with a savepoint");
+    let lines = crash_job_lines(out);
+    assert!(
+        !lines.is_empty() && lines.len() < reference().len(),
+        "{runner}: the stopped job wrote {} lines of {}: it should have stopped midway",
+        lines.len(),
+        reference().len()
+    );
+    lines
+}
+
+fn crash_job_lines(out: &Path) -> Vec<String> {
+    tidewater_examples::crash_job::committed_lines(out).unwrap()
+}
+
+/// Runs `version` of the job on `runner` from `savepoint` into `out`, with `extra`
+/// flags; its exit and output.
+fn deploy(runner: &str, version: &str, savepoint: &Path, out: &Path, extra: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_crash_job"))
+        .args(runner_flags(runner))
+        .args([
+            "--workers=1",
+            &format!("--job-version={version}"),
+            &format!("--records={RECORDS}"),
+            "--rate=20000",
+        ])
+        .arg(format!("--from-savepoint={}", savepoint.display()))
+        .arg(format!("--output={}", out.display()))
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+/// `--check-savepoint`'s report without its first line (which names the directory),
+/// and whether it said the run would restore.
+fn check(runner: &str, version: &str, savepoint: &Path, extra: &[&str]) -> (String, bool) {
+    let out = Command::new(env!("CARGO_BIN_EXE_crash_job"))
+        .args(runner_flags(runner))
+        .args([&format!("--job-version={version}"), "--output=/nonexistent/unused"])
+        .arg(format!("--check-savepoint={}", savepoint.display()))
+        .args(extra)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report = text
+        .lines()
+        .skip_while(|l| !l.contains("checkpoint "))
+        .skip(1)
+        .collect::<Vec<_>>()
+        .join("\n");
+    (report, out.status.success())
+}
+
+fn sorted(mut v: Vec<String>) -> Vec<String> {
+    v.sort();
+    v
+}
+
+#[test]
+fn a_job_upgraded_mid_window_with_changed_maps_and_output_resumes_its_state() {
+    let _s = serial();
+    for runner in RUNNERS {
+        let dir = tempfile::tempdir().unwrap();
+        let (savepoint, o1, o2) = (
+            dir.path().join("savepoint"),
+            dir.path().join("o1"),
+            dir.path().join("o2"),
+        );
+        let before = stop_v1(runner, &savepoint, &o1);
+        let (report, ok) = check(runner, "v2", &savepoint, &[]);
+        assert!(ok, "{runner}: v2 would be refused:\n{report}");
+        insta::assert_snapshot!(format!("v2_check_{runner}"), report);
+        let run = deploy(runner, "v2", &savepoint, &o2, &[]);
+        assert!(
+            run.status.success(),
+            "{runner}: v2 failed: {}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        let after = crash_job_lines(&o2);
+        assert!(
+            before.iter().all(|l| !l.ends_with(" v2")),
+            "{runner}: v1 wrote v2's lines"
+        );
+        assert!(
+            after.iter().any(|l| l.ends_with(" v2")),
+            "{runner}: v2 wrote no window of its own"
+        );
+        let both: Vec<String> = before
+            .into_iter()
+            .chain(after.iter().map(|l| l.trim_end_matches(" v2").to_string()))
+            .collect();
+        let both = sorted(both);
+        assert!(
+            both == *reference(),
+            "{runner}: v1's lines and v2's together: {}",
+            difference(&both, reference())
+        );
+    }
+}
+
+#[test]
+fn a_removed_stateful_step_is_refused_and_its_state_dropped_only_when_allowed() {
+    let _s = serial();
+    let runner = "native";
+    let dir = tempfile::tempdir().unwrap();
+    let (savepoint, o1, o2) = (
+        dir.path().join("savepoint"),
+        dir.path().join("o1"),
+        dir.path().join("o2"),
+    );
+    let before = stop_v1(runner, &savepoint, &o1);
+    let (report, ok) = check(runner, "v3", &savepoint, &[]);
+    assert!(!ok, "v3 would run:\n{report}");
+    insta::assert_snapshot!("v3_check", report);
+    let refused = deploy(runner, "v3", &savepoint, &o2, &[]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success()
+            && stderr.contains("does not fit this pipeline: 'RunningCount' holds state in the snapshot and is not in the pipeline"),
+        "v3 was not refused, naming the step: {stderr}"
+    );
+    assert!(
+        crash_job_lines(&o2).is_empty(),
+        "the refused run wrote lines"
+    );
+    let allow = ["--allow-non-restored-state"];
+    let (report, ok) = check(runner, "v3", &savepoint, &allow);
+    assert!(ok, "v3 would be refused even when allowed:\n{report}");
+    let run = deploy(runner, "v3", &savepoint, &o2, &allow);
+    assert!(
+        run.status.success(),
+        "v3 failed: {}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let after = crash_job_lines(&o2);
+    assert!(after.iter().all(|l| l.starts_with("window ")), "v3 wrote totals");
+    let windows = |v: &[String]| -> Vec<String> {
+        sorted(v.iter().filter(|l| l.starts_with("window ")).cloned().collect())
+    };
+    let both = windows(&[before, after].concat());
+    let want = windows(reference());
+    assert!(
+        both == want,
+        "window lines of v1 and v3 together: {}",
+        difference(&both, &want)
+    );
+}

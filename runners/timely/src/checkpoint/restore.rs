@@ -1,0 +1,122 @@
+//! Where a run starts: the newest checkpoint of `--checkpoint-dir`, else the savepoint
+//! of `--from-savepoint`, else the beginning; and `--check-savepoint`, which says what
+//! a run would restore from a savepoint or checkpoint directory without running.
+//!
+//! A checkpoint restores into the plan if its stateful parts do, matched by id
+//! (`tidewater_runners_core::compat`): a changed pipeline takes over the state of
+//! every part it kept, starts new parts empty, and is refused (naming the ids) if it
+//! dropped state, unless `--allow-non-restored-state`, or changed what state means.
+
+use super::store::{Restored, Store};
+use std::path::Path;
+use tidewater::{Error, Result};
+use tidewater_runners_core::compat::{compatibility, PlanIdentity};
+
+/// The checkpoint a run restores, if any, and a sentence saying where the run starts.
+pub fn restore_point(
+    plan: &PlanIdentity,
+    checkpoint_dir: Option<&Path>,
+    from_savepoint: Option<&Path>,
+    allow_non_restored: bool,
+) -> Result<(Option<Restored>, String)> {
+    let restored = match checkpoint_dir {
+        Some(dir) => Store::open(dir)?.latest(plan, allow_non_restored)?,
+        None => None,
+    };
+    // A savepoint starts the job; once it has a checkpoint of its own (a restart after
+    // a failure), that is newer.
+    if let Some(r) = restored {
+        let origin = format!(
+            "this run restores checkpoint {} in {}{}",
+            r.manifest.epoch,
+            checkpoint_dir.unwrap_or(Path::new("?")).display(),
+            if r.notes.is_empty() {
+                String::new()
+            } else {
+                format!(", the newest usable ({})", r.notes.join("; "))
+            }
+        );
+        return Ok((Some(r), origin));
+    }
+    if let Some(savepoint) = from_savepoint {
+        let r = savepoint_in(savepoint, plan, allow_non_restored)?;
+        let origin = format!(
+            "this run restores savepoint {} (epoch {})",
+            savepoint.display(),
+            r.manifest.epoch
+        );
+        return Ok((Some(r), origin));
+    }
+    let origin = match checkpoint_dir {
+        Some(dir) => format!(
+            "{} holds no checkpoint (a new or emptied checkpoint directory), so this run starts from the beginning",
+            dir.display()
+        ),
+        None => "without --checkpoint-dir, this run starts from the beginning".to_string(),
+    };
+    Ok((None, origin))
+}
+
+/// The checkpoint in savepoint directory `dir`, for `plan`; the directory is only
+/// read.
+fn savepoint_in(dir: &Path, plan: &PlanIdentity, allow_non_restored: bool) -> Result<Restored> {
+    if !dir.join("parts").is_dir() {
+        return Err(Error::Checkpoint {
+            message: format!(
+                "--from-savepoint {}: no savepoint there (a directory that --savepoint-dir wrote)",
+                dir.display()
+            ),
+        });
+    }
+    Store::open(dir)?
+        .latest(plan, allow_non_restored)?
+        .ok_or_else(|| Error::Checkpoint {
+            message: format!(
+                "--from-savepoint {}: it holds no complete checkpoint",
+                dir.display()
+            ),
+        })
+}
+
+/// What restoring the newest checkpoint in `dir` (a savepoint or checkpoint
+/// directory) into `plan` would do, one line per state id, and whether the run would
+/// be refused (`Err`, with the lines and why). The directory is only read.
+pub fn check(dir: &Path, plan: &PlanIdentity, allow_non_restored: bool) -> Result<String> {
+    if !dir.join("parts").is_dir() {
+        return Err(Error::Checkpoint {
+            message: format!(
+                "--check-savepoint {}: no savepoint or checkpoint there",
+                dir.display()
+            ),
+        });
+    }
+    let store = Store::open(dir)?;
+    let Some(&epoch) = store.manifests()?.last() else {
+        return Err(Error::Checkpoint {
+            message: format!(
+                "--check-savepoint {}: it holds no complete checkpoint",
+                dir.display()
+            ),
+        });
+    };
+    let manifest = store.manifest(epoch)?;
+    let head = format!("checkpoint {epoch} in {}\n", dir.display());
+    let report = match (&manifest.state, manifest.plan_hash == plan.hash) {
+        (_, true) => compatibility(&plan.state, &plan.state),
+        (Some(old), false) => compatibility(old, &plan.state),
+        (None, false) => {
+            return Err(Error::Checkpoint {
+                message: format!(
+                    "{head}it was written by another pipeline before checkpoints recorded their state ids: it restores only into the very same pipeline"
+                ),
+            })
+        }
+    };
+    let lines = format!("{head}{}", report.render());
+    match report.refusal(allow_non_restored) {
+        None => Ok(lines),
+        Some(why) => Err(Error::Checkpoint {
+            message: format!("{lines}the run would be refused: {why}"),
+        }),
+    }
+}
