@@ -129,6 +129,12 @@ pub enum Version {
     V2,
     /// The running count removed: its state has no step to go to.
     V3,
+    /// The running count keeps a struct, `Tally { count }`, in its cell `count`
+    /// ([`crate::tally::v1`]): V1's `u64` there does not read as one.
+    V4,
+    /// The tally gains a field with `#[serde(default)]` ([`crate::tally::v2`]): it
+    /// reads V4's values.
+    V5,
 }
 
 /// The job's result lines over `input`.
@@ -168,13 +174,16 @@ pub fn lines_of_version(p: &Pipeline, input: &Input, version: Version) -> PColle
     if version == Version::V3 {
         return per_window;
     }
-    let totals = words
-        .map("PairWithOne", |word: String| (word, 1u64))
-        .apply(
+    let pairs = words.map("PairWithOne", |word: String| (word, 1u64));
+    let counted = match version {
+        Version::V4 => pairs.apply("RunningCount", StatefulParDo::of(crate::tally::v1::TallyV1)),
+        Version::V5 => pairs.apply("RunningCount", StatefulParDo::of(crate::tally::v2::TallyV2)),
+        _ => pairs.apply(
             "RunningCount",
             StatefulParDo::of(crate::stateful_word_count::RunningCount),
-        )
-        .apply("FormatTotal", ParDo::of(FormatTotal));
+        ),
+    };
+    let totals = counted.apply("FormatTotal", ParDo::of(FormatTotal));
     vec![per_window, totals].apply_flatten("AllLines")
 }
 

@@ -18,6 +18,7 @@ pub mod linked_word_count;
 pub mod spill;
 pub mod stateful_word_count;
 pub mod streaming_word_count;
+pub mod tally;
 pub mod word_count;
 
 /// Makes every runner this binary links selectable with `--runner`.

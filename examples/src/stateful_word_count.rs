@@ -25,6 +25,9 @@ impl StatefulDoFn for RunningCount {
         ctx.output((word.clone(), count));
         Ok(())
     }
+    fn state_cells(&self) -> Vec<tidewater::StateCell> {
+        vec![COUNT.cell()]
+    }
 }
 
 /// Reads `input` and emits (word, count so far) per word occurrence.

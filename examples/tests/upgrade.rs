@@ -10,6 +10,11 @@
 //!   lost, until it runs with `--allow-non-restored-state`: then its window lines
 //!   complete the direct runner's exactly, and no running count is written.
 //!
+//! - v4 (the running count's cell `count` holds a struct, not a `u64`) is refused,
+//!   naming the cell, its old type and its new one;
+//! - v5 (v4's struct with a field added under `#[serde(default)]`) restores v4's
+//!   savepoint, reads its values, and the lines of both runs together are exact.
+//!
 //! `--check-savepoint` says the same before anything runs.
 
 mod common;
@@ -21,9 +26,15 @@ use std::process::{Command, Output, Stdio};
 /// Stops v1 of the job after 1 s of about 3 on `runner` at 2 workers, with a
 /// savepoint in `savepoint`; its lines (fewer than all) go to `out`.
 fn stop_v1(runner: &'static str, savepoint: &Path, out: &Path) -> Vec<String> {
+    stop(runner, "v1", savepoint, out)
+}
+
+/// [`stop_v1`] of `version`.
+fn stop(runner: &'static str, version: &str, savepoint: &Path, out: &Path) -> Vec<String> {
     let stopped = Command::new(env!("CARGO_BIN_EXE_crash_job"))
         .args(runner_flags(runner))
         .args([
+            &format!("--job-version={version}"),
             "--workers=2",
             "--max-duration=1s",
             &format!("--records={RECORDS}"),
@@ -73,7 +84,10 @@ fn deploy(runner: &str, version: &str, savepoint: &Path, out: &Path, extra: &[&s
 fn check(runner: &str, version: &str, savepoint: &Path, extra: &[&str]) -> (String, bool) {
     let out = Command::new(env!("CARGO_BIN_EXE_crash_job"))
         .args(runner_flags(runner))
-        .args([&format!("--job-version={version}"), "--output=/nonexistent/unused"])
+        .args([
+            &format!("--job-version={version}"),
+            "--output=/nonexistent/unused",
+        ])
         .arg(format!("--check-savepoint={}", savepoint.display()))
         .args(extra)
         .output()
@@ -174,9 +188,17 @@ fn a_removed_stateful_step_is_refused_and_its_state_dropped_only_when_allowed() 
         String::from_utf8_lossy(&run.stderr)
     );
     let after = crash_job_lines(&o2);
-    assert!(after.iter().all(|l| l.starts_with("window ")), "v3 wrote totals");
+    assert!(
+        after.iter().all(|l| l.starts_with("window ")),
+        "v3 wrote totals"
+    );
     let windows = |v: &[String]| -> Vec<String> {
-        sorted(v.iter().filter(|l| l.starts_with("window ")).cloned().collect())
+        sorted(
+            v.iter()
+                .filter(|l| l.starts_with("window "))
+                .cloned()
+                .collect(),
+        )
     };
     let both = windows(&[before, after].concat());
     let want = windows(reference());
@@ -184,5 +206,57 @@ fn a_removed_stateful_step_is_refused_and_its_state_dropped_only_when_allowed() 
         both == want,
         "window lines of v1 and v3 together: {}",
         difference(&both, &want)
+    );
+}
+
+#[test]
+fn a_state_cell_of_another_type_is_refused_naming_the_cell() {
+    let _s = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let (savepoint, o1, o2) = (
+        dir.path().join("savepoint"),
+        dir.path().join("o1"),
+        dir.path().join("o2"),
+    );
+    stop_v1("native", &savepoint, &o1);
+    let (report, ok) = check("native", "v4", &savepoint, &["--allow-non-restored-state"]);
+    assert!(!ok, "v4 would run:\n{report}");
+    insta::assert_snapshot!("v4_check", report);
+    let refused = deploy("native", "v4", &savepoint, &o2, &[]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success()
+            && stderr.contains("'RunningCount' changed its cell 'count' from value of u64 to value of Tally: its state cannot be read"),
+        "v4 was not refused, naming the cell: {stderr}"
+    );
+    assert!(
+        crash_job_lines(&o2).is_empty(),
+        "the refused run wrote lines"
+    );
+}
+
+#[test]
+fn a_state_struct_that_gains_a_defaulted_field_reads_the_old_values() {
+    let _s = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let (savepoint, o1, o2) = (
+        dir.path().join("savepoint"),
+        dir.path().join("o1"),
+        dir.path().join("o2"),
+    );
+    let before = stop("native", "v4", &savepoint, &o1);
+    let (report, ok) = check("native", "v5", &savepoint, &[]);
+    assert!(ok, "v5 would be refused:\n{report}");
+    let run = deploy("native", "v5", &savepoint, &o2, &[]);
+    assert!(
+        run.status.success(),
+        "v5 failed: {}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let both = sorted([before, crash_job_lines(&o2)].concat());
+    assert!(
+        both == *reference(),
+        "v4's lines and v5's together: {}",
+        difference(&both, reference())
     );
 }

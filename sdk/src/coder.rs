@@ -7,6 +7,14 @@
 //! are equal but encode differently) or a `HashMap`/`HashSet` (equal maps encode their
 //! entries in different orders) written in it. A `HashMap` inside a field of your own
 //! struct cannot be seen from the type's name: use a `BTreeMap` there yourself.
+//!
+//! The values of a stateful DoFn's state cells (a value, a bag's items, a map's values,
+//! a combining cell's accumulator) are the exception: they outlive the job's binary in
+//! savepoints, so they are written self-describing ([`encode_state_into`], MessagePack
+//! with struct fields by name). A state struct of a new version of a job that gains a
+//! field with `#[serde(default)]`, loses one, or orders its fields otherwise reads the
+//! values the old version wrote. Map keys and set members stay in the element coder:
+//! they are looked up by their bytes, which must not change.
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -76,6 +84,54 @@ pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, CoderError> {
         ))),
         Err(e) => Err(CoderError(format!(
             "cannot decode {}: {e}",
+            std::any::type_name::<T>()
+        ))),
+    }
+}
+
+/// Appends the self-describing encoding of a state cell's value (see the module
+/// documentation).
+///
+/// ```
+/// #[derive(serde::Serialize)]
+/// struct V1 { count: u64 }
+/// #[derive(serde::Deserialize, Debug, PartialEq)]
+/// struct V2 { count: u64, #[serde(default)] longest: usize }
+/// let mut buf = Vec::new();
+/// tidewater::coder::encode_state_into(&V1 { count: 3 }, &mut buf).unwrap();
+/// assert_eq!(tidewater::coder::decode_state::<V2>(&buf).unwrap(), V2 { count: 3, longest: 0 });
+/// ```
+pub fn encode_state_into<T: Serialize + ?Sized>(
+    value: &T,
+    out: &mut Vec<u8>,
+) -> Result<(), CoderError> {
+    let mut ser = rmp_serde::Serializer::new(out).with_struct_map();
+    value.serialize(&mut ser).map_err(|e| {
+        CoderError(format!(
+            "cannot encode state of type {}: {e}",
+            std::any::type_name::<T>()
+        ))
+    })
+}
+
+/// Decodes a state cell's value that fills `bytes` exactly (see
+/// [`encode_state_into`]).
+///
+/// ```
+/// assert!(tidewater::coder::decode_state::<u32>(&[0xc1]).is_err());
+/// ```
+pub fn decode_state<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, CoderError> {
+    let mut de = rmp_serde::Deserializer::new(std::io::Cursor::new(bytes));
+    let v = T::deserialize(&mut de).map_err(|e| {
+        CoderError(format!(
+            "cannot read state of type {} from the bytes written: {e}",
+            std::any::type_name::<T>()
+        ))
+    })?;
+    match bytes.len() as u64 - de.position() {
+        0 => Ok(v),
+        rest => Err(CoderError(format!(
+            "reading state of type {} left {rest} trailing bytes",
             std::any::type_name::<T>()
         ))),
     }

@@ -290,17 +290,23 @@ impl Pipeline {
         let message = if uid.is_empty() {
             Some("a uid may not be empty".to_string())
         } else if g.transforms.iter().any(|t| t.uid.as_deref() == Some(uid)) {
-            Some(format!("the uid '{uid}' is already given to another transform"))
+            Some(format!(
+                "the uid '{uid}' is already given to another transform"
+            ))
         } else {
             None
         };
         match (producer, message) {
             (Some(t), None) => g.transforms[t].uid = Some(uid.to_string()),
             (t, message) => {
-                let transform = t.map(|t| g.transforms[t].unique_name.clone()).unwrap_or_default();
+                let transform = t
+                    .map(|t| g.transforms[t].unique_name.clone())
+                    .unwrap_or_default();
                 g.errors.push(Error::Construction {
                     transform,
-                    message: message.unwrap_or_else(|| "no transform produces this PCollection: it cannot take a uid".into()),
+                    message: message.unwrap_or_else(|| {
+                        "no transform produces this PCollection: it cannot take a uid".into()
+                    }),
                 });
             }
         }

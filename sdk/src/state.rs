@@ -57,6 +57,14 @@ pub trait StatefulDoFn: Send + 'static {
     ) -> Result<(), UserError> {
         Ok(())
     }
+    /// The state cells it uses (`vec![COUNT.cell()]`), for the check that a savepoint
+    /// restores into a new version of the job: a cell whose type changed is refused
+    /// before the job runs, naming it. Undeclared cells are not checked up front; a
+    /// value that does not read as its new type fails when it is read, naming its
+    /// type.
+    fn state_cells(&self) -> Vec<crate::StateCell> {
+        Vec::new()
+    }
 }
 
 /// State, timers and outputs of one key and window.
@@ -107,14 +115,14 @@ impl<O: Element> StateContext<'_, O> {
         Ok(self
             .state
             .get(self.key, &self.window, name)
-            .map(coder::decode)
+            .map(coder::decode_state)
             .transpose()?)
     }
 
     /// Writes value state `name`.
     pub fn write_value<T: Element>(&mut self, name: &str, v: &T) -> Result<(), UserError> {
         self.scratch.clear();
-        coder::encode_into(v, self.scratch)?;
+        coder::encode_state_into(v, self.scratch)?;
         self.state.put(self.key, &self.window, name, self.scratch);
         Ok(())
     }
@@ -127,7 +135,7 @@ impl<O: Element> StateContext<'_, O> {
     /// Adds to bag state `name`.
     pub fn bag_add<T: Element>(&mut self, name: &str, v: &T) -> Result<(), UserError> {
         self.scratch.clear();
-        coder::encode_into(v, self.scratch)?;
+        coder::encode_state_into(v, self.scratch)?;
         self.state
             .bag_add(self.key, &self.window, name, self.scratch);
         Ok(())
@@ -138,7 +146,7 @@ impl<O: Element> StateContext<'_, O> {
         self.scratch.clear();
         coder::encode_into(k, self.scratch)?;
         let end = self.scratch.len();
-        coder::encode_into(v, self.scratch)?;
+        coder::encode_state_into(v, self.scratch)?;
         Ok(end)
     }
 
@@ -147,7 +155,7 @@ impl<O: Element> StateContext<'_, O> {
         self.state
             .bag(self.key, &self.window, name)
             .into_iter()
-            .map(|b| coder::decode(b).map_err(Into::into))
+            .map(|b| coder::decode_state(b).map_err(Into::into))
             .collect()
     }
 
@@ -159,7 +167,7 @@ impl<O: Element> StateContext<'_, O> {
         input: F::In,
     ) -> Result<(), UserError> {
         let mut acc = match self.state.get(self.key, &self.window, name) {
-            Some(b) => coder::decode(b)?,
+            Some(b) => coder::decode_state(b)?,
             None => f.create_accumulator(),
         };
         f.add_input(&mut acc, input);
@@ -169,7 +177,7 @@ impl<O: Element> StateContext<'_, O> {
     /// The output of combining state `name` (of an empty accumulator if never added to).
     pub fn combine_read<F: CombineFn>(&self, name: &str, f: &F) -> Result<F::Out, UserError> {
         let acc = match self.state.get(self.key, &self.window, name) {
-            Some(b) => coder::decode(b)?,
+            Some(b) => coder::decode_state(b)?,
             None => f.create_accumulator(),
         };
         Ok(f.extract_output(acc))
@@ -198,7 +206,7 @@ impl<O: Element> StateContext<'_, O> {
         Ok(self
             .state
             .map_get(self.key, &self.window, name, &kb)
-            .map(coder::decode)
+            .map(coder::decode_state)
             .transpose()?)
     }
 
@@ -219,7 +227,7 @@ impl<O: Element> StateContext<'_, O> {
         self.state
             .map_entries(self.key, &self.window, name)
             .into_iter()
-            .map(|(k, v)| Ok((coder::decode(k)?, coder::decode(v)?)))
+            .map(|(k, v)| Ok((coder::decode(k)?, coder::decode_state(v)?)))
             .collect()
     }
 
@@ -344,6 +352,12 @@ impl<F: StatefulDoFn> ErasedStatefulDoFn for StatefulInvoker<F> {
     }
     fn key_ops(&self) -> std::sync::Arc<dyn crate::exec::KeyOps> {
         std::sync::Arc::new(crate::exec::pair_key_ops::<F::Key, F::Value>())
+    }
+    fn key_type(&self) -> &'static str {
+        std::any::type_name::<F::Key>()
+    }
+    fn state_cells(&self) -> Vec<crate::StateCell> {
+        self.f.state_cells()
     }
 
     fn process(

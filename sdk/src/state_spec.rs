@@ -125,6 +125,41 @@ impl StateSpec {
     }
 }
 
+/// A declared state cell, as [`crate::StatefulDoFn::state_cells`] lists it: its name
+/// and what its values are. A savepoint records them, and a new version of the job
+/// whose cell holds another type is refused before it runs, naming the cell, its old
+/// type and its new one (a struct that gains a `#[serde(default)]` field keeps its
+/// name, and reads the old values: see [`crate::coder`]).
+///
+/// ```
+/// const COUNT: tidewater::ValueState<u64> = tidewater::StateSpec::value("count");
+/// const SEEN: tidewater::MapState<String, u32> = tidewater::StateSpec::map("seen");
+/// assert_eq!(COUNT.cell().to_string(), "count: value of u64");
+/// assert_eq!(SEEN.cell().to_string(), "seen: map of alloc::string::String to u32");
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StateCell {
+    /// The cell's name.
+    pub name: &'static str,
+    /// What the cell holds: `value of T`, `bag of T`, `set of T`, `map of K to V`,
+    /// `combining of A` (A: the accumulator).
+    pub holds: String,
+}
+
+impl std::fmt::Display for StateCell {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.name, self.holds)
+    }
+}
+
+fn cell(name: &'static str, holds: String) -> StateCell {
+    StateCell { name, holds }
+}
+
+fn ty<T>() -> &'static str {
+    std::any::type_name::<T>()
+}
+
 /// A typed value cell; see [`StateSpec::value`]. Its type is fixed where it is
 /// declared:
 ///
@@ -168,6 +203,10 @@ impl<T: Element> ValueState<T> {
     pub const fn name(&self) -> &'static str {
         self.name
     }
+    /// The cell's declaration.
+    pub fn cell(&self) -> StateCell {
+        cell(self.name, format!("value of {}", ty::<T>()))
+    }
     /// The value, if written.
     pub fn read<O: Element>(&self, ctx: &StateContext<'_, O>) -> Result<Option<T>, UserError> {
         ctx.read_value(self.name)
@@ -187,6 +226,10 @@ impl<T: Element> BagState<T> {
     pub const fn name(&self) -> &'static str {
         self.name
     }
+    /// The cell's declaration.
+    pub fn cell(&self) -> StateCell {
+        cell(self.name, format!("bag of {}", ty::<T>()))
+    }
     /// Adds a value.
     pub fn add<O: Element>(&self, ctx: &mut StateContext<'_, O>, v: &T) -> Result<(), UserError> {
         ctx.bag_add(self.name, v)
@@ -205,6 +248,10 @@ impl<T: Element> SetState<T> {
     /// The set's name.
     pub const fn name(&self) -> &'static str {
         self.name
+    }
+    /// The cell's declaration.
+    pub fn cell(&self) -> StateCell {
+        cell(self.name, format!("set of {}", ty::<T>()))
     }
     /// Adds a member; whether it was new.
     pub fn add<O: Element>(&self, ctx: &mut StateContext<'_, O>, v: &T) -> Result<bool, UserError> {
@@ -232,6 +279,10 @@ impl<K: Element, V: Element> MapState<K, V> {
     /// The map's name.
     pub const fn name(&self) -> &'static str {
         self.name
+    }
+    /// The cell's declaration.
+    pub fn cell(&self) -> StateCell {
+        cell(self.name, format!("map of {} to {}", ty::<K>(), ty::<V>()))
     }
     /// Writes entry `k`.
     pub fn put<O: Element>(
@@ -272,6 +323,10 @@ impl<F: CombineFn> CombiningState<F> {
     /// The cell's name.
     pub const fn name(&self) -> &'static str {
         self.name
+    }
+    /// The cell's declaration.
+    pub fn cell(&self) -> StateCell {
+        cell(self.name, format!("combining of {}", ty::<F::Acc>()))
     }
     /// Adds an input.
     pub fn add<O: Element>(

@@ -78,12 +78,9 @@ impl PlanIdentity {
         };
         let report = compatibility(old, &self.state);
         if let Some(why) = report.refusal(allow_non_restored) {
-            return Err(format!(
-                "{what} does not fit this pipeline: {why}"
-            ));
+            return Err(format!("{what} does not fit this pipeline: {why}"));
         }
-        let new: BTreeMap<&str, &StateId> =
-            self.state.iter().map(|s| (s.id.as_str(), s)).collect();
+        let new: BTreeMap<&str, &StateId> = self.state.iter().map(|s| (s.id.as_str(), s)).collect();
         let renames = old
             .iter()
             .map(|o| {
@@ -111,14 +108,16 @@ impl Admitted {
         if self.renames.is_empty() {
             return;
         }
-        snapshot.parts.retain_mut(|p| match self.renames.get(&p.transform) {
-            None => true,
-            Some(None) => false,
-            Some(Some(to)) => {
-                p.transform = to.clone();
-                true
-            }
-        });
+        snapshot
+            .parts
+            .retain_mut(|p| match self.renames.get(&p.transform) {
+                None => true,
+                Some(None) => false,
+                Some(Some(to)) => {
+                    p.transform = to.clone();
+                    true
+                }
+            });
     }
 }
 
@@ -127,11 +126,12 @@ impl Admitted {
 /// output types, its window fn and its trigger (the trigger's state machine is in the
 /// bytes); its allowed lateness and the like are not in the bytes.
 pub fn state_ids(plan: &ExecutablePlan) -> Vec<StateId> {
-    let ty = |pc: usize| plan.pcollections[pc].element_type.name().to_string();
+    let ty = |pc: usize| short_type(plan.pcollections[pc].element_type.name());
     plan.nodes
         .iter()
         .filter_map(|n| {
-            let input = n.inputs.first().map(|&i| ty(i));
+            let mut input = n.inputs.first().map(|&i| ty(i));
+            let mut cells = BTreeMap::new();
             let (kind, mut fingerprint) = match &n.kind {
                 NodeKind::Grouping { .. } => {
                     let w = &plan.pcollections[n.inputs[0]].windowing;
@@ -142,10 +142,24 @@ pub fn state_ids(plan: &ExecutablePlan) -> Vec<StateId> {
                     ]);
                     (StateKind::Grouping, f)
                 }
-                NodeKind::Stateful { name, .. } => (
-                    StateKind::StatefulDoFn,
-                    BTreeMap::from([("DoFn".to_string(), name.clone())]),
-                ),
+                // What its bytes mean is its key type and its cells' types (the
+                // values passing through, and the DoFn's code, are not in them).
+                NodeKind::Stateful { .. } => {
+                    input = None;
+                    let f = n.instantiate_stateful().ok();
+                    if let Some(f) = &f {
+                        cells = f
+                            .state_cells()
+                            .into_iter()
+                            .map(|c| (c.name.to_string(), short_type(&c.holds)))
+                            .collect();
+                    }
+                    let key = f.map_or_else(|| "?".into(), |f| short_type(f.key_type()));
+                    (
+                        StateKind::StatefulDoFn,
+                        BTreeMap::from([("key".to_string(), key)]),
+                    )
+                }
                 NodeKind::Read { name, .. } => (
                     StateKind::Source,
                     BTreeMap::from([("source".to_string(), name.clone())]),
@@ -175,10 +189,35 @@ pub fn state_ids(plan: &ExecutablePlan) -> Vec<StateId> {
                 transform: n.name.clone(),
                 kind,
                 fingerprint,
-                cells: BTreeMap::new(),
+                cells,
             })
         })
         .collect()
+}
+
+/// A type's name without module paths (`alloc::vec::Vec<my::Tally>` is
+/// `Vec<Tally>`): what its values mean does not change when it moves between modules,
+/// and a state type keeps its name when a new version of the job adds a field to it.
+///
+/// ```
+/// use tidewater_runners_core::compat::short_type;
+/// assert_eq!(short_type("(alloc::string::String, core::option::Option<my::v2::Tally>)"), "(String, Option<Tally>)");
+/// assert_eq!(short_type("u64"), "u64");
+/// ```
+pub fn short_type(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    let mut word = String::new();
+    for c in name.chars() {
+        if c.is_alphanumeric() || c == '_' || c == ':' {
+            word.push(c);
+        } else {
+            out.push_str(word.rsplit("::").next().unwrap_or(""));
+            word.clear();
+            out.push(c);
+        }
+    }
+    out.push_str(word.rsplit("::").next().unwrap_or(""));
+    out
 }
 
 /// What kind of part holds the state.

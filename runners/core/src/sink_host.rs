@@ -210,7 +210,10 @@ impl SinkHost {
         let n = &plan.nodes[node];
         let mut host = SinkHost {
             transform: n.name.clone(),
-            fields: n.sink_fields().map(|f| f.get().to_string()).unwrap_or_default(),
+            fields: n
+                .sink_fields()
+                .map(|f| f.get().to_string())
+                .unwrap_or_default(),
             job: job.to_string(),
             sink: n.instantiate_sink()?,
             instance,
@@ -367,8 +370,9 @@ impl SinkHost {
             };
             for txn in staged {
                 let sink = before.as_mut().unwrap_or(&mut host.sink);
-                sink.commit(&txn)
-                    .map_err(|e| crate::stage::unwrap_downstream(crate::stage::attribute(e, &host.transform)))?;
+                sink.commit(&txn).map_err(|e| {
+                    crate::stage::unwrap_downstream(crate::stage::attribute(e, &host.transform))
+                })?;
             }
         }
         Ok(host)

@@ -114,7 +114,10 @@ fn a_checkpoint_whose_state_the_pipeline_does_not_hold_is_refused_unless_allowed
     // Pinned to the old name's id, the renamed count takes its state over (the job
     // had ended: nothing more to count).
     let r = counted(native(engine.clone()), 3_000, "Counted", Some("Count")).run();
-    assert_eq!(r.unwrap().captured_values::<String>("counts").unwrap(), Vec::<String>::new());
+    assert_eq!(
+        r.unwrap().captured_values::<String>("counts").unwrap(),
+        Vec::<String>::new()
+    );
     let mut engine = engine;
     engine.allow_non_restored_state = true;
     counted(native(engine), 3_000, "Other", None).run().unwrap();

@@ -115,4 +115,8 @@ pub trait ErasedStatefulDoFn: Send {
     ) -> Result<Box<dyn AnyBatch>, ExecError>;
     /// An encoded key as its type's `Debug` shows it (for the job's status).
     fn key_debug(&self, key: &[u8]) -> String;
+    /// Name of the key type.
+    fn key_type(&self) -> &'static str;
+    /// The state cells the DoFn declares ([`crate::StatefulDoFn::state_cells`]).
+    fn state_cells(&self) -> Vec<crate::StateCell>;
 }

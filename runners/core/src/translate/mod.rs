@@ -178,7 +178,10 @@ impl Node {
 
     /// An instance of a sink node's sink as configured by `fields` (another version's
     /// configuration of the same registered sink).
-    pub fn instantiate_sink_as(&self, fields: &Json) -> Result<Box<dyn tidewater::exec::ErasedSink>> {
+    pub fn instantiate_sink_as(
+        &self,
+        fields: &Json,
+    ) -> Result<Box<dyn tidewater::exec::ErasedSink>> {
         match &self.kind {
             NodeKind::Sink { name, factory, .. } => self.build(name, factory.as_ref(), fields),
             _ => Err(Error::Internal(format!("'{}' is not a sink", self.name))),

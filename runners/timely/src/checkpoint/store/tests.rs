@@ -73,7 +73,7 @@ fn a_corrupt_file_falls_back_to_the_previous_checkpoint_and_says_so() {
     );
     let e = store.latest(&plan(8), false).unwrap_err().to_string();
     assert!(
-        e.contains("cannot be restored into this pipeline: 'T' holds state in the snapshot and is not in the pipeline"),
+        e.contains("does not fit this pipeline: 'T' holds state in the snapshot and is not in the pipeline"),
         "{e}"
     );
     // Allowed to drop it, the other pipeline restores none of it.
@@ -291,7 +291,10 @@ fn the_offset_log_reads_back_every_workers_ranges_checks_them_and_is_pruned() {
     let file = |batch, source| offsets.join(format!("{}0.offsets", offsets_prefix(batch, source)));
     std::fs::copy(file(2, "S"), file(2, "R")).unwrap();
     let e = store.read_offsets(2, "R").unwrap_err().to_string();
-    assert!(e.contains("holds the ranges of source 'S' in batch 2, not of 'R'"), "{e}");
+    assert!(
+        e.contains("holds the ranges of source 'S' in batch 2, not of 'R'"),
+        "{e}"
+    );
     std::fs::remove_file(file(2, "R")).unwrap();
     // A flipped byte is found by the checksum.
     let path = file(3, "S");
