@@ -23,6 +23,5 @@
 
 pub mod coordinator;
 pub mod lock;
-pub mod restore;
-pub mod store;
+pub use tidewater_runners_core::{restore, store};
 pub mod writer;

@@ -7,10 +7,10 @@
 //! every part it kept, starts new parts empty, and is refused (naming the ids) if it
 //! dropped state, unless `--allow-non-restored-state`, or changed what state means.
 
-use super::store::{Restored, Store};
+use crate::store::{Restored, Store};
 use std::path::Path;
 use tidewater::{Error, Result};
-use tidewater_runners_core::compat::{compatibility, PlanIdentity};
+use crate::compat::{compatibility, PlanIdentity};
 
 /// The checkpoint a run restores, if any, and a sentence saying where the run starts.
 pub fn restore_point(

@@ -1,7 +1,7 @@
 //! Tests of `store.rs`.
 
 use super::*;
-use tidewater_runners_core::snapshot::{Part, Scope};
+use crate::snapshot::{Part, Scope};
 
 /// A plan of hash `hash` whose one stateful part is `T` (hash 7) or `U` (another).
 fn plan(hash: u64) -> PlanIdentity {
@@ -11,7 +11,7 @@ fn plan(hash: u64) -> PlanIdentity {
         state: vec![StateId {
             id: id.into(),
             transform: id.into(),
-            kind: tidewater_runners_core::compat::StateKind::Grouping,
+            kind: crate::compat::StateKind::Grouping,
             fingerprint: Default::default(),
             cells: Default::default(),
         }],
@@ -118,7 +118,7 @@ fn file_names(store: &Store) -> Vec<String> {
 
 /// A key group table of `entries` (id, value).
 fn table(entries: &[(&[u8], &[u8])]) -> Vec<u8> {
-    tidewater_runners_core::delta::encode_table(entries.iter().copied())
+    crate::delta::encode_table(entries.iter().copied())
 }
 
 /// A snapshot of key group 0 of "G" (a table, or a delta over `base`) and a list
@@ -148,7 +148,7 @@ fn keyed(epoch: u64, group: (Scope, Vec<u8>), list: &[u8], base: Vec<BaseRef>) -
 /// so and a delta over the previous file otherwise (each adds the entry of its
 /// epoch), and completes each epoch.
 fn write_chains(store: &Store, epochs: std::ops::Range<u64>, full: impl Fn(u64) -> bool) {
-    use tidewater_runners_core::delta::{encode_delta, encode_entry};
+    use crate::delta::{encode_delta, encode_entry};
     let mut chain: Vec<BaseRef> = Vec::new();
     for e in epochs {
         let id = [e as u8];

@@ -47,10 +47,10 @@ use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use tidewater::{Error, Result};
-use tidewater_runners_core::compat::{Admitted, PlanIdentity, StateId};
-use tidewater_runners_core::delta::apply_delta;
-use tidewater_runners_core::snapshot::{BaseRef, Snapshot};
-use tidewater_runners_core::source_driver::ReadRange;
+use crate::compat::{Admitted, PlanIdentity, StateId};
+use crate::delta::apply_delta;
+use crate::snapshot::{BaseRef, Snapshot};
+use crate::source_driver::ReadRange;
 
 /// One source task's ranges of one micro-batch, in the write-ahead offset log.
 #[derive(Serialize, Deserialize)]
