@@ -260,3 +260,92 @@ fn a_state_struct_that_gains_a_defaulted_field_reads_the_old_values() {
         difference(&both, reference())
     );
 }
+
+/// Each word's last running total among `lines` (`total WORD N`).
+fn last_totals(lines: &[String]) -> std::collections::BTreeMap<String, u64> {
+    let mut last = std::collections::BTreeMap::new();
+    for l in lines {
+        if let Some(rest) = l.strip_prefix("total ") {
+            let (word, n) = rest.rsplit_once(' ').unwrap();
+            let n: u64 = n.parse().unwrap();
+            let e = last.entry(word.to_string()).or_insert(n);
+            *e = (*e).max(n);
+        }
+    }
+    last
+}
+
+#[test]
+fn a_savepoint_is_read_offline_per_key_and_as_a_pipeline_s_input() {
+    use tidewater_runners_core::savepoint::{Filter, Reader};
+    let _s = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let (savepoint, o1) = (dir.path().join("savepoint"), dir.path().join("o1"));
+    let before = stop_v1("native", &savepoint, &o1);
+    // Every word's count in the savepoint is its last total the stopped job committed.
+    let want = last_totals(&before);
+    assert!(want.len() > 10, "{want:?}");
+    let inspect = |extra: &[&str]| -> String {
+        let out = Command::new(env!("CARGO_BIN_EXE_crash_job"))
+            .args(["--runner=native", "--output=/nonexistent/unused"])
+            .arg(format!("--inspect-savepoint={}", savepoint.display()))
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let json = inspect(&["--inspect-id=RunningCount"]);
+    let mut got = std::collections::BTreeMap::new();
+    for line in json.lines() {
+        let e: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert_eq!(
+            (&e["id"], &e["window"], &e["cell"]),
+            (&"RunningCount".into(), &"global".into(), &"count".into()),
+            "{line}"
+        );
+        // Keys are the DoFn's String keys, shown as Debug: quoted.
+        let word: String = serde_json::from_str(e["key"].as_str().unwrap()).unwrap();
+        got.insert(word, e["value"].as_u64().unwrap());
+    }
+    assert_eq!(got, want);
+    // One key, as CSV.
+    let (word, n) = want.iter().next().unwrap();
+    let csv = inspect(&[
+        "--inspect-id=RunningCount",
+        &format!("--inspect-key={word}"),
+        "--inspect-format=csv",
+    ]);
+    assert_eq!(
+        csv,
+        format!("id,key,window,cell,value\nRunningCount,\"\"\"{word}\"\"\",global,count,{n}\n")
+    );
+    // The other steps' parts are listed raw.
+    let all = inspect(&[]);
+    assert!(
+        all.lines()
+            .any(|l| l.contains(r#""id":"CountPerWindow/Combine""#)
+                && l.contains(r#""cell":"(raw)""#)),
+        "{all}"
+    );
+    // A pipeline reads the savepoint as its bounded input and counts its keys.
+    tidewater_examples::register_runners();
+    let reader = Reader::open(&savepoint).unwrap();
+    let filter = Filter {
+        id: Some("RunningCount".into()),
+        key: None,
+    };
+    let p = tidewater::Pipeline::new(tidewater::PipelineOptions::default());
+    p.create("Savepoint", reader.entries(None, &filter).unwrap())
+        .map("Key", |e: tidewater_runners_core::savepoint::Entry| e.key)
+        .apply("Keys", tidewater_transforms::Count::per_element())
+        .map("One", |(_k, _n): (String, u64)| 1u64)
+        .apply("Total", tidewater_transforms::Sum::<u64>::globally())
+        .capture("keys");
+    let keys = p.run().unwrap().captured_values::<u64>("keys").unwrap();
+    assert_eq!(keys, vec![want.len() as u64]);
+}

@@ -137,6 +137,20 @@ pub fn decode_state<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, CoderError> 
     }
 }
 
+/// A state cell's value as JSON, without its type: its encoding names its fields (see
+/// [`encode_state_into`]). `None` for bytes that are not such a value.
+///
+/// ```
+/// #[derive(serde::Serialize)]
+/// struct Tally { count: u64 }
+/// let mut buf = Vec::new();
+/// tidewater::coder::encode_state_into(&Tally { count: 3 }, &mut buf).unwrap();
+/// assert_eq!(tidewater::coder::state_to_json(&buf).unwrap().to_string(), r#"{"count":3}"#);
+/// ```
+pub fn state_to_json(bytes: &[u8]) -> Option<serde_json::Value> {
+    decode_state(bytes).ok()
+}
+
 /// Encodes then decodes `value`, as the direct runner does to every element to prove
 /// that it survives a shuffle.
 ///

@@ -175,6 +175,20 @@ pub struct EngineOptions {
     /// without running: 0 if the run would restore it, non-zero if it would be refused.
     #[arg(long, value_name = "DIR")]
     pub check_savepoint: Option<PathBuf>,
+    /// Print the state held in the newest savepoint or checkpoint in DIR (every
+    /// stateful DoFn's cells and timers per key and window; other steps' parts raw)
+    /// and exit without running.
+    #[arg(long, value_name = "DIR")]
+    pub inspect_savepoint: Option<PathBuf>,
+    /// With --inspect-savepoint: only this state id (a step's name or pinned uid).
+    #[arg(long, value_name = "ID", requires = "inspect_savepoint")]
+    pub inspect_id: Option<String>,
+    /// With --inspect-savepoint: only this key (as it is printed).
+    #[arg(long, value_name = "KEY", requires = "inspect_savepoint")]
+    pub inspect_key: Option<String>,
+    /// With --inspect-savepoint: json (one object per line) or csv.
+    #[arg(long, default_value = "json", value_parser = ["json", "csv"])]
+    pub inspect_format: String,
     /// The arguments `--local-cluster` starts each process with (the cluster flags are
     /// added); by default this process's own. Set by programs that run one pipeline of
     /// several, such as the conformance suite.
@@ -204,6 +218,10 @@ impl Default for EngineOptions {
             from_savepoint: None,
             allow_non_restored_state: false,
             check_savepoint: None,
+            inspect_savepoint: None,
+            inspect_id: None,
+            inspect_key: None,
+            inspect_format: "json".into(),
             child_args: None,
         }
     }

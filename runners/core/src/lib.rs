@@ -25,6 +25,7 @@ pub mod job;
 pub mod job_graph;
 pub mod keyed;
 pub mod restore;
+pub mod savepoint;
 pub mod side_inputs;
 pub mod sink_host;
 pub mod snapshot;

@@ -7,10 +7,10 @@
 //! every part it kept, starts new parts empty, and is refused (naming the ids) if it
 //! dropped state, unless `--allow-non-restored-state`, or changed what state means.
 
+use crate::compat::{compatibility, PlanIdentity};
 use crate::store::{Restored, Store};
 use std::path::Path;
 use tidewater::{Error, Result};
-use crate::compat::{compatibility, PlanIdentity};
 
 /// The checkpoint a run restores, if any, and a sentence saying where the run starts.
 pub fn restore_point(
@@ -76,6 +76,33 @@ fn savepoint_in(dir: &Path, plan: &PlanIdentity, allow_non_restored: bool) -> Re
                 dir.display()
             ),
         })
+}
+
+/// What a job binary answers instead of running, if asked (`--check-savepoint`,
+/// `--inspect-savepoint`): the text to print, or why the run would be refused. `None`
+/// when neither is asked.
+pub fn offline_answer(
+    plan: &tidewater::plan::Plan,
+    e: &tidewater::EngineOptions,
+) -> Option<Result<String>> {
+    let answer = |exec: &crate::translate::ExecutablePlan| -> Result<String> {
+        if let Some(dir) = &e.inspect_savepoint {
+            let reader = crate::savepoint::Reader::open(dir)?;
+            let filter = crate::savepoint::Filter {
+                id: e.inspect_id.clone(),
+                key: e.inspect_key.clone(),
+            };
+            let entries = reader.entries(Some(exec), &filter)?;
+            return crate::savepoint::render(&entries, &e.inspect_format);
+        }
+        let dir = e.check_savepoint.as_deref().expect("asked");
+        let lines = check(dir, &PlanIdentity::of(exec), e.allow_non_restored_state)?;
+        Ok(format!("{lines}the run would restore it\n"))
+    };
+    if e.inspect_savepoint.is_none() && e.check_savepoint.is_none() {
+        return None;
+    }
+    Some(crate::translate(plan).and_then(|exec| answer(&exec)))
 }
 
 /// What restoring the newest checkpoint in `dir` (a savepoint or checkpoint

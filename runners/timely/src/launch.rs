@@ -85,12 +85,10 @@ impl EngineRunner {
     /// Runs `plan` as `options` ask: here, or on a local cluster this process
     /// supervises, or as one process of such a cluster.
     pub fn run(&self, plan: &Plan, options: &PipelineOptions) -> Result<PipelineResult> {
-        if let Some(dir) = &options.engine.check_savepoint {
-            // Says what a run would restore, and ends: 0 if it would, 1 if refused.
-            let identity = PlanIdentity::of(&tidewater_runners_core::translate(plan)?);
-            let allow = options.engine.allow_non_restored_state;
-            let lines = crate::checkpoint::restore::check(dir, &identity, allow)?;
-            print!("{lines}the run would restore it\n");
+        if let Some(answer) = tidewater_runners_core::restore::offline_answer(plan, &options.engine)
+        {
+            // Says what a run would restore, or what a savepoint holds, and ends.
+            print!("{}", answer?);
             std::process::exit(0);
         }
         if let Some(n) = options.engine.local_cluster {

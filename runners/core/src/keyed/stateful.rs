@@ -35,6 +35,14 @@ struct KeyGroupState {
     live: Vec<(Timestamp, Vec<u8>, BoundedWindow)>,
 }
 
+/// A key group part of a stateful runner ([`StatefulRunner::snapshot`]), for an
+/// offline reader: its cells (in the state backend's part format, see
+/// [`crate::state::decode_cells`]) and its timers.
+pub fn decode_key_group(bytes: &[u8]) -> Result<(Vec<u8>, Vec<Timer<Vec<u8>, String>>), ExecError> {
+    let st: KeyGroupState = decode_part(bytes, "stateful ParDo key group")?;
+    Ok((st.cells, st.timers))
+}
+
 /// The runner of one stateful ParDo.
 pub struct StatefulRunner {
     dofn: Box<dyn ErasedStatefulDoFn>,

@@ -30,6 +30,49 @@ enum Cell {
     Map(BTreeMap<Vec<u8>, Vec<u8>>),
 }
 
+/// One cell of a state snapshot part, as an offline reader sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CellEntry {
+    /// The encoded key.
+    pub key: Vec<u8>,
+    /// The window.
+    pub window: BoundedWindow,
+    /// The cell's name.
+    pub name: String,
+    /// What it holds, encoded (values self-describing, map keys in the element coder).
+    pub contents: CellContents,
+}
+
+/// What a cell holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CellContents {
+    /// A value.
+    Value(Vec<u8>),
+    /// A bag's items.
+    Bag(Vec<Vec<u8>>),
+    /// A map's (or set's) entries.
+    Map(Vec<(Vec<u8>, Vec<u8>)>),
+}
+
+/// The cells of a part the in-memory backend wrote ([`StateBackend::snapshot_by`]).
+pub fn decode_cells(bytes: &[u8]) -> Result<Vec<CellEntry>, String> {
+    let cells: Vec<(CellId, Cell)> =
+        crate::snapshot::decode_part_or_message(bytes, "state snapshot")?;
+    Ok(cells
+        .into_iter()
+        .map(|(id, cell)| CellEntry {
+            key: id.key,
+            window: id.window,
+            name: id.name,
+            contents: match cell {
+                Cell::Value(v) => CellContents::Value(v),
+                Cell::Bag(b) => CellContents::Bag(b),
+                Cell::Map(m) => CellContents::Map(m.into_iter().collect()),
+            },
+        })
+        .collect())
+}
+
 /// A state name, interned: its index in [`Names`].
 type NameId = u32;
 

@@ -2,7 +2,7 @@
 
 mod in_memory;
 
-pub use in_memory::InMemoryStateBackend;
+pub use in_memory::{decode_cells, CellContents, CellEntry, InMemoryStateBackend};
 use std::collections::BTreeMap;
 pub use tidewater::exec::StateCells;
 use tidewater::BoundedWindow;

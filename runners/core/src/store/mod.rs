@@ -42,15 +42,15 @@
 //! from the plan dropped only when the user allows it. A checkpoint the plan cannot
 //! restore is refused, never fallen back from: an older one would not restore either.
 
+use crate::compat::{Admitted, PlanIdentity, StateId};
+use crate::delta::apply_delta;
+use crate::snapshot::{BaseRef, Snapshot};
+use crate::source_driver::ReadRange;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use tidewater::{Error, Result};
-use crate::compat::{Admitted, PlanIdentity, StateId};
-use crate::delta::apply_delta;
-use crate::snapshot::{BaseRef, Snapshot};
-use crate::source_driver::ReadRange;
 
 /// One source task's ranges of one micro-batch, in the write-ahead offset log.
 #[derive(Serialize, Deserialize)]
@@ -718,6 +718,26 @@ impl Store {
             all.parts.extend(parts);
         }
         Ok(all)
+    }
+
+    /// The newest checkpoint that reads back whole, as written (not fitted to a plan),
+    /// if any: what an offline reader reads. Corrupt newer ones are skipped.
+    pub fn latest_as_written(&self) -> Result<Option<(Manifest, Snapshot)>> {
+        for epoch in self.manifests()?.into_iter().rev() {
+            match self
+                .read_manifest(epoch)
+                .and_then(|m| Ok((self.read_files(&m)?, m)))
+            {
+                Ok((snapshot, manifest)) => return Ok(Some((manifest, snapshot))),
+                Err(Error::Checkpoint { message }) => {
+                    tracing::warn!(
+                        "checkpoint {epoch} is unusable ({message}); reading an older one"
+                    )
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(None)
     }
 
     /// The newest checkpoint that reads back whole, if any, for `plan`; corrupt newer
