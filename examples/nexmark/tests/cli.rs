@@ -249,7 +249,11 @@ fn a_q3_savepoint_inspected_shows_the_persons_and_auctions_held_per_key() {
     }
     // Every person held is one of Q3's (of the events the run could have read), and a
     // seller's auctions wait only until the seller comes.
-    let q3_persons: std::collections::BTreeSet<u64> = NexmarkSource::new(50_000, 2000)
+    // (Persons are one event in 50, numbered from 1000: enough events to hold the
+    // newest person held.)
+    let newest = persons.iter().max().copied().unwrap_or(1000);
+    let events = (newest - 1000 + 10) * 50 + 1000;
+    let q3_persons: std::collections::BTreeSet<u64> = NexmarkSource::new(events, 2000)
         .all_events()
         .into_iter()
         .filter_map(|e| match e {
