@@ -300,3 +300,105 @@ fn the_cli_stops_a_hosts_cluster_through_process_0_and_a_restart_from_it_is_exac
         "a --hosts cluster stopped by the CLI",
     );
 }
+
+/// The last running total of each word among `out`'s committed files of epochs up to
+/// `epoch` (`part-<epoch>-<instance>-<job>.txt`).
+fn totals_through(out: &Path, epoch: u64) -> std::collections::BTreeMap<String, u64> {
+    let mut last = std::collections::BTreeMap::new();
+    for e in std::fs::read_dir(out).unwrap() {
+        let path = e.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let Some(e) = name.strip_prefix("part-").and_then(|n| n.split('-').next()) else {
+            continue;
+        };
+        if e.parse::<u64>().unwrap() > epoch {
+            continue;
+        }
+        for l in std::fs::read_to_string(&path).unwrap().lines() {
+            if let Some((word, n)) = l.strip_prefix("total ").and_then(|r| r.rsplit_once(' ')) {
+                let n: u64 = n.parse().unwrap();
+                let e = last.entry(word.to_string()).or_insert(n);
+                *e = (*e).max(n);
+            }
+        }
+    }
+    last
+}
+
+/// Issue 36: a running job's state is looked up by key through its API (`tidewater
+/// state`), as of its last completed checkpoint, and only with the job's token: the
+/// running count the lookup answers for a word is the last total the job committed
+/// for it through that checkpoint.
+#[test]
+fn the_cli_looks_up_a_key_s_state_as_of_the_last_checkpoint_with_the_token_only() {
+    let _s = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let token = token_file(dir.path());
+    let mut run = Run::new();
+    run.records = RECORDS_6S;
+    let (child, base, seen) = start(
+        &run,
+        &[
+            "--status-addr=127.0.0.1:0",
+            &format!("--control-token-file={}", token.display()),
+        ],
+    );
+    let _kill = KillOnDrop(child.id());
+    checkpointing(&base);
+    let token_arg = format!("--token-file={}", token.display());
+    let (mut asked, mut held) = (0, 0);
+    let started = Instant::now();
+    while asked < 5 {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no word to ask for"
+        );
+        let Some(word) = totals_through(&run.out, u64::MAX)
+            .keys()
+            .nth(asked)
+            .cloned()
+        else {
+            std::thread::sleep(Duration::from_millis(100));
+            continue;
+        };
+        let out = cli(&[
+            "state",
+            "--job",
+            &base,
+            &token_arg,
+            "--id",
+            "RunningCount",
+            "--key",
+            &word,
+        ])
+        .unwrap();
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let epoch = v["checkpoint"].as_u64().unwrap();
+        // The checkpoint's epoch is committed right after its manifest.
+        std::thread::sleep(Duration::from_millis(500));
+        let want = match totals_through(&run.out, epoch).get(&word) {
+            Some(n) => serde_json::json!([{ "window": "global", "cell": "count", "value": n }]),
+            None => serde_json::json!([]),
+        };
+        assert_eq!(v["entries"], want, "{word} at checkpoint {epoch}: {out}");
+        held += usize::from(want != serde_json::json!([]));
+        asked += 1;
+    }
+    assert!(held > 0, "no word asked for had a count yet");
+    // Without the token, or with another, the state is not read.
+    let e = tidewater_cli::Job::at(&base)
+        .unwrap()
+        .state("RunningCount", "a", "0000000000000000")
+        .unwrap_err();
+    assert!(e.contains("401") && e.contains("not this job's"), "{e}");
+    // An id no step keeps state under is named, with the ids there are.
+    let e = cli(&[
+        "state", "--job", &base, &token_arg, "--id", "Nope", "--key", "a",
+    ])
+    .unwrap_err();
+    assert!(
+        e.contains("no step keeps state under that id; the ids are ") && e.contains("RunningCount"),
+        "{e}"
+    );
+    ended(child, seen, "the job whose state was looked up");
+}

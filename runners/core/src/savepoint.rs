@@ -220,6 +220,44 @@ fn dofn_entries(
     Ok(())
 }
 
+/// The state step `id` holds for `key` in the newest complete checkpoint in `dir`:
+/// `{"checkpoint": EPOCH, "id": ID, "key": KEY, "entries": [{"window", "cell",
+/// "value"}...]}`, keys matched as [`Reader::entries`] shows them with `plan`'s code.
+pub fn query(
+    dir: &Path,
+    plan: &tidewater::plan::Plan,
+    id: &str,
+    key: &str,
+) -> Result<serde_json::Value> {
+    let reader = Reader::open(dir)?;
+    if !reader.state_ids().iter().any(|s| s.id == id) {
+        let ids: Vec<&str> = reader.state_ids().iter().map(|s| s.id.as_str()).collect();
+        return Err(Error::InvalidOption {
+            option: format!("id={id}"),
+            message: format!(
+                "no step keeps state under that id; the ids are {}",
+                ids.join(", ")
+            ),
+        });
+    }
+    let exec = crate::translate(plan)?;
+    let filter = Filter {
+        id: Some(id.to_string()),
+        key: Some(key.to_string()),
+    };
+    let entries: Vec<serde_json::Value> = reader
+        .entries(Some(&exec), &filter)?
+        .into_iter()
+        .map(|e| {
+            let value: serde_json::Value = serde_json::from_str(&e.value).unwrap_or_default();
+            serde_json::json!({ "window": e.window, "cell": e.cell, "value": value })
+        })
+        .collect();
+    Ok(
+        serde_json::json!({ "checkpoint": reader.epoch(), "id": id, "key": key, "entries": entries }),
+    )
+}
+
 /// `entries` as text: one JSON object per line, or CSV with a header
 /// (`id,key,window,cell,value`, the value as JSON).
 pub fn render(entries: &[Entry], format: &str) -> Result<String> {

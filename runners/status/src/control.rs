@@ -9,6 +9,11 @@
 //! - `POST /api/cancel`: end the job at once; what it committed stays, and the next run
 //!   on its checkpoint directory resumes from its last checkpoint.
 //!
+//! - `GET /api/state?id=ID&key=KEY`: a keyed state lookup (Flink's queryable state,
+//!   Kafka Streams' interactive queries): the state `ID` holds for `KEY`, as of the
+//!   job's last completed checkpoint (consistent across keys and steps, as a savepoint
+//!   is), read from its checkpoint directory.
+//!
 //! The reading endpoints are open to whoever reaches the address; these are not. A
 //! job serves them only with a token (`--control-token-file FILE`, or
 //! [`TOKEN_ENV`]), and a request must present it as `Authorization: Bearer TOKEN`,
@@ -91,6 +96,11 @@ pub enum Action {
 pub trait Controls: Send + Sync + 'static {
     /// Does `action`, saying what happens next, or says why it cannot.
     fn act(&self, action: Action) -> std::result::Result<String, String>;
+    /// The state step `id` holds for `key` as of the last completed checkpoint (JSON),
+    /// or why it cannot be read.
+    fn query_state(&self, _id: &str, _key: &str) -> std::result::Result<serde_json::Value, String> {
+        Err("this job keeps no checkpoints whose state could be read".into())
+    }
 }
 
 /// The answer to a control request.
@@ -121,7 +131,79 @@ pub fn routes<S: Clone + Send + Sync + 'static>(control: Arc<Control>) -> Router
         .route("/api/savepoint", post(|s, h| act(s, h, Action::Savepoint)))
         .route("/api/stop", post(|s, h| act(s, h, Action::Stop)))
         .route("/api/cancel", post(|s, h| act(s, h, Action::Cancel)))
+        .route("/api/state", axum::routing::get(state))
         .with_state(control)
+}
+
+/// A refusal: its status, headers and message.
+type Refusal = (StatusCode, HeaderMap, String);
+
+fn refusal(code: StatusCode, message: String) -> Refusal {
+    let mut h = HeaderMap::new();
+    if code == StatusCode::UNAUTHORIZED {
+        h.insert(
+            header::WWW_AUTHENTICATE,
+            "Bearer".parse().expect("a valid header"),
+        );
+    }
+    (code, h, message)
+}
+
+/// Whether `headers` present the job's token.
+fn authorize(control: &Control, headers: &HeaderMap) -> std::result::Result<(), Refusal> {
+    let Some(token) = &control.token else {
+        return Err(refusal(
+            StatusCode::FORBIDDEN,
+            format!(
+                "control is off: this job serves its status read-only; start it with --control-token-file FILE (or {TOKEN_ENV}) to take savepoints, stop or cancel it, or read its state over the API"
+            ),
+        ));
+    };
+    let presented = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim);
+    match presented {
+        Some(p) if token.matches(p.as_bytes()) => Ok(()),
+        Some(_) => Err(refusal(
+            StatusCode::UNAUTHORIZED,
+            "the token presented is not this job's".into(),
+        )),
+        None => Err(refusal(
+            StatusCode::UNAUTHORIZED,
+            "control needs the job's token: Authorization: Bearer TOKEN".into(),
+        )),
+    }
+}
+
+/// `GET /api/state?id=ID&key=KEY`: state is the job's data, so it takes the token too.
+async fn state(
+    State(control): State<Arc<Control>>,
+    headers: HeaderMap,
+    axum::extract::Query(q): axum::extract::Query<std::collections::HashMap<String, String>>,
+) -> (StatusCode, HeaderMap, Json<serde_json::Value>) {
+    let refuse =
+        |(code, h, message): Refusal| (code, h, Json(serde_json::json!({ "message": message })));
+    if let Err(r) = authorize(&control, &headers) {
+        return refuse(r);
+    }
+    let (Some(id), Some(key)) = (q.get("id"), q.get("key")) else {
+        return refuse(refusal(
+            StatusCode::BAD_REQUEST,
+            "give the state id and the key: /api/state?id=ID&key=KEY".into(),
+        ));
+    };
+    let controls = Arc::clone(&control.controls);
+    let (id, key) = (id.clone(), key.clone());
+    // Reading a checkpoint blocks: off the server's threads.
+    let answer = tokio::task::spawn_blocking(move || controls.query_state(&id, &key))
+        .await
+        .unwrap_or_else(|e| Err(format!("the state lookup failed: {e}")));
+    match answer {
+        Ok(v) => (StatusCode::OK, HeaderMap::new(), Json(v)),
+        Err(message) => refuse(refusal(StatusCode::CONFLICT, message)),
+    }
 }
 
 async fn act(
@@ -129,14 +211,7 @@ async fn act(
     headers: HeaderMap,
     action: Action,
 ) -> (StatusCode, HeaderMap, Json<Answer>) {
-    let refuse = |code: StatusCode, message: String| {
-        let mut h = HeaderMap::new();
-        if code == StatusCode::UNAUTHORIZED {
-            h.insert(
-                header::WWW_AUTHENTICATE,
-                "Bearer".parse().expect("a valid header"),
-            );
-        }
+    let refuse = |(code, h, message): Refusal| {
         (
             code,
             h,
@@ -146,33 +221,8 @@ async fn act(
             }),
         )
     };
-    let Some(token) = &control.token else {
-        return refuse(
-            StatusCode::FORBIDDEN,
-            format!(
-                "control is off: this job serves its status read-only; start it with --control-token-file FILE (or {TOKEN_ENV}) to take savepoints, stop or cancel it over the API"
-            ),
-        );
-    };
-    let presented = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim);
-    match presented {
-        Some(p) if token.matches(p.as_bytes()) => {}
-        Some(_) => {
-            return refuse(
-                StatusCode::UNAUTHORIZED,
-                "the token presented is not this job's".into(),
-            )
-        }
-        None => {
-            return refuse(
-                StatusCode::UNAUTHORIZED,
-                "control needs the job's token: Authorization: Bearer TOKEN".into(),
-            )
-        }
+    if let Err(r) = authorize(&control, &headers) {
+        return refuse(r);
     }
     match control.controls.act(action) {
         Ok(message) => (
@@ -183,7 +233,7 @@ async fn act(
                 message,
             }),
         ),
-        Err(message) => refuse(StatusCode::CONFLICT, message),
+        Err(message) => refuse(refusal(StatusCode::CONFLICT, message)),
     }
 }
 

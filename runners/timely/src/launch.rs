@@ -150,7 +150,7 @@ impl EngineRunner {
                     std::sync::Arc::new(crate::status::supervised::Supervised::new(self.name, n));
                 let graph =
                     tidewater_runners_core::job_graph::job_graph(plan, config.lift_combiners)?;
-                let control = crate::status::control::of(e, &config, true)?;
+                let control = crate::status::control::of(e, &config, plan, true)?;
                 let server =
                     crate::status::server::serve(addr, supervised.clone(), graph, control)?;
                 Some((supervised, server))
@@ -206,7 +206,7 @@ impl EngineRunner {
             (Some(board), Some(addr)) if config.process_id == 0 && !child => {
                 let graph =
                     tidewater_runners_core::job_graph::of_exec(&exec, config.lift_combiners);
-                let control = crate::status::control::of(&options.engine, &config, false)?;
+                let control = crate::status::control::of(&options.engine, &config, plan, false)?;
                 Some(crate::status::server::serve(
                     addr,
                     board.clone(),

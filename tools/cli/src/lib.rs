@@ -48,6 +48,23 @@ enum Command {
     Stop(Control),
     /// End the job at once (what it committed stays).
     Cancel(Control),
+    /// The state a step holds for a key, as of the job's last completed checkpoint.
+    State(StateQuery),
+}
+
+#[derive(Debug, clap::Args)]
+struct StateQuery {
+    #[command(flatten)]
+    target: Target,
+    /// The file holding the job's control token (else TIDEWATER_CONTROL_TOKEN).
+    #[arg(long, value_name = "FILE")]
+    token_file: Option<PathBuf>,
+    /// The step's state id (its name, or the uid pinned on it).
+    #[arg(long)]
+    id: String,
+    /// The key, as the job shows it (a string key without its quotes).
+    #[arg(long)]
+    key: String,
 }
 
 #[derive(Debug, clap::Args)]
@@ -109,6 +126,32 @@ impl Job {
             return Err(format!("{url} answered {status}: {body}"));
         }
         serde_json::from_str(&body).map_err(|e| format!("{url} did not answer JSON: {e}"))
+    }
+
+    /// `GET /api/state?id=ID&key=KEY` with `token`: the state step `id` holds for `key`
+    /// as of the job's last completed checkpoint, or why the job refused.
+    pub fn state(&self, id: &str, key: &str, token: &str) -> Result<Value, String> {
+        let url = format!("{}/api/state", self.base);
+        let mut response = self
+            .agent
+            .get(&url)
+            .query("id", id)
+            .query("key", key)
+            .header("Authorization", format!("Bearer {token}"))
+            .call()
+            .map_err(|e| format!("cannot reach the job at {}: {e}", self.base))?;
+        let status = response.status();
+        let body = response.body_mut().read_to_string().unwrap_or_default();
+        let value: Value = serde_json::from_str(&body).unwrap_or(Value::String(body));
+        if status.is_success() {
+            Ok(value)
+        } else {
+            let message = value["message"]
+                .as_str()
+                .map(str::to_string)
+                .unwrap_or_else(|| value.to_string());
+            Err(format!("the job refused ({status}): {message}"))
+        }
     }
 
     /// `POST /api/<action>` with `token`; the job's answer, or why it refused.
@@ -224,6 +267,12 @@ where
                 out = "no grouping or stateful DoFn has reported yet (a job without any, or one that just started)\n".into();
             }
             Ok(out)
+        }
+        Command::State(q) => {
+            let job = Job::at(&q.target.job)?;
+            let token = token(&q.token_file)?;
+            let v = job.state(&q.id, &q.key, &token)?;
+            Ok(serde_json::to_string_pretty(&v).expect("JSON prints") + "\n")
         }
         Command::Savepoint(c) => {
             let job = Job::at(&c.target.job)?;

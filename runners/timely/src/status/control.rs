@@ -13,6 +13,7 @@ use tidewater::Result;
 pub fn of(
     e: &tidewater::EngineOptions,
     config: &crate::EngineConfig,
+    plan: &tidewater::plan::Plan,
     supervisor: bool,
 ) -> Result<Control> {
     Ok(Control::new(
@@ -20,6 +21,8 @@ pub fn of(
         Arc::new(JobControls {
             savepoint_dir: config.savepoint_dir.clone(),
             checkpointing: config.checkpoint_dir.is_some(),
+            checkpoint_dir: config.checkpoint_dir.clone(),
+            plan: plan.clone(),
             supervisor,
         }),
     ))
@@ -43,6 +46,10 @@ pub struct JobControls {
     pub savepoint_dir: Option<PathBuf>,
     /// Whether the job checkpoints.
     pub checkpointing: bool,
+    /// `--checkpoint-dir`: where its state is read from.
+    pub checkpoint_dir: Option<PathBuf>,
+    /// The job's plan: its keys shown as their type's `Debug`.
+    pub plan: tidewater::plan::Plan,
     /// This is a local cluster's supervisor.
     pub supervisor: bool,
 }
@@ -74,6 +81,17 @@ impl Controls for JobControls {
                 "the job"
             })),
         }
+    }
+
+    fn query_state(&self, id: &str, key: &str) -> std::result::Result<serde_json::Value, String> {
+        let Some(dir) = &self.checkpoint_dir else {
+            return Err(
+                "the job takes no checkpoints (no --checkpoint-dir): there is no state to read"
+                    .into(),
+            );
+        };
+        tidewater_runners_core::savepoint::query(dir, &self.plan, id, key)
+            .map_err(|e| e.to_string())
     }
 }
 
