@@ -124,18 +124,18 @@ impl Reader {
     }
 }
 
+/// Shows an encoded key.
+type ShowKey<'a> = Box<dyn Fn(&[u8]) -> String + 'a>;
+
 /// How the keys of the step stored under `transform` are shown.
-fn key_shower<'a>(
-    plan: Option<&'a ExecutablePlan>,
-    transform: &str,
-) -> Box<dyn Fn(&[u8]) -> String + 'a> {
+fn key_shower<'a>(plan: Option<&'a ExecutablePlan>, transform: &str) -> ShowKey<'a> {
     let dofn = plan
         .and_then(|p| p.nodes.iter().find(|n| n.name == transform))
         .filter(|n| matches!(n.kind, NodeKind::Stateful { .. }))
         .and_then(|n| n.instantiate_stateful().ok());
     match dofn {
         Some(f) => Box::new(move |k| f.key_debug(k)),
-        None => Box::new(|k| guess(k)),
+        None => Box::new(guess),
     }
 }
 

@@ -135,10 +135,15 @@ pub fn routes<S: Clone + Send + Sync + 'static>(control: Arc<Control>) -> Router
         .with_state(control)
 }
 
-/// A refusal: its status, headers and message.
-type Refusal = (StatusCode, HeaderMap, String);
+/// A refusal: its status and message.
+type Refusal = (StatusCode, String);
 
 fn refusal(code: StatusCode, message: String) -> Refusal {
+    (code, message)
+}
+
+/// The headers of a refusal with `code`: a 401 says how to authenticate.
+fn refusal_headers(code: StatusCode) -> HeaderMap {
     let mut h = HeaderMap::new();
     if code == StatusCode::UNAUTHORIZED {
         h.insert(
@@ -146,7 +151,7 @@ fn refusal(code: StatusCode, message: String) -> Refusal {
             "Bearer".parse().expect("a valid header"),
         );
     }
-    (code, h, message)
+    h
 }
 
 /// Whether `headers` present the job's token.
@@ -183,8 +188,13 @@ async fn state(
     headers: HeaderMap,
     axum::extract::Query(q): axum::extract::Query<std::collections::HashMap<String, String>>,
 ) -> (StatusCode, HeaderMap, Json<serde_json::Value>) {
-    let refuse =
-        |(code, h, message): Refusal| (code, h, Json(serde_json::json!({ "message": message })));
+    let refuse = |(code, message): Refusal| {
+        (
+            code,
+            refusal_headers(code),
+            Json(serde_json::json!({ "message": message })),
+        )
+    };
     if let Err(r) = authorize(&control, &headers) {
         return refuse(r);
     }
@@ -211,10 +221,10 @@ async fn act(
     headers: HeaderMap,
     action: Action,
 ) -> (StatusCode, HeaderMap, Json<Answer>) {
-    let refuse = |(code, h, message): Refusal| {
+    let refuse = |(code, message): Refusal| {
         (
             code,
-            h,
+            refusal_headers(code),
             Json(Answer {
                 accepted: false,
                 message,

@@ -25,6 +25,9 @@ use tidewater::{BoundedWindow, Timestamp};
 /// Timers keyed by encoded key, named by the DoFn's timer ids.
 type Timers = TimerService<Vec<u8>, String>;
 
+/// One of a stateful DoFn's timers: of an encoded key, named by the DoFn's timer id.
+pub type KeyTimer = Timer<Vec<u8>, String>;
+
 /// One key group of a stateful runner in a snapshot.
 #[derive(Default, Serialize, Deserialize)]
 struct KeyGroupState {
@@ -38,7 +41,7 @@ struct KeyGroupState {
 /// A key group part of a stateful runner ([`StatefulRunner::snapshot`]), for an
 /// offline reader: its cells (in the state backend's part format, see
 /// [`crate::state::decode_cells`]) and its timers.
-pub fn decode_key_group(bytes: &[u8]) -> Result<(Vec<u8>, Vec<Timer<Vec<u8>, String>>), ExecError> {
+pub fn decode_key_group(bytes: &[u8]) -> Result<(Vec<u8>, Vec<KeyTimer>), ExecError> {
     let st: KeyGroupState = decode_part(bytes, "stateful ParDo key group")?;
     Ok((st.cells, st.timers))
 }
