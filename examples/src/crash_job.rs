@@ -125,7 +125,8 @@ pub enum Version {
     #[default]
     V1,
     /// A stateless change: a map added before the counts (node numbers shift), and
-    /// other closures, at other lines, that mark their lines `v2`. Its state is V1's.
+    /// other closures, at other lines, that mark their lines `v2`; the windowed count
+    /// renamed, its uid pinned to its old name. Its state is V1's.
     V2,
     /// The running count removed: its state has no step to go to.
     V3,
@@ -150,12 +151,18 @@ pub fn lines_of_version(p: &Pipeline, input: &Input, version: Version) -> PColle
     if version == Version::V2 {
         words = words.map("Trim", |word: String| word.trim().to_string());
     }
-    let windowed = words
-        .apply(
-            "Window",
-            Window::into(WindowFn::fixed(Duration::from_secs(1))),
-        )
-        .apply("CountPerWindow", Count::per_element());
+    let windows = words.apply(
+        "Window",
+        Window::into(WindowFn::fixed(Duration::from_secs(1))),
+    );
+    let windowed = if version == Version::V2 {
+        // Renamed, its state pinned to the old name's id.
+        windows
+            .apply("CountEachWindow", Count::per_element())
+            .with_uid("CountPerWindow")
+    } else {
+        windows.apply("CountPerWindow", Count::per_element())
+    };
     let per_window = if version == Version::V2 {
         windowed.map_with_context(
             "FormatWindowCount",
