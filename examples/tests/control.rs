@@ -304,7 +304,7 @@ fn the_cli_stops_a_hosts_cluster_through_process_0_and_a_restart_from_it_is_exac
 /// The last running total of each word among `out`'s committed files of epochs up to
 /// `epoch` (`part-<epoch>-<instance>-<job>.txt`).
 fn totals_through(out: &Path, epoch: u64) -> std::collections::BTreeMap<String, u64> {
-    let mut last = std::collections::BTreeMap::new();
+    let mut lines = Vec::new();
     for e in std::fs::read_dir(out).unwrap() {
         let path = e.unwrap().path();
         let name = path.file_name().unwrap().to_string_lossy().into_owned();
@@ -314,15 +314,14 @@ fn totals_through(out: &Path, epoch: u64) -> std::collections::BTreeMap<String, 
         if e.parse::<u64>().unwrap() > epoch {
             continue;
         }
-        for l in std::fs::read_to_string(&path).unwrap().lines() {
-            if let Some((word, n)) = l.strip_prefix("total ").and_then(|r| r.rsplit_once(' ')) {
-                let n: u64 = n.parse().unwrap();
-                let e = last.entry(word.to_string()).or_insert(n);
-                *e = (*e).max(n);
-            }
-        }
+        lines.extend(
+            std::fs::read_to_string(&path)
+                .unwrap()
+                .lines()
+                .map(String::from),
+        );
     }
-    last
+    last_totals(lines)
 }
 
 /// Issue 36: a running job's state is looked up by key through its API (`tidewater

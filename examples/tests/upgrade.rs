@@ -21,7 +21,7 @@
 mod common;
 
 use common::*;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 /// Stops v1 of the job after 1 s of about 3 on `runner` at 2 workers, with a
@@ -107,6 +107,14 @@ fn check(runner: &str, version: &str, savepoint: &Path, extra: &[&str]) -> (Stri
     (report, out.status.success())
 }
 
+/// A temporary directory, and in it where a savepoint and two runs' outputs go.
+fn places() -> (tempfile::TempDir, PathBuf, PathBuf, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let at = |name: &str| dir.path().join(name);
+    let (savepoint, o1, o2) = (at("savepoint"), at("o1"), at("o2"));
+    (dir, savepoint, o1, o2)
+}
+
 fn sorted(mut v: Vec<String>) -> Vec<String> {
     v.sort();
     v
@@ -116,12 +124,7 @@ fn sorted(mut v: Vec<String>) -> Vec<String> {
 fn a_job_upgraded_mid_window_with_changed_maps_and_output_resumes_its_state() {
     let _s = serial();
     for runner in RUNNERS {
-        let dir = tempfile::tempdir().unwrap();
-        let (savepoint, o1, o2) = (
-            dir.path().join("savepoint"),
-            dir.path().join("o1"),
-            dir.path().join("o2"),
-        );
+        let (_dir, savepoint, o1, o2) = places();
         let before = stop_v1(runner, &savepoint, &o1);
         let (report, ok) = check(runner, "v2", &savepoint, &[]);
         assert!(ok, "{runner}: v2 would be refused:\n{report}");
@@ -158,12 +161,7 @@ fn a_job_upgraded_mid_window_with_changed_maps_and_output_resumes_its_state() {
 fn a_removed_stateful_step_is_refused_and_its_state_dropped_only_when_allowed() {
     let _s = serial();
     let runner = "native";
-    let dir = tempfile::tempdir().unwrap();
-    let (savepoint, o1, o2) = (
-        dir.path().join("savepoint"),
-        dir.path().join("o1"),
-        dir.path().join("o2"),
-    );
+    let (_dir, savepoint, o1, o2) = places();
     let before = stop_v1(runner, &savepoint, &o1);
     let (report, ok) = check(runner, "v3", &savepoint, &[]);
     assert!(!ok, "v3 would run:\n{report}");
@@ -213,12 +211,7 @@ fn a_removed_stateful_step_is_refused_and_its_state_dropped_only_when_allowed() 
 #[test]
 fn a_state_cell_of_another_type_is_refused_naming_the_cell() {
     let _s = serial();
-    let dir = tempfile::tempdir().unwrap();
-    let (savepoint, o1, o2) = (
-        dir.path().join("savepoint"),
-        dir.path().join("o1"),
-        dir.path().join("o2"),
-    );
+    let (_dir, savepoint, o1, o2) = places();
     stop_v1("native", &savepoint, &o1);
     let (report, ok) = check("native", "v4", &savepoint, &["--allow-non-restored-state"]);
     assert!(!ok, "v4 would run:\n{report}");
@@ -239,12 +232,7 @@ fn a_state_cell_of_another_type_is_refused_naming_the_cell() {
 #[test]
 fn a_state_struct_that_gains_a_defaulted_field_reads_the_old_values() {
     let _s = serial();
-    let dir = tempfile::tempdir().unwrap();
-    let (savepoint, o1, o2) = (
-        dir.path().join("savepoint"),
-        dir.path().join("o1"),
-        dir.path().join("o2"),
-    );
+    let (_dir, savepoint, o1, o2) = places();
     let before = stop("native", "v4", &savepoint, &o1);
     let (report, ok) = check("native", "v5", &savepoint, &[]);
     assert!(ok, "v5 would be refused:\n{report}");
@@ -262,26 +250,11 @@ fn a_state_struct_that_gains_a_defaulted_field_reads_the_old_values() {
     );
 }
 
-/// Each word's last running total among `lines` (`total WORD N`).
-fn last_totals(lines: &[String]) -> std::collections::BTreeMap<String, u64> {
-    let mut last = std::collections::BTreeMap::new();
-    for l in lines {
-        if let Some(rest) = l.strip_prefix("total ") {
-            let (word, n) = rest.rsplit_once(' ').unwrap();
-            let n: u64 = n.parse().unwrap();
-            let e = last.entry(word.to_string()).or_insert(n);
-            *e = (*e).max(n);
-        }
-    }
-    last
-}
-
 #[test]
 fn a_savepoint_is_read_offline_per_key_and_as_a_pipeline_s_input() {
     use tidewater_runners_core::savepoint::{Filter, Reader};
     let _s = serial();
-    let dir = tempfile::tempdir().unwrap();
-    let (savepoint, o1) = (dir.path().join("savepoint"), dir.path().join("o1"));
+    let (_dir, savepoint, o1, _) = places();
     let before = stop_v1("native", &savepoint, &o1);
     // Every word's count in the savepoint is its last total the stopped job committed.
     let want = last_totals(&before);

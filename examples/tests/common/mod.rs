@@ -617,3 +617,20 @@ pub fn hosts_file(dir: &Path, n: usize) -> (Vec<u16>, PathBuf) {
     std::fs::write(&hosts, listing).unwrap();
     (ports, hosts)
 }
+
+/// Each word's last running total among the crash job's `lines` (`total WORD N`).
+pub fn last_totals<S: AsRef<str>>(lines: impl IntoIterator<Item = S>) -> BTreeMap<String, u64> {
+    let mut last = BTreeMap::new();
+    for l in lines {
+        if let Some((word, n)) = l
+            .as_ref()
+            .strip_prefix("total ")
+            .and_then(|r| r.rsplit_once(' '))
+        {
+            let n: u64 = n.parse().expect("a total is a number");
+            let e = last.entry(word.to_string()).or_insert(n);
+            *e = (*e).max(n);
+        }
+    }
+    last
+}
