@@ -348,7 +348,7 @@ fn a_checkpoint_whose_state_means_something_else_is_refused_naming_it() {
         .capture("counts");
     let e = p.run().unwrap_err().to_string();
     assert!(
-        e.contains("does not fit this pipeline: 'Count/Combine' changed its input from u64 to alloc::string::String: its state cannot be read"),
+        e.contains("does not fit this pipeline: 'Count/Combine' changed its input from u64 to String: its state cannot be read"),
         "{e}"
     );
 }
