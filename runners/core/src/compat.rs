@@ -56,6 +56,26 @@ impl PlanIdentity {
             .map_or(transform, |s| s.id.as_str())
     }
 
+    /// What restoring a snapshot of the plan of hash `hash`, holding the stateful
+    /// parts `state`, does with each id; `Err` (why) for a snapshot of another plan
+    /// written before snapshots recorded their ids, which restores only into the very
+    /// same plan.
+    pub fn report(
+        &self,
+        hash: u64,
+        state: Option<&[StateId]>,
+        what: &str,
+    ) -> std::result::Result<Report, String> {
+        match state {
+            _ if hash == self.hash => Ok(compatibility(&self.state, &self.state)),
+            Some(old) => Ok(compatibility(old, &self.state)),
+            None => Err(format!(
+                "{what} belongs to another pipeline (plan hash {hash:016x}, this one {:016x}) and was written before snapshots recorded their state ids, so it restores only into the very same pipeline",
+                self.hash
+            )),
+        }
+    }
+
     /// Whether a snapshot of the plan of hash `hash`, holding the stateful parts
     /// `state` (`None`: a snapshot written before they were recorded), restores into
     /// this plan; if not, why (`what` names the snapshot). With `allow_non_restored`
@@ -70,13 +90,8 @@ impl PlanIdentity {
         if hash == self.hash {
             return Ok(Admitted::default());
         }
-        let Some(old) = state else {
-            return Err(format!(
-                "{what} belongs to another pipeline (plan hash {hash:016x}, this one {:016x}) and was written before snapshots recorded their state ids, so it restores only into the very same pipeline",
-                self.hash
-            ));
-        };
-        let report = compatibility(old, &self.state);
+        let report = self.report(hash, state, what)?;
+        let old = state.unwrap_or_default();
         if let Some(why) = report.refusal(allow_non_restored) {
             return Err(format!("{what} does not fit this pipeline: {why}"));
         }

@@ -7,7 +7,7 @@
 //! every part it kept, starts new parts empty, and is refused (naming the ids) if it
 //! dropped state, unless `--allow-non-restored-state`, or changed what state means.
 
-use crate::compat::{compatibility, PlanIdentity};
+use crate::compat::PlanIdentity;
 use crate::store::{Restored, Store};
 use std::path::Path;
 use tidewater::{Error, Result};
@@ -78,6 +78,17 @@ fn savepoint_in(dir: &Path, plan: &PlanIdentity, allow_non_restored: bool) -> Re
         })
 }
 
+/// If asked (`--check-savepoint`, `--inspect-savepoint`), answers instead of running
+/// and ends the process: prints the answer and exits 0, or returns why the run would
+/// be refused. Every runner calls it first.
+pub fn answer_if_asked(plan: &tidewater::plan::Plan, e: &tidewater::EngineOptions) -> Result<()> {
+    if let Some(answer) = offline_answer(plan, e) {
+        print!("{}", answer?);
+        std::process::exit(0);
+    }
+    Ok(())
+}
+
 /// What a job binary answers instead of running, if asked (`--check-savepoint`,
 /// `--inspect-savepoint`): the text to print, or why the run would be refused. `None`
 /// when neither is asked.
@@ -127,18 +138,11 @@ pub fn check(dir: &Path, plan: &PlanIdentity, allow_non_restored: bool) -> Resul
         });
     };
     let manifest = store.manifest(epoch)?;
-    let head = format!("checkpoint {epoch} in {}\n", dir.display());
-    let report = match (&manifest.state, manifest.plan_hash == plan.hash) {
-        (_, true) => compatibility(&plan.state, &plan.state),
-        (Some(old), false) => compatibility(old, &plan.state),
-        (None, false) => {
-            return Err(Error::Checkpoint {
-                message: format!(
-                    "{head}it was written by another pipeline before checkpoints recorded their state ids: it restores only into the very same pipeline"
-                ),
-            })
-        }
-    };
+    let what = format!("checkpoint {epoch} in {}", dir.display());
+    let head = format!("{what}\n");
+    let report = plan
+        .report(manifest.plan_hash, manifest.state.as_deref(), &what)
+        .map_err(|message| Error::Checkpoint { message })?;
     let lines = format!("{head}{}", report.render());
     match report.refusal(allow_non_restored) {
         None => Ok(lines),

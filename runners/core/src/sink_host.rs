@@ -17,6 +17,11 @@ use tidewater::exec::{AnyBatch, ErasedSink, ExecError};
 use tidewater::plan::Json;
 use tidewater::{Error, Result, Txn};
 
+/// `e` attributed to the sink `transform`.
+fn of(transform: &str, e: ExecError) -> Error {
+    crate::stage::unwrap_downstream(crate::stage::attribute(e, transform))
+}
+
 /// One instance of a sink.
 pub struct SinkHost {
     transform: String,
@@ -233,7 +238,7 @@ impl SinkHost {
     }
 
     fn err(&self, e: ExecError) -> Error {
-        crate::stage::unwrap_downstream(crate::stage::attribute(e, &self.transform))
+        of(&self.transform, e)
     }
 
     /// Writes a batch into the current epoch's transaction.
@@ -370,9 +375,7 @@ impl SinkHost {
             };
             for txn in staged {
                 let sink = before.as_mut().unwrap_or(&mut host.sink);
-                sink.commit(&txn).map_err(|e| {
-                    crate::stage::unwrap_downstream(crate::stage::attribute(e, &host.transform))
-                })?;
+                sink.commit(&txn).map_err(|e| of(&host.transform, e))?;
             }
         }
         Ok(host)

@@ -52,12 +52,8 @@ impl Runner for DirectRunner {
     }
 
     fn run(&self, plan: &Plan, options: &PipelineOptions) -> Result<PipelineResult> {
-        if let Some(answer) = tidewater_runners_core::restore::offline_answer(plan, &options.engine)
-        {
-            // Says what a run would restore, or what a savepoint holds, and ends.
-            print!("{}", answer?);
-            std::process::exit(0);
-        }
+        // Says what a run would restore, or what a savepoint holds, and ends.
+        tidewater_runners_core::restore::answer_if_asked(plan, &options.engine)?;
         let exec = translate(plan)?;
         let mut exec_options = exec_options(options, Clock::for_plan(&exec))?;
         let served = status::serve_if_asked(options, &exec, exec_options.lift_combiners)?;

@@ -85,12 +85,8 @@ impl EngineRunner {
     /// Runs `plan` as `options` ask: here, or on a local cluster this process
     /// supervises, or as one process of such a cluster.
     pub fn run(&self, plan: &Plan, options: &PipelineOptions) -> Result<PipelineResult> {
-        if let Some(answer) = tidewater_runners_core::restore::offline_answer(plan, &options.engine)
-        {
-            // Says what a run would restore, or what a savepoint holds, and ends.
-            print!("{}", answer?);
-            std::process::exit(0);
-        }
+        // Says what a run would restore, or what a savepoint holds, and ends.
+        tidewater_runners_core::restore::answer_if_asked(plan, &options.engine)?;
         if let Some(n) = options.engine.local_cluster {
             return self.local_cluster(n as usize, plan, options);
         }

@@ -20,7 +20,6 @@ pub fn of(
         Token::of(e)?,
         Arc::new(JobControls {
             savepoint_dir: config.savepoint_dir.clone(),
-            checkpointing: config.checkpoint_dir.is_some(),
             checkpoint_dir: config.checkpoint_dir.clone(),
             plan: plan.clone(),
             supervisor,
@@ -44,8 +43,6 @@ fn savepoint_refused(savepoint_dir: &Option<PathBuf>, checkpointing: bool) -> Op
 pub struct JobControls {
     /// `--savepoint-dir`.
     pub savepoint_dir: Option<PathBuf>,
-    /// Whether the job checkpoints.
-    pub checkpointing: bool,
     /// `--checkpoint-dir`: where its state is read from.
     pub checkpoint_dir: Option<PathBuf>,
     /// The job's plan: its keys shown as their type's `Debug`.
@@ -58,7 +55,9 @@ impl Controls for JobControls {
     fn act(&self, action: Action) -> std::result::Result<String, String> {
         match action {
             Action::Savepoint => {
-                if let Some(why) = savepoint_refused(&self.savepoint_dir, self.checkpointing) {
+                if let Some(why) =
+                    savepoint_refused(&self.savepoint_dir, self.checkpoint_dir.is_some())
+                {
                     return Err(why);
                 }
                 // A supervisor passes it to process 0, as it does SIGUSR1.
