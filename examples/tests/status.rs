@@ -385,7 +385,7 @@ fn the_direct_runner_serves_its_status_answers_why_and_stops_over_the_api() {
     };
     let refused = cli(&["savepoint"]).unwrap_err();
     assert!(
-        refused.contains("the direct runner takes no checkpoints"),
+        refused.contains("the job has no --savepoint-dir to keep a savepoint in"),
         "{refused}"
     );
     assert_eq!(

@@ -174,6 +174,9 @@ fn exec_options(options: &PipelineOptions, clock: Clock) -> Result<ExecOptions> 
             .then(|| std::time::Duration::from_millis(commit_every_ms as u64)),
         max_key_groups,
         status: None,
+        savepoint_dir: options.engine.savepoint_dir.clone(),
+        from_savepoint: options.engine.from_savepoint.clone(),
+        allow_non_restored_state: options.engine.allow_non_restored_state,
         replay_hint: validate.then(|| {
             format!("direct runner seed {seed}; rerun with --seed={seed} to replay this order")
         }),

@@ -3,8 +3,10 @@
 //! worker. The scheduler publishes its figures to the board about once a second
 //! (`scheduler/figures.rs`): per task (a stage's head) records in and out and the
 //! watermark, a grouping's windows and a stateful DoFn's timers, a source's partitions,
-//! the DoFns' metrics. It takes no checkpoints, so it keeps no savepoint; stop drains
-//! the job as Ctrl-C does, cancel ends it.
+//! the DoFns' metrics. With `--savepoint-dir`, a savepoint request keeps one between
+//! rounds and stop leaves the sources where they are and keeps the job's state there
+//! (`scheduler/savepoint.rs`); without, savepoints are refused and stop drains the job
+//! as Ctrl-C does. Cancel ends it.
 
 use std::sync::Arc;
 use tidewater::{PipelineOptions, Result};
@@ -31,7 +33,12 @@ pub fn serve_if_asked(
     };
     let board = Arc::new(Board::new("direct", 1, 1));
     let graph = tidewater_runners_core::job_graph::of_exec(exec, lift_combiners);
-    let control = Control::new(Token::of(&options.engine)?, Arc::new(DirectControls));
+    let control = Control::new(
+        Token::of(&options.engine)?,
+        Arc::new(DirectControls {
+            savepoint_dir: options.engine.savepoint_dir.clone(),
+        }),
+    );
     let server = serve(addr, board.clone(), graph, control)?;
     Ok(Some(Served {
         board,
@@ -52,17 +59,35 @@ impl Served {
 }
 
 /// What control does to a job on the direct runner.
-struct DirectControls;
+struct DirectControls {
+    savepoint_dir: Option<std::path::PathBuf>,
+}
 
 impl Controls for DirectControls {
     fn act(&self, action: Action) -> std::result::Result<String, String> {
-        match action {
-            Action::Savepoint => Err("the direct runner takes no checkpoints, so it keeps no savepoint (run the job on --runner native or microbatch with --checkpoint-dir and --savepoint-dir)".into()),
-            Action::Stop => {
+        match (action, &self.savepoint_dir) {
+            (Action::Savepoint, None) => {
+                Err("the job has no --savepoint-dir to keep a savepoint in".into())
+            }
+            (Action::Savepoint, Some(dir)) => {
+                tidewater::runner::request_savepoint();
+                Ok(format!(
+                    "a savepoint is kept between the next two rounds in {}/savepoint-<epoch>; /api/job lists it once written",
+                    dir.display()
+                ))
+            }
+            (Action::Stop, None) => {
                 tidewater::runner::request_drain();
                 Ok("stopping: the sources stop, windows fire and the output is committed".into())
             }
-            Action::Cancel => Ok(cancel_soon("the job")),
+            (Action::Stop, Some(dir)) => {
+                tidewater::runner::request_drain();
+                Ok(format!(
+                    "stopping: the sources stop where they are, the output is committed, and the job's state is kept as a savepoint in {} (start a job from it with --from-savepoint)",
+                    dir.display()
+                ))
+            }
+            (Action::Cancel, _) => Ok(cancel_soon("the job")),
         }
     }
 }

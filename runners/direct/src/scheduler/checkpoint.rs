@@ -30,7 +30,7 @@ impl Executor<'_> {
         // Partial combines held in stages are not state: they go into their groupings.
         self.flush_all_partials()?;
         let plan = self.plan;
-        let max = self.options.max_key_groups;
+        let max = self.max_key_groups;
         let mut snapshot = Snapshot {
             plan_hash: plan.plan_hash,
             max_key_groups: max,
@@ -122,7 +122,7 @@ impl Executor<'_> {
             Some(rng) => rng.below(4) as usize,
             None => (round % 4) as usize,
         };
-        let at = placement(max);
+        let at = placement(max, 1);
         for (i, n) in plan.nodes.iter().enumerate() {
             if let NodeKind::Sink { .. } = &n.kind {
                 // The snapshot is durable: restoring commits what it staged.

@@ -59,7 +59,7 @@ impl Executor<'_> {
         }
         self.published = Some(std::time::Instant::now());
         board.set_job(&self.job);
-        let max_key_groups = self.options.max_key_groups;
+        let max_key_groups = self.max_key_groups;
         let mut records_read = 0;
         let mut operators = Vec::new();
         for i in heads(self.plan) {

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 mod checkpoint;
 mod figures;
 mod output;
+mod savepoint;
 
 use std::collections::BTreeMap;
 use tidewater::exec::{
@@ -19,17 +20,20 @@ use tidewater::exec::{
 use tidewater::runner::{PipelineResult, PipelineState};
 use tidewater::Timestamp;
 use tidewater::{Error, Result};
-use tidewater_runners_core::checkpoint::{rescale_through, restore_sink};
+use tidewater_runners_core::checkpoint::{rescale_through, restore_sink, restored_job};
 pub use tidewater_runners_core::clock::Clock;
+use tidewater_runners_core::compat::PlanIdentity;
 use tidewater_runners_core::delta::apply_delta;
 use tidewater_runners_core::fusion::{heads, stage_graph, ExitKind, StageGraph};
 use tidewater_runners_core::head::{Head, Placement};
 use tidewater_runners_core::job::job_id;
 use tidewater_runners_core::keyed::{KeyGroups, SnapshotKind};
+use tidewater_runners_core::restore::restore_point;
 use tidewater_runners_core::sink_host::SinkHost;
 use tidewater_runners_core::snapshot::{decode_part, encode_part, Part, Scope, Snapshot};
 use tidewater_runners_core::source_driver::SourceDriver;
 use tidewater_runners_core::stage::{FusedStage, StageOptions, StageOutput};
+use tidewater_runners_core::store::{start_epoch, Restored, Store};
 use tidewater_runners_core::test_stream::Replayed;
 use tidewater_runners_core::translate::{ExecutablePlan, NodeKind};
 use tidewater_runners_core::watermarks;
@@ -70,6 +74,16 @@ pub struct ExecOptions {
     pub accept_duplicates: bool,
     /// With `--status-addr`: the board the job's figures are published to.
     pub status: Option<std::sync::Arc<tidewater_runners_status::Board>>,
+    /// `--savepoint-dir`: a stop (drain request, `max_duration`) leaves the sources
+    /// where they are and keeps the job's state here, as does the end of a bounded run;
+    /// a savepoint request while it runs keeps one in `DIR/savepoint-<epoch>`.
+    pub savepoint_dir: Option<std::path::PathBuf>,
+    /// `--from-savepoint`: the job starts from the savepoint in this directory (written
+    /// by any runner, at any parallelism).
+    pub from_savepoint: Option<std::path::PathBuf>,
+    /// `--allow-non-restored-state`: a savepoint holding state of steps this plan no
+    /// longer has restores without it.
+    pub allow_non_restored_state: bool,
 }
 
 impl Default for ExecOptions {
@@ -89,6 +103,9 @@ impl Default for ExecOptions {
             job_id: None,
             accept_duplicates: false,
             status: None,
+            savepoint_dir: None,
+            from_savepoint: None,
+            allow_non_restored_state: false,
         }
     }
 }
@@ -96,14 +113,37 @@ impl Default for ExecOptions {
 /// Runs `plan` to completion.
 pub fn execute(plan: &ExecutablePlan, options: &ExecOptions) -> Result<PipelineResult> {
     let graph = stage_graph(plan, options.lift_combiners);
-    let job = job_id(options.job_id.as_deref(), None, plan.plan_hash, "direct")?;
+    let identity = PlanIdentity::of(plan);
+    let (restored, origin) = restore_point(
+        &identity,
+        None,
+        options.from_savepoint.as_deref(),
+        options.allow_non_restored_state,
+    )?;
+    if let Some(r) = &restored {
+        tracing::info!("direct runner: {origin}");
+        for note in &r.notes {
+            tracing::warn!("direct runner: {note}");
+        }
+    }
+    let recorded = match &restored {
+        Some(r) => restored_job(plan, &r.snapshot)?,
+        None => None,
+    };
+    let job = job_id(
+        options.job_id.as_deref(),
+        recorded,
+        plan.plan_hash,
+        "direct",
+    )?;
+    let start_epoch = start_epoch(restored.as_ref());
     tidewater_runners_core::sink_host::refuse_replay(
         plan,
         &tidewater_runners_core::sink_host::RunStart {
             job: &job,
-            derived: options.job_id.is_none(),
-            resume_epoch: 0,
-            origin: "the direct runner runs a job from its beginning (it restores no checkpoint)",
+            derived: options.job_id.is_none() && restored.is_none(),
+            resume_epoch: start_epoch,
+            origin: &origin,
             accept_duplicates: options.accept_duplicates,
         },
     )?;
@@ -116,6 +156,11 @@ pub fn execute(plan: &ExecutablePlan, options: &ExecOptions) -> Result<PipelineR
         captures: BTreeMap::new(),
         metrics: MetricResults::default(),
         rng: options.shuffle_seed.map(SplitMix64::new),
+        max_key_groups: restored
+            .as_ref()
+            .map_or(options.max_key_groups, |r| r.manifest.max_key_groups),
+        identity,
+        stopping: false,
         lifted: graph.lifted.clone(),
         stages: (0..graph.stages.len()).map(|_| None).collect(),
         heads: (0..plan.nodes.len()).map(|_| None).collect(),
@@ -139,7 +184,8 @@ pub fn execute(plan: &ExecutablePlan, options: &ExecOptions) -> Result<PipelineR
             ex.captures.entry(name.clone()).or_insert((ty, Vec::new()));
         }
     }
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| ex.run()));
+    let result =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| ex.run(restored.as_ref())));
     // Every DoFn that was set up is torn down, after a failure too; a teardown error
     // counts only if the run succeeded.
     if !matches!(result, Ok(Ok(()))) {
@@ -197,6 +243,12 @@ struct Executor<'p> {
     captures: BTreeMap<String, (String, Vec<u8>)>,
     metrics: MetricResults,
     rng: Option<SplitMix64>,
+    /// The number of key groups: a restored savepoint's, else the option's.
+    max_key_groups: u32,
+    /// The plan's stateful parts by id, which a savepoint records.
+    identity: PlanIdentity,
+    /// The job is stopping with a savepoint: the sources stay where they are.
+    stopping: bool,
     /// Per node: a combine whose partial half runs in the producing stage.
     lifted: Vec<bool>,
     /// The stages, as the stage graph defines them.
@@ -225,19 +277,19 @@ struct Executor<'p> {
 }
 
 /// Where the direct runner's heads run: one worker, owning every key group, reading
-/// each source as one partition.
-fn placement(max_key_groups: u32) -> Placement {
+/// each source as one partition; taking over what `old_workers` held.
+fn placement(max_key_groups: u32, old_workers: usize) -> Placement {
     Placement {
         worker: 0,
         workers: 1,
-        old_workers: 1,
+        old_workers,
         key_groups: KeyGroups::all(max_key_groups),
         source_partitions: 1,
     }
 }
 
 impl Executor<'_> {
-    fn run(&mut self) -> Result<()> {
+    fn run(&mut self, restored: Option<&Restored>) -> Result<()> {
         // On the fast path partial combines are held across bundles and rounds, and
         // flushed before their grouping sees its input watermark move (or a
         // checkpoint); with validation every bundle flushes them.
@@ -249,19 +301,9 @@ impl Executor<'_> {
         for (i, stage) in self.graph.stages.iter().enumerate() {
             self.stages[i] = Some(FusedStage::new(self.plan, stage, stage_options)?);
         }
-        let at = placement(self.options.max_key_groups);
-        for i in heads(self.plan) {
-            self.heads[i] = Some(Head::build(self.plan, &self.graph, i, &at, None)?);
-        }
-        for (i, n) in self.plan.nodes.iter().enumerate() {
-            if let NodeKind::Sink { .. } = &n.kind {
-                let mut host = SinkHost::new(self.plan, i, 0, 0, &self.job)?;
-                host.recover(1)?;
-                self.sinks[i] = Some(host);
-            }
-        }
+        self.build_heads_and_sinks(restored)?;
         if self.options.clock == Clock::Wall {
-            self.processing_time = Timestamp::wall_clock();
+            self.processing_time = self.processing_time.max(Timestamp::wall_clock());
         }
         // Rounds until nothing moves: sources exhausted, every reducer quiet.
         let mut round = 0u64;
@@ -291,13 +333,22 @@ impl Executor<'_> {
             if self.options.clock == Clock::Wall {
                 self.processing_time = self.processing_time.max(Timestamp::wall_clock());
             }
+            if tidewater::runner::take_savepoint_request() {
+                self.keep_savepoint_now()?;
+            }
             if tidewater::runner::drain_requested()
                 || self
                     .options
                     .max_duration
                     .is_some_and(|d| self.started.elapsed() >= d)
             {
-                self.sources().for_each(SourceDriver::finish);
+                if self.options.savepoint_dir.is_some() {
+                    // Stop with a savepoint: the sources keep their positions, so that
+                    // a job resumed from it reads on from there.
+                    self.stopping = true;
+                } else {
+                    self.sources().for_each(SourceDriver::finish);
+                }
             }
             let mut progress = false;
             for i in 0..self.plan.nodes.len() {
@@ -310,7 +361,10 @@ impl Executor<'_> {
             if !progress {
                 if !self.reading() {
                     // The job's last epoch ends and, nothing being left to fail, is
-                    // committed.
+                    // committed; with --savepoint-dir, after its state is kept there.
+                    if let Some(dir) = &self.options.savepoint_dir {
+                        self.keep_savepoint(dir)?;
+                    }
                     for host in self.sinks.iter_mut().flatten() {
                         host.end_epoch()?;
                         host.commit_through(u64::MAX)?;
@@ -368,11 +422,13 @@ impl Executor<'_> {
         })
     }
 
-    /// Whether some Read is not done.
+    /// Whether some Read is not done (and the job is not stopping).
     fn reading(&self) -> bool {
-        self.heads
-            .iter()
-            .any(|h| matches!(h, Some(Head::Read(driver)) if !driver.is_done()))
+        !self.stopping
+            && self
+                .heads
+                .iter()
+                .any(|h| matches!(h, Some(Head::Read(driver)) if !driver.is_done()))
     }
 
     /// One node's part of a round; whether anything happened.
@@ -426,6 +482,10 @@ impl Executor<'_> {
                 if self.options.clock == Clock::Simulated && self.reading() {
                     return Ok(false);
                 }
+                // A job stopping with a savepoint keeps the script where it is.
+                if self.stopping {
+                    return Ok(false);
+                }
                 let driver = driver.as_mut().expect("worker 0 runs the script");
                 // The script moves the one processing-time clock the scheduler keeps.
                 clock.processing_time = self.processing_time;
@@ -445,6 +505,8 @@ impl Executor<'_> {
                     Replayed::End => Ok(before.watermark != Timestamp::MAX),
                 }
             }
+            // A job stopping with a savepoint reads no more.
+            Head::Read(_) if self.stopping => Ok(false),
             Head::Read(driver) => {
                 let out = node.outputs[0];
                 let max = self.options.max_bundle_size.max(1);
