@@ -176,8 +176,8 @@ pub struct EngineOptions {
     #[arg(long, value_name = "DIR")]
     pub check_savepoint: Option<PathBuf>,
     /// Print the state held in the newest savepoint or checkpoint in DIR (every
-    /// stateful DoFn's cells and timers per key and window; other steps' parts raw)
-    /// and exit without running.
+    /// stateful DoFn's cells and timers and every grouping's open windows, per key
+    /// and window; other steps' parts raw) and exit without running.
     #[arg(long, value_name = "DIR")]
     pub inspect_savepoint: Option<PathBuf>,
     /// With --inspect-savepoint: only this state id (a step's name or pinned uid).

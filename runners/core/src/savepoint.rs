@@ -1,6 +1,7 @@
 //! Reading a savepoint's (or a checkpoint directory's) state offline, as Flink's State
-//! Processor API does: every stateful DoFn's cells and timers per key and window, and
-//! the other steps' parts raw. Cell values are JSON without the pipeline's types (they
+//! Processor API does: every stateful DoFn's cells and timers per key and window, every
+//! grouping's open windows per key (contents, panes, timers), and the other steps'
+//! parts raw. Cell values are JSON without the pipeline's types (they
 //! are written self-describing, [`tidewater::coder::encode_state_into`]); keys are
 //! shown as their type's `Debug` when the pipeline's plan is given (a binary that has
 //! its registered code), else decoded as text where they are text, else as hex.
@@ -27,7 +28,8 @@ pub struct Entry {
     pub key: String,
     /// The window: `global` or `[start, end)` in milliseconds.
     pub window: String,
-    /// The cell's name, `timer NAME`, or `(raw)`.
+    /// The cell's name, `timer NAME`; a grouping's `contents`, `panes` or `timer`; or
+    /// `(raw)`.
     pub cell: String,
     /// The value as JSON text (a bag: an array; a map: an object; a set: an array of
     /// its members; a timer: its time and clock; a raw part: its size).
@@ -97,14 +99,18 @@ impl Reader {
         let mut out = Vec::new();
         for s in ids {
             let show_key = key_shower(plan, &s.transform);
+            let mut typed = reduce_state(plan, &s.transform);
             for (scope, parts) in self.snapshot.parts_of(&s.transform) {
                 for bytes in parts {
                     match (s.kind, scope) {
                         (StateKind::StatefulDoFn, Scope::KeyGroup(_)) => {
                             dofn_entries(&s.id, bytes, &show_key, &mut out)?
                         }
-                        // A stateful DoFn's clocks are not state of a key.
-                        (StateKind::StatefulDoFn, _) => {}
+                        (StateKind::Grouping, Scope::KeyGroup(_)) => {
+                            grouping_entries(&s.id, bytes, typed.as_mut(), &mut out)?
+                        }
+                        // A keyed step's clocks are not state of a key.
+                        (StateKind::StatefulDoFn | StateKind::Grouping, _) => {}
                         _ => out.push(Entry {
                             id: s.id.clone(),
                             key: format!("{scope:?}"),
@@ -136,6 +142,89 @@ fn key_shower<'a>(plan: Option<&'a ExecutablePlan>, transform: &str) -> ShowKey<
     match dofn {
         Some(f) => Box::new(move |k| f.key_debug(k)),
         None => Box::new(guess),
+    }
+}
+
+/// The typed state of the grouping stored under `transform`, to read its keys and
+/// contents with, when the pipeline's plan is given.
+fn reduce_state(
+    plan: Option<&ExecutablePlan>,
+    transform: &str,
+) -> Option<Box<dyn tidewater::exec::ReduceFnState>> {
+    let node = plan?.nodes.iter().find(|n| n.name == transform)?;
+    match &node.kind {
+        // Whole or after a lifted combine's shuffle, it holds the same accumulators.
+        NodeKind::Grouping { ops } => {
+            Some(ops.new_reduce_state(tidewater::exec::GroupingPhase::Full))
+        }
+        _ => None,
+    }
+}
+
+/// The windows of a grouping's key group part: per key and window its contents (the
+/// values a GroupByKey buffers, a Combine's accumulator: as JSON with `state`, the
+/// pipeline's typed state, else their size), the panes it fired, and its timers.
+fn grouping_entries(
+    id: &str,
+    bytes: &[u8],
+    mut state: Option<&mut Box<dyn tidewater::exec::ReduceFnState>>,
+    out: &mut Vec<Entry>,
+) -> Result<()> {
+    let corrupt = |e: tidewater::exec::ExecError| Error::Checkpoint {
+        message: format!("the state of '{id}': {e:?}"),
+    };
+    for w in crate::keyed::reduce::decode_key_group(bytes).map_err(corrupt)? {
+        let window = window_text(&w.window);
+        let (key, contents) = match state.as_deref_mut() {
+            Some(state) => {
+                let k = state.intern_key(&w.key).map_err(corrupt)?;
+                let contents = match &w.contents {
+                    Some(c) => {
+                        state
+                            .restore_contents(k, w.window.clone(), c)
+                            .map_err(corrupt)?;
+                        let json = state.contents_json(k, w.window.clone());
+                        state.clear(k, w.window.clone());
+                        json.unwrap_or_else(|| serde_json::json!({ "bytes": c.len() }))
+                    }
+                    None => serde_json::Value::Null,
+                };
+                (state.key_debug(k), contents)
+            }
+            None => (
+                guess(&w.key),
+                w.contents.as_ref().map_or(
+                    serde_json::Value::Null,
+                    |c| serde_json::json!({ "bytes": c.len() }),
+                ),
+            ),
+        };
+        let entry = |cell: String, value: serde_json::Value| Entry {
+            id: id.to_string(),
+            key: key.clone(),
+            window: window.clone(),
+            cell,
+            value: value.to_string(),
+        };
+        out.push(entry("contents".into(), contents));
+        out.push(entry(
+            "panes".into(),
+            serde_json::json!({ "fired": w.panes, "closed": w.closed }),
+        ));
+        for (domain, at) in w.timers {
+            out.push(entry(
+                "timer".into(),
+                serde_json::json!({ "at": at.millis(), "clock": clock_name(domain) }),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn clock_name(domain: TimeDomain) -> &'static str {
+    match domain {
+        TimeDomain::EventTime => "event time",
+        _ => "processing time",
     }
 }
 
@@ -205,10 +294,7 @@ fn dofn_entries(
         });
     }
     for t in timers {
-        let clock = match t.domain {
-            TimeDomain::EventTime => "event time",
-            _ => "processing time",
-        };
+        let clock = clock_name(t.domain);
         out.push(Entry {
             id: id.to_string(),
             key: show_key(&t.key),

@@ -51,6 +51,9 @@ pub trait ReduceFnState: Send {
         key: KeyId,
         window: BoundedWindow,
     ) -> Result<Option<Vec<u8>>, ExecError>;
+    /// The contents of (key, window) as JSON (buffered values or accumulator), if any
+    /// and if they have a JSON form: what an offline reader of a savepoint shows.
+    fn contents_json(&self, key: KeyId, window: BoundedWindow) -> Option<serde_json::Value>;
     /// Forgets `key`, which holds no window any more: its number may be reused, so a
     /// long run keeps only the keys that are alive.
     fn forget_key(&mut self, key: KeyId);

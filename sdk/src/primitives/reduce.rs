@@ -254,6 +254,10 @@ impl<R: Reduction> ReduceFnState for ReduceTable<R> {
         Ok(Some(out))
     }
 
+    fn contents_json(&self, key: KeyId, window: BoundedWindow) -> Option<serde_json::Value> {
+        serde_json::to_value(self.groups.get(&(key, window))?).ok()
+    }
+
     fn live_keys(&self) -> usize {
         self.index.len()
     }

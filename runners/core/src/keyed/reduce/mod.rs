@@ -18,6 +18,7 @@ use tidewater::{
 mod active;
 pub(crate) mod report;
 mod wire;
+pub use wire::{decode_key_group, WindowView};
 
 pub use report::{
     show_window, DroppedElement, OpenWindow, PendingTimer, TimersReport, WindowReport,

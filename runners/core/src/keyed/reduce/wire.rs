@@ -85,6 +85,44 @@ impl Serialize for BytesRef<'_> {
     }
 }
 
+/// A (key, window) of a reducer's key group part, read offline (a savepoint's reader).
+pub struct WindowView {
+    /// The key's canonical encoding.
+    pub key: Vec<u8>,
+    pub window: BoundedWindow,
+    /// Panes fired so far.
+    pub panes: u64,
+    /// The trigger finished: later data is dropped.
+    pub closed: bool,
+    /// The encoded contents (buffered values or accumulator), if any.
+    pub contents: Option<Vec<u8>>,
+    /// Its pending timers.
+    pub timers: Vec<(TimeDomain, Timestamp)>,
+}
+
+/// The windows of a key group part written by [`Reducer::snapshot_key_groups`].
+pub fn decode_key_group(bytes: &[u8]) -> Result<Vec<WindowView>, ExecError> {
+    let downstream = |e: tidewater::Error| ExecError::Downstream(Box::new(e));
+    let mut out = Vec::new();
+    for (id, body) in decode_table(bytes).map_err(downstream)? {
+        let WindowId { key, window } = decode_part(id, "a reducer window's id")?;
+        let WindowBody {
+            state,
+            contents,
+            timers,
+        } = decode_part(body, "a reducer window")?;
+        out.push(WindowView {
+            key,
+            window,
+            panes: state.panes,
+            closed: state.closed,
+            contents,
+            timers,
+        });
+    }
+    Ok(out)
+}
+
 impl Reducer {
     /// The reducer's keyed state (windows, trigger states, contents, timers) as one
     /// part per key group: with [`SnapshotKind::Full`] a table of every window of each
