@@ -166,6 +166,22 @@ fn a_removed_stateful_step_is_refused_and_its_state_dropped_only_when_allowed() 
     let (report, ok) = check(runner, "v3", &savepoint, &[]);
     assert!(!ok, "v3 would run:\n{report}");
     insta::assert_snapshot!("v3_check", report);
+    // The CLI asks the job's binary, and says the same.
+    let cli = |extra: &[&str]| {
+        let dir = savepoint.display().to_string();
+        let mut args = vec!["tidewater", "savepoint", "check", &dir, "--"];
+        args.extend([
+            env!("CARGO_BIN_EXE_crash_job"),
+            "--runner=native",
+            "--job-version=v3",
+            "--output=/nonexistent/unused",
+        ]);
+        args.extend(extra);
+        tidewater_cli::run(args)
+    };
+    let refusal = cli(&[]).unwrap_err();
+    assert!(refusal.contains(&report), "{refusal}");
+    assert!(cli(&["--allow-non-restored-state"]).is_ok());
     let refused = deploy(runner, "v3", &savepoint, &o2, &[]);
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(
@@ -297,6 +313,21 @@ fn a_savepoint_is_read_offline_per_key_and_as_a_pipeline_s_input() {
     assert_eq!(
         csv,
         format!("id,key,window,cell,value\nRunningCount,\"\"\"{word}\"\"\",global,count,{n}\n")
+    );
+    // The CLI reads it without the pipeline's code: the same for text keys.
+    let dir = savepoint.display().to_string();
+    assert_eq!(
+        tidewater_cli::run([
+            "tidewater",
+            "savepoint",
+            "inspect",
+            &dir,
+            "--uid=RunningCount",
+            &format!("--key={word}"),
+            "--format=csv",
+        ])
+        .unwrap(),
+        csv
     );
     // The windowed count's open windows, per word and window: each holds part of its
     // final count (the direct runner's line), and none of them has fired yet.

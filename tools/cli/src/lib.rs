@@ -8,7 +8,17 @@
 //! tidewater savepoint --job URL [--token-file FILE]   # prints the savepoint's path
 //! tidewater stop      --job URL [--token-file FILE]   # waits for the end; prints the final savepoint
 //! tidewater cancel    --job URL [--token-file FILE]
+//! tidewater state     --job URL --id ID --key KEY     # a key's state, as of the last checkpoint
+//! tidewater savepoint inspect DIR [--uid ID] [--key K] [--format json|csv]
+//! tidewater savepoint check DIR -- ./my_job --runner=native ...
 //! ```
+//!
+//! `savepoint inspect` reads a savepoint (or checkpoint directory) offline: every
+//! stateful step's state per key and window, without the pipeline's code (keys as text
+//! where they are text, else hex; a stateful DoFn's cells as JSON; a grouping's
+//! contents by size; a job binary's `--inspect-savepoint` shows them through the
+//! pipeline's types). `savepoint check` runs the new version of the job, given after
+//! `--`, with `--check-savepoint DIR`: only its binary knows its plan.
 //!
 //! The control commands present the job's token (`--token-file`, or the environment
 //! variable `TIDEWATER_CONTROL_TOKEN`) as the job was started with
@@ -42,8 +52,9 @@ enum Command {
     /// trigger waits for; per stateful DoFn, its earliest timers; which source holds
     /// the watermark back; what was dropped late.
     Explain(Target),
-    /// Keep the job's next complete checkpoint as a savepoint; prints its path.
-    Savepoint(Control),
+    /// Keep the job's next complete checkpoint as a savepoint and print its path; or,
+    /// with `inspect` or `check`, read a savepoint offline.
+    Savepoint(SavepointArgs),
     /// Stop the job (with a savepoint under its --savepoint-dir); waits for its end.
     Stop(Control),
     /// End the job at once (what it committed stays).
@@ -65,6 +76,51 @@ struct StateQuery {
     /// The key, as the job shows it (a string key without its quotes).
     #[arg(long)]
     key: String,
+}
+
+#[derive(Debug, clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
+struct SavepointArgs {
+    #[command(subcommand)]
+    offline: Option<Offline>,
+    /// The job's status server, e.g. http://127.0.0.1:8081 (its first line says).
+    #[arg(long, env = "TIDEWATER_JOB")]
+    job: Option<String>,
+    /// The file holding the job's control token (else TIDEWATER_CONTROL_TOKEN).
+    #[arg(long, value_name = "FILE")]
+    token_file: Option<PathBuf>,
+    /// How long to wait for the savepoint.
+    #[arg(long, default_value = "120", value_name = "SECONDS")]
+    wait: u64,
+}
+
+/// What `tidewater savepoint` does with a savepoint directory.
+#[derive(Debug, Subcommand)]
+enum Offline {
+    /// Print the state a savepoint (or checkpoint directory) holds, per step, key and
+    /// window.
+    Inspect {
+        /// The savepoint or checkpoint directory.
+        dir: PathBuf,
+        /// Only this step's state id (its name, or the uid pinned on it).
+        #[arg(long, value_name = "ID")]
+        uid: Option<String>,
+        /// Only this key (as printed; a string key with or without its quotes).
+        #[arg(long, value_name = "KEY")]
+        key: Option<String>,
+        /// json (one object per line) or csv.
+        #[arg(long, default_value = "json", value_parser = ["json", "csv"])]
+        format: String,
+    },
+    /// Say what restoring the savepoint into a job would do, per stateful step: runs
+    /// the job's command, given after `--`, with `--check-savepoint DIR`.
+    Check {
+        /// The savepoint or checkpoint directory.
+        dir: PathBuf,
+        /// The job's command line (its binary and flags), after `--`.
+        #[arg(last = true, required = true, value_name = "JOB")]
+        command: Vec<std::ffi::OsString>,
+    },
 }
 
 #[derive(Debug, clap::Args)]
@@ -274,8 +330,15 @@ where
             let v = job.state(&q.id, &q.key, &token)?;
             Ok(serde_json::to_string_pretty(&v).expect("JSON prints") + "\n")
         }
+        Command::Savepoint(SavepointArgs {
+            offline: Some(offline),
+            ..
+        }) => read_offline(offline),
         Command::Savepoint(c) => {
-            let job = Job::at(&c.target.job)?;
+            let job = c.job.as_deref().ok_or(
+                "give --job URL (the status server of the job to take a savepoint of), or inspect or check a savepoint directory",
+            )?;
+            let job = Job::at(job)?;
             let token = token(&c.token_file)?;
             let before = savepoints(&job.status()?);
             let accepted = job.control("savepoint", &token)?;
@@ -316,6 +379,45 @@ where
             let job = Job::at(&c.target.job)?;
             let accepted = job.control("cancel", &token(&c.token_file)?)?;
             Ok(format!("{accepted}\n"))
+        }
+    }
+}
+
+/// `tidewater savepoint inspect|check`.
+fn read_offline(offline: Offline) -> Result<String, String> {
+    use tidewater_runners_core::savepoint::{render, Filter, Reader};
+    match offline {
+        Offline::Inspect {
+            dir,
+            uid,
+            key,
+            format,
+        } => {
+            let reader = Reader::open(&dir).map_err(|e| e.to_string())?;
+            let entries = reader
+                .entries(None, &Filter { id: uid, key })
+                .map_err(|e| e.to_string())?;
+            render(&entries, &format).map_err(|e| e.to_string())
+        }
+        Offline::Check { dir, command } => {
+            let (program, args) = command.split_first().expect("clap requires the command");
+            let mut flag = std::ffi::OsString::from("--check-savepoint=");
+            flag.push(&dir);
+            let out = std::process::Command::new(program)
+                .args(args)
+                .arg(flag)
+                .output()
+                .map_err(|e| format!("cannot run {}: {e}", program.to_string_lossy()))?;
+            let text = format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            if out.status.success() {
+                Ok(text)
+            } else {
+                Err(text)
+            }
         }
     }
 }
