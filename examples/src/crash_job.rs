@@ -126,7 +126,7 @@ pub enum Version {
     V1,
     /// A stateless change: a map added before the counts (node numbers shift), and
     /// other closures, at other lines, that mark their lines `v2`; the windowed count
-    /// renamed, its uid pinned to its old name. Its state is V1's.
+    /// and the sink renamed, their uids pinned to their old names. Its state is V1's.
     V2,
     /// The running count removed: its state has no step to go to.
     V3,
@@ -226,7 +226,15 @@ pub fn build_over(p: &Pipeline, input: &Input, out: &Path) {
 
 /// `version` of the whole job over `input`.
 pub fn build_version(p: &Pipeline, input: &Input, out: &Path, version: Version) {
-    lines_of_version(p, input, version).write_to("Output", EpochFiles::to(out));
+    let lines = lines_of_version(p, input, version);
+    match version {
+        // v2 renames its sink and keeps its state id: what v1 staged is committed.
+        Version::V2 => lines.apply(
+            "Write lines",
+            tidewater::WriteToSink::new(EpochFiles::to(out)).with_uid("Output"),
+        ),
+        _ => lines.write_to("Output", EpochFiles::to(out)),
+    }
 }
 
 /// The whole job, its lines committed into column `line` of PostgreSQL table `table`

@@ -3,8 +3,9 @@
 //! deployed from that savepoint. Its state is matched by id, not by a hash of the whole
 //! plan:
 //!
-//! - v2 (a map added, closures changed and moved, the windowed count renamed with its
-//!   uid pinned to the old name, another `--rate` and another `--output`) takes over
+//! - v2 (a map added, closures changed and moved, the windowed count and the sink
+//!   renamed with their uids pinned to the old names, another `--rate` and another
+//!   `--output`) takes over
 //!   every open window and running count: the lines of both runs together are the
 //!   direct runner's output exactly, v2's marked `v2`;
 //! - v3 (the running count removed) is refused, naming the step whose state would be

@@ -283,10 +283,25 @@ impl Pipeline {
     /// Gives the transform the user applied to produce PCollection `pc` (the
     /// outermost one that outputs it) the uid `uid`.
     fn set_uid(&self, pc: usize, uid: &str) {
+        let producer = {
+            let g = self.graph.borrow();
+            (0..g.transforms.len())
+                .filter(|&t| g.transforms[t].outputs.iter().any(|(_, o)| *o == pc))
+                .min_by_key(|&t| g.transforms[t].unique_name.len())
+        };
+        self.set_uid_of(producer, uid);
+    }
+
+    /// Gives the transform being expanded the uid `uid` (a transform without output,
+    /// such as a sink, takes its uid so).
+    pub(crate) fn set_current_uid(&self, uid: &str) {
+        let current = self.graph.borrow().scopes.last().copied();
+        self.set_uid_of(current, uid);
+    }
+
+    /// Gives transform `producer` the uid `uid`, or records why not.
+    fn set_uid_of(&self, producer: Option<usize>, uid: &str) {
         let mut g = self.graph.borrow_mut();
-        let producer = (0..g.transforms.len())
-            .filter(|&t| g.transforms[t].outputs.iter().any(|(_, o)| *o == pc))
-            .min_by_key(|&t| g.transforms[t].unique_name.len());
         let message = if uid.is_empty() {
             Some("a uid may not be empty".to_string())
         } else if g.transforms.iter().any(|t| t.uid.as_deref() == Some(uid)) {

@@ -165,12 +165,41 @@ pub trait Sink: Send + 'static {
 /// [`PCollection::write_to`].
 pub struct WriteToSink<S> {
     sink: S,
+    uid: Option<String>,
 }
 
 impl<S: Sink + Serialize + DeserializeOwned> WriteToSink<S> {
     /// Writes into `sink`; its fields travel in the plan.
     pub fn new(sink: S) -> Self {
-        WriteToSink { sink }
+        WriteToSink { sink, uid: None }
+    }
+
+    /// Pins the sink's state id (what a savepoint's staged output is restored by) to
+    /// `uid`, so that it survives a renamed step, as
+    /// [`PCollection::with_uid`](crate::PCollection::with_uid) does for a step with an
+    /// output:
+    ///
+    /// ```
+    /// use tidewater::{Pipeline, PipelineOptions, WriteToSink};
+    /// # use tidewater::{Sink, UserError, Txn};
+    /// # #[derive(serde::Serialize, serde::Deserialize)]
+    /// # struct Nowhere;
+    /// # impl Sink for Nowhere {
+    /// #     type In = i64;
+    /// #     fn write(&mut self, _: &Txn, _: Vec<tidewater::WindowedValue<i64>>) -> Result<(), UserError> { Ok(()) }
+    /// #     fn stage(&mut self, _: &Txn) -> Result<(), UserError> { Ok(()) }
+    /// #     fn commit(&mut self, _: &Txn) -> Result<(), UserError> { Ok(()) }
+    /// #     fn abort(&mut self, _: &Txn) -> Result<(), UserError> { Ok(()) }
+    /// # }
+    /// let p = Pipeline::new(PipelineOptions::default());
+    /// p.create("Numbers", vec![1i64, 2])
+    ///     .apply("Write v2", WriteToSink::new(Nowhere).with_uid("output"));
+    /// let plan = p.to_plan().unwrap();
+    /// assert_eq!(plan.components.transforms["Write v2"].uid.as_deref(), Some("output"));
+    /// ```
+    pub fn with_uid(mut self, uid: &str) -> Self {
+        self.uid = Some(uid.to_string());
+        self
     }
 }
 
@@ -178,6 +207,9 @@ impl<S: Sink + Serialize + DeserializeOwned> PTransform<PCollection<S::In>> for 
     type Output = ();
     fn expand(self, input: PCollection<S::In>) {
         let p = input.pipeline().clone();
+        if let Some(uid) = &self.uid {
+            p.set_current_uid(uid);
+        }
         let name = crate::registry::register_sink::<S>();
         let fields = serde_json::to_value(&self.sink).unwrap_or_else(|e| {
             p.record_error(format!("the fields of {name} do not serialize: {e}"));
