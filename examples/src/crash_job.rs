@@ -136,6 +136,9 @@ pub enum Version {
     /// The tally gains a field with `#[serde(default)]` ([`crate::tally::v2`]): it
     /// reads V4's values.
     V5,
+    /// The running count's cell `count` holds an `i64`, not V1's `u64`
+    /// ([`crate::tally::signed`]): another type, which reads V1's values.
+    V6,
 }
 
 /// The job's result lines over `input`.
@@ -185,6 +188,10 @@ pub fn lines_of_version(p: &Pipeline, input: &Input, version: Version) -> PColle
     let counted = match version {
         Version::V4 => pairs.apply("RunningCount", StatefulParDo::of(crate::tally::v1::TallyV1)),
         Version::V5 => pairs.apply("RunningCount", StatefulParDo::of(crate::tally::v2::TallyV2)),
+        Version::V6 => pairs.apply(
+            "RunningCount",
+            StatefulParDo::of(crate::tally::signed::SignedCount),
+        ),
         _ => pairs.apply(
             "RunningCount",
             StatefulParDo::of(crate::stateful_word_count::RunningCount),

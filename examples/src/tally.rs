@@ -3,7 +3,9 @@
 //! `#[serde(default)]`, as a new release of a job would change it. Both keep the type
 //! name `Tally` (the module path is not part of what a savepoint checks), so a
 //! savepoint of v1 restores into v2, and v2 reads v1's values with the new field at its
-//! default. Both emit (word, count so far), as [`crate::stateful_word_count`] does.
+//! default. Both emit (word, count so far), as [`crate::stateful_word_count`] does; so
+//! does [`signed::SignedCount`], whose cell holds another type that reads the old
+//! values.
 
 /// The first version: a tally is a count.
 pub mod v1 {
@@ -93,6 +95,43 @@ pub mod v2 {
     }
 
     tidewater::register!(StatefulDoFn TallyV2);
+}
+
+/// A running count whose cell `count` holds an `i64` where the first version of the
+/// job ([`crate::stateful_word_count::RunningCount`]) declared a `u64`: another type,
+/// whose values read the old ones (every count a `u64` held fits an `i64`), so a
+/// savepoint of that version restores into this one.
+pub mod signed {
+    use serde::{Deserialize, Serialize};
+    use tidewater::{StateCell, StateContext, StatefulDoFn, UserError, ValueState};
+
+    const COUNT: ValueState<i64> = tidewater::StateSpec::value("count");
+
+    /// Keeps each word's count, signed, in its cell `count`.
+    #[derive(Serialize, Deserialize)]
+    pub struct SignedCount;
+
+    impl StatefulDoFn for SignedCount {
+        type Key = String;
+        type Value = u64;
+        type Out = (String, u64);
+        fn process(
+            &mut self,
+            word: &String,
+            n: u64,
+            ctx: &mut StateContext<'_, (String, u64)>,
+        ) -> Result<(), UserError> {
+            let count = COUNT.read(ctx)?.unwrap_or(0) + n as i64;
+            COUNT.write(ctx, &count)?;
+            ctx.output((word.clone(), count as u64));
+            Ok(())
+        }
+        fn state_cells(&self) -> Vec<StateCell> {
+            vec![COUNT.cell()]
+        }
+    }
+
+    tidewater::register!(StatefulDoFn SignedCount);
 }
 
 #[cfg(test)]

@@ -15,7 +15,9 @@
 //! - v4 (the running count's cell `count` holds a struct, not a `u64`) is refused,
 //!   naming the cell, its old type and its new one;
 //! - v5 (v4's struct with a field added under `#[serde(default)]`) restores v4's
-//!   savepoint, reads its values, and the lines of both runs together are exact.
+//!   savepoint, reads its values, and the lines of both runs together are exact;
+//! - v6 (the cell `count` holds an `i64`, not a `u64`) restores v1's savepoint: the
+//!   values held there all read as the new type.
 //!
 //! `--check-savepoint` says the same before anything runs.
 
@@ -243,6 +245,32 @@ fn a_state_cell_of_another_type_is_refused_naming_the_cell() {
     assert!(
         crash_job_lines(&o2).is_empty(),
         "the refused run wrote lines"
+    );
+}
+
+#[test]
+fn a_state_cell_of_another_type_that_reads_the_old_values_restores() {
+    let _s = serial();
+    let (_dir, savepoint, o1, o2) = places();
+    let before = stop_v1("microbatch", &savepoint, &o1);
+    // The cell's values are read from the savepoint: every u64 count reads as an i64.
+    let (report, ok) = check("native", "v6", &savepoint, &[]);
+    assert!(ok, "v6 would be refused:\n{report}");
+    assert!(
+        report.contains("RunningCount: restored, its values read as their new types (cell 'count' value of u64 -> value of i64)"),
+        "{report}"
+    );
+    let run = deploy("native", "v6", &savepoint, &o2, &[]);
+    assert!(
+        run.status.success(),
+        "v6 failed: {}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let both = sorted([before, crash_job_lines(&o2)].concat());
+    assert!(
+        both == *reference(),
+        "v1's lines and v6's together: {}",
+        difference(&both, reference())
     );
 }
 

@@ -66,8 +66,8 @@ pub use sink::{Committed, Recovery, Sink, Txn, WriteToSink};
 pub use source::{ReadStatus, Source};
 pub use state::{StateContext, StatefulDoFn, StatefulInvoker};
 pub use state_spec::{
-    BagState, CombiningState, EventTimer, MapState, ProcessingTimer, SetState, StateCell,
-    StateSpec, TimerSpec, ValueState,
+    BagState, CellReader, CombiningState, EventTimer, MapState, ProcessingTimer, SetState,
+    StateCell, StateSpec, TimerSpec, ValueState,
 };
 pub use time::{Duration, Timestamp};
 pub use transform::{PBegin, PInput, POutput, PTransform};

@@ -137,14 +137,58 @@ impl StateSpec {
 /// assert_eq!(COUNT.cell().to_string(), "count: value of u64");
 /// assert_eq!(SEEN.cell().to_string(), "seen: map of alloc::string::String to u32");
 /// ```
-#[derive(Clone, Debug, PartialEq, Eq)]
+///
+/// A cell whose declared type changed still restores when every value the savepoint
+/// holds for it reads as the new type ([`StateCell::reads`]): say a `u32` that became
+/// a `u64`, or a struct renamed.
+#[derive(Clone, Debug)]
 pub struct StateCell {
     /// The cell's name.
     pub name: &'static str,
     /// What the cell holds: `value of T`, `bag of T`, `set of T`, `map of K to V`,
     /// `combining of A` (A: the accumulator).
     pub holds: String,
+    /// Whether stored bytes read as the cell's types.
+    pub reads: CellReader,
 }
+
+/// Whether stored bytes read as a cell's types: what lets a cell whose declared type
+/// changed restore a savepoint, when every value it holds reads as the new type.
+#[derive(Clone, Copy)]
+pub struct CellReader {
+    /// A value, a bag's item, a map's value or a combining cell's accumulator (written
+    /// self-describing, [`crate::coder::encode_state_into`]).
+    pub value: fn(&[u8]) -> bool,
+    /// A map's key or a set's member (their canonical encoding).
+    pub key: fn(&[u8]) -> bool,
+}
+
+impl std::fmt::Debug for CellReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CellReader")
+    }
+}
+
+fn reads_state<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> bool {
+    crate::coder::decode_state::<T>(bytes).is_ok()
+}
+
+fn reads_key<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> bool {
+    crate::coder::decode::<T>(bytes).is_ok()
+}
+
+fn reads_anything(_: &[u8]) -> bool {
+    true
+}
+
+/// Cells are the same declaration when their names and types are.
+impl PartialEq for StateCell {
+    fn eq(&self, other: &Self) -> bool {
+        (self.name, &self.holds) == (other.name, &other.holds)
+    }
+}
+
+impl Eq for StateCell {}
 
 impl std::fmt::Display for StateCell {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -152,8 +196,17 @@ impl std::fmt::Display for StateCell {
     }
 }
 
-fn cell(name: &'static str, holds: String) -> StateCell {
-    StateCell { name, holds }
+fn cell(
+    name: &'static str,
+    holds: String,
+    value: fn(&[u8]) -> bool,
+    key: fn(&[u8]) -> bool,
+) -> StateCell {
+    StateCell {
+        name,
+        holds,
+        reads: CellReader { value, key },
+    }
 }
 
 fn ty<T>() -> &'static str {
@@ -205,7 +258,12 @@ impl<T: Element> ValueState<T> {
     }
     /// The cell's declaration.
     pub fn cell(&self) -> StateCell {
-        cell(self.name, format!("value of {}", ty::<T>()))
+        cell(
+            self.name,
+            format!("value of {}", ty::<T>()),
+            reads_state::<T>,
+            reads_anything,
+        )
     }
     /// The value, if written.
     pub fn read<O: Element>(&self, ctx: &StateContext<'_, O>) -> Result<Option<T>, UserError> {
@@ -228,7 +286,12 @@ impl<T: Element> BagState<T> {
     }
     /// The cell's declaration.
     pub fn cell(&self) -> StateCell {
-        cell(self.name, format!("bag of {}", ty::<T>()))
+        cell(
+            self.name,
+            format!("bag of {}", ty::<T>()),
+            reads_state::<T>,
+            reads_anything,
+        )
     }
     /// Adds a value.
     pub fn add<O: Element>(&self, ctx: &mut StateContext<'_, O>, v: &T) -> Result<(), UserError> {
@@ -251,7 +314,12 @@ impl<T: Element> SetState<T> {
     }
     /// The cell's declaration.
     pub fn cell(&self) -> StateCell {
-        cell(self.name, format!("set of {}", ty::<T>()))
+        cell(
+            self.name,
+            format!("set of {}", ty::<T>()),
+            reads_anything,
+            reads_key::<T>,
+        )
     }
     /// Adds a member; whether it was new.
     pub fn add<O: Element>(&self, ctx: &mut StateContext<'_, O>, v: &T) -> Result<bool, UserError> {
@@ -282,7 +350,12 @@ impl<K: Element, V: Element> MapState<K, V> {
     }
     /// The cell's declaration.
     pub fn cell(&self) -> StateCell {
-        cell(self.name, format!("map of {} to {}", ty::<K>(), ty::<V>()))
+        cell(
+            self.name,
+            format!("map of {} to {}", ty::<K>(), ty::<V>()),
+            reads_state::<V>,
+            reads_key::<K>,
+        )
     }
     /// Writes entry `k`.
     pub fn put<O: Element>(
@@ -326,7 +399,12 @@ impl<F: CombineFn> CombiningState<F> {
     }
     /// The cell's declaration.
     pub fn cell(&self) -> StateCell {
-        cell(self.name, format!("combining of {}", ty::<F::Acc>()))
+        cell(
+            self.name,
+            format!("combining of {}", ty::<F::Acc>()),
+            reads_state::<F::Acc>,
+            reads_anything,
+        )
     }
     /// Adds an input.
     pub fn add<O: Element>(

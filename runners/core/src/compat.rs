@@ -30,20 +30,32 @@ use std::collections::BTreeMap;
 
 /// What a plan's snapshots are checked against: the hash of the whole plan (a
 /// snapshot of the very same plan restores without more ado) and its stateful parts.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default)]
 pub struct PlanIdentity {
     /// [`crate::snapshot::plan_hash`] of the plan.
     pub hash: u64,
     /// Its stateful parts ([`state_ids`]).
     pub state: Vec<StateId>,
+    /// Per (state id, cell) of its stateful DoFns: whether stored bytes read as the
+    /// cell's types, for a cell whose declared type changed.
+    pub readers: BTreeMap<(String, String), tidewater::CellReader>,
 }
 
 impl PlanIdentity {
     /// `plan`'s identity.
     pub fn of(plan: &ExecutablePlan) -> PlanIdentity {
+        let mut readers = BTreeMap::new();
+        for n in &plan.nodes {
+            if let (NodeKind::Stateful { .. }, Ok(f)) = (&n.kind, n.instantiate_stateful()) {
+                for c in f.state_cells() {
+                    readers.insert((n.uid.clone(), c.name.to_string()), c.reads);
+                }
+            }
+        }
         PlanIdentity {
             hash: plan.plan_hash,
             state: state_ids(plan),
+            readers,
         }
     }
 
@@ -78,19 +90,21 @@ impl PlanIdentity {
 
     /// Whether a snapshot of the plan of hash `hash`, holding the stateful parts
     /// `state` (`None`: a snapshot written before they were recorded), restores into
-    /// this plan; if not, why (`what` names the snapshot). With `allow_non_restored`
-    /// the state of parts gone from the plan is dropped instead of refused.
+    /// this plan, given what restoring does with each id (`report`, from
+    /// [`PlanIdentity::report`], its retyped cells checked against the snapshot's
+    /// bytes); if not, why (`what` names the snapshot). With `allow_non_restored` the
+    /// state of parts gone from the plan is dropped instead of refused.
     pub fn admit(
         &self,
         hash: u64,
         state: Option<&[StateId]>,
+        report: &Report,
         allow_non_restored: bool,
         what: &str,
     ) -> std::result::Result<Admitted, String> {
         if hash == self.hash {
             return Ok(Admitted::default());
         }
-        let report = self.report(hash, state, what)?;
         let old = state.unwrap_or_default();
         if let Some(why) = report.refusal(allow_non_restored) {
             return Err(format!("{what} does not fit this pipeline: {why}"));
@@ -287,6 +301,17 @@ pub enum Verdict {
     New,
     /// Only the snapshot has it: its state is not restored.
     Dropped,
+    /// Both have it, and cells of it hold another declared type: restored if every
+    /// value the snapshot holds for them reads as the new type (`readable`, checked
+    /// against the bytes), refused otherwise.
+    Retyped {
+        /// Per cell: its name, its old type and its new one.
+        cells: Vec<(String, String, String)>,
+        readable: bool,
+        /// What becomes of the rest of its cells ([`Verdict::Restored`] or
+        /// [`Verdict::CellsDropped`]).
+        rest: Box<Verdict>,
+    },
     /// Both have it, and what its bytes mean changed.
     Incompatible {
         /// What changed ("kind", or a fingerprint entry's name).
@@ -328,7 +353,14 @@ pub fn compatibility(old: &[StateId], new: &[StateId]) -> Report {
         .into_iter()
         .map(|id| {
             let verdict = match (old.get(id), new.get(id)) {
-                (Some(o), Some(n)) => changed(o, n).unwrap_or_else(|| cells(o, n)),
+                (Some(o), Some(n)) => changed(o, n).unwrap_or_else(|| match retyped(o, n) {
+                    cells_retyped if cells_retyped.is_empty() => cells(o, n),
+                    cells_retyped => Verdict::Retyped {
+                        cells: cells_retyped,
+                        readable: false,
+                        rest: Box::new(cells(o, n)),
+                    },
+                }),
                 (None, Some(_)) => Verdict::New,
                 (Some(_), None) => Verdict::Dropped,
                 (None, None) => unreachable!("every id comes from one side"),
@@ -380,21 +412,33 @@ fn changed(o: &StateId, n: &StateId) -> Option<Verdict> {
             new: b.cloned().unwrap_or_else(|| "-".into()),
         })
     };
-    names
-        .into_iter()
-        .find_map(|name| {
-            differs(
-                name.clone(),
-                o.fingerprint.get(name),
-                n.fingerprint.get(name),
-            )
+    names.into_iter().find_map(|name| {
+        differs(
+            name.clone(),
+            o.fingerprint.get(name),
+            n.fingerprint.get(name),
+        )
+    })
+}
+
+/// The cells both `o` and `n` have whose declared types differ: name, old, new.
+fn retyped(o: &StateId, n: &StateId) -> Vec<(String, String, String)> {
+    o.cells
+        .iter()
+        .filter_map(|(cell, t)| {
+            let now = n.cells.get(cell)?;
+            (now != t).then(|| (cell.clone(), t.clone(), now.clone()))
         })
-        .or_else(|| {
-            o.cells.iter().find_map(|(cell, t)| {
-                let now = n.cells.get(cell)?;
-                differs(format!("cell '{cell}'"), Some(t), Some(now))
-            })
-        })
+        .collect()
+}
+
+/// `cell 'a': old -> new; cell 'b': ...`
+fn retyped_text(cells: &[(String, String, String)], arrow: &str) -> String {
+    cells
+        .iter()
+        .map(|(c, old, new)| format!("cell '{c}'{arrow}{old} -> {new}"))
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 impl Report {
@@ -403,6 +447,22 @@ impl Report {
     pub fn refusal(&self, allow_non_restored: bool) -> Option<String> {
         let mut why = Vec::new();
         for (id, v) in &self.entries {
+            let v = match v {
+                Verdict::Retyped {
+                    cells,
+                    readable: false,
+                    ..
+                } => {
+                    for (cell, old, new) in cells {
+                        why.push(format!(
+                            "'{id}' changed its cell '{cell}' from {old} to {new}: its state cannot be read (a value it holds does not read as the new type)"
+                        ));
+                    }
+                    continue;
+                }
+                Verdict::Retyped { rest, .. } => rest,
+                v => v,
+            };
             match v {
                 Verdict::Incompatible { what, old, new } => why.push(format!(
                     "'{id}' changed its {what} from {old} to {new}: its state cannot be read"
@@ -425,6 +485,22 @@ impl Report {
         self.entries
             .iter()
             .map(|(id, v)| match v {
+                Verdict::Retyped {
+                    cells,
+                    readable: false,
+                    ..
+                } => format!("{id}: incompatible ({})\n", retyped_text(cells, ": ")),
+                Verdict::Retyped { cells, rest, .. } => {
+                    let rest = Report {
+                        entries: vec![(id.clone(), (**rest).clone())],
+                    }
+                    .render();
+                    format!(
+                        "{}, its values read as their new types ({})\n",
+                        rest.trim_end(),
+                        retyped_text(cells, " ")
+                    )
+                }
                 Verdict::Restored { new_cells } if new_cells.is_empty() => {
                     format!("{id}: restored\n")
                 }
@@ -512,7 +588,7 @@ mod tests {
         assert_eq!(
             report.refusal(true).unwrap(),
             "'Read' changed its kind from source to grouping: its state cannot be read; \
-             'Running' changed its cell 'count' from u64 to i64: its state cannot be read"
+             'Running' changed its cell 'count' from u64 to i64: its state cannot be read (a value it holds does not read as the new type)"
         );
         assert!(report
             .refusal(false)

@@ -140,9 +140,7 @@ pub fn check(dir: &Path, plan: &PlanIdentity, allow_non_restored: bool) -> Resul
     let manifest = store.manifest(epoch)?;
     let what = format!("checkpoint {epoch} in {}", dir.display());
     let head = format!("{what}\n");
-    let report = plan
-        .report(manifest.plan_hash, manifest.state.as_deref(), &what)
-        .map_err(|message| Error::Checkpoint { message })?;
+    let report = store.report(&manifest, plan)?;
     let lines = format!("{head}{}", report.render());
     match report.refusal(allow_non_restored) {
         None => Ok(lines),

@@ -25,7 +25,7 @@ const PLAN: u64 = 7;
 fn identity() -> tidewater_runners_core::compat::PlanIdentity {
     tidewater_runners_core::compat::PlanIdentity {
         hash: PLAN,
-        state: Vec::new(),
+        ..Default::default()
     }
 }
 

@@ -628,9 +628,11 @@ impl Store {
         plan: &PlanIdentity,
         allow_non_restored: bool,
     ) -> Result<Admitted> {
+        let report = self.report(manifest, plan)?;
         plan.admit(
             manifest.plan_hash,
             manifest.state.as_deref(),
+            &report,
             allow_non_restored,
             &format!("checkpoint {} in {}", manifest.epoch, self.dir.display()),
         )
@@ -790,6 +792,8 @@ impl Store {
         Ok(None)
     }
 }
+
+mod retyped;
 
 #[cfg(test)]
 mod tests;

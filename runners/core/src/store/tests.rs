@@ -15,6 +15,7 @@ fn plan(hash: u64) -> PlanIdentity {
             fingerprint: Default::default(),
             cells: Default::default(),
         }],
+        readers: Default::default(),
     }
 }
 
