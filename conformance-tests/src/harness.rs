@@ -398,6 +398,7 @@ mod tests {
             state: PipelineState::Done,
             metrics: Default::default(),
             captured: BTreeMap::new(),
+            holds_captures: true,
         })
     }
 

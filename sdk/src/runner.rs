@@ -318,11 +318,22 @@ pub struct PipelineResult {
     pub metrics: MetricResults,
     /// Captured PCollections by capture name: element type name and encoded elements.
     pub captured: BTreeMap<String, (String, Vec<u8>)>,
+    /// Whether this process holds the captures: not on processes other than 0 of a
+    /// `--hosts` cluster, whose captures are gathered on process 0. A program that
+    /// prints what it captured prints nothing there, and ends as its job did.
+    pub holds_captures: bool,
 }
 
 impl PipelineResult {
     /// The elements captured under `name`, with their metadata, in no particular order.
     pub fn captured<T: Element>(&self, name: &str) -> Result<Vec<WindowedValue<T>>> {
+        if !self.holds_captures {
+            return Err(Error::Capture {
+                message: format!(
+                    "capture '{name}' is gathered on process 0 of the cluster, not on this process (check PipelineResult::holds_captures first)"
+                ),
+            });
+        }
         let Some((ty, bytes)) = self.captured.get(name) else {
             let known: Vec<String> = self
                 .captured

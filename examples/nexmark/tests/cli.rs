@@ -265,3 +265,45 @@ fn a_q3_savepoint_inspected_shows_the_persons_and_auctions_held_per_key() {
     assert!(persons.is_subset(&q3_persons), "{persons:?}");
     assert!(persons.is_disjoint(&pending), "{persons:?} {pending:?}");
 }
+
+/// Issue 37: on a `--hosts` cluster of 2 processes (on loopback) both end cleanly;
+/// process 0, which holds the outputs, verifies them and reports, the other says
+/// nothing.
+#[test]
+fn a_hosts_cluster_verifies_on_process_0_and_ends_cleanly_on_both() {
+    let dir = tempfile::tempdir().unwrap();
+    let listeners: Vec<std::net::TcpListener> = (0..2)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    let hosts = dir.path().join("hosts");
+    let listing: String = listeners
+        .iter()
+        .map(|l| format!("127.0.0.1:{}\n", l.local_addr().unwrap().port()))
+        .collect();
+    drop(listeners);
+    std::fs::write(&hosts, listing).unwrap();
+    let start = move |id: usize| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_nexmark"))
+            .args(["--query", "3", "--events", "2000", "--verify"])
+            .args(["--runner", "native", "--processes", "2"])
+            .arg(format!("--process-id={id}"))
+            .arg(format!("--hosts={}", hosts.display()))
+            .output()
+    };
+    let one = std::thread::spawn({
+        let start = start.clone();
+        move || start(1)
+    });
+    let zero = start(0).unwrap();
+    let one = one.join().unwrap().unwrap();
+    for (id, out) in [(0, &zero), (1, &one)] {
+        assert!(
+            out.status.success(),
+            "process {id}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let said = String::from_utf8_lossy(&zero.stdout);
+    assert!(said.contains("Q3: verified against the oracle"), "{said}");
+    assert_eq!(String::from_utf8_lossy(&one.stdout), "");
+}

@@ -35,6 +35,10 @@ fn run() -> anyhow::Result<()> {
     let p = Pipeline::new(args.options.clone());
     stateful_word_count::build(&p, &input).capture("running");
     let result = p.run()?;
+    // Another process of a --hosts cluster: process 0 prints the summary.
+    if !result.holds_captures {
+        return Ok(());
+    }
     let updates = result.captured_values::<(String, u64)>("running")?;
     let mut last: BTreeMap<String, u64> = BTreeMap::new();
     for (w, c) in &updates {

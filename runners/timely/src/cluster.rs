@@ -644,6 +644,7 @@ impl Supervisor {
                             state: PipelineState::Done,
                             metrics,
                             captured,
+                            holds_captures: true,
                         }))
                     }
                     Ok(Outcome::Failed(e)) => Ok(Attempt::Failed(e.into_error())),

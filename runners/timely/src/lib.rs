@@ -405,5 +405,8 @@ fn run_engine(
         state: PipelineState::Done,
         metrics,
         captured,
+        // Captures are gathered on process 0 (a local cluster's supervisor gets them
+        // from there).
+        holds_captures: config.process_id == 0,
     })
 }

@@ -203,6 +203,7 @@ pub fn execute(plan: &ExecutablePlan, options: &ExecOptions) -> Result<PipelineR
             state: PipelineState::Done,
             metrics: ex.metrics,
             captured: ex.captures,
+            holds_captures: true,
         }),
         Ok(Err(e)) => Err(add_hint(e, options)),
         Err(p) => Err(Error::Internal(format!(
