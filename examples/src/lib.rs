@@ -21,12 +21,13 @@ pub mod streaming_word_count;
 pub mod tally;
 pub mod word_count;
 
-/// Makes every runner this binary links selectable with `--runner`.
-pub fn register_runners() {
-    tidewater_runner_direct::register();
-    tidewater_runner_microbatch::register();
-    tidewater_runner_native::register();
-}
+/// Makes every runner selectable with `--runner`; the signals a job's program
+/// answers (Ctrl-C drains, SIGUSR1 keeps a savepoint); a program's exit code from its
+/// result: what a program of one's own calls from `tidewater-runners` too.
+pub use tidewater_runners::{
+    exit as report, register as register_runners,
+    signals::{drain_on_ctrl_c, savepoints_on_sigusr1},
+};
 
 /// Writes a line to stdout; if stdout is closed (`| head`), the program ends quietly
 /// instead of panicking as `println!` does.
@@ -40,54 +41,6 @@ pub fn write_line(line: std::fmt::Arguments<'_>) {
         eprintln!("error: cannot write to stdout: {e}");
         std::process::exit(1);
     }
-}
-
-/// Calls `handle` with the count of earlier deliveries each time `signal` arrives, on
-/// a thread of its own; if the signal cannot be caught, warns that `otherwise`.
-fn on_signal(signal: i32, otherwise: &str, mut handle: impl FnMut(usize) + Send + 'static) {
-    let mut signals = match signal_hook::iterator::Signals::new([signal]) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("warning: {otherwise}: {e}");
-            return;
-        }
-    };
-    std::thread::spawn(move || {
-        for (earlier, _) in signals.forever().enumerate() {
-            handle(earlier);
-        }
-    });
-}
-
-/// On the first Ctrl-C the running pipeline drains (stops reading its sources, fires
-/// its windows, commits its output) and `run` returns; a second Ctrl-C ends the program
-/// at once.
-pub fn drain_on_ctrl_c() {
-    on_signal(
-        signal_hook::consts::SIGINT,
-        "Ctrl-C will stop the program without draining",
-        |presses| {
-            if presses == 0 {
-                eprintln!(
-                    "draining: windows fire and output is committed; Ctrl-C again stops at once"
-                );
-                tidewater::runner::request_drain();
-            } else {
-                std::process::exit(130);
-            }
-        },
-    );
-}
-
-/// On `SIGUSR1` the running pipeline keeps its next complete checkpoint as a savepoint
-/// and goes on (with `--savepoint-dir DIR`, in `DIR/savepoint-<epoch>`: Flink's
-/// `flink savepoint`); under `--local-cluster`, signal the supervisor or process 0.
-pub fn savepoints_on_sigusr1() {
-    on_signal(
-        signal_hook::consts::SIGUSR1,
-        "SIGUSR1 will not take a savepoint",
-        |_| tidewater::runner::request_savepoint(),
-    );
 }
 
 /// Elements committed by every [`CountingSink`] in this process.
@@ -166,27 +119,6 @@ impl<T: tidewater::Element> tidewater::Sink for CountingSink<T> {
     fn abort(&mut self, _: &tidewater::Txn) -> Result<(), tidewater::UserError> {
         self.open = 0;
         Ok(())
-    }
-}
-
-/// Ends a binary: on error prints it with its causes (`Error: ...` then `Caused by:`
-/// lines) and exits with 1. Unlike returning the error from `main`, no backtrace is
-/// printed even when `RUST_BACKTRACE` is set: a user's mistake deserves one clean
-/// message.
-pub fn report(result: anyhow::Result<()>) -> std::process::ExitCode {
-    match result {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("Error: {e}");
-            let causes: Vec<String> = e.chain().skip(1).map(|c| c.to_string()).collect();
-            if !causes.is_empty() {
-                eprintln!("\nCaused by:");
-                for c in causes {
-                    eprintln!("    {c}");
-                }
-            }
-            std::process::ExitCode::FAILURE
-        }
     }
 }
 

@@ -44,12 +44,19 @@ const NATIVE: &str = "tidewater-runner-native";
 const CORE: &str = "tidewater-runners-core";
 const TIMELY: &str = "tidewater-runners-timely";
 const STATUS: &str = "tidewater-runners-status";
+const ALL: &str = "tidewater-runners";
 
 /// Per crate: the `tidewater*` crates its `[dependencies]` may name, then those its
 /// `[dev-dependencies]` may add (its tests run pipelines, so they may link runners and
 /// the transforms above it, never the reverse in `[dependencies]`).
 const RULES: &[(&str, &[&str], &[&str])] = &[
     ("sdk", &[], &[DIRECT]),
+    // Every runner for a job's binary: registration, flags, signals.
+    (
+        "runners/all",
+        &["tidewater", DIRECT, MICROBATCH, NATIVE],
+        &[],
+    ),
     ("runners/core", &["tidewater"], &[]),
     ("runners/direct", &["tidewater", CORE, STATUS], &[NATIVE]),
     ("runners/status", &["tidewater", CORE], &[]),
@@ -90,6 +97,7 @@ const RULES: &[(&str, &[&str], &[&str])] = &[
             "tidewater-transforms",
             "tidewater-postgres",
             "tidewater-kafka",
+            ALL,
             DIRECT,
             MICROBATCH,
             NATIVE,
@@ -108,8 +116,7 @@ const RULES: &[(&str, &[&str], &[&str])] = &[
             "tidewater-transforms",
             // The example binaries' output helper: examples sit in one layer.
             "tidewater-examples",
-            DIRECT,
-            MICROBATCH,
+            ALL,
             NATIVE,
         ],
         &[],

@@ -10,12 +10,8 @@ pub use nexmark::config::NexmarkConfig;
 pub use nexmark::event::{Auction, Bid, Event, Person};
 pub use source::{NexmarkPosition, NexmarkSource};
 
-/// Makes every runner this binary links selectable with `--runner`.
-pub fn register_runners() {
-    tidewater_runner_direct::register();
-    tidewater_runner_microbatch::register();
-    tidewater_runner_native::register();
-}
+/// Makes every runner selectable with `--runner`.
+pub use tidewater_runners::register as register_runners;
 
 /// `values` sorted by their encoding: the order `PipelineResult::captured_values` uses,
 /// so that pipeline and oracle outputs compare exactly.
