@@ -20,6 +20,27 @@ struct SchedulerState {
 }
 
 impl Executor<'_> {
+    /// Between rounds nothing is in flight: every stage has run, every keyed input was
+    /// processed; only main input held for side inputs waits. Says what is, at `at`
+    /// (a snapshot being taken), if something is.
+    pub(super) fn nothing_in_flight(&self, at: &str) -> Result<()> {
+        if let Some(pc) = self.buffers.iter().position(|b| !b.is_empty()) {
+            return Err(Error::Internal(format!(
+                "data of '{}' in flight at {at}",
+                self.plan.pcollections[pc].name
+            )));
+        }
+        if let Some(n) = (0..self.plan.nodes.len())
+            .find(|&i| self.heads[i].is_some() && !self.pending[i].is_empty())
+        {
+            return Err(Error::Internal(format!(
+                "input of '{}' in flight at {at}",
+                self.plan.nodes[n].name
+            )));
+        }
+        Ok(())
+    }
+
     /// Snapshots everything that holds state between rounds (every head — keyed
     /// operators, sources, main input held for side inputs and the side data, Creates
     /// and TestStreams — the sinks, and the scheduler's clocks) in the snapshot format,
@@ -38,25 +59,12 @@ impl Executor<'_> {
             base: Vec::new(),
             parts: Vec::new(),
         };
-        // Between rounds nothing is in flight: every stage has run, every keyed input
-        // was processed. Only main input held for side inputs waits.
-        if let Some(pc) = self.buffers.iter().position(|b| !b.is_empty()) {
-            return Err(Error::Internal(format!(
-                "data of '{}' in flight at a checkpoint",
-                plan.pcollections[pc].name
-            )));
-        }
+        self.nothing_in_flight("a checkpoint")?;
         // Per keyed node: its full parts, and whether it wrote a delta.
         let mut full: Vec<Option<(Vec<Part>, bool)>> =
             (0..plan.nodes.len()).map(|_| None).collect();
         for (i, n) in plan.nodes.iter().enumerate() {
             if let Some(head) = &mut self.heads[i] {
-                if !self.pending[i].is_empty() {
-                    return Err(Error::Internal(format!(
-                        "input of '{}' in flight at a checkpoint",
-                        n.name
-                    )));
-                }
                 let (parts, delta) = head.parts_now(&n.name, max, 0, SnapshotKind::Delta)?;
                 snapshot.parts.extend(parts);
                 if let Head::Keyed(_) = head {

@@ -99,21 +99,10 @@ impl Executor<'_> {
         self.flush_all_partials()?;
         let plan = self.plan;
         let max = self.max_key_groups;
-        if let Some(pc) = self.buffers.iter().position(|b| !b.is_empty()) {
-            return Err(Error::Internal(format!(
-                "data of '{}' in flight at a savepoint",
-                plan.pcollections[pc].name
-            )));
-        }
+        self.nothing_in_flight("a savepoint")?;
         let mut parts = Vec::new();
         for (i, n) in plan.nodes.iter().enumerate() {
             if let Some(head) = &mut self.heads[i] {
-                if !self.pending[i].is_empty() {
-                    return Err(Error::Internal(format!(
-                        "input of '{}' in flight at a savepoint",
-                        n.name
-                    )));
-                }
                 let (mine, _) = head.parts_now(&n.name, max, 0, SnapshotKind::Full)?;
                 if let Head::Keyed(_) = head {
                     // A validation snapshot next is a delta over this one.

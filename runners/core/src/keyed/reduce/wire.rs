@@ -102,6 +102,21 @@ pub struct WindowView {
 
 /// The windows of a key group part written by [`Reducer::snapshot_key_groups`].
 pub fn decode_key_group(bytes: &[u8]) -> Result<Vec<WindowView>, ExecError> {
+    Ok(decode_windows(bytes)?
+        .into_iter()
+        .map(|e| WindowView {
+            key: e.key,
+            window: e.window,
+            panes: e.state.panes,
+            closed: e.state.closed,
+            contents: e.contents,
+            timers: e.timers,
+        })
+        .collect())
+}
+
+/// Every window of a key group part, as restore reads it.
+fn decode_windows(bytes: &[u8]) -> Result<Vec<WindowEntry>, ExecError> {
     let downstream = |e: tidewater::Error| ExecError::Downstream(Box::new(e));
     let mut out = Vec::new();
     for (id, body) in decode_table(bytes).map_err(downstream)? {
@@ -111,11 +126,10 @@ pub fn decode_key_group(bytes: &[u8]) -> Result<Vec<WindowView>, ExecError> {
             contents,
             timers,
         } = decode_part(body, "a reducer window")?;
-        out.push(WindowView {
+        out.push(WindowEntry {
             key,
             window,
-            panes: state.panes,
-            closed: state.closed,
+            state,
             contents,
             timers,
         });
@@ -262,21 +276,7 @@ impl Reducer {
 
     /// Adds a key group written by [`Reducer::snapshot_key_groups`].
     pub fn restore_key_group(&mut self, bytes: &[u8]) -> Result<(), ExecError> {
-        let downstream = |e: tidewater::Error| ExecError::Downstream(Box::new(e));
-        for (id, body) in decode_table(bytes).map_err(downstream)? {
-            let WindowId { key, window } = decode_part(id, "a reducer window's id")?;
-            let WindowBody {
-                state,
-                contents,
-                timers,
-            } = decode_part(body, "a reducer window")?;
-            let e = WindowEntry {
-                key,
-                window,
-                state,
-                contents,
-                timers,
-            };
+        for e in decode_windows(bytes)? {
             // The trigger's methods index its state by node: a state of another shape
             // would panic at the next element or timer.
             if !self.trigger.is_state_for(&e.state.trigger) {
