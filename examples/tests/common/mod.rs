@@ -4,6 +4,8 @@
 
 #![allow(dead_code)] // each test binary uses its part
 
+pub mod netns;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -123,18 +125,22 @@ impl Run {
 
     pub fn command(&self, extra: &[&str]) -> Command {
         let mut c = Command::new(env!("CARGO_BIN_EXE_crash_job"));
-        c.args(runner_flags(self.runner))
-            .args([
-                &format!("--records={}", self.records),
-                &format!("--rate={RATE}"),
-            ])
-            .arg(format!("--checkpoint-dir={}", self.ckpt.display()))
-            .arg(format!("--output={}", self.out.display()))
-            .args(&self.source)
-            .args(extra)
+        c.args(self.args(extra))
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
         c
+    }
+
+    /// The crash job's arguments for this run, then `extra`.
+    pub fn args(&self, extra: &[&str]) -> Vec<String> {
+        let mut args: Vec<String> = runner_flags(self.runner).to_vec();
+        args.push(format!("--records={}", self.records));
+        args.push(format!("--rate={RATE}"));
+        args.push(format!("--checkpoint-dir={}", self.ckpt.display()));
+        args.push(format!("--output={}", self.out.display()));
+        args.extend(self.source.iter().cloned());
+        args.extend(extra.iter().map(|s| s.to_string()));
+        args
     }
 
     pub fn pids(&self) -> Vec<i32> {

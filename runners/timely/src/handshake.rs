@@ -143,9 +143,34 @@ fn steps(stream: &TcpStream) -> io::Result<()> {
     stream.set_write_timeout(Some(STEP_TIMEOUT))
 }
 
+/// The handshake is done: the stream carries the job's traffic from now on, without
+/// timeouts of its own, but with the kernel watching the peer ([`watch_peer`]).
 fn done(stream: &TcpStream) -> io::Result<()> {
     stream.set_read_timeout(None)?;
-    stream.set_write_timeout(None)
+    stream.set_write_timeout(None)?;
+    watch_peer(stream)
+}
+
+/// How long a peer may stay silent (no ACK of sent data, no answer to keepalive probes)
+/// before its connection fails.
+pub const PEER_SILENCE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// A peer whose host is lost without a word (its link down: no FIN, no RST) fails the
+/// connection within about [`PEER_SILENCE`], so the job fails (timely is fail-stop) and
+/// is restarted from its last checkpoint, instead of waiting for the kernel's default
+/// retries (some 15 minutes of unacknowledged data; never, for an idle connection):
+/// keepalive probes on an idle connection (after 5 s, then every second, 5 unanswered
+/// fail it), and TCP_USER_TIMEOUT on sent data. Both are the kernel's: a peer whose
+/// process is merely busy still answers them.
+fn watch_peer(stream: &TcpStream) -> io::Result<()> {
+    let socket = socket2::SockRef::from(stream);
+    socket.set_tcp_keepalive(
+        &socket2::TcpKeepalive::new()
+            .with_time(PEER_SILENCE / 2)
+            .with_interval(std::time::Duration::from_secs(1))
+            .with_retries(5),
+    )?;
+    socket.set_tcp_user_timeout(Some(PEER_SILENCE))
 }
 
 /// The connecting side: process `me` proves itself to process `peer` and checks that
