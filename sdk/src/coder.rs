@@ -16,8 +16,8 @@
 //! values the old version wrote. Map keys and set members stay in the element coder:
 //! they are looked up by their bytes, which must not change.
 
-use serde::de::DeserializeOwned;
 use serde::Serialize;
+use serde::de::DeserializeOwned;
 
 /// The URN that names the element coder in a plan.
 pub const ELEMENT_CODER_URN: &str = "tidewater:coder:postcard:v1";

@@ -1,6 +1,6 @@
 //! DoFn: the user function of a ParDo.
 
-use crate::exec::{AnyBatch, Batch, Emit, ExecError, Phase, StepMetrics, BATCH_SIZE};
+use crate::exec::{AnyBatch, BATCH_SIZE, Batch, Emit, ExecError, Phase, StepMetrics};
 use crate::{BoundedWindow, Element, PaneInfo, Timestamp, UserError, WindowedValue, Windows};
 use serde::{Deserialize, Serialize};
 use std::marker::PhantomData;
@@ -184,12 +184,12 @@ impl<O: Element> Outputs<'_, O> {
     }
 
     pub(crate) fn flush_side(&mut self, i: usize) {
-        if let Some(b) = self.side[i - 1].take() {
-            if !b.is_empty() && self.failed.is_none() {
-                if let Err(e) = self.emit.emit(i, b) {
-                    self.failed.get_or_insert(e);
-                }
-            }
+        if let Some(b) = self.side[i - 1].take()
+            && !b.is_empty()
+            && self.failed.is_none()
+            && let Err(e) = self.emit.emit(i, b)
+        {
+            self.failed.get_or_insert(e);
         }
     }
 

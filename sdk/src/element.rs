@@ -1,7 +1,7 @@
 //! What a value must be to travel in a [`PCollection`](crate::PCollection).
 
-use serde::de::DeserializeOwned;
 use serde::Serialize;
+use serde::de::DeserializeOwned;
 use std::fmt::Debug;
 
 /// A value that can be an element of a PCollection.

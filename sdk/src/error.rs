@@ -108,7 +108,10 @@ pub enum Error {
         replay: Option<String>,
     },
     /// An element did not survive encoding and decoding.
-    #[error("element of transform '{transform}' output does not round-trip through its coder: {message} (element {})", shorten(element))]
+    #[error(
+        "element of transform '{transform}' output does not round-trip through its coder: {message} (element {})",
+        shorten(element)
+    )]
     Coder {
         /// Transform whose output it is.
         transform: String,
@@ -147,7 +150,9 @@ pub enum Error {
     /// database connection lost): nothing committed is lost, and the job resumes from
     /// its last checkpoint once the system is back. A local cluster's supervisor
     /// restarts the job on it; any other runner returns it.
-    #[error("transform '{transform}' failed in {phase}: {message} (an external system is unavailable; the job resumes from its last checkpoint)")]
+    #[error(
+        "transform '{transform}' failed in {phase}: {message} (an external system is unavailable; the job resumes from its last checkpoint)"
+    )]
     Unavailable {
         /// Full name of the transform.
         transform: String,

@@ -185,10 +185,10 @@ impl Trace {
             tried[v] = true;
             return v as u32;
         }
-        if self.enum_stack.contains(&name) {
-            if let Some(v) = self.ending_variant.get(name) {
-                return *v;
-            }
+        if self.enum_stack.contains(&name)
+            && let Some(v) = self.ending_variant.get(name)
+        {
+            return *v;
         }
         let turn = self.rotation.entry(name).or_insert(0);
         *turn += 1;

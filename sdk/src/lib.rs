@@ -52,13 +52,13 @@ mod window;
 mod windowed_value;
 mod windowing;
 
-pub use dofn::{DoFn, FinishBundleContext, ProcessContext, TupleTag, MAIN_TAG};
+pub use dofn::{DoFn, FinishBundleContext, MAIN_TAG, ProcessContext, TupleTag};
 pub use element::{Element, KV};
-pub use error::{shorten, Error, Result, UserError};
+pub use error::{Error, Result, UserError, shorten};
 pub use exec::TimeDomain;
 pub use exec::{ErasedWindowFn, ViewOps};
-pub use options::{parse_duration, parse_job_id, parse_key_value, EngineOptions, PipelineOptions};
-pub use pipeline::{run_plan_file, run_plan_json, PCollection, Pipeline};
+pub use options::{EngineOptions, PipelineOptions, parse_duration, parse_job_id, parse_key_value};
+pub use pipeline::{PCollection, Pipeline, run_plan_file, run_plan_json};
 pub use primitives::*;
 pub use runner::{PipelineResult, Runner};
 pub use side_input::{NoSideInputs, PCollectionView, SideInputReader};

@@ -338,8 +338,8 @@ pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
         Some(i) => (&s[..i], &s[i..]),
         None => {
             return Err(format!(
-            "'{s}' has no unit: write {s}s for seconds, {s}ms for milliseconds or {s}m for minutes"
-        ))
+                "'{s}' has no unit: write {s}s for seconds, {s}ms for milliseconds or {s}m for minutes"
+            ));
         }
     };
     let n: f64 = num.parse().map_err(|_| bad())?;

@@ -1,8 +1,8 @@
 //! Pipeline and PCollection: building the graph.
 
 use crate::plan::{
-    self, urn, CoderSpec, Components, EnvironmentSpec, FunctionSpec, IsBounded, PCollectionSpec,
-    Plan, TransformSpec,
+    self, CoderSpec, Components, EnvironmentSpec, FunctionSpec, IsBounded, PCollectionSpec, Plan,
+    TransformSpec, urn,
 };
 use crate::runner::{self, PipelineResult};
 use crate::transform::{PBegin, PInput, POutput, PTransform};

@@ -435,7 +435,7 @@ pub trait Linked: Send + Sync {
 ///     "nobody::Nothing", &fields).unwrap(), false);
 /// ```
 pub fn link<'de, D: serde::Deserializer<'de>>(name: &str, fields: D) -> Result<bool, String> {
-    use serde::de::{value::MapAccessDeserializer, Deserialize, DeserializeSeed, MapAccess};
+    use serde::de::{Deserialize, DeserializeSeed, MapAccess, value::MapAccessDeserializer};
     use std::cell::Cell;
     // Presents `{name: fields}` (typetag's externally tagged form) without building it:
     // the key is the name, the value is read from `fields` itself.

@@ -2,8 +2,8 @@
 //! what a run returns.
 
 use crate::exec::MetricResults;
-use crate::plan::{urn, Plan};
-use crate::{coder, Element, Error, PipelineOptions, Result, WindowedValue};
+use crate::plan::{Plan, urn};
+use crate::{Element, Error, PipelineOptions, Result, WindowedValue, coder};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::sync::{Arc, OnceLock, RwLock};
@@ -342,7 +342,9 @@ impl PipelineResult {
                 .collect();
             return Err(Error::Capture {
                 message: match known.is_empty() {
-                    true => format!("no capture is named '{name}': the pipeline captures nothing (add .capture(\"{name}\"))"),
+                    true => format!(
+                        "no capture is named '{name}': the pipeline captures nothing (add .capture(\"{name}\"))"
+                    ),
                     false => format!(
                         "no capture is named '{name}'; the pipeline captures {}",
                         known.join(", ")

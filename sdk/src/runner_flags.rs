@@ -4,7 +4,7 @@
 //! and handed to the runner as strings in [`PipelineOptions::runner_flags`]
 //! (crate::PipelineOptions::runner_flags). The SDK names none of them.
 
-use crate::runner::{registered_runners, RunnerFlag};
+use crate::runner::{RunnerFlag, registered_runners};
 
 /// The runner flags given, by name (without `--`), in the order given.
 ///

@@ -1,7 +1,7 @@
 //! Side inputs: a PCollection read whole by a ParDo, per window (Beam's
 //! `PCollectionView`: singleton, iterable, map and multimap).
 
-use crate::exec::{downcast_batch, AnyBatch, ViewOps};
+use crate::exec::{AnyBatch, ViewOps, downcast_batch};
 use crate::{BoundedWindow, Element, PCollection};
 use serde::{Deserialize, Serialize};
 use std::any::Any;

@@ -17,7 +17,7 @@
 //! epoch), and tells the runner the newest epoch it committed
 //! ([`Sink::committed`]), so that a job never writes a committed epoch again.
 
-use crate::plan::{urn, FunctionSpec, IsBounded, UserFunction};
+use crate::plan::{FunctionSpec, IsBounded, UserFunction, urn};
 use crate::{Element, PCollection, PTransform, UserError, WindowedValue};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -118,7 +118,7 @@ pub trait Sink: Send + 'static {
     type In: Element;
     /// Adds elements to transaction `txn`, opened by its first write.
     fn write(&mut self, txn: &Txn, elements: Vec<WindowedValue<Self::In>>)
-        -> Result<(), UserError>;
+    -> Result<(), UserError>;
     /// Makes `txn` durable but not yet visible: after this returns it survives a crash,
     /// and any instance can commit it knowing only its id.
     fn stage(&mut self, txn: &Txn) -> Result<(), UserError>;

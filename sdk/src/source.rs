@@ -2,8 +2,8 @@
 //! watermark estimates.
 
 use crate::{Element, Timestamp, UserError};
-use serde::de::DeserializeOwned;
 use serde::Serialize;
+use serde::de::DeserializeOwned;
 use std::fmt::Debug;
 
 /// What a read of a source partition found.

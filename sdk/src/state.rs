@@ -399,14 +399,14 @@ impl<F: StatefulDoFn> ErasedStatefulDoFn for StatefulInvoker<F> {
                             Phase::Process,
                             Some(format!("key {k:?}")),
                             e.to_string(),
-                        ))
+                        ));
                     }
                     Err(p) => {
                         return Err(user(
                             Phase::Process,
                             Some(format!("key {k:?}")),
                             panic_text(p),
-                        ))
+                        ));
                     }
                 }
             }

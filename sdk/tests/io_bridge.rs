@@ -5,8 +5,8 @@
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
-use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::time::{Duration, Instant};
 use tidewater::io::{
     AsyncSink, AsyncSource, AsyncSourceReader, BridgeOptions, SinkBridge, SourceBridge,

@@ -20,12 +20,11 @@ fn tidewater_dependencies(manifest: &Path, section: &str) -> Vec<String> {
             inside = line == header;
             continue;
         }
-        if inside {
-            if let Some(name) = line.split(['=', '.']).next().map(str::trim) {
-                if name.starts_with("tidewater") {
-                    deps.push(name.to_string());
-                }
-            }
+        if inside
+            && let Some(name) = line.split(['=', '.']).next().map(str::trim)
+            && name.starts_with("tidewater")
+        {
+            deps.push(name.to_string());
         }
     }
     deps

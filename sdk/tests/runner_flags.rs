@@ -3,8 +3,8 @@
 
 use clap::Parser;
 use std::sync::Arc;
-use tidewater::runner::{register_runner, Capabilities, PipelineResult, Runner, RunnerFlag};
-use tidewater::{plan::Plan, PipelineOptions, Result};
+use tidewater::runner::{Capabilities, PipelineResult, Runner, RunnerFlag, register_runner};
+use tidewater::{PipelineOptions, Result, plan::Plan};
 
 /// A runner that declares `--speed` and runs nothing.
 struct Fast;

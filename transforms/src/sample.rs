@@ -1,6 +1,6 @@
 use serde::{Deserialize, Serialize};
 use std::marker::PhantomData;
-use tidewater::{coder, Combine, CombineFn, CombineGlobally, CombinePerKey, Element};
+use tidewater::{Combine, CombineFn, CombineGlobally, CombinePerKey, Element, coder};
 
 /// A fixed-size uniform sample, deterministic given the seed.
 ///

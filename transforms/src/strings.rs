@@ -230,14 +230,14 @@ impl PTransform<PCollection<String>> for RegexTransform {
             )),
             Ok(re) => {
                 let groups = re.captures_len();
-                if let Op::Find(g) | Op::FindAll(g) = self.op {
-                    if g >= groups {
-                        p.record_error(format!(
-                            "Regex pattern {:?} has {} groups: there is no group {g}",
-                            self.pattern,
-                            groups - 1
-                        ));
-                    }
+                if let Op::Find(g) | Op::FindAll(g) = self.op
+                    && g >= groups
+                {
+                    p.record_error(format!(
+                        "Regex pattern {:?} has {} groups: there is no group {g}",
+                        self.pattern,
+                        groups - 1
+                    ));
                 }
             }
         }

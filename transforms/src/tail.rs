@@ -95,7 +95,7 @@ impl AsyncSource for TailFile {
                 Ok(m) => m.len(),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
                 Err(e) => {
-                    return Err(format!("cannot read tailed file '{}': {e}", self.path).into())
+                    return Err(format!("cannot read tailed file '{}': {e}", self.path).into());
                 }
             },
             None => 0,

@@ -58,11 +58,7 @@ pub struct TopFn<T> {
 
 impl<T: Ord> TopFn<T> {
     fn better(&self, a: &T, b: &T) -> std::cmp::Ordering {
-        if self.largest {
-            b.cmp(a)
-        } else {
-            a.cmp(b)
-        }
+        if self.largest { b.cmp(a) } else { a.cmp(b) }
     }
 
     fn insert(&self, acc: &mut Vec<T>, x: T) {

@@ -128,7 +128,9 @@ fn an_unwritable_output_fails_naming_the_file_and_keeps_what_was_there() {
         .apply("Write", TextIO::write().to(&prefix));
     let e = p.run().unwrap_err().to_string();
     // The shard is staged, then cannot move into place at commit.
-    let expected = format!("transform 'Write/WriteShards' failed in commit: transaction e0-i0: cannot move output file '{shard}' into place: ");
+    let expected = format!(
+        "transform 'Write/WriteShards' failed in commit: transaction e0-i0: cannot move output file '{shard}' into place: "
+    );
     assert!(e.starts_with(&expected), "{e}");
     // An IO failure does not depend on the order of elements: no replay hint.
     assert!(!e.contains("--seed"), "{e}");
@@ -158,12 +160,12 @@ fn invalid_utf8_names_the_file_and_line() {
 fn generate_sequence_is_the_same_on_any_number_of_partitions() {
     use tidewater::{ReadStatus, Source, Timestamp};
     use tidewater_transforms::GenerateSequence;
-    let gen = GenerateSequence::new(10, Some(60))
+    let generator = GenerateSequence::new(10, Some(60))
         .with_event_time(1_000, 5)
         .with_out_of_orderness(7, 3)
         .with_late_records(11, 100);
     let read_all = |partitions: usize| {
-        let mut g = gen.clone();
+        let mut g = generator.clone();
         let mut all = Vec::new();
         for p in 0..partitions {
             let mut pos = g.initial_position(p, partitions);

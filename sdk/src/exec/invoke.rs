@@ -238,7 +238,9 @@ impl<F: DoFn> ErasedDoFn for DoFnInvoker<F> {
                 Some(match &kept {
                     Some(v) => format!("{v:?}"),
                     None => {
-                        format!("#{index} of its batch (only the direct runner with validation keeps a copy to show)")
+                        format!(
+                            "#{index} of its batch (only the direct runner with validation keeps a copy to show)"
+                        )
                     }
                 })
             };

@@ -13,8 +13,8 @@
 //!   `KeyGroupRangeAssignment`), so a snapshot taken with W workers restores with any
 //!   other number of workers up to `max_key_groups`.
 
-use super::{downcast_batch, AnyBatch, Batch, ExecError, Phase};
-use crate::{coder, Element, WindowedValue};
+use super::{AnyBatch, Batch, ExecError, Phase, downcast_batch};
+use crate::{Element, WindowedValue, coder};
 use std::marker::PhantomData;
 
 /// The number of key groups when none is configured (Flink's default maxParallelism is

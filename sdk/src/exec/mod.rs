@@ -22,17 +22,17 @@ mod state;
 mod view;
 mod window_fn;
 
-pub use batch::{downcast_batch, AnyBatch, Batch, ElementType, TypedElementType};
+pub use batch::{AnyBatch, Batch, ElementType, TypedElementType, downcast_batch};
 pub use grouping::{GroupingOps, GroupingPhase, GroupingTable};
 pub use invoke::{
-    element_type_name, DoFnInvoker, Emit, ErasedDoFn, ExecError, InvokeContext, Phase, BATCH_SIZE,
+    BATCH_SIZE, DoFnInvoker, Emit, ErasedDoFn, ExecError, InvokeContext, Phase, element_type_name,
 };
 pub use key_index::KeyIndex;
 pub use keys::{
-    encode_key, key_group, key_group_of, key_group_worker, key_groups_of_worker, key_hash,
-    pair_key_ops, KeyOps, KeyedBy, DEFAULT_MAX_KEY_GROUPS,
+    DEFAULT_MAX_KEY_GROUPS, KeyOps, KeyedBy, encode_key, key_group, key_group_of, key_group_worker,
+    key_groups_of_worker, key_hash, pair_key_ops,
 };
-pub use metrics::{peak_rss_kb, DistributionData, GaugeData, MetricResults, StepMetrics};
+pub use metrics::{DistributionData, GaugeData, MetricResults, StepMetrics, peak_rss_kb};
 pub use quiet::catch_user;
 pub use reduce_state::{KeyId, ReduceFnState};
 pub use rng::SplitMix64;

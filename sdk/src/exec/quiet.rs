@@ -3,7 +3,7 @@
 //! printed as well. A panic anywhere else still prints as usual.
 
 use std::cell::Cell;
-use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Once;
 
 thread_local! {

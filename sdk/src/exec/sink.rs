@@ -1,4 +1,4 @@
-use super::{downcast_batch, AnyBatch, ExecError, Phase};
+use super::{AnyBatch, ExecError, Phase, downcast_batch};
 use crate::exec::catch_user;
 use crate::{Recovery, Sink, Txn};
 use std::panic::AssertUnwindSafe;
@@ -47,7 +47,7 @@ fn call_on<R>(
             return Err(ExecError::Unavailable {
                 phase,
                 message: format!("{what}: {e}"),
-            })
+            });
         }
         Ok(Err(e)) => e.to_string(),
         Err(p) => format!(

@@ -1,6 +1,6 @@
 use super::{AnyBatch, Batch, ExecError, Phase};
 use crate::exec::catch_user;
-use crate::{coder, ReadStatus, Source, Timestamp, WindowedValue};
+use crate::{ReadStatus, Source, Timestamp, WindowedValue, coder};
 use std::panic::AssertUnwindSafe;
 
 /// One read of a partition.
@@ -189,17 +189,17 @@ impl<S: Source> ErasedSource for SourceInvoker<S> {
                 return Err(ExecError::Unavailable {
                     phase: Phase::Process,
                     message: format!("reading partition {partition} at {pos:?} failed: {e}"),
-                })
+                });
             }
             Ok(Err(e)) => {
                 return Err(user_error(format!(
                     "reading partition {partition} at {pos:?} failed: {e}"
-                )))
+                )));
             }
             Err(_) => {
                 return Err(user_error(format!(
                     "reading partition {partition} at {pos:?} panicked"
-                )))
+                )));
             }
         };
         let watermark = self.0.watermark(partition, partitions, &pos);

@@ -1,6 +1,6 @@
 //! Async sinks and their bridge to the sink commit protocol.
 
-use super::{block_on_timeout, runtime, BridgeOptions, Failure};
+use super::{BridgeOptions, Failure, block_on_timeout, runtime};
 use crate::{Committed, Element, Recovery, Sink, Txn, UserError, WindowedValue};
 use async_trait::async_trait;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -218,14 +218,14 @@ async fn serve<S: AsyncSink>(
     while let Some(op) = rx.recv().await {
         match op {
             Op::Write(txn, xs) => {
-                if failure.is_none() {
-                    if let Err(e) = sink.write(&txn, xs).await {
-                        let f = Failure::of(&e, |e| {
-                            format!("writing transaction {} failed: {e}", txn.id())
-                        });
-                        *failed.lock().unwrap_or_else(|e| e.into_inner()) = Some(f.clone());
-                        failure = Some(f);
-                    }
+                if failure.is_none()
+                    && let Err(e) = sink.write(&txn, xs).await
+                {
+                    let f = Failure::of(&e, |e| {
+                        format!("writing transaction {} failed: {e}", txn.id())
+                    });
+                    *failed.lock().unwrap_or_else(|e| e.into_inner()) = Some(f.clone());
+                    failure = Some(f);
                 }
             }
             Op::Step(step, reply) => {
@@ -277,7 +277,7 @@ impl<S: AsyncSink> Sink for SinkBridge<S> {
         let op = match running.tx.try_send(op) {
             Ok(()) => return Ok(()),
             Err(mpsc::error::TrySendError::Closed(_)) => {
-                return Err("the sink's task has stopped (it panicked)".into())
+                return Err("the sink's task has stopped (it panicked)".into());
             }
             Err(mpsc::error::TrySendError::Full(op)) => op,
         };

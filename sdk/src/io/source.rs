@@ -1,6 +1,6 @@
 //! Async sources and their bridge to the source driver.
 
-use super::{block_on_timeout, runtime, BridgeOptions, Failure};
+use super::{BridgeOptions, Failure, block_on_timeout, runtime};
 use crate::{Element, ReadStatus, Source, Timestamp, UserError};
 use async_trait::async_trait;
 use serde::de::DeserializeOwned;

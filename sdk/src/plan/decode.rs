@@ -1,4 +1,4 @@
-use super::{urn, FunctionSpec, Plan, WindowingStrategySpec, PLAN_VERSION};
+use super::{FunctionSpec, PLAN_VERSION, Plan, WindowingStrategySpec, urn};
 use crate::{Error, Result};
 use crate::{WindowFn, WindowingStrategy};
 
@@ -36,7 +36,7 @@ pub fn decode(json: &str) -> Result<Plan> {
         None => {
             return Err(Error::MalformedPlan {
                 message: "missing field `version` at the top level".into(),
-            })
+            });
         }
         Some(v) => match serde_json::from_str::<u64>(v.get()) {
             Ok(PLAN_VERSION) => {}
@@ -44,7 +44,7 @@ pub fn decode(json: &str) -> Result<Plan> {
                 return Err(Error::PlanVersion {
                     found,
                     supported: PLAN_VERSION,
-                })
+                });
             }
             Err(_) => {
                 return Err(Error::MalformedPlan {
@@ -52,7 +52,7 @@ pub fn decode(json: &str) -> Result<Plan> {
                         "field `version` must be an unsigned integer, found {}",
                         v.get()
                     ),
-                })
+                });
             }
         },
     }
@@ -145,7 +145,9 @@ fn check_references(plan: &Plan) -> Result<()> {
         }
         for (name, pc) in t.inputs.iter().chain(t.outputs.iter()) {
             if !c.pcollections.contains_key(pc) {
-                return invalid(format!("transform '{id}' refers to PCollection '{pc}' (as '{name}'), which is not defined"));
+                return invalid(format!(
+                    "transform '{id}' refers to PCollection '{pc}' (as '{name}'), which is not defined"
+                ));
             }
         }
         for sub in &t.subtransforms {
@@ -163,12 +165,12 @@ fn check_references(plan: &Plan) -> Result<()> {
                 "transform '{id}' is both a primitive and a composite"
             ));
         }
-        if let Some(env) = &t.environment_id {
-            if !c.environments.contains_key(env) {
-                return invalid(format!(
-                    "transform '{id}' uses environment '{env}', which is not defined"
-                ));
-            }
+        if let Some(env) = &t.environment_id
+            && !c.environments.contains_key(env)
+        {
+            return invalid(format!(
+                "transform '{id}' uses environment '{env}', which is not defined"
+            ));
         }
     }
     for (id, pc) in &c.pcollections {
@@ -225,7 +227,9 @@ fn check_references(plan: &Plan) -> Result<()> {
         }
         for pc in t.inputs.values() {
             if !producer.contains_key(pc.as_str()) {
-                return invalid(format!("transform '{id}' consumes PCollection '{pc}', which no primitive transform produces"));
+                return invalid(format!(
+                    "transform '{id}' consumes PCollection '{pc}', which no primitive transform produces"
+                ));
             }
         }
     }
@@ -307,7 +311,7 @@ pub fn window_fn_from_spec(spec: &FunctionSpec, id: &str) -> Result<WindowFn> {
         other => {
             return Err(Error::InvalidPlan {
                 message: format!("window fn of '{id}' has unknown URN '{other}'"),
-            })
+            });
         }
     };
     w.validate().map_err(|m| Error::InvalidPlan {

@@ -1,4 +1,4 @@
-use super::{urn, FunctionSpec, Plan, WindowingStrategySpec};
+use super::{FunctionSpec, Plan, WindowingStrategySpec, urn};
 use crate::{WindowFn, WindowingStrategy};
 
 /// The plan as pretty-printed JSON. Maps are ordered, so the same pipeline gives the

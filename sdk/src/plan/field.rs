@@ -27,7 +27,7 @@
 //! ));
 //! ```
 
-use serde::{de::Error, Deserialize, Deserializer};
+use serde::{Deserialize, Deserializer, de::Error};
 
 /// The value of `field`, if `ok` holds for it; else an error naming the field, saying
 /// what it `must` be and showing what was found.

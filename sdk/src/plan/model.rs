@@ -1,6 +1,6 @@
 //! The plan's data model: what the JSON holds. See `docs/plan-format.md`.
 
-pub use super::json::{without_position, Json};
+pub use super::json::{Json, without_position};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 

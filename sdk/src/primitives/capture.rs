@@ -1,4 +1,4 @@
-use crate::plan::{urn, CapturePayload, FunctionSpec, IsBounded};
+use crate::plan::{CapturePayload, FunctionSpec, IsBounded, urn};
 use crate::{Element, PCollection, PTransform};
 
 /// Returns a PCollection's elements in the [`PipelineResult`](crate::PipelineResult)

@@ -1,13 +1,13 @@
 use super::group_by_key::Groups;
 use crate::exec::catch_user;
 use crate::exec::{
-    downcast_batch, AnyBatch, Batch, ExecError, GroupingOps, GroupingPhase, GroupingTable, Phase,
+    AnyBatch, Batch, ExecError, GroupingOps, GroupingPhase, GroupingTable, Phase, downcast_batch,
 };
-use crate::plan::{urn, FunctionSpec, GroupingPayload, UserFunction};
+use crate::plan::{FunctionSpec, GroupingPayload, UserFunction, urn};
 use crate::registry;
 use crate::{BoundedWindow, Element, PCollection, PTransform, PaneInfo, WindowedValue, Windows};
-use serde::de::DeserializeOwned;
 use serde::Serialize;
+use serde::de::DeserializeOwned;
 use std::marker::PhantomData;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -646,8 +646,8 @@ impl<S: CombineShape<F>, F: CombineFn> super::reduce::Reduction for MergingAccum
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::exec::downcast_batch;
     use crate::Timestamp;
+    use crate::exec::downcast_batch;
 
     #[derive(Serialize, serde::Deserialize)]
     struct Total;

@@ -1,5 +1,5 @@
 use crate::pipeline::output_types;
-use crate::plan::{urn, CreatePayload, FunctionSpec, IsBounded};
+use crate::plan::{CreatePayload, FunctionSpec, IsBounded, urn};
 use crate::transform::{PBegin, PInput};
 use crate::{Element, PCollection, PTransform, Pipeline};
 

@@ -1,5 +1,5 @@
 use crate::pipeline::output_types;
-use crate::plan::{urn, FunctionSpec};
+use crate::plan::{FunctionSpec, urn};
 use crate::transform::PInput;
 use crate::{Element, PCollection, PTransform};
 

@@ -33,13 +33,13 @@ use super::fn_names::{light_fn_name, same_place_message};
 use super::pardo::apply_par_do;
 use crate::exec::{DoFnInvoker, ErasedDoFn};
 use crate::plan::UserFunction;
-use crate::registry::{self, register_element_type, DoFnFactory};
+use crate::registry::{self, DoFnFactory, register_element_type};
 use crate::{
     BoundedWindow, DoFn, Element, PCollection, PTransform, PaneInfo, ProcessContext, Timestamp,
     UserError,
 };
-use serde::de::DeserializeOwned;
 use serde::Serialize;
+use serde::de::DeserializeOwned;
 use std::marker::PhantomData;
 use std::panic::Location;
 use std::sync::Arc;
@@ -71,9 +71,9 @@ impl<D: DoFn + Clone + Sync> FunctionParDo<D> {
         name: Result<String, String>,
         fields: crate::plan::Json,
         build: impl Fn(&mut dyn erased_serde::Deserializer<'_>) -> Result<D, String>
-            + Send
-            + Sync
-            + 'static,
+        + Send
+        + Sync
+        + 'static,
     ) -> Self {
         FunctionParDo {
             name,

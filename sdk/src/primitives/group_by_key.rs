@@ -1,7 +1,7 @@
 use crate::exec::{
-    downcast_batch, AnyBatch, Batch, ExecError, GroupingOps, GroupingPhase, GroupingTable, KeyIndex,
+    AnyBatch, Batch, ExecError, GroupingOps, GroupingPhase, GroupingTable, KeyIndex, downcast_batch,
 };
-use crate::plan::{urn, FunctionSpec, GroupingPayload, UserFunction};
+use crate::plan::{FunctionSpec, GroupingPayload, UserFunction, urn};
 use crate::registry;
 use crate::{
     BoundedWindow, Element, PCollection, PTransform, PaneInfo, Timestamp, WindowedValue, Windows,
@@ -237,8 +237,8 @@ pub(crate) fn group_key<K: Element>(
         BoundedWindow::Custom(c) => {
             // The window is last: its bytes need no delimiter.
             buf.push(2);
-            buf.extend_from_slice(&c.start_and_end().0 .0.to_le_bytes());
-            buf.extend_from_slice(&c.start_and_end().1 .0.to_le_bytes());
+            buf.extend_from_slice(&c.start_and_end().0.0.to_le_bytes());
+            buf.extend_from_slice(&c.start_and_end().1.0.to_le_bytes());
             buf.extend_from_slice(c.type_name().as_bytes());
             buf.push(0);
             buf.extend_from_slice(c.bytes());

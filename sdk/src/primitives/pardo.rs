@@ -1,10 +1,10 @@
 use crate::dofn::MAIN_TAG;
-use crate::plan::{urn, FunctionSpec, ParDoPayload, SideInputSpec, UserFunction};
+use crate::plan::{FunctionSpec, ParDoPayload, SideInputSpec, UserFunction, urn};
 use crate::registry::{self, register_element_type};
 use crate::transform::POutput;
 use crate::{DoFn, Element, PCollection, PTransform, Pipeline, TupleTag};
-use serde::de::DeserializeOwned;
 use serde::Serialize;
+use serde::de::DeserializeOwned;
 use std::collections::BTreeMap;
 
 /// Applies a [`DoFn`] to every element.

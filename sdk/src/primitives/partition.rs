@@ -110,7 +110,7 @@ fn route<T: Element>(
             return Err(format!(
                 "the partition function returned {i}, but there are only {n} partitions (0..{n})"
             )
-            .into())
+            .into());
         }
     }
     Ok(())

@@ -1,4 +1,4 @@
-use crate::plan::{urn, FunctionSpec, IsBounded, UserFunction};
+use crate::plan::{FunctionSpec, IsBounded, UserFunction, urn};
 use crate::transform::PBegin;
 use crate::{Element, PCollection, PTransform, ReadStatus, Source, Timestamp, UserError};
 use serde::de::DeserializeOwned;

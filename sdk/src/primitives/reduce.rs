@@ -3,7 +3,7 @@
 
 use crate::exec::catch_user;
 use crate::exec::{
-    downcast_batch, encode_key, AnyBatch, Batch, ExecError, KeyId, KeyIndex, Phase, ReduceFnState,
+    AnyBatch, Batch, ExecError, KeyId, KeyIndex, Phase, ReduceFnState, downcast_batch, encode_key,
 };
 use crate::{BoundedWindow, Element, PaneInfo, Timestamp, WindowedValue, Windows};
 use rustc_hash::FxHashMap;
@@ -274,7 +274,7 @@ impl<R: Reduction> ReduceFnState for ReduceTable<R> {
                 Err(e) => {
                     return Err(ExecError::Downstream(Box::new(crate::Error::Checkpoint {
                         message: format!("a key in the snapshot does not decode: {e}"),
-                    })))
+                    })));
                 }
             }
         }

@@ -1,7 +1,7 @@
-use crate::plan::{urn, FunctionSpec, UserFunction};
+use crate::plan::{FunctionSpec, UserFunction, urn};
 use crate::{PCollection, PTransform, StatefulDoFn};
-use serde::de::DeserializeOwned;
 use serde::Serialize;
+use serde::de::DeserializeOwned;
 
 /// Applies a [`StatefulDoFn`] to a keyed PCollection. State is kept per encoded key, so
 /// like [`GroupByKey`](crate::GroupByKey) it refuses a key type with a float or a

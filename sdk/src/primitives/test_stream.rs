@@ -1,4 +1,4 @@
-use crate::plan::{urn, FunctionSpec, IsBounded};
+use crate::plan::{FunctionSpec, IsBounded, urn};
 use crate::transform::PBegin;
 use crate::{Element, PCollection, PTransform, Timestamp};
 use serde::{Deserialize, Serialize};

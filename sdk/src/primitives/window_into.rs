@@ -1,12 +1,12 @@
 use super::fn_names::light_fn_name;
 use super::functions::params_par_do;
-use crate::plan::{urn, FunctionSpec, IsBounded};
+use crate::plan::{FunctionSpec, IsBounded, urn};
 use crate::{
     AccumulationMode, ClosingBehavior, Element, OnTimeBehavior, PCollection, PTransform, Timestamp,
     TimestampCombiner, Trigger, WindowFn,
 };
-use serde::de::DeserializeOwned;
 use serde::Serialize;
+use serde::de::DeserializeOwned;
 use std::marker::PhantomData;
 use std::panic::Location;
 
@@ -112,14 +112,13 @@ impl<T: Element> PTransform<PCollection<T>> for Window {
                 element_type: Some(t),
                 ..
             } = f
+                && t != std::any::type_name::<T>()
             {
-                if t != std::any::type_name::<T>() {
-                    p.record_error(format!(
-                        "WindowFn {name} applies to elements of type {t}, not to the {} of \
+                p.record_error(format!(
+                    "WindowFn {name} applies to elements of type {t}, not to the {} of \
                          the PCollection it windows",
-                        std::any::type_name::<T>()
-                    ));
-                }
+                    std::any::type_name::<T>()
+                ));
             }
             w.window_fn = f.clone();
         }
@@ -352,13 +351,13 @@ impl<T: Element, F: Fn(&T) -> Timestamp + Send + Sync + 'static> PTransform<PCol
                 })) => {
                     return Err(format!(
                         "allowed_timestamp_skew_ms must be a non-negative integer, got {s}"
-                    ))
+                    ));
                 }
                 Err(e) => {
                     return Err(format!(
                         "expected {{\"allowed_timestamp_skew_ms\": <a non-negative integer>}}: {}",
                         crate::plan::without_position(e.to_string())
-                    ))
+                    ));
                 }
             };
             Ok(WithTimestampsFn {
