@@ -54,71 +54,6 @@ fn random_kills(runner: &'static str) {
     random_kills_of(Run::on(runner));
 }
 
-fn random_kills_of(run: Run) {
-    let _s = serial();
-    let want = reference();
-    let (mut rng, seed) = Rng::new();
-    let runner = run.runner;
-    let mut child = run.command(&["--local-cluster=2"]).spawn().unwrap();
-    // Each kill waits for the restart it causes before the next one, so that every
-    // kill is a recovery of its own (two kills in one attempt would be one restart).
-    let (mut kills, mut restarts) = (0, 0);
-    let started = Instant::now();
-    while kills < 3 && started.elapsed() < Duration::from_secs(60) {
-        std::thread::sleep(Duration::from_millis(300 + rng.below(900)));
-        let pids = run.pids();
-        if child.try_wait().unwrap().is_some() {
-            break;
-        }
-        if pids.is_empty() {
-            continue;
-        }
-        signal(pids[rng.below(pids.len() as u64) as usize], "-KILL");
-        kills += 1;
-        let waited = Instant::now();
-        while child.try_wait().unwrap().is_none() {
-            let now = run.pids();
-            if !now.is_empty() && now.iter().all(|p| !pids.contains(p)) {
-                restarts += 1;
-                break;
-            }
-            assert!(
-                waited.elapsed() < Duration::from_secs(30),
-                "{runner}, seed {seed}: no restart 30 s after a kill"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-    let stderr = finish(child, &format!("{runner}: random kills (seed {seed})"));
-    let restarted = stderr
-        .matches("restarting all 2 processes from the last checkpoint")
-        .count();
-    // A kill is reported in one line by each process that lost it, and the supervisor's;
-    // timely's own panics are not shown.
-    assert!(
-        !stderr.contains("panicked at") && !stderr.contains("stack backtrace"),
-        "{runner}, seed {seed}: a recovery printed panics:\n{stderr}"
-    );
-    assert!(
-        restarts >= 2 && restarted >= restarts,
-        "{runner}, seed {seed}: {kills} kills, {restarts} restarts seen, {restarted} reported; several were due:\n{stderr}"
-    );
-    let got = run.lines();
-    assert!(
-        got == *want,
-        "{runner}, seed {seed}: {}",
-        difference(&got, want)
-    );
-    eprintln!(
-        "{runner}{}: {kills} kills, {restarts} restarts (seed {seed}), every line exactly once",
-        if run.source.is_empty() {
-            ""
-        } else {
-            " over a Kafka topic"
-        }
-    );
-}
-
 #[test]
 fn a_crash_during_a_snapshot_or_between_staging_and_commit_loses_and_repeats_nothing() {
     let _s = serial();
@@ -928,8 +863,8 @@ fn a_postgres_server_lost_mid_run_restarts_the_cluster_from_the_last_checkpoint(
 /// a committed epoch must be refused clearly, and the job resumes once it is mended);
 /// with `TIDEWATER_PG_DIR` (`.ci/postgres`), the database restarted mid-run. At random,
 /// worker 1's source started late (partitions out of step) and, with a PostgreSQL
-/// server, the two-phase-commit sink. Every trial's committed output must be the direct
-/// runner's, line for line.
+/// server, the two-phase-commit sink; with an S3 server (`common::s3`), checkpoints on
+/// it. Every trial's committed output must be the direct runner's, line for line.
 #[test]
 fn chaos_trials_leave_every_line_exactly_once() {
     let trials: u64 = std::env::var("TIDEWATER_CHAOS_TRIALS")
@@ -939,13 +874,20 @@ fn chaos_trials_leave_every_line_exactly_once() {
     let pg = std::env::var("TIDEWATER_PG_URL")
         .ok()
         .filter(|u| !u.is_empty());
+    // With an S3 server, half the trials checkpoint there.
+    let s3 = s3::server("chaos trials with checkpoints on S3");
     let _s = serial();
     let (mut rng, seed) = Rng::new();
     for trial in 0..trials {
         // A client per trial: a trial may restart the database.
         let client = pg.as_deref().map(pg_client);
         let pg = pg.as_deref().zip(client.as_ref());
-        let what = chaos_trial(&mut rng, pg, &format!("chaos seed {seed} trial {trial}"));
+        let what = chaos_trial(
+            &mut rng,
+            pg,
+            s3.as_ref(),
+            &format!("chaos seed {seed} trial {trial}"),
+        );
         eprintln!("{what}: exact");
     }
 }
@@ -956,10 +898,26 @@ fn strs(args: &[String]) -> Vec<&str> {
 }
 
 /// One chaos trial (see above); what it did.
-fn chaos_trial(rng: &mut Rng, pg: Option<(&str, &tokio_postgres::Client)>, label: &str) -> String {
+fn chaos_trial(
+    rng: &mut Rng,
+    pg: Option<(&str, &tokio_postgres::Client)>,
+    s3: Option<&s3::S3>,
+    label: &str,
+) -> String {
     let runner = RUNNERS[rng.below(2) as usize];
-    let run = Run::on(runner);
-    let mut what = format!("{label}: {runner}");
+    let s3 = s3.filter(|_| rng.below(2) == 0);
+    let run = match s3 {
+        Some(s3) => Run::on_s3(runner, s3),
+        None => Run::on(runner),
+    };
+    let mut what = format!(
+        "{label}: {runner}{}",
+        if s3.is_some() {
+            ", checkpoints on S3"
+        } else {
+            ""
+        }
+    );
     let mut env: Vec<(&str, String)> = Vec::new();
     if rng.below(2) == 0 {
         let ms = rng.below(400);
@@ -978,7 +936,7 @@ fn chaos_trial(rng: &mut Rng, pg: Option<(&str, &tokio_postgres::Client)>, label
     let after = 50 + rng.below(2_500);
     let fault = format!(
         "{point}:{after}:{}",
-        run.ckpt.with_extension("fault").display()
+        run.out.with_extension("fault").display()
     );
     let workers = format!("--workers={}", 1 + rng.below(3));
     let cluster = [
@@ -996,7 +954,8 @@ fn chaos_trial(rng: &mut Rng, pg: Option<(&str, &tokio_postgres::Client)>, label
         .ok()
         .filter(|_| pg.is_some());
     let mut scenario = rng.below(7);
-    if scenario == 6 && pg_dir.is_none() {
+    // The newest checkpoint is corrupted in a local directory only.
+    if (scenario == 6 && pg_dir.is_none()) || (scenario == 5 && s3.is_some()) {
         scenario = 1;
     }
     match scenario {

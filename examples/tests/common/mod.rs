@@ -5,6 +5,7 @@
 #![allow(dead_code)] // each test binary uses its part
 
 pub mod netns;
+pub mod s3;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -76,6 +77,8 @@ pub struct Run {
     pub records: u64,
     /// Where the numbers come from, if not the generator (`--kafka-topic ...`).
     pub source: Vec<String>,
+    /// The environment its processes get (an object store's endpoint and credentials).
+    pub env: Vec<(&'static str, String)>,
     _dir: tempfile::TempDir,
 }
 
@@ -107,7 +110,17 @@ impl Run {
             runner,
             records: RECORDS,
             source: Vec::new(),
+            env: Vec::new(),
             _dir: dir,
+        }
+    }
+
+    /// The job with its checkpoints in a new bucket of the S3 server `s3`.
+    pub fn on_s3(runner: &'static str, s3: &s3::S3) -> Self {
+        Run {
+            ckpt: PathBuf::from(format!("{}/checkpoints", s3.bucket(runner))),
+            env: s3.env(),
+            ..Self::on(runner)
         }
     }
 
@@ -126,6 +139,7 @@ impl Run {
     pub fn command(&self, extra: &[&str]) -> Command {
         let mut c = Command::new(env!("CARGO_BIN_EXE_crash_job"));
         c.args(self.args(extra))
+            .envs(self.env.iter().map(|(k, v)| (*k, v.as_str())))
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
         c
@@ -143,7 +157,13 @@ impl Run {
         args
     }
 
+    /// The processes of its local cluster, process 0 first: from the `pids` file the
+    /// supervisor writes in a local checkpoint directory, else found by their command
+    /// lines.
     pub fn pids(&self) -> Vec<i32> {
+        if self.ckpt.to_string_lossy().contains("://") {
+            return cluster_pids(&format!("--checkpoint-dir={}", self.ckpt.display()));
+        }
         std::fs::read_to_string(self.ckpt.join("pids"))
             .unwrap_or_default()
             .lines()
@@ -154,6 +174,35 @@ impl Run {
     pub fn lines(&self) -> Vec<String> {
         crash_job::committed_lines(&self.out).unwrap()
     }
+}
+
+/// The processes of a local cluster whose command line holds `marker`, by process id
+/// (they have `--process-id=I`; their supervisor has not).
+pub fn cluster_pids(marker: &str) -> Vec<i32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let args: Vec<String> = cmdline
+            .split(|b| *b == 0)
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        if !args.iter().any(|a| a == marker) {
+            continue;
+        }
+        if let Some(id) = args
+            .iter()
+            .find_map(|a| a.strip_prefix("--process-id=")?.parse::<u32>().ok())
+        {
+            found.push((id, pid));
+        }
+    }
+    found.sort();
+    found.into_iter().map(|(_, pid)| pid).collect()
 }
 
 pub fn signal(pid: i32, sig: &str) {
@@ -639,4 +688,71 @@ pub fn last_totals<S: AsRef<str>>(lines: impl IntoIterator<Item = S>) -> BTreeMa
         }
     }
     last
+}
+
+/// Kills a process of `run`'s local cluster of 2 at random, three times, each once the
+/// restart of the one before is seen; the output must be the direct runner's.
+pub fn random_kills_of(run: Run) {
+    let _s = serial();
+    let want = reference();
+    let (mut rng, seed) = Rng::new();
+    let runner = run.runner;
+    let mut child = run.command(&["--local-cluster=2"]).spawn().unwrap();
+    // Each kill waits for the restart it causes before the next one, so that every
+    // kill is a recovery of its own (two kills in one attempt would be one restart).
+    let (mut kills, mut restarts) = (0, 0);
+    let started = Instant::now();
+    while kills < 3 && started.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(300 + rng.below(900)));
+        let pids = run.pids();
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        if pids.is_empty() {
+            continue;
+        }
+        signal(pids[rng.below(pids.len() as u64) as usize], "-KILL");
+        kills += 1;
+        let waited = Instant::now();
+        while child.try_wait().unwrap().is_none() {
+            let now = run.pids();
+            if !now.is_empty() && now.iter().all(|p| !pids.contains(p)) {
+                restarts += 1;
+                break;
+            }
+            assert!(
+                waited.elapsed() < Duration::from_secs(30),
+                "{runner}, seed {seed}: no restart 30 s after a kill"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    let stderr = finish(child, &format!("{runner}: random kills (seed {seed})"));
+    let restarted = stderr
+        .matches("restarting all 2 processes from the last checkpoint")
+        .count();
+    // A kill is reported in one line by each process that lost it, and the supervisor's;
+    // timely's own panics are not shown.
+    assert!(
+        !stderr.contains("panicked at") && !stderr.contains("stack backtrace"),
+        "{runner}, seed {seed}: a recovery printed panics:\n{stderr}"
+    );
+    assert!(
+        restarts >= 2 && restarted >= restarts,
+        "{runner}, seed {seed}: {kills} kills, {restarts} restarts seen, {restarted} reported; several were due:\n{stderr}"
+    );
+    let got = run.lines();
+    assert!(
+        got == *want,
+        "{runner}, seed {seed}: {}",
+        difference(&got, want)
+    );
+    eprintln!(
+        "{runner}{}: {kills} kills, {restarts} restarts (seed {seed}), every line exactly once",
+        if run.source.is_empty() {
+            ""
+        } else {
+            " over a Kafka topic"
+        }
+    );
 }

@@ -60,15 +60,15 @@ pub fn restore_point(
 /// The checkpoint in savepoint directory `dir`, for `plan`; the directory is only
 /// read.
 fn savepoint_in(dir: &Path, plan: &PlanIdentity, allow_non_restored: bool) -> Result<Restored> {
-    if !dir.join("parts").is_dir() {
+    let Some(store) = Store::existing(dir)? else {
         return Err(Error::Checkpoint {
             message: format!(
                 "--from-savepoint {}: no savepoint there (a directory that --savepoint-dir wrote)",
                 dir.display()
             ),
         });
-    }
-    Store::open(dir)?
+    };
+    store
         .latest(plan, allow_non_restored)?
         .ok_or_else(|| Error::Checkpoint {
             message: format!(
@@ -120,15 +120,14 @@ pub fn offline_answer(
 /// directory) into `plan` would do, one line per state id, and whether the run would
 /// be refused (`Err`, with the lines and why). The directory is only read.
 pub fn check(dir: &Path, plan: &PlanIdentity, allow_non_restored: bool) -> Result<String> {
-    if !dir.join("parts").is_dir() {
+    let Some(store) = Store::existing(dir)? else {
         return Err(Error::Checkpoint {
             message: format!(
                 "--check-savepoint {}: no savepoint or checkpoint there",
                 dir.display()
             ),
         });
-    }
-    let store = Store::open(dir)?;
+    };
     let Some(&epoch) = store.manifests()?.last() else {
         return Err(Error::Checkpoint {
             message: format!(

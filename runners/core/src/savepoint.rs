@@ -54,17 +54,16 @@ pub struct Reader {
 impl Reader {
     /// The newest complete checkpoint in `dir`; the directory is only read.
     pub fn open(dir: &Path) -> Result<Reader> {
-        if !dir.join("parts").is_dir() {
+        let Some(store) = Store::existing(dir)? else {
             return Err(Error::Checkpoint {
                 message: format!("{}: no savepoint or checkpoint there", dir.display()),
             });
-        }
-        let (manifest, snapshot) =
-            Store::open(dir)?
-                .latest_as_written()?
-                .ok_or_else(|| Error::Checkpoint {
-                    message: format!("{}: it holds no complete checkpoint", dir.display()),
-                })?;
+        };
+        let (manifest, snapshot) = store
+            .latest_as_written()?
+            .ok_or_else(|| Error::Checkpoint {
+                message: format!("{}: it holds no complete checkpoint", dir.display()),
+            })?;
         if manifest.state.is_none() {
             return Err(Error::Checkpoint {
                 message: format!(

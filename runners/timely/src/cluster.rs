@@ -16,7 +16,7 @@
 //! child pids of the current attempt are written to `pids` in the checkpoint directory
 //! (for operators, and for tests that kill them).
 
-use crate::checkpoint::store::{write_atomic, Store};
+use crate::checkpoint::store::{is_object_store, write_atomic, Store};
 use crate::restart::{Failure, RestartStrategy, Restarts};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -551,7 +551,9 @@ impl Supervisor {
             }
             outcomes.push(outcome);
         }
-        if let Some(dir) = &self.checkpoint_dir {
+        // Where tests and the recovery benchmark find the processes to kill (a local
+        // checkpoint directory only: an object store is no place for them).
+        if let Some(dir) = self.checkpoint_dir.as_ref().filter(|d| !is_object_store(d)) {
             let pids: String = children.iter().map(|c| format!("{}\n", c.id())).collect();
             let _ = write_atomic(&dir.join("pids"), pids.as_bytes());
         }

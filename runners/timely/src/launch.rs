@@ -395,6 +395,9 @@ impl EngineRunner {
             savepoint_dir: match &e.savepoint_dir {
                 // Made now: a directory that cannot be made fails the job at its start,
                 // not after it has run to the end.
+                Some(dir) if tidewater_runners_core::store::is_object_store(dir) => {
+                    Some(dir.clone())
+                }
                 Some(dir) => {
                     std::fs::create_dir_all(dir).map_err(|err| {
                         invalid(

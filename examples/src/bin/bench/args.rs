@@ -30,6 +30,11 @@ pub(super) struct Args {
     /// The certificate must name 127.0.0.1, where a local cluster's processes listen.
     #[arg(long, value_name = "FILE", requires_all = ["tls_key", "tls_ca"])]
     pub(super) tls_cert: Option<PathBuf>,
+    /// With --checkpoint-ms: checkpoints under this object store URL (`s3://bucket`,
+    /// `gs://`, `az://`; credentials and endpoint from the environment, e.g. `AWS_ENDPOINT`)
+    /// instead of a local temporary directory.
+    #[arg(long, value_name = "URL")]
+    pub(super) checkpoint_store: Option<String>,
     /// The key of --tls-cert (PEM).
     #[arg(long, value_name = "FILE", requires_all = ["tls_cert", "tls_ca"])]
     pub(super) tls_key: Option<PathBuf>,
@@ -241,6 +246,8 @@ pub(super) struct Setting<'a> {
     pub(super) tls: Option<[&'a Path; 3]>,
     /// Serve the run's status and poll it every second (`--status-poll`).
     pub(super) status_poll: bool,
+    /// Checkpoints under this object store URL (`--checkpoint-store`).
+    pub(super) checkpoint_store: Option<&'a str>,
 }
 
 impl Args {
@@ -313,10 +320,11 @@ impl Setting<'_> {
                 } else {
                     o.engine.checkpoint_interval = Some(std::time::Duration::from_millis(ms));
                 }
-                o.engine.checkpoint_dir = Some(std::env::temp_dir().join(format!(
-                    "tidewater-bench-checkpoints-{}",
-                    std::process::id()
-                )));
+                let name = format!("tidewater-bench-checkpoints-{}", std::process::id());
+                o.engine.checkpoint_dir = Some(match self.checkpoint_store {
+                    Some(url) => PathBuf::from(format!("{}/{name}", url.trim_end_matches('/'))),
+                    None => std::env::temp_dir().join(name),
+                });
                 if self.at_least_once {
                     o.engine.guarantee = "at-least-once".into();
                 }

@@ -58,8 +58,14 @@ pub(super) fn child_command(
             }
         }
         if let (Some(ms), Some(dir)) = (setting.checkpoint_ms, &options.engine.checkpoint_dir) {
-            let dir = dir.join(setting.workload);
-            let _ = std::fs::remove_dir_all(&dir);
+            let mut dir = dir.join(setting.workload);
+            match setting.checkpoint_store {
+                // Nothing of an earlier run there is restored.
+                Some(_) => dir.push(fresh_name()),
+                None => {
+                    let _ = std::fs::remove_dir_all(&dir);
+                }
+            }
             let interval = if options.runner == "microbatch" {
                 "--batch-interval"
             } else {
@@ -90,6 +96,15 @@ pub(super) fn setting_flags(cmd: &mut Command, setting: &Setting<'_>, validate: 
     }
     if let Some(ms) = setting.checkpoint_ms {
         cmd.arg(format!("--checkpoint-ms={ms}"));
+    }
+    if let Some(url) = setting.checkpoint_store {
+        // A new prefix per child: nothing of an earlier run there is restored, and a
+        // local cluster's processes (started with the child's flags) share it.
+        cmd.arg(format!(
+            "--checkpoint-store={}/{}",
+            url.trim_end_matches('/'),
+            fresh_name()
+        ));
     }
     if setting.at_least_once {
         cmd.arg("--guarantee=at-least-once");
@@ -194,6 +209,7 @@ pub(super) fn child(args: &Args, mode: ChildMode) -> anyhow::Result<()> {
         watermark_drift_ms: drift(args),
         tls: args.tls(),
         status_poll: args.status_poll,
+        checkpoint_store: args.checkpoint_store.as_deref(),
     };
     match (mode, workload.as_str()) {
         (ChildMode::Recovery, _) => return recovery_child(args, &setting, out),
@@ -278,10 +294,24 @@ pub(super) fn cluster_options(
     let mut options = setting.options(validate);
     if setting.processes > 1 && options.engine.checkpoint_dir.is_some() {
         let dir = out.with_extension("checkpoints");
-        if setting.cluster_process.is_none() {
+        // Under an object store: the same name, as a prefix there.
+        let dir = match setting.checkpoint_store {
+            Some(url) => PathBuf::from(format!("{}{}", url.trim_end_matches('/'), dir.display())),
+            None => dir,
+        };
+        // (A store's URL is new for each child: see `setting_flags`.)
+        if setting.cluster_process.is_none() && setting.checkpoint_store.is_none() {
             let _ = std::fs::remove_dir_all(&dir);
         }
         options.engine.checkpoint_dir = Some(dir);
     }
     options
+}
+
+/// A name no earlier run used: `run-` and the time in nanoseconds.
+fn fresh_name() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("run-{nanos}")
 }

@@ -230,6 +230,7 @@ fn run() -> anyhow::Result<()> {
                     watermark_drift_ms: drift(&args),
                     tls: args.tls(),
                     status_poll: args.status_poll,
+                    checkpoint_store: args.checkpoint_store.as_deref(),
                 };
                 if !checked_by_run {
                     let checked = output(&args, &setting, args.validate, small.as_ref(), &dir)
@@ -482,6 +483,7 @@ fn reference_output(
         watermark_drift_ms: None,
         tls: None,
         status_poll: false,
+        checkpoint_store: None,
     };
     output(args, &setting, true, small, dir)
 }

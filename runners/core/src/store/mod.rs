@@ -46,10 +46,12 @@ use crate::compat::{Admitted, PlanIdentity, StateId};
 use crate::delta::apply_delta;
 use crate::snapshot::{BaseRef, Snapshot};
 use crate::source_driver::ReadRange;
+use blobs::Blobs;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use tidewater::{Error, Result};
 
 /// One source task's ranges of one micro-batch, in the write-ahead offset log.
@@ -149,11 +151,18 @@ pub fn start_epoch(restored: Option<&Restored>) -> u64 {
     restored.map_or(0, |r| r.manifest.epoch.saturating_add(1))
 }
 
-/// A checkpoint directory.
+/// A checkpoint directory: local, or a prefix in an object store (see [`blobs`]).
 #[derive(Clone, Debug)]
 pub struct Store {
     dir: PathBuf,
+    blobs: Arc<dyn Blobs>,
+    /// The part files whose length and checksum the manifests written here listed: a
+    /// file's contents never change under its name within a run, and on an object
+    /// store each read is a download.
+    checked: Arc<Mutex<HashMap<String, FileEntry>>>,
 }
+
+pub use blobs::is_object_store;
 
 fn io_error(what: &str, path: &Path, e: std::io::Error) -> Error {
     Error::Checkpoint {
@@ -182,26 +191,6 @@ fn parse_part_file_name(name: &str) -> Option<PartId> {
 /// The largest manifest read (64 MiB: a manifest lists one line per file).
 const MAX_MANIFEST: u64 = 64 << 20;
 
-/// The bytes of the regular file `path`, at most `limit` + 1 of them: a file longer
-/// than its manifest says is read no further than that shows.
-fn read_bounded(path: &Path, limit: u64) -> Result<Vec<u8>> {
-    use std::io::Read;
-    let file = std::fs::File::open(path).map_err(|e| io_error("cannot read", path, e))?;
-    let meta = file
-        .metadata()
-        .map_err(|e| io_error("cannot read", path, e))?;
-    if !meta.is_file() {
-        return Err(Error::Checkpoint {
-            message: format!("{} is not a regular file", path.display()),
-        });
-    }
-    let mut bytes = Vec::with_capacity(meta.len().min(limit.saturating_add(1)) as usize);
-    file.take(limit.saturating_add(1))
-        .read_to_end(&mut bytes)
-        .map_err(|e| io_error("cannot read", path, e))?;
-    Ok(bytes)
-}
-
 fn manifest_name(epoch: u64) -> String {
     format!("checkpoint-{epoch:020}.manifest")
 }
@@ -226,27 +215,16 @@ impl Write for Checksummed<'_> {
     }
 }
 
-/// Writes `bytes` to `path` atomically and durably: a temporary file, synced, renamed
-/// into place, then the directory synced.
+/// Writes `bytes` to the local file `path` atomically and durably: a temporary file,
+/// synced, renamed into place, then the directory synced.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    write_atomic_with(path, |w| w.write_all(bytes))
-}
-
-/// [`write_atomic`] of what `write` writes.
-fn write_atomic_with(
-    path: &Path,
-    write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
-) -> Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let tmp = dir.join(format!(
         ".{}.tmp",
         path.file_name().and_then(|n| n.to_str()).unwrap_or("file")
     ));
-    let f = std::fs::File::create(&tmp).map_err(|e| io_error("cannot create", &tmp, e))?;
-    let mut w = std::io::BufWriter::with_capacity(1 << 16, f);
-    write(&mut w)
-        .and_then(|()| w.into_inner().map_err(|e| e.into_error()))
-        .and_then(|f| f.sync_all())
+    std::fs::File::create(&tmp)
+        .and_then(|mut f| f.write_all(bytes).and_then(|()| f.sync_all()))
         .map_err(|e| io_error("cannot write", &tmp, e))?;
     std::fs::rename(&tmp, path).map_err(|e| io_error("cannot rename into", path, e))?;
     if let Ok(d) = std::fs::File::open(dir) {
@@ -256,23 +234,70 @@ fn write_atomic_with(
 }
 
 impl Store {
-    /// The store in `dir`, created if missing.
+    /// The store in `dir` (a local directory, created if missing, or an object store's
+    /// URL: see [`blobs`]).
     pub fn open(dir: &Path) -> Result<Self> {
-        let parts = dir.join("parts");
-        // Not a checkpoint that cannot be restored: a directory that cannot be made.
-        std::fs::create_dir_all(&parts).map_err(|e| Error::Io {
-            what: "cannot create the directory".into(),
-            path: parts.clone(),
-            cause: e,
-        })?;
         Ok(Store {
             dir: dir.to_path_buf(),
+            blobs: blobs::open(dir)?,
+            checked: Arc::default(),
         })
     }
 
-    /// The directory.
+    /// The store in `dir` if it holds one (files a checkpoint or savepoint wrote);
+    /// nothing is created.
+    pub fn existing(dir: &Path) -> Result<Option<Self>> {
+        if !is_object_store(dir) && !dir.join("parts").is_dir() {
+            return Ok(None);
+        }
+        let store = Store::open(dir)?;
+        let written = !store.blobs.list("parts")?.is_empty() || !store.manifests()?.is_empty();
+        Ok((written || !is_object_store(dir)).then_some(store))
+    }
+
+    /// Removes the store in `dir` (a savepoint left unfinished), if there is one.
+    pub fn remove_all(dir: &Path) -> Result<()> {
+        if !is_object_store(dir) {
+            return match std::fs::remove_dir_all(dir) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::Io {
+                    what: "cannot remove".into(),
+                    path: dir.to_path_buf(),
+                    cause: e,
+                }),
+                _ => Ok(()),
+            };
+        }
+        let store = Store::open(dir)?;
+        for sub in ["parts", "offsets", ""] {
+            for name in store.blobs.list(sub)? {
+                let key = if sub.is_empty() {
+                    name
+                } else {
+                    format!("{sub}/{name}")
+                };
+                store.blobs.delete(&key)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The directory, or the object store's URL, as given.
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// File `key` of the store as the user names it.
+    fn show(&self, key: &str) -> String {
+        self.blobs.show(key)
+    }
+
+    /// File `key`'s bytes, which must be there: a missing one is a checkpoint error.
+    fn read_file(&self, key: &str, limit: u64) -> Result<Vec<u8>> {
+        self.blobs
+            .get(key, limit)?
+            .ok_or_else(|| Error::Checkpoint {
+                message: format!("cannot read {}: it is missing", self.show(key)),
+            })
     }
 
     /// Writes a task's snapshot for epochs `first..=last`; how a delta names it.
@@ -285,9 +310,9 @@ impl Store {
         snapshot: &Snapshot,
     ) -> Result<BaseRef> {
         let name = part_file_name(node, worker, first, last);
-        let path = self.dir.join("parts").join(&name);
         let (mut crc, mut len) = (crc32fast::Hasher::new(), 0u64);
-        write_atomic_with(&path, |w| {
+        self.blobs.put(&format!("parts/{name}"), &mut |w| {
+            (crc, len) = (crc32fast::Hasher::new(), 0);
             snapshot.write_to(&mut Checksummed {
                 inner: w,
                 crc: &mut crc,
@@ -304,28 +329,32 @@ impl Store {
     /// Removes worker `worker`'s files that begin at epoch `from` or later: a run
     /// resumed at `from` writes those epochs anew, and a file left by an earlier run
     /// that stopped before it became part of a checkpoint must not be taken for one of
-    /// this run's (or built on).
+    /// this run's (or built on). Worker 0, which writes the manifests, also removes
+    /// those of `from` or later: checkpoints a restore found unusable and skipped, whose
+    /// epochs this run writes anew (and whose manifests it writes only where none is).
     pub fn remove_unfinished(&self, worker: usize, from: u64) -> Result<()> {
         for (name, (_, w, first, _)) in self.part_files()? {
             if w == worker && first >= from {
-                let path = self.dir.join("parts").join(&name);
-                std::fs::remove_file(&path).map_err(|e| io_error("cannot remove", &path, e))?;
+                self.blobs.delete(&format!("parts/{name}"))?;
+            }
+        }
+        if worker == 0 {
+            for e in self.manifests()? {
+                if e >= from {
+                    self.blobs.delete(&manifest_name(e))?;
+                }
             }
         }
         Ok(())
     }
 
     fn part_files(&self) -> Result<Vec<(String, PartId)>> {
-        let dir = self.dir.join("parts");
-        let mut out = Vec::new();
-        for entry in std::fs::read_dir(&dir).map_err(|e| io_error("cannot list", &dir, e))? {
-            let entry = entry.map_err(|e| io_error("cannot list", &dir, e))?;
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if let Some(id) = parse_part_file_name(&name) {
-                out.push((name, id));
-            }
-        }
-        Ok(out)
+        Ok(self
+            .blobs
+            .list("parts")?
+            .into_iter()
+            .filter_map(|name| parse_part_file_name(&name).map(|id| (name, id)))
+            .collect())
     }
 
     /// Appends a source task's ranges of batch `batch` to the write-ahead offset log,
@@ -337,8 +366,6 @@ impl Store {
         worker: usize,
         ranges: &[ReadRange],
     ) -> Result<()> {
-        let dir = self.dir.join("offsets");
-        std::fs::create_dir_all(&dir).map_err(|e| io_error("cannot create", &dir, e))?;
         let body = serde_json::to_vec(&OffsetEntry {
             source: source.to_string(),
             batch,
@@ -349,7 +376,8 @@ impl Store {
         let mut bytes = format!("{:08x}\n", crc32fast::hash(&body)).into_bytes();
         bytes.extend_from_slice(&body);
         let name = format!("{}{worker}.offsets", offsets_prefix(batch, source));
-        write_atomic(&dir.join(name), &bytes)
+        self.blobs
+            .put(&format!("offsets/{name}"), &mut |w| w.write_all(&bytes))
     }
 
     /// The ranges the write-ahead offset log holds for source `source` (its state
@@ -359,24 +387,18 @@ impl Store {
     /// keyed by the source's id, so a changed pipeline resumed after a failure replays
     /// the batches its sources had fixed.
     pub fn read_offsets(&self, batch: u64, source: &str) -> Result<Option<Vec<ReadRange>>> {
-        let dir = self.dir.join("offsets");
-        let Ok(listing) = std::fs::read_dir(&dir) else {
-            return Ok(None);
-        };
         let prefix = offsets_prefix(batch, source);
         let mut ranges: Option<Vec<ReadRange>> = None;
-        for entry in listing {
-            let entry = entry.map_err(|e| io_error("cannot list", &dir, e))?;
-            let name = entry.file_name().to_string_lossy().into_owned();
+        for name in self.blobs.list("offsets")? {
             if !name.starts_with(&prefix) || !name.ends_with(".offsets") {
                 continue;
             }
-            let path = entry.path();
-            let bytes = std::fs::read(&path).map_err(|e| io_error("cannot read", &path, e))?;
+            let key = format!("offsets/{name}");
+            let bytes = self.read_file(&key, MAX_MANIFEST)?;
+            let path = self.show(&key);
             let corrupt = || Error::Checkpoint {
                 message: format!(
-                    "the write-ahead offset log file {} does not match its checksum",
-                    path.display()
+                    "the write-ahead offset log file {path} does not match its checksum"
                 ),
             };
             let (crc, body) = match bytes.iter().position(|b| *b == b'\n') {
@@ -394,8 +416,7 @@ impl Store {
             if entry.source != source || entry.batch != batch {
                 return Err(Error::Checkpoint {
                     message: format!(
-                        "{} holds the ranges of source '{}' in batch {}, not of '{source}' in batch {batch}",
-                        path.display(),
+                        "{path} holds the ranges of source '{}' in batch {}, not of '{source}' in batch {batch}",
                         entry.source,
                         entry.batch
                     ),
@@ -417,11 +438,7 @@ impl Store {
     /// The epochs of the manifests present, oldest first.
     pub fn manifests(&self) -> Result<Vec<u64>> {
         let mut out = Vec::new();
-        for entry in
-            std::fs::read_dir(&self.dir).map_err(|e| io_error("cannot list", &self.dir, e))?
-        {
-            let entry = entry.map_err(|e| io_error("cannot list", &self.dir, e))?;
-            let name = entry.file_name().to_string_lossy().into_owned();
+        for name in self.blobs.list("")? {
             if let Some(e) = name
                 .strip_prefix("checkpoint-")
                 .and_then(|r| r.strip_suffix(".manifest"))
@@ -481,13 +498,15 @@ impl Store {
     pub fn copy_checkpoint(&self, epoch: u64, to: &Path) -> Result<()> {
         let target = Store::open(to)?;
         let manifest = self.read_manifest(epoch)?;
-        for (name, _, _) in manifest.files.iter().flat_map(|f| f.files()) {
-            let from = self.dir.join("parts").join(name);
-            let bytes = std::fs::read(&from).map_err(|e| io_error("cannot read", &from, e))?;
-            write_atomic(&target.dir.join("parts").join(name), &bytes)?;
+        for (name, len, _) in manifest.files.iter().flat_map(|f| f.files()) {
+            let key = format!("parts/{name}");
+            let bytes = self.read_file(&key, len)?;
+            target.blobs.put(&key, &mut |w| w.write_all(&bytes))?;
         }
         let json = serde_json::to_vec_pretty(&manifest).expect("a manifest encodes");
-        write_atomic(&target.dir.join(manifest_name(epoch)), &json)
+        target
+            .blobs
+            .put(&manifest_name(epoch), &mut |w| w.write_all(&json))
     }
 
     fn write_manifest(
@@ -514,14 +533,7 @@ impl Store {
                             "checkpoint {epoch} is durable but the file of node {node} on worker {worker} is missing"
                         ),
                     })?;
-                let path = self.dir.join("parts").join(name);
-                let bytes = std::fs::read(&path).map_err(|e| io_error("cannot read", &path, e))?;
-                entries.push(FileEntry {
-                    name: name.clone(),
-                    len: bytes.len() as u64,
-                    crc: crc32fast::hash(&bytes),
-                    base: Snapshot::decode_header(&bytes, plan.hash)?.base,
-                });
+                entries.push(self.checked_entry(name, plan.hash)?);
             }
         }
         let manifest = Manifest {
@@ -534,9 +546,36 @@ impl Store {
             last,
         };
         let json = serde_json::to_vec_pretty(&manifest).expect("a manifest encodes");
-        write_atomic(&self.dir.join(manifest_name(epoch)), &json)?;
+        let key = manifest_name(epoch);
+        if !self.blobs.put_new(&key, &json)? {
+            return Err(Error::Checkpoint {
+                message: format!(
+                    "{} was written by another run while this one completed checkpoint {epoch}: is another job using {}? One job per checkpoint directory",
+                    self.show(&key),
+                    self.dir.display()
+                ),
+            });
+        }
         self.collect_garbage()?;
         Ok(manifest)
+    }
+
+    /// The manifest's entry for part file `name`: its length, checksum and the files it
+    /// builds on, read from the file once.
+    fn checked_entry(&self, name: &str, plan_hash: u64) -> Result<FileEntry> {
+        let mut checked = self.checked.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(entry) = checked.get(name) {
+            return Ok(entry.clone());
+        }
+        let bytes = self.read_file(&format!("parts/{name}"), u64::MAX)?;
+        let entry = FileEntry {
+            name: name.to_string(),
+            len: bytes.len() as u64,
+            crc: crc32fast::hash(&bytes),
+            base: Snapshot::decode_header(&bytes, plan_hash)?.base,
+        };
+        checked.insert(name.to_string(), entry.clone());
+        Ok(entry)
     }
 
     /// Keeps the last [`KEEP`] manifests, the newest older one that builds on none of
@@ -570,19 +609,20 @@ impl Store {
         let oldest_kept = kept[0];
         for (name, (_, _, _, last)) in self.part_files()? {
             if last < oldest_kept && !named.contains(&name) {
-                let _ = std::fs::remove_file(self.dir.join("parts").join(&name));
+                let _ = self.blobs.delete(&format!("parts/{name}"));
+                self.checked
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(&name);
             }
         }
         for &e in old {
-            let _ = std::fs::remove_file(self.dir.join(manifest_name(e)));
+            let _ = self.blobs.delete(&manifest_name(e));
         }
         // Batches up to the oldest kept checkpoint are in every kept checkpoint.
-        if let Ok(listing) = std::fs::read_dir(self.dir.join("offsets")) {
-            for entry in listing.flatten() {
-                let name = entry.file_name().to_string_lossy().into_owned();
-                if offsets_batch(&name).is_some_and(|b| b <= oldest_kept) {
-                    let _ = std::fs::remove_file(entry.path());
-                }
+        for name in self.blobs.list("offsets").unwrap_or_default() {
+            if offsets_batch(&name).is_some_and(|b| b <= oldest_kept) {
+                let _ = self.blobs.delete(&format!("offsets/{name}"));
             }
         }
         Ok(())
@@ -594,18 +634,10 @@ impl Store {
     }
 
     fn read_manifest(&self, epoch: u64) -> Result<Manifest> {
-        let path = self.dir.join(manifest_name(epoch));
-        let bytes = read_bounded(&path, MAX_MANIFEST)?;
-        if bytes.len() as u64 > MAX_MANIFEST {
-            return Err(Error::Checkpoint {
-                message: format!(
-                    "the manifest {} is over {MAX_MANIFEST} bytes",
-                    path.display()
-                ),
-            });
-        }
+        let key = manifest_name(epoch);
+        let bytes = self.read_file(&key, MAX_MANIFEST)?;
         serde_json::from_slice(&bytes).map_err(|e| Error::Checkpoint {
-            message: format!("the manifest {} is corrupt: {e}", path.display()),
+            message: format!("the manifest {} is corrupt: {e}", self.show(&key)),
         })
     }
 
@@ -687,13 +719,13 @@ impl Store {
                         ),
                     });
                 }
-                let path = self.dir.join("parts").join(name);
-                let bytes = read_bounded(&path, len)?;
+                let key = format!("parts/{name}");
+                let path = self.show(&key);
+                let bytes = self.read_file(&key, len)?;
                 if bytes.len() as u64 != len || crc32fast::hash(&bytes) != crc {
                     return Err(Error::Checkpoint {
                         message: format!(
-                            "{} does not match its checksum in checkpoint {epoch}",
-                            path.display()
+                            "{path} does not match its checksum in checkpoint {epoch}"
                         ),
                     });
                 }
@@ -701,8 +733,7 @@ impl Store {
                 if s.base[..] != f.base[..i] {
                     return Err(Error::Checkpoint {
                         message: format!(
-                            "{} does not build on the files checkpoint {epoch} names before it",
-                            path.display()
+                            "{path} does not build on the files checkpoint {epoch} names before it"
                         ),
                     });
                 }
@@ -711,7 +742,7 @@ impl Store {
                 } else {
                     apply_delta(parts, s.parts).map_err(|e| match e {
                         Error::Checkpoint { message } => Error::Checkpoint {
-                            message: format!("{}: {message}", path.display()),
+                            message: format!("{path}: {message}"),
                         },
                         other => other,
                     })?
@@ -793,6 +824,8 @@ impl Store {
     }
 }
 
+pub mod blobs;
+pub mod lease;
 mod retyped;
 
 #[cfg(test)]

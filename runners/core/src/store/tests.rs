@@ -1,7 +1,19 @@
-//! Tests of `store.rs`.
+//! Tests of `store.rs`: each runs on a local directory and on an object store (the
+//! in-memory one, through the same client code as S3's; `examples/tests/object_store.rs`
+//! runs jobs against an S3 server).
 
 use super::*;
 use crate::snapshot::{Part, Scope};
+
+/// Runs `test` on a store in a new local directory, then in a new prefix of the
+/// in-memory object store.
+fn each_place(test: impl Fn(&Path)) {
+    static PREFIX: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let dir = tempfile::tempdir().unwrap();
+    test(dir.path());
+    let n = PREFIX.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    test(Path::new(&format!("memory:///store-tests/{n}/ck")));
+}
 
 /// A plan of hash `hash` whose one stateful part is `T` (hash 7) or `U` (another).
 fn plan(hash: u64) -> PlanIdentity {
@@ -35,74 +47,83 @@ fn snap(bytes: &[u8]) -> Snapshot {
 
 #[test]
 fn a_checkpoint_names_the_file_whose_range_holds_its_epoch_and_reads_back() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path()).unwrap();
-    store.write_part(1, 0, 0, 2, &snap(b"a")).unwrap();
-    store.write_part(1, 1, 0, 0, &snap(b"b")).unwrap();
-    store.write_part(1, 1, 1, 3, &snap(b"c")).unwrap();
-    let m = store.complete(2, &[1], 2, &plan(7), 4).unwrap();
-    let names: Vec<&str> = m.files.iter().map(|f| f.name.as_str()).collect();
-    assert_eq!(names, ["n1-w0-0-2.snap", "n1-w1-1-3.snap"]);
-    let r = store.latest(&plan(7), false).unwrap().unwrap();
-    assert_eq!(r.manifest.epoch, 2);
-    let bytes: Vec<&[u8]> = r.snapshot.parts.iter().map(|p| &p.bytes[..]).collect();
-    assert_eq!(bytes, [b"a", b"c"]);
-    assert!(
-        store.complete(4, &[1], 2, &plan(7), 4).is_err(),
-        "worker 0 has no file for 4"
-    );
+    each_place(|dir| {
+        let store = Store::open(dir).unwrap();
+        store.write_part(1, 0, 0, 2, &snap(b"a")).unwrap();
+        store.write_part(1, 1, 0, 0, &snap(b"b")).unwrap();
+        store.write_part(1, 1, 1, 3, &snap(b"c")).unwrap();
+        let m = store.complete(2, &[1], 2, &plan(7), 4).unwrap();
+        let names: Vec<&str> = m.files.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(names, ["n1-w0-0-2.snap", "n1-w1-1-3.snap"]);
+        let r = store.latest(&plan(7), false).unwrap().unwrap();
+        assert_eq!(r.manifest.epoch, 2);
+        let bytes: Vec<&[u8]> = r.snapshot.parts.iter().map(|p| &p.bytes[..]).collect();
+        assert_eq!(bytes, [b"a", b"c"]);
+        assert!(
+            store.complete(4, &[1], 2, &plan(7), 4).is_err(),
+            "worker 0 has no file for 4"
+        );
+    });
 }
 
 #[test]
 fn a_corrupt_file_falls_back_to_the_previous_checkpoint_and_says_so() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path()).unwrap();
-    store.write_part(1, 0, 0, 0, &snap(b"old")).unwrap();
-    store.complete(0, &[1], 1, &plan(7), 4).unwrap();
-    store.write_part(1, 0, 1, 1, &snap(b"new")).unwrap();
-    store.complete(1, &[1], 1, &plan(7), 4).unwrap();
-    flip_last_byte(&dir.path().join("parts").join("n1-w0-1-1.snap"));
-    let r = store.latest(&plan(7), false).unwrap().unwrap();
-    assert_eq!(r.manifest.epoch, 0);
-    assert_eq!(r.snapshot.parts[0].bytes, b"old");
-    assert_eq!(r.notes.len(), 1);
-    assert!(
-        r.notes[0].contains("checkpoint 1 is unusable")
-            && r.notes[0].contains("does not match its checksum"),
-        "{}",
-        r.notes[0]
-    );
-    let e = store.latest(&plan(8), false).unwrap_err().to_string();
-    assert!(
+    each_place(|dir| {
+        let store = Store::open(dir).unwrap();
+        store.write_part(1, 0, 0, 0, &snap(b"old")).unwrap();
+        store.complete(0, &[1], 1, &plan(7), 4).unwrap();
+        store.write_part(1, 0, 1, 1, &snap(b"new")).unwrap();
+        store.complete(1, &[1], 1, &plan(7), 4).unwrap();
+        flip_last_byte(&store, "parts/n1-w0-1-1.snap");
+        let r = store.latest(&plan(7), false).unwrap().unwrap();
+        assert_eq!(r.manifest.epoch, 0);
+        assert_eq!(r.snapshot.parts[0].bytes, b"old");
+        assert_eq!(r.notes.len(), 1);
+        assert!(
+            r.notes[0].contains("checkpoint 1 is unusable")
+                && r.notes[0].contains("does not match its checksum"),
+            "{}",
+            r.notes[0]
+        );
+        let e = store.latest(&plan(8), false).unwrap_err().to_string();
+        assert!(
         e.contains("does not fit this pipeline: 'T' holds state in the snapshot and is not in the pipeline"),
         "{e}"
     );
-    // Allowed to drop it, the other pipeline restores none of it.
-    let r = store.latest(&plan(8), true).unwrap().unwrap();
-    assert_eq!((r.manifest.epoch, r.snapshot.parts.len()), (0, 0));
+        // Allowed to drop it, the other pipeline restores none of it.
+        let r = store.latest(&plan(8), true).unwrap().unwrap();
+        assert_eq!((r.manifest.epoch, r.snapshot.parts.len()), (0, 0));
+    });
 }
 
 #[test]
 fn only_the_last_checkpoints_and_their_files_are_kept() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path()).unwrap();
-    for e in 0..6u64 {
-        store.write_part(1, 0, e, e, &snap(b"x")).unwrap();
-        store.complete(e, &[1], 1, &plan(7), 4).unwrap();
-    }
-    assert_eq!(store.manifests().unwrap(), [3, 4, 5]);
-    assert_eq!(
-        file_names(&store),
-        ["n1-w0-3-3.snap", "n1-w0-4-4.snap", "n1-w0-5-5.snap"]
-    );
+    each_place(|dir| {
+        let store = Store::open(dir).unwrap();
+        for e in 0..6u64 {
+            store.write_part(1, 0, e, e, &snap(b"x")).unwrap();
+            store.complete(e, &[1], 1, &plan(7), 4).unwrap();
+        }
+        assert_eq!(store.manifests().unwrap(), [3, 4, 5]);
+        assert_eq!(
+            file_names(&store),
+            ["n1-w0-3-3.snap", "n1-w0-4-4.snap", "n1-w0-5-5.snap"]
+        );
+    });
 }
 
-/// Corrupts the file at `path`: its last byte flipped.
-fn flip_last_byte(path: &Path) {
-    let mut bytes = std::fs::read(path).unwrap();
-    let last = bytes.len() - 1;
-    bytes[last] ^= 0xff;
-    std::fs::write(path, bytes).unwrap();
+/// Corrupts the store's file `key`: its byte `from_end` places before the end flipped
+/// with `mask`.
+fn flip(store: &Store, key: &str, from_end: usize, mask: u8) {
+    let mut bytes = store.blobs.get(key, u64::MAX).unwrap().unwrap();
+    let at = bytes.len() - from_end;
+    bytes[at] ^= mask;
+    store.blobs.put(key, &mut |w| w.write_all(&bytes)).unwrap();
+}
+
+/// Corrupts the store's file `key`: its last byte flipped.
+fn flip_last_byte(store: &Store, key: &str) {
+    flip(store, key, 1, 0xff)
 }
 
 /// The part files present, sorted.
@@ -174,142 +195,184 @@ fn write_chains(store: &Store, epochs: std::ops::Range<u64>, full: impl Fn(u64) 
 
 #[test]
 fn a_delta_reads_back_applied_to_the_files_it_builds_on() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path()).unwrap();
-    write_chains(&store, 0..3, |e| e == 0);
-    let r = store.latest(&plan(7), false).unwrap().unwrap();
-    assert_eq!(r.manifest.epoch, 2);
-    let f = &r.manifest.files[0];
-    assert_eq!(f.name, "n1-w0-2-2.snap");
-    let bases: Vec<&str> = f.base.iter().map(|b| b.name.as_str()).collect();
-    assert_eq!(bases, ["n1-w0-0-0.snap", "n1-w0-1-1.snap"]);
-    // Key group 0 holds every epoch's entry; the sink's list is the newest file's.
-    assert_eq!(
-        r.snapshot.parts,
-        vec![
-            Part {
-                transform: "G".into(),
-                scope: Scope::KeyGroup(0),
-                bytes: table(&[(&[0], b"v"), (&[1], b"v"), (&[2], b"v")]),
-            },
-            Part {
-                transform: "Sink".into(),
-                scope: Scope::List(0),
-                bytes: vec![2],
-            },
-        ]
-    );
-    // A savepoint copies the files the checkpoint builds on too.
-    let copy = tempfile::tempdir().unwrap();
-    store.copy_checkpoint(2, copy.path()).unwrap();
-    let again = Store::open(copy.path())
-        .unwrap()
-        .latest(&plan(7), false)
-        .unwrap()
-        .unwrap();
-    assert_eq!(again.snapshot.parts, r.snapshot.parts);
+    each_place(|dir| {
+        let store = Store::open(dir).unwrap();
+        write_chains(&store, 0..3, |e| e == 0);
+        let r = store.latest(&plan(7), false).unwrap().unwrap();
+        assert_eq!(r.manifest.epoch, 2);
+        let f = &r.manifest.files[0];
+        assert_eq!(f.name, "n1-w0-2-2.snap");
+        let bases: Vec<&str> = f.base.iter().map(|b| b.name.as_str()).collect();
+        assert_eq!(bases, ["n1-w0-0-0.snap", "n1-w0-1-1.snap"]);
+        // Key group 0 holds every epoch's entry; the sink's list is the newest file's.
+        assert_eq!(
+            r.snapshot.parts,
+            vec![
+                Part {
+                    transform: "G".into(),
+                    scope: Scope::KeyGroup(0),
+                    bytes: table(&[(&[0], b"v"), (&[1], b"v"), (&[2], b"v")]),
+                },
+                Part {
+                    transform: "Sink".into(),
+                    scope: Scope::List(0),
+                    bytes: vec![2],
+                },
+            ]
+        );
+        // A savepoint copies the files the checkpoint builds on too.
+        let copy = dir.join("savepoint-2");
+        store.copy_checkpoint(2, &copy).unwrap();
+        let again = Store::open(&copy)
+            .unwrap()
+            .latest(&plan(7), false)
+            .unwrap()
+            .unwrap();
+        assert_eq!(again.snapshot.parts, r.snapshot.parts);
+    });
 }
 
 #[test]
 fn a_corrupt_full_file_falls_back_to_a_checkpoint_that_does_not_build_on_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path()).unwrap();
-    // Full snapshots at 0 and 3, deltas in between and after.
-    write_chains(&store, 0..7, |e| e == 0 || e == 3);
-    // The last KEEP, and back to 2: the newest that does not build on the full
-    // file of 3.
-    assert_eq!(store.manifests().unwrap(), [2, 3, 4, 5, 6]);
-    assert_eq!(
-        file_names(&store),
-        (0..7)
-            .map(|e| format!("n1-w0-{e}-{e}.snap"))
-            .collect::<Vec<_>>()
-    );
-    flip_last_byte(&dir.path().join("parts").join("n1-w0-3-3.snap"));
-    let r = store.latest(&plan(7), false).unwrap().unwrap();
-    assert_eq!(r.manifest.epoch, 2);
-    assert_eq!(
-        r.snapshot.parts[0].bytes,
-        table(&[(&[0], b"v"), (&[1], b"v"), (&[2], b"v")])
-    );
-    assert_eq!(r.notes.len(), 4, "{:?}", r.notes);
-    assert!(
-        r.notes[0].contains("checkpoint 6 is unusable"),
-        "{}",
-        r.notes[0]
-    );
-    assert!(
-        r.notes[0].contains("n1-w0-3-3.snap does not match its checksum"),
-        "{}",
-        r.notes[0]
-    );
-    // The first full file has nothing before it: no checkpoint is usable, and
-    // the run stops with the reason rather than start again from nothing.
-    flip_last_byte(&dir.path().join("parts").join("n1-w0-0-0.snap"));
-    let e = store.latest(&plan(7), false).unwrap_err().to_string();
-    assert!(e.contains("no usable checkpoint"), "{e}");
+    each_place(|dir| {
+        let store = Store::open(dir).unwrap();
+        // Full snapshots at 0 and 3, deltas in between and after.
+        write_chains(&store, 0..7, |e| e == 0 || e == 3);
+        // The last KEEP, and back to 2: the newest that does not build on the full
+        // file of 3.
+        assert_eq!(store.manifests().unwrap(), [2, 3, 4, 5, 6]);
+        assert_eq!(
+            file_names(&store),
+            (0..7)
+                .map(|e| format!("n1-w0-{e}-{e}.snap"))
+                .collect::<Vec<_>>()
+        );
+        flip_last_byte(&store, "parts/n1-w0-3-3.snap");
+        let r = store.latest(&plan(7), false).unwrap().unwrap();
+        assert_eq!(r.manifest.epoch, 2);
+        assert_eq!(
+            r.snapshot.parts[0].bytes,
+            table(&[(&[0], b"v"), (&[1], b"v"), (&[2], b"v")])
+        );
+        assert_eq!(r.notes.len(), 4, "{:?}", r.notes);
+        assert!(
+            r.notes[0].contains("checkpoint 6 is unusable"),
+            "{}",
+            r.notes[0]
+        );
+        assert!(
+            r.notes[0].contains("n1-w0-3-3.snap does not match its checksum"),
+            "{}",
+            r.notes[0]
+        );
+        // The first full file has nothing before it: no checkpoint is usable, and
+        // the run stops with the reason rather than start again from nothing.
+        flip_last_byte(&store, "parts/n1-w0-0-0.snap");
+        let e = store.latest(&plan(7), false).unwrap_err().to_string();
+        assert!(e.contains("no usable checkpoint"), "{e}");
+    });
 }
 
 #[test]
 fn a_resumed_run_removes_only_its_workers_files_of_the_epochs_it_writes_anew() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path()).unwrap();
-    store.write_part(1, 0, 0, 2, &snap(b"a")).unwrap();
-    store
-        .write_part(1, 0, 3, 9, &snap(b"left by a run that stopped"))
-        .unwrap();
-    store
-        .write_part(1, 1, 3, 3, &snap(b"another worker's"))
-        .unwrap();
-    store
-        .write_part(2, 0, 4, 4, &snap(b"another task's, left by that run"))
-        .unwrap();
-    store.remove_unfinished(0, 3).unwrap();
-    assert_eq!(file_names(&store), ["n1-w0-0-2.snap", "n1-w1-3-3.snap"]);
+    each_place(|dir| {
+        let store = Store::open(dir).unwrap();
+        store.write_part(1, 0, 0, 2, &snap(b"a")).unwrap();
+        store
+            .write_part(1, 0, 3, 9, &snap(b"left by a run that stopped"))
+            .unwrap();
+        store
+            .write_part(1, 1, 3, 3, &snap(b"another worker's"))
+            .unwrap();
+        store
+            .write_part(2, 0, 4, 4, &snap(b"another task's, left by that run"))
+            .unwrap();
+        store.remove_unfinished(0, 3).unwrap();
+        assert_eq!(file_names(&store), ["n1-w0-0-2.snap", "n1-w1-3-3.snap"]);
+    });
 }
 
 #[test]
 fn the_offset_log_reads_back_every_workers_ranges_checks_them_and_is_pruned() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path()).unwrap();
-    let range = |p: u32, count: u64| ReadRange {
-        partition: p,
-        start: vec![p as u8],
-        count,
-        left: (p == 0).then_some(count + 4),
-    };
-    assert_eq!(store.read_offsets(2, "S").unwrap(), None);
-    store
-        .write_offsets(2, "S", 0, &[range(0, 5), range(2, 0)])
-        .unwrap();
-    store.write_offsets(2, "S", 1, &[range(1, 3)]).unwrap();
-    store.write_offsets(3, "S", 0, &[range(0, 9)]).unwrap();
-    let mut got = store.read_offsets(2, "S").unwrap().unwrap();
-    got.sort_by_key(|r| r.partition);
-    assert_eq!(got, vec![range(0, 5), range(1, 3), range(2, 0)]);
-    // A file is checked to be the source's it is named for.
-    let offsets = dir.path().join("offsets");
-    let file = |batch, source| offsets.join(format!("{}0.offsets", offsets_prefix(batch, source)));
-    std::fs::copy(file(2, "S"), file(2, "R")).unwrap();
-    let e = store.read_offsets(2, "R").unwrap_err().to_string();
-    assert!(
-        e.contains("holds the ranges of source 'S' in batch 2, not of 'R'"),
-        "{e}"
-    );
-    std::fs::remove_file(file(2, "R")).unwrap();
-    // A flipped byte is found by the checksum.
-    let path = file(3, "S");
-    let mut bytes = std::fs::read(&path).unwrap();
-    let last = bytes.len() - 3;
-    bytes[last] ^= 1;
-    std::fs::write(&path, bytes).unwrap();
-    let e = store.read_offsets(3, "S").unwrap_err().to_string();
-    assert!(e.contains("does not match its checksum"), "{e}");
-    // Batches up to the oldest kept checkpoint go with it.
-    for e in 0..6u64 {
-        store.write_part(1, 0, e, e, &snap(b"x")).unwrap();
-        store.complete(e, &[1], 1, &plan(7), 4).unwrap();
-    }
-    assert_eq!(store.read_offsets(2, "S").unwrap(), None);
-    assert_eq!(store.read_offsets(3, "S").unwrap(), None);
+    each_place(|dir| {
+        let store = Store::open(dir).unwrap();
+        let range = |p: u32, count: u64| ReadRange {
+            partition: p,
+            start: vec![p as u8],
+            count,
+            left: (p == 0).then_some(count + 4),
+        };
+        assert_eq!(store.read_offsets(2, "S").unwrap(), None);
+        store
+            .write_offsets(2, "S", 0, &[range(0, 5), range(2, 0)])
+            .unwrap();
+        store.write_offsets(2, "S", 1, &[range(1, 3)]).unwrap();
+        store.write_offsets(3, "S", 0, &[range(0, 9)]).unwrap();
+        let mut got = store.read_offsets(2, "S").unwrap().unwrap();
+        got.sort_by_key(|r| r.partition);
+        assert_eq!(got, vec![range(0, 5), range(1, 3), range(2, 0)]);
+        // A file is checked to be the source's it is named for.
+        let file = |batch, source| format!("offsets/{}0.offsets", offsets_prefix(batch, source));
+        let copied = store.blobs.get(&file(2, "S"), u64::MAX).unwrap().unwrap();
+        store
+            .blobs
+            .put(&file(2, "R"), &mut |w| w.write_all(&copied))
+            .unwrap();
+        let e = store.read_offsets(2, "R").unwrap_err().to_string();
+        assert!(
+            e.contains("holds the ranges of source 'S' in batch 2, not of 'R'"),
+            "{e}"
+        );
+        store.blobs.delete(&file(2, "R")).unwrap();
+        // A flipped byte is found by the checksum.
+        flip(&store, &file(3, "S"), 3, 1);
+        let e = store.read_offsets(3, "S").unwrap_err().to_string();
+        assert!(e.contains("does not match its checksum"), "{e}");
+        // Batches up to the oldest kept checkpoint go with it.
+        for e in 0..6u64 {
+            store.write_part(1, 0, e, e, &snap(b"x")).unwrap();
+            store.complete(e, &[1], 1, &plan(7), 4).unwrap();
+        }
+        assert_eq!(store.read_offsets(2, "S").unwrap(), None);
+        assert_eq!(store.read_offsets(3, "S").unwrap(), None);
+    });
+}
+
+#[test]
+fn a_manifest_is_written_only_where_none_is_and_a_resumed_run_replaces_skipped_ones() {
+    each_place(|dir| {
+        let store = Store::open(dir).unwrap();
+        store.write_part(1, 0, 0, 0, &snap(b"a")).unwrap();
+        // Another run on the same store (a job that should not be there) completes
+        // checkpoint 0 first: this run's manifest does not replace it.
+        Store::open(dir)
+            .unwrap()
+            .complete(0, &[1], 1, &plan(7), 4)
+            .unwrap();
+        let e = store
+            .complete(0, &[1], 1, &plan(7), 4)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("checkpoint-00000000000000000000.manifest was written by another run while this one completed checkpoint 0: is another job using"),
+            "{e}"
+        );
+        // Checkpoint 1's file is corrupt: a run resumed from 0 writes epoch 1 anew and
+        // completes it in place of the skipped one.
+        store.write_part(1, 0, 1, 1, &snap(b"b")).unwrap();
+        store.complete(1, &[1], 1, &plan(7), 4).unwrap();
+        flip_last_byte(&store, "parts/n1-w0-1-1.snap");
+        let resumed = Store::open(dir).unwrap();
+        let r = resumed.latest(&plan(7), false).unwrap().unwrap();
+        assert_eq!(r.manifest.epoch, 0);
+        resumed.remove_unfinished(0, start_epoch(Some(&r))).unwrap();
+        assert_eq!(resumed.manifests().unwrap(), [0]);
+        resumed.write_part(1, 0, 1, 1, &snap(b"c")).unwrap();
+        resumed.complete(1, &[1], 1, &plan(7), 4).unwrap();
+        let r = resumed.latest(&plan(7), false).unwrap().unwrap();
+        assert_eq!(
+            (r.manifest.epoch, &r.snapshot.parts[0].bytes[..]),
+            (1, &b"c"[..])
+        );
+    });
 }

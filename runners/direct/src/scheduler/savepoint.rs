@@ -12,6 +12,7 @@
 
 use super::*;
 use std::path::Path;
+use tidewater_runners_core::store::is_object_store;
 
 impl Executor<'_> {
     /// Builds every head and sink: new, or from the savepoint `restored`, whose
@@ -69,20 +70,20 @@ impl Executor<'_> {
         };
         // Its directory is named by its label, known once the sinks ended their epoch.
         let staging = dir.join(".savepoint-in-progress");
-        if staging.exists() {
-            std::fs::remove_dir_all(&staging).map_err(|e| Error::Io {
-                what: "cannot remove an unfinished savepoint".into(),
-                path: staging.clone(),
+        Store::remove_all(&staging)?;
+        let epoch = self.keep_savepoint(&staging)?;
+        let to = dir.join(format!("savepoint-{epoch}"));
+        if is_object_store(&dir) {
+            // No renames there: its files copied under their name, the manifest last.
+            Store::open(&staging)?.copy_checkpoint(epoch, &to)?;
+            Store::remove_all(&staging)?;
+        } else {
+            std::fs::rename(&staging, &to).map_err(|e| Error::Io {
+                what: "cannot name the savepoint".into(),
+                path: to.clone(),
                 cause: e,
             })?;
         }
-        let epoch = self.keep_savepoint(&staging)?;
-        let to = dir.join(format!("savepoint-{epoch}"));
-        std::fs::rename(&staging, &to).map_err(|e| Error::Io {
-            what: "cannot name the savepoint".into(),
-            path: to.clone(),
-            cause: e,
-        })?;
         if let Some(board) = &self.options.status {
             board.savepoint(epoch, &to);
         }

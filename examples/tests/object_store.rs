@@ -1,0 +1,124 @@
+//! Checkpoints and savepoints on an S3-compatible server (`common::s3`: the one
+//! `.ci/run` starts, or a `moto_server` started here): `--checkpoint-dir s3://...` and
+//! `--savepoint-dir s3://...` on both checkpointing runners, kills at random, a
+//! savepoint of 3 processes restored into 1 process and into a local cluster, and one
+//! job per checkpoint store (a lease). Every output line is compared with the direct
+//! runner's.
+
+mod common;
+
+use common::*;
+use std::process::{Command, Stdio};
+
+#[test]
+fn random_kills_with_checkpoints_on_s3_leave_every_line_exactly_once() {
+    let Some(s3) = s3::server("random_kills_with_checkpoints_on_s3_leave_every_line_exactly_once")
+    else {
+        return;
+    };
+    for runner in RUNNERS {
+        random_kills_of(Run::on_s3(runner, &s3));
+    }
+}
+
+/// A job of 3 processes stopped with a savepoint kept on S3; the savepoint restores
+/// into one process and, again, into a local cluster of 2: each run's output, with the
+/// stopped job's, is the direct runner's, line for line.
+#[test]
+fn a_savepoint_on_s3_from_3_processes_restores_into_1_and_into_a_local_cluster() {
+    let Some(s3) =
+        s3::server("a_savepoint_on_s3_from_3_processes_restores_into_1_and_into_a_local_cluster")
+    else {
+        return;
+    };
+    let _s = serial();
+    for runner in RUNNERS {
+        let run = Run::on_s3(runner, &s3);
+        let savepoint = format!("{}/savepoints", s3.bucket(runner));
+        // Stopped after 1 s of about 3: the savepoint is the job's last checkpoint.
+        let stopped = run
+            .command(&[
+                "--local-cluster=3",
+                "--max-duration=1s",
+                &format!("--savepoint-dir={savepoint}"),
+            ])
+            .spawn()
+            .unwrap();
+        finish(stopped, &format!("{runner}: the stopped job"));
+        let partial = run.lines();
+        assert!(
+            partial.len() < reference().len(),
+            "{runner}: the stopped job wrote everything ({} lines): it should have stopped early",
+            partial.len()
+        );
+        for (what, cluster) in [
+            ("one process", None),
+            ("a local cluster of 2", Some("--local-cluster=2")),
+        ] {
+            let resumed = Run::on_s3(runner, &s3);
+            for line in std::fs::read_dir(&run.out).unwrap() {
+                let line = line.unwrap();
+                std::fs::copy(line.path(), resumed.out.join(line.file_name())).unwrap();
+            }
+            let mut extra = vec![format!("--from-savepoint={savepoint}")];
+            extra.extend(cluster.map(str::to_string));
+            let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+            let child = resumed.command(&extra).spawn().unwrap();
+            finish(
+                child,
+                &format!("{runner}: resumed from the savepoint into {what}"),
+            );
+            assert_exact(
+                &resumed,
+                &format!("{runner}: resumed from an S3 savepoint into {what}"),
+            );
+        }
+    }
+}
+
+/// A second job on the same checkpoint store is refused while the first holds its
+/// lease, naming the holder; once the first has ended, the next one runs.
+#[test]
+fn a_second_job_on_one_s3_checkpoint_store_is_refused_while_the_first_runs() {
+    let Some(s3) =
+        s3::server("a_second_job_on_one_s3_checkpoint_store_is_refused_while_the_first_runs")
+    else {
+        return;
+    };
+    let _s = serial();
+    let run = Run::on_s3("native", &s3);
+    let mut first = run.command(&[]).spawn().unwrap();
+    // It has committed output, so it runs (and took the lease before it ran).
+    let started = std::time::Instant::now();
+    while run.lines().is_empty() {
+        assert!(
+            first.try_wait().unwrap().is_none(),
+            "the first job ended before it committed anything"
+        );
+        assert!(started.elapsed() < std::time::Duration::from_secs(30));
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let second = Command::new(env!("CARGO_BIN_EXE_crash_job"))
+        .args(run.args(&[]))
+        .envs(run.env.iter().map(|(k, v)| (*k, v.as_str())))
+        .stdout(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert!(!second.status.success(), "the second job ran:\n{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "invalid option --checkpoint-dir {}: it is in use by another job (process {} on",
+            run.ckpt.display(),
+            first.id()
+        )) && stderr.contains("holds its lease for"),
+        "{stderr}"
+    );
+    let status = first.wait().unwrap();
+    assert!(status.success());
+    assert_exact(&run, "the first job");
+    // Let go at its end: a job on the store now runs (and adds nothing: it is done).
+    let again = run.command(&[]).spawn().unwrap();
+    finish(again, "a job after the first");
+    assert_exact(&run, "after a second run");
+}

@@ -1,0 +1,155 @@
+//! One job per checkpoint store on an object store, where no file lock exists: a lease.
+//!
+//! The holder writes object `lock` (`{"holder": ..., "until_ms": ...}`) only where
+//! none is (a conditional put), then renews it every [`RENEW`] with a put that
+//! succeeds only over its own last version, each time until [`LEASE`] from now. A second
+//! job finds a lease still valid and is refused, naming its holder; one that has run
+//! out (its holder died without a word) is taken over, again by a put over the version
+//! read, so that of two jobs taking it at once only one wins. The holder lets it go
+//! when dropped. A holder whose renewal finds another's lease has lost it (it was
+//! stalled past its lease): it says so; its manifests are then written only where
+//! none is, so it cannot replace the new holder's checkpoints.
+//!
+//! Hosts' clocks must agree to within a few seconds (as NTP keeps them).
+
+use super::blobs::{Objects, Version};
+use serde::{Deserialize, Serialize};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tidewater::{Error, Result};
+
+/// How long a lease lasts without renewal: how long a job restarted after its holder
+/// died without a word waits for it.
+pub const LEASE: Duration = Duration::from_secs(15);
+
+/// How often the holder renews it.
+pub const RENEW: Duration = Duration::from_secs(5);
+
+const KEY: &str = "lock";
+
+#[derive(Serialize, Deserialize)]
+struct Body {
+    holder: String,
+    until_ms: u64,
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+fn body(holder: &str) -> Vec<u8> {
+    serde_json::to_vec(&Body {
+        holder: holder.to_string(),
+        until_ms: now_ms() + LEASE.as_millis() as u64,
+    })
+    .expect("a lease encodes")
+}
+
+/// A held lease, renewed until dropped.
+#[derive(Debug)]
+pub struct Lease {
+    stop: Arc<(Mutex<bool>, Condvar)>,
+    renewer: Option<std::thread::JoinHandle<()>>,
+}
+
+/// Why a lease is not taken: held by another, until when.
+#[derive(Debug)]
+pub struct Held {
+    /// Who holds it, as it wrote itself.
+    pub holder: String,
+    /// For how long still, unless renewed.
+    pub left: Duration,
+}
+
+impl Lease {
+    /// Takes the lease of the object store at `location` for `holder`; `Ok(Err(..))`
+    /// names who holds it.
+    pub fn take(location: &str, holder: &str) -> Result<std::result::Result<Lease, Held>> {
+        let objects = Arc::new(Objects::open(location)?);
+        let mut version = None;
+        for _ in 0..3 {
+            let over = match objects.get_versioned(KEY)? {
+                None => None,
+                Some((bytes, v)) => {
+                    if let Ok(b) = serde_json::from_slice::<Body>(&bytes) {
+                        let now = now_ms();
+                        if b.until_ms > now {
+                            return Ok(Err(Held {
+                                holder: b.holder,
+                                left: Duration::from_millis(b.until_ms - now),
+                            }));
+                        }
+                    }
+                    // Run out (or unreadable): taken over from its version.
+                    Some(v)
+                }
+            };
+            version = objects.put_versioned(KEY, &body(holder), over.as_ref())?;
+            if version.is_some() {
+                break;
+            }
+        }
+        let Some(version) = version else {
+            return Err(Error::Checkpoint {
+                message: format!(
+                    "cannot take the lease {}: other jobs keep taking it",
+                    objects.name(KEY)
+                ),
+            });
+        };
+        let stop = Arc::new((Mutex::new(false), Condvar::new()));
+        let renewer = {
+            let (stop, holder) = (stop.clone(), holder.to_string());
+            std::thread::Builder::new()
+                .name("tidewater-lease".into())
+                .spawn(move || renew(&objects, &holder, version, &stop))
+                .map_err(|e| Error::Internal(format!("cannot start the lease's renewer: {e}")))?
+        };
+        Ok(Ok(Lease {
+            stop,
+            renewer: Some(renewer),
+        }))
+    }
+}
+
+/// Renews the lease every [`RENEW`] until told to stop; then lets it go.
+fn renew(objects: &Objects, holder: &str, mut version: Version, stop: &(Mutex<bool>, Condvar)) {
+    let mut stopped = stop.0.lock().unwrap_or_else(|p| p.into_inner());
+    loop {
+        stopped = stop
+            .1
+            .wait_timeout(stopped, RENEW)
+            .unwrap_or_else(|p| p.into_inner())
+            .0;
+        if *stopped {
+            // Let go only if it is still ours.
+            if matches!(objects.get_versioned(KEY), Ok(Some((_, v))) if v == version) {
+                let _ = objects.remove(KEY);
+            }
+            return;
+        }
+        match objects.put_versioned(KEY, &body(holder), Some(&version)) {
+            Ok(Some(v)) => version = v,
+            Ok(None) => {
+                tracing::error!(
+                    "the lease {} was taken by another job while this one held it (this one stalled past its {LEASE:?}): this job's manifests will not replace that one's",
+                    objects.name(KEY)
+                );
+                return;
+            }
+            Err(e) => tracing::warn!("cannot renew the lease {}: {e}", objects.name(KEY)),
+        }
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        *self.stop.0.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        self.stop.1.notify_all();
+        if let Some(t) = self.renewer.take() {
+            let _ = t.join();
+        }
+    }
+}
