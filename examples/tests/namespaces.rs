@@ -117,3 +117,147 @@ fn finish_failing(mut child: Child, limit: Duration) -> Option<String> {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// The records of the coordinated run: enough for a loss, a rescale down and one up.
+const COORDINATED_RECORDS: u64 = 60_000;
+
+/// A job coordinated across namespaces (issue 37): hosts 0-2 run agents, host 3 the
+/// coordinator and an S3 server (moto, `.ci/s3-server`, on host 3's address) that holds
+/// the checkpoints. Host 2 is lost mid-run: the coordinator restarts the job on the two
+/// hosts left (`--min-hosts 2`) from the last checkpoint; host 2 comes back and its new
+/// agent registers: the job is restarted on all three. Every line exactly once.
+#[test]
+fn a_coordinated_job_loses_a_host_goes_on_with_two_and_takes_it_back_exactly() {
+    let _s = serial();
+    let hosts = match Hosts::make(4) {
+        Ok(h) => h,
+        Err(why) => {
+            eprintln!("SKIPPED: network namespaces cannot be made here: {why}");
+            return;
+        }
+    };
+    let want = reference_of(COORDINATED_RECORDS);
+    let control = hosts.address(3);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../.ci/s3-server");
+    let mut s3 = hosts
+        .command(3, script.to_str().unwrap())
+        .arg("9000")
+        .env("TIDEWATER_S3_HOST", &control)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let endpoint = format!("http://{control}:9000");
+    let bucket = format!(
+        "import time, urllib.request as u\nfor _ in range(1200):\n    try:\n        u.urlopen(u.Request('{endpoint}/coordinated', method='PUT')); break\n    except Exception: time.sleep(0.1)\nelse: raise SystemExit('no S3 server')"
+    );
+    let made = hosts
+        .command(3, "python3")
+        .args(["-c", &bucket])
+        .status()
+        .unwrap();
+    assert!(made.success(), "the S3 server on host 3 did not start");
+    let mut run = Run::new();
+    run.records = COORDINATED_RECORDS;
+    run.ckpt = "s3://coordinated/checkpoints".into();
+    run.env = vec![
+        ("AWS_ENDPOINT", endpoint.clone()),
+        ("AWS_ALLOW_HTTP", "true".into()),
+        ("AWS_ACCESS_KEY_ID", "testing".into()),
+        ("AWS_SECRET_ACCESS_KEY", "testing".into()),
+        ("AWS_REGION", "us-east-1".into()),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let secret = secret_file(dir.path(), 0o600);
+    let coordinator = format!("{control}:7100");
+    let secret_flag = format!("--cluster-secret-file={}", secret.display());
+    let job = |k: usize, role: &[&str]| -> Child {
+        let mut args = vec!["--workers=1", secret_flag.as_str()];
+        args.extend_from_slice(role);
+        hosts
+            .command(k, env!("CARGO_BIN_EXE_crash_job"))
+            .args(run.args(&args))
+            .envs(run.env.iter().map(|(k, v)| (*k, v.as_str())))
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let mut coordinating = job(
+        3,
+        &[
+            &format!("--coordinate={coordinator}"),
+            "--expect-hosts=3",
+            "--min-hosts=2",
+        ],
+    );
+    let said = stderr_lines(&mut coordinating);
+    let agent = |k: usize| job(k, &[&format!("--coordinator={coordinator}")]);
+    let mut agents: Vec<Child> = (0..3).map(agent).collect();
+    let mut log = Vec::new();
+    let wait_for = |what: &str, log: &mut Vec<String>| {
+        let started = Instant::now();
+        loop {
+            match said.recv_timeout(Duration::from_millis(100)) {
+                Ok(line) => {
+                    let found = line.contains(what);
+                    log.push(line);
+                    if found {
+                        return;
+                    }
+                }
+                Err(_) => assert!(
+                    started.elapsed() < Duration::from_secs(90),
+                    "the coordinator did not say '{what}' within 90 s:\n{}",
+                    log.join("\n")
+                ),
+            }
+        }
+    };
+    wait_for("on 3 host(s)", &mut log);
+    let started = Instant::now();
+    while run.lines().is_empty() {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the coordinated job wrote nothing"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    hosts.lose(2);
+    let lost_at = Instant::now();
+    let _ = agents[2].wait();
+    wait_for("on 2 host(s)", &mut log);
+    let down = lost_at.elapsed();
+    assert!(
+        run.lines().len() < want.len(),
+        "the job ended before it went on with 2 hosts: give it more records"
+    );
+    hosts.returns(2);
+    agents[2] = agent(2);
+    wait_for("on 3 host(s)", &mut log);
+    let status = coordinating.wait().unwrap();
+    while let Ok(line) = said.recv_timeout(Duration::from_millis(200)) {
+        log.push(line);
+    }
+    assert!(
+        status.success(),
+        "the coordinator failed:\n{}",
+        log.join("\n")
+    );
+    for (k, a) in agents.into_iter().enumerate() {
+        finish(a, &format!("the agent on host {k}"));
+    }
+    let got = run.lines();
+    assert!(
+        got == want,
+        "a coordinated job that lost a host and took it back: {}\n{}",
+        difference(&got, &want),
+        log.join("\n")
+    );
+    let _ = s3.kill();
+    let _ = s3.wait();
+    eprintln!(
+        "host 2 lost; the job went on with 2 hosts {:.1} s later, took host 2 back, exact",
+        down.as_secs_f64()
+    );
+}

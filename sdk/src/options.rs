@@ -140,6 +140,25 @@ pub struct EngineOptions {
     /// (restarting all from the last checkpoint when one dies or hangs).
     #[arg(long, value_name = "N")]
     pub local_cluster: Option<u64>,
+    /// Coordinate this job across hosts: listen at HOST:PORT for the agents of its
+    /// hosts (each the job's binary with --coordinator), run the job on the hosts
+    /// registered, and restart it from the last checkpoint on the hosts left when one
+    /// fails or is lost, or on all when one registers. Needs --cluster-secret-file (or
+    /// TIDEWATER_CLUSTER_SECRET) off loopback, and a checkpoint directory every host
+    /// reaches (an object store, or a shared filesystem).
+    #[arg(long, value_name = "HOST:PORT", conflicts_with_all = ["local_cluster", "coordinator"])]
+    pub coordinate: Option<String>,
+    /// With --coordinate: the job starts once this many hosts have registered.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub expect_hosts: u64,
+    /// With --coordinate: the fewest hosts the job goes on with after losing some (it
+    /// waits for more below that).
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub min_hosts: u64,
+    /// Run as this host's agent of the coordinator at HOST:PORT (see --coordinate): the
+    /// coordinator tells it when to run the job's process here, and with which peers.
+    #[arg(long, value_name = "HOST:PORT", conflicts_with_all = ["local_cluster", "processes", "process_id", "hosts"])]
+    pub coordinator: Option<String>,
     /// How often a checkpoint is taken (e.g. 1s, 500ms).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub checkpoint_interval: Option<std::time::Duration>,
@@ -211,6 +230,10 @@ impl Default for EngineOptions {
             control_token_file: None,
             hosts: None,
             local_cluster: None,
+            coordinate: None,
+            expect_hosts: 1,
+            min_hosts: 1,
+            coordinator: None,
             checkpoint_interval: None,
             checkpoint_dir: None,
             guarantee: "exactly-once".into(),

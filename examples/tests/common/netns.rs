@@ -92,6 +92,12 @@ impl Hosts {
             }
         }
     }
+
+    /// Host `k` comes back after [`Hosts::lose`]: its link up again (its processes are
+    /// gone; the test starts new ones).
+    pub fn returns(&self, k: usize) {
+        let _ = ip(&["-n", &self.name(k), "link", "set", "eth0", "up"]);
+    }
 }
 
 impl Drop for Hosts {

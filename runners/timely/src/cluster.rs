@@ -17,19 +17,17 @@
 //! (for operators, and for tests that kill them).
 
 use crate::checkpoint::store::{is_object_store, write_atomic, Store};
+use crate::fleet::{kill_all, Exit, Fleet, LocalFleet, Member};
 use crate::restart::{Failure, RestartStrategy, Restarts};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 use tidewater::exec::{MetricResults, Phase};
 use tidewater::runner::{PipelineResult, PipelineState};
 use tidewater::{Error, Result};
 
-/// The environment variable that makes a process a child of a local cluster: the file
-/// it writes its [`Outcome`] to.
-pub const CHILD_ENV: &str = "TIDEWATER_CLUSTER_CHILD";
+pub use crate::fleet::CHILD_ENV;
 
 /// Exit status of a child whose pipeline failed with its own error (not restarted).
 pub const PIPELINE_FAILED: i32 = 3;
@@ -271,15 +269,10 @@ pub fn finish_child(path: &Path, result: Result<PipelineResult>) -> ! {
     std::process::exit(code)
 }
 
-/// How the supervisor runs a local cluster.
+/// How a supervisor restarts a job, whatever runs its processes (a local cluster, or
+/// hosts' agents for a coordinator).
 #[derive(Clone, Debug)]
-pub struct Supervisor {
-    /// Processes.
-    pub processes: usize,
-    /// The binary.
-    pub program: PathBuf,
-    /// Its arguments, without the cluster flags.
-    pub args: Vec<String>,
+pub struct Supervision {
     /// The checkpoint directory, if any: failures are then recovered from.
     pub checkpoint_dir: Option<PathBuf>,
     /// When to restart after a failure, and when to give up.
@@ -291,34 +284,34 @@ pub struct Supervisor {
     pub status: Option<std::sync::Arc<crate::status::supervised::Supervised>>,
 }
 
-/// Free loopback ports (bound, read and released: another process could take one in
-/// between, which makes the attempt fail and be retried).
-fn free_ports(n: usize) -> Result<Vec<u16>> {
-    let listeners = (0..n)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
-        .collect::<std::io::Result<Vec<_>>>()
-        .map_err(|e| Error::Internal(format!("cannot find free loopback ports: {e}")))?;
-    listeners
-        .iter()
-        .map(|l| {
-            l.local_addr()
-                .map(|a| a.port())
-                .map_err(|e| Error::Internal(format!("cannot find free loopback ports: {e}")))
-        })
-        .collect()
+/// How the supervisor runs a local cluster.
+#[derive(Clone, Debug)]
+pub struct Supervisor {
+    /// Processes.
+    pub processes: usize,
+    /// The binary.
+    pub program: PathBuf,
+    /// Its arguments, without the cluster flags.
+    pub args: Vec<String>,
+    /// How it restarts them.
+    pub supervision: Supervision,
 }
 
 /// The arguments of the running process without the supervisor's flags
-/// (`--local-cluster`, `--status-addr`, `--status-linger`, `--control-token-file`, in
-/// either spelling).
+/// (`--local-cluster`, `--status-addr`, `--status-linger`, `--control-token-file`, and
+/// a coordinator's and an agent's, in either spelling).
 pub fn args_for_children(args: impl IntoIterator<Item = String>) -> Vec<String> {
     // The supervisor's own flags (it serves the status: the processes hand theirs over
     // in a file, [`crate::status::supervised`]).
-    const OWN: [&str; 4] = [
+    const OWN: [&str; 8] = [
         "--local-cluster",
         "--status-addr",
         "--status-linger",
         "--control-token-file",
+        "--coordinate",
+        "--coordinator",
+        "--expect-hosts",
+        "--min-hosts",
     ];
     let mut out = Vec::new();
     let mut skip = false;
@@ -337,25 +330,6 @@ pub fn args_for_children(args: impl IntoIterator<Item = String>) -> Vec<String> 
         out.push(a);
     }
     out
-}
-
-/// Copies a child's standard output to ours, without the lines timely prints while
-/// the processes connect to each other.
-fn pass_stdout(out: std::process::ChildStdout) {
-    use std::io::{BufRead, Write};
-    let stdout = std::io::stdout();
-    for line in std::io::BufReader::new(out).lines() {
-        let Ok(line) = line else { break };
-        if line.starts_with("awaiting connections (at ")
-            || (line.starts_with("worker ") && line.contains("error connecting to worker"))
-        {
-            continue;
-        }
-        let mut lock = stdout.lock();
-        if writeln!(lock, "{line}").is_err() {
-            break;
-        }
-    }
 }
 
 /// In a process of a local cluster: ends the process when its supervisor is gone, so
@@ -445,46 +419,73 @@ pub fn quiet_peer_loss(supervised: bool) {
 enum Attempt {
     Done(PipelineResult),
     Failed(Error),
-    Restart(String),
+    /// Why, and how many processes the attempt had.
+    Restart(String, usize),
+}
+
+/// The pipeline error a process reports within the next half second, if any (the
+/// others having failed meanwhile is what it set off).
+fn pipeline_failure(members: &mut [Box<dyn Member>]) -> Option<Error> {
+    let until = Instant::now() + Duration::from_millis(500);
+    let mut running: Vec<usize> = (0..members.len()).collect();
+    while !running.is_empty() && Instant::now() < until {
+        let mut still = Vec::new();
+        for i in running {
+            match members[i].try_wait() {
+                Some(exit) if exit.code == Some(PIPELINE_FAILED) => {
+                    if let Ok(Outcome::Failed(e)) =
+                        postcard::from_bytes::<Outcome>(&members[i].outcome())
+                    {
+                        kill_all(members);
+                        return Some(e.into_error());
+                    }
+                }
+                Some(_) => {}
+                None => still.push(i),
+            }
+        }
+        running = still;
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    None
 }
 
 impl Supervisor {
-    fn kill_all(children: &mut [Child]) {
-        for c in children.iter_mut() {
-            let _ = c.kill();
-        }
-        for c in children.iter_mut() {
-            let _ = c.wait();
-        }
+    /// Runs the local cluster to the end, restarting it from the last checkpoint after
+    /// a failure; the job's result is process 0's.
+    pub fn run(&self) -> Result<PipelineResult> {
+        // A fresh directory with a random name, only this user's (0700): nobody can
+        // read the hosts and outcome files, or plant a symlink where they go (a
+        // predictable name reused if it existed let a local user have a launch
+        // overwrite a file of theirs choosing). Removed when the supervisor ends.
+        let work_dir = tempfile::Builder::new()
+            .prefix("tidewater-cluster-")
+            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
+            .tempdir()
+            .map_err(|e| Error::Io {
+                what: "cannot create the cluster's work directory in".into(),
+                path: std::env::temp_dir(),
+                cause: e,
+            })?;
+        // The job's secret, fresh: only its processes (which get it in their
+        // environment, readable by this user only) can join its cluster.
+        let secret = crate::handshake::Secret::fresh()
+            .map_err(|e| Error::Internal(format!("cannot make the cluster's secret: {e}")))?;
+        let mut fleet = LocalFleet {
+            processes: self.processes,
+            program: self.program.clone(),
+            args: self.args.clone(),
+            work: work_dir.path().to_path_buf(),
+            secret,
+            status: self.supervision.status.clone(),
+        };
+        let result = self.supervision.supervise(&mut fleet);
+        drop(work_dir);
+        result
     }
+}
 
-    /// The pipeline error a process reports within the next half second, if any (the
-    /// others having failed meanwhile is what it set off).
-    fn pipeline_failure(children: &mut [Child], outcomes: &[PathBuf]) -> Option<Error> {
-        let until = Instant::now() + Duration::from_millis(500);
-        let mut running: Vec<usize> = (0..children.len()).collect();
-        while !running.is_empty() && Instant::now() < until {
-            let mut still = Vec::new();
-            for i in running {
-                match children[i].try_wait() {
-                    Ok(Some(status)) if status.code() == Some(PIPELINE_FAILED) => {
-                        if let Ok(Outcome::Failed(e)) = postcard::from_bytes::<Outcome>(
-                            &std::fs::read(&outcomes[i]).unwrap_or_default(),
-                        ) {
-                            Self::kill_all(children);
-                            return Some(e.into_error());
-                        }
-                    }
-                    Ok(Some(_)) | Err(_) => {}
-                    Ok(None) => still.push(i),
-                }
-            }
-            running = still;
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        None
-    }
-
+impl Supervision {
     fn durable(&self) -> Option<u64> {
         let dir = self.checkpoint_dir.as_ref()?;
         Store::open(dir).ok()?.manifests().ok()?.last().copied()
@@ -492,74 +493,27 @@ impl Supervisor {
 
     fn attempt(
         &self,
-        work: &Path,
+        fleet: &mut dyn Fleet,
         attempt: usize,
         stop: &crate::stop::Supervising,
-        secret: &crate::handshake::Secret,
     ) -> Result<Attempt> {
-        let n = self.processes;
-        let ports = free_ports(n)?;
-        // Process 0 writes the job's status here for the supervisor to serve.
-        let status_file = work.join(format!("status-{attempt}"));
-        if let Some(status) = &self.status {
-            status.attempt(&status_file, attempt as u64);
-        }
-        let hosts = work.join(format!("hosts-{attempt}"));
-        let listing: String = ports.iter().map(|p| format!("127.0.0.1:{p}\n")).collect();
-        crate::private_file::write_private(&hosts, listing.as_bytes()).map_err(|e| Error::Io {
-            what: "cannot write the hosts file".into(),
-            path: hosts.clone(),
-            cause: e,
-        })?;
-        let mut children = Vec::new();
-        // The write ends of the children's standard input: never written, closed when
-        // this process ends however it ends, which ends them ([`exit_with_supervisor`]).
-        let mut lifelines = Vec::new();
-        let mut outcomes = Vec::new();
-        for i in 0..n {
-            let outcome = work.join(format!("outcome-{attempt}-{i}"));
-            let child = Command::new(&self.program)
-                .args(&self.args)
-                .arg(format!("--processes={n}"))
-                .arg(format!("--process-id={i}"))
-                .arg(format!("--hosts={}", hosts.display()))
-                .env(CHILD_ENV, &outcome)
-                .envs(
-                    self.status
-                        .as_ref()
-                        .map(|_| (crate::status::supervised::STATUS_FILE_ENV, &status_file)),
-                )
-                .env(crate::handshake::SECRET_ENV, secret.to_hex())
-                .stdin(std::process::Stdio::piped())
-                .stdout(std::process::Stdio::piped())
-                .spawn();
-            match child {
-                Ok(mut c) => {
-                    if let Some(out) = c.stdout.take() {
-                        std::thread::spawn(move || pass_stdout(out));
-                    }
-                    lifelines.extend(c.stdin.take());
-                    children.push(c)
-                }
-                Err(e) => {
-                    Self::kill_all(&mut children);
-                    return Err(Error::Internal(format!(
-                        "cannot start process {i} of the local cluster ({}): {e}",
-                        self.program.display()
-                    )));
-                }
-            }
-            outcomes.push(outcome);
-        }
+        let mut members = fleet.start(attempt)?;
+        let n = members.len();
         // Where tests and the recovery benchmark find the processes to kill (a local
         // checkpoint directory only: an object store is no place for them).
         if let Some(dir) = self.checkpoint_dir.as_ref().filter(|d| !is_object_store(d)) {
-            let pids: String = children.iter().map(|c| format!("{}\n", c.id())).collect();
-            let _ = write_atomic(&dir.join("pids"), pids.as_bytes());
+            let pids: String = members
+                .iter()
+                .filter_map(|m| m.pid())
+                .map(|p| format!("{p}\n"))
+                .collect();
+            if !pids.is_empty() {
+                let _ = write_atomic(&dir.join("pids"), pids.as_bytes());
+            }
         }
         let mut durable = self.durable();
         let mut moved = Instant::now();
-        let mut exited = vec![None; n];
+        let mut exited: Vec<Option<Exit>> = vec![None; n];
         let mut draining = false;
         loop {
             if !draining && stop.drain_asked() {
@@ -570,76 +524,78 @@ impl Supervisor {
                     "SIGTERM"
                 };
                 tracing::info!(
-                    "local cluster: {by}: draining the job (sources stop, windows fire, output is committed); SIGTERM again stops at once"
+                    "{}: {by}: draining the job (sources stop, windows fire, output is committed); SIGTERM again stops at once",
+                    fleet.name()
                 );
-                crate::stop::ask_to_drain(&mut lifelines);
+                for m in members.iter_mut() {
+                    m.drain();
+                }
             }
             // A savepoint asked of the supervisor goes to process 0, whose worker 0
             // writes the checkpoints' manifests (the processes run this binary, so
             // they take the signal as it did).
             if tidewater::runner::take_savepoint_request() && exited[0].is_none() {
-                let _ = Command::new("kill")
-                    .args(["-USR1", &children[0].id().to_string()])
-                    .status();
+                members[0].savepoint();
             }
-            for (i, c) in children.iter_mut().enumerate() {
+            for (i, m) in members.iter_mut().enumerate() {
                 if exited[i].is_none() {
-                    if let Ok(Some(status)) = c.try_wait() {
-                        exited[i] = Some(status);
-                    }
+                    exited[i] = m.try_wait();
                 }
             }
             // A pipeline error is the job's, whatever the others do.
-            for (i, status) in exited.iter().enumerate() {
-                if status.and_then(|s| s.code()) == Some(PIPELINE_FAILED) {
-                    if let Ok(bytes) = std::fs::read(&outcomes[i]) {
-                        if let Ok(Outcome::Failed(e)) = postcard::from_bytes::<Outcome>(&bytes) {
-                            Self::kill_all(&mut children);
-                            return Ok(Attempt::Failed(e.into_error()));
-                        }
+            for (i, exit) in exited.iter().enumerate() {
+                if exit.as_ref().and_then(|e| e.code) == Some(PIPELINE_FAILED) {
+                    if let Ok(Outcome::Failed(e)) =
+                        postcard::from_bytes::<Outcome>(&members[i].outcome())
+                    {
+                        kill_all(&mut members);
+                        return Ok(Attempt::Failed(e.into_error()));
                     }
                 }
             }
-            if let Some((i, status)) = exited
+            if let Some((i, exit)) = exited
                 .iter()
                 .enumerate()
-                .find_map(|(i, s)| s.filter(|s| !s.success()).map(|s| (i, s)))
+                .find_map(|(i, s)| s.clone().filter(|s| !s.success()).map(|s| (i, s)))
             {
                 // A process whose pipeline failed makes its peers lose it, and one of
                 // them may end first: a moment for the failed one to say so, so that
                 // the job fails with its error instead of restarting into it again.
-                if let Some(e) = Self::pipeline_failure(&mut children, &outcomes) {
+                if let Some(e) = pipeline_failure(&mut members) {
                     return Ok(Attempt::Failed(e));
                 }
-                Self::kill_all(&mut children);
+                kill_all(&mut members);
                 // An external system went away: say which, then recover.
-                if status.code() == Some(UNAVAILABLE) {
-                    if let Ok(Outcome::Failed(e)) = postcard::from_bytes::<Outcome>(
-                        &std::fs::read(&outcomes[i]).unwrap_or_default(),
-                    ) {
-                        return Ok(Attempt::Restart(format!("process {i}: {}", e.into_error())));
+                if exit.code == Some(UNAVAILABLE) {
+                    if let Ok(Outcome::Failed(e)) =
+                        postcard::from_bytes::<Outcome>(&members[i].outcome())
+                    {
+                        return Ok(Attempt::Restart(
+                            format!("process {i}: {}", e.into_error()),
+                            n,
+                        ));
                     }
                 }
-                return Ok(Attempt::Restart(format!(
-                    "process {i} exited with {status}"
-                )));
+                return Ok(Attempt::Restart(
+                    format!("process {i} exited with {}", exit.shown),
+                    n,
+                ));
             }
             if exited.iter().all(|s| s.is_some()) {
-                let bytes = std::fs::read(&outcomes[0]).map_err(|e| {
-                    Error::Internal(format!("process 0 ended without an outcome: {e}"))
-                })?;
+                let bytes = members[0].outcome();
+                if bytes.is_empty() {
+                    return Err(Error::Internal("process 0 ended without an outcome".into()));
+                }
                 return match postcard::from_bytes::<Outcome>(&bytes) {
                     Ok(Outcome::Done {
                         captured,
                         mut metrics,
                     }) => {
-                        for o in &outcomes[1..] {
-                            if let Ok(Outcome::Done { metrics: m, .. }) =
-                                postcard::from_bytes::<Outcome>(
-                                    &std::fs::read(o).unwrap_or_default(),
-                                )
+                        for m in &mut members[1..] {
+                            if let Ok(Outcome::Done { metrics: more, .. }) =
+                                postcard::from_bytes::<Outcome>(&m.outcome())
                             {
-                                metrics.merge(&m);
+                                metrics.merge(&more);
                             }
                         }
                         Ok(Attempt::Done(PipelineResult {
@@ -655,40 +611,33 @@ impl Supervisor {
                     ))),
                 };
             }
+            if let Some(why) = fleet.changed() {
+                kill_all(&mut members);
+                return Ok(Attempt::Restart(why, n));
+            }
             if self.checkpoint_dir.is_some() {
                 let now = self.durable();
                 if now != durable {
                     durable = now;
                     moved = Instant::now();
                 } else if moved.elapsed() >= self.watchdog {
-                    Self::kill_all(&mut children);
-                    return Ok(Attempt::Restart(format!(
-                        "no checkpoint completed for {:?}: a process hangs",
-                        self.watchdog
-                    )));
+                    kill_all(&mut members);
+                    return Ok(Attempt::Restart(
+                        format!(
+                            "no checkpoint completed for {:?}: a process hangs",
+                            self.watchdog
+                        ),
+                        n,
+                    ));
                 }
             }
             std::thread::sleep(Duration::from_millis(20));
         }
     }
 
-    /// Runs the cluster to the end, restarting it from the last checkpoint after a
-    /// failure; the job's result is process 0's.
-    pub fn run(&self) -> Result<PipelineResult> {
-        // A fresh directory with a random name, only this user's (0700): nobody can
-        // read the hosts and outcome files, or plant a symlink where they go (a
-        // predictable name reused if it existed let a local user have a launch
-        // overwrite a file of theirs choosing). Removed when the supervisor ends.
-        let work_dir = tempfile::Builder::new()
-            .prefix("tidewater-cluster-")
-            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
-            .tempdir()
-            .map_err(|e| Error::Io {
-                what: "cannot create the cluster's work directory in".into(),
-                path: std::env::temp_dir(),
-                cause: e,
-            })?;
-        let work = work_dir.path().to_path_buf();
+    /// Runs the job on `fleet` to the end, restarting it from the last checkpoint
+    /// after a failure; the job's result is process 0's.
+    pub fn supervise(&self, fleet: &mut dyn Fleet) -> Result<PipelineResult> {
         // The supervisor holds the directory for its job; its processes do not lock it.
         let _lock = match &self.checkpoint_dir {
             Some(dir) => {
@@ -701,23 +650,19 @@ impl Supervisor {
         let job = Instant::now();
         let mut restarts = Restarts::new(self.restart.clone(), u64::from(std::process::id()));
         let stop = crate::stop::supervising();
-        // The job's secret, fresh: only its processes (which get it in their
-        // environment, readable by this user only) can join its cluster.
-        let secret = crate::handshake::Secret::fresh()
-            .map_err(|e| Error::Internal(format!("cannot make the cluster's secret: {e}")))?;
         let result = loop {
             let started = Instant::now();
             let durable = self.durable();
-            match self.attempt(&work, restarts.restarts(), &stop, &secret) {
+            match self.attempt(fleet, restarts.restarts(), &stop) {
                 Ok(Attempt::Done(r)) => break Ok(r),
                 Ok(Attempt::Failed(e)) => break Err(e),
                 Err(e) => break Err(e),
-                Ok(Attempt::Restart(why)) if stop.drain_asked() => {
+                Ok(Attempt::Restart(why, _)) if stop.drain_asked() => {
                     break Err(Error::Internal(format!(
                         "{why} while the job drained (SIGTERM); not restarted: the next run on its checkpoint directory resumes from the last checkpoint"
                     )))
                 }
-                Ok(Attempt::Restart(why)) => {
+                Ok(Attempt::Restart(why, n)) => {
                     if self.checkpoint_dir.is_none() {
                         break Err(Error::Internal(format!(
                             "{why}; without --checkpoint-dir there is no checkpoint to recover from"
@@ -736,8 +681,8 @@ impl Supervisor {
                         status.restarting(&why);
                     }
                     tracing::warn!(
-                        "local cluster: {why}; restarting all {} processes from the last checkpoint in {} ms (restart {})",
-                        self.processes,
+                        "{}: {why}; restarting all {n} processes from the last checkpoint in {} ms (restart {})",
+                        fleet.name(),
                         delay.as_millis(),
                         restarts.restarts()
                     );
@@ -748,7 +693,6 @@ impl Supervisor {
         if let Some(status) = &self.status {
             status.end(result.as_ref().err().map(|e| e.to_string()));
         }
-        drop(work_dir);
         result
     }
 }

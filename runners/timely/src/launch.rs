@@ -90,6 +90,12 @@ impl EngineRunner {
         if let Some(n) = options.engine.local_cluster {
             return self.local_cluster(n as usize, plan, options);
         }
+        if let Some(address) = &options.engine.coordinate {
+            return self.coordinate(address, plan, options);
+        }
+        if let Some(address) = &options.engine.coordinator {
+            return self.agent(address, options);
+        }
         let child = std::env::var_os(cluster::CHILD_ENV);
         if child.is_none()
             && options
@@ -161,10 +167,12 @@ impl EngineRunner {
             processes: n,
             program,
             args,
-            checkpoint_dir: config.checkpoint_dir,
-            restart: restart_strategy(options)?,
-            watchdog,
-            status: status.as_ref().map(|(s, _)| s.clone()),
+            supervision: cluster::Supervision {
+                checkpoint_dir: config.checkpoint_dir,
+                restart: restart_strategy(options)?,
+                watchdog,
+                status: status.as_ref().map(|(s, _)| s.clone()),
+            },
         }
         .run();
         if let (Some(linger), Some(_)) = (e.status_linger, &status) {
@@ -176,6 +184,71 @@ impl EngineRunner {
             eprintln!("{}", summary(self.name, &result.metrics));
         }
         Ok(result)
+    }
+
+    /// Coordinates the job across the hosts whose agents register at `address`
+    /// ([`crate::agents`]).
+    fn coordinate(
+        &self,
+        address: &str,
+        plan: &Plan,
+        options: &PipelineOptions,
+    ) -> Result<PipelineResult> {
+        let e = &options.engine;
+        let config = self.config(options, Clock::Wall)?;
+        let _logs = tracing::info_span!("coordinator").entered();
+        let secret = cluster_secret(e, &[address.to_string()])?;
+        let watchdog = match options.runner_option("watchdog_ms") {
+            None => (config.epoch_interval * 10).max(DEFAULT_WATCHDOG),
+            Some(v) => Duration::from_millis(parse_positive("watchdog_ms", v)? as u64),
+        };
+        // The plan is checked here once (a bad one is refused before any host runs it).
+        tidewater_runners_core::translate(plan)?;
+        let mut agents = crate::agents::Agents::listen(
+            address,
+            secret,
+            e.expect_hosts as usize,
+            e.min_hosts as usize,
+        )?;
+        let result = cluster::Supervision {
+            checkpoint_dir: config.checkpoint_dir,
+            restart: restart_strategy(options)?,
+            watchdog,
+            status: None,
+        }
+        .supervise(&mut agents);
+        agents.finish(result.is_ok());
+        let result = result?;
+        if stderr_is_terminal() {
+            eprintln!("{}", summary(self.name, &result.metrics));
+        }
+        Ok(result)
+    }
+
+    /// Serves the coordinator at `address` as this host's agent until the job is over.
+    fn agent(&self, address: &str, options: &PipelineOptions) -> Result<PipelineResult> {
+        let e = &options.engine;
+        let secret = cluster_secret(e, &[address.to_string()])?;
+        let _logs = tracing::info_span!("agent").entered();
+        let program = std::env::current_exe()
+            .map_err(|err| Error::Internal(format!("cannot find this binary to launch: {err}")))?;
+        let args = match &e.child_args {
+            Some(a) => a.clone(),
+            None => cluster::args_for_children(std::env::args().skip(1)),
+        };
+        crate::agents::agent::Agent {
+            coordinator: address.to_string(),
+            secret,
+            program,
+            args,
+        }
+        .run()?;
+        Ok(PipelineResult {
+            state: tidewater::runner::PipelineState::Done,
+            metrics: Default::default(),
+            captured: Default::default(),
+            holds_captures: false,
+        })
     }
 
     fn run_here(&self, plan: &Plan, options: &PipelineOptions) -> Result<PipelineResult> {
@@ -263,6 +336,10 @@ impl EngineRunner {
                 accept_duplicates: options.accept_duplicates,
             },
         )?;
+        // A run from the beginning plans every batch anew (see `Store::clear_offsets`).
+        if let (None, Some(dir), 0) = (&restored, &config.checkpoint_dir, config.process_id) {
+            crate::checkpoint::store::Store::open(dir)?.clear_offsets()?;
+        }
         let result = crate::run(plan, exec, &config, restored);
         if let Some(board) = &board {
             board.end(result.as_ref().err().map(|e| e.to_string()));

@@ -15,11 +15,13 @@
 //! durable everywhere; the worker's checkpoint coordinator
 //! ([`checkpoint::coordinator`]) then completes it and commits the sinks.
 
+pub mod agents;
 pub mod checkpoint;
 pub mod cluster;
 pub mod connect;
 pub mod epochs;
 pub mod fault;
+pub mod fleet;
 pub mod frames;
 pub mod handshake;
 pub mod launch;

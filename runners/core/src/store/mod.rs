@@ -348,6 +348,20 @@ impl Store {
         Ok(())
     }
 
+    /// Removes the whole write-ahead offset log: a run that restores nothing writes
+    /// every batch anew. A batch logged by a run that stopped before its first
+    /// checkpoint cannot run again as logged: a source's first position says nothing
+    /// of what the source fixes on its first read (a generator's start time), so the
+    /// next batch's logged start would not be where the replayed one ends. Nothing such
+    /// a run read was committed (sinks commit only checkpointed epochs). Called by
+    /// process 0 before the cluster connects, so before any worker logs a batch.
+    pub fn clear_offsets(&self) -> Result<()> {
+        for name in self.blobs.list("offsets")? {
+            self.blobs.delete(&format!("offsets/{name}"))?;
+        }
+        Ok(())
+    }
+
     fn part_files(&self) -> Result<Vec<(String, PartId)>> {
         Ok(self
             .blobs

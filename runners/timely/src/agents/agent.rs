@@ -1,0 +1,282 @@
+//! A host's agent (`--coordinator HOST:PORT`): registers with the coordinator, proving
+//! it holds the job's secret, and runs the job's process on this host when told to
+//! (this binary with its own arguments, minus the agent's flags, plus the membership the
+//! coordinator hands out), as a local cluster's supervisor runs its processes: the
+//! process ends when the agent does (its standard input closes), writes its outcome to
+//! a file the agent sends back, and takes the job's secret from the environment. A
+//! coordinator that goes silent for twice [`wire::LOST`] (or whose connection fails) is
+//! lost: the agent ends its process and registers again once it answers. The agent ends
+//! when the coordinator says the job is over.
+
+use super::wire::{self, ToAgent, ToCoordinator};
+use crate::fleet::{pass_stdout, CHILD_ENV};
+use crate::handshake::Secret;
+use std::io::Write;
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+use tidewater::{Error, Result};
+
+/// How an agent runs its host's process.
+pub struct Agent {
+    /// The coordinator's address.
+    pub coordinator: String,
+    /// The job's secret.
+    pub secret: Secret,
+    /// The binary.
+    pub program: PathBuf,
+    /// Its arguments, without the agent's flags.
+    pub args: Vec<String>,
+}
+
+/// The process of the current attempt.
+struct Running {
+    attempt: u64,
+    child: Child,
+    outcome: PathBuf,
+    lifeline: Option<ChildStdin>,
+}
+
+enum Session {
+    /// The job is over; whether it succeeded.
+    Done(bool),
+    /// The coordinator is gone (why).
+    Lost(String),
+}
+
+impl Agent {
+    /// Serves the coordinator until the job is over: `Ok` if it succeeded.
+    pub fn run(&self) -> Result<()> {
+        let work = tempfile::Builder::new()
+            .prefix("tidewater-agent-")
+            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
+            .tempdir()
+            .map_err(|e| Error::Io {
+                what: "cannot create the agent's work directory in".into(),
+                path: std::env::temp_dir(),
+                cause: e,
+            })?;
+        let mut said = Instant::now() - Duration::from_secs(60);
+        loop {
+            let session = match TcpStream::connect(&self.coordinator) {
+                Ok(stream) => self.session(stream, work.path()),
+                Err(e) => Session::Lost(format!("cannot reach it: {e}")),
+            };
+            match session {
+                Session::Done(true) => return Ok(()),
+                Session::Done(false) => {
+                    return Err(Error::Internal(
+                        "the coordinator says the job failed (its log says why)".into(),
+                    ))
+                }
+                Session::Lost(why) => {
+                    if said.elapsed() >= Duration::from_secs(5) {
+                        tracing::warn!(
+                            "agent: the coordinator at {} is lost ({why}); registering again once it answers",
+                            self.coordinator
+                        );
+                        said = Instant::now();
+                    }
+                    std::thread::sleep(Duration::from_millis(500));
+                }
+            }
+        }
+    }
+
+    fn session(&self, mut stream: TcpStream, work: &std::path::Path) -> Session {
+        if let Err(e) =
+            crate::handshake::connect(&mut stream, &self.secret, wire::AGENT, wire::COORDINATOR)
+        {
+            return Session::Lost(e.to_string());
+        }
+        let host = match stream.local_addr() {
+            Ok(a) => a.ip().to_string(),
+            Err(e) => return Session::Lost(e.to_string()),
+        };
+        if let Err(e) = wire::send(&mut stream, &ToCoordinator::Hello { host: host.clone() }) {
+            return Session::Lost(e.to_string());
+        }
+        tracing::info!(
+            "agent: registered with the coordinator at {} as host {host}",
+            self.coordinator
+        );
+        let Ok(mut reader) = stream.try_clone() else {
+            return Session::Lost("cannot read the connection".into());
+        };
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || loop {
+            let m = wire::recv::<ToAgent>(&mut reader);
+            let end = m.is_err();
+            if tx.send(m).is_err() || end {
+                return;
+            }
+        });
+        let mut running: Option<Running> = None;
+        let mut heard = Instant::now();
+        let mut beat = Instant::now();
+        let end = loop {
+            if let Some(r) = &mut running {
+                if let Ok(Some(status)) = r.child.try_wait() {
+                    let exited = ToCoordinator::Exited {
+                        attempt: r.attempt,
+                        code: status.code(),
+                        shown: status.to_string(),
+                        outcome: std::fs::read(&r.outcome).unwrap_or_default(),
+                    };
+                    running = None;
+                    if let Err(e) = wire::send(&mut stream, &exited) {
+                        break Session::Lost(e.to_string());
+                    }
+                }
+            }
+            if beat.elapsed() >= wire::BEAT {
+                beat = Instant::now();
+                if let Err(e) = wire::send(&mut stream, &ToCoordinator::Beat) {
+                    break Session::Lost(e.to_string());
+                }
+            }
+            if heard.elapsed() > wire::LOST * 2 {
+                break Session::Lost(format!("no word for {:?}", wire::LOST * 2));
+            }
+            let message = match rx.recv_timeout(Duration::from_millis(50)) {
+                Ok(Ok(m)) => m,
+                Ok(Err(e)) => break Session::Lost(e.to_string()),
+                Err(mpsc::RecvTimeoutError::Timeout) => continue,
+                Err(mpsc::RecvTimeoutError::Disconnected) => break Session::Lost("closed".into()),
+            };
+            heard = Instant::now();
+            let answer = match message {
+                ToAgent::Beat => None,
+                ToAgent::Port { attempt } => match std::net::TcpListener::bind((host.as_str(), 0))
+                    .and_then(|l| l.local_addr())
+                {
+                    Ok(a) => Some(ToCoordinator::Port {
+                        attempt,
+                        port: a.port(),
+                    }),
+                    Err(e) => {
+                        tracing::error!("agent: no free port on {host}: {e}");
+                        None
+                    }
+                },
+                ToAgent::Start {
+                    attempt,
+                    processes,
+                    id,
+                    hosts,
+                } => {
+                    if let Some(mut old) = running.take() {
+                        let _ = old.child.kill();
+                        let _ = old.child.wait();
+                    }
+                    match self.start(work, attempt, processes, id, &hosts) {
+                        Ok(r) => {
+                            running = Some(r);
+                            None
+                        }
+                        Err(e) => Some(ToCoordinator::Exited {
+                            attempt,
+                            code: None,
+                            shown: format!("it did not start: {e}"),
+                            outcome: Vec::new(),
+                        }),
+                    }
+                }
+                ToAgent::Kill { attempt } => match running.take() {
+                    Some(mut r) if r.attempt == attempt => {
+                        let _ = r.child.kill();
+                        let status = r.child.wait();
+                        Some(ToCoordinator::Exited {
+                            attempt,
+                            code: None,
+                            shown: status.map_or_else(|e| e.to_string(), |s| s.to_string()),
+                            outcome: Vec::new(),
+                        })
+                    }
+                    other => {
+                        running = other;
+                        Some(ToCoordinator::Exited {
+                            attempt,
+                            code: None,
+                            shown: "not running".into(),
+                            outcome: Vec::new(),
+                        })
+                    }
+                },
+                ToAgent::Drain => {
+                    if let Some(r) = &mut running {
+                        crate::stop::ask_to_drain(r.lifeline.as_mut_slice());
+                    }
+                    None
+                }
+                ToAgent::Savepoint => {
+                    if let Some(r) = &running {
+                        let _ = Command::new("kill")
+                            .args(["-USR1", &r.child.id().to_string()])
+                            .status();
+                    }
+                    None
+                }
+                ToAgent::Done { ok } => break Session::Done(ok),
+            };
+            if let Some(a) = answer {
+                if let Err(e) = wire::send(&mut stream, &a) {
+                    break Session::Lost(e.to_string());
+                }
+            }
+        };
+        if let Some(mut r) = running {
+            let _ = r.child.kill();
+            let _ = r.child.wait();
+        }
+        end
+    }
+
+    fn start(
+        &self,
+        work: &std::path::Path,
+        attempt: u64,
+        processes: u64,
+        id: u64,
+        hosts: &[String],
+    ) -> Result<Running> {
+        let file = work.join(format!("hosts-{attempt}"));
+        let listing: String = hosts.iter().map(|h| format!("{h}\n")).collect();
+        crate::private_file::write_private(&file, listing.as_bytes()).map_err(|e| Error::Io {
+            what: "cannot write the hosts file".into(),
+            path: file.clone(),
+            cause: e,
+        })?;
+        let outcome = work.join(format!("outcome-{attempt}"));
+        let mut child = Command::new(&self.program)
+            .args(&self.args)
+            .arg(format!("--processes={processes}"))
+            .arg(format!("--process-id={id}"))
+            .arg(format!("--hosts={}", file.display()))
+            .env(CHILD_ENV, &outcome)
+            .envs(
+                self.secret
+                    .is_set()
+                    .then(|| (crate::handshake::SECRET_ENV, self.secret.to_hex())),
+            )
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .map_err(|e| {
+                Error::Internal(format!("cannot start {}: {e}", self.program.display()))
+            })?;
+        if let Some(out) = child.stdout.take() {
+            std::thread::spawn(move || pass_stdout(out));
+        }
+        let lifeline = child.stdin.take();
+        let _ = std::io::stdout().flush();
+        Ok(Running {
+            attempt,
+            child,
+            outcome,
+            lifeline,
+        })
+    }
+}
