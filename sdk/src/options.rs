@@ -162,8 +162,9 @@ pub struct EngineOptions {
     /// How often a checkpoint is taken (e.g. 1s, 500ms).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub checkpoint_interval: Option<std::time::Duration>,
-    /// Where checkpoints are written; a job started with a directory holding a complete
-    /// checkpoint resumes from it.
+    /// Where checkpoints are written: a directory, or an object store's URL
+    /// (s3://bucket/prefix, gs://..., az://...; credentials from the environment); a
+    /// job started with one holding a complete checkpoint resumes from it.
     #[arg(long, value_name = "DIR")]
     pub checkpoint_dir: Option<PathBuf>,
     /// exactly-once (aligned checkpoints) or at-least-once (no alignment: lower

@@ -41,6 +41,10 @@ pub struct BenchRecord {
     /// (`--guarantee at-least-once`): what exactly-once's alignment costs.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub at_least_once: bool,
+    /// A cluster run's processes were on hosts of a network (namespaces joined by veth
+    /// pairs, `--over-veth`), not on loopback.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub over_veth: bool,
     /// Records the sink received.
     pub outputs: u64,
     /// Whether the direct runner's validation was on.
@@ -196,6 +200,7 @@ impl BenchRecord {
             checkpoint: false,
             checkpoint_interval_ms: None,
             at_least_once: false,
+            over_veth: false,
             outputs,
             validate: false,
             profile: if cfg!(debug_assertions) {
@@ -330,6 +335,7 @@ pub(crate) mod tests {
             checkpoint: false,
             checkpoint_interval_ms: None,
             at_least_once: false,
+            over_veth: false,
             outputs: 9_999,
             validate: false,
             profile: "release".into(),

@@ -4,6 +4,7 @@
 
 #![allow(dead_code)] // each test binary uses its part
 
+pub mod coordinated;
 pub mod netns;
 pub mod s3;
 

@@ -35,6 +35,14 @@ pub(super) struct Args {
     /// instead of a local temporary directory.
     #[arg(long, value_name = "URL")]
     pub(super) checkpoint_store: Option<String>,
+    /// Cluster runs (`--processes` > 1) on a network instead of loopback: each process
+    /// in a network namespace of its own, the namespaces joined by a bridge and veth
+    /// pairs, run by a coordinator here with an agent in each (needs root).
+    #[arg(long)]
+    pub(super) over_veth: bool,
+    /// Set on the agents of an `--over-veth` run: the coordinator's address.
+    #[arg(long, hide = true)]
+    pub(super) coordinator: Option<String>,
     /// The key of --tls-cert (PEM).
     #[arg(long, value_name = "FILE", requires_all = ["tls_cert", "tls_ca"])]
     pub(super) tls_key: Option<PathBuf>,
@@ -248,6 +256,21 @@ pub(super) struct Setting<'a> {
     pub(super) status_poll: bool,
     /// Checkpoints under this object store URL (`--checkpoint-store`).
     pub(super) checkpoint_store: Option<&'a str>,
+    /// Who runs a cluster run's processes.
+    pub(super) role: Role,
+    /// Cluster runs on a network of namespaces (`--over-veth`).
+    pub(super) over_veth: bool,
+}
+
+/// Who runs the processes of a cluster run (`--processes` > 1).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum Role {
+    /// A local cluster on loopback.
+    Local,
+    /// A coordinator listening at the address, for agents on a network (`--over-veth`).
+    Coordinate(String),
+    /// A host's agent of the coordinator at the address.
+    Agent(String),
 }
 
 impl Args {
@@ -274,6 +297,7 @@ impl Setting<'_> {
         record.checkpoint = self.checkpoint_ms.is_some();
         record.checkpoint_interval_ms = self.checkpoint_ms;
         record.at_least_once = self.at_least_once;
+        record.over_veth = matches!(self.role, Role::Coordinate(_));
     }
 
     pub(super) fn options(&self, validate: bool) -> PipelineOptions {
@@ -292,7 +316,15 @@ impl Setting<'_> {
                         o.engine.process_id = *id;
                         o.engine.hosts = Some(hosts.clone());
                     }
-                    None => o.engine.local_cluster = Some(u64::from(self.processes)),
+                    None => match &self.role {
+                        Role::Local => o.engine.local_cluster = Some(u64::from(self.processes)),
+                        Role::Coordinate(address) => {
+                            o.engine.coordinate = Some(address.clone());
+                            o.engine.expect_hosts = u64::from(self.processes);
+                            o.engine.min_hosts = u64::from(self.processes);
+                        }
+                        Role::Agent(address) => o.engine.coordinator = Some(address.clone()),
+                    },
                 }
                 if let Some([cert, key, ca]) = self.tls {
                     o.engine.tls_cert = Some(cert.to_path_buf());

@@ -97,6 +97,9 @@ pub(super) fn setting_flags(cmd: &mut Command, setting: &Setting<'_>, validate: 
     if let Some(ms) = setting.checkpoint_ms {
         cmd.arg(format!("--checkpoint-ms={ms}"));
     }
+    if setting.over_veth {
+        cmd.arg("--over-veth");
+    }
     if let Some(url) = setting.checkpoint_store {
         // A new prefix per child: nothing of an earlier run there is restored, and a
         // local cluster's processes (started with the child's flags) share it.
@@ -196,7 +199,7 @@ pub(super) fn child(args: &Args, mode: ChildMode) -> anyhow::Result<()> {
         .child_out
         .as_ref()
         .context("a child needs --child-out")?;
-    let setting = Setting {
+    let mut setting = Setting {
         workload,
         runner: &args.runner[0],
         workers: args.workers[0],
@@ -210,7 +213,25 @@ pub(super) fn child(args: &Args, mode: ChildMode) -> anyhow::Result<()> {
         tls: args.tls(),
         status_poll: args.status_poll,
         checkpoint_store: args.checkpoint_store.as_deref(),
+        role: Role::Local,
+        over_veth: args.over_veth,
     };
+    // `--over-veth`: this child coordinates agents it starts on a network of
+    // namespaces (kept until the run ends); an agent serves its coordinator and ends.
+    let mut _network = None;
+    if let Some(address) = &args.coordinator {
+        setting.role = Role::Agent(address.clone());
+    } else if args.over_veth && setting.processes > 1 && setting.cluster_process.is_none() {
+        let mut network = super::veth::Network::make(setting.processes as usize)?;
+        let address = network.coordinator_address()?;
+        let secret: String = (0..32).map(|_| format!("{:02x}", rand_byte())).collect();
+        // This process proves it holds it too (the runner reads it from there).
+        std::env::set_var("TIDEWATER_CLUSTER_SECRET", &secret);
+        let own: Vec<String> = std::env::args().skip(1).collect();
+        network.start_agents(&own, &address, &secret)?;
+        setting.role = Role::Coordinate(address);
+        _network = Some(network);
+    }
     match (mode, workload.as_str()) {
         (ChildMode::Recovery, _) => return recovery_child(args, &setting, out),
         (ChildMode::Time, "latency") => return latency_run(args, &setting, out),
@@ -225,6 +246,10 @@ pub(super) fn child(args: &Args, mode: ChildMode) -> anyhow::Result<()> {
     let text = input.text.to_str().context("non-UTF-8 path")?;
     let stamped = input.stamped.to_str().context("non-UTF-8 path")?;
     workload.build(&p, text, stamped, mode == ChildMode::Output);
+    if let Role::Agent(_) = setting.role {
+        p.run()?;
+        return Ok(());
+    }
     match mode {
         ChildMode::Output => {
             let result = p.run()?;
@@ -300,7 +325,10 @@ pub(super) fn cluster_options(
             None => dir,
         };
         // (A store's URL is new for each child: see `setting_flags`.)
-        if setting.cluster_process.is_none() && setting.checkpoint_store.is_none() {
+        if setting.cluster_process.is_none()
+            && setting.checkpoint_store.is_none()
+            && !matches!(setting.role, Role::Agent(_))
+        {
             let _ = std::fs::remove_dir_all(&dir);
         }
         options.engine.checkpoint_dir = Some(dir);
@@ -314,4 +342,14 @@ fn fresh_name() -> String {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
     format!("run-{nanos}")
+}
+
+/// A random byte (the cluster secret of an `--over-veth` run), from the OS.
+fn rand_byte() -> u8 {
+    use std::io::Read;
+    let mut b = [0u8; 1];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut b))
+        .expect("/dev/urandom reads");
+    b[0]
 }

@@ -35,6 +35,7 @@ mod children;
 mod measure_latency;
 mod measure_recovery;
 mod table;
+mod veth;
 
 use args::*;
 use children::*;
@@ -231,6 +232,8 @@ fn run() -> anyhow::Result<()> {
                     tls: args.tls(),
                     status_poll: args.status_poll,
                     checkpoint_store: args.checkpoint_store.as_deref(),
+                    role: args::Role::Local,
+                    over_veth: args.over_veth,
                 };
                 if !checked_by_run {
                     let checked = output(&args, &setting, args.validate, small.as_ref(), &dir)
@@ -484,6 +487,8 @@ fn reference_output(
         tls: None,
         status_poll: false,
         checkpoint_store: None,
+        role: args::Role::Local,
+        over_veth: false,
     };
     output(args, &setting, true, small, dir)
 }

@@ -65,6 +65,9 @@ pub(super) fn note(r: &BenchRecord) -> String {
     if r.at_least_once {
         s.push_str(", at-least-once");
     }
+    if r.over_veth {
+        s.push_str(", over veth");
+    }
     if let (Some(limit), Some(steal)) = (r.steal_rerun_above, r.steal_pct) {
         s.push_str(&format!(", steal {steal:.1}% > {limit}%: run again"));
     }
