@@ -454,19 +454,9 @@ impl Supervisor {
     /// Runs the local cluster to the end, restarting it from the last checkpoint after
     /// a failure; the job's result is process 0's.
     pub fn run(&self) -> Result<PipelineResult> {
-        // A fresh directory with a random name, only this user's (0700): nobody can
-        // read the hosts and outcome files, or plant a symlink where they go (a
-        // predictable name reused if it existed let a local user have a launch
-        // overwrite a file of theirs choosing). Removed when the supervisor ends.
-        let work_dir = tempfile::Builder::new()
-            .prefix("tidewater-cluster-")
-            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
-            .tempdir()
-            .map_err(|e| Error::Io {
-                what: "cannot create the cluster's work directory in".into(),
-                path: std::env::temp_dir(),
-                cause: e,
-            })?;
+        // Removed when the supervisor ends.
+        let work_dir =
+            crate::fleet::private_work_dir("tidewater-cluster-", "the cluster's work directory")?;
         // The job's secret, fresh: only its processes (which get it in their
         // environment, readable by this user only) can join its cluster.
         let secret = crate::handshake::Secret::fresh()

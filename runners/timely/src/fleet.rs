@@ -144,6 +144,58 @@ impl Member for LocalMember {
     }
 }
 
+/// A fresh directory with a random name, only this user's (0700), removed when dropped:
+/// nobody can read the hosts and outcome files in it, or plant a symlink where they go
+/// (a predictable name reused if it existed would let a local user have a launch
+/// overwrite a file of theirs choosing). `what` names it in an error.
+pub fn private_work_dir(prefix: &str, what: &str) -> Result<tempfile::TempDir> {
+    tempfile::Builder::new()
+        .prefix(prefix)
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
+        .tempdir()
+        .map_err(|e| Error::Io {
+            what: format!("cannot create {what} in"),
+            path: std::env::temp_dir(),
+            cause: e,
+        })
+}
+
+/// Process `id` of `processes` of a cluster: `program` with `args` and the membership
+/// (`--processes`, `--process-id`, `--hosts hosts`), [`CHILD_ENV`] naming its `outcome`
+/// file, the job's `secret` (if set) and `env` in its environment; its standard input
+/// piped (the lifeline) and its standard output passed on to ours.
+#[allow(clippy::too_many_arguments)]
+pub fn start_process(
+    program: &std::path::Path,
+    args: &[String],
+    processes: u64,
+    id: u64,
+    hosts: &std::path::Path,
+    outcome: &std::path::Path,
+    secret: &Secret,
+    env: Option<(&str, &std::path::Path)>,
+) -> std::io::Result<Child> {
+    let mut child = Command::new(program)
+        .args(args)
+        .arg(format!("--processes={processes}"))
+        .arg(format!("--process-id={id}"))
+        .arg(format!("--hosts={}", hosts.display()))
+        .env(CHILD_ENV, outcome)
+        .envs(env)
+        .envs(
+            secret
+                .is_set()
+                .then(|| (crate::handshake::SECRET_ENV, secret.to_hex())),
+        )
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()?;
+    if let Some(out) = child.stdout.take() {
+        std::thread::spawn(move || pass_stdout(out));
+    }
+    Ok(child)
+}
+
 /// Free loopback ports (bound, read and released: another process could take one in
 /// between, which makes the attempt fail and be retried).
 fn free_ports(n: usize) -> Result<Vec<u16>> {
@@ -187,26 +239,24 @@ impl Fleet for LocalFleet {
         let mut members: Vec<Box<dyn Member>> = Vec::new();
         for i in 0..n {
             let outcome = self.work.join(format!("outcome-{attempt}-{i}"));
-            let child = Command::new(&self.program)
-                .args(&self.args)
-                .arg(format!("--processes={n}"))
-                .arg(format!("--process-id={i}"))
-                .arg(format!("--hosts={}", hosts.display()))
-                .env(CHILD_ENV, &outcome)
-                .envs(
-                    self.status
-                        .as_ref()
-                        .map(|_| (crate::status::supervised::STATUS_FILE_ENV, &status_file)),
+            let status_env = self.status.as_ref().map(|_| {
+                (
+                    crate::status::supervised::STATUS_FILE_ENV,
+                    status_file.as_path(),
                 )
-                .env(crate::handshake::SECRET_ENV, self.secret.to_hex())
-                .stdin(std::process::Stdio::piped())
-                .stdout(std::process::Stdio::piped())
-                .spawn();
+            });
+            let child = start_process(
+                &self.program,
+                &self.args,
+                n as u64,
+                i as u64,
+                &hosts,
+                &outcome,
+                &self.secret,
+                status_env,
+            );
             match child {
                 Ok(mut c) => {
-                    if let Some(out) = c.stdout.take() {
-                        std::thread::spawn(move || pass_stdout(out));
-                    }
                     let lifeline = c.stdin.take();
                     members.push(Box::new(LocalMember {
                         child: c,

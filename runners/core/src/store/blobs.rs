@@ -374,6 +374,12 @@ impl Objects {
                 object_store::Error::AlreadyExists { .. }
                 | object_store::Error::Precondition { .. },
             ) => Ok(None),
+            Err(e @ object_store::Error::NotImplemented { .. }) => Err(Error::Checkpoint {
+                message: format!(
+                    "{} cannot be written only if absent or unchanged ({e}); for S3 set AWS_CONDITIONAL_PUT=etag (AWS S3 and most S3-compatible servers support it)",
+                    self.show(key)
+                ),
+            }),
             Err(e) => Err(self.failed("write", key, e)),
         }
     }
@@ -424,28 +430,7 @@ impl Blobs for Objects {
     }
 
     fn put_new(&self, key: &str, bytes: &[u8]) -> Result<bool> {
-        let (store, path) = (self.store.clone(), self.path(key));
-        let payload = PutPayload::from(bytes.to_vec());
-        let put = block(async move {
-            let opts = PutOptions {
-                mode: PutMode::Create,
-                ..Default::default()
-            };
-            store.put_opts(&path, payload, opts).await
-        });
-        match put {
-            Ok(_) => Ok(true),
-            Err(object_store::Error::AlreadyExists { .. } | object_store::Error::Precondition { .. }) => {
-                Ok(false)
-            }
-            Err(e @ object_store::Error::NotImplemented { .. }) => Err(Error::Checkpoint {
-                message: format!(
-                    "{} cannot be written only if absent ({e}); for S3 set AWS_CONDITIONAL_PUT=etag (AWS S3 and most S3-compatible servers support it)",
-                    self.show(key)
-                ),
-            }),
-            Err(e) => Err(self.failed("write", key, e)),
-        }
+        Ok(self.put_versioned(key, bytes, None)?.is_some())
     }
 
     fn get(&self, key: &str, limit: u64) -> Result<Option<Vec<u8>>> {

@@ -10,6 +10,9 @@
 //! stalled past its lease): it says so; its manifests are then written only where
 //! none is, so it cannot replace the new holder's checkpoints.
 //!
+//! A lease whose holder was a process of this very host (same host name and boot) that
+//! is gone is taken over at once: a job restarted where it crashed does not wait.
+//!
 //! Hosts' clocks must agree to within a few seconds (as NTP keeps them).
 
 use super::blobs::{Objects, Version};
@@ -31,6 +34,42 @@ const KEY: &str = "lock";
 struct Body {
     holder: String,
     until_ms: u64,
+    /// The holder's host name, boot and process id: a lease whose holder is a process
+    /// of this host's current boot that is gone is taken over at once (a job restarted
+    /// on the host where it crashed need not wait for it to run out).
+    #[serde(default)]
+    host: String,
+    #[serde(default)]
+    boot: String,
+    #[serde(default)]
+    pid: u32,
+}
+
+/// This process: host name, boot id, process id.
+fn me() -> (String, String, u32) {
+    let read = |p: &str| {
+        std::fs::read_to_string(p)
+            .unwrap_or_default()
+            .trim()
+            .to_string()
+    };
+    (
+        read("/proc/sys/kernel/hostname"),
+        read("/proc/sys/kernel/random/boot_id"),
+        std::process::id(),
+    )
+}
+
+impl Body {
+    /// Its holder is a process of this host's current boot that is gone.
+    fn holder_gone(&self) -> bool {
+        let (host, boot, _) = me();
+        self.pid != 0
+            && !boot.is_empty()
+            && self.host == host
+            && self.boot == boot
+            && !std::path::Path::new(&format!("/proc/{}", self.pid)).exists()
+    }
 }
 
 fn now_ms() -> u64 {
@@ -40,9 +79,13 @@ fn now_ms() -> u64 {
 }
 
 fn body(holder: &str) -> Vec<u8> {
+    let (host, boot, pid) = me();
     serde_json::to_vec(&Body {
         holder: holder.to_string(),
         until_ms: now_ms() + LEASE.as_millis() as u64,
+        host,
+        boot,
+        pid,
     })
     .expect("a lease encodes")
 }
@@ -75,7 +118,7 @@ impl Lease {
                 Some((bytes, v)) => {
                     if let Ok(b) = serde_json::from_slice::<Body>(&bytes) {
                         let now = now_ms();
-                        if b.until_ms > now {
+                        if b.until_ms > now && !b.holder_gone() {
                             return Ok(Err(Held {
                                 holder: b.holder,
                                 left: Duration::from_millis(b.until_ms - now),

@@ -9,12 +9,11 @@
 //! when the coordinator says the job is over.
 
 use super::wire::{self, ToAgent, ToCoordinator};
-use crate::fleet::{pass_stdout, CHILD_ENV};
+use crate::fleet::{private_work_dir, start_process};
 use crate::handshake::Secret;
-use std::io::Write;
 use std::net::TcpStream;
 use std::path::PathBuf;
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStdin, Command};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 use tidewater::{Error, Result};
@@ -49,15 +48,7 @@ enum Session {
 impl Agent {
     /// Serves the coordinator until the job is over: `Ok` if it succeeded.
     pub fn run(&self) -> Result<()> {
-        let work = tempfile::Builder::new()
-            .prefix("tidewater-agent-")
-            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
-            .tempdir()
-            .map_err(|e| Error::Io {
-                what: "cannot create the agent's work directory in".into(),
-                path: std::env::temp_dir(),
-                cause: e,
-            })?;
+        let work = private_work_dir("tidewater-agent-", "the agent's work directory")?;
         let mut said = Instant::now() - Duration::from_secs(60);
         loop {
             let session = match TcpStream::connect(&self.coordinator) {
@@ -250,28 +241,18 @@ impl Agent {
             cause: e,
         })?;
         let outcome = work.join(format!("outcome-{attempt}"));
-        let mut child = Command::new(&self.program)
-            .args(&self.args)
-            .arg(format!("--processes={processes}"))
-            .arg(format!("--process-id={id}"))
-            .arg(format!("--hosts={}", file.display()))
-            .env(CHILD_ENV, &outcome)
-            .envs(
-                self.secret
-                    .is_set()
-                    .then(|| (crate::handshake::SECRET_ENV, self.secret.to_hex())),
-            )
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .map_err(|e| {
-                Error::Internal(format!("cannot start {}: {e}", self.program.display()))
-            })?;
-        if let Some(out) = child.stdout.take() {
-            std::thread::spawn(move || pass_stdout(out));
-        }
+        let mut child = start_process(
+            &self.program,
+            &self.args,
+            processes,
+            id,
+            &file,
+            &outcome,
+            &self.secret,
+            None,
+        )
+        .map_err(|e| Error::Internal(format!("cannot start {}: {e}", self.program.display())))?;
         let lifeline = child.stdin.take();
-        let _ = std::io::stdout().flush();
         Ok(Running {
             attempt,
             child,
