@@ -234,7 +234,7 @@ fn a_savepoint_of_three_hosts_on_s3_restores_into_one_process_and_into_a_local_c
     let mut coordinator = c.coordinator(3, 3, &stop);
     let log = Log::of(&mut coordinator);
     let agents: Vec<Child> = (0..3).map(|k| c.agent(k, &stop)).collect();
-    finish_all_partial(coordinator, log, agents);
+    finish_all_partial(coordinator, log, agents, "");
     let partial = c.run.lines();
     assert!(
         !partial.is_empty() && partial.len() < reference().len(),
@@ -264,11 +264,164 @@ fn a_savepoint_of_three_hosts_on_s3_restores_into_one_process_and_into_a_local_c
     }
 }
 
+/// The coordinator serves the job's status (process 0's host hands it over to it) and
+/// its control: a savepoint asked with SIGUSR1 while the job runs, written to S3 by the
+/// hosts; a stop over the API, refused without the token, that drains the job on every
+/// host into a last savepoint. The rest of the input, from that savepoint in one
+/// process, makes the output exact.
+#[test]
+fn a_coordinator_serves_the_status_keeps_a_savepoint_and_stops_the_job_when_asked() {
+    let _s = serial();
+    let Some(hosts) = hosts(4) else { return };
+    let c = Coordinated::new(&hosts, 3, 120_000);
+    c.bucket("savepoints");
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("token");
+    const TOKEN: &str = "7d1e4c9a02b35f86e1c0a4b9d27f3e58";
+    std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();
+    std::fs::set_permissions(
+        &token_file,
+        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+    )
+    .unwrap();
+    let base = format!("http://{}:7200", hosts.address(3));
+    let savepoints = "--savepoint-dir=s3://savepoints/job";
+    let mut coordinator = c.coordinator(
+        3,
+        3,
+        &[
+            savepoints,
+            &format!("--status-addr={}:7200", hosts.address(3)),
+            &format!("--control-token-file={}", token_file.display()),
+        ],
+    );
+    let mut log = Log::of(&mut coordinator);
+    let agents: Vec<Child> = (0..3).map(|k| c.agent(k, &[savepoints])).collect();
+    log.wait_for("on 3 host(s)");
+    // The status: 3 processes, a worker on each, checkpoints completing.
+    let status = |what: &str, done: &dyn Fn(&serde_json::Value) -> bool| -> serde_json::Value {
+        let started = Instant::now();
+        let mut last = String::new();
+        loop {
+            let (code, body) = c.http("GET", &format!("{base}/api/job"), None);
+            if code == 200 {
+                let s: serde_json::Value = serde_json::from_str(&body).unwrap();
+                if done(&s) {
+                    return s;
+                }
+                last = format!(
+                    "{} process(es), checkpoints completed by worker: {:?}, savepoints {}",
+                    s["processes"],
+                    s["workers"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .map(|w| (w["worker"].clone(), w["checkpoints_completed"].clone()))
+                        .collect::<Vec<_>>(),
+                    s["savepoints"]
+                );
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "{what}: not within 60 s (the last answer {code}: {body}; the last status: {last})"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    };
+    let s = status("3 processes checkpointing", &|s| {
+        s["workers"].as_array().is_some_and(|w| {
+            w.len() == 3
+                && w.iter()
+                    .all(|w| w["checkpoints_completed"].as_u64().unwrap_or(0) >= 1)
+        })
+    });
+    assert_eq!(s["state"], "running", "{s}");
+    assert_eq!(s["processes"], 3, "{s}");
+    // A savepoint while it runs, asked of the coordinator with SIGUSR1.
+    signal(coordinator.id() as i32, "-USR1");
+    let s = status("a savepoint listed", &|s| {
+        s["savepoints"].as_array().is_some_and(|l| !l.is_empty())
+    });
+    let path = s["savepoints"][0]["path"].as_str().unwrap().to_string();
+    assert!(path.starts_with("s3://savepoints/job/savepoint-"), "{s}");
+    // A stop: without the token refused, and the job runs on; with it, drained.
+    let (code, body) = c.http("POST", &format!("{base}/api/stop"), None);
+    assert_eq!(code, 401, "{body}");
+    let (code, body) = c.http("POST", &format!("{base}/api/stop"), Some(TOKEN));
+    assert_eq!(code, 202, "{body}");
+    finish_all_partial(coordinator, log, agents, "stop asked over the control API");
+    let partial = c.run.lines();
+    let want = reference_of(c.run.records);
+    assert!(
+        !partial.is_empty() && partial.len() < want.len(),
+        "the stopped job wrote {} lines of {}",
+        partial.len(),
+        want.len()
+    );
+    let mut resumed = Run::new();
+    resumed.records = c.run.records;
+    resumed.ckpt = "s3://coordinated/resumed".into();
+    resumed.env = c.run.env.clone();
+    for f in std::fs::read_dir(&c.run.out).unwrap() {
+        let f = f.unwrap();
+        std::fs::copy(f.path(), resumed.out.join(f.file_name())).unwrap();
+    }
+    let child = c
+        .command_of(&resumed, 0, &["--from-savepoint=s3://savepoints/job"])
+        .spawn()
+        .unwrap();
+    finish(child, "resumed from the stop's savepoint");
+    assert_exact(&resumed, "stopped through the coordinator, resumed");
+}
+
+/// The coordinator killed mid-job (SIGKILL) and started again: every agent ends its
+/// host's process, registers with the new coordinator, and the job resumes from its
+/// last checkpoint on S3. Every line exactly once.
+#[test]
+fn a_coordinator_killed_mid_job_and_started_again_resumes_the_job_exactly() {
+    let _s = serial();
+    let Some(hosts) = hosts(4) else { return };
+    const RECORDS: u64 = 60_000;
+    let want = reference_of(RECORDS);
+    let c = Coordinated::new(&hosts, 3, RECORDS);
+    let mut coordinator = c.coordinator(3, 3, &[]);
+    let mut log = Log::of(&mut coordinator);
+    let agents: Vec<Child> = (0..3).map(|k| c.agent(k, &[])).collect();
+    log.wait_for("on 3 host(s)");
+    until_output(&c.run);
+    signal(coordinator.id() as i32, "-KILL");
+    let _ = coordinator.wait();
+    let killed_at = Instant::now();
+    let before = c.run.lines().len();
+    assert!(before < want.len(), "the job ended before the kill");
+    let mut coordinator = c.coordinator(3, 3, &[]);
+    let mut log = Log::of(&mut coordinator);
+    log.wait_for("on 3 host(s)");
+    let restarted = killed_at.elapsed();
+    finish_all(
+        &c,
+        coordinator,
+        log,
+        agents,
+        &want,
+        "the coordinator killed and started again",
+    );
+    eprintln!(
+        "the coordinator killed: the new one ran the job on 3 hosts {:.1} s later; exact",
+        restarted.as_secs_f64()
+    );
+}
+
 /// The coordinator and agents of a job that stops (with a savepoint) end cleanly.
-fn finish_all_partial(mut coordinator: Child, log: Log, agents: Vec<Child>) {
+/// Its log says `said`.
+fn finish_all_partial(mut coordinator: Child, log: Log, agents: Vec<Child>, said: &str) {
     let status = coordinator.wait().unwrap();
     let log = log.all();
     assert!(status.success(), "the coordinator failed:\n{log}");
+    assert!(
+        log.contains(said),
+        "the coordinator did not say '{said}':\n{log}"
+    );
     for (k, a) in agents.into_iter().enumerate() {
         finish(a, &format!("the agent on host {k}"));
     }

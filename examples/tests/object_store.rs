@@ -89,7 +89,10 @@ fn a_second_job_on_one_s3_checkpoint_store_is_refused_while_the_first_runs() {
         return;
     };
     let _s = serial();
-    let run = Run::on_s3("native", &s3);
+    let mut run = Run::on_s3("native", &s3);
+    // Some 12 s: a second job looks at the lease again a renewal (5 s) later before it
+    // is refused (a holder that stopped renewing would be waited out).
+    run.records = 120_000;
     let mut first = run.command(&[]).spawn().unwrap();
     // It has committed output, so it runs (and took the lease before it ran).
     let started = std::time::Instant::now();
@@ -124,4 +127,70 @@ fn a_second_job_on_one_s3_checkpoint_store_is_refused_while_the_first_runs() {
     let again = run.command(&[]).spawn().unwrap();
     finish(again, "a job after the first");
     assert_exact(&run, "after a second run");
+}
+
+/// Credentials, region and endpoint only in the AWS shared files (a profile named by
+/// `AWS_PROFILE`, the files by `AWS_SHARED_CREDENTIALS_FILE` and `AWS_CONFIG_FILE`),
+/// none in the environment: the job checkpoints on S3 and its output is exact. A
+/// profile neither file holds is refused, naming it.
+#[test]
+fn credentials_region_and_endpoint_come_from_the_aws_profile_files() {
+    let Some(s3) = s3::server("credentials_region_and_endpoint_come_from_the_aws_profile_files")
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let credentials = dir.path().join("credentials");
+    let config = dir.path().join("config");
+    std::fs::write(
+        &credentials,
+        "[tidewater-test]\naws_access_key_id = testing\naws_secret_access_key = testing\n",
+    )
+    .unwrap();
+    std::fs::write(
+        &config,
+        format!(
+            "[profile tidewater-test]\nregion = us-east-1\nendpoint_url = {}\n",
+            s3.endpoint
+        ),
+    )
+    .unwrap();
+    let mut run = Run::on_s3("native", &s3);
+    let files = |profile: &str| {
+        vec![
+            (
+                "AWS_SHARED_CREDENTIALS_FILE",
+                credentials.display().to_string(),
+            ),
+            ("AWS_CONFIG_FILE", config.display().to_string()),
+            ("AWS_PROFILE", profile.to_string()),
+            ("HOME", dir.path().display().to_string()),
+        ]
+    };
+    run.env = files("nowhere");
+    let refused = without_aws_environment(run.command(&[])).output().unwrap();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success() && stderr.contains("profile 'nowhere'"),
+        "{stderr}"
+    );
+    run.env = files("tidewater-test");
+    let job = without_aws_environment(run.command(&[])).spawn().unwrap();
+    finish(job, "credentials from the AWS profile files");
+    assert_exact(&run, "credentials from the AWS profile files");
+}
+
+/// `command` without the AWS variables of the test's own environment.
+fn without_aws_environment(mut command: Command) -> Command {
+    for (k, _) in std::env::vars() {
+        if k.starts_with("AWS_")
+            && !matches!(
+                k.as_str(),
+                "AWS_PROFILE" | "AWS_CONFIG_FILE" | "AWS_SHARED_CREDENTIALS_FILE"
+            )
+        {
+            command.env_remove(k);
+        }
+    }
+    command
 }

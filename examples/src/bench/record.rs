@@ -101,6 +101,13 @@ pub struct BenchRecord {
     /// option `max_watermark_drift_ms`): its drift in ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_watermark_drift_ms: Option<u64>,
+    /// A checkpointed run: the checkpoints it completed, and how long one took on
+    /// average (from the end of its epoch at the sources to its manifest written).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoints_completed: Option<u64>,
+    /// See `checkpoints_completed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint_ms_avg: Option<f64>,
 }
 
 /// When a run started and how busy the machine was then.
@@ -221,6 +228,8 @@ impl BenchRecord {
             batch_records: None,
             steal_rerun_above: None,
             max_watermark_drift_ms: None,
+            checkpoints_completed: None,
+            checkpoint_ms_avg: None,
         }
     }
 
@@ -237,6 +246,21 @@ impl BenchRecord {
                 .distribution(tidewater_runner_native::ENGINE_STEP, "peak_rss_kb")
                 .map(|d| d.max as f64 / 1024.0);
         }
+    }
+
+    /// Notes the checkpoints a checkpointed run completed, and their average time, as
+    /// its figures in `result` say.
+    pub fn checkpoints_of(&mut self, result: &tidewater::PipelineResult) {
+        let step = tidewater_runner_native::ENGINE_STEP;
+        self.checkpoints_completed = result
+            .metrics
+            .counter(step, "checkpoints")
+            .map(|n| n.max(0) as u64);
+        self.checkpoint_ms_avg = result
+            .metrics
+            .distribution(step, "checkpoint_ms")
+            .filter(|d| d.count > 0)
+            .map(|d| d.sum as f64 / d.count as f64);
     }
 
     /// The record as one line of JSON.
@@ -351,6 +375,8 @@ pub(crate) mod tests {
             batch_records: None,
             steal_rerun_above: None,
             max_watermark_drift_ms: None,
+            checkpoints_completed: None,
+            checkpoint_ms_avg: None,
         }
     }
 

@@ -145,4 +145,26 @@ impl<'h> Coordinated<'h> {
                     .is_ok_and(|c| String::from_utf8_lossy(&c).contains("--process-id="))
             })
     }
+
+    /// An HTTP request (`GET`, or an empty `POST`) made from the control host (the
+    /// test's own namespace reaches no host), with the bearer `token` if given: the
+    /// status code (0 if there was no answer) and the body.
+    pub fn http(&self, method: &str, url: &str, token: Option<&str>) -> (u16, String) {
+        let script = "import sys, urllib.request as u, urllib.error as e\n\
+r = u.Request(sys.argv[2], method=sys.argv[1], data=b'' if sys.argv[1] == 'POST' else None)\n\
+if len(sys.argv) > 3: r.add_header('Authorization', 'Bearer ' + sys.argv[3])\n\
+try:\n    a = u.urlopen(r, timeout=10); print(a.status); print(a.read().decode())\n\
+except e.HTTPError as x:\n    print(x.code); print(x.read().decode())\n\
+except Exception as x:\n    print(0); print(x)";
+        let out = self
+            .hosts
+            .command(self.control, "python3")
+            .args(["-c", script, method, url])
+            .args(token)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let (code, body) = text.split_once('\n').unwrap_or((text.as_str(), ""));
+        (code.trim().parse().unwrap_or(0), body.to_string())
+    }
 }

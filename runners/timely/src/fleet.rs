@@ -227,7 +227,7 @@ impl Fleet for LocalFleet {
         // Process 0 writes the job's status here for the supervisor to serve.
         let status_file = self.work.join(format!("status-{attempt}"));
         if let Some(status) = &self.status {
-            status.attempt(&status_file, attempt as u64);
+            status.attempt(Some(&status_file), attempt as u64, n);
         }
         let hosts = self.work.join(format!("hosts-{attempt}"));
         let listing: String = ports.iter().map(|p| format!("127.0.0.1:{p}\n")).collect();

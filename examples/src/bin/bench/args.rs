@@ -296,6 +296,9 @@ impl Setting<'_> {
         record.on_cluster(self.processes, result);
         record.checkpoint = self.checkpoint_ms.is_some();
         record.checkpoint_interval_ms = self.checkpoint_ms;
+        if self.checkpoint_ms.is_some() {
+            record.checkpoints_of(result);
+        }
         record.at_least_once = self.at_least_once;
         record.over_veth = matches!(self.role, Role::Coordinate(_));
     }

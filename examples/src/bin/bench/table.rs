@@ -62,6 +62,9 @@ pub(super) fn note(r: &BenchRecord) -> String {
         (true, None) => s.push_str(", checkpoints"),
         _ => {}
     }
+    if let (Some(n), Some(avg)) = (r.checkpoints_completed, r.checkpoint_ms_avg) {
+        s.push_str(&format!(" ({n} taken, {avg:.0} ms each on average)"));
+    }
     if r.at_least_once {
         s.push_str(", at-least-once");
     }

@@ -270,7 +270,8 @@ impl Objects {
                 let store: Arc<dyn ObjectStore> = match scheme {
                     Scheme::Memory => Arc::new(object_store::memory::InMemory::new()),
                     Scheme::AmazonS3 => Arc::new(
-                        object_store::aws::AmazonS3Builder::from_env()
+                        super::aws_profile::apply(object_store::aws::AmazonS3Builder::from_env())
+                            .map_err(&refused)?
                             .with_url(location)
                             .build()
                             .map_err(|e| refused(e.to_string()))?,

@@ -106,7 +106,39 @@ pub struct Held {
     pub left: Duration,
 }
 
+/// A holder renewing every [`RENEW`] always leaves more than this; less means it
+/// missed a renewal (it died, or is cut off).
+const STALE: Duration = Duration::from_secs(LEASE.as_secs() - RENEW.as_secs() - 1);
+
 impl Lease {
+    /// Takes the lease of the object store at `location` for `holder`, waiting for a
+    /// holder that stopped renewing it (a job restarted on another host after its
+    /// holder died): a lease that shows a missed renewal is waited out; one that looks
+    /// fresh is looked at again a renewal later, and refused (`Ok(Err(..))`, naming
+    /// its holder) if it was renewed. So a second job is refused within some
+    /// [`RENEW`] + 2 s; a dead holder's lease is taken within [`LEASE`].
+    pub fn acquire(location: &str, holder: &str) -> Result<std::result::Result<Lease, Held>> {
+        let mut looked_again = false;
+        loop {
+            match Lease::take(location, holder)? {
+                Ok(lease) => return Ok(Ok(lease)),
+                Err(held) if held.left < STALE => {
+                    tracing::info!(
+                        "the lease of {location} is held by {}, who stopped renewing it: waiting {} ms for it to run out",
+                        held.holder,
+                        held.left.as_millis()
+                    );
+                    std::thread::sleep(held.left + Duration::from_millis(100));
+                }
+                Err(_) if !looked_again => {
+                    looked_again = true;
+                    std::thread::sleep(RENEW + Duration::from_secs(2));
+                }
+                Err(held) => return Ok(Err(held)),
+            }
+        }
+    }
+
     /// Takes the lease of the object store at `location` for `holder`; `Ok(Err(..))`
     /// names who holds it.
     pub fn take(location: &str, holder: &str) -> Result<std::result::Result<Lease, Held>> {
@@ -161,9 +193,10 @@ impl Lease {
 fn renew(objects: &Objects, holder: &str, mut version: Version, stop: &(Mutex<bool>, Condvar)) {
     let mut stopped = stop.0.lock().unwrap_or_else(|p| p.into_inner());
     loop {
+        // Told to stop before it waited (a lease dropped at once) is seen here too.
         stopped = stop
             .1
-            .wait_timeout(stopped, RENEW)
+            .wait_timeout_while(stopped, RENEW, |stopped| !*stopped)
             .unwrap_or_else(|p| p.into_inner())
             .0;
         if *stopped {
@@ -194,5 +227,73 @@ impl Drop for Lease {
         if let Some(t) = self.renewer.take() {
             let _ = t.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    /// Writes a lease of another host's process, `left` from running out.
+    fn plant(location: &str, left: Duration) {
+        let objects = Objects::open(location).unwrap();
+        let b = Body {
+            holder: "process 7 on elsewhere".into(),
+            until_ms: now_ms() + left.as_millis() as u64,
+            host: "elsewhere".into(),
+            boot: "another-boot".into(),
+            pid: 7,
+        };
+        objects
+            .put_versioned(KEY, &serde_json::to_vec(&b).unwrap(), None)
+            .unwrap()
+            .unwrap();
+    }
+
+    #[test]
+    fn a_lease_its_holder_stopped_renewing_is_waited_out_and_taken() {
+        let location = "memory:///lease-tests/stale";
+        plant(location, Duration::from_secs(2));
+        let started = Instant::now();
+        let lease = Lease::acquire(location, "the new one").unwrap();
+        assert!(lease.is_ok(), "{:?}", lease.err());
+        let waited = started.elapsed();
+        assert!(
+            waited >= Duration::from_secs(1) && waited < Duration::from_secs(5),
+            "{waited:?}"
+        );
+    }
+
+    #[test]
+    fn a_lease_that_is_renewed_refuses_a_second_job_naming_its_holder() {
+        let location = "memory:///lease-tests/renewed";
+        let first = Lease::take(location, "the first job").unwrap().unwrap();
+        let started = Instant::now();
+        let held = Lease::acquire(location, "a second job")
+            .unwrap()
+            .unwrap_err();
+        assert_eq!(held.holder, "the first job");
+        assert!(held.left > STALE, "{:?}", held.left);
+        // Looked at again a renewal later, then refused.
+        assert!(started.elapsed() >= RENEW, "{:?}", started.elapsed());
+        drop(first);
+        // Let go: the next one takes it at once.
+        let started = Instant::now();
+        assert!(Lease::acquire(location, "a third job").unwrap().is_ok());
+        assert!(started.elapsed() < Duration::from_secs(1));
+    }
+
+    #[test]
+    fn a_lease_that_looks_fresh_but_is_not_renewed_is_taken_when_it_runs_out() {
+        let location = "memory:///lease-tests/fresh-dead";
+        plant(location, LEASE);
+        let started = Instant::now();
+        assert!(Lease::acquire(location, "the new one").unwrap().is_ok());
+        let waited = started.elapsed();
+        assert!(
+            waited >= LEASE - Duration::from_secs(1) && waited < LEASE + Duration::from_secs(3),
+            "{waited:?}"
+        );
     }
 }

@@ -387,8 +387,16 @@ impl Store {
 
     /// The label of the job's last checkpoint, once written.
     pub fn last_checkpoint(&self) -> Result<Option<u64>> {
+        Ok(self
+            .newest_checkpoint()?
+            .filter(|(_, last)| *last)
+            .map(|(e, _)| e))
+    }
+
+    /// The newest complete checkpoint, and whether it is the job's last.
+    pub fn newest_checkpoint(&self) -> Result<Option<(u64, bool)>> {
         match self.manifests()?.last() {
-            Some(&e) => Ok(self.read_manifest(e)?.last.then_some(e)),
+            Some(&e) => Ok(Some((e, self.read_manifest(e)?.last))),
             None => Ok(None),
         }
     }
@@ -723,6 +731,7 @@ impl Store {
     }
 }
 
+mod aws_profile;
 pub mod blobs;
 pub mod lease;
 mod offsets;

@@ -36,6 +36,28 @@ struct Running {
     child: Child,
     outcome: PathBuf,
     lifeline: Option<ChildStdin>,
+    /// The file process 0 writes the job's status to, and when it was last sent on.
+    status: Option<(PathBuf, Option<std::time::SystemTime>)>,
+}
+
+impl Running {
+    /// The status file, if it changed since it was last sent.
+    fn new_status(&mut self) -> Option<Vec<u8>> {
+        let (file, sent) = self.status.as_mut()?;
+        let modified = std::fs::metadata(&*file).and_then(|m| m.modified()).ok()?;
+        if *sent == Some(modified) {
+            return None;
+        }
+        use std::io::Read;
+        let mut json = Vec::new();
+        std::fs::File::open(&*file)
+            .ok()?
+            .take(crate::status::supervised::MAX_STATUS_FILE)
+            .read_to_end(&mut json)
+            .ok()?;
+        *sent = Some(modified);
+        Some(json)
+    }
 }
 
 enum Session {
@@ -107,9 +129,34 @@ impl Agent {
         let mut running: Option<Running> = None;
         let mut heard = Instant::now();
         let mut beat = Instant::now();
+        let mut looked = Instant::now();
         let end = loop {
+            if looked.elapsed() >= wire::BEAT {
+                looked = Instant::now();
+                if let Some(r) = &mut running {
+                    if let Some(json) = r.new_status() {
+                        let status = ToCoordinator::Status {
+                            attempt: r.attempt,
+                            json,
+                        };
+                        if let Err(e) = wire::send(&mut stream, &status) {
+                            break Session::Lost(e.to_string());
+                        }
+                    }
+                }
+            }
             if let Some(r) = &mut running {
                 if let Ok(Some(status)) = r.child.try_wait() {
+                    // The status it wrote last, before how it ended.
+                    if let Some(json) = r.new_status() {
+                        let status = ToCoordinator::Status {
+                            attempt: r.attempt,
+                            json,
+                        };
+                        if let Err(e) = wire::send(&mut stream, &status) {
+                            break Session::Lost(e.to_string());
+                        }
+                    }
                     let exited = ToCoordinator::Exited {
                         attempt: r.attempt,
                         code: status.code(),
@@ -157,12 +204,13 @@ impl Agent {
                     processes,
                     id,
                     hosts,
+                    status,
                 } => {
                     if let Some(mut old) = running.take() {
                         let _ = old.child.kill();
                         let _ = old.child.wait();
                     }
-                    match self.start(work, attempt, processes, id, &hosts) {
+                    match self.start(work, attempt, processes, id, &hosts, status) {
                         Ok(r) => {
                             running = Some(r);
                             None
@@ -232,6 +280,7 @@ impl Agent {
         processes: u64,
         id: u64,
         hosts: &[String],
+        status: bool,
     ) -> Result<Running> {
         let file = work.join(format!("hosts-{attempt}"));
         let listing: String = hosts.iter().map(|h| format!("{h}\n")).collect();
@@ -241,6 +290,7 @@ impl Agent {
             cause: e,
         })?;
         let outcome = work.join(format!("outcome-{attempt}"));
+        let status = status.then(|| work.join(format!("status-{attempt}")));
         let mut child = start_process(
             &self.program,
             &self.args,
@@ -249,7 +299,9 @@ impl Agent {
             &file,
             &outcome,
             &self.secret,
-            None,
+            status
+                .as_deref()
+                .map(|f| (crate::status::supervised::STATUS_FILE_ENV, f)),
         )
         .map_err(|e| Error::Internal(format!("cannot start {}: {e}", self.program.display())))?;
         let lifeline = child.stdin.take();
@@ -258,6 +310,9 @@ impl Agent {
             child,
             outcome,
             lifeline,
+            // Every process is told of the file (each gathers its figures for
+            // process 0), which alone writes it.
+            status: status.filter(|_| id == 0).map(|f| (f, None)),
         })
     }
 }

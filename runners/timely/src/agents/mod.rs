@@ -23,6 +23,7 @@ pub mod wire;
 
 use crate::fleet::{Exit, Fleet, Member};
 use crate::handshake::Secret;
+use crate::status::supervised::Supervised;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -49,6 +50,8 @@ struct Agent {
     alive: AtomicBool,
     /// Rung when its inbox changes.
     news: Condvar,
+    /// The status the coordinator serves, if any (the host of process 0 hands it over).
+    status: Option<Arc<Supervised>>,
 }
 
 impl Agent {
@@ -104,11 +107,19 @@ pub struct Agents {
     /// The agents of the running attempt.
     running: BTreeSet<u64>,
     address: String,
+    status: Option<Arc<Supervised>>,
 }
 
 impl Agents {
-    /// Listens for agents at `address`; they must prove they hold `secret`.
-    pub fn listen(address: &str, secret: Secret, expect: usize, min: usize) -> Result<Agents> {
+    /// Listens for agents at `address`; they must prove they hold `secret`. With
+    /// `status`, the job's status is handed over to it.
+    pub fn listen(
+        address: &str,
+        secret: Secret,
+        expect: usize,
+        min: usize,
+        status: Option<Arc<Supervised>>,
+    ) -> Result<Agents> {
         let listener = TcpListener::bind(address).map_err(|e| Error::InvalidOption {
             option: format!("--coordinate {address}"),
             message: format!("cannot listen there: {e}"),
@@ -121,10 +132,10 @@ impl Agents {
             "coordinator listening at {bound}: waiting for {expect} host(s) to register (agents: the job's binary with --coordinator {bound})"
         );
         let agents: Arc<Mutex<Vec<Arc<Agent>>>> = Arc::default();
-        let registry = agents.clone();
+        let (registry, shown) = (agents.clone(), status.clone());
         std::thread::Builder::new()
             .name("coordinator-accept".into())
-            .spawn(move || accept(listener, secret, registry))
+            .spawn(move || accept(listener, secret, registry, shown))
             .map_err(|e| Error::Internal(format!("cannot start the coordinator: {e}")))?;
         let beating = agents.clone();
         std::thread::Builder::new()
@@ -143,6 +154,7 @@ impl Agents {
             min: min.max(1),
             running: BTreeSet::new(),
             address: bound,
+            status,
         })
     }
 
@@ -163,7 +175,12 @@ impl Agents {
 
 /// Accepts agents: each proves it holds the secret, says its host, and is read from
 /// on a thread of its own until its connection ends.
-fn accept(listener: TcpListener, secret: Secret, agents: Arc<Mutex<Vec<Arc<Agent>>>>) {
+fn accept(
+    listener: TcpListener,
+    secret: Secret,
+    agents: Arc<Mutex<Vec<Arc<Agent>>>>,
+    status: Option<Arc<Supervised>>,
+) {
     let mut next = 0u64;
     for stream in listener.incoming() {
         let Ok(mut stream) = stream else { continue };
@@ -196,6 +213,7 @@ fn accept(listener: TcpListener, secret: Secret, agents: Arc<Mutex<Vec<Arc<Agent
             inbox: Mutex::default(),
             alive: AtomicBool::new(true),
             news: Condvar::new(),
+            status: status.clone(),
         });
         next += 1;
         tracing::info!("coordinator: host {host} registered (from {peer})");
@@ -225,6 +243,11 @@ fn read_agent(mut stream: TcpStream, agent: &Agent) {
                 outcome,
             }) => {
                 inbox.exits.insert(attempt, (Exit { code, shown }, outcome));
+            }
+            Ok(ToCoordinator::Status { attempt, json }) => {
+                if let Some(status) = &agent.status {
+                    status.offer(attempt, &json);
+                }
             }
             Ok(ToCoordinator::Beat | ToCoordinator::Hello { .. }) => {}
             Err(e) => {
@@ -326,6 +349,9 @@ impl Fleet for Agents {
                     "coordinator: attempt {attempt} on {n} host(s): {}",
                     hosts.join(", ")
                 );
+                if let Some(status) = &self.status {
+                    status.attempt(None, attempt, n as usize);
+                }
                 let mut members: Vec<Box<dyn Member>> = Vec::new();
                 for (id, a) in answered.iter().enumerate() {
                     a.send(&ToAgent::Start {
@@ -333,6 +359,7 @@ impl Fleet for Agents {
                         processes: n,
                         id: id as u64,
                         hosts: hosts.clone(),
+                        status: self.status.is_some(),
                     });
                     members.push(Box::new(Remote {
                         agent: a.clone(),

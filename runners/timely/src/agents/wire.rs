@@ -41,6 +41,9 @@ pub enum ToAgent {
         id: u64,
         /// Every process's address.
         hosts: Vec<String>,
+        /// Hand over the job's status, as process 0 writes it (the coordinator serves it).
+        /// Told to every host: every process gathers its figures for process 0.
+        status: bool,
     },
     /// End attempt `attempt`'s process.
     Kill {
@@ -85,6 +88,13 @@ pub enum ToCoordinator {
         shown: String,
         /// Its outcome file's bytes (empty if none).
         outcome: Vec<u8>,
+    },
+    /// The job's status (JSON) as the attempt's process 0 last wrote it.
+    Status {
+        /// The attempt.
+        attempt: u64,
+        /// The status file's bytes.
+        json: Vec<u8>,
     },
     /// Still there.
     Beat,

@@ -110,7 +110,7 @@ impl Coordinator {
             None => (Some(target), None),
             Some(store) if ctx.me == 0 => self.complete(&store, target, ctx, config, durable)?,
             Some(store) => (
-                self.completed_elsewhere(&store, target, config, durable)?,
+                self.completed_elsewhere(&store, target, ctx, config, durable)?,
                 None,
             ),
         };
@@ -181,33 +181,51 @@ impl Coordinator {
         ))
     }
 
-    /// Another worker: whether worker 0 completed checkpoint `target`, as it says in
-    /// this process through `durable`, or (another process) as the directory shows.
+    /// Another worker: the newest checkpoint (up to `target`) worker 0 completed that
+    /// this worker has not committed, as worker 0 says in this process through
+    /// `durable`, or (another process) as the store shows: its first worker lists the
+    /// store's manifests and publishes the newest in `durable` to the others. The
+    /// newest, not only `target`: on a slow store the manifests trail the epochs that
+    /// are durable, and waiting for `target` itself would commit nothing until the end.
     fn completed_elsewhere(
         &mut self,
         store: &Store,
         target: u64,
+        ctx: &WorkerCtx,
         config: &crate::EngineConfig,
         durable: &Mutex<Option<u64>>,
     ) -> Result<Option<u64>> {
-        let published = *durable.lock().unwrap_or_else(|e| e.into_inner());
-        if published.is_some_and(|p| p >= target) {
-            return Ok(Some(target));
+        let mut newest = *durable.lock().unwrap_or_else(|e| e.into_inner());
+        // A store's listing costs a request on an object store: a few a second.
+        let every = match &config.checkpoint_dir {
+            Some(d) if tidewater_runners_core::store::is_object_store(d) => {
+                Duration::from_millis(100)
+            }
+            _ => Duration::from_millis(10),
+        };
+        if config.processes > 1
+            && ctx.me == ctx.local.start
+            && newest.is_none_or(|p| p < target)
+            && self.last_poll.elapsed() >= every
+        {
+            self.last_poll = Instant::now();
+            let listed = store.newest_checkpoint()?.map(|(e, last)| {
+                // The job's last checkpoint completes the final epoch.
+                if last {
+                    FINAL_EPOCH
+                } else {
+                    e
+                }
+            });
+            if listed > newest {
+                newest = listed;
+                let mut published = durable.lock().unwrap_or_else(|e| e.into_inner());
+                *published = (*published).max(listed);
+            }
         }
-        if config.processes <= 1 || self.last_poll.elapsed() < Duration::from_millis(10) {
-            return Ok(None);
-        }
-        self.last_poll = Instant::now();
-        Ok(if target == FINAL_EPOCH {
-            store.last_checkpoint()?.map(|_| target)
-        } else {
-            store
-                .manifests()?
-                .last()
-                .copied()
-                .filter(|m| *m >= target)
-                .map(|_| target)
-        })
+        Ok(newest
+            .map(|m| m.min(target))
+            .filter(|e| self.committed.is_none_or(|c| c < *e)))
     }
 }
 

@@ -39,7 +39,7 @@ pub fn lock(dir: &Path) -> Result<DirLock> {
     if is_object_store(dir) {
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
         let me = format!("process {} on {}", std::process::id(), host.trim());
-        return match Lease::take(&dir.to_string_lossy(), &me)? {
+        return match Lease::acquire(&dir.to_string_lossy(), &me)? {
             Ok(lease) => Ok(DirLock::Lease(lease)),
             Err(held) => Err(in_use(
                 dir,

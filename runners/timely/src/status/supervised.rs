@@ -19,7 +19,7 @@ pub const STATUS_FILE_ENV: &str = "TIDEWATER_STATUS_FILE";
 
 /// The largest status file the supervisor reads (a job of many workers and metrics
 /// stays far below).
-const MAX_STATUS_FILE: u64 = 64 << 20;
+pub const MAX_STATUS_FILE: u64 = 64 << 20;
 
 /// How often process 0 writes the status file.
 const WRITE_EVERY: Duration = Duration::from_secs(1);
@@ -28,29 +28,35 @@ const WRITE_EVERY: Duration = Duration::from_secs(1);
 #[derive(Debug)]
 pub struct Supervised {
     runner: String,
-    processes: usize,
     started: Instant,
     inner: Mutex<Inner>,
 }
 
 #[derive(Debug, Default)]
 struct Inner {
-    file: Option<(PathBuf, u64)>,
+    /// The running attempt, and the file its process 0 writes the status to (none when
+    /// its status is handed over instead: [`Supervised::offer`]).
+    file: Option<(Option<PathBuf>, u64)>,
     last: Option<JobStatus>,
     restarting: bool,
     ended: Option<Option<String>>,
     restarts: Vec<RestartStatus>,
     restarts_total: u64,
+    /// The running attempt's processes (a coordinator's change with its hosts).
+    processes: usize,
 }
 
 impl Supervised {
-    /// The status of a local cluster of `processes` processes on `runner`.
+    /// The status of a supervised job on `runner` (a local cluster of `processes`
+    /// processes; a coordinator's until its first attempt says).
     pub fn new(runner: &str, processes: usize) -> Supervised {
         Supervised {
             runner: runner.to_string(),
-            processes,
             started: Instant::now(),
-            inner: Mutex::new(Inner::default()),
+            inner: Mutex::new(Inner {
+                processes,
+                ..Inner::default()
+            }),
         }
     }
 
@@ -59,11 +65,29 @@ impl Supervised {
     }
 
     /// Attempt `attempt` starts (0 the first); its process 0 writes the status to
-    /// `file`. Until it has, the figures shown are the last attempt's.
-    pub fn attempt(&self, file: &Path, attempt: u64) {
+    /// `file` (or, with none, it is handed over: [`Supervised::offer`]), on `processes`
+    /// processes. Until it has, the figures shown are the last attempt's.
+    pub fn attempt(&self, file: Option<&Path>, attempt: u64, processes: usize) {
         let mut inner = self.lock();
-        inner.file = Some((file.to_path_buf(), attempt));
+        inner.processes = processes;
+        inner.file = Some((file.map(Path::to_path_buf), attempt));
         inner.restarting = false;
+    }
+
+    /// The status process 0 of attempt `attempt` wrote, handed over (by its host's agent
+    /// to a coordinator): taken if it is the running attempt's and reads.
+    pub fn offer(&self, attempt: u64, bytes: &[u8]) {
+        let mut inner = self.lock();
+        if inner.ended.is_some() || inner.restarting || bytes.len() as u64 > MAX_STATUS_FILE {
+            return;
+        }
+        if !matches!(&inner.file, Some((None, a)) if *a == attempt) {
+            return;
+        }
+        if let Ok(mut status) = serde_json::from_slice::<JobStatus>(bytes) {
+            status.attempt = attempt;
+            inner.last = Some(status);
+        }
     }
 
     /// The processes are being restarted, for `reason`.
@@ -91,7 +115,7 @@ impl Supervised {
 
     /// The newest status in the attempt's file, if it has one that reads.
     fn read(inner: &mut Inner) {
-        let Some((file, attempt)) = &inner.file else {
+        let Some((Some(file), attempt)) = &inner.file else {
             return;
         };
         let attempt = *attempt;
@@ -122,7 +146,7 @@ impl StatusSource for Supervised {
             state: JobState::Running,
             error: None,
             uptime_ms: 0,
-            processes: self.processes,
+            processes: inner.processes,
             workers: Vec::new(),
             restarts: Vec::new(),
             restarts_total: 0,
@@ -131,7 +155,7 @@ impl StatusSource for Supervised {
             why: Vec::new(),
         });
         status.uptime_ms = self.started.elapsed().as_millis() as u64;
-        status.processes = self.processes;
+        status.processes = inner.processes;
         status.restarts = inner.restarts.clone();
         status.restarts_total = inner.restarts_total;
         match &inner.ended {
