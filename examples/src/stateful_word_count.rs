@@ -44,3 +44,43 @@ const COUNT: tidewater::ValueState<u64> = tidewater::StateSpec::value("count");
 // Linked: `run_plan` runs a saved plan naming it without constructing the pipeline.
 // (Below `build`, so that its closure keeps its line, which names it in the plan.)
 tidewater::register!(StatefulDoFn RunningCount);
+
+/// What a run of the running count comes to, computed in the pipeline (combines, so no
+/// stage holds more than a word's count): the updates in all (`"updates"`), the words
+/// (`"words"`), and the `top` words by the count they reached, largest first
+/// (`"top"`, as (count, word)). A capture of every update would hold the whole stream
+/// in memory (2.4 GB for 10 million words).
+pub fn summarize(running: &PCollection<(String, u64)>, top: usize) {
+    use tidewater_transforms::{Count, KvSwap, Max, Top};
+    running
+        .apply("Updates", Count::globally())
+        .capture("updates");
+    let reached = running.apply("Reached", Max::per_key());
+    reached.apply("Words", Count::globally()).capture("words");
+    reached
+        .apply("ByCount", KvSwap)
+        .apply("TopWords", Top::largest(top))
+        .capture("top");
+}
+
+/// The summary [`summarize`] captured, as the example prints it.
+pub fn summary_text(result: &tidewater::PipelineResult) -> tidewater::Result<String> {
+    let one = |name: &str| -> tidewater::Result<u64> {
+        Ok(result
+            .captured_values::<u64>(name)?
+            .first()
+            .copied()
+            .unwrap_or(0))
+    };
+    let mut out = format!(
+        "{} updates for {} words; running counts reached:\n",
+        one("updates")?,
+        one("words")?
+    );
+    for top in result.captured_values::<Vec<(u64, String)>>("top")? {
+        for (c, w) in top {
+            out.push_str(&format!("{c:>8}  {w}\n"));
+        }
+    }
+    Ok(out)
+}

@@ -554,3 +554,36 @@ fn dump_plan_dot_writes_the_graph() {
     assert!(dot.starts_with("digraph pipeline {"), "{dot}");
     assert!(dot.contains("subgraph \"cluster_CountWords\""), "{dot}");
 }
+
+/// `stateful_wordcount` prints its summary from captures of combines (not of every
+/// update): the updates (one per word occurrence), the distinct words and the top
+/// words by the count they reached, the same on every runner.
+#[test]
+fn the_stateful_binary_prints_the_summary_of_the_running_counts_on_every_runner() {
+    let expected = oracle(&std::fs::read_to_string(word_count::SAMPLE).unwrap());
+    let mut top: Vec<(u64, &String)> = expected.iter().map(|(w, c)| (*c, w)).collect();
+    top.sort_by(|a, b| b.cmp(a));
+    let mut want = format!(
+        "{} updates for {} words; running counts reached:\n",
+        expected.values().sum::<u64>(),
+        expected.len()
+    );
+    for (c, w) in top.into_iter().take(5) {
+        want.push_str(&format!("{c:>8}  {w}\n"));
+    }
+    for runner in ["direct", "native", "microbatch"] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_stateful_wordcount"))
+            .args([&format!("--runner={runner}"), "--top=5"])
+            .args((runner != "direct").then_some("--workers=2"))
+            .env("RUST_BACKTRACE", "0")
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{runner}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(String::from_utf8(out.stdout).unwrap(), want, "{runner}");
+    }
+}

@@ -119,6 +119,22 @@ pub trait Source: Send + Sync + 'static {
     ) -> Result<Option<u64>, UserError> {
         Ok(self.available(partition, partitions, position, now))
     }
+    /// [`Source::try_available`] where the runner needs no more than `cap`: an answer
+    /// of at most `cap` (the runner takes the smaller of the two either way), for a
+    /// source that would otherwise count all it has (a file's lines to its end) on every
+    /// micro-batch. By default, `try_available` capped.
+    fn try_available_up_to(
+        &self,
+        partition: usize,
+        partitions: usize,
+        position: &Self::Position,
+        now: Timestamp,
+        cap: u64,
+    ) -> Result<Option<u64>, UserError> {
+        Ok(self
+            .try_available(partition, partitions, position, now)?
+            .map(|n| n.min(cap)))
+    }
     /// Whether a partition's watermark still holds the source's watermark back while the
     /// partition is idle (its last read returned [`ReadStatus::Idle`]).
     ///

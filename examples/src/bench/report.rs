@@ -293,7 +293,7 @@ pub fn render_markdown(records: &[BenchRecord], json_name: &str) -> String {
          - Checkpointed runs (the `checkpoint` column) take a checkpoint every interval into a \
          fresh directory; runs shorter than the interval take few or none, so their cost shows \
          on long runs only. On the micro-batch runner the interval is its batch interval (a \
-         bounded input with no record limit is one batch).\n\
+         bounded input runs in batches of at most 100,000 records, back to back).\n\
          - Runs with 2 processes are local clusters on loopback: their time includes starting \
          the processes and connecting them (tens of milliseconds), and their peak RSS is their \
          largest process's, as each reports its own (none before 2026-12-03 15:00: —). Rows marked \
@@ -511,16 +511,15 @@ pub fn render_markdown(records: &[BenchRecord], json_name: &str) -> String {
             human(words as f64),
             match records.iter().find_map(|r| r.cost_run.then_some(r.batch_records).flatten()) {
                 Some(n) => format!(
-                    " The micro-batch runner, which would read the bounded input in one batch, \
-                     runs here in batches of at most {} lines back to back until the input's \
+                    " The micro-batch runner, which reads a bounded input in batches of 100,000 \
+                     records by default, runs here in batches of at most {} lines back to back until the input's \
                      end (`--trigger available-now --max-records-per-batch`, as Spark's \
                      availableNow with a record limit), with commits and without: some ten \
                      batches, so some ten commits, a run.",
                     human(n as f64)
                 ),
-                None => " The native runner only: the micro-batch runner reads a bounded input \
-                     in one batch however long it is, so a longer input adds no commits, and its \
-                     cost is judged on the runs below."
+                None => " The native runner only: the micro-batch runner's cost is judged on the \
+                     runs below."
                     .to_string(),
             }
         );

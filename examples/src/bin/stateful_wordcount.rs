@@ -2,7 +2,6 @@
 //! `cargo run --release -p tidewater-examples --bin stateful_wordcount -- --runner=direct`
 
 use clap::Parser;
-use std::collections::BTreeMap;
 use tidewater::{Pipeline, PipelineOptions};
 use tidewater_examples::{stateful_word_count, word_count};
 
@@ -33,27 +32,15 @@ fn run() -> anyhow::Result<()> {
         .clone()
         .unwrap_or_else(|| word_count::SAMPLE.to_string());
     let p = Pipeline::new(args.options.clone());
-    stateful_word_count::build(&p, &input).capture("running");
+    let running = stateful_word_count::build(&p, &input);
+    // The summary comes out of the pipeline (combines), not from a capture of every
+    // update: memory stays flat at any input size.
+    stateful_word_count::summarize(&running, args.top);
     let result = p.run()?;
     // Another process of a --hosts cluster: process 0 prints the summary.
     if !result.holds_captures {
         return Ok(());
     }
-    let updates = result.captured_values::<(String, u64)>("running")?;
-    let mut last: BTreeMap<String, u64> = BTreeMap::new();
-    for (w, c) in &updates {
-        let e = last.entry(w.clone()).or_insert(0);
-        *e = (*e).max(*c);
-    }
-    tidewater_examples::outln!(
-        "{} updates for {} words; running counts reached:",
-        updates.len(),
-        last.len()
-    );
-    let mut top: Vec<(u64, String)> = last.into_iter().map(|(w, c)| (c, w)).collect();
-    top.sort_by(|a, b| b.cmp(a));
-    for (c, w) in top.into_iter().take(args.top) {
-        tidewater_examples::outln!("{c:>8}  {w}");
-    }
+    tidewater_examples::outln!("{}", stateful_word_count::summary_text(&result)?.trim_end());
     Ok(())
 }

@@ -398,7 +398,13 @@ impl SourceDriver {
                         .unwrap_or(u64::MAX)
                         .min(st.run_left.unwrap_or(u64::MAX));
                     if let Some(now) = ask {
-                        match self.source.available(p as usize, n, &st.position, now)? {
+                        // No more than the batch takes: a file need not count
+                        // its lines to the end on every batch.
+                        let cap = (want < u64::MAX).then_some(want);
+                        match self
+                            .source
+                            .available(p as usize, n, &st.position, now, cap)?
+                        {
                             Some(k) if k > 0 => want = want.min(k),
                             _ => return Ok(None),
                         }
@@ -519,7 +525,9 @@ impl SourceDriver {
             if st.done || st.run_left.is_some() {
                 continue;
             }
-            st.run_left = self.source.available(*p as usize, n, &st.position, now)?;
+            st.run_left = self
+                .source
+                .available(*p as usize, n, &st.position, now, None)?;
         }
         Ok(())
     }
@@ -549,7 +557,10 @@ impl SourceDriver {
             if st.done {
                 continue;
             }
-            match self.source.available(*p as usize, n, &st.position, now)? {
+            match self
+                .source
+                .available(*p as usize, n, &st.position, now, None)?
+            {
                 Some(k) => total = total.saturating_add(k),
                 None => return Ok(None),
             }

@@ -2,7 +2,12 @@
 //! as Spark Streaming, Structured Streaming's micro-batch mode and Storm Trident run.
 //!
 //! The input is cut into batches, one every `--batch-interval` (500 ms by default; the
-//! next starts once the previous one is complete). A batch is an epoch of the engine:
+//! next starts once the previous one is complete), and by size: a batch reads at most
+//! `--max-records-per-batch` from a source (100,000 by default), and when a source
+//! had more available (a backlog, a bounded input) the next batch starts at once. So a
+//! bounded input of any size runs in batches of bounded size, and the windows a batch
+//! opens before its end moves the watermark stay few. A batch is an epoch of the
+//! engine:
 //!
 //! 1. each source partition's range for it (start position, record count: at most
 //!    its share of `--max-records-per-batch`) is fixed from what is available and,
@@ -41,7 +46,10 @@ pub struct MicrobatchRunner;
 /// The micro-batch runner on the engine.
 pub const ENGINE_RUNNER: EngineRunner = EngineRunner {
     name: "microbatch",
-    options: &[],
+    options: &[(
+        "max_watermark_drift_ms",
+        "watermark alignment: a source instance whose watermark runs more than this ahead of its slowest instance reads one record a partition per batch until they catch up, so that the windows it opens ahead stay few (default 10000; 0: off)",
+    )],
     policy: policy::choose,
 };
 

@@ -52,6 +52,7 @@ impl EpochPolicy for Batches {
             due: Instant::now(),
             run: None,
             run_ends_fixed: false,
+            backlog: false,
         })
     }
 }
@@ -67,7 +68,7 @@ pub const FLAGS: [RunnerFlag; 4] = [
     RunnerFlag {
         name: "max-records-per-batch",
         value_name: "N",
-        help: "The micro-batch runner reads at most this many records from a source per batch (default: everything available)",
+        help: "The micro-batch runner reads at most this many records from a source per batch (default 100000); a source with more available (a backlog, a bounded input) runs in batches of this size back to back, without waiting for the interval, so that a batch's records and the windows they open stay bounded at any input size",
         check: check_max_records,
     },
     RunnerFlag {
@@ -90,6 +91,21 @@ fn interval(s: &str) -> std::result::Result<Duration, String> {
 fn check_interval(s: &str) -> std::result::Result<(), String> {
     interval(s).map(|_| ())
 }
+
+/// Records a batch reads from a source at most, unless `--max-records-per-batch` says:
+/// a bounded input of any size runs in batches of about this many, and the windows a
+/// batch opens before the watermark moves at its end stay few. Measured (`bench
+/// --runner microbatch --workers 2`, lines of 10 words, against one batch of the whole
+/// input): the windowed word count's peak RSS 163 MB at 10M words and 171 MB at 50M
+/// (was 551 and 770 MB) at 6.38M and 5.79M words/s (was 3.29M and 4.34M); the count,
+/// whose partial combines are flushed once a batch, 14.8M and 13.4M words/s (was 17.4M
+/// and 16.9M).
+pub const DEFAULT_MAX_RECORDS: u64 = 100_000;
+
+/// How far a source instance's watermark may run ahead of its slowest instance before
+/// it reads one record a partition per batch until they catch up (the runner option
+/// `max_watermark_drift_ms`; 0: off).
+pub const DEFAULT_MAX_WATERMARK_DRIFT: Duration = Duration::from_secs(10);
 
 fn max_records(s: &str) -> std::result::Result<u64, String> {
     s.parse::<u64>()
@@ -151,8 +167,18 @@ pub fn choose(options: &PipelineOptions) -> Result<PolicyChoice> {
         None => Duration::from_millis(500),
         Some(v) => interval(v).map_err(|e| checked("batch-interval", v, e))?,
     };
+    let max_watermark_drift = match options.runner_option("max_watermark_drift_ms") {
+        None => Some(DEFAULT_MAX_WATERMARK_DRIFT),
+        Some("0") => None,
+        Some(v) => Some(Duration::from_millis(v.parse::<u64>().map_err(|_| {
+            Error::InvalidOption {
+                option: format!("--runner-option max_watermark_drift_ms={v}"),
+                message: "expected a whole number of milliseconds (0: off)".into(),
+            }
+        })?)),
+    };
     let max_records = match flag("max-records-per-batch") {
-        None => None,
+        None => Some(DEFAULT_MAX_RECORDS),
         Some(v) => Some(max_records(v).map_err(|e| checked("max-records-per-batch", v, e))?),
     };
     Ok(PolicyChoice {
@@ -162,8 +188,7 @@ pub fn choose(options: &PipelineOptions) -> Result<PolicyChoice> {
         }),
         interval,
         epochs_in_flight: 1,
-        // A micro-batch reads its sources' records up to its limit at once.
-        max_watermark_drift: None,
+        max_watermark_drift,
     })
 }
 
@@ -178,6 +203,10 @@ struct BatchReader {
     /// partition's end taken (or kept from the checkpoint taken within the run); under
     /// `interval`, any such end forgotten.
     run_ends_fixed: bool,
+    /// The last batch stopped at the record limit with more available: the next one
+    /// runs at once, not at the next interval (a batch is cut by size as well as by
+    /// time).
+    backlog: bool,
 }
 
 /// A micro-batch a source task is running through its stage.
@@ -222,11 +251,12 @@ impl BatchReader {
             task.activate_after(Duration::from_millis(1));
             return Ok(());
         }
-        if trigger == BatchTrigger::Interval && !stopping && started < self.due {
+        if trigger == BatchTrigger::Interval && !stopping && !self.backlog && started < self.due {
             task.activate_after(self.due.saturating_duration_since(started));
             return Ok(());
         }
-        let due = self.due;
+        let due = if self.backlog { started } else { self.due };
+        self.backlog = false;
         self.due = (due + task.epoch_interval()).max(started);
         let delay_ms = started.saturating_duration_since(due).as_millis() as u64;
         if task.clock() == Clock::Wall {
@@ -285,6 +315,12 @@ impl BatchReader {
             }
             let limit = if trigger == BatchTrigger::Once || simulated {
                 None
+            } else if !replayed && task.ahead_of_its_source() {
+                // Watermark alignment: an instance ahead of its source's slowest
+                // reads one record a partition until the others catch up, so that the
+                // windows it opens past theirs (held until the watermark, their
+                // minimum, passes them) stay few.
+                Some(1)
             } else {
                 self.policy.max_records
             };
@@ -307,6 +343,7 @@ impl BatchReader {
                         .read_batch(logged.as_deref(), limit, read_size, batch_time, &mut out)
                         .map_err(|e| task.fail(e))?;
                     stop = trigger_stops(trigger, read.limited);
+                    self.backlog = read.limited;
                     read.ranges
                 }
             };
@@ -386,6 +423,7 @@ impl BatchReader {
                 task.log_ranges(&read.ranges)?;
             }
             run.stop |= trigger_stops(self.policy.trigger, read.limited);
+            self.backlog = read.limited;
         }
         // On the simulated clock the batch read everything the source has at a time
         // that never moves: nothing more will come (core's clock.rs).

@@ -529,9 +529,54 @@ fn watch(n: u64) -> u64 {
     n % 10
 }
 
-/// A bounded input runs as one batch whose range is fixed (and logged) first and then
-/// read a chunk at a time as the batch runs: the records in memory stay within a few
-/// chunks, not the whole input.
+/// A batch is cut by size as well as by time: a bounded input larger than the record
+/// limit runs in batches of the limit back to back, the next starting at once rather
+/// than at the next interval (an hour here: the run would not end for hours), and
+/// every record is counted once.
+#[test]
+fn a_backlog_runs_in_batches_of_the_record_limit_back_to_back() {
+    let dir = tempfile::tempdir().unwrap();
+    tidewater_runner_microbatch::register();
+    let mut engine = EngineOptions {
+        checkpoint_dir: Some(dir.path().to_path_buf()),
+        ..Default::default()
+    };
+    engine.workers = 2;
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let p = Pipeline::new(microbatch(
+            engine,
+            &[("batch-interval", "1h"), ("max-records-per-batch", "50000")],
+        ));
+        p.apply(
+            "Numbers",
+            Read::from(GenerateSequence::new(0, Some(200_000))),
+        )
+        .map("Mod", |n: u64| n % 10)
+        .apply("Count", Count::per_element())
+        .map("Format", to_string)
+        .capture("counts");
+        let _ = done.send(p.run());
+    });
+    let r = finished
+        .recv_timeout(Duration::from_secs(120))
+        .expect("the batches waited for the interval")
+        .unwrap();
+    let want: Vec<String> = (0..10).map(|k| format!("{k} 20000")).collect();
+    assert_eq!(sorted(&r, "counts"), want);
+    let batches = r
+        .metrics
+        .distribution(ENGINE_STEP, "batch_records")
+        .unwrap();
+    // Per batch and worker: each of the 2 workers reads its half of every batch.
+    assert_eq!(batches.sum, 200_000);
+    assert_eq!(batches.max, 25_000, "a worker's share of the limit");
+    assert!(batches.count >= 8, "{batches:?}");
+}
+
+/// A bounded input within the record limit runs as one batch whose range is fixed
+/// (and logged) first and then read a chunk at a time as the batch runs: the records
+/// in memory stay within a few chunks, not the whole batch.
 #[test]
 fn a_large_batch_is_read_a_chunk_at_a_time_as_it_runs() {
     let dir = tempfile::tempdir().unwrap();
@@ -541,7 +586,7 @@ fn a_large_batch_is_read_a_chunk_at_a_time_as_it_runs() {
             checkpoint_dir: Some(dir.path().to_path_buf()),
             ..Default::default()
         },
-        &[],
+        &[("max-records-per-batch", "1000000")],
     ));
     p.apply("Watched", Read::from(Watched { len: 200_000 }))
         .map("Watch", watch)

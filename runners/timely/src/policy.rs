@@ -88,6 +88,11 @@ pub trait ReadTask {
     /// alignment, when the engine runs it); if so, the task runs again shortly.
     fn wait_for_alignment(&mut self) -> bool;
 
+    /// Whether this instance's watermark runs more than the policy's drift ahead of
+    /// its source's slowest instance (watermark alignment), without waiting: a
+    /// micro-batch then reads little of it in the next batch.
+    fn ahead_of_its_source(&self) -> bool;
+
     /// The processing time the task reads at (the wall clock, or the epoch's in-band
     /// time under a policy whose time moves at epoch close).
     fn processing_time(&self) -> Timestamp;

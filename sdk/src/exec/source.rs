@@ -25,13 +25,15 @@ pub trait ErasedSource: Send {
     /// The encoded initial position of a partition.
     fn initial_position(&self, partition: usize, partitions: usize) -> Result<Vec<u8>, ExecError>;
     /// Records ready at the encoded `position` at processing time `now`, if the
-    /// source knows.
+    /// source knows; with `cap`, an answer of at most it
+    /// ([`Source::try_available_up_to`]).
     fn available(
         &self,
         partition: usize,
         partitions: usize,
         position: &[u8],
         now: Timestamp,
+        cap: Option<u64>,
     ) -> Result<Option<u64>, ExecError>;
     /// The checkpoint holding the encoded `position` is durable.
     fn finalize(
@@ -124,12 +126,14 @@ impl<S: Source> ErasedSource for SourceInvoker<S> {
         partitions: usize,
         position: &[u8],
         now: Timestamp,
+        cap: Option<u64>,
     ) -> Result<Option<u64>, ExecError> {
         let pos: S::Position = coder::decode(position)
             .map_err(|e| user_error(format!("source position does not decode: {e}")))?;
         let s = &self.0;
-        match catch_user(AssertUnwindSafe(|| {
-            s.try_available(partition, partitions, &pos, now)
+        match catch_user(AssertUnwindSafe(|| match cap {
+            Some(cap) => s.try_available_up_to(partition, partitions, &pos, now, cap),
+            None => s.try_available(partition, partitions, &pos, now),
         })) {
             Ok(Ok(n)) => Ok(n),
             Ok(Err(e)) if e.is::<crate::io::Unavailable>() => Err(ExecError::Unavailable {

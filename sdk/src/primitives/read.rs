@@ -350,6 +350,18 @@ where
             .try_available(partition, partitions, &p.inner, now)
     }
 
+    fn try_available_up_to(
+        &self,
+        partition: usize,
+        partitions: usize,
+        p: &Self::Position,
+        now: Timestamp,
+        cap: u64,
+    ) -> Result<Option<u64>, UserError> {
+        self.source
+            .try_available_up_to(partition, partitions, &p.inner, now, cap)
+    }
+
     fn finalize(
         &mut self,
         partition: usize,

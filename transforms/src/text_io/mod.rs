@@ -421,7 +421,20 @@ impl tidewater::Source for TextSource {
         partition: usize,
         partitions: usize,
         pos: &TextPosition,
+        now: Timestamp,
+    ) -> Result<Option<u64>, UserError> {
+        self.try_available_up_to(partition, partitions, pos, now, u64::MAX)
+    }
+
+    /// The lines left from `pos`, counted no further than `cap`: a micro-batch of a
+    /// large file passes over its own lines, not the rest of the file, on every batch.
+    fn try_available_up_to(
+        &self,
+        partition: usize,
+        partitions: usize,
+        pos: &TextPosition,
         _now: Timestamp,
+        cap: u64,
     ) -> Result<Option<u64>, UserError> {
         let mut pos = pos.clone();
         let mut count = 0u64;
@@ -429,7 +442,7 @@ impl tidewater::Source for TextSource {
             partition,
             partitions,
             &mut pos,
-            usize::MAX,
+            usize::try_from(cap).unwrap_or(usize::MAX),
             &mut None,
             |reader, keep| {
                 // Past one line, without decoding it.

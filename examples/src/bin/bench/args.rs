@@ -117,8 +117,8 @@ pub(super) struct Args {
     /// (`--checkpoint-ms` with 0 among them) run `--cost-reps` times again on it, rep
     /// by rep; their records are marked `cost_run`: the report judges the costs from
     /// them and keeps them out of the throughput tables. The micro-batch runner would
-    /// read the bounded input in one batch, so in this pass it runs ten batches of a
-    /// tenth of the lines each, on and off alike (`--batch-records`).
+    /// read the bounded input in batches of its default limit (100,000 records), so in
+    /// this pass it runs ten batches of a tenth of the lines each, on and off alike (`--batch-records`).
     #[arg(long, value_name = "WORDS")]
     pub(super) cost_words: Option<u64>,
     /// Reps of each setting in the `--cost-words` pass (default: `--reps`). The costs
@@ -129,7 +129,7 @@ pub(super) struct Args {
     /// Micro-batch runs read at most N lines per batch, in batches back to back until
     /// the input's end (Spark's `Trigger.AvailableNow` with a record limit: the
     /// runner's `--trigger available-now --max-records-per-batch N`), instead of the
-    /// whole bounded input in one batch. The `--cost-words` pass sets it to a tenth of
+    /// runner's default limit (100,000 records a batch, back to back). The `--cost-words` pass sets it to a tenth of
     /// its input for the micro-batch runner.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub(super) batch_records: Option<u64>,

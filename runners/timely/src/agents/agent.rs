@@ -58,6 +58,20 @@ impl Running {
         *sent = Some(modified);
         Some(json)
     }
+
+    /// Sends the status file to the coordinator, if it changed since it was last sent.
+    fn send_status(&mut self, stream: &mut TcpStream) -> std::io::Result<()> {
+        match self.new_status() {
+            Some(json) => wire::send(
+                stream,
+                &ToCoordinator::Status {
+                    attempt: self.attempt,
+                    json,
+                },
+            ),
+            None => Ok(()),
+        }
+    }
 }
 
 enum Session {
@@ -134,28 +148,16 @@ impl Agent {
             if looked.elapsed() >= wire::BEAT {
                 looked = Instant::now();
                 if let Some(r) = &mut running {
-                    if let Some(json) = r.new_status() {
-                        let status = ToCoordinator::Status {
-                            attempt: r.attempt,
-                            json,
-                        };
-                        if let Err(e) = wire::send(&mut stream, &status) {
-                            break Session::Lost(e.to_string());
-                        }
+                    if let Err(e) = r.send_status(&mut stream) {
+                        break Session::Lost(e.to_string());
                     }
                 }
             }
             if let Some(r) = &mut running {
                 if let Ok(Some(status)) = r.child.try_wait() {
                     // The status it wrote last, before how it ended.
-                    if let Some(json) = r.new_status() {
-                        let status = ToCoordinator::Status {
-                            attempt: r.attempt,
-                            json,
-                        };
-                        if let Err(e) = wire::send(&mut stream, &status) {
-                            break Session::Lost(e.to_string());
-                        }
+                    if let Err(e) = r.send_status(&mut stream) {
+                        break Session::Lost(e.to_string());
                     }
                     let exited = ToCoordinator::Exited {
                         attempt: r.attempt,

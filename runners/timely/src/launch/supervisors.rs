@@ -52,15 +52,7 @@ impl EngineRunner {
             },
         }
         .run();
-        if let (Some(linger), Some(_)) = (e.status_linger, &status) {
-            std::thread::sleep(linger);
-        }
-        drop(status);
-        let result = result?;
-        if stderr_is_terminal() {
-            eprintln!("{}", summary(self.name, &result.metrics));
-        }
-        Ok(result)
+        self.ended(result, status, e.status_linger)
     }
 
     /// Coordinates the job across the hosts whose agents register at `address`
@@ -99,7 +91,18 @@ impl EngineRunner {
         }
         .supervise(&mut agents);
         agents.finish(result.is_ok());
-        if let (Some(linger), Some(_)) = (e.status_linger, &status) {
+        self.ended(result, status, e.status_linger)
+    }
+
+    /// A supervisor's job ended with `result`: its status is served `linger` longer
+    /// (`--status-linger`), then the summary goes to a terminal.
+    fn ended(
+        &self,
+        result: Result<PipelineResult>,
+        status: Option<SupervisedStatus>,
+        linger: Option<Duration>,
+    ) -> Result<PipelineResult> {
+        if let (Some(linger), Some(_)) = (linger, &status) {
             std::thread::sleep(linger);
         }
         drop(status);
@@ -137,22 +140,22 @@ impl EngineRunner {
     }
 }
 
+/// The status a supervisor serves, and its server (served until dropped).
+type SupervisedStatus = (
+    std::sync::Arc<crate::status::supervised::Supervised>,
+    crate::status::server::StatusServer,
+);
+
 /// A supervisor's status server (`--status-addr`), if asked for: the job's status as
 /// its process 0 hands it over, with the restarts only the supervisor knows of, and
 /// control of the job (a stop drains it, a savepoint goes to process 0).
-#[allow(clippy::type_complexity)]
 fn supervised_status(
     runner: &str,
     processes: usize,
     plan: &Plan,
     config: &crate::EngineConfig,
     options: &PipelineOptions,
-) -> Result<
-    Option<(
-        std::sync::Arc<crate::status::supervised::Supervised>,
-        crate::status::server::StatusServer,
-    )>,
-> {
+) -> Result<Option<SupervisedStatus>> {
     let e = &options.engine;
     let Some(addr) = &e.status_addr else {
         return Ok(None);

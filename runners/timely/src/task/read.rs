@@ -77,6 +77,10 @@ impl ReadTask for Reading<'_> {
         ahead
     }
 
+    fn ahead_of_its_source(&self) -> bool {
+        self.task.ahead_of_its_source()
+    }
+
     fn processing_time(&self) -> Timestamp {
         self.task.now()
     }
