@@ -66,17 +66,26 @@ fn a_crash_during_a_snapshot_or_between_staging_and_commit_loses_and_repeats_not
         ("microbatch", "staged"),
         ("microbatch", "committed"),
     ];
-    for (runner, point) in points {
-        let run = Run::on(runner);
-        let marker = run.ckpt.with_extension("fault");
-        let child = run
-            .command(&["--local-cluster=2"])
-            .env(
-                "TIDEWATER_FAULT",
-                format!("{point}:800:{}", marker.display()),
-            )
-            .spawn()
-            .unwrap();
+    // The jobs are rate-limited (they mostly wait): all at once, each on its own
+    // directories and ports.
+    let started: Vec<_> = points
+        .into_iter()
+        .map(|(runner, point)| {
+            let run = Run::on(runner);
+            let marker = run.ckpt.with_extension("fault");
+            let child = run
+                .command(&["--local-cluster=2"])
+                .env(
+                    "TIDEWATER_FAULT",
+                    format!("{point}:800:{}", marker.display()),
+                )
+                .spawn()
+                .unwrap();
+            (run, point, child)
+        })
+        .collect();
+    for (run, point, child) in started {
+        let runner = run.runner;
         let what = format!("{runner}: {point}");
         let stderr = finish(child, &what);
         assert!(
@@ -177,19 +186,29 @@ fn crash_at_point_with(run: &Run, workers: u32, point: &str, env: &[(&str, &str)
 #[test]
 fn a_checkpoint_taken_at_two_workers_resumes_at_one_and_at_three() {
     let _s = serial();
-    for runner in RUNNERS {
-        for workers in [1, 3] {
-            let run = Run::on(runner);
-            crash_at_point_with(&run, 2, "staged", &[("TIDEWATER_DELAY", "late-source:300")]);
-            let child = run
-                .command(&[&format!("--workers={workers}")])
-                .spawn()
-                .unwrap();
-            let what = format!("{runner}: resume at {workers} workers");
-            finish(child, &what);
-            assert_exact(&run, &what);
+    // Rate-limited jobs that mostly wait: the four side by side.
+    std::thread::scope(|scope| {
+        for runner in RUNNERS {
+            for workers in [1, 3] {
+                scope.spawn(move || {
+                    let run = Run::on(runner);
+                    crash_at_point_with(
+                        &run,
+                        2,
+                        "staged",
+                        &[("TIDEWATER_DELAY", "late-source:300")],
+                    );
+                    let child = run
+                        .command(&[&format!("--workers={workers}")])
+                        .spawn()
+                        .unwrap();
+                    let what = format!("{runner}: resume at {workers} workers");
+                    finish(child, &what);
+                    assert_exact(&run, &what);
+                });
+            }
         }
-    }
+    });
 }
 
 /// The newest checkpoint's manifest.

@@ -30,6 +30,31 @@ pub const RENEW: Duration = Duration::from_secs(5);
 
 const KEY: &str = "lock";
 
+/// How long a lease lasts and how often it is renewed ([`LEASE`] and [`RENEW`]; tests
+/// use shorter ones).
+#[derive(Clone, Copy, Debug)]
+pub struct Timing {
+    /// How long a lease lasts without renewal.
+    pub lease: Duration,
+    /// How often its holder renews it.
+    pub renew: Duration,
+}
+
+impl Timing {
+    /// A job's: [`LEASE`] and [`RENEW`].
+    pub const JOB: Timing = Timing {
+        lease: LEASE,
+        renew: RENEW,
+    };
+
+    /// A holder renewing every `renew` always leaves more than this; less means it
+    /// missed a renewal (it died, or is cut off).
+    fn stale(&self) -> Duration {
+        self.lease
+            .saturating_sub(self.renew + Duration::from_secs(1))
+    }
+}
+
 #[derive(Serialize, Deserialize)]
 struct Body {
     holder: String,
@@ -78,11 +103,11 @@ fn now_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
-fn body(holder: &str) -> Vec<u8> {
+fn body(holder: &str, lease: Duration) -> Vec<u8> {
     let (host, boot, pid) = me();
     serde_json::to_vec(&Body {
         holder: holder.to_string(),
-        until_ms: now_ms() + LEASE.as_millis() as u64,
+        until_ms: now_ms() + lease.as_millis() as u64,
         host,
         boot,
         pid,
@@ -106,10 +131,6 @@ pub struct Held {
     pub left: Duration,
 }
 
-/// A holder renewing every [`RENEW`] always leaves more than this; less means it
-/// missed a renewal (it died, or is cut off).
-const STALE: Duration = Duration::from_secs(LEASE.as_secs() - RENEW.as_secs() - 1);
-
 impl Lease {
     /// Takes the lease of the object store at `location` for `holder`, waiting for a
     /// holder that stopped renewing it (a job restarted on another host after its
@@ -118,11 +139,20 @@ impl Lease {
     /// its holder) if it was renewed. So a second job is refused within some
     /// [`RENEW`] + 2 s; a dead holder's lease is taken within [`LEASE`].
     pub fn acquire(location: &str, holder: &str) -> Result<std::result::Result<Lease, Held>> {
+        Lease::acquire_with(location, holder, Timing::JOB)
+    }
+
+    /// [`Lease::acquire`] with `timing`.
+    pub fn acquire_with(
+        location: &str,
+        holder: &str,
+        timing: Timing,
+    ) -> Result<std::result::Result<Lease, Held>> {
         let mut looked_again = false;
         loop {
-            match Lease::take(location, holder)? {
+            match Lease::take_with(location, holder, timing)? {
                 Ok(lease) => return Ok(Ok(lease)),
-                Err(held) if held.left < STALE => {
+                Err(held) if held.left < timing.stale() => {
                     tracing::info!(
                         "the lease of {location} is held by {}, who stopped renewing it: waiting {} ms for it to run out",
                         held.holder,
@@ -132,7 +162,7 @@ impl Lease {
                 }
                 Err(_) if !looked_again => {
                     looked_again = true;
-                    std::thread::sleep(RENEW + Duration::from_secs(2));
+                    std::thread::sleep(timing.renew + Duration::from_secs(2));
                 }
                 Err(held) => return Ok(Err(held)),
             }
@@ -142,6 +172,15 @@ impl Lease {
     /// Takes the lease of the object store at `location` for `holder`; `Ok(Err(..))`
     /// names who holds it.
     pub fn take(location: &str, holder: &str) -> Result<std::result::Result<Lease, Held>> {
+        Lease::take_with(location, holder, Timing::JOB)
+    }
+
+    /// [`Lease::take`] with `timing`.
+    pub fn take_with(
+        location: &str,
+        holder: &str,
+        timing: Timing,
+    ) -> Result<std::result::Result<Lease, Held>> {
         let objects = Arc::new(Objects::open(location)?);
         let mut version = None;
         for _ in 0..3 {
@@ -161,7 +200,7 @@ impl Lease {
                     Some(v)
                 }
             };
-            version = objects.put_versioned(KEY, &body(holder), over.as_ref())?;
+            version = objects.put_versioned(KEY, &body(holder, timing.lease), over.as_ref())?;
             if version.is_some() {
                 break;
             }
@@ -179,7 +218,7 @@ impl Lease {
             let (stop, holder) = (stop.clone(), holder.to_string());
             std::thread::Builder::new()
                 .name("tidewater-lease".into())
-                .spawn(move || renew(&objects, &holder, version, &stop))
+                .spawn(move || renew(&objects, &holder, version, timing, &stop))
                 .map_err(|e| Error::Internal(format!("cannot start the lease's renewer: {e}")))?
         };
         Ok(Ok(Lease {
@@ -190,13 +229,19 @@ impl Lease {
 }
 
 /// Renews the lease every [`RENEW`] until told to stop; then lets it go.
-fn renew(objects: &Objects, holder: &str, mut version: Version, stop: &(Mutex<bool>, Condvar)) {
+fn renew(
+    objects: &Objects,
+    holder: &str,
+    mut version: Version,
+    timing: Timing,
+    stop: &(Mutex<bool>, Condvar),
+) {
     let mut stopped = stop.0.lock().unwrap_or_else(|p| p.into_inner());
     loop {
         // Told to stop before it waited (a lease dropped at once) is seen here too.
         stopped = stop
             .1
-            .wait_timeout_while(stopped, RENEW, |stopped| !*stopped)
+            .wait_timeout_while(stopped, timing.renew, |stopped| !*stopped)
             .unwrap_or_else(|p| p.into_inner())
             .0;
         if *stopped {
@@ -206,12 +251,13 @@ fn renew(objects: &Objects, holder: &str, mut version: Version, stop: &(Mutex<bo
             }
             return;
         }
-        match objects.put_versioned(KEY, &body(holder), Some(&version)) {
+        match objects.put_versioned(KEY, &body(holder, timing.lease), Some(&version)) {
             Ok(Some(v)) => version = v,
             Ok(None) => {
                 tracing::error!(
-                    "the lease {} was taken by another job while this one held it (this one stalled past its {LEASE:?}): this job's manifests will not replace that one's",
-                    objects.name(KEY)
+                    "the lease {} was taken by another job while this one held it (this one stalled past its {:?}): this job's manifests will not replace that one's",
+                    objects.name(KEY),
+                    timing.lease
                 );
                 return;
             }
@@ -235,6 +281,13 @@ mod tests {
     use super::*;
     use std::time::Instant;
 
+    /// Short leases: 4 s, renewed every second (a lease shows a missed renewal below
+    /// 2 s left).
+    const QUICK: Timing = Timing {
+        lease: Duration::from_secs(4),
+        renew: Duration::from_secs(1),
+    };
+
     /// Writes a lease of another host's process, `left` from running out.
     fn plant(location: &str, left: Duration) {
         let objects = Objects::open(location).unwrap();
@@ -252,15 +305,22 @@ mod tests {
     }
 
     #[test]
+    fn the_jobs_timing_leaves_a_renewal_to_miss() {
+        assert_eq!(Timing::JOB.stale(), Duration::from_secs(9));
+        // A live holder, renewing on time, always shows more than `stale` left.
+        assert!(Timing::JOB.lease - Timing::JOB.renew > Timing::JOB.stale());
+    }
+
+    #[test]
     fn a_lease_its_holder_stopped_renewing_is_waited_out_and_taken() {
         let location = "memory:///lease-tests/stale";
-        plant(location, Duration::from_secs(2));
+        plant(location, Duration::from_secs(1));
         let started = Instant::now();
-        let lease = Lease::acquire(location, "the new one").unwrap();
+        let lease = Lease::acquire_with(location, "the new one", QUICK).unwrap();
         assert!(lease.is_ok(), "{:?}", lease.err());
         let waited = started.elapsed();
         assert!(
-            waited >= Duration::from_secs(1) && waited < Duration::from_secs(5),
+            waited >= Duration::from_millis(900) && waited < Duration::from_secs(3),
             "{waited:?}"
         );
     }
@@ -268,31 +328,38 @@ mod tests {
     #[test]
     fn a_lease_that_is_renewed_refuses_a_second_job_naming_its_holder() {
         let location = "memory:///lease-tests/renewed";
-        let first = Lease::take(location, "the first job").unwrap().unwrap();
+        let first = Lease::take_with(location, "the first job", QUICK)
+            .unwrap()
+            .unwrap();
         let started = Instant::now();
-        let held = Lease::acquire(location, "a second job")
+        let held = Lease::acquire_with(location, "a second job", QUICK)
             .unwrap()
             .unwrap_err();
         assert_eq!(held.holder, "the first job");
-        assert!(held.left > STALE, "{:?}", held.left);
+        assert!(held.left > QUICK.stale(), "{:?}", held.left);
         // Looked at again a renewal later, then refused.
-        assert!(started.elapsed() >= RENEW, "{:?}", started.elapsed());
+        assert!(started.elapsed() >= QUICK.renew, "{:?}", started.elapsed());
         drop(first);
         // Let go: the next one takes it at once.
         let started = Instant::now();
-        assert!(Lease::acquire(location, "a third job").unwrap().is_ok());
+        assert!(Lease::acquire_with(location, "a third job", QUICK)
+            .unwrap()
+            .is_ok());
         assert!(started.elapsed() < Duration::from_secs(1));
     }
 
     #[test]
     fn a_lease_that_looks_fresh_but_is_not_renewed_is_taken_when_it_runs_out() {
         let location = "memory:///lease-tests/fresh-dead";
-        plant(location, LEASE);
+        plant(location, QUICK.lease);
         let started = Instant::now();
-        assert!(Lease::acquire(location, "the new one").unwrap().is_ok());
+        assert!(Lease::acquire_with(location, "the new one", QUICK)
+            .unwrap()
+            .is_ok());
         let waited = started.elapsed();
         assert!(
-            waited >= LEASE - Duration::from_secs(1) && waited < LEASE + Duration::from_secs(3),
+            waited >= QUICK.lease - Duration::from_millis(500)
+                && waited < QUICK.lease + Duration::from_secs(3),
             "{waited:?}"
         );
     }
