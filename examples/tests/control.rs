@@ -125,7 +125,7 @@ fn cli(args: &[&str]) -> Result<String, String> {
 #[test]
 fn the_cli_takes_a_savepoint_and_stops_a_cluster_and_a_restart_from_it_is_exact() {
     let _s = serial();
-    for runner in RUNNERS {
+    on_each_runner(|runner| {
         let mut run = Run::on(runner);
         run.records = RECORDS_6S;
         let dir = tempfile::tempdir().unwrap();
@@ -195,7 +195,7 @@ fn the_cli_takes_a_savepoint_and_stops_a_cluster_and_a_restart_from_it_is_exact(
             dir.path(),
             &format!("{runner}: stopped by the CLI"),
         );
-    }
+    });
 }
 
 #[test]

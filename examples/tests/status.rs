@@ -133,7 +133,7 @@ fn totals(s: &serde_json::Value) -> i64 {
 #[test]
 fn a_running_jobs_status_is_served_as_json_and_for_prometheus() {
     let _s = serial();
-    for runner in RUNNERS {
+    on_each_runner(|runner| {
         let run = Run::on(runner);
         let (mut child, base) = start(&run, &[]);
         let one = until(&base, "records read", |s| records_read(s) > 0);
@@ -270,7 +270,7 @@ fn a_running_jobs_status_is_served_as_json_and_for_prometheus() {
         let status = child.wait().unwrap();
         assert!(status.success(), "{runner}: the job failed");
         assert_exact(&run, &format!("{runner} with its status served"));
-    }
+    });
 }
 
 #[test]
@@ -425,7 +425,7 @@ fn the_direct_runner_serves_its_status_answers_why_and_stops_over_the_api() {
 #[test]
 fn a_local_clusters_supervisor_serves_every_process_across_a_restart() {
     let _s = serial();
-    for runner in RUNNERS {
+    on_each_runner(|runner| {
         let run = Run::on(runner);
         let (mut child, base) = start(&run, &["--local-cluster=2", "--workers=2"]);
         let one = until(&base, "every worker's figures", |s| all_read(s, 4));
@@ -471,7 +471,7 @@ fn a_local_clusters_supervisor_serves_every_process_across_a_restart() {
             &run,
             &format!("{runner} in a local cluster with its status served"),
         );
-    }
+    });
 }
 
 /// A `--hosts` cluster of 2 processes started by hand, each given `--status-addr`:

@@ -105,7 +105,7 @@ fn a_killed_supervisor_leaves_no_process_behind_and_the_job_resumes() {
     // About 10 s of input: the processes would outlive the check by far.
     const RECORDS_10S: u64 = 100_000;
     let want = reference_of(RECORDS_10S);
-    for runner in RUNNERS {
+    on_each_runner(|runner| {
         let mut run = Run::on(runner);
         run.records = RECORDS_10S;
         let mut supervisor = run.command(&["--local-cluster=2"]).spawn().unwrap();
@@ -129,7 +129,7 @@ fn a_killed_supervisor_leaves_no_process_behind_and_the_job_resumes() {
         );
         let got = run.lines();
         assert!(got == want, "{runner}: {}", difference(&got, &want));
-    }
+    });
 }
 
 /// A second job on a checkpoint directory in use is refused at once, naming the
@@ -138,7 +138,7 @@ fn a_killed_supervisor_leaves_no_process_behind_and_the_job_resumes() {
 #[test]
 fn a_second_job_on_the_same_checkpoint_dir_is_refused() {
     let _s = serial();
-    for runner in RUNNERS {
+    on_each_runner(|runner| {
         let run = Run::on(runner);
         let mut first = run.command(&["--local-cluster=2"]).spawn().unwrap();
         running(&run, &mut first);
@@ -158,7 +158,7 @@ fn a_second_job_on_the_same_checkpoint_dir_is_refused() {
         }
         finish(first, &format!("{runner}: the first job"));
         assert_exact(&run, &format!("{runner}: the first job"));
-    }
+    });
 }
 
 /// The database out of reach for 3 s mid-run (a proxy in front of it cuts every
@@ -216,7 +216,7 @@ fn sigterm_to_the_supervisor_drains_the_job() {
     let _s = serial();
     const RECORDS_10S: u64 = 100_000;
     let want = reference_of(RECORDS_10S);
-    for runner in RUNNERS {
+    on_each_runner(|runner| {
         let mut run = Run::on(runner);
         run.records = RECORDS_10S;
         let mut supervisor = run.command(&["--local-cluster=2"]).spawn().unwrap();
@@ -267,7 +267,7 @@ fn sigterm_to_the_supervisor_drains_the_job() {
             got.len(),
             want.len()
         );
-    }
+    });
 }
 
 /// The supervisor's work directory (hosts and outcome files) has a random name and is

@@ -20,6 +20,18 @@ pub const RECORDS: u64 = 30_000;
 /// Records per second: a run takes about 3 s, so kills land mid-run.
 pub const RATE: f64 = 10_000.0;
 
+/// Runs `f` for each engine runner, the two side by side on threads of their own: for
+/// scenarios whose jobs are rate-limited and mostly wait (a failure in either fails
+/// the test, with its message).
+pub fn on_each_runner(f: impl Fn(&'static str) + Sync) {
+    std::thread::scope(|scope| {
+        for runner in RUNNERS {
+            let f = &f;
+            scope.spawn(move || f(runner));
+        }
+    });
+}
+
 /// One crash scenario at a time: they time their kills, and the machine is small.
 pub fn serial() -> std::sync::MutexGuard<'static, ()> {
     static LOCK: Mutex<()> = Mutex::new(());
