@@ -34,6 +34,8 @@ pub struct MatrixConfig {
     /// Runs with `--no-validate` (the direct runner's fast path: no coder round-trips,
     /// natural order, keyed input pushed straight into its operator).
     pub no_validate: bool,
+    /// Where stateful DoFns keep their state (`--state-backend`).
+    pub state_backend: tidewater::StateBackendKind,
     /// Runner flags (e.g. the micro-batch runner's `--batch-interval`); a run gets
     /// those its runner declares.
     pub runner_flags: tidewater::runner_flags::RunnerFlags,
@@ -49,6 +51,7 @@ impl Default for MatrixConfig {
             timeout: Duration::from_secs(120),
             runner_options: Vec::new(),
             no_validate: false,
+            state_backend: Default::default(),
             runner_flags: Default::default(),
             engine: tidewater::EngineOptions::default(),
         }
@@ -94,6 +97,7 @@ pub fn run_case(case: &Case, runner: &str, config: &MatrixConfig) -> Outcome {
             seed,
             runner_options: config.runner_options.clone(),
             no_validate: config.no_validate,
+            state_backend: config.state_backend,
             runner_flags: flags_for(runner, &config.runner_flags),
             engine: if runner == "direct" {
                 tidewater::EngineOptions::default()
@@ -157,6 +161,9 @@ fn cluster_engine(
         ];
         args.extend(seed.map(|s| format!("--seed={s}")));
         args.extend(config.no_validate.then(|| "--no-validate".to_string()));
+        if config.state_backend == tidewater::StateBackendKind::Fjall {
+            args.push("--state-backend=fjall".to_string());
+        }
         for (k, v) in &config.runner_options {
             args.push(format!("--runner-option={k}={v}"));
         }

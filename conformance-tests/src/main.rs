@@ -36,6 +36,9 @@ struct Args {
     /// Run without the direct runner's validation (its fast path).
     #[arg(long)]
     no_validate: bool,
+    /// Where stateful DoFns keep their state in every run: `memory` or `fjall`.
+    #[arg(long, value_enum, default_value_t = tidewater::StateBackendKind::Memory)]
+    state_backend: tidewater::StateBackendKind,
     /// Flags of a runner (e.g. the micro-batch runner's `--batch-interval`): each run
     /// gets those its runner declares.
     #[command(flatten)]
@@ -110,6 +113,7 @@ fn main() -> ExitCode {
         timeout: std::time::Duration::from_secs(args.timeout_secs),
         runner_options: args.runner_options.clone(),
         no_validate: args.no_validate,
+        state_backend: args.state_backend,
         runner_flags: args.runner_flags.clone(),
         engine: args.engine.clone(),
     };
@@ -159,6 +163,7 @@ fn run_cluster_child(args: &Args) -> ExitCode {
         seed: args.seed,
         runner_options: args.runner_options.clone(),
         no_validate: args.no_validate,
+        state_backend: args.state_backend,
         runner_flags: args.runner_flags.clone(),
         engine: args.engine.clone(),
         ..tidewater::PipelineOptions::for_runner(&args.runner)

@@ -608,11 +608,11 @@ fn a_crash_between_prepare_and_commit_leaves_every_postgres_row_exactly_once() {
         return;
     };
     let _s = serial();
-    for runner in RUNNERS {
+    on_each_runner(|runner| {
         for point in ["staged", "snapshot"] {
             postgres_crash(&url, runner, point);
         }
-    }
+    });
 }
 
 /// Crashed at 2 workers during a snapshot, resumed at 1: the one instance takes over
@@ -674,7 +674,7 @@ fn two_jobs_on_one_postgres_table_each_commit_every_row_exactly_once() {
     let _s = serial();
     let mut twice: Vec<String> = reference().iter().chain(reference()).cloned().collect();
     twice.sort();
-    for runner in RUNNERS {
+    on_each_runner(|runner| {
         let table = format!("two_jobs_{runner}");
         let c = pg_client(&url);
         pg_fresh_table(&c, &table);
@@ -708,7 +708,7 @@ fn two_jobs_on_one_postgres_table_each_commit_every_row_exactly_once() {
             &twice,
             &format!("{runner}: two jobs on one table"),
         );
-    }
+    });
 }
 
 /// Two jobs writing `EpochFiles` into one directory, each with its own checkpoint
@@ -754,7 +754,7 @@ fn a_second_run_of_one_job_on_one_postgres_table_is_refused() {
     // About 15 s of input: the first run outlasts the second's wait for the lock.
     const LONGER: u64 = 150_000;
     let want = reference_of(LONGER);
-    for runner in RUNNERS {
+    on_each_runner(|runner| {
         let table = format!("same_job_{runner}");
         let c = pg_client(&url);
         pg_fresh_table(&c, &table);
@@ -790,7 +790,7 @@ fn a_second_run_of_one_job_on_one_postgres_table_is_refused() {
         );
         finish(running, &format!("{runner}: the first run"));
         pg_assert_lines(&c, &table, &want, &format!("{runner}: the first run"));
-    }
+    });
 }
 
 /// A job restored from its checkpoint keeps the id recorded there (in its sinks' parts):

@@ -57,7 +57,9 @@ pub use element::{Element, KV};
 pub use error::{Error, Result, UserError, shorten};
 pub use exec::TimeDomain;
 pub use exec::{ErasedWindowFn, ViewOps};
-pub use options::{EngineOptions, PipelineOptions, parse_duration, parse_job_id, parse_key_value};
+pub use options::{
+    EngineOptions, PipelineOptions, StateBackendKind, parse_duration, parse_job_id, parse_key_value,
+};
 pub use pipeline::{PCollection, Pipeline, run_plan_file, run_plan_json};
 pub use primitives::*;
 pub use runner::{PipelineResult, Runner};

@@ -75,12 +75,33 @@ pub struct PipelineOptions {
     /// Without it such a run is refused, naming the epochs and the other choices.
     #[arg(long)]
     pub accept_duplicates: bool,
+    /// Where stateful DoFns keep their keyed state: `memory`, or `fjall`, an embedded
+    /// LSM store on local disk, for state larger than memory (a small cache of cells in
+    /// memory; checkpoints are the same either way, so a job can switch between them
+    /// from a savepoint).
+    #[arg(long, value_enum, default_value_t = StateBackendKind::Memory)]
+    pub state_backend: StateBackendKind,
+    /// With `--state-backend fjall`: the local directory the store's files go in (a
+    /// directory per process, removed when it ends); by default the system's
+    /// temporary directory.
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
     /// The flags a runner declares for itself (e.g. `--batch-interval`), as given.
     #[command(flatten)]
     pub runner_flags: crate::runner_flags::RunnerFlags,
     /// Workers, processes and checkpoints of the distributed runners.
     #[command(flatten)]
     pub engine: EngineOptions,
+}
+
+/// Where a job keeps the keyed state of its stateful DoFns (`--state-backend`).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum StateBackendKind {
+    /// In memory.
+    #[default]
+    Memory,
+    /// In an embedded LSM store (fjall) on local disk.
+    Fjall,
 }
 
 /// Options of the distributed runners (native and micro-batch): workers, processes,
@@ -265,6 +286,8 @@ impl Default for PipelineOptions {
             runner_options: Vec::new(),
             job_id: None,
             accept_duplicates: false,
+            state_backend: StateBackendKind::Memory,
+            state_dir: None,
             runner_flags: Default::default(),
             engine: EngineOptions::default(),
         }

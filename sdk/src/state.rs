@@ -115,7 +115,7 @@ impl<O: Element> StateContext<'_, O> {
         Ok(self
             .state
             .get(self.key, &self.window, name)
-            .map(coder::decode_state)
+            .map(|b| coder::decode_state(&b))
             .transpose()?)
     }
 
@@ -155,7 +155,7 @@ impl<O: Element> StateContext<'_, O> {
         self.state
             .bag(self.key, &self.window, name)
             .into_iter()
-            .map(|b| coder::decode_state(b).map_err(Into::into))
+            .map(|b| coder::decode_state(&b).map_err(Into::into))
             .collect()
     }
 
@@ -167,7 +167,7 @@ impl<O: Element> StateContext<'_, O> {
         input: F::In,
     ) -> Result<(), UserError> {
         let mut acc = match self.state.get(self.key, &self.window, name) {
-            Some(b) => coder::decode_state(b)?,
+            Some(b) => coder::decode_state(&b)?,
             None => f.create_accumulator(),
         };
         f.add_input(&mut acc, input);
@@ -177,7 +177,7 @@ impl<O: Element> StateContext<'_, O> {
     /// The output of combining state `name` (of an empty accumulator if never added to).
     pub fn combine_read<F: CombineFn>(&self, name: &str, f: &F) -> Result<F::Out, UserError> {
         let acc = match self.state.get(self.key, &self.window, name) {
-            Some(b) => coder::decode_state(b)?,
+            Some(b) => coder::decode_state(&b)?,
             None => f.create_accumulator(),
         };
         Ok(f.extract_output(acc))
@@ -206,7 +206,7 @@ impl<O: Element> StateContext<'_, O> {
         Ok(self
             .state
             .map_get(self.key, &self.window, name, &kb)
-            .map(coder::decode_state)
+            .map(|b| coder::decode_state(&b))
             .transpose()?)
     }
 
@@ -227,7 +227,7 @@ impl<O: Element> StateContext<'_, O> {
         self.state
             .map_entries(self.key, &self.window, name)
             .into_iter()
-            .map(|(k, v)| Ok((coder::decode(k)?, coder::decode_state(v)?)))
+            .map(|(k, v)| Ok((coder::decode(&k)?, coder::decode_state(&v)?)))
             .collect()
     }
 
@@ -254,7 +254,7 @@ impl<O: Element> StateContext<'_, O> {
         self.state
             .map_entries(self.key, &self.window, name)
             .into_iter()
-            .map(|(k, _)| coder::decode(k).map_err(Into::into))
+            .map(|(k, _)| coder::decode(&k).map_err(Into::into))
             .collect()
     }
 

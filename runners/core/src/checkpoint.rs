@@ -89,6 +89,7 @@ pub fn restore_keyed(
     lifted: bool,
     snapshot: &Snapshot,
     key_groups: &KeyGroups,
+    state: &crate::state::StateChoice,
 ) -> Result<Box<dyn KeyedOperator>> {
     let name = &plan.nodes[node].name;
     if snapshot.max_key_groups != key_groups.max {
@@ -99,7 +100,7 @@ pub fn restore_keyed(
             ),
         });
     }
-    let mut op = instantiate(plan, node, lifted, key_groups)?;
+    let mut op = instantiate(plan, node, lifted, key_groups, state)?;
     for (scope, parts) in snapshot.parts_of(name) {
         let take = match scope {
             Scope::KeyGroup(g) => key_groups.owned.contains(&g),
@@ -136,6 +137,7 @@ pub fn rescale_through(
     lifted: bool,
     snapshot: &Snapshot,
     workers: usize,
+    state: &crate::state::StateChoice,
 ) -> Result<Box<dyn KeyedOperator>> {
     let max = snapshot.max_key_groups;
     let name = &plan.nodes[node].name;
@@ -145,14 +147,14 @@ pub fn rescale_through(
             max,
             owned: key_groups_of_worker(w, workers, max),
         };
-        let mut op = restore_keyed(plan, node, lifted, snapshot, &key_groups)?;
+        let mut op = restore_keyed(plan, node, lifted, snapshot, &key_groups, state)?;
         parts.extend(keyed_parts(name, op.as_mut(), max, w as u32, SnapshotKind::Full)?.0);
     }
     let merged = Snapshot {
         parts,
         ..snapshot.clone_header()
     };
-    restore_keyed(plan, node, lifted, &merged, &KeyGroups::all(max))
+    restore_keyed(plan, node, lifted, &merged, &KeyGroups::all(max), state)
 }
 
 /// The runner of ParDo-with-side-inputs node `node` restored from `snapshot`: one copy

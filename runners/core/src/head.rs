@@ -37,6 +37,8 @@ pub struct Placement {
     pub key_groups: KeyGroups,
     /// Partitions a source is split into at its first start.
     pub source_partitions: usize,
+    /// Where stateful DoFns keep their state.
+    pub state: crate::state::StateChoice,
 }
 
 /// What heads a task.
@@ -152,8 +154,8 @@ impl Head {
             NodeKind::Grouping { .. } | NodeKind::Stateful { .. } => {
                 let lifted = graph.lifted[node];
                 Head::Keyed(match restored {
-                    Some(s) => restore_keyed(plan, node, lifted, s, &at.key_groups)?,
-                    None => instantiate(plan, node, lifted, &at.key_groups)?,
+                    Some(s) => restore_keyed(plan, node, lifted, s, &at.key_groups, &at.state)?,
+                    None => instantiate(plan, node, lifted, &at.key_groups, &at.state)?,
                 })
             }
             NodeKind::Flatten => Head::Flatten,

@@ -241,7 +241,14 @@ impl Case {
     }
 
     fn instantiate(&self, key_groups: &KeyGroups) -> Box<dyn KeyedOperator> {
-        instantiate(&self.plan, self.node, self.lifted, key_groups).expect("instantiates")
+        instantiate(
+            &self.plan,
+            self.node,
+            self.lifted,
+            key_groups,
+            &Default::default(),
+        )
+        .expect("instantiates")
     }
 }
 
@@ -517,8 +524,15 @@ fn rescale(
                 max,
                 owned: key_groups_of_worker(w, workers, max),
             };
-            restore_keyed(&case.plan, case.node, case.lifted, &snapshot, &key_groups)
-                .expect("restores")
+            restore_keyed(
+                &case.plan,
+                case.node,
+                case.lifted,
+                &snapshot,
+                &key_groups,
+                &Default::default(),
+            )
+            .expect("restores")
         })
         .collect()
 }
@@ -693,6 +707,7 @@ fn restore_all(case: &Case, snapshot: &Snapshot) -> tidewater::Result<()> {
             case.lifted,
             &snapshot,
             &KeyGroups::all(max),
+            &Default::default(),
         )?;
         // Garbage that decodes may still be state; it must not bring the operator down.
         let _ = op.advance(Timestamp::MAX, Timestamp::MAX);
@@ -784,6 +799,7 @@ fn a_snapshot_of_another_plan_or_key_group_count_is_refused() {
         case.lifted,
         &snapshot,
         &KeyGroups::all(8),
+        &Default::default(),
     )
     .err()
     .expect("another number of key groups");

@@ -106,13 +106,15 @@ fn a_snapshot_restores_every_cell() {
     t.restore_add(&parts[&1]).unwrap();
     assert_eq!(t.get(b"other", &g, "v"), None);
     t.restore_add(&parts[&0]).unwrap();
-    assert_eq!(t.get(b"other", &g, "v"), Some(&[6u8][..]));
-    assert_eq!(t.get(b"k", &g, "v"), Some(&[1u8][..]));
+    assert_eq!(t.get(b"other", &g, "v").as_deref(), Some(&[6u8][..]));
+    assert_eq!(t.get(b"k", &g, "v").as_deref(), Some(&[1u8][..]));
     assert_eq!(t.bag(b"k", &g, "bag"), vec![&[2u8][..], &[3u8][..]]);
-    assert_eq!(
-        t.map_entries(b"k", &g, "map"),
-        vec![(&[4u8][..], &[5u8][..])]
-    );
+    let entries: Vec<(Vec<u8>, Vec<u8>)> = t
+        .map_entries(b"k", &g, "map")
+        .into_iter()
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect();
+    assert_eq!(entries, vec![(vec![4u8], vec![5u8])]);
     assert!(t.restore_add(b"\xff\xff").is_err());
     let _unused: Option<&dyn StateAccess> = None;
 }

@@ -173,6 +173,7 @@ fn exec_options(options: &PipelineOptions, clock: Clock) -> Result<ExecOptions> 
             .is_none()
             .then(|| std::time::Duration::from_millis(commit_every_ms as u64)),
         max_key_groups,
+        state: tidewater_runners_core::state::StateChoice::of(options),
         status: None,
         savepoint_dir: options.engine.savepoint_dir.clone(),
         from_savepoint: options.engine.from_savepoint.clone(),

@@ -112,6 +112,8 @@ pub struct EngineConfig {
     pub full_snapshot_every: usize,
     /// Partitions a source is split into.
     pub source_partitions: usize,
+    /// Where stateful DoFns keep their state (`--state-backend`).
+    pub state: tidewater_runners_core::state::StateChoice,
     /// Where processing time comes from.
     pub clock: Clock,
     /// Stop reading sources after this long.

@@ -364,6 +364,7 @@ fn build(
                 owned: key_groups_of_worker(me, peers, config.max_key_groups),
             },
             source_partitions: config.source_partitions,
+            state: config.state.clone(),
         };
         let head_state = Head::build(exec, &graph, head, &placement, restored)?;
         let (is_source, has_state) = (head_state.is_source(), head_state.has_state());

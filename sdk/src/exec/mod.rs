@@ -38,6 +38,6 @@ pub use reduce_state::{KeyId, ReduceFnState};
 pub use rng::SplitMix64;
 pub use sink::{ErasedSink, SinkInvoker};
 pub use source::{ErasedSource, SourceInvoker, SourceRead};
-pub use state::{ErasedStatefulDoFn, FiredTimer, StateAccess, StateCells, TimeDomain};
+pub use state::{ErasedStatefulDoFn, FiredTimer, MapEntries, StateAccess, StateCells, TimeDomain};
 pub use view::ViewOps;
 pub use window_fn::ErasedWindowFn;

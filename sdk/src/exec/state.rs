@@ -1,5 +1,6 @@
 use super::{AnyBatch, ExecError};
 use crate::{BoundedWindow, Timestamp};
+use std::borrow::Cow;
 
 /// The time domain of a timer.
 #[derive(
@@ -12,17 +13,21 @@ pub enum TimeDomain {
     ProcessingTime,
 }
 
+/// The entries of a map cell: (encoded entry key, encoded value) pairs.
+pub type MapEntries<'a> = Vec<(Cow<'a, [u8]>, Cow<'a, [u8]>)>;
+
 /// Named state cells addressed by (encoded key, window, name), with values as encoded
 /// bytes: what a stateful DoFn's state is made of, whatever backend holds it. Writes
 /// take borrowed bytes, so that a backend can overwrite a cell in place and the caller
-/// can encode into a buffer it reuses.
+/// can encode into a buffer it reuses. Reads return [`Cow`]: a backend in memory lends
+/// its bytes, one over a store (whose reads take `&self`) may hand over a copy it read.
 pub trait StateCells {
     /// A value cell.
-    fn get(&self, key: &[u8], window: &BoundedWindow, name: &str) -> Option<&[u8]>;
+    fn get(&self, key: &[u8], window: &BoundedWindow, name: &str) -> Option<Cow<'_, [u8]>>;
     /// Writes a value cell.
     fn put(&mut self, key: &[u8], window: &BoundedWindow, name: &str, value: &[u8]);
     /// The entries of a bag cell, in insertion order.
-    fn bag(&self, key: &[u8], window: &BoundedWindow, name: &str) -> Vec<&[u8]>;
+    fn bag(&self, key: &[u8], window: &BoundedWindow, name: &str) -> Vec<Cow<'_, [u8]>>;
     /// Appends to a bag cell.
     fn bag_add(&mut self, key: &[u8], window: &BoundedWindow, name: &str, value: &[u8]);
     /// An entry of a map cell (sets are maps to nothing).
@@ -32,7 +37,7 @@ pub trait StateCells {
         window: &BoundedWindow,
         name: &str,
         entry: &[u8],
-    ) -> Option<&[u8]>;
+    ) -> Option<Cow<'_, [u8]>>;
     /// Writes an entry of a map cell; returns whether it was new.
     fn map_put(
         &mut self,
@@ -45,7 +50,7 @@ pub trait StateCells {
     /// Removes an entry of a map cell.
     fn map_remove(&mut self, key: &[u8], window: &BoundedWindow, name: &str, entry: &[u8]);
     /// The entries of a map cell, ordered by encoded entry key.
-    fn map_entries(&self, key: &[u8], window: &BoundedWindow, name: &str) -> Vec<(&[u8], &[u8])>;
+    fn map_entries(&self, key: &[u8], window: &BoundedWindow, name: &str) -> MapEntries<'_>;
     /// Drops a cell of any kind.
     fn clear(&mut self, key: &[u8], window: &BoundedWindow, name: &str);
 }

@@ -34,12 +34,14 @@ use tidewater::exec::GroupingPhase;
 use tidewater::{Error, Result, WindowFn};
 
 /// Builds the keyed operator of plan node `node` (a grouping or a stateful ParDo).
-/// `lifted`: the node's combine was lifted, so its input is accumulators.
+/// `lifted`: the node's combine was lifted, so its input is accumulators; `state`:
+/// where a stateful ParDo keeps its cells.
 pub fn instantiate(
     plan: &ExecutablePlan,
     node: usize,
     lifted: bool,
     key_groups: &KeyGroups,
+    state: &crate::state::StateChoice,
 ) -> Result<Box<dyn KeyedOperator>> {
     let n = &plan.nodes[node];
     let windowing = plan.pcollections[n.inputs[0]].windowing.clone();
@@ -62,7 +64,7 @@ pub fn instantiate(
         }
         NodeKind::Stateful { .. } => Ok(Box::new(stateful::StatefulRunner::new(
             n.instantiate_stateful()?,
-            Box::new(crate::state::InMemoryStateBackend::default()),
+            state.backend(key_groups.max)?,
             windowing.allowed_lateness_ms,
         ))),
         _ => Err(Error::Internal(format!(

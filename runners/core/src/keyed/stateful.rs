@@ -15,6 +15,7 @@ use crate::state::StateBackend;
 use crate::timers::{Timer, TimerService};
 use crate::windowing::gc_time;
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use tidewater::exec::{
     key_group_of, AnyBatch, ErasedStatefulDoFn, ExecError, FiredTimer, StateAccess, StateCells,
@@ -81,6 +82,13 @@ struct Access<'a> {
     last_dropped: &'a mut Option<DroppedElement>,
 }
 
+/// An error of the state backend, as the step's.
+fn state_failed(message: String) -> ExecError {
+    ExecError::Downstream(Box::new(tidewater::Error::Checkpoint {
+        message: format!("the state backend failed: {message}"),
+    }))
+}
+
 /// Records that (key, window) holds state or timers, so that it is expired in time.
 fn touch(
     live: &mut BTreeSet<(Timestamp, Vec<u8>, BoundedWindow)>,
@@ -92,13 +100,13 @@ fn touch(
 }
 
 impl StateCells for Access<'_> {
-    fn get(&self, key: &[u8], window: &BoundedWindow, name: &str) -> Option<&[u8]> {
+    fn get(&self, key: &[u8], window: &BoundedWindow, name: &str) -> Option<Cow<'_, [u8]>> {
         self.state.get(key, window, name)
     }
     fn put(&mut self, key: &[u8], window: &BoundedWindow, name: &str, value: &[u8]) {
         self.state.put(key, window, name, value)
     }
-    fn bag(&self, key: &[u8], window: &BoundedWindow, name: &str) -> Vec<&[u8]> {
+    fn bag(&self, key: &[u8], window: &BoundedWindow, name: &str) -> Vec<Cow<'_, [u8]>> {
         self.state.bag(key, window, name)
     }
     fn bag_add(&mut self, key: &[u8], window: &BoundedWindow, name: &str, value: &[u8]) {
@@ -110,7 +118,7 @@ impl StateCells for Access<'_> {
         window: &BoundedWindow,
         name: &str,
         entry: &[u8],
-    ) -> Option<&[u8]> {
+    ) -> Option<Cow<'_, [u8]>> {
         self.state.map_get(key, window, name, entry)
     }
     fn map_put(
@@ -126,7 +134,12 @@ impl StateCells for Access<'_> {
     fn map_remove(&mut self, key: &[u8], window: &BoundedWindow, name: &str, entry: &[u8]) {
         self.state.map_remove(key, window, name, entry)
     }
-    fn map_entries(&self, key: &[u8], window: &BoundedWindow, name: &str) -> Vec<(&[u8], &[u8])> {
+    fn map_entries(
+        &self,
+        key: &[u8],
+        window: &BoundedWindow,
+        name: &str,
+    ) -> tidewater::exec::MapEntries<'_> {
         self.state.map_entries(key, window, name)
     }
     fn clear(&mut self, key: &[u8], window: &BoundedWindow, name: &str) {
@@ -276,7 +289,13 @@ impl StatefulRunner {
         let (dofn, mut access) = self.access();
         let out = dofn.process(batch, &mut access);
         self.note_new_windows();
+        self.flush()?;
         out
+    }
+
+    /// The end of a bundle for the state backend (see [`StateBackend::flush`]).
+    fn flush(&mut self) -> Result<(), ExecError> {
+        self.state.flush().map_err(state_failed)
     }
 
     /// Adds the windows that got their first state in the last DoFn call to `live`.
@@ -326,6 +345,7 @@ impl StatefulRunner {
             self.state.clear_window(&first.1, &first.2);
             self.timers.delete_window(&first.1, first.2);
         }
+        self.flush()?;
         let hold = self.timers.earliest_output();
         let candidate = hold.map_or(self.input_watermark, |h| h.min(self.input_watermark));
         self.output_watermark = self.output_watermark.max(candidate);
@@ -387,10 +407,11 @@ impl StatefulRunner {
     /// [`StateBackend::freeze`]), and its clocks as a union part. The windows to
     /// expire are not written: a restore finds them again from the cells and timers.
     pub fn snapshot(
-        &self,
+        &mut self,
         max_key_groups: u32,
         instance: u32,
     ) -> Result<(LaterParts, ScopedParts), ExecError> {
+        self.state.sync().map_err(state_failed)?;
         let cells = self.state.freeze();
         let mut timers: Vec<(u32, Timer<Vec<u8>, String>)> = Vec::new();
         for (key, w) in self.timers.windows() {

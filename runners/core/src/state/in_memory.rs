@@ -1,6 +1,7 @@
 use super::{FrozenState, StateBackend};
 use hashbrown::hash_table::{Entry, HashTable};
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
@@ -9,22 +10,23 @@ use tidewater::BoundedWindow;
 
 /// A cell's address as a snapshot part writes it.
 #[derive(Deserialize)]
-struct CellId {
-    key: Vec<u8>,
-    window: BoundedWindow,
-    name: String,
+pub(super) struct CellId {
+    pub(super) key: Vec<u8>,
+    pub(super) window: BoundedWindow,
+    pub(super) name: String,
 }
 
 /// [`CellId`] borrowed: the same encoding, written without copying.
 #[derive(Serialize)]
-struct CellIdRef<'a> {
-    key: &'a [u8],
-    window: &'a BoundedWindow,
-    name: &'a str,
+pub(super) struct CellIdRef<'a> {
+    pub(super) key: &'a [u8],
+    pub(super) window: &'a BoundedWindow,
+    pub(super) name: &'a str,
 }
 
+/// What a cell holds, as a snapshot part (and the embedded store) encodes it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-enum Cell {
+pub(super) enum Cell {
     Value(Vec<u8>),
     Bag(Vec<Vec<u8>>),
     Map(BTreeMap<Vec<u8>, Vec<u8>>),
@@ -56,8 +58,7 @@ pub enum CellContents {
 
 /// The cells of a part the in-memory backend wrote ([`StateBackend::snapshot_by`]).
 pub fn decode_cells(bytes: &[u8]) -> Result<Vec<CellEntry>, String> {
-    let cells: Vec<(CellId, Cell)> =
-        crate::snapshot::decode_part_or_message(bytes, "state snapshot")?;
+    let cells = decode_part_cells(bytes)?;
     Ok(cells
         .into_iter()
         .map(|(id, cell)| CellEntry {
@@ -170,8 +171,8 @@ fn hash_of(key: &[u8], window: &BoundedWindow) -> u64 {
 /// for part in parts.values() {
 ///     t.restore_add(part).unwrap();
 /// }
-/// assert_eq!(t.get(b"k", &BoundedWindow::Global, "count"), Some(&[3u8][..]));
-/// assert_eq!(t.get(b"l", &BoundedWindow::Global, "count"), Some(&[4u8][..]));
+/// assert_eq!(t.get(b"k", &BoundedWindow::Global, "count").as_deref(), Some(&[3u8][..]));
+/// assert_eq!(t.get(b"l", &BoundedWindow::Global, "count").as_deref(), Some(&[4u8][..]));
 /// let part = &parts[&u32::from(b'k')];
 /// assert!(t.restore_add(&part[..part.len() - 1]).is_err());
 /// ```
@@ -253,9 +254,9 @@ impl InMemoryStateBackend {
 }
 
 impl StateCells for InMemoryStateBackend {
-    fn get(&self, key: &[u8], window: &BoundedWindow, name: &str) -> Option<&[u8]> {
+    fn get(&self, key: &[u8], window: &BoundedWindow, name: &str) -> Option<Cow<'_, [u8]>> {
         match self.cell(key, window, name) {
-            Some(Cell::Value(v)) => Some(v),
+            Some(Cell::Value(v)) => Some(Cow::Borrowed(v)),
             _ => None,
         }
     }
@@ -268,9 +269,9 @@ impl StateCells for InMemoryStateBackend {
             other => *other = Cell::Value(value.to_vec()),
         }
     }
-    fn bag(&self, key: &[u8], window: &BoundedWindow, name: &str) -> Vec<&[u8]> {
+    fn bag(&self, key: &[u8], window: &BoundedWindow, name: &str) -> Vec<Cow<'_, [u8]>> {
         match self.cell(key, window, name) {
-            Some(Cell::Bag(b)) => b.iter().map(Vec::as_slice).collect(),
+            Some(Cell::Bag(b)) => b.iter().map(|v| Cow::Borrowed(v.as_slice())).collect(),
             _ => Vec::new(),
         }
     }
@@ -286,9 +287,9 @@ impl StateCells for InMemoryStateBackend {
         window: &BoundedWindow,
         name: &str,
         entry: &[u8],
-    ) -> Option<&[u8]> {
+    ) -> Option<Cow<'_, [u8]>> {
         match self.cell(key, window, name) {
-            Some(Cell::Map(m)) => m.get(entry).map(Vec::as_slice),
+            Some(Cell::Map(m)) => m.get(entry).map(|v| Cow::Borrowed(v.as_slice())),
             _ => None,
         }
     }
@@ -323,11 +324,16 @@ impl StateCells for InMemoryStateBackend {
             m.remove(entry);
         }
     }
-    fn map_entries(&self, key: &[u8], window: &BoundedWindow, name: &str) -> Vec<(&[u8], &[u8])> {
+    fn map_entries(
+        &self,
+        key: &[u8],
+        window: &BoundedWindow,
+        name: &str,
+    ) -> tidewater::exec::MapEntries<'_> {
         match self.cell(key, window, name) {
             Some(Cell::Map(m)) => m
                 .iter()
-                .map(|(k, v)| (k.as_slice(), v.as_slice()))
+                .map(|(k, v)| (Cow::Borrowed(k.as_slice()), Cow::Borrowed(v.as_slice())))
                 .collect(),
             _ => Vec::new(),
         }
@@ -375,9 +381,7 @@ impl StateBackend for InMemoryStateBackend {
         })
     }
     fn restore_add(&mut self, bytes: &[u8]) -> Result<(), String> {
-        let cells: Vec<(CellId, Cell)> =
-            crate::snapshot::decode_part_or_message(bytes, "state snapshot")?;
-        for (id, cell) in cells {
+        for (id, cell) in decode_part_cells(bytes)? {
             let mut cell = Some(cell);
             let slot = self.cell_or_insert(&id.key, &id.window, &id.name, || {
                 cell.take().expect("made once")
@@ -412,16 +416,23 @@ impl FrozenState for Frozen {
         }
         groups
             .into_iter()
-            .map(|(g, mut cells)| {
-                // The table's order depends on hashing: a part is in address order.
-                cells.sort_unstable_by(|(a, _), (b, _)| {
-                    (a.key, a.window, a.name).cmp(&(b.key, b.window, b.name))
-                });
-                let bytes = crate::snapshot::encode_part(&cells);
-                (g, bytes)
-            })
+            .map(|(g, mut cells)| (g, encode_cells(&mut cells)))
             .collect()
     }
+}
+
+/// A snapshot part of `cells`: in address order (key, window, name), whatever order a
+/// backend holds them in, so that every backend writes the same part for the same cells.
+pub(super) fn encode_cells(cells: &mut [(CellIdRef<'_>, &Cell)]) -> Vec<u8> {
+    cells.sort_unstable_by(|(a, _), (b, _)| {
+        (a.key, a.window, a.name).cmp(&(b.key, b.window, b.name))
+    });
+    crate::snapshot::encode_part(&cells)
+}
+
+/// The cells of a snapshot part ([`encode_cells`]).
+pub(super) fn decode_part_cells(bytes: &[u8]) -> Result<Vec<(CellId, Cell)>, String> {
+    crate::snapshot::decode_part_or_message(bytes, "state snapshot")
 }
 
 #[cfg(test)]
@@ -494,12 +505,12 @@ mod tests {
         s.clear(b"a", &w(0), "never written");
         assert_eq!(s.len(), 17);
         assert!(s.bag(b"a", &w(0), "bag").is_empty());
-        assert_eq!(s.get(b"a", &w(0), "v"), Some(&b"a"[..]));
+        assert_eq!(s.get(b"a", &w(0), "v").as_deref(), Some(&b"a"[..]));
         s.clear_window(b"a", &w(0));
         assert_eq!(s.len(), 15);
         assert_eq!(s.get(b"a", &w(0), "v"), None);
-        assert_eq!(s.get(b"a", &w(10), "v"), Some(&b"a"[..]));
-        assert_eq!(s.get(b"b", &w(0), "v"), Some(&b"b"[..]));
+        assert_eq!(s.get(b"a", &w(10), "v").as_deref(), Some(&b"a"[..]));
+        assert_eq!(s.get(b"b", &w(0), "v").as_deref(), Some(&b"b"[..]));
         s.clear(b"b", &w(0), "v");
         s.clear(b"b", &w(0), "bag");
         s.clear(b"b", &w(0), "map");
@@ -516,13 +527,13 @@ mod tests {
         let g = BoundedWindow::Global;
         s.put(b"k", &g, "x", &[1, 2, 3]);
         s.put(b"k", &g, "x", &[4]);
-        assert_eq!(s.get(b"k", &g, "x"), Some(&[4u8][..]));
+        assert_eq!(s.get(b"k", &g, "x").as_deref(), Some(&[4u8][..]));
         s.bag_add(b"k", &g, "x", &[5]);
         assert_eq!(s.get(b"k", &g, "x"), None);
         assert_eq!(s.bag(b"k", &g, "x"), vec![&[5u8][..]]);
         assert!(s.map_put(b"k", &g, "x", &[6], &[7]));
         assert!(!s.map_put(b"k", &g, "x", &[6], &[8]));
-        assert_eq!(s.map_get(b"k", &g, "x", &[6]), Some(&[8u8][..]));
+        assert_eq!(s.map_get(b"k", &g, "x", &[6]).as_deref(), Some(&[8u8][..]));
         assert_eq!(s.len(), 1);
     }
 
@@ -584,7 +595,7 @@ mod tests {
         assert_eq!(frozen.parts_by(group), before);
         // The live table was copied where written, not changed under the copy.
         assert_eq!(s.snapshot_by(group), after);
-        assert_eq!(s.get(refs[1], &w(0), "v"), Some(&b"changed"[..]));
+        assert_eq!(s.get(refs[1], &w(0), "v").as_deref(), Some(&b"changed"[..]));
         assert_eq!(s.bag(refs[1], &w(10), "bag"), vec![&[1u8][..], &[9u8][..]]);
     }
 
@@ -596,7 +607,7 @@ mod tests {
             s.put(b"k", &g, &format!("n{i}"), &[i]);
         }
         for i in 0..3 * SCANNED_NAMES as u8 {
-            assert_eq!(s.get(b"k", &g, &format!("n{i}")), Some(&[i][..]));
+            assert_eq!(s.get(b"k", &g, &format!("n{i}")).as_deref(), Some(&[i][..]));
         }
         assert_eq!(s.get(b"k", &g, "n99"), None);
         assert_eq!(s.len(), 3 * SCANNED_NAMES);

@@ -1,9 +1,14 @@
 //! State backends: where stateful DoFns' cells live, runner-neutral and snapshottable.
 
+mod embedded;
 mod in_memory;
+#[cfg(test)]
+mod tests;
 
+pub use embedded::{EmbeddedStateBackend, CACHE_CELLS};
 pub use in_memory::{decode_cells, CellContents, CellEntry, InMemoryStateBackend};
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 pub use tidewater::exec::StateCells;
 use tidewater::BoundedWindow;
 
@@ -12,6 +17,16 @@ use tidewater::BoundedWindow;
 /// the fault-tolerant runners checkpoint through this, and a snapshot taken by one
 /// runner restores in another.
 pub trait StateBackend: StateCells + Send {
+    /// The end of a bundle: an error reading or writing the cells since the last
+    /// flush is returned (a cell access cannot fail by itself), and writes held back
+    /// go to where the cells live once there are enough of them for one batch.
+    fn flush(&mut self) -> Result<(), String> {
+        Ok(())
+    }
+    /// Writes every write held back: before a snapshot ([`StateBackend::freeze`]).
+    fn sync(&mut self) -> Result<(), String> {
+        self.flush()
+    }
     /// Drops every cell of (key, window): window expiry.
     fn clear_window(&mut self, key: &[u8], window: &BoundedWindow);
     /// Number of cells held.
@@ -45,4 +60,44 @@ pub trait FrozenState: Send {
     /// The cells, as one encoded part per group, where `group_of` gives the group of
     /// an encoded key: what [`StateBackend::snapshot_by`] returns.
     fn parts_by(self: Box<Self>, group_of: &mut dyn FnMut(&[u8]) -> u32) -> BTreeMap<u32, Vec<u8>>;
+}
+
+/// Where a job keeps the keyed state of its stateful DoFns (`--state-backend`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum StateChoice {
+    /// In memory ([`InMemoryStateBackend`]).
+    #[default]
+    Memory,
+    /// In an embedded store on local disk under this directory
+    /// ([`EmbeddedStateBackend`]).
+    Embedded(PathBuf),
+}
+
+impl StateChoice {
+    /// The choice of a job's options: `--state-backend` and `--state-dir` (by default
+    /// the system's temporary directory).
+    pub fn of(options: &tidewater::PipelineOptions) -> StateChoice {
+        match options.state_backend {
+            tidewater::StateBackendKind::Memory => StateChoice::Memory,
+            tidewater::StateBackendKind::Fjall => {
+                StateChoice::Embedded(options.state_dir.clone().unwrap_or_else(std::env::temp_dir))
+            }
+        }
+    }
+
+    /// A backend of this kind, for keys hashed into `max_key_groups` key groups.
+    pub fn backend(&self, max_key_groups: u32) -> tidewater::Result<Box<dyn StateBackend>> {
+        Ok(match self {
+            StateChoice::Memory => Box::new(InMemoryStateBackend::default()),
+            StateChoice::Embedded(dir) => Box::new(
+                EmbeddedStateBackend::open(dir, max_key_groups).map_err(|message| {
+                    tidewater::Error::Io {
+                        what: "cannot open the embedded state store".into(),
+                        path: dir.clone(),
+                        cause: std::io::Error::other(message),
+                    }
+                })?,
+            ),
+        })
+    }
 }

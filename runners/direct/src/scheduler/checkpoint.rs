@@ -130,7 +130,7 @@ impl Executor<'_> {
             Some(rng) => rng.below(4) as usize,
             None => (round % 4) as usize,
         };
-        let at = placement(max, 1);
+        let at = placement(max, 1, &self.options.state);
         for (i, n) in plan.nodes.iter().enumerate() {
             if let NodeKind::Sink { .. } = &n.kind {
                 // The snapshot is durable: restoring commits what it staged.
@@ -143,7 +143,14 @@ impl Executor<'_> {
             };
             let mut head = match head {
                 Head::Keyed(_) => {
-                    let op = rescale_through(plan, i, self.lifted[i], &snapshot, workers)?;
+                    let op = rescale_through(
+                        plan,
+                        i,
+                        self.lifted[i],
+                        &snapshot,
+                        workers,
+                        &self.options.state,
+                    )?;
                     let mut head = Head::Keyed(op);
                     // Restored, it gives back the same parts. Snapshotting it also
                     // makes the next round's snapshot a delta over them (and a full

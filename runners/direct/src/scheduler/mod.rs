@@ -84,6 +84,8 @@ pub struct ExecOptions {
     /// `--allow-non-restored-state`: a savepoint holding state of steps this plan no
     /// longer has restores without it.
     pub allow_non_restored_state: bool,
+    /// `--state-backend`: where stateful DoFns keep their state.
+    pub state: tidewater_runners_core::state::StateChoice,
 }
 
 impl Default for ExecOptions {
@@ -106,6 +108,7 @@ impl Default for ExecOptions {
             savepoint_dir: None,
             from_savepoint: None,
             allow_non_restored_state: false,
+            state: Default::default(),
         }
     }
 }
@@ -279,8 +282,13 @@ struct Executor<'p> {
 
 /// Where the direct runner's heads run: one worker, owning every key group, reading
 /// each source as one partition; taking over what `old_workers` held.
-fn placement(max_key_groups: u32, old_workers: usize) -> Placement {
+fn placement(
+    max_key_groups: u32,
+    old_workers: usize,
+    state: &tidewater_runners_core::state::StateChoice,
+) -> Placement {
     Placement {
+        state: state.clone(),
         worker: 0,
         workers: 1,
         old_workers,

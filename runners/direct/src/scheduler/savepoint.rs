@@ -21,7 +21,7 @@ impl Executor<'_> {
         let plan = self.plan;
         let snapshot = restored.map(|r| &r.snapshot);
         let old_workers = restored.map_or(1, |r| r.manifest.workers);
-        let at = placement(self.max_key_groups, old_workers);
+        let at = placement(self.max_key_groups, old_workers, &self.options.state);
         for i in heads(plan) {
             let mut head = Head::build(plan, &self.graph, i, &at, snapshot)?;
             if let (Head::Keyed(_), Some(_), Some(_)) =

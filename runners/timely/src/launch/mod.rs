@@ -368,6 +368,7 @@ impl EngineRunner {
             bundle_size: parse("bundle_size", 1024)?,
             full_snapshot_every: parse("full_snapshot_every", crate::DEFAULT_FULL_SNAPSHOT_EVERY)?,
             source_partitions: parse("source_partitions", workers * processes)?,
+            state: tidewater_runners_core::state::StateChoice::of(options),
             clock,
             max_duration: options.max_duration,
             // On a terminal; of a local cluster's processes (which share the
