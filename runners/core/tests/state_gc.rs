@@ -8,7 +8,14 @@ use tidewater::{
     WindowedValue, Windows,
 };
 use tidewater_runners_core::keyed::stateful::StatefulRunner;
-use tidewater_runners_core::state::{InMemoryStateBackend, StateBackend, StateCells};
+use tidewater_runners_core::state::{InMemoryStateBackend, StateBackend, StateCells, StateChoice};
+
+/// Each backend: in memory, and the embedded store in a directory of its own.
+fn each_backend(f: impl Fn(&StateChoice)) {
+    f(&StateChoice::Memory);
+    let dir = tempfile::tempdir().unwrap();
+    f(&StateChoice::Embedded(dir.path().to_path_buf()));
+}
 
 #[derive(Serialize, Deserialize)]
 struct Remember;
@@ -40,15 +47,16 @@ fn element(k: &str, v: i64, w: BoundedWindow) -> WindowedValue<(String, i64)> {
 
 #[test]
 fn expired_windows_lose_their_state_and_timers() {
+    each_backend(expired_windows_lose_their_state_and_timers_on);
+}
+
+fn expired_windows_lose_their_state_and_timers_on(state: &StateChoice) {
     let w = |s: i64| BoundedWindow::Interval {
         start: Timestamp(s),
         end: Timestamp(s + 10),
     };
-    let mut runner = StatefulRunner::new(
-        Box::new(StatefulInvoker::new(Remember)),
-        Box::new(InMemoryStateBackend::default()),
-        100,
-    );
+    let mut runner =
+        StatefulRunner::new(Box::new(StatefulInvoker::new(Remember)), state, 8, 100).unwrap();
     let batch = Batch {
         items: vec![
             element("a", 1, w(0)),
@@ -142,17 +150,15 @@ impl StatefulDoFn for Last {
 
 #[test]
 fn windows_with_only_state_expire_also_after_a_restore() {
+    each_backend(windows_with_only_state_expire_also_after_a_restore_on);
+}
+
+fn windows_with_only_state_expire_also_after_a_restore_on(state: &StateChoice) {
     let w = |s: i64| BoundedWindow::Interval {
         start: Timestamp(s),
         end: Timestamp(s + 10),
     };
-    let runner = || {
-        StatefulRunner::new(
-            Box::new(StatefulInvoker::new(Last)),
-            Box::new(InMemoryStateBackend::default()),
-            0,
-        )
-    };
+    let runner = || StatefulRunner::new(Box::new(StatefulInvoker::new(Last)), state, 8, 0).unwrap();
     let mut first = runner();
     let batch = Batch {
         items: vec![

@@ -64,9 +64,10 @@ pub fn instantiate(
         }
         NodeKind::Stateful { .. } => Ok(Box::new(stateful::StatefulRunner::new(
             n.instantiate_stateful()?,
-            state.backend(key_groups.max)?,
+            state,
+            key_groups.max,
             windowing.allowed_lateness_ms,
-        ))),
+        )?)),
         _ => Err(Error::Internal(format!(
             "'{}' is not a keyed transform",
             n.name

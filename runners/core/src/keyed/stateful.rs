@@ -11,12 +11,12 @@ use crate::keyed::snapshot::{
     unexpected_scope, Clocks, KeyedSnapshot, LaterParts, ScopedParts, SnapshotKind,
 };
 use crate::snapshot::{decode_part, encode_part, Scope};
-use crate::state::StateBackend;
+use crate::state::{StateBackend, StateChoice};
 use crate::timers::{Timer, TimerService};
 use crate::windowing::gc_time;
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use tidewater::exec::{
     key_group_of, AnyBatch, ErasedStatefulDoFn, ExecError, FiredTimer, StateAccess, StateCells,
     StepMetrics, TimeDomain, BATCH_SIZE,
@@ -53,8 +53,6 @@ pub struct StatefulRunner {
     state: Box<dyn StateBackend>,
     timers: Timers,
     allowed_lateness_ms: i64,
-    /// Windows holding state or timers, by expiry time.
-    live: BTreeSet<(Timestamp, Vec<u8>, BoundedWindow)>,
     input_watermark: Timestamp,
     output_watermark: Timestamp,
     processing_time: Timestamp,
@@ -68,13 +66,11 @@ pub struct StatefulRunner {
     output: Vec<Box<dyn AnyBatch>>,
 }
 
-/// The state and timers a DoFn call sees. Windows that get state are recorded in
-/// `live` after the call (the backend reports them), windows that get a timer as it is
-/// set.
+/// The state and timers a DoFn call sees. The backend expires the windows that hold
+/// cells, and those that get a timer as it is set ([`StateBackend::keep_window`]).
 struct Access<'a> {
     state: &'a mut dyn StateBackend,
     timers: &'a mut Timers,
-    live: &'a mut BTreeSet<(Timestamp, Vec<u8>, BoundedWindow)>,
     lateness: i64,
     watermark: Timestamp,
     processing_time: Timestamp,
@@ -87,16 +83,6 @@ fn state_failed(message: String) -> ExecError {
     ExecError::Downstream(Box::new(tidewater::Error::Checkpoint {
         message: format!("the state backend failed: {message}"),
     }))
-}
-
-/// Records that (key, window) holds state or timers, so that it is expired in time.
-fn touch(
-    live: &mut BTreeSet<(Timestamp, Vec<u8>, BoundedWindow)>,
-    lateness: i64,
-    key: &[u8],
-    window: &BoundedWindow,
-) {
-    live.insert((gc_time(window, lateness), key.to_vec(), window.clone()));
 }
 
 impl StateCells for Access<'_> {
@@ -173,7 +159,7 @@ impl StateAccess for Access<'_> {
             output,
         });
         if first {
-            touch(self.live, self.lateness, key, window);
+            self.state.keep_window(key, window);
         }
         Ok(())
     }
@@ -202,18 +188,19 @@ impl StateAccess for Access<'_> {
 }
 
 impl StatefulRunner {
-    /// A runner of `dofn` over `state`; windows expire `allowed_lateness_ms` after their end.
+    /// A runner of `dofn` over a backend of kind `state`, for keys hashed into
+    /// `max_key_groups` key groups; windows expire `allowed_lateness_ms` after their end.
     pub fn new(
         dofn: Box<dyn ErasedStatefulDoFn>,
-        state: Box<dyn StateBackend>,
+        state: &StateChoice,
+        max_key_groups: u32,
         allowed_lateness_ms: i64,
-    ) -> Self {
-        StatefulRunner {
+    ) -> tidewater::Result<Self> {
+        Ok(StatefulRunner {
             dofn,
-            state,
+            state: state.backend(max_key_groups, allowed_lateness_ms)?,
             timers: Timers::default(),
             allowed_lateness_ms,
-            live: BTreeSet::new(),
             input_watermark: Timestamp::MIN,
             output_watermark: Timestamp::MIN,
             processing_time: Timestamp(0),
@@ -222,7 +209,7 @@ impl StatefulRunner {
             last_dropped: None,
             restored_clocks: false,
             output: Vec::new(),
-        }
+        })
     }
 
     /// Inputs dropped because their window had expired, since the last call.
@@ -247,7 +234,7 @@ impl StatefulRunner {
         WindowReport {
             input_watermark_ms: ms(self.input_watermark),
             output_watermark_ms: ms(self.output_watermark),
-            open_windows: self.live.len() as u64,
+            open_windows: self.state.windows() as u64,
             oldest: None,
             dropped_late,
             dropped_closed: 0,
@@ -268,7 +255,6 @@ impl StatefulRunner {
             Access {
                 state: self.state.as_mut(),
                 timers: &mut self.timers,
-                live: &mut self.live,
                 lateness: self.allowed_lateness_ms,
                 watermark: self.input_watermark,
                 processing_time: self.processing_time,
@@ -288,7 +274,6 @@ impl StatefulRunner {
     pub fn process(&mut self, batch: Box<dyn AnyBatch>) -> Result<Box<dyn AnyBatch>, ExecError> {
         let (dofn, mut access) = self.access();
         let out = dofn.process(batch, &mut access);
-        self.note_new_windows();
         self.flush()?;
         out
     }
@@ -296,13 +281,6 @@ impl StatefulRunner {
     /// The end of a bundle for the state backend (see [`StateBackend::flush`]).
     fn flush(&mut self) -> Result<(), ExecError> {
         self.state.flush().map_err(state_failed)
-    }
-
-    /// Adds the windows that got their first state in the last DoFn call to `live`.
-    fn note_new_windows(&mut self) {
-        let (live, lateness) = (&mut self.live, self.allowed_lateness_ms);
-        self.state
-            .drain_new_windows(&mut |key, window| touch(live, lateness, key, window));
     }
 
     /// Advances time: fires due timers in time order, then drops the state and timers
@@ -334,17 +312,12 @@ impl StatefulRunner {
             };
             let (dofn, mut access) = self.access();
             let out = dofn.on_timer(&timer, &mut access);
-            self.note_new_windows();
             outputs.push(out?);
         }
-        while let Some(first) = self.live.first().cloned() {
-            if first.0 >= self.input_watermark {
-                break;
-            }
-            self.live.remove(&first);
-            self.state.clear_window(&first.1, &first.2);
-            self.timers.delete_window(&first.1, first.2);
-        }
+        let timers = &mut self.timers;
+        self.state.expire(self.input_watermark, &mut |key, window| {
+            timers.delete_window(&key.to_vec(), window.clone())
+        });
         self.flush()?;
         let hold = self.timers.earliest_output();
         let candidate = hold.map_or(self.input_watermark, |h| h.min(self.input_watermark));
@@ -358,7 +331,7 @@ impl StatefulRunner {
             || self
                 .timers
                 .has_due(TimeDomain::ProcessingTime, processing_time)
-            || self.live.first().is_some_and(|f| f.0 < watermark)
+            || self.state.next_expiry().is_some_and(|t| t < watermark)
     }
 
     /// The input watermark seen.
@@ -374,10 +347,7 @@ impl StatefulRunner {
 
     /// The keys with a live window (state or timers).
     pub fn live_keys(&self) -> usize {
-        let mut keys: Vec<&[u8]> = self.live.iter().map(|(_, k, _)| k.as_slice()).collect();
-        keys.sort_unstable();
-        keys.dedup();
-        keys.len()
+        self.state.live_keys()
     }
 
     /// Cells held (for tests of garbage collection).
@@ -457,13 +427,15 @@ impl StatefulRunner {
                         ExecError::Downstream(Box::new(tidewater::Error::Checkpoint { message: e }))
                     })?;
                 }
-                // Every window with cells or timers expires in time, as it would have.
-                self.note_new_windows();
+                // Every window with cells or timers expires in time, as it would have
+                // (the backend keeps those with cells as they are restored).
                 for t in st.timers {
-                    touch(&mut self.live, self.allowed_lateness_ms, &t.key, &t.window);
+                    self.state.keep_window(&t.key, &t.window);
                     self.timers.set(t);
                 }
-                self.live.extend(st.live);
+                for (_, key, window) in st.live {
+                    self.state.keep_window(&key, &window);
+                }
             }
             Scope::Union(_) => {
                 let c: Clocks = decode_part(bytes, "stateful ParDo clocks")?;

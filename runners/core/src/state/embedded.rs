@@ -20,17 +20,25 @@
 //! parts, in the same format as the in-memory backend's, so that a snapshot of one
 //! backend restores into the other, at any parallelism.
 //!
+//! Windows expire from a second keyspace of the store, of entries
+//! `[garbage-collection time: u64 BE, sign flipped][group][key length][key][window]`: a
+//! window gets one with its first cell (or when the runner keeps it for its timers),
+//! and the entries up to the watermark are what [`StateBackend::expire`] clears; the
+//! runner keeps nothing per window or key in memory.
+//!
 //! Bags and maps are one entry each, rewritten whole when a bundle changed them; a
 //! bag or map of many entries per key costs its size per bundle that touches it.
 
 use super::in_memory::{decode_part_cells, encode_cells, Cell, CellIdRef};
 use super::{FrozenState, StateBackend};
+use crate::windowing::gc_time;
 use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, Weak};
 use tidewater::exec::{key_group_of, StateCells};
-use tidewater::BoundedWindow;
+use tidewater::{BoundedWindow, Timestamp};
 
 /// Cells kept in the cache past a write to the store, at most.
 pub const CACHE_CELLS: usize = 16_384;
@@ -119,6 +127,13 @@ struct Cached {
 pub struct EmbeddedStateBackend {
     store: Arc<Store>,
     keyspace: fjall::Keyspace,
+    /// The windows by garbage-collection time (see the module's documentation).
+    expiry: fjall::Keyspace,
+    /// Entries of `expiry` not written yet.
+    pending_expiry: BTreeSet<Vec<u8>>,
+    /// Windows in `expiry`, written or not.
+    windows: usize,
+    allowed_lateness_ms: i64,
     max_key_groups: u32,
     cache: hashbrown::HashMap<Box<[u8]>, Cached, rustc_hash::FxBuildHasher>,
     dirty: usize,
@@ -126,9 +141,6 @@ pub struct EmbeddedStateBackend {
     names: Vec<Box<str>>,
     /// Cells held, over all windows.
     cells: usize,
-    /// (key, window) pairs that got a cell since they were last drained (a pair may be
-    /// reported more than once: the runner's record of windows is a set).
-    new_windows: Vec<(Vec<u8>, BoundedWindow)>,
     /// The first error reading or writing the store since the last flush, which
     /// reports it: a cell access cannot fail by itself.
     failed: Option<String>,
@@ -138,25 +150,35 @@ pub struct EmbeddedStateBackend {
 
 impl EmbeddedStateBackend {
     /// A backend keeping its cells under directory `dir` (the process's store there,
-    /// opened on first use), for keys hashed into `max_key_groups` key groups.
-    pub fn open(dir: &Path, max_key_groups: u32) -> Result<Self, String> {
+    /// opened on first use), for keys hashed into `max_key_groups` key groups, whose
+    /// windows expire `allowed_lateness_ms` after their end.
+    pub fn open(dir: &Path, max_key_groups: u32, allowed_lateness_ms: i64) -> Result<Self, String> {
         let store = Store::open(dir)?;
         let n = KEYSPACES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let keyspace = store
-            .db
-            .keyspace(&format!("cells{n}"), || {
-                fjall::KeyspaceCreateOptions::default().max_memtable_size(MEMTABLE_BYTES)
-            })
-            .map_err(|e| io_error("cannot open a keyspace", &store.dir, e))?;
+        let keyspace = |name: String| {
+            store
+                .db
+                .keyspace(&name, || {
+                    fjall::KeyspaceCreateOptions::default().max_memtable_size(MEMTABLE_BYTES)
+                })
+                .map_err(|e| io_error("cannot open a keyspace", &store.dir, e))
+        };
+        let (cells, expiry) = (
+            keyspace(format!("cells{n}"))?,
+            keyspace(format!("expiry{n}"))?,
+        );
         Ok(EmbeddedStateBackend {
             store,
-            keyspace,
+            keyspace: cells,
+            expiry,
+            pending_expiry: BTreeSet::new(),
+            windows: 0,
+            allowed_lateness_ms,
             max_key_groups,
             cache: Default::default(),
             dirty: 0,
             names: Vec::new(),
             cells: 0,
-            new_windows: Vec::new(),
             failed: None,
             scratch: Default::default(),
         })
@@ -169,6 +191,34 @@ impl EmbeddedStateBackend {
         out.extend_from_slice(&(key.len() as u32).to_be_bytes());
         out.extend_from_slice(key);
         postcard::to_io(window, &mut *out).expect("a window encodes");
+    }
+
+    /// Records that (key, window) holds cells or timers, so that it expires: an entry in
+    /// `expiry` unless it has one.
+    fn keep(&mut self, key: &[u8], window: &BoundedWindow) {
+        let gc = gc_time(window, self.allowed_lateness_ms);
+        let mut entry = (gc.millis() as u64 ^ (1 << 63)).to_be_bytes().to_vec();
+        let mut prefix = self.scratch.take();
+        self.window_prefix(key, window, &mut prefix);
+        entry.extend_from_slice(&prefix);
+        self.scratch.set(prefix);
+        if self.pending_expiry.contains(&entry) {
+            return;
+        }
+        match self.expiry.contains_key(&entry) {
+            Ok(true) => {}
+            Ok(false) => {
+                self.pending_expiry.insert(entry);
+                self.windows += 1;
+            }
+            Err(e) => {
+                self.failed.get_or_insert(io_error(
+                    "cannot read a window's expiry",
+                    &self.store.dir,
+                    e,
+                ));
+            }
+        }
     }
 
     /// Runs `f` on the address of cell (key, window, name).
@@ -263,17 +313,20 @@ impl EmbeddedStateBackend {
         }
         if created {
             self.cells += 1;
-            self.new_windows.push((key.to_vec(), window.clone()));
+            self.keep(key, window);
         }
         self.slot(key, window, name).as_mut().expect("made above")
     }
 
-    /// Writes the dirty cells to the store in one batch.
+    /// Writes the dirty cells and the new windows to the store in one batch.
     fn write_dirty(&mut self) -> Result<(), String> {
-        if self.dirty == 0 {
+        if self.dirty == 0 && self.pending_expiry.is_empty() {
             return Ok(());
         }
         let mut batch = self.store.db.batch();
+        for entry in std::mem::take(&mut self.pending_expiry) {
+            batch.insert(&self.expiry, entry, []);
+        }
         for (address, c) in self.cache.iter_mut().filter(|(_, c)| c.dirty) {
             match &c.cell {
                 Some(cell) => batch.insert(
@@ -294,9 +347,10 @@ impl EmbeddedStateBackend {
 
 impl Drop for EmbeddedStateBackend {
     fn drop(&mut self) {
-        let ks = self.keyspace.clone();
-        if let Err(e) = self.store.db.delete_keyspace(ks) {
-            tracing::debug!("cannot drop a state keyspace: {e}");
+        for ks in [self.keyspace.clone(), self.expiry.clone()] {
+            if let Err(e) = self.store.db.delete_keyspace(ks) {
+                tracing::debug!("cannot drop a state keyspace: {e}");
+            }
         }
     }
 }
@@ -439,10 +493,80 @@ impl StateBackend for EmbeddedStateBackend {
     fn len(&self) -> usize {
         self.cells
     }
-    fn drain_new_windows(&mut self, f: &mut dyn FnMut(&[u8], &BoundedWindow)) {
-        for (key, window) in self.new_windows.drain(..) {
-            f(&key, &window);
+    fn keep_window(&mut self, key: &[u8], window: &BoundedWindow) {
+        self.keep(key, window);
+    }
+    fn expire(&mut self, watermark: Timestamp, f: &mut dyn FnMut(&[u8], &BoundedWindow)) {
+        if self.next_expiry().is_none_or(|t| t >= watermark) {
+            return;
         }
+        if let Err(e) = self.write_dirty() {
+            self.failed.get_or_insert(e);
+            return;
+        }
+        // Entries whose time is before the watermark's sort before its 8 bytes.
+        let bound = (watermark.millis() as u64 ^ (1 << 63)).to_be_bytes();
+        let mut due = Vec::new();
+        for kv in self.expiry.range(..&bound[..]) {
+            match kv.key() {
+                Ok(k) => due.push(k),
+                Err(e) => {
+                    self.failed.get_or_insert(io_error(
+                        "cannot list expired windows",
+                        &self.store.dir,
+                        e,
+                    ));
+                    return;
+                }
+            }
+        }
+        let mut batch = self.store.db.batch();
+        for entry in due {
+            let Some((key, window)) = entry.get(8..).and_then(decode_window_prefix) else {
+                self.failed.get_or_insert(format!(
+                    "a window's expiry entry in {} does not decode",
+                    self.store.dir.display()
+                ));
+                return;
+            };
+            self.clear_window(key, &window);
+            f(key, &window);
+            batch.remove(&self.expiry, &entry[..]);
+            self.windows -= 1;
+        }
+        if let Err(e) = batch.commit() {
+            self.failed
+                .get_or_insert(io_error("cannot write expired windows", &self.store.dir, e));
+        }
+    }
+    fn next_expiry(&self) -> Option<Timestamp> {
+        let stored = match self.expiry.first_key_value() {
+            Some(kv) => kv.key().ok().map(|k| k.to_vec()),
+            None => None,
+        };
+        let first = match (self.pending_expiry.first(), stored) {
+            (Some(p), Some(s)) => p.clone().min(s),
+            (Some(p), None) => p.clone(),
+            (None, s) => s?,
+        };
+        let t = u64::from_be_bytes(first.get(..8)?.try_into().ok()?) ^ (1 << 63);
+        Some(Timestamp(t as i64))
+    }
+    fn windows(&self) -> usize {
+        self.windows
+    }
+    fn live_keys(&self) -> usize {
+        let mut keys: BTreeSet<Vec<u8>> = BTreeSet::new();
+        let stored = self
+            .expiry
+            .iter()
+            .filter_map(|kv| kv.key().ok().map(|k| k.to_vec()));
+        for entry in stored.chain(self.pending_expiry.iter().cloned()) {
+            if let Some((key, _)) = entry.get(8..).and_then(decode_window_prefix) {
+                keys.insert(key.to_vec());
+            }
+        }
+        keys.len()
     }
     fn flush(&mut self) -> Result<(), String> {
         if let Some(e) = self.failed.take() {
@@ -488,9 +612,7 @@ impl StateBackend for EmbeddedStateBackend {
                 postcard::to_allocvec(&cell).expect("a cell encodes"),
             );
             self.cells += 1;
-            if self.new_windows.last() != Some(&(id.key.clone(), id.window.clone())) {
-                self.new_windows.push((id.key, id.window));
-            }
+            self.keep(&id.key, &id.window);
         }
         batch
             .commit()
@@ -507,10 +629,22 @@ struct Frozen {
 
 /// A cell's address decoded: (key, window, name).
 fn decode_address(a: &[u8]) -> Option<(&[u8], BoundedWindow, &str)> {
+    let (key, window, rest) = split_address(a)?;
+    Some((key, window, std::str::from_utf8(rest).ok()?))
+}
+
+/// The (key, window) of a window's address (a cell's, up to the name).
+fn decode_window_prefix(a: &[u8]) -> Option<(&[u8], BoundedWindow)> {
+    let (key, window, rest) = split_address(a)?;
+    rest.is_empty().then_some((key, window))
+}
+
+/// An address split into its key, its window and the rest (a cell's name).
+fn split_address(a: &[u8]) -> Option<(&[u8], BoundedWindow, &[u8])> {
     let len = u32::from_be_bytes(a.get(4..8)?.try_into().ok()?) as usize;
     let key = a.get(8..8 + len)?;
     let (window, rest) = postcard::take_from_bytes::<BoundedWindow>(a.get(8 + len..)?).ok()?;
-    Some((key, window, std::str::from_utf8(rest).ok()?))
+    Some((key, window, rest))
 }
 
 impl FrozenState for Frozen {

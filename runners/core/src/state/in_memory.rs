@@ -1,12 +1,13 @@
 use super::{FrozenState, StateBackend};
+use crate::windowing::gc_time;
 use hashbrown::hash_table::{Entry, HashTable};
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use tidewater::exec::StateCells;
-use tidewater::BoundedWindow;
+use tidewater::{BoundedWindow, Timestamp};
 
 /// A cell's address as a snapshot part writes it.
 #[derive(Deserialize)]
@@ -182,11 +183,26 @@ pub struct InMemoryStateBackend {
     names: Names,
     /// Cells held, over all windows.
     cells: usize,
-    /// (key, window) pairs that got their first cell since they were last drained.
-    new_windows: Vec<(Vec<u8>, BoundedWindow)>,
+    /// The windows holding cells or kept, by garbage-collection time.
+    expiry: BTreeSet<(Timestamp, Box<[u8]>, BoundedWindow)>,
+    allowed_lateness_ms: i64,
 }
 
 impl InMemoryStateBackend {
+    /// A backend whose windows expire `allowed_lateness_ms` after their end (the
+    /// default: at their end).
+    pub fn new(allowed_lateness_ms: i64) -> Self {
+        InMemoryStateBackend {
+            allowed_lateness_ms,
+            ..Default::default()
+        }
+    }
+
+    fn keep(&mut self, key: &[u8], window: &BoundedWindow) {
+        let gc = gc_time(window, self.allowed_lateness_ms);
+        self.expiry.insert((gc, key.into(), window.clone()));
+    }
+
     fn window(&self, key: &[u8], window: &BoundedWindow) -> Option<&WindowCells> {
         let hash = hash_of(key, window);
         self.windows
@@ -228,7 +244,8 @@ impl InMemoryStateBackend {
         {
             Entry::Occupied(e) => e.into_mut(),
             Entry::Vacant(e) => {
-                self.new_windows.push((key.to_vec(), window.clone()));
+                let gc = gc_time(window, self.allowed_lateness_ms);
+                self.expiry.insert((gc, key.into(), window.clone()));
                 e.insert(Slot {
                     hash,
                     w: Arc::new(WindowCells {
@@ -369,10 +386,29 @@ impl StateBackend for InMemoryStateBackend {
     fn len(&self) -> usize {
         self.cells
     }
-    fn drain_new_windows(&mut self, f: &mut dyn FnMut(&[u8], &BoundedWindow)) {
-        for (key, window) in self.new_windows.drain(..) {
+    fn keep_window(&mut self, key: &[u8], window: &BoundedWindow) {
+        self.keep(key, window);
+    }
+    fn expire(&mut self, watermark: Timestamp, f: &mut dyn FnMut(&[u8], &BoundedWindow)) {
+        while self
+            .expiry
+            .first()
+            .is_some_and(|(gc, _, _)| *gc < watermark)
+        {
+            let (_, key, window) = self.expiry.pop_first().expect("looked at");
+            self.clear_window(&key, &window);
             f(&key, &window);
         }
+    }
+    fn next_expiry(&self) -> Option<Timestamp> {
+        self.expiry.first().map(|(gc, _, _)| *gc)
+    }
+    fn windows(&self) -> usize {
+        self.expiry.len()
+    }
+    fn live_keys(&self) -> usize {
+        let keys: BTreeSet<&[u8]> = self.expiry.iter().map(|(_, k, _)| &**k).collect();
+        keys.len()
     }
     fn freeze(&self) -> Box<dyn FrozenState> {
         Box::new(Frozen {
@@ -538,38 +574,33 @@ mod tests {
     }
 
     #[test]
-    fn only_cells_that_give_a_window_its_first_cell_are_reported() {
-        let mut s = InMemoryStateBackend::default();
-        let mut drained = Vec::new();
-        let mut drain = |s: &mut InMemoryStateBackend| {
-            s.drain_new_windows(&mut |k, win| drained.push((k.to_vec(), win.clone())));
-        };
+    fn windows_expire_in_order_of_their_end_plus_the_lateness_also_after_a_restore() {
+        let mut s = InMemoryStateBackend::new(5);
         s.put(b"a", &w(0), "v", &[1]);
         s.put(b"a", &w(0), "v", &[2]);
         s.bag_add(b"a", &w(0), "bag", &[2]);
         s.map_put(b"a", &w(10), "map", &[2], &[3]);
         s.put(b"b", &w(0), "v", &[1]);
-        drain(&mut s);
-        drain(&mut s);
-        // Writes reported each window once; a restore reports its windows too, in
-        // the part's (address) order.
-        let mut t = InMemoryStateBackend::default();
+        s.keep_window(b"c", &w(20));
+        assert_eq!((s.windows(), s.live_keys()), (4, 3));
+        // [0, 10) is collected after 9 + 5.
+        assert_eq!(s.next_expiry(), Some(Timestamp(14)));
+        let mut t = InMemoryStateBackend::new(5);
         for part in s.snapshot_by(&mut |_| 0).values() {
             t.restore_add(part).unwrap();
         }
-        drain(&mut t);
-        assert_eq!(t.len(), 4);
-        assert_eq!(
-            drained,
-            vec![
-                (b"a".to_vec(), w(0)),
-                (b"a".to_vec(), w(10)),
-                (b"b".to_vec(), w(0)),
-                (b"a".to_vec(), w(0)),
-                (b"a".to_vec(), w(10)),
-                (b"b".to_vec(), w(0)),
-            ]
-        );
+        for s in [&mut s, &mut t] {
+            let mut expired = Vec::new();
+            s.expire(Timestamp(15), &mut |k, win| {
+                expired.push((k.to_vec(), win.clone()))
+            });
+            assert_eq!(expired, vec![(b"a".to_vec(), w(0)), (b"b".to_vec(), w(0))]);
+            assert_eq!(s.len(), 1, "a's map in [10, 20) holds");
+            assert_eq!(s.next_expiry(), Some(Timestamp(24)));
+        }
+        // A kept window holds no cells and is not in a snapshot: the runner keeps it
+        // again from its timers.
+        assert_eq!((s.windows(), t.windows()), (2, 1));
     }
 
     #[test]

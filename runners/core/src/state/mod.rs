@@ -10,7 +10,7 @@ pub use in_memory::{decode_cells, CellContents, CellEntry, InMemoryStateBackend}
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 pub use tidewater::exec::StateCells;
-use tidewater::BoundedWindow;
+use tidewater::{BoundedWindow, Timestamp};
 
 /// The cells of stateful transforms, addressed by (encoded key, window, name), with
 /// values as encoded bytes. A backend can snapshot everything to bytes and restore it:
@@ -35,11 +35,21 @@ pub trait StateBackend: StateCells + Send {
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
-    /// Hands `f` each (key, window) that got its first cell since the last call, through
-    /// a write or [`StateBackend::restore_add`], and forgets them: a runner learns from
-    /// this which windows to expire, rather than on every write, and rebuilds that
-    /// record when it restores.
-    fn drain_new_windows(&mut self, f: &mut dyn FnMut(&[u8], &BoundedWindow));
+    /// Keeps (key, window) until it expires though it may hold no cells (it holds
+    /// timers): [`StateBackend::expire`] hands it over with the windows holding cells.
+    fn keep_window(&mut self, key: &[u8], window: &BoundedWindow);
+    /// Drops the cells of every window (holding cells since it was last expired, or
+    /// kept) whose garbage-collection time ([`crate::windowing::gc_time`]: its end plus
+    /// the allowed lateness) is before `watermark`, and hands each to `f`, in order of
+    /// that time: the runner drops its timers. A window written again after it expired
+    /// (a late write the runner let through) expires again.
+    fn expire(&mut self, watermark: Timestamp, f: &mut dyn FnMut(&[u8], &BoundedWindow));
+    /// The garbage-collection time of the window that expires next.
+    fn next_expiry(&self) -> Option<Timestamp>;
+    /// Windows held until they expire (with cells, or kept).
+    fn windows(&self) -> usize;
+    /// The keys of those windows (for tests: it may read every window).
+    fn live_keys(&self) -> usize;
     /// The cells as they are now, in a copy that later writes do not change and that
     /// can be encoded on another thread: the part of a snapshot taken on the
     /// operator's thread. Cheap: no cell is copied or encoded here.
@@ -85,18 +95,23 @@ impl StateChoice {
         }
     }
 
-    /// A backend of this kind, for keys hashed into `max_key_groups` key groups.
-    pub fn backend(&self, max_key_groups: u32) -> tidewater::Result<Box<dyn StateBackend>> {
+    /// A backend of this kind, for keys hashed into `max_key_groups` key groups, whose
+    /// windows expire `allowed_lateness_ms` after their end.
+    pub fn backend(
+        &self,
+        max_key_groups: u32,
+        allowed_lateness_ms: i64,
+    ) -> tidewater::Result<Box<dyn StateBackend>> {
         Ok(match self {
-            StateChoice::Memory => Box::new(InMemoryStateBackend::default()),
+            StateChoice::Memory => Box::new(InMemoryStateBackend::new(allowed_lateness_ms)),
             StateChoice::Embedded(dir) => Box::new(
-                EmbeddedStateBackend::open(dir, max_key_groups).map_err(|message| {
-                    tidewater::Error::Io {
+                EmbeddedStateBackend::open(dir, max_key_groups, allowed_lateness_ms).map_err(
+                    |message| tidewater::Error::Io {
                         what: "cannot open the embedded state store".into(),
                         path: dir.clone(),
                         cause: std::io::Error::other(message),
-                    }
-                })?,
+                    },
+                )?,
             ),
         })
     }

@@ -12,8 +12,15 @@ fn group(key: &[u8]) -> u32 {
     tidewater::exec::key_group_of(key, GROUPS)
 }
 
+/// Windows expire this long after their end.
+const LATENESS: i64 = 5;
+
 fn embedded(dir: &tempfile::TempDir) -> EmbeddedStateBackend {
-    EmbeddedStateBackend::open(dir.path(), GROUPS).expect("opens")
+    EmbeddedStateBackend::open(dir.path(), GROUPS, LATENESS).expect("opens")
+}
+
+fn in_memory() -> InMemoryStateBackend {
+    InMemoryStateBackend::new(LATENESS)
 }
 
 fn window(i: u8) -> BoundedWindow {
@@ -36,6 +43,8 @@ enum Op {
     MapRemove(u8, u8, u8, u8),
     Clear(u8, u8, u8),
     ClearWindow(u8, u8),
+    Keep(u8, u8),
+    Expire(u8),
     Flush,
     Sync,
 }
@@ -49,7 +58,9 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (k.clone(), w.clone(), n.clone(), 0u8..4, v).prop_map(|(k, w, n, e, v)| Op::MapPut(k, w, n, e, v)),
         1 => (k.clone(), w.clone(), n.clone(), 0u8..4).prop_map(|(k, w, n, e)| Op::MapRemove(k, w, n, e)),
         1 => (k.clone(), w.clone(), n).prop_map(|(k, w, n)| Op::Clear(k, w, n)),
-        1 => (k, w).prop_map(|(k, w)| Op::ClearWindow(k, w)),
+        1 => (k.clone(), w.clone()).prop_map(|(k, w)| Op::ClearWindow(k, w)),
+        1 => (k, w).prop_map(|(k, w)| Op::Keep(k, w)),
+        1 => (0u8..40).prop_map(Op::Expire),
         1 => Just(Op::Flush),
         1 => Just(Op::Sync),
     ]
@@ -59,7 +70,9 @@ fn name(n: u8) -> String {
     format!("cell{n}")
 }
 
-fn apply(s: &mut dyn StateBackend, op: &Op) {
+/// Applies `op`; the windows it expired.
+fn apply(s: &mut dyn StateBackend, op: &Op) -> BTreeSet<(Vec<u8>, BoundedWindow)> {
+    let mut expired = BTreeSet::new();
     match *op {
         Op::Put(k, w, n, v) => s.put(&[k], &window(w), &name(n), &[v]),
         Op::BagAdd(k, w, n, v) => s.bag_add(&[k], &window(w), &name(n), &[v]),
@@ -69,9 +82,14 @@ fn apply(s: &mut dyn StateBackend, op: &Op) {
         Op::MapRemove(k, w, n, e) => s.map_remove(&[k], &window(w), &name(n), &[e]),
         Op::Clear(k, w, n) => s.clear(&[k], &window(w), &name(n)),
         Op::ClearWindow(k, w) => s.clear_window(&[k], &window(w)),
+        Op::Keep(k, w) => s.keep_window(&[k], &window(w)),
+        Op::Expire(t) => s.expire(Timestamp(i64::from(t)), &mut |k, w| {
+            expired.insert((k.to_vec(), w.clone()));
+        }),
         Op::Flush => s.flush().expect("flushes"),
         Op::Sync => s.sync().expect("syncs"),
     }
+    expired
 }
 
 type Read = (
@@ -104,45 +122,35 @@ fn read_all(s: &dyn StateBackend) -> Vec<Read> {
     out
 }
 
-fn new_windows(s: &mut dyn StateBackend) -> BTreeSet<(Vec<u8>, BoundedWindow)> {
-    let mut out = BTreeSet::new();
-    s.drain_new_windows(&mut |k, w| {
-        out.insert((k.to_vec(), w.clone()));
-    });
-    out
-}
-
 use std::collections::BTreeSet;
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
-    /// Any sequence of accesses reads back the same from both backends, holds as many
-    /// cells, reports the same new windows, and snapshots into the same bytes; each
-    /// snapshot restores into the other backend as the same state.
+    /// Any sequence of accesses and expiries reads back the same from both backends,
+    /// expires the same windows, holds as many cells and windows, and snapshots into
+    /// the same bytes; each snapshot restores into the other backend as the same state.
     #[test]
     fn the_embedded_backend_behaves_as_the_one_in_memory(ops in proptest::collection::vec(op(), 1..120)) {
         let dir = tempfile::tempdir().unwrap();
-        let mut m = InMemoryStateBackend::default();
+        let mut m = in_memory();
         let mut e = embedded(&dir);
         for op in &ops {
-            apply(&mut m, op);
-            apply(&mut e, op);
-            if matches!(op, Op::Flush | Op::Sync) {
+            prop_assert_eq!(apply(&mut m, op), apply(&mut e, op), "expired by {:?}", op);
+            if matches!(op, Op::Flush | Op::Sync | Op::Expire(_)) {
                 prop_assert_eq!(read_all(&m), read_all(&e));
+                prop_assert_eq!(m.next_expiry(), e.next_expiry());
+                prop_assert_eq!(m.windows(), e.windows());
             }
         }
         e.sync().unwrap();
         prop_assert_eq!(read_all(&m), read_all(&e));
         prop_assert_eq!(m.len(), e.len());
-        let (mw, ew) = (new_windows(&mut m), new_windows(&mut e));
-        // The embedded backend reports a window at each cell it gets (the runner's
-        // record of windows is a set): every window the other reports, perhaps more.
-        prop_assert!(mw.is_subset(&ew), "{:?} not within {:?}", mw, ew);
+        prop_assert_eq!(m.live_keys(), e.live_keys());
         let parts = m.snapshot_by(&mut group);
         prop_assert_eq!(&parts, &e.snapshot_by(&mut group));
         // Across: the embedded snapshot into memory, the in-memory one into the store.
-        let mut m2 = InMemoryStateBackend::default();
+        let mut m2 = in_memory();
         let dir2 = tempfile::tempdir().unwrap();
         let mut e2 = embedded(&dir2);
         for part in parts.values() {
@@ -152,6 +160,16 @@ proptest! {
         prop_assert_eq!(read_all(&m2), read_all(&e));
         prop_assert_eq!(read_all(&e2), read_all(&m));
         prop_assert_eq!(e2.len(), m.len());
+        // Restored, the windows with cells expire (kept windows without cells are
+        // the runner's to keep again, from its timers).
+        let (mut me, mut ee) = (BTreeSet::new(), BTreeSet::new());
+        m2.expire(Timestamp::MAX, &mut |k, w| { me.insert((k.to_vec(), w.clone())); });
+        e2.expire(Timestamp::MAX, &mut |k, w| { ee.insert((k.to_vec(), w.clone())); });
+        prop_assert_eq!(me, ee);
+        prop_assert_eq!(m2.len(), 0);
+        e2.sync().unwrap();
+        prop_assert_eq!(e2.len(), 0);
+        prop_assert!(read_all(&e2).iter().all(|r| *r == (None, vec![], vec![], None)));
     }
 }
 
@@ -187,7 +205,7 @@ fn cells_beyond_the_cache_live_in_the_store() {
     );
     assert_eq!(e.len(), n as usize - 1);
     let parts = e.snapshot_by(&mut group);
-    let mut m = InMemoryStateBackend::default();
+    let mut m = in_memory();
     for part in parts.values() {
         m.restore_add(part).unwrap();
     }
@@ -211,7 +229,7 @@ fn a_frozen_snapshot_does_not_see_later_writes() {
     e.put(b"a", &BoundedWindow::Global, "v", &[2]);
     e.put(b"b", &BoundedWindow::Global, "v", &[3]);
     e.sync().unwrap();
-    let mut m = InMemoryStateBackend::default();
+    let mut m = in_memory();
     for part in frozen.parts_by(&mut group).values() {
         m.restore_add(part).unwrap();
     }
@@ -259,7 +277,7 @@ fn a_state_directory_that_cannot_be_made_is_refused_naming_it() {
     let file = dir.path().join("a-file");
     std::fs::write(&file, b"x").unwrap();
     let err = StateChoice::Embedded(file.join("state"))
-        .backend(GROUPS)
+        .backend(GROUPS, 0)
         .err()
         .expect("refused")
         .to_string();
