@@ -23,6 +23,9 @@ fn check<T: Element + PartialEq>(
 /// with `checkpoint_every=1`, so that every query is also checked while the direct
 /// runner snapshots and restores its whole state at every step.
 fn options(seed: u64, runner_options: &[(&str, &str)]) -> PipelineOptions {
+    // Every test runs alone too (`--exact`): the runners are registered here, not by
+    // whichever test ran first.
+    tidewater_nexmark::register_runners();
     let mut all: Vec<(String, String)> = runner_options
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))

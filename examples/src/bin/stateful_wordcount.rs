@@ -17,6 +17,12 @@ struct Args {
     /// How many words to show.
     #[arg(long, default_value_t = 10)]
     top: usize,
+    /// Write every update as a line `WORD COUNT` into files in this directory (one per
+    /// committed epoch and worker, exactly once) instead of printing a summary: a job
+    /// whose only state is the running counts (the summary's combines keep a value per
+    /// word of their own).
+    #[arg(long, value_name = "DIR")]
+    output: Option<std::path::PathBuf>,
 }
 
 fn main() -> std::process::ExitCode {
@@ -33,6 +39,17 @@ fn run() -> anyhow::Result<()> {
         .unwrap_or_else(|| word_count::SAMPLE.to_string());
     let p = Pipeline::new(args.options.clone());
     let running = stateful_word_count::build(&p, &input);
+    if let Some(dir) = &args.output {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| anyhow::anyhow!("cannot create --output {}: {e}", dir.display()))?;
+        running
+            .map("Format", |(word, count): (String, u64)| {
+                format!("{word} {count}")
+            })
+            .write_to("Output", tidewater_transforms::EpochFiles::to(dir));
+        p.run()?;
+        return Ok(());
+    }
     // The summary comes out of the pipeline (combines), not from a capture of every
     // update: memory stays flat at any input size.
     stateful_word_count::summarize(&running, args.top);

@@ -50,8 +50,9 @@ const WRITE_BATCH_CELLS: usize = 4_096;
 /// A keyspace's memtable is written out as a file at this size.
 const MEMTABLE_BYTES: u64 = 8 << 20;
 
-/// A store's journal, at most (then memtables are written out).
-const WRITE_BUFFER_BYTES: u64 = 32 << 20;
+/// A store's journals, at most (fjall's least): memtables not yet written out as files
+/// are bounded by it, so it bounds the store's memory beyond the caches.
+const JOURNAL_BYTES: u64 = 64 << 20;
 
 /// The store's own cache of file blocks, in bytes.
 const BLOCK_CACHE_BYTES: u64 = 16 << 20;
@@ -80,6 +81,34 @@ fn io_error(what: &str, dir: &Path, e: impl std::fmt::Display) -> String {
     format!("{what} in the state store at {}: {e}", dir.display())
 }
 
+/// A store's directory is this followed by its process's id.
+const STORE_PREFIX: &str = "tidewater-state-";
+
+/// Removes the stores under `parent` left by processes that died (killed, their
+/// state is gone with them: checkpoints hold what survives), and one at `ours` (a
+/// process of the same id before).
+fn remove_stores_of_dead_processes(parent: &Path, ours: &Path) -> Result<(), String> {
+    let entries =
+        std::fs::read_dir(parent).map_err(|e| io_error("cannot list the directory", parent, e))?;
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(STORE_PREFIX))
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let alive = Path::new(&format!("/proc/{pid}")).exists();
+        if path == ours || !alive {
+            std::fs::remove_dir_all(&path)
+                .map_err(|e| io_error("cannot remove an old store", &path, e))?;
+        }
+    }
+    Ok(())
+}
+
 impl Store {
     /// The store of this process under `parent` (opened on first use, in a directory
     /// of its own named after the process).
@@ -93,22 +122,17 @@ impl Store {
         {
             return Ok(s);
         }
-        let dir = parent.join(format!("tidewater-state-{}", std::process::id()));
-        // A directory left by a process of the same id that died: its state is gone
-        // with it (checkpoints hold what survives).
-        if dir.exists() {
-            std::fs::remove_dir_all(&dir)
-                .map_err(|e| io_error("cannot remove an old store", &dir, e))?;
-        }
+        let dir = parent.join(format!("{STORE_PREFIX}{}", std::process::id()));
         std::fs::create_dir_all(parent)
             .map_err(|e| io_error("cannot create the directory", parent, e))?;
+        remove_stores_of_dead_processes(parent, &dir)?;
         let db = fjall::Database::builder(&dir)
             .temporary(true)
             // Durability is the checkpoints' job: the journal is never synced.
             .manual_journal_persist(true)
             .cache_size(BLOCK_CACHE_BYTES)
-            .max_journaling_size(4 * WRITE_BUFFER_BYTES)
-            .worker_threads(1)
+            .max_journaling_size(JOURNAL_BYTES)
+            .worker_threads(2)
             .open()
             .map_err(|e| io_error("cannot open", &dir, e))?;
         let store = Arc::new(Store { db, dir });
@@ -131,6 +155,9 @@ pub struct EmbeddedStateBackend {
     expiry: fjall::Keyspace,
     /// Entries of `expiry` not written yet.
     pending_expiry: BTreeSet<Vec<u8>>,
+    /// The first entry written to `expiry` (a scan of the store's first key costs a
+    /// merge of all its files: asked at every advance, it is kept here).
+    first_expiry: Option<Vec<u8>>,
     /// Windows in `expiry`, written or not.
     windows: usize,
     allowed_lateness_ms: i64,
@@ -146,6 +173,9 @@ pub struct EmbeddedStateBackend {
     failed: Option<String>,
     /// Where a cell's address is encoded; reused from call to call.
     scratch: std::cell::Cell<Vec<u8>>,
+    /// The last uncached cell read from the store (address, cell): the write that
+    /// usually follows a read (read, add, write back) takes it instead of reading again.
+    last_read: std::cell::RefCell<Option<(Vec<u8>, Option<Cell>)>>,
 }
 
 impl EmbeddedStateBackend {
@@ -159,7 +189,14 @@ impl EmbeddedStateBackend {
             store
                 .db
                 .keyspace(&name, || {
-                    fjall::KeyspaceCreateOptions::default().max_memtable_size(MEMTABLE_BYTES)
+                    // Every file's filter and index pinned in memory (some 10 bits a key):
+                    // a point read of a cell not in the cache reads one data block. (By
+                    // default only the first levels' are, and a read deeper loads a whole
+                    // filter block into the block cache, evicting the others.)
+                    fjall::KeyspaceCreateOptions::default()
+                        .max_memtable_size(MEMTABLE_BYTES)
+                        .filter_block_pinning_policy(fjall::config::PinningPolicy::all(true))
+                        .index_block_pinning_policy(fjall::config::PinningPolicy::all(true))
                 })
                 .map_err(|e| io_error("cannot open a keyspace", &store.dir, e))
         };
@@ -172,6 +209,7 @@ impl EmbeddedStateBackend {
             keyspace: cells,
             expiry,
             pending_expiry: BTreeSet::new(),
+            first_expiry: None,
             windows: 0,
             allowed_lateness_ms,
             max_key_groups,
@@ -181,6 +219,7 @@ impl EmbeddedStateBackend {
             cells: 0,
             failed: None,
             scratch: Default::default(),
+            last_read: Default::default(),
         })
     }
 
@@ -256,7 +295,10 @@ impl EmbeddedStateBackend {
         self.with_address(key, window, name, |a| match self.cache.get(a) {
             Some(c) => c.cell.as_ref().map(Cow::Borrowed),
             None => match self.read_store(a) {
-                Ok(c) => c.map(Cow::Owned),
+                Ok(c) => {
+                    *self.last_read.borrow_mut() = Some((a.to_vec(), c.clone()));
+                    c.map(Cow::Owned)
+                }
                 Err(e) => {
                     // Reads take `&self`: the flush at the bundle's end fails instead.
                     tracing::error!("{e}");
@@ -273,7 +315,11 @@ impl EmbeddedStateBackend {
         self.window_prefix(key, window, &mut buf);
         buf.extend_from_slice(name.as_bytes());
         if !self.cache.contains_key(buf.as_slice()) {
-            let cell = match self.read_store(&buf) {
+            let read = match self.last_read.get_mut().take() {
+                Some((address, cell)) if address == buf => Ok(cell),
+                _ => self.read_store(&buf),
+            };
+            let cell = match read {
                 Ok(c) => c,
                 Err(e) => {
                     self.failed.get_or_insert(e);
@@ -320,10 +366,16 @@ impl EmbeddedStateBackend {
 
     /// Writes the dirty cells and the new windows to the store in one batch.
     fn write_dirty(&mut self) -> Result<(), String> {
+        *self.last_read.get_mut() = None;
         if self.dirty == 0 && self.pending_expiry.is_empty() {
             return Ok(());
         }
         let mut batch = self.store.db.batch();
+        if let Some(first) = self.pending_expiry.first() {
+            if self.first_expiry.as_ref().is_none_or(|f| first < f) {
+                self.first_expiry = Some(first.clone());
+            }
+        }
         for entry in std::mem::take(&mut self.pending_expiry) {
             batch.insert(&self.expiry, entry, []);
         }
@@ -342,6 +394,83 @@ impl EmbeddedStateBackend {
         batch
             .commit()
             .map_err(|e| io_error("cannot write cells", &self.store.dir, e))
+    }
+}
+
+impl EmbeddedStateBackend {
+    /// Expires the windows due before `watermark`, some thousands at a time (their
+    /// cleared cells written between), so that expiring many at once takes no more
+    /// memory than the cache.
+    fn expire_before(
+        &mut self,
+        watermark: Timestamp,
+        f: &mut dyn FnMut(&[u8], &BoundedWindow),
+    ) -> Result<(), String> {
+        // Entries whose time is before the watermark's sort before its 8 bytes.
+        let bound = (watermark.millis() as u64 ^ (1 << 63)).to_be_bytes();
+        loop {
+            let mut due = Vec::new();
+            for kv in self.expiry.range(..&bound[..]).take(WRITE_BATCH_CELLS) {
+                due.push(
+                    kv.key()
+                        .map_err(|e| io_error("cannot list expired windows", &self.store.dir, e))?,
+                );
+            }
+            if due.is_empty() {
+                return Ok(());
+            }
+            let mut batch = self.store.db.batch();
+            for entry in due {
+                let (key, window) =
+                    entry
+                        .get(8..)
+                        .and_then(decode_window_prefix)
+                        .ok_or_else(|| {
+                            format!(
+                                "a window's expiry entry in {} does not decode",
+                                self.store.dir.display()
+                            )
+                        })?;
+                self.clear_window(key, &window);
+                f(key, &window);
+                batch.remove(&self.expiry, &entry[..]);
+                self.windows -= 1;
+            }
+            batch
+                .commit()
+                .map_err(|e| io_error("cannot write expired windows", &self.store.dir, e))?;
+            self.write_dirty()?;
+        }
+    }
+
+    /// Expires every window (the watermark reached the end of time): each is handed
+    /// to `f` from one scan, then both keyspaces are emptied at once.
+    fn expire_all(&mut self, f: &mut dyn FnMut(&[u8], &BoundedWindow)) -> Result<(), String> {
+        for kv in self.expiry.iter() {
+            let entry = kv
+                .key()
+                .map_err(|e| io_error("cannot list expired windows", &self.store.dir, e))?;
+            let (key, window) = entry
+                .get(8..)
+                .and_then(decode_window_prefix)
+                .ok_or_else(|| {
+                    format!(
+                        "a window's expiry entry in {} does not decode",
+                        self.store.dir.display()
+                    )
+                })?;
+            f(key, &window);
+        }
+        for ks in [&self.keyspace, &self.expiry] {
+            ks.clear()
+                .map_err(|e| io_error("cannot clear expired cells", &self.store.dir, e))?;
+        }
+        self.cache.clear();
+        self.dirty = 0;
+        self.cells = 0;
+        self.windows = 0;
+        *self.last_read.get_mut() = None;
+        Ok(())
     }
 }
 
@@ -454,6 +583,13 @@ impl StateCells for EmbeddedStateBackend {
         }
     }
     fn clear(&mut self, key: &[u8], window: &BoundedWindow, name: &str) {
+        // A cell neither cached nor stored is left alone (not cached as cleared).
+        let absent = self.with_address(key, window, name, |a| {
+            !self.cache.contains_key(a) && matches!(self.read_store(a), Ok(None))
+        });
+        if absent {
+            return;
+        }
         let slot = self.slot(key, window, name);
         if slot.take().is_some() {
             self.cells -= 1;
@@ -463,30 +599,11 @@ impl StateCells for EmbeddedStateBackend {
 
 impl StateBackend for EmbeddedStateBackend {
     fn clear_window(&mut self, key: &[u8], window: &BoundedWindow) {
-        let mut prefix = Vec::new();
-        self.window_prefix(key, window, &mut prefix);
-        // The cells in the store, and those cached that may not be there yet.
-        let mut names: Vec<Vec<u8>> = Vec::new();
-        for kv in self.keyspace.prefix(&prefix) {
-            match kv.key() {
-                Ok(k) => names.push(k[prefix.len()..].to_vec()),
-                Err(e) => {
-                    self.failed
-                        .get_or_insert(io_error("cannot list cells", &self.store.dir, e));
-                    return;
-                }
-            }
-        }
-        for n in &self.names {
-            if !names.iter().any(|m| m.as_slice() == n.as_bytes()) {
-                names.push(n.as_bytes().to_vec());
-            }
-        }
-        for n in names {
-            let Ok(name) = std::str::from_utf8(&n) else {
-                continue;
-            };
-            let name = name.to_string();
+        // Every name written or restored is in `names`: a point read per name (a
+        // filter in front of each file) rather than a scan of the window's prefix
+        // (an iterator merging every file).
+        for i in 0..self.names.len() {
+            let name = self.names[i].clone();
             self.clear(key, window, &name);
         }
     }
@@ -504,50 +621,23 @@ impl StateBackend for EmbeddedStateBackend {
             self.failed.get_or_insert(e);
             return;
         }
-        // Entries whose time is before the watermark's sort before its 8 bytes.
-        let bound = (watermark.millis() as u64 ^ (1 << 63)).to_be_bytes();
-        let mut due = Vec::new();
-        for kv in self.expiry.range(..&bound[..]) {
-            match kv.key() {
-                Ok(k) => due.push(k),
-                Err(e) => {
-                    self.failed.get_or_insert(io_error(
-                        "cannot list expired windows",
-                        &self.store.dir,
-                        e,
-                    ));
-                    return;
-                }
-            }
+        if let Err(e) = if watermark == Timestamp::MAX {
+            self.expire_all(f)
+        } else {
+            self.expire_before(watermark, f)
+        } {
+            self.failed.get_or_insert(e);
         }
-        let mut batch = self.store.db.batch();
-        for entry in due {
-            let Some((key, window)) = entry.get(8..).and_then(decode_window_prefix) else {
-                self.failed.get_or_insert(format!(
-                    "a window's expiry entry in {} does not decode",
-                    self.store.dir.display()
-                ));
-                return;
-            };
-            self.clear_window(key, &window);
-            f(key, &window);
-            batch.remove(&self.expiry, &entry[..]);
-            self.windows -= 1;
-        }
-        if let Err(e) = batch.commit() {
-            self.failed
-                .get_or_insert(io_error("cannot write expired windows", &self.store.dir, e));
-        }
+        self.first_expiry = self
+            .expiry
+            .first_key_value()
+            .and_then(|kv| kv.key().ok().map(|k| k.to_vec()));
     }
     fn next_expiry(&self) -> Option<Timestamp> {
-        let stored = match self.expiry.first_key_value() {
-            Some(kv) => kv.key().ok().map(|k| k.to_vec()),
-            None => None,
-        };
-        let first = match (self.pending_expiry.first(), stored) {
-            (Some(p), Some(s)) => p.clone().min(s),
-            (Some(p), None) => p.clone(),
-            (None, s) => s?,
+        let first = match (self.pending_expiry.first(), &self.first_expiry) {
+            (Some(p), Some(s)) => p.min(s),
+            (Some(p), None) => p,
+            (None, s) => s.as_ref()?,
         };
         let t = u64::from_be_bytes(first.get(..8)?.try_into().ok()?) ^ (1 << 63);
         Some(Timestamp(t as i64))
@@ -597,6 +687,7 @@ impl StateBackend for EmbeddedStateBackend {
         })
     }
     fn restore_add(&mut self, bytes: &[u8]) -> Result<(), String> {
+        *self.last_read.get_mut() = None;
         let mut buf = Vec::new();
         let mut batch = self.store.db.batch();
         for (id, cell) in decode_part_cells(bytes)? {

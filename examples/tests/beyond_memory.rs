@@ -1,0 +1,215 @@
+//! Keyed state larger than a process's memory, on the embedded backend
+//! (`--state-backend fjall`): the stateful word count over words that each come twice
+//! (every update reads the state the first wrote) runs under a memory limit (a cgroup,
+//! v1 `memory.limit_in_bytes`, page cache included) and writes every update exactly.
+//!
+//! - `the_embedded_backend_runs_a_keyed_job_under_a_memory_limit` (in `cargo test`): a
+//!   smoke, 100,000 words under 160 MB.
+//! - `a_keyed_job_with_ten_times_more_state_than_its_memory_limit_runs_exactly` (ignored:
+//!   `cargo test --release -p tidewater-examples --test beyond_memory -- --ignored`):
+//!   first measures the in-memory backend's peak on the same input without a limit, and
+//!   requires it to be at least 10 times the limit the embedded backend then runs under.
+//!
+//! Needs a writable cgroup v1 memory controller (root on this machine); without one the
+//! tests say so and pass, unless `TIDEWATER_REQUIRE_CGROUP` is set.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const MB: u64 = 1 << 20;
+
+/// A memory cgroup of its own, removed when dropped.
+struct MemoryCgroup {
+    dir: PathBuf,
+}
+
+impl MemoryCgroup {
+    /// A cgroup limited to `limit` bytes (`None`: unlimited, to measure a peak), or
+    /// `None` if this machine cannot make one.
+    fn new(name: &str, limit: Option<u64>) -> Option<MemoryCgroup> {
+        let root = Path::new("/sys/fs/cgroup/memory");
+        let dir = root.join(format!("tidewater-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir(&dir);
+        if std::fs::create_dir(&dir).is_err() {
+            assert!(
+                std::env::var_os("TIDEWATER_REQUIRE_CGROUP").is_none(),
+                "cannot make a memory cgroup under {}",
+                root.display()
+            );
+            eprintln!(
+                "*** SKIPPED: no writable cgroup v1 memory controller at {} ***",
+                root.display()
+            );
+            return None;
+        }
+        if let Some(limit) = limit {
+            std::fs::write(dir.join("memory.limit_in_bytes"), limit.to_string()).unwrap();
+        }
+        Some(MemoryCgroup { dir })
+    }
+
+    /// Runs `bin args` in the cgroup; whether it succeeded, and its stderr.
+    fn run(&self, bin: &Path, args: &[String]) -> (bool, String) {
+        let script = format!(
+            "echo $$ > {}/cgroup.procs && exec \"$0\" \"$@\"",
+            self.dir.display()
+        );
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg(script)
+            .arg(bin)
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    /// The peak memory of its processes, page cache included.
+    fn peak(&self) -> u64 {
+        let text = std::fs::read_to_string(self.dir.join("memory.max_usage_in_bytes")).unwrap();
+        text.trim().parse().unwrap()
+    }
+}
+
+impl Drop for MemoryCgroup {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+/// `words` distinct words, each twice, in a shuffled order, ten to a line.
+fn write_input(path: &Path, words: u64) {
+    let mut all: Vec<u64> = (0..words).chain(0..words).collect();
+    // Fisher-Yates with a fixed LCG: the same input every run.
+    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    for i in (1..all.len()).rev() {
+        x = x
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        all.swap(i, (x >> 33) as usize % (i + 1));
+    }
+    let mut text = String::with_capacity(all.len() * 10);
+    for (i, w) in all.iter().enumerate() {
+        text.push_str(&format!("w{w:08}"));
+        text.push(if i % 10 == 9 { '\n' } else { ' ' });
+    }
+    std::fs::write(path, text).unwrap();
+}
+
+/// Every committed line of `dir`, sorted.
+fn lines_of(dir: &Path) -> Vec<String> {
+    let mut lines = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let path = e.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if name.starts_with('.') {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        lines.extend(text.lines().map(str::to_string));
+    }
+    lines.sort();
+    lines
+}
+
+/// What the job writes: each word's count at its first and its second occurrence.
+fn expected(words: u64) -> Vec<String> {
+    let mut lines: Vec<String> = (0..words)
+        .flat_map(|w| [format!("w{w:08} 1"), format!("w{w:08} 2")])
+        .collect();
+    lines.sort();
+    lines
+}
+
+fn job_args(input: &Path, out: &Path, backend: &str, state_dir: &Path) -> Vec<String> {
+    vec![
+        "--runner=native".into(),
+        format!("--input={}", input.display()),
+        format!("--output={}", out.display()),
+        format!("--state-backend={backend}"),
+        format!("--state-dir={}", state_dir.display()),
+    ]
+}
+
+/// The stateful word count of `words` words on the embedded backend under `limit`:
+/// exact, and its store gone afterwards.
+fn run_embedded_under(limit: u64, words: u64, input: &Path, scratch: &Path) -> Option<u64> {
+    let cg = MemoryCgroup::new("embedded", Some(limit))?;
+    let (out, state) = (scratch.join("out-embedded"), scratch.join("state"));
+    let bin = Path::new(env!("CARGO_BIN_EXE_stateful_wordcount"));
+    let (ok, stderr) = cg.run(bin, &job_args(input, &out, "fjall", &state));
+    assert!(
+        ok,
+        "the job on the embedded backend failed under {} MB (killed by the limit?):\n{stderr}",
+        limit / MB
+    );
+    let got = lines_of(&out);
+    assert_eq!(got.len() as u64, 2 * words, "updates written");
+    assert!(got == expected(words), "the updates differ from the oracle");
+    assert_eq!(
+        std::fs::read_dir(&state).unwrap().count(),
+        0,
+        "the store is removed at the end"
+    );
+    Some(cg.peak())
+}
+
+#[test]
+fn the_embedded_backend_runs_a_keyed_job_under_a_memory_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("words.txt");
+    const WORDS: u64 = 100_000;
+    write_input(&input, WORDS);
+    if let Some(peak) = run_embedded_under(160 * MB, WORDS, &input, dir.path()) {
+        eprintln!("embedded backend, {WORDS} words: peak {} MB", peak / MB);
+    }
+}
+
+#[test]
+#[ignore = "heavy: run in release (see the module's documentation)"]
+fn a_keyed_job_with_ten_times_more_state_than_its_memory_limit_runs_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("words.txt");
+    let words: u64 = std::env::var("TIDEWATER_BEYOND_MEMORY_WORDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(8_500_000);
+    const LIMIT: u64 = 256 * MB;
+    write_input(&input, words);
+    // The same job on the in-memory backend, without a limit: its peak is the state's
+    // size in memory (plus the process's own, which only favours the memory backend).
+    let Some(cg) = MemoryCgroup::new("memory", None) else {
+        return;
+    };
+    let out = dir.path().join("out-memory");
+    let bin = Path::new(env!("CARGO_BIN_EXE_stateful_wordcount"));
+    let (ok, stderr) = cg.run(bin, &job_args(&input, &out, "memory", dir.path()));
+    assert!(ok, "the in-memory run failed:\n{stderr}");
+    let in_memory = cg.peak();
+    drop(cg);
+    assert!(
+        lines_of(&out) == expected(words),
+        "the in-memory run's updates"
+    );
+    std::fs::remove_dir_all(&out).unwrap();
+    eprintln!(
+        "in-memory backend, {words} words: peak {} MB",
+        in_memory / MB
+    );
+    assert!(
+        in_memory >= 10 * LIMIT,
+        "the in-memory peak ({} MB) is under 10 times the limit ({} MB): give more words",
+        in_memory / MB,
+        LIMIT / MB
+    );
+    let peak = run_embedded_under(LIMIT, words, &input, dir.path()).expect("a cgroup");
+    eprintln!(
+        "embedded backend under {} MB: peak {} MB, exact (the in-memory run's peak is {:.1} times the limit)",
+        LIMIT / MB,
+        peak / MB,
+        in_memory as f64 / LIMIT as f64
+    );
+}
