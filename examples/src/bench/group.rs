@@ -18,6 +18,8 @@ pub struct Group {
     pub checkpoint: (bool, Option<u64>),
     /// Checkpoints without alignment (`--guarantee at-least-once`).
     pub at_least_once: bool,
+    /// State in the embedded store (`--state-backend fjall`).
+    pub embedded_state: bool,
     /// Its runs, in the order they ran.
     pub runs: Vec<BenchRecord>,
 }
@@ -47,6 +49,9 @@ impl Group {
         }
         if self.at_least_once {
             s.push_str(" at-least-once");
+        }
+        if self.embedded_state {
+            s.push_str(" fjall state");
         }
         s
     }
@@ -101,6 +106,7 @@ fn group_where(
             r.processes,
             (r.checkpoint, r.checkpoint_interval_ms),
             r.at_least_once,
+            r.embedded_state,
         );
         match groups.iter_mut().find(|g| {
             (
@@ -109,6 +115,7 @@ fn group_where(
                 g.processes,
                 g.checkpoint,
                 g.at_least_once,
+                g.embedded_state,
             ) == key
         }) {
             Some(g) => g.runs.push(r.clone()),
@@ -118,6 +125,7 @@ fn group_where(
                 processes: r.processes,
                 checkpoint: (r.checkpoint, r.checkpoint_interval_ms),
                 at_least_once: r.at_least_once,
+                embedded_state: r.embedded_state,
                 runs: vec![r.clone()],
             }),
         }

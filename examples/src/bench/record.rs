@@ -45,6 +45,9 @@ pub struct BenchRecord {
     /// pairs, `--over-veth`), not on loopback.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub over_veth: bool,
+    /// Stateful DoFns kept their state in the embedded store (`--state-backend fjall`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub embedded_state: bool,
     /// Records the sink received.
     pub outputs: u64,
     /// Whether the direct runner's validation was on.
@@ -208,6 +211,7 @@ impl BenchRecord {
             checkpoint_interval_ms: None,
             at_least_once: false,
             over_veth: false,
+            embedded_state: false,
             outputs,
             validate: false,
             profile: if cfg!(debug_assertions) {
@@ -360,6 +364,7 @@ pub(crate) mod tests {
             checkpoint_interval_ms: None,
             at_least_once: false,
             over_veth: false,
+            embedded_state: false,
             outputs: 9_999,
             validate: false,
             profile: "release".into(),

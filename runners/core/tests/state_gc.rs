@@ -108,7 +108,7 @@ fn a_snapshot_restores_every_cell() {
     s.bag_add(b"k", &g, "bag", &[3]);
     s.map_put(b"k", &g, "map", &[4], &[5]);
     s.put(b"other", &g, "v", &[6]);
-    let parts = s.snapshot_by(&mut |key| u32::from(key == b"k"));
+    let parts = s.snapshot_by(&mut |key| u32::from(key == b"k")).unwrap();
     assert_eq!(parts.len(), 2);
     let mut t = InMemoryStateBackend::default();
     t.restore_add(&parts[&1]).unwrap();

@@ -167,16 +167,10 @@ pub fn choose(options: &PipelineOptions) -> Result<PolicyChoice> {
         None => Duration::from_millis(500),
         Some(v) => interval(v).map_err(|e| checked("batch-interval", v, e))?,
     };
-    let max_watermark_drift = match options.runner_option("max_watermark_drift_ms") {
-        None => Some(DEFAULT_MAX_WATERMARK_DRIFT),
-        Some("0") => None,
-        Some(v) => Some(Duration::from_millis(v.parse::<u64>().map_err(|_| {
-            Error::InvalidOption {
-                option: format!("--runner-option max_watermark_drift_ms={v}"),
-                message: "expected a whole number of milliseconds (0: off)".into(),
-            }
-        })?)),
-    };
+    let max_watermark_drift = tidewater_runners_timely::launch::max_watermark_drift(
+        options,
+        Some(DEFAULT_MAX_WATERMARK_DRIFT),
+    )?;
     let max_records = match flag("max-records-per-batch") {
         None => Some(DEFAULT_MAX_RECORDS),
         Some(v) => Some(max_records(v).map_err(|e| checked("max-records-per-batch", v, e))?),

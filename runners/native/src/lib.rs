@@ -37,7 +37,7 @@ pub const RUNNER_OPTIONS: [(&str, &str); 2] = [
     ),
     (
         "max_watermark_drift_ms",
-        "watermark alignment: an instance of a source whose watermark runs more than this ahead of the source's slowest instance pauses until it catches up (default: off)",
+        "watermark alignment: an instance of a source whose watermark runs more than this ahead of the source's slowest instance pauses until it catches up (default: off; 0: off)",
     ),
 ];
 
@@ -62,15 +62,7 @@ fn streaming(options: &PipelineOptions) -> Result<PolicyChoice> {
                 })?
         }
     };
-    let max_watermark_drift = match options.runner_option("max_watermark_drift_ms") {
-        None => None,
-        Some(v) => Some(Duration::from_millis(v.parse::<u64>().map_err(|_| {
-            Error::InvalidOption {
-                option: format!("--runner-option max_watermark_drift_ms={v}"),
-                message: "expected a whole number of milliseconds".into(),
-            }
-        })?)),
-    };
+    let max_watermark_drift = tidewater_runners_timely::launch::max_watermark_drift(options, None)?;
     Ok(PolicyChoice {
         policy: Arc::new(policy::Streaming),
         max_watermark_drift,

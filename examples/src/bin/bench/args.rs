@@ -59,6 +59,10 @@ pub(super) struct Args {
     /// e.g. the native runner's `bundle_size=4096`.
     #[arg(long = "runner-option", value_name = "KEY=VALUE", value_parser = tidewater::parse_key_value)]
     pub(super) runner_options: Vec<(String, String)>,
+    /// Where stateful DoFns keep their state on every runner: `memory`, or `fjall` (an
+    /// embedded store under the system's temporary directory).
+    #[arg(long, value_enum, default_value_t = tidewater::StateBackendKind::Memory)]
+    pub(super) state_backend: tidewater::StateBackendKind,
     /// Checkpoint intervals in milliseconds to measure each distributed runner with,
     /// comma-separated; `0` is without checkpoints (e.g. `0,1000`: the cost of
     /// checkpoints every second). Each checkpointed run writes into a fresh temporary
@@ -246,6 +250,8 @@ pub(super) struct Setting<'a> {
     pub(super) checkpoint_ms: Option<u64>,
     /// Checkpoints without alignment (`--guarantee at-least-once`).
     pub(super) at_least_once: bool,
+    /// `--state-backend`.
+    pub(super) state_backend: tidewater::StateBackendKind,
     /// Micro-batches of at most this many lines, back to back (`--batch-records`).
     pub(super) batch_records: Option<u64>,
     /// The native runner's watermark alignment (`--watermark-drift-ms`), if on.
@@ -300,6 +306,7 @@ impl Setting<'_> {
             record.checkpoints_of(result);
         }
         record.at_least_once = self.at_least_once;
+        record.embedded_state = self.state_backend == tidewater::StateBackendKind::Fjall;
         record.over_veth = matches!(self.role, Role::Coordinate(_));
     }
 
@@ -307,6 +314,7 @@ impl Setting<'_> {
         let mut o = PipelineOptions {
             runner: self.runner.to_string(),
             no_validate: !validate,
+            state_backend: self.state_backend,
             ..Default::default()
         };
         if self.runner != "direct" {

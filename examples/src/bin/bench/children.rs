@@ -50,6 +50,9 @@ pub(super) fn child_command(
         for (k, v) in &options.runner_options {
             cmd.arg("--runner-option").arg(format!("{k}={v}"));
         }
+        if setting.state_backend == tidewater::StateBackendKind::Fjall {
+            cmd.arg("--state-backend=fjall");
+        }
         if options.runner != "direct" {
             cmd.arg(format!("--workers={}", setting.workers));
             if setting.processes > 1 {
@@ -93,6 +96,9 @@ pub(super) fn setting_flags(cmd: &mut Command, setting: &Setting<'_>, validate: 
     cmd.args(["--processes", &setting.processes.to_string()]);
     for (k, v) in setting.runner_options {
         cmd.arg("--runner-option").arg(format!("{k}={v}"));
+    }
+    if setting.state_backend == tidewater::StateBackendKind::Fjall {
+        cmd.arg("--state-backend=fjall");
     }
     if let Some(ms) = setting.checkpoint_ms {
         cmd.arg(format!("--checkpoint-ms={ms}"));
@@ -208,6 +214,7 @@ pub(super) fn child(args: &Args, mode: ChildMode) -> anyhow::Result<()> {
         runner_options: &args.runner_options,
         checkpoint_ms: args.checkpoint_ms.first().copied().filter(|ms| *ms > 0),
         at_least_once: args.guarantee.first().is_some_and(|g| g == "at-least-once"),
+        state_backend: args.state_backend,
         batch_records: args.batch_records,
         watermark_drift_ms: drift(args),
         tls: args.tls(),

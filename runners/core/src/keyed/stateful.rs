@@ -395,7 +395,7 @@ impl StatefulRunner {
                 groups.entry(g).or_default();
                 g
             };
-            let cells = cells.parts_by(&mut group);
+            let cells = cells.parts_by(&mut group).map_err(state_failed)?;
             for (g, c) in cells {
                 groups.get_mut(&g).expect("grouped").cells = c;
             }

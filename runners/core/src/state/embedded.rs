@@ -169,8 +169,9 @@ pub struct EmbeddedStateBackend {
     /// Cells held, over all windows.
     cells: usize,
     /// The first error reading or writing the store since the last flush, which
-    /// reports it: a cell access cannot fail by itself.
-    failed: Option<String>,
+    /// reports it: a cell access cannot fail by itself (a read, which takes `&self`,
+    /// records it here too).
+    failed: std::cell::RefCell<Option<String>>,
     /// Where a cell's address is encoded; reused from call to call.
     scratch: std::cell::Cell<Vec<u8>>,
     /// The last uncached cell read from the store (address, cell): the write that
@@ -217,7 +218,7 @@ impl EmbeddedStateBackend {
             dirty: 0,
             names: Vec::new(),
             cells: 0,
-            failed: None,
+            failed: Default::default(),
             scratch: Default::default(),
             last_read: Default::default(),
         })
@@ -251,13 +252,18 @@ impl EmbeddedStateBackend {
                 self.windows += 1;
             }
             Err(e) => {
-                self.failed.get_or_insert(io_error(
+                self.fail(io_error(
                     "cannot read a window's expiry",
                     &self.store.dir,
                     e,
                 ));
             }
         }
+    }
+
+    /// Records the first error since the last flush.
+    fn fail(&self, e: String) {
+        self.failed.borrow_mut().get_or_insert(e);
     }
 
     /// Runs `f` on the address of cell (key, window, name).
@@ -300,8 +306,9 @@ impl EmbeddedStateBackend {
                     c.map(Cow::Owned)
                 }
                 Err(e) => {
-                    // Reads take `&self`: the flush at the bundle's end fails instead.
-                    tracing::error!("{e}");
+                    // The read gives nothing; the flush at the bundle's end fails it, so
+                    // nothing the DoFn did with it is committed.
+                    self.fail(e);
                     None
                 }
             },
@@ -322,7 +329,7 @@ impl EmbeddedStateBackend {
             let cell = match read {
                 Ok(c) => c,
                 Err(e) => {
-                    self.failed.get_or_insert(e);
+                    self.fail(e);
                     None
                 }
             };
@@ -421,16 +428,7 @@ impl EmbeddedStateBackend {
             }
             let mut batch = self.store.db.batch();
             for entry in due {
-                let (key, window) =
-                    entry
-                        .get(8..)
-                        .and_then(decode_window_prefix)
-                        .ok_or_else(|| {
-                            format!(
-                                "a window's expiry entry in {} does not decode",
-                                self.store.dir.display()
-                            )
-                        })?;
+                let (key, window) = self.decode_expiry(&entry)?;
                 self.clear_window(key, &window);
                 f(key, &window);
                 batch.remove(&self.expiry, &entry[..]);
@@ -443,6 +441,19 @@ impl EmbeddedStateBackend {
         }
     }
 
+    /// The (key, window) of an entry of `expiry`.
+    fn decode_expiry<'a>(&self, entry: &'a [u8]) -> Result<(&'a [u8], BoundedWindow), String> {
+        entry
+            .get(8..)
+            .and_then(decode_window_prefix)
+            .ok_or_else(|| {
+                format!(
+                    "a window's expiry entry in {} does not decode",
+                    self.store.dir.display()
+                )
+            })
+    }
+
     /// Expires every window (the watermark reached the end of time): each is handed
     /// to `f` from one scan, then both keyspaces are emptied at once.
     fn expire_all(&mut self, f: &mut dyn FnMut(&[u8], &BoundedWindow)) -> Result<(), String> {
@@ -450,15 +461,7 @@ impl EmbeddedStateBackend {
             let entry = kv
                 .key()
                 .map_err(|e| io_error("cannot list expired windows", &self.store.dir, e))?;
-            let (key, window) = entry
-                .get(8..)
-                .and_then(decode_window_prefix)
-                .ok_or_else(|| {
-                    format!(
-                        "a window's expiry entry in {} does not decode",
-                        self.store.dir.display()
-                    )
-                })?;
+            let (key, window) = self.decode_expiry(&entry)?;
             f(key, &window);
         }
         for ks in [&self.keyspace, &self.expiry] {
@@ -497,13 +500,8 @@ impl StateCells for EmbeddedStateBackend {
         self.read(key, window, name).and_then(value)
     }
     fn put(&mut self, key: &[u8], window: &BoundedWindow, name: &str, value: &[u8]) {
-        match self.cell_or_insert(key, window, name, || Cell::Value(Vec::new())) {
-            Cell::Value(v) => {
-                v.clear();
-                v.extend_from_slice(value);
-            }
-            other => *other = Cell::Value(value.to_vec()),
-        }
+        self.cell_or_insert(key, window, name, || Cell::Value(Vec::new()))
+            .put(value);
     }
     fn bag(&self, key: &[u8], window: &BoundedWindow, name: &str) -> Vec<Cow<'_, [u8]>> {
         match self.read(key, window, name) {
@@ -515,10 +513,8 @@ impl StateCells for EmbeddedStateBackend {
         }
     }
     fn bag_add(&mut self, key: &[u8], window: &BoundedWindow, name: &str, value: &[u8]) {
-        match self.cell_or_insert(key, window, name, || Cell::Bag(Vec::new())) {
-            Cell::Bag(b) => b.push(value.to_vec()),
-            other => *other = Cell::Bag(vec![value.to_vec()]),
-        }
+        self.cell_or_insert(key, window, name, || Cell::Bag(Vec::new()))
+            .bag_add(value);
     }
     fn map_get(
         &self,
@@ -541,23 +537,8 @@ impl StateCells for EmbeddedStateBackend {
         entry: &[u8],
         value: &[u8],
     ) -> bool {
-        match self.cell_or_insert(key, window, name, || Cell::Map(BTreeMap::new())) {
-            Cell::Map(m) => match m.get_mut(entry) {
-                Some(v) => {
-                    v.clear();
-                    v.extend_from_slice(value);
-                    false
-                }
-                None => {
-                    m.insert(entry.to_vec(), value.to_vec());
-                    true
-                }
-            },
-            other => {
-                *other = Cell::Map(BTreeMap::from([(entry.to_vec(), value.to_vec())]));
-                true
-            }
-        }
+        self.cell_or_insert(key, window, name, || Cell::Map(BTreeMap::new()))
+            .map_put(entry, value)
     }
     fn map_remove(&mut self, key: &[u8], window: &BoundedWindow, name: &str, entry: &[u8]) {
         if let Some(Cell::Map(m)) = self.slot(key, window, name) {
@@ -583,9 +564,20 @@ impl StateCells for EmbeddedStateBackend {
         }
     }
     fn clear(&mut self, key: &[u8], window: &BoundedWindow, name: &str) {
-        // A cell neither cached nor stored is left alone (not cached as cleared).
+        // A cell neither cached nor stored is left alone (not cached as cleared); one
+        // stored is read once (`slot` takes the read).
         let absent = self.with_address(key, window, name, |a| {
-            !self.cache.contains_key(a) && matches!(self.read_store(a), Ok(None))
+            if self.cache.contains_key(a) {
+                return false;
+            }
+            match self.read_store(a) {
+                Ok(None) => true,
+                Ok(found) => {
+                    *self.last_read.borrow_mut() = Some((a.to_vec(), found));
+                    false
+                }
+                Err(_) => false,
+            }
         });
         if absent {
             return;
@@ -618,7 +610,7 @@ impl StateBackend for EmbeddedStateBackend {
             return;
         }
         if let Err(e) = self.write_dirty() {
-            self.failed.get_or_insert(e);
+            self.fail(e);
             return;
         }
         if let Err(e) = if watermark == Timestamp::MAX {
@@ -626,7 +618,7 @@ impl StateBackend for EmbeddedStateBackend {
         } else {
             self.expire_before(watermark, f)
         } {
-            self.failed.get_or_insert(e);
+            self.fail(e);
         }
         self.first_expiry = self
             .expiry
@@ -659,7 +651,7 @@ impl StateBackend for EmbeddedStateBackend {
         keys.len()
     }
     fn flush(&mut self) -> Result<(), String> {
-        if let Some(e) = self.failed.take() {
+        if let Some(e) = self.failed.get_mut().take() {
             return Err(e);
         }
         if self.dirty >= WRITE_BATCH_CELLS || self.cache.len() > CACHE_CELLS {
@@ -668,7 +660,7 @@ impl StateBackend for EmbeddedStateBackend {
         Ok(())
     }
     fn sync(&mut self) -> Result<(), String> {
-        if let Some(e) = self.failed.take() {
+        if let Some(e) = self.failed.get_mut().take() {
             return Err(e);
         }
         self.write_dirty()?;
@@ -739,23 +731,22 @@ fn split_address(a: &[u8]) -> Option<(&[u8], BoundedWindow, &[u8])> {
 }
 
 impl FrozenState for Frozen {
-    fn parts_by(self: Box<Self>, group_of: &mut dyn FnMut(&[u8]) -> u32) -> BTreeMap<u32, Vec<u8>> {
+    fn parts_by(
+        self: Box<Self>,
+        group_of: &mut dyn FnMut(&[u8]) -> u32,
+    ) -> Result<BTreeMap<u32, Vec<u8>>, String> {
         use fjall::Readable;
         // Decoded first, then borrowed by the parts' encoding.
         let mut cells: Vec<(Vec<u8>, BoundedWindow, String, Cell)> = Vec::new();
         for kv in self.snapshot.iter(&self.keyspace) {
-            let (address, bytes) = kv.into_inner().unwrap_or_else(|e| {
-                // A snapshot must not leave a cell out: fail the checkpoint loudly.
-                panic!(
-                    "{}",
-                    io_error("cannot read cells for a snapshot", &self.dir, e)
-                )
-            });
-            let (key, window, name) = decode_address(&address).unwrap_or_else(|| {
-                panic!("a cell address in {} does not decode", self.dir.display())
-            });
+            let (address, bytes) = kv
+                .into_inner()
+                .map_err(|e| io_error("cannot read cells for a snapshot", &self.dir, e))?;
+            let (key, window, name) = decode_address(&address).ok_or_else(|| {
+                format!("a cell's address in {} does not decode", self.dir.display())
+            })?;
             let cell: Cell = postcard::from_bytes(&bytes)
-                .unwrap_or_else(|e| panic!("{}", io_error("a cell does not decode", &self.dir, e)));
+                .map_err(|e| io_error("a cell does not decode", &self.dir, e))?;
             cells.push((key.to_vec(), window, name.to_string(), cell));
         }
         let mut groups: BTreeMap<u32, Vec<(CellIdRef<'_>, &Cell)>> = BTreeMap::new();
@@ -765,9 +756,9 @@ impl FrozenState for Frozen {
                 .or_default()
                 .push((CellIdRef { key, window, name }, cell));
         }
-        groups
+        Ok(groups
             .into_iter()
             .map(|(g, mut part)| (g, encode_cells(&mut part)))
-            .collect()
+            .collect())
     }
 }

@@ -33,6 +33,48 @@ pub(super) enum Cell {
     Map(BTreeMap<Vec<u8>, Vec<u8>>),
 }
 
+impl Cell {
+    /// Writes a value: a cell of another kind becomes a value cell.
+    pub(super) fn put(&mut self, value: &[u8]) {
+        match self {
+            Cell::Value(v) => {
+                v.clear();
+                v.extend_from_slice(value);
+            }
+            other => *other = Cell::Value(value.to_vec()),
+        }
+    }
+
+    /// Appends to a bag: a cell of another kind becomes a bag.
+    pub(super) fn bag_add(&mut self, value: &[u8]) {
+        match self {
+            Cell::Bag(b) => b.push(value.to_vec()),
+            other => *other = Cell::Bag(vec![value.to_vec()]),
+        }
+    }
+
+    /// Writes a map entry (a cell of another kind becomes a map); whether it was new.
+    pub(super) fn map_put(&mut self, entry: &[u8], value: &[u8]) -> bool {
+        match self {
+            Cell::Map(m) => match m.get_mut(entry) {
+                Some(v) => {
+                    v.clear();
+                    v.extend_from_slice(value);
+                    false
+                }
+                None => {
+                    m.insert(entry.to_vec(), value.to_vec());
+                    true
+                }
+            },
+            other => {
+                *other = Cell::Map(BTreeMap::from([(entry.to_vec(), value.to_vec())]));
+                true
+            }
+        }
+    }
+}
+
 /// One cell of a state snapshot part, as an offline reader sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CellEntry {
@@ -166,7 +208,7 @@ fn hash_of(key: &[u8], window: &BoundedWindow) -> u64 {
 /// let mut s = InMemoryStateBackend::default();
 /// s.put(b"k", &BoundedWindow::Global, "count", &[3]);
 /// s.put(b"l", &BoundedWindow::Global, "count", &[4]);
-/// let parts = s.snapshot_by(&mut |key| u32::from(key[0]));
+/// let parts = s.snapshot_by(&mut |key| u32::from(key[0])).unwrap();
 /// assert_eq!(parts.len(), 2);
 /// let mut t = InMemoryStateBackend::default();
 /// for part in parts.values() {
@@ -278,13 +320,8 @@ impl StateCells for InMemoryStateBackend {
         }
     }
     fn put(&mut self, key: &[u8], window: &BoundedWindow, name: &str, value: &[u8]) {
-        match self.cell_or_insert(key, window, name, || Cell::Value(Vec::new())) {
-            Cell::Value(v) => {
-                v.clear();
-                v.extend_from_slice(value);
-            }
-            other => *other = Cell::Value(value.to_vec()),
-        }
+        self.cell_or_insert(key, window, name, || Cell::Value(Vec::new()))
+            .put(value);
     }
     fn bag(&self, key: &[u8], window: &BoundedWindow, name: &str) -> Vec<Cow<'_, [u8]>> {
         match self.cell(key, window, name) {
@@ -293,10 +330,8 @@ impl StateCells for InMemoryStateBackend {
         }
     }
     fn bag_add(&mut self, key: &[u8], window: &BoundedWindow, name: &str, value: &[u8]) {
-        match self.cell_or_insert(key, window, name, || Cell::Bag(Vec::new())) {
-            Cell::Bag(b) => b.push(value.to_vec()),
-            other => *other = Cell::Bag(vec![value.to_vec()]),
-        }
+        self.cell_or_insert(key, window, name, || Cell::Bag(Vec::new()))
+            .bag_add(value);
     }
     fn map_get(
         &self,
@@ -318,23 +353,8 @@ impl StateCells for InMemoryStateBackend {
         entry: &[u8],
         value: &[u8],
     ) -> bool {
-        match self.cell_or_insert(key, window, name, || Cell::Map(BTreeMap::new())) {
-            Cell::Map(m) => match m.get_mut(entry) {
-                Some(v) => {
-                    v.clear();
-                    v.extend_from_slice(value);
-                    false
-                }
-                None => {
-                    m.insert(entry.to_vec(), value.to_vec());
-                    true
-                }
-            },
-            other => {
-                *other = Cell::Map(BTreeMap::from([(entry.to_vec(), value.to_vec())]));
-                true
-            }
-        }
+        self.cell_or_insert(key, window, name, || Cell::Map(BTreeMap::new()))
+            .map_put(entry, value)
     }
     fn map_remove(&mut self, key: &[u8], window: &BoundedWindow, name: &str, entry: &[u8]) {
         if let Some(Cell::Map(m)) = self.cell_mut(key, window, name) {
@@ -437,7 +457,10 @@ struct Frozen {
 }
 
 impl FrozenState for Frozen {
-    fn parts_by(self: Box<Self>, group_of: &mut dyn FnMut(&[u8]) -> u32) -> BTreeMap<u32, Vec<u8>> {
+    fn parts_by(
+        self: Box<Self>,
+        group_of: &mut dyn FnMut(&[u8]) -> u32,
+    ) -> Result<BTreeMap<u32, Vec<u8>>, String> {
         let mut groups: BTreeMap<u32, Vec<(CellIdRef<'_>, &Cell)>> = BTreeMap::new();
         for w in &self.windows {
             let part = groups.entry(group_of(&w.key)).or_default();
@@ -450,10 +473,10 @@ impl FrozenState for Frozen {
                 part.push((id, cell));
             }
         }
-        groups
+        Ok(groups
             .into_iter()
             .map(|(g, mut cells)| (g, encode_cells(&mut cells)))
-            .collect()
+            .collect())
     }
 }
 
@@ -502,8 +525,8 @@ mod tests {
         let forward: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
         let backward: Vec<&[u8]> = forward.iter().rev().copied().collect();
         let group = &mut |key: &[u8]| u32::from(key[3] % 3);
-        let parts = filled(&forward).snapshot_by(group);
-        assert_eq!(parts, filled(&backward).snapshot_by(group));
+        let parts = filled(&forward).snapshot_by(group).unwrap();
+        assert_eq!(parts, filled(&backward).snapshot_by(group).unwrap());
         // The encoding of the ordered map this backend replaced: (address, cell) pairs
         // ordered by (key, window, name).
         #[derive(Serialize, PartialEq, Eq, PartialOrd, Ord)]
@@ -586,7 +609,7 @@ mod tests {
         // [0, 10) is collected after 9 + 5.
         assert_eq!(s.next_expiry(), Some(Timestamp(14)));
         let mut t = InMemoryStateBackend::new(5);
-        for part in s.snapshot_by(&mut |_| 0).values() {
+        for part in s.snapshot_by(&mut |_| 0).unwrap().values() {
             t.restore_add(part).unwrap();
         }
         for s in [&mut s, &mut t] {
@@ -609,7 +632,7 @@ mod tests {
         let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
         let mut s = filled(&refs);
         let group = &mut |key: &[u8]| u32::from(key[3] % 4);
-        let before = s.snapshot_by(group);
+        let before = s.snapshot_by(group).unwrap();
         let frozen = s.freeze();
         // Every kind of write, to windows the copy holds and to new ones.
         for k in &refs {
@@ -621,11 +644,11 @@ mod tests {
             s.put(k, &w(20), "v", b"new");
         }
         s.clear_window(refs[0], &BoundedWindow::Global);
-        let after = s.snapshot_by(group);
+        let after = s.snapshot_by(group).unwrap();
         assert_ne!(after, before);
-        assert_eq!(frozen.parts_by(group), before);
+        assert_eq!(frozen.parts_by(group).unwrap(), before);
         // The live table was copied where written, not changed under the copy.
-        assert_eq!(s.snapshot_by(group), after);
+        assert_eq!(s.snapshot_by(group).unwrap(), after);
         assert_eq!(s.get(refs[1], &w(0), "v").as_deref(), Some(&b"changed"[..]));
         assert_eq!(s.bag(refs[1], &w(10), "bag"), vec![&[1u8][..], &[9u8][..]]);
     }

@@ -56,7 +56,10 @@ pub trait StateBackend: StateCells + Send {
     fn freeze(&self) -> Box<dyn FrozenState>;
     /// The cells, as one encoded part per group, where `group_of` gives the group of
     /// an encoded key (its key group): what a snapshot keeps.
-    fn snapshot_by(&self, group_of: &mut dyn FnMut(&[u8]) -> u32) -> BTreeMap<u32, Vec<u8>> {
+    fn snapshot_by(
+        &self,
+        group_of: &mut dyn FnMut(&[u8]) -> u32,
+    ) -> Result<BTreeMap<u32, Vec<u8>>, String> {
         self.freeze().parts_by(group_of)
     }
     /// Adds the cells of a part written by [`StateBackend::snapshot_by`]; parts of
@@ -69,7 +72,11 @@ pub trait StateBackend: StateCells + Send {
 pub trait FrozenState: Send {
     /// The cells, as one encoded part per group, where `group_of` gives the group of
     /// an encoded key: what [`StateBackend::snapshot_by`] returns.
-    fn parts_by(self: Box<Self>, group_of: &mut dyn FnMut(&[u8]) -> u32) -> BTreeMap<u32, Vec<u8>>;
+    /// An error reading the cells (the embedded store's files) fails the snapshot.
+    fn parts_by(
+        self: Box<Self>,
+        group_of: &mut dyn FnMut(&[u8]) -> u32,
+    ) -> Result<BTreeMap<u32, Vec<u8>>, String>;
 }
 
 /// Where a job keeps the keyed state of its stateful DoFns (`--state-backend`).

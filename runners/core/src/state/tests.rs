@@ -147,8 +147,8 @@ proptest! {
         prop_assert_eq!(read_all(&m), read_all(&e));
         prop_assert_eq!(m.len(), e.len());
         prop_assert_eq!(m.live_keys(), e.live_keys());
-        let parts = m.snapshot_by(&mut group);
-        prop_assert_eq!(&parts, &e.snapshot_by(&mut group));
+        let parts = m.snapshot_by(&mut group).unwrap();
+        prop_assert_eq!(&parts, &e.snapshot_by(&mut group).unwrap());
         // Across: the embedded snapshot into memory, the in-memory one into the store.
         let mut m2 = in_memory();
         let dir2 = tempfile::tempdir().unwrap();
@@ -204,7 +204,7 @@ fn cells_beyond_the_cache_live_in_the_store() {
         None
     );
     assert_eq!(e.len(), n as usize - 1);
-    let parts = e.snapshot_by(&mut group);
+    let parts = e.snapshot_by(&mut group).unwrap();
     let mut m = in_memory();
     for part in parts.values() {
         m.restore_add(part).unwrap();
@@ -230,7 +230,7 @@ fn a_frozen_snapshot_does_not_see_later_writes() {
     e.put(b"b", &BoundedWindow::Global, "v", &[3]);
     e.sync().unwrap();
     let mut m = in_memory();
-    for part in frozen.parts_by(&mut group).values() {
+    for part in frozen.parts_by(&mut group).unwrap().values() {
         m.restore_add(part).unwrap();
     }
     assert_eq!(m.len(), 1);

@@ -40,6 +40,26 @@ pub struct PolicyChoice {
     pub max_watermark_drift: Option<Duration>,
 }
 
+/// The runner option `max_watermark_drift_ms` (watermark alignment), the one rule for
+/// every runner on the engine: a whole number of milliseconds, `0` off, absent the
+/// runner's `default`.
+pub fn max_watermark_drift(
+    options: &tidewater::PipelineOptions,
+    default: Option<Duration>,
+) -> Result<Option<Duration>> {
+    match options.runner_option("max_watermark_drift_ms") {
+        None => Ok(default),
+        Some(v) => match v.parse::<u64>() {
+            Ok(0) => Ok(None),
+            Ok(ms) => Ok(Some(Duration::from_millis(ms))),
+            Err(_) => Err(invalid(
+                format!("--runner-option max_watermark_drift_ms={v}"),
+                "expected a whole number of milliseconds (0: off)".into(),
+            )),
+        },
+    }
+}
+
 /// The options (`--runner-option KEY=VALUE`) of every runner on the engine.
 pub const COMMON_OPTIONS: [(&str, &str); 8] = [
     (
