@@ -41,11 +41,11 @@ use tidewater::exec::{key_group_of, StateCells};
 use tidewater::{BoundedWindow, Timestamp};
 
 /// Cells kept in the cache past a write to the store, at most.
-pub const CACHE_CELLS: usize = 16_384;
+pub const CACHE_CELLS: usize = 65_536;
 
 /// Dirty cells are written to the store in batches of at least this many (or all of
 /// them before a snapshot).
-const WRITE_BATCH_CELLS: usize = 4_096;
+const WRITE_BATCH_CELLS: usize = 16_384;
 
 /// A keyspace's memtable is written out as a file at this size.
 const MEMTABLE_BYTES: u64 = 8 << 20;
