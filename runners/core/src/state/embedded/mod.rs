@@ -29,14 +29,19 @@
 //! Bags and maps are one entry each, rewritten whole when a bundle changed them; a
 //! bag or map of many entries per key costs its size per bundle that touches it.
 
-use super::in_memory::{decode_part_cells, encode_cells, Cell, CellIdRef};
+mod frozen;
+mod store;
+
+use super::in_memory::{decode_part_cells, Cell};
 use super::{FrozenState, StateBackend};
 use crate::windowing::gc_time;
+use frozen::{decode_window_prefix, Frozen};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, Weak};
+use std::path::Path;
+use std::sync::Arc;
+use store::{io_error, Store, KEYSPACES, MEMTABLE_BYTES};
 use tidewater::exec::{key_group_of, StateCells};
 use tidewater::{BoundedWindow, Timestamp};
 
@@ -46,100 +51,6 @@ pub const CACHE_CELLS: usize = 65_536;
 /// Dirty cells are written to the store in batches of at least this many (or all of
 /// them before a snapshot).
 const WRITE_BATCH_CELLS: usize = 16_384;
-
-/// A keyspace's memtable is written out as a file at this size.
-const MEMTABLE_BYTES: u64 = 8 << 20;
-
-/// A store's journals, at most (fjall's least): memtables not yet written out as files
-/// are bounded by it, so it bounds the store's memory beyond the caches.
-const JOURNAL_BYTES: u64 = 64 << 20;
-
-/// The store's own cache of file blocks, in bytes.
-const BLOCK_CACHE_BYTES: u64 = 16 << 20;
-
-/// A store shared by the operator instances of this process that keep their state
-/// in one directory; removed from disk when the last of them is dropped.
-struct Store {
-    db: fjall::Database,
-    dir: PathBuf,
-}
-
-impl Drop for Store {
-    fn drop(&mut self) {
-        // The database is temporary: dropping it removes its files.
-        tracing::debug!(dir = %self.dir.display(), "state store closed");
-    }
-}
-
-/// The open stores, by directory.
-static STORES: Mutex<Vec<(PathBuf, Weak<Store>)>> = Mutex::new(Vec::new());
-
-/// A number for the next keyspace of this process.
-static KEYSPACES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
-fn io_error(what: &str, dir: &Path, e: impl std::fmt::Display) -> String {
-    format!("{what} in the state store at {}: {e}", dir.display())
-}
-
-/// A store's directory is this followed by its process's id.
-const STORE_PREFIX: &str = "tidewater-state-";
-
-/// Removes the stores under `parent` left by processes that died (killed, their
-/// state is gone with them: checkpoints hold what survives), and one at `ours` (a
-/// process of the same id before).
-fn remove_stores_of_dead_processes(parent: &Path, ours: &Path) -> Result<(), String> {
-    let entries =
-        std::fs::read_dir(parent).map_err(|e| io_error("cannot list the directory", parent, e))?;
-    for entry in entries.flatten() {
-        let path = entry.path();
-        let name = entry.file_name();
-        let Some(pid) = name
-            .to_str()
-            .and_then(|n| n.strip_prefix(STORE_PREFIX))
-            .and_then(|p| p.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let alive = Path::new(&format!("/proc/{pid}")).exists();
-        if path == ours || !alive {
-            std::fs::remove_dir_all(&path)
-                .map_err(|e| io_error("cannot remove an old store", &path, e))?;
-        }
-    }
-    Ok(())
-}
-
-impl Store {
-    /// The store of this process under `parent` (opened on first use, in a directory
-    /// of its own named after the process).
-    fn open(parent: &Path) -> Result<Arc<Store>, String> {
-        let mut stores = STORES.lock().unwrap_or_else(|p| p.into_inner());
-        stores.retain(|(_, w)| w.strong_count() > 0);
-        if let Some(s) = stores
-            .iter()
-            .find(|(p, _)| p == parent)
-            .and_then(|(_, w)| w.upgrade())
-        {
-            return Ok(s);
-        }
-        let dir = parent.join(format!("{STORE_PREFIX}{}", std::process::id()));
-        std::fs::create_dir_all(parent)
-            .map_err(|e| io_error("cannot create the directory", parent, e))?;
-        remove_stores_of_dead_processes(parent, &dir)?;
-        let db = fjall::Database::builder(&dir)
-            .temporary(true)
-            // Durability is the checkpoints' job: the journal is never synced.
-            .manual_journal_persist(true)
-            .cache_size(BLOCK_CACHE_BYTES)
-            .max_journaling_size(JOURNAL_BYTES)
-            .worker_threads(2)
-            .open()
-            .map_err(|e| io_error("cannot open", &dir, e))?;
-        let store = Arc::new(Store { db, dir });
-        stores.push((parent.to_path_buf(), Arc::downgrade(&store)));
-        Ok(store)
-    }
-}
 
 /// A cached cell: `None` once cleared; `dirty` until flushed.
 struct Cached {
@@ -700,65 +611,5 @@ impl StateBackend for EmbeddedStateBackend {
         batch
             .commit()
             .map_err(|e| io_error("cannot write restored cells", &self.store.dir, e))
-    }
-}
-
-/// The cells as of [`StateBackend::freeze`]: a view of the store.
-struct Frozen {
-    snapshot: fjall::Snapshot,
-    keyspace: fjall::Keyspace,
-    dir: PathBuf,
-}
-
-/// A cell's address decoded: (key, window, name).
-fn decode_address(a: &[u8]) -> Option<(&[u8], BoundedWindow, &str)> {
-    let (key, window, rest) = split_address(a)?;
-    Some((key, window, std::str::from_utf8(rest).ok()?))
-}
-
-/// The (key, window) of a window's address (a cell's, up to the name).
-fn decode_window_prefix(a: &[u8]) -> Option<(&[u8], BoundedWindow)> {
-    let (key, window, rest) = split_address(a)?;
-    rest.is_empty().then_some((key, window))
-}
-
-/// An address split into its key, its window and the rest (a cell's name).
-fn split_address(a: &[u8]) -> Option<(&[u8], BoundedWindow, &[u8])> {
-    let len = u32::from_be_bytes(a.get(4..8)?.try_into().ok()?) as usize;
-    let key = a.get(8..8 + len)?;
-    let (window, rest) = postcard::take_from_bytes::<BoundedWindow>(a.get(8 + len..)?).ok()?;
-    Some((key, window, rest))
-}
-
-impl FrozenState for Frozen {
-    fn parts_by(
-        self: Box<Self>,
-        group_of: &mut dyn FnMut(&[u8]) -> u32,
-    ) -> Result<BTreeMap<u32, Vec<u8>>, String> {
-        use fjall::Readable;
-        // Decoded first, then borrowed by the parts' encoding.
-        let mut cells: Vec<(Vec<u8>, BoundedWindow, String, Cell)> = Vec::new();
-        for kv in self.snapshot.iter(&self.keyspace) {
-            let (address, bytes) = kv
-                .into_inner()
-                .map_err(|e| io_error("cannot read cells for a snapshot", &self.dir, e))?;
-            let (key, window, name) = decode_address(&address).ok_or_else(|| {
-                format!("a cell's address in {} does not decode", self.dir.display())
-            })?;
-            let cell: Cell = postcard::from_bytes(&bytes)
-                .map_err(|e| io_error("a cell does not decode", &self.dir, e))?;
-            cells.push((key.to_vec(), window, name.to_string(), cell));
-        }
-        let mut groups: BTreeMap<u32, Vec<(CellIdRef<'_>, &Cell)>> = BTreeMap::new();
-        for (key, window, name, cell) in &cells {
-            groups
-                .entry(group_of(key))
-                .or_default()
-                .push((CellIdRef { key, window, name }, cell));
-        }
-        Ok(groups
-            .into_iter()
-            .map(|(g, mut part)| (g, encode_cells(&mut part)))
-            .collect())
     }
 }

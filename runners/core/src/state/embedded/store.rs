@@ -1,0 +1,100 @@
+//! The embedded store of a process and state directory: its directory (named after the
+//! process, removed with it or, left by a process that died, at the next open) and its
+//! fjall database, shared by the operator instances that keep their state there.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, Weak};
+
+/// A keyspace's memtable is written out as a file at this size.
+pub(super) const MEMTABLE_BYTES: u64 = 8 << 20;
+
+/// A store's journals, at most (fjall's least): memtables not yet written out as files
+/// are bounded by it, so it bounds the store's memory beyond the caches.
+const JOURNAL_BYTES: u64 = 64 << 20;
+
+/// The store's own cache of file blocks, in bytes.
+const BLOCK_CACHE_BYTES: u64 = 16 << 20;
+
+/// A store shared by the operator instances of this process that keep their state
+/// in one directory; removed from disk when the last of them is dropped.
+pub(super) struct Store {
+    pub(super) db: fjall::Database,
+    pub(super) dir: PathBuf,
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        // The database is temporary: dropping it removes its files.
+        tracing::debug!(dir = %self.dir.display(), "state store closed");
+    }
+}
+
+/// The open stores, by directory.
+static STORES: Mutex<Vec<(PathBuf, Weak<Store>)>> = Mutex::new(Vec::new());
+
+/// A number for the next keyspace of this process.
+pub(super) static KEYSPACES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+pub(super) fn io_error(what: &str, dir: &Path, e: impl std::fmt::Display) -> String {
+    format!("{what} in the state store at {}: {e}", dir.display())
+}
+
+/// A store's directory is this followed by its process's id.
+const STORE_PREFIX: &str = "tidewater-state-";
+
+/// Removes the stores under `parent` left by processes that died (killed, their
+/// state is gone with them: checkpoints hold what survives), and one at `ours` (a
+/// process of the same id before).
+fn remove_stores_of_dead_processes(parent: &Path, ours: &Path) -> Result<(), String> {
+    let entries =
+        std::fs::read_dir(parent).map_err(|e| io_error("cannot list the directory", parent, e))?;
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(STORE_PREFIX))
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let alive = Path::new(&format!("/proc/{pid}")).exists();
+        if path == ours || !alive {
+            std::fs::remove_dir_all(&path)
+                .map_err(|e| io_error("cannot remove an old store", &path, e))?;
+        }
+    }
+    Ok(())
+}
+
+impl Store {
+    /// The store of this process under `parent` (opened on first use, in a directory
+    /// of its own named after the process).
+    pub(super) fn open(parent: &Path) -> Result<Arc<Store>, String> {
+        let mut stores = STORES.lock().unwrap_or_else(|p| p.into_inner());
+        stores.retain(|(_, w)| w.strong_count() > 0);
+        if let Some(s) = stores
+            .iter()
+            .find(|(p, _)| p == parent)
+            .and_then(|(_, w)| w.upgrade())
+        {
+            return Ok(s);
+        }
+        let dir = parent.join(format!("{STORE_PREFIX}{}", std::process::id()));
+        std::fs::create_dir_all(parent)
+            .map_err(|e| io_error("cannot create the directory", parent, e))?;
+        remove_stores_of_dead_processes(parent, &dir)?;
+        let db = fjall::Database::builder(&dir)
+            .temporary(true)
+            // Durability is the checkpoints' job: the journal is never synced.
+            .manual_journal_persist(true)
+            .cache_size(BLOCK_CACHE_BYTES)
+            .max_journaling_size(JOURNAL_BYTES)
+            .worker_threads(2)
+            .open()
+            .map_err(|e| io_error("cannot open", &dir, e))?;
+        let store = Arc::new(Store { db, dir });
+        stores.push((parent.to_path_buf(), Arc::downgrade(&store)));
+        Ok(store)
+    }
+}
