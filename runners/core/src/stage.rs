@@ -258,6 +258,11 @@ impl Drop for FusedStage {
     }
 }
 
+/// Accumulators per batch when a partial combine flushes: a flush of a micro-batch's
+/// every (key, window) sends them downstream a batch at a time, so they are never all
+/// copied into one.
+const PARTIAL_FLUSH_BATCH: usize = 4096;
+
 impl Partial {
     fn add(
         &mut self,
@@ -303,16 +308,14 @@ impl Partial {
         if table.groups() == 0 {
             return Ok(());
         }
-        let acc = if watermark == Timestamp::MAX {
-            table.finish()
-        } else {
-            table.finish_ended_before(watermark)
-        }
-        .map_err(|e| unwrap_downstream(attribute(e, &self.name)))?;
-        if acc.is_empty() {
-            return Ok(());
-        }
-        out.emit(exit, check_accumulators(acc, &self.name, options)?)
+        let name = &self.name;
+        table
+            .finish_in_batches(watermark, PARTIAL_FLUSH_BATCH, &mut |acc| {
+                check_accumulators(acc, name, options)
+                    .and_then(|acc| out.emit(exit, acc))
+                    .map_err(|e| ExecError::Downstream(Box::new(e)))
+            })
+            .map_err(|e| unwrap_downstream(attribute(e, name)))
     }
 }
 

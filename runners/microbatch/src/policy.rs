@@ -68,7 +68,7 @@ pub const FLAGS: [RunnerFlag; 4] = [
     RunnerFlag {
         name: "max-records-per-batch",
         value_name: "N",
-        help: "The micro-batch runner reads at most this many records from a source per batch (default 100000); a source with more available (a backlog, a bounded input) runs in batches of this size back to back, without waiting for the interval, so that a batch's records and the windows they open stay bounded at any input size",
+        help: "The micro-batch runner reads at most this many records from a source per batch (default 50000); a source with more available (a backlog, a bounded input) runs in batches of this size back to back, without waiting for the interval, so that a batch's records and the windows they open stay bounded at any input size",
         check: check_max_records,
     },
     RunnerFlag {
@@ -99,8 +99,12 @@ fn check_interval(s: &str) -> std::result::Result<(), String> {
 /// input): the windowed word count's peak RSS 163 MB at 10M words and 171 MB at 50M
 /// (was 551 and 770 MB) at 6.38M and 5.79M words/s (was 3.29M and 4.34M); the count,
 /// whose partial combines are flushed once a batch, 14.8M and 13.4M words/s (was 17.4M
-/// and 16.9M).
-pub const DEFAULT_MAX_RECORDS: u64 = 100_000;
+/// and 16.9M). That was at 100,000; at 50,000 (with partial combines and panes
+/// emitted in batches of 4,096), 10M words, medians of 3: windowed peak RSS 112 -> 85 MB
+/// at one worker and 178 -> 116 MB at two, at 4.20M -> 4.32M and 7.73M -> 7.87M
+/// words/s; the count 8.64M -> 8.42M and 15.99M -> 15.37M words/s (a batch's partial
+/// flush is the price). At 50M words, one worker: 80 MB.
+pub const DEFAULT_MAX_RECORDS: u64 = 50_000;
 
 /// How far a source instance's watermark may run ahead of its slowest instance before
 /// it reads one record a partition per batch until they catch up (the runner option

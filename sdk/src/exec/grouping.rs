@@ -51,4 +51,25 @@ pub trait GroupingTable: Send {
         let _ = watermark;
         self.finish()
     }
+    /// What [`GroupingTable::finish_ended_before`] emits (everything at
+    /// [`Timestamp::MAX`](crate::Timestamp::MAX)), handed to `emit` in batches of at
+    /// most `chunk` outputs where the table can: the groups of a whole micro-batch
+    /// then never sit in one batch, with the table, at once.
+    fn finish_in_batches(
+        &mut self,
+        watermark: crate::Timestamp,
+        chunk: usize,
+        emit: &mut dyn FnMut(Box<dyn AnyBatch>) -> Result<(), ExecError>,
+    ) -> Result<(), ExecError> {
+        let _ = chunk;
+        let batch = if watermark == crate::Timestamp::MAX {
+            self.finish()?
+        } else {
+            self.finish_ended_before(watermark)?
+        };
+        if batch.is_empty() {
+            return Ok(());
+        }
+        emit(batch)
+    }
 }

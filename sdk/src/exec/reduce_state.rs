@@ -37,8 +37,9 @@ pub trait ReduceFnState: Send {
     ) -> Result<(), ExecError>;
     /// Drops (key, window).
     fn clear(&mut self, key: KeyId, window: BoundedWindow);
-    /// Everything emitted since the last call.
-    fn take_output(&mut self) -> Box<dyn AnyBatch>;
+    /// Everything emitted since the last call, in batches (a watermark that passes
+    /// many windows fires them all: their panes do not sit in one batch).
+    fn take_output(&mut self) -> Vec<Box<dyn AnyBatch>>;
     /// The key's debug form, for error messages.
     fn key_debug(&self, key: KeyId) -> String;
     /// The canonical encoding of the key (see [`super::encode_key`]): what key groups

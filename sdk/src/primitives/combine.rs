@@ -524,7 +524,18 @@ impl<S: CombineShape<F>, F: CombineFn> GroupingTable for CombineTable<S, F> {
     }
 
     fn finish(&mut self) -> Result<Box<dyn AnyBatch>, ExecError> {
-        emit::<S, F>(&self.f, self.phase, self.groups.drain())
+        let mut all = None;
+        emit::<S, F>(
+            &self.f,
+            self.phase,
+            self.groups.drain(),
+            usize::MAX,
+            &mut |b| {
+                all = Some(b);
+                Ok(())
+            },
+        )?;
+        Ok(all.unwrap_or_else(|| self.empty()))
     }
 
     fn finish_ended_before(
@@ -532,20 +543,69 @@ impl<S: CombineShape<F>, F: CombineFn> GroupingTable for CombineTable<S, F> {
         watermark: crate::Timestamp,
     ) -> Result<Box<dyn AnyBatch>, ExecError> {
         let ended = self.groups.drain_ended_before(watermark)?;
-        emit::<S, F>(&self.f, self.phase, ended.into_iter())
+        let mut all = None;
+        emit::<S, F>(
+            &self.f,
+            self.phase,
+            ended.into_iter(),
+            usize::MAX,
+            &mut |b| {
+                all = Some(b);
+                Ok(())
+            },
+        )?;
+        Ok(all.unwrap_or_else(|| self.empty()))
+    }
+
+    fn finish_in_batches(
+        &mut self,
+        watermark: crate::Timestamp,
+        chunk: usize,
+        out: &mut dyn FnMut(Box<dyn AnyBatch>) -> Result<(), ExecError>,
+    ) -> Result<(), ExecError> {
+        if watermark == crate::Timestamp::MAX {
+            emit::<S, F>(&self.f, self.phase, self.groups.drain(), chunk, out)
+        } else {
+            let ended = self.groups.drain_ended_before(watermark)?;
+            emit::<S, F>(&self.f, self.phase, ended.into_iter(), chunk, out)
+        }
     }
 }
 
-/// One output per group: its accumulator in the partial phase, else its result.
+impl<S: CombineShape<F>, F: CombineFn> CombineTable<S, F> {
+    /// An empty batch of this table's output.
+    fn empty(&self) -> Box<dyn AnyBatch> {
+        if self.phase == GroupingPhase::Partial {
+            Box::new(Batch::<(S::Key, F::Acc)> { items: Vec::new() })
+        } else {
+            Box::new(Batch::<S::Output> { items: Vec::new() })
+        }
+    }
+}
+
+/// One output per group, handed to `out` in batches of at most `chunk` (none when
+/// there are no groups): its accumulator in the partial phase, else its result.
 fn emit<S: CombineShape<F>, F: CombineFn>(
     f: &F,
     phase: GroupingPhase,
     groups: impl Iterator<Item = (S::Key, BoundedWindow, F::Acc)>,
-) -> Result<Box<dyn AnyBatch>, ExecError> {
+    chunk: usize,
+    out: &mut dyn FnMut(Box<dyn AnyBatch>) -> Result<(), ExecError>,
+) -> Result<(), ExecError> {
     let partial = phase == GroupingPhase::Partial;
     let mut accumulators = Vec::new();
     let mut outputs = Vec::new();
     for (k, w, acc) in groups {
+        if accumulators.len() >= chunk {
+            out(Box::new(Batch {
+                items: std::mem::take(&mut accumulators),
+            }))?;
+        }
+        if outputs.len() >= chunk {
+            out(Box::new(Batch {
+                items: std::mem::take(&mut outputs),
+            }))?;
+        }
         let (timestamp, windows) = (w.max_timestamp(), Windows::One(w));
         if partial {
             accumulators.push(WindowedValue {
@@ -570,13 +630,15 @@ fn emit<S: CombineShape<F>, F: CombineFn>(
             pane: PaneInfo::ON_TIME_AND_ONLY_FIRING,
         });
     }
-    Ok(if partial {
-        Box::new(Batch {
+    if !accumulators.is_empty() {
+        out(Box::new(Batch {
             items: accumulators,
-        })
-    } else {
-        Box::new(Batch { items: outputs })
-    })
+        }))?;
+    }
+    if !outputs.is_empty() {
+        out(Box::new(Batch { items: outputs }))?;
+    }
+    Ok(())
 }
 
 /// A combine's reduction over inputs.

@@ -201,9 +201,14 @@ impl<K: Element, A> Groups<K, A> {
         if self.earliest_end >= watermark {
             return Ok(Vec::new());
         }
-        let all: Vec<_> = self.drain().collect();
+        // The table's own storage, taken: the kept groups go into fresh storage, and
+        // no copy of every group is made.
+        let keys = std::mem::take(&mut self.keys);
+        let values = std::mem::take(&mut self.values);
+        self.index.clear();
+        self.earliest_end = Timestamp::MAX;
         let mut ended = Vec::new();
-        for (k, w, a) in all {
+        for ((k, w), a) in keys.into_iter().zip(values) {
             if w.max_timestamp() < watermark {
                 ended.push((k, w, a));
             } else {

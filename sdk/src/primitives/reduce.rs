@@ -38,7 +38,12 @@ pub(crate) struct ReduceTable<R: Reduction> {
     groups: FxHashMap<(KeyId, BoundedWindow), R::Acc>,
     key_buf: Vec<u8>,
     out: Vec<WindowedValue<R::Output>>,
+    /// Full batches of `out` not yet taken.
+    done: Vec<Box<dyn AnyBatch>>,
 }
+
+/// Outputs per batch of [`ReduceFnState::take_output`].
+const OUTPUT_BATCH: usize = 4096;
 
 impl<R: Reduction> ReduceTable<R> {
     pub(crate) fn new(r: R) -> Self {
@@ -49,6 +54,7 @@ impl<R: Reduction> ReduceTable<R> {
             groups: FxHashMap::default(),
             key_buf: Vec::new(),
             out: Vec::new(),
+            done: Vec::new(),
         }
     }
 
@@ -207,6 +213,10 @@ impl<R: Reduction> ReduceFnState for ReduceTable<R> {
                 })?,
             }
         };
+        if self.out.len() >= OUTPUT_BATCH {
+            let full = std::mem::replace(&mut self.out, Vec::with_capacity(OUTPUT_BATCH));
+            self.done.push(Box::new(Batch { items: full }));
+        }
         self.out.push(WindowedValue {
             value,
             timestamp,
@@ -220,10 +230,14 @@ impl<R: Reduction> ReduceFnState for ReduceTable<R> {
         self.groups.remove(&(key, window));
     }
 
-    fn take_output(&mut self) -> Box<dyn AnyBatch> {
-        Box::new(Batch {
-            items: std::mem::take(&mut self.out),
-        })
+    fn take_output(&mut self) -> Vec<Box<dyn AnyBatch>> {
+        let mut out = std::mem::take(&mut self.done);
+        if !self.out.is_empty() {
+            out.push(Box::new(Batch {
+                items: std::mem::take(&mut self.out),
+            }));
+        }
+        out
     }
 
     fn key_debug(&self, key: KeyId) -> String {

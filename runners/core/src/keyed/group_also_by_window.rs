@@ -164,8 +164,7 @@ impl GroupAlsoByWindow {
 
     fn collect(&mut self) {
         let out = self.reducer.take_output();
-        if !out.is_empty() {
-            self.output.push(out);
-        }
+        self.output
+            .extend(out.into_iter().filter(|b| !b.is_empty()));
     }
 }

@@ -57,12 +57,14 @@ mod after_watermark;
 mod default;
 mod explain;
 mod never;
+mod node_state;
 mod or_finally;
 mod repeatedly;
 
 #[cfg(test)]
 mod tester;
 
+use node_state::Nodes;
 use serde::{Deserialize, Serialize};
 use tidewater::{BoundedWindow, TimeTransform, Timestamp, Trigger};
 
@@ -130,18 +132,7 @@ impl<'a> TriggerContext<'a> {
 /// time of `AfterProcessingTime`; other nodes keep none).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TriggerState {
-    nodes: Vec<NodeState>,
-}
-
-/// The state of one node.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-struct NodeState {
-    /// Beam's finished bit.
-    finished: bool,
-    /// `AfterCount`: elements seen in the current pane.
-    count: u64,
-    /// `AfterProcessingTime`: when to fire, fixed by the first element of the pane.
-    delayed_until: Option<Timestamp>,
+    nodes: Nodes,
 }
 
 impl TriggerState {
@@ -237,7 +228,7 @@ impl TriggerStateMachine {
     /// The state of a window that has seen nothing yet.
     pub fn initial_state(&self) -> TriggerState {
         TriggerState {
-            nodes: vec![NodeState::default(); self.nodes.len()],
+            nodes: Nodes::new(self.nodes.len()),
         }
     }
 

@@ -26,8 +26,8 @@ pub(super) struct WindowState {
     /// Inputs arrived since the last pane.
     pub(super) new_data: bool,
     /// Earliest and latest input timestamps of the pane (all panes when accumulating).
-    pub(super) min_ts: Option<Timestamp>,
-    pub(super) max_ts: Option<Timestamp>,
+    pub(super) min_ts: MaybeTs,
+    pub(super) max_ts: MaybeTs,
     /// Which activation of (key, window) this is: a queued window timer of an earlier
     /// one (a window expired or merged away, its key's number since reused) is stale.
     /// Given afresh on restore.
@@ -38,7 +38,46 @@ pub(super) struct WindowState {
     pub(super) written: Cell<Written>,
     /// The hold this activation has an entry for in `Reducer::holds`, if it has one.
     #[serde(skip)]
-    pub(super) registered: Cell<Option<Timestamp>>,
+    pub(super) registered: Cell<MaybeTs>,
+}
+
+/// An optional timestamp in the 8 bytes of one (a timestamp lies within
+/// [`Timestamp::MIN`, `Timestamp::MAX`], far from `i64::MIN`, which stands for none),
+/// written as an `Option<Timestamp>`: a window's state is per (key, window), so its
+/// size is most of a windowed job's memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct MaybeTs(i64);
+
+impl MaybeTs {
+    pub(super) const NONE: MaybeTs = MaybeTs(i64::MIN);
+
+    pub(super) fn get(self) -> Option<Timestamp> {
+        (self != Self::NONE).then_some(Timestamp(self.0))
+    }
+}
+
+impl Default for MaybeTs {
+    fn default() -> Self {
+        Self::NONE
+    }
+}
+
+impl From<Option<Timestamp>> for MaybeTs {
+    fn from(t: Option<Timestamp>) -> Self {
+        t.map_or(Self::NONE, |t| MaybeTs(t.0))
+    }
+}
+
+impl Serialize for MaybeTs {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.get().serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for MaybeTs {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Option::<Timestamp>::deserialize(d).map(MaybeTs::from)
+    }
 }
 
 /// A window against the snapshots, so that a delta snapshot writes only the windows
@@ -178,7 +217,7 @@ pub(super) fn hold_of(
     holds.then(|| match strategy.timestamp_combiner {
         TimestampCombiner::EndOfWindow => end_of(w),
         TimestampCombiner::EarliestInPane | TimestampCombiner::LatestInPane => {
-            s.min_ts.unwrap_or(end_of(w)).min(end_of(w))
+            s.min_ts.get().unwrap_or(end_of(w)).min(end_of(w))
         }
     })
 }
@@ -193,9 +232,9 @@ pub(super) fn register_hold(
     st: &WindowState,
 ) {
     if let Some(h) = hold_of(strategy, w, st) {
-        if st.registered.get() != Some(h) {
+        if st.registered.get().get() != Some(h) {
             holds.push(Reverse((h, st.serial, k, w.clone())));
-            st.registered.set(Some(h));
+            st.registered.set(Some(h).into());
         }
     }
 }

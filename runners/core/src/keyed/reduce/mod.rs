@@ -24,7 +24,9 @@ pub use report::{
     show_window, DroppedElement, OpenWindow, PendingTimer, TimersReport, WindowReport,
 };
 
-use active::{end_of, hold_of, register_hold, ActiveWindows, HoldEntry, WindowState, Written};
+use active::{
+    end_of, hold_of, register_hold, ActiveWindows, HoldEntry, MaybeTs, WindowState, Written,
+};
 
 /// Counter of elements dropped because their window had expired.
 pub const DROPPED_DUE_TO_LATENESS: &str = "dropped_due_to_lateness";
@@ -268,10 +270,10 @@ impl Reducer {
                 non_speculative_panes: kept.map_or(0, |s| s.non_speculative_panes),
                 last_timing: kept.and_then(|s| s.last_timing),
                 new_data: states.iter().any(|s| s.new_data),
-                min_ts: states.iter().filter_map(|s| s.min_ts).min(),
-                max_ts: states.iter().filter_map(|s| s.max_ts).max(),
+                min_ts: states.iter().filter_map(|s| s.min_ts.get()).min().into(),
+                max_ts: states.iter().filter_map(|s| s.max_ts.get()).max().into(),
                 written: Cell::new(Written::New),
-                registered: Cell::new(None),
+                registered: Cell::default(),
             };
             register_hold(&mut self.holds, &self.strategy, k, &into, &merged);
             self.windows.insert((k, into.clone()), merged);
@@ -312,10 +314,10 @@ impl Reducer {
             non_speculative_panes: 0,
             last_timing: None,
             new_data: false,
-            min_ts: None,
-            max_ts: None,
+            min_ts: MaybeTs::NONE,
+            max_ts: MaybeTs::NONE,
             written: Cell::new(Written::New),
-            registered: Cell::new(None),
+            registered: Cell::default(),
         }
     }
 
@@ -401,8 +403,8 @@ impl Reducer {
             // Late input (behind the output watermark) gets no hold, so it does not
             // move the pane's output time (Beam's WatermarkHold).
             if ts >= self.output_watermark {
-                st.min_ts = Some(st.min_ts.map_or(ts, |m| m.min(ts)));
-                st.max_ts = Some(st.max_ts.map_or(ts, |m| m.max(ts)));
+                st.min_ts = Some(st.min_ts.get().map_or(ts, |m| m.min(ts))).into();
+                st.max_ts = Some(st.max_ts.get().map_or(ts, |m| m.max(ts))).into();
             }
             let mut ctx = TriggerContext {
                 window: w.clone(),
@@ -539,8 +541,10 @@ impl Reducer {
             };
             let timestamp = match self.strategy.timestamp_combiner {
                 TimestampCombiner::EndOfWindow => end_of(&w),
-                TimestampCombiner::EarliestInPane => st.min_ts.unwrap_or(end_of(&w)),
-                TimestampCombiner::LatestInPane => st.max_ts.unwrap_or(end_of(&w)).min(end_of(&w)),
+                TimestampCombiner::EarliestInPane => st.min_ts.get().unwrap_or(end_of(&w)),
+                TimestampCombiner::LatestInPane => {
+                    st.max_ts.get().unwrap_or(end_of(&w)).min(end_of(&w))
+                }
             };
             if emit {
                 st.panes += 1;
@@ -551,8 +555,8 @@ impl Reducer {
                 st.new_data = false;
                 // The output time of a pane comes from the input since the previous
                 // pane, in either accumulation mode (Beam's holds are per pane).
-                st.min_ts = None;
-                st.max_ts = None;
+                st.min_ts = MaybeTs::NONE;
+                st.max_ts = MaybeTs::NONE;
             }
             if finished {
                 st.closed = true;
@@ -601,17 +605,17 @@ impl Reducer {
         if self.holds.len() > 2 * self.windows.len() + 1024 {
             self.holds.clear();
             for ((k, w), st) in self.windows.iter() {
-                st.registered.set(None);
+                st.registered.set(MaybeTs::NONE);
                 register_hold(&mut self.holds, &self.strategy, *k, w, st);
             }
         }
         while let Some(Reverse((t, serial, k, w))) = self.holds.peek() {
             if let Some(st) = self.windows.get(&(*k, w.clone())) {
-                if st.serial == *serial && st.registered.get() == Some(*t) {
+                if st.serial == *serial && st.registered.get().get() == Some(*t) {
                     if hold_of(&self.strategy, w, st) == Some(*t) {
                         return Some(*t);
                     }
-                    st.registered.set(None);
+                    st.registered.set(MaybeTs::NONE);
                 }
             }
             self.holds.pop();
@@ -619,8 +623,8 @@ impl Reducer {
         None
     }
 
-    /// Everything emitted since the last call.
-    pub fn take_output(&mut self) -> Box<dyn AnyBatch> {
+    /// Everything emitted since the last call, in batches.
+    pub fn take_output(&mut self) -> Vec<Box<dyn AnyBatch>> {
         self.state.take_output()
     }
 

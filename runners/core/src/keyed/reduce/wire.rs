@@ -346,8 +346,8 @@ mod tests {
             non_speculative_panes: 1,
             last_timing: None,
             new_data: true,
-            min_ts: Some(Timestamp(5)),
-            max_ts: Some(Timestamp(900)),
+            min_ts: Some(Timestamp(5)).into(),
+            max_ts: Some(Timestamp(900)).into(),
             written: Cell::default(),
             registered: Cell::default(),
         };
