@@ -95,7 +95,7 @@ mod tests {
 
     fn node(count: u64) -> NodeState {
         NodeState {
-            finished: count % 2 == 0,
+            finished: count.is_multiple_of(2),
             count,
             delayed_until: Some(tidewater::Timestamp(count as i64 * 7)),
         }
