@@ -28,14 +28,22 @@ pub struct KeyIndex {
 /// The span of a removed group.
 const FREE: (u32, u32) = (0, u32::MAX);
 
-/// A table entry carries the hash and where the key lies, so a probe compares hashes
-/// without leaving the table and reads the arena only on a likely match.
+/// A table entry carries 32 bits of the hash and where the key lies, so a probe
+/// compares hashes without leaving the table and reads the arena only on a likely
+/// match; 16 bytes, so that more of a large table stays in cache (a growing table
+/// hashes its keys again from the arena).
 #[derive(Clone, Copy)]
 struct Slot {
-    hash: u64,
+    tag: u32,
     group: u32,
     start: u32,
     len: u32,
+}
+
+/// The 32 bits of `hash` a slot keeps: the low ones (hashbrown takes the bucket from
+/// the low bits and its control byte from the top seven).
+fn tag(hash: u64) -> u32 {
+    hash as u32
 }
 
 fn hash_bytes(bytes: &[u8]) -> u64 {
@@ -45,9 +53,19 @@ fn hash_bytes(bytes: &[u8]) -> u64 {
 }
 
 impl KeyIndex {
+    /// The hash [`KeyIndex::find_or_insert_hashed`] takes for `key`.
+    pub fn hash(key: &[u8]) -> u64 {
+        hash_bytes(key)
+    }
+
     /// The group number of `key`, and whether it is new.
     pub fn find_or_insert(&mut self, key: &[u8]) -> (usize, bool) {
-        let hash = hash_bytes(key);
+        self.find_or_insert_hashed(hash_bytes(key), key)
+    }
+
+    /// [`KeyIndex::find_or_insert`] of `key`, whose [`KeyIndex::hash`] is `hash`.
+    pub fn find_or_insert_hashed(&mut self, hash: u64, key: &[u8]) -> (usize, bool) {
+        debug_assert_eq!(hash, hash_bytes(key), "the hash of another key");
         let KeyIndex {
             table,
             arena,
@@ -55,19 +73,21 @@ impl KeyIndex {
             free,
             ..
         } = self;
+        let t = tag(hash);
         let eq = |s: &Slot| {
-            s.hash == hash
+            s.tag == t
                 && s.len as usize == key.len()
                 && &arena[s.start as usize..s.start as usize + key.len()] == key
         };
-        match table.entry(hash, eq, |s| s.hash) {
+        let rehash = |s: &Slot| hash_bytes(&arena[s.start as usize..(s.start + s.len) as usize]);
+        match table.entry(hash, eq, rehash) {
             Entry::Occupied(e) => (e.get().group as usize, false),
             Entry::Vacant(e) => {
                 let g = free.pop().map_or(spans.len(), |g| g as usize);
                 // Tables are flushed, and removed keys reclaimed, long before 4 GiB of keys or
                 // 4 billion live groups.
                 let slot = Slot {
-                    hash,
+                    tag: t,
                     group: g as u32,
                     start: arena.len() as u32,
                     len: key.len() as u32,

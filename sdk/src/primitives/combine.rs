@@ -1,7 +1,8 @@
-use super::group_by_key::Groups;
+use super::group_by_key::{Groups, append_window};
 use crate::exec::catch_user;
 use crate::exec::{
-    AnyBatch, Batch, ExecError, GroupingOps, GroupingPhase, GroupingTable, Phase, downcast_batch,
+    AnyBatch, Batch, ExecError, GroupingOps, GroupingPhase, GroupingTable, KeyIndex, Phase,
+    downcast_batch,
 };
 use crate::plan::{FunctionSpec, GroupingPayload, UserFunction, urn};
 use crate::registry;
@@ -367,6 +368,8 @@ impl<S: CombineShape<F>, F: CombineFn> GroupingOps for CombineOps<S, F> {
             f: self.f.clone(),
             phase,
             groups: Groups::new(),
+            encoded: Vec::new(),
+            spans: Vec::new(),
             _s: PhantomData,
         })
     }
@@ -418,6 +421,10 @@ struct CombineTable<S: CombineShape<F>, F: CombineFn> {
     f: Arc<F>,
     phase: GroupingPhase,
     groups: Groups<S::Key, F::Acc>,
+    /// A batch's group encodings, back to back, and per (element, window) where its
+    /// encoding lies and its hash (kept between batches for their allocations).
+    encoded: Vec<u8>,
+    spans: Vec<(usize, usize, u64)>,
     _s: PhantomData<fn() -> S>,
 }
 
@@ -447,27 +454,50 @@ impl<S: CombineShape<F>, F: CombineFn> CombineTable<S, F> {
     }
 
     fn add_inputs(&mut self, items: Vec<WindowedValue<S::Input>>) -> Result<(), ExecError> {
-        self.guarded(|f, groups, current| {
+        let mut encoded = std::mem::take(&mut self.encoded);
+        let mut spans = std::mem::take(&mut self.spans);
+        let result = self.guarded(|f, groups, current| {
+            // First every (element, window)'s group encoding, then their hashes (reading
+            // bytes just written stalls on the stores), then the lookups (see
+            // `Groups::index_prehashed`).
+            encoded.clear();
+            spans.clear();
+            for wv in &items {
+                for w in wv.windows.iter() {
+                    let start = encoded.len();
+                    S::encode_key(&wv.value, &mut encoded)?;
+                    append_window(&mut encoded, w);
+                    spans.push((start, encoded.len(), 0));
+                }
+            }
+            for (start, end, hash) in spans.iter_mut() {
+                *hash = KeyIndex::hash(&encoded[*start..*end]);
+            }
+            let mut spans = spans.iter();
             let mut add = |w, k, x| {
+                let &(start, end, hash) = spans.next().expect("a span per (element, window)");
                 *current = None;
-                let i = groups.index(w, k, || f.create_accumulator())?;
+                let i = groups
+                    .index_prehashed(&encoded[start..end], hash, w, k, || f.create_accumulator());
                 *current = Some(i);
                 f.add_input(groups.value_mut(i), x);
-                Ok::<(), ExecError>(())
             };
             for wv in items {
                 let (k, x) = S::split(wv.value);
                 match wv.windows {
-                    Windows::One(w) => add(w, k, x)?,
+                    Windows::One(w) => add(w, k, x),
                     Windows::Many(ws) => {
                         for w in ws {
-                            add(w, k.clone(), x.clone())?;
+                            add(w, k.clone(), x.clone());
                         }
                     }
                 }
             }
             Ok(())
-        })
+        });
+        self.encoded = encoded;
+        self.spans = spans;
+        result
     }
 
     fn merge_accumulators(

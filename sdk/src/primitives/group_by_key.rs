@@ -163,6 +163,27 @@ impl<K: Element, A> Groups<K, A> {
         Ok(i)
     }
 
+    /// [`Groups::index`] of a group whose encoding ([`group_key`]) and its hash
+    /// ([`KeyIndex::hash`]) were computed beforehand: a batch's keys are encoded and
+    /// hashed first, then looked up one after another, so that the lookups' memory
+    /// accesses overlap instead of each waiting behind its key's hashing.
+    pub(crate) fn index_prehashed(
+        &mut self,
+        encoded: &[u8],
+        hash: u64,
+        w: BoundedWindow,
+        k: K,
+        init: impl FnOnce() -> A,
+    ) -> usize {
+        let (i, new) = self.index.find_or_insert_hashed(hash, encoded);
+        if new {
+            self.earliest_end = self.earliest_end.min(w.max_timestamp());
+            self.keys.push((k, w));
+            self.values.push(init());
+        }
+        i
+    }
+
     pub(crate) fn value_mut(&mut self, i: usize) -> &mut A {
         &mut self.values[i]
     }
@@ -229,6 +250,12 @@ pub(crate) fn group_key<K: Element>(
 ) -> Result<(), ExecError> {
     buf.clear();
     crate::exec::encode_key(key, buf)?;
+    append_window(buf, window);
+    Ok(())
+}
+
+/// Appends the bytes of `window` that follow a key's in a group's encoding.
+pub(crate) fn append_window(buf: &mut Vec<u8>, window: &BoundedWindow) {
     // The window in fixed bytes (not through the coder: this runs per element, and the
     // bytes never leave the table). A key's encoding delimits itself, so the pair's is
     // unique.
@@ -249,7 +276,6 @@ pub(crate) fn group_key<K: Element>(
             buf.extend_from_slice(c.bytes());
         }
     }
-    Ok(())
 }
 
 impl<K: Element, V: Element> GroupingTable for GroupByKeyTable<K, V> {
