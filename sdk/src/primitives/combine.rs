@@ -554,37 +554,14 @@ impl<S: CombineShape<F>, F: CombineFn> GroupingTable for CombineTable<S, F> {
     }
 
     fn finish(&mut self) -> Result<Box<dyn AnyBatch>, ExecError> {
-        let mut all = None;
-        emit::<S, F>(
-            &self.f,
-            self.phase,
-            self.groups.drain(),
-            usize::MAX,
-            &mut |b| {
-                all = Some(b);
-                Ok(())
-            },
-        )?;
-        Ok(all.unwrap_or_else(|| self.empty()))
+        self.one_batch(crate::Timestamp::MAX)
     }
 
     fn finish_ended_before(
         &mut self,
         watermark: crate::Timestamp,
     ) -> Result<Box<dyn AnyBatch>, ExecError> {
-        let ended = self.groups.drain_ended_before(watermark)?;
-        let mut all = None;
-        emit::<S, F>(
-            &self.f,
-            self.phase,
-            ended.into_iter(),
-            usize::MAX,
-            &mut |b| {
-                all = Some(b);
-                Ok(())
-            },
-        )?;
-        Ok(all.unwrap_or_else(|| self.empty()))
+        self.one_batch(watermark)
     }
 
     fn finish_in_batches(
@@ -603,6 +580,16 @@ impl<S: CombineShape<F>, F: CombineFn> GroupingTable for CombineTable<S, F> {
 }
 
 impl<S: CombineShape<F>, F: CombineFn> CombineTable<S, F> {
+    /// What [`GroupingTable::finish_in_batches`] emits, in one batch.
+    fn one_batch(&mut self, watermark: crate::Timestamp) -> Result<Box<dyn AnyBatch>, ExecError> {
+        let mut all = None;
+        self.finish_in_batches(watermark, usize::MAX, &mut |b| {
+            all = Some(b);
+            Ok(())
+        })?;
+        Ok(all.unwrap_or_else(|| self.empty()))
+    }
+
     /// An empty batch of this table's output.
     fn empty(&self) -> Box<dyn AnyBatch> {
         if self.phase == GroupingPhase::Partial {
