@@ -104,7 +104,10 @@ fn the_page_shows_the_graph_rates_watermarks_and_checkpoints_in_a_browser() {
     let _s = serial();
     let profile = tempfile::tempdir().unwrap();
     let mut run = Run::on("native");
-    run.records = 80_000;
+    // 16 s at 10,000 records/s: the page must show every worker's rates and a completed
+    // checkpoint twice while the job runs, each load a headless Chromium start (a
+    // clean-clone CI run once ran out of the 8 s that 80,000 records gave it).
+    run.records = 160_000;
     let mut child = run
         .command(&[
             "--status-addr=127.0.0.1:0",
