@@ -2,6 +2,7 @@
 
 mod capture;
 mod combine;
+mod combine_table;
 mod create;
 mod fanout;
 mod flatten;
