@@ -33,6 +33,22 @@ fn running(run: &Run, child: &mut std::process::Child) -> Vec<i32> {
     }
 }
 
+/// The work directory of the supervisor of cluster process `pid` (its outcome file's,
+/// which the process has in its environment).
+fn work_dir(pid: i32) -> std::path::PathBuf {
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+    let outcome = environ
+        .split(|b| *b == 0)
+        .filter_map(|kv| std::str::from_utf8(kv).ok())
+        .find_map(|kv| kv.strip_prefix("TIDEWATER_CLUSTER_CHILD="))
+        .expect("a cluster process knows where its outcome goes")
+        .to_string();
+    std::path::Path::new(&outcome)
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
 /// 24 SIGKILLs spread over the run, one 0.5 to 1 s after the restart of the
 /// one before: the job keeps completing checkpoints between them, so the default
 /// restart strategy (exponential delay, reset by an attempt that checkpointed) restarts
@@ -288,17 +304,7 @@ fn the_cluster_work_directory_is_private_and_unpredictable() {
     run.records = RECORDS_10S;
     let mut supervisor = run.command(&["--local-cluster=2"]).spawn().unwrap();
     let pids = running(&run, &mut supervisor);
-    let environ = std::fs::read(format!("/proc/{}/environ", pids[0])).unwrap();
-    let outcome = environ
-        .split(|b| *b == 0)
-        .filter_map(|kv| std::str::from_utf8(kv).ok())
-        .find_map(|kv| kv.strip_prefix("TIDEWATER_CLUSTER_CHILD="))
-        .expect("a cluster process knows where its outcome goes")
-        .to_string();
-    let work = std::path::Path::new(&outcome)
-        .parent()
-        .unwrap()
-        .to_path_buf();
+    let work = work_dir(pids[0]);
     let name = work.file_name().unwrap().to_string_lossy().into_owned();
     let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
     let work_mode = mode(&work);
@@ -315,4 +321,52 @@ fn the_cluster_work_directory_is_private_and_unpredictable() {
     );
     assert_eq!(work_mode, 0o700, "{}", work.display());
     assert_eq!(hosts_mode, 0o600, "the hosts file");
+}
+
+/// A local cluster's supervisor picks free ports and releases them before its processes
+/// bind them: another program may take one in between. The process that finds its port
+/// taken is restarted with its cluster on fresh ports (not a failed job), and the
+/// output stays exact. Here the test takes process 1's port itself: process 1 waits
+/// 2.5 s before it binds (`TIDEWATER_DELAY=connect`), the test reads the port from the
+/// hosts file of the first attempt and holds it until the second attempt starts.
+#[test]
+fn a_port_taken_before_a_process_binds_it_restarts_the_cluster() {
+    let _s = serial();
+    let run = Run::on("native");
+    let mut supervisor = run
+        .command(&["--local-cluster=2"])
+        .env("TIDEWATER_DELAY", "connect:2500")
+        .spawn()
+        .unwrap();
+    let pids = running(&run, &mut supervisor);
+    let work = work_dir(pids[0]);
+    let hosts = std::fs::read_to_string(work.join("hosts-0")).unwrap();
+    let address = hosts
+        .lines()
+        .nth(1)
+        .expect("process 1's address")
+        .to_string();
+    let taken = std::net::TcpListener::bind(&address)
+        .unwrap_or_else(|e| panic!("process 1 bound {address} within 2.5 s ({e})"));
+    let started = Instant::now();
+    while !work.join("hosts-1").exists() {
+        assert!(
+            supervisor.try_wait().unwrap().is_none(),
+            "the job ended instead of restarting"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no second attempt within 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(taken);
+    let stderr = finish(supervisor, "port taken");
+    assert!(
+        stderr.contains(&format!(
+            "process 1 cannot listen on its address {address}: Address already in use"
+        )) && stderr.contains("restarting all 2 processes"),
+        "the taken port did not restart the cluster:\n{stderr}"
+    );
+    assert_exact(&run, "port taken");
 }

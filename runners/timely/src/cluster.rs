@@ -32,8 +32,9 @@ pub use crate::fleet::CHILD_ENV;
 /// Exit status of a child whose pipeline failed with its own error (not restarted).
 pub const PIPELINE_FAILED: i32 = 3;
 
-/// Exit status of a child that lost an external system ([`Error::Unavailable`]): the
-/// cluster is restarted from the last checkpoint.
+/// Exit status of a child that lost an external system ([`Error::Unavailable`]), or
+/// found its address taken ([`crate::connect::address_taken`]): the cluster is
+/// restarted from the last checkpoint.
 pub const UNAVAILABLE: i32 = 4;
 
 /// Exit status of a child that lost a peer (its networking failed: another process
@@ -244,6 +245,7 @@ pub fn finish_child(path: &Path, result: Result<PipelineResult>) -> ! {
         Err(e) => {
             let code = match e {
                 Error::Unavailable { .. } => UNAVAILABLE,
+                Error::Cluster { .. } if crate::connect::address_taken() => UNAVAILABLE,
                 // The error is what losing a peer did here (a worker that panicked on
                 // a closed connection, guards that would not join): the peer's death
                 // is the failure, reported in one line already.

@@ -14,13 +14,27 @@
 use crate::handshake::{self, Secret};
 use std::io;
 use std::net::{TcpListener, TcpStream};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 use tidewater::{Error, Result};
 
 /// How long a process waits between attempts to connect or accept.
 const POLL: Duration = Duration::from_millis(5);
+
+/// Whether this process could not listen on its address because another socket held it
+/// ([`connect`]): a local cluster's supervisor picks free ports and releases them before
+/// its processes bind them, and another program may take one in between. The process
+/// then exits as one that lost an external system
+/// ([`crate::cluster::UNAVAILABLE`]): the supervisor restarts the cluster on fresh
+/// ports (under the restart policy: an address that stays taken ends the job after its
+/// failures, with this message).
+static ADDRESS_TAKEN: AtomicBool = AtomicBool::new(false);
+
+/// Whether [`connect`] found this process's address taken by another socket.
+pub fn address_taken() -> bool {
+    ADDRESS_TAKEN.load(Ordering::SeqCst)
+}
 
 /// Connects process `me` of `addresses.len()` to all the others; the result has a
 /// stream to each other process, in order, and `None` at `me` (timely's layout). Every
@@ -45,8 +59,13 @@ pub fn connect(
     }
     let deadline = Instant::now() + timeout;
     let own = &addresses[me];
-    let listener = TcpListener::bind(own).map_err(|e| Error::Cluster {
-        message: format!("process {me} cannot listen on its address {own}: {e}"),
+    let listener = TcpListener::bind(own).map_err(|e| {
+        if e.kind() == io::ErrorKind::AddrInUse {
+            ADDRESS_TAKEN.store(true, Ordering::SeqCst);
+        }
+        Error::Cluster {
+            message: format!("process {me} cannot listen on its address {own}: {e}"),
+        }
     })?;
     listener
         .set_nonblocking(true)

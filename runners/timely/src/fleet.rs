@@ -197,7 +197,8 @@ pub fn start_process(
 }
 
 /// Free loopback ports (bound, read and released: another process could take one in
-/// between, which makes the attempt fail and be retried).
+/// between; the process that finds its port taken exits so that the supervisor
+/// restarts the cluster on fresh ports: [`crate::connect::address_taken`]).
 fn free_ports(n: usize) -> Result<Vec<u16>> {
     let listeners = (0..n)
         .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
