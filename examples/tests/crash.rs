@@ -19,11 +19,11 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// (The two runners' jobs side by side: they are rate-limited and mostly wait.)
 #[test]
 fn random_kills_leave_every_line_exactly_once() {
-    for runner in RUNNERS {
-        random_kills(runner);
-    }
+    let _s = serial();
+    on_each_runner(|runner| random_kills_of(Run::on(runner)));
 }
 
 /// The crash job reading a Kafka topic (4 partitions, the generator's numbers and event
@@ -37,7 +37,8 @@ fn random_kills_over_a_kafka_topic_leave_every_line_exactly_once() {
     ) else {
         return;
     };
-    for runner in RUNNERS {
+    let _s = serial();
+    on_each_runner(|runner| {
         let topic = format!(
             "crash-{runner}-{}-{}",
             std::process::id(),
@@ -47,11 +48,7 @@ fn random_kills_over_a_kafka_topic_leave_every_line_exactly_once() {
                 .unwrap_or(0)
         );
         random_kills_of(Run::over_topic(runner, &brokers, &topic));
-    }
-}
-
-fn random_kills(runner: &'static str) {
-    random_kills_of(Run::on(runner));
+    });
 }
 
 #[test]
@@ -214,16 +211,14 @@ fn a_checkpoint_taken_at_two_workers_resumes_at_one_and_at_three() {
 /// The newest checkpoint's manifest.
 #[test]
 fn a_corrupt_checkpoint_falls_back_to_the_previous_one_and_says_so() {
-    for runner in RUNNERS {
-        corrupt_checkpoint(runner, false);
-    }
+    let _s = serial();
+    on_each_runner(|runner| corrupt_checkpoint(runner, false));
 }
 
 #[test]
 fn a_corrupt_full_file_under_delta_snapshots_falls_back_to_a_checkpoint_before_it() {
-    for runner in RUNNERS {
-        corrupt_checkpoint(runner, true);
-    }
+    let _s = serial();
+    on_each_runner(|runner| corrupt_checkpoint(runner, true));
 }
 
 /// Corrupts a file of the newest checkpoint: the first one it names, or with `full` the
@@ -235,7 +230,6 @@ fn a_corrupt_full_file_under_delta_snapshots_falls_back_to_a_checkpoint_before_i
 /// committed epochs: refused (`replay.rs`), and with `--accept-duplicates` nothing is
 /// lost.
 fn corrupt_checkpoint(runner: &'static str, full: bool) {
-    let _s = serial();
     let mut run = Run::on(runner);
     if full {
         run.source
@@ -626,7 +620,7 @@ fn a_postgres_job_crashed_at_two_workers_resumes_at_one_with_every_row_exactly_o
         return;
     };
     let _s = serial();
-    for runner in RUNNERS {
+    on_each_runner(|runner| {
         let table = format!("rescale_{runner}");
         let c = pg_client(&url);
         pg_fresh_table(&c, &table);
@@ -653,7 +647,7 @@ fn a_postgres_job_crashed_at_two_workers_resumes_at_one_with_every_row_exactly_o
         let rolled_back = stderr.matches("PostgreSQL sink: rolling back").count();
         eprintln!("{what}: {rolled_back} prepared transactions rolled back at restart");
         pg_assert_exact(&c, &table, &what);
-    }
+    });
 }
 
 /// Two jobs of the same binary on one table, each with its own checkpoint directory
@@ -721,7 +715,7 @@ fn two_jobs_writing_files_into_one_directory_each_commit_every_line_exactly_once
     let _s = serial();
     let mut twice: Vec<String> = reference().iter().chain(reference()).cloned().collect();
     twice.sort();
-    for runner in RUNNERS {
+    on_each_runner(|runner| {
         let a = Run::on(runner);
         let mut b = Run::on(runner);
         b.out = a.out.clone();
@@ -738,7 +732,7 @@ fn two_jobs_writing_files_into_one_directory_each_commit_every_line_exactly_once
         );
         let got = a.lines();
         assert!(got == twice, "{runner}: {}", difference(&got, &twice));
-    }
+    });
 }
 
 /// Two runs of one job (the same `--job-id`) on one table at once: the second is
@@ -799,7 +793,7 @@ fn a_second_run_of_one_job_on_one_postgres_table_is_refused() {
 #[test]
 fn a_restored_job_keeps_its_id_and_another_given_is_refused() {
     let _s = serial();
-    for runner in RUNNERS {
+    on_each_runner(|runner| {
         let run = Run::on(runner);
         finish(
             run.command(&["--job-id=first"]).spawn().unwrap(),
@@ -817,7 +811,7 @@ fn a_restored_job_keeps_its_id_and_another_given_is_refused() {
             &format!("{runner}: resumed without --job-id"),
         );
         assert_exact(&run, &format!("{runner}: job id kept"));
-    }
+    });
 }
 
 /// The server lost mid-run (every connection of the sink cut once rows are committed):
@@ -832,7 +826,7 @@ fn a_postgres_server_lost_mid_run_restarts_the_cluster_from_the_last_checkpoint(
     };
     let _s = serial();
     let rt = tidewater::io::runtime();
-    for runner in RUNNERS {
+    on_each_runner(|runner| {
         let table = format!("lost_{runner}");
         let c = pg_client(&url);
         pg_fresh_table(&c, &table);
@@ -869,7 +863,7 @@ fn a_postgres_server_lost_mid_run_restarts_the_cluster_from_the_last_checkpoint(
             eprintln!("{what}: the cut fell between transactions; the sink connected again");
         }
         pg_assert_exact(&c, &table, &what);
-    }
+    });
 }
 
 /// Chaos: `TIDEWATER_CHAOS_TRIALS` trials (2 by default: the smoke CI runs; the long

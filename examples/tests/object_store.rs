@@ -20,6 +20,7 @@ fn random_kills_with_checkpoints_on_s3_leave_every_line_exactly_once() {
     let (mut rng, seed) = Rng::new();
     let runner = RUNNERS[rng.below(2) as usize];
     eprintln!("random kills with checkpoints on S3: {runner} (seed {seed})");
+    let _s = serial();
     random_kills_of(Run::on_s3(runner, &s3));
 }
 

@@ -56,7 +56,7 @@ fn assert_nothing_lost(got: &[String], what: &str) {
 #[test]
 fn falling_back_past_a_committed_epoch_is_refused_and_accept_duplicates_runs_on() {
     let _s = serial();
-    for runner in RUNNERS {
+    on_each_runner(|runner| {
         let run = Run::on(runner);
         let newest = crash_after_a_commit(&run, &["--workers=2"], || {
             newest_committed_file_epoch(&run.out)
@@ -89,7 +89,7 @@ fn falling_back_past_a_committed_epoch_is_refused_and_accept_duplicates_runs_on(
             "{what}: {err}"
         );
         assert_nothing_lost(&run.lines(), &what);
-    }
+    });
 }
 
 /// A restart whose checkpoint directory lost its manifests starts from the beginning
@@ -98,7 +98,7 @@ fn falling_back_past_a_committed_epoch_is_refused_and_accept_duplicates_runs_on(
 #[test]
 fn a_checkpoint_dir_that_lost_its_manifests_is_refused_over_committed_output() {
     let _s = serial();
-    for runner in RUNNERS {
+    on_each_runner(|runner| {
         let run = Run::on(runner);
         crash_after_a_commit(&run, &["--workers=2"], || {
             newest_committed_file_epoch(&run.out)
@@ -118,7 +118,7 @@ fn a_checkpoint_dir_that_lost_its_manifests_is_refused_over_committed_output() {
             &["holds no checkpoint", "starts from the beginning"],
         );
         assert_eq!(run.lines(), before, "{what}: the refused run wrote output");
-    }
+    });
 }
 
 /// The same job pointed at a new, empty checkpoint directory is, by its derived id,
@@ -127,7 +127,7 @@ fn a_checkpoint_dir_that_lost_its_manifests_is_refused_over_committed_output() {
 #[test]
 fn a_new_empty_checkpoint_dir_over_the_pipelines_committed_output_is_refused() {
     let _s = serial();
-    for runner in RUNNERS {
+    on_each_runner(|runner| {
         let run = Run::on(runner);
         crash_after_a_commit(&run, &["--workers=2"], || {
             newest_committed_file_epoch(&run.out)
@@ -154,7 +154,7 @@ fn a_new_empty_checkpoint_dir_over_the_pipelines_committed_output_is_refused() {
         twice.extend(reference().iter().cloned());
         twice.sort();
         assert_eq!(run.lines(), twice, "{what}: a new job beside the old one");
-    }
+    });
 }
 
 /// A staged file deleted before its commit: the restored checkpoint's commit finds
@@ -162,7 +162,7 @@ fn a_new_empty_checkpoint_dir_over_the_pipelines_committed_output_is_refused() {
 #[test]
 fn a_staged_file_gone_before_its_commit_fails_naming_the_epoch() {
     let _s = serial();
-    for runner in RUNNERS {
+    on_each_runner(|runner| {
         let run = Run::on(runner);
         abort_at(&run, run.command(&["--workers=1"]), "staged");
         let staged: Vec<_> = std::fs::read_dir(&run.out)
@@ -180,7 +180,7 @@ fn a_staged_file_gone_before_its_commit_fails_naming_the_epoch() {
             err.contains("was staged in") && err.contains("its lines are lost"),
             "{what}: {err}"
         );
-    }
+    });
 }
 
 fn pg_count(c: &tokio_postgres::Client, table: &str) -> i64 {
@@ -209,7 +209,7 @@ fn postgres_fallback_past_a_committed_epoch_is_refused() {
     };
     let _s = serial();
     let c = pg_client(&url);
-    for runner in RUNNERS {
+    on_each_runner(|runner| {
         let table = format!("replay_{runner}");
         pg_fresh_table(&c, &table);
         let [pg, pg_table] = pg_flags(&url, &table);
@@ -243,7 +243,7 @@ fn postgres_fallback_past_a_committed_epoch_is_refused() {
         std::fs::write(&file, bytes).unwrap();
         finish(run.command(&flags).spawn().unwrap(), &what);
         pg_assert_exact(&c, &table, &what);
-    }
+    });
 }
 
 /// Prepared transactions of a staged epoch rolled back by hand: the restored
@@ -259,7 +259,7 @@ fn postgres_commit_of_a_transaction_rolled_back_by_hand_fails_naming_the_epoch()
     let _s = serial();
     let c = pg_client(&url);
     let rt = tidewater::io::runtime();
-    for runner in RUNNERS {
+    on_each_runner(|runner| {
         let table = format!("gone_{runner}");
         pg_fresh_table(&c, &table);
         let [pg, pg_table] = pg_flags(&url, &table);
@@ -279,5 +279,5 @@ fn postgres_commit_of_a_transaction_rolled_back_by_hand_fails_naming_the_epoch()
                 && err.contains("the ledger tidewater_ledger has no commit of it"),
             "{what}: {err}"
         );
-    }
+    });
 }

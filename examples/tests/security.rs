@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 #[test]
 fn strangers_cannot_join_or_stop_a_hosts_cluster() {
     let _s = serial();
-    for runner in RUNNERS {
+    on_each_runner(|runner| {
         let run = Run::on(runner);
         let dir = tempfile::tempdir().unwrap();
         let (ports, hosts) = hosts_file(dir.path(), 2);
@@ -45,7 +45,7 @@ fn strangers_cannot_join_or_stop_a_hosts_cluster() {
             "{what}: the strangers were not reported:\n{err0}"
         );
         assert_exact(&run, &what);
-    }
+    });
 }
 
 #[test]
@@ -154,7 +154,7 @@ fn strangers(to: &str) -> Vec<TcpStream> {
 #[test]
 fn strangers_during_a_local_clusters_start_and_restart_do_not_stop_it() {
     let _s = serial();
-    for runner in RUNNERS {
+    on_each_runner(|runner| {
         let mut run = Run::on(runner);
         run.records = 50_000;
         let supervisor = run
@@ -193,5 +193,5 @@ fn strangers_during_a_local_clusters_start_and_restart_do_not_stop_it() {
         );
         let (got, want) = (run.lines(), reference_of(run.records));
         assert!(got == want, "{what}: {}", difference(&got, &want));
-    }
+    });
 }

@@ -710,9 +710,10 @@ pub fn last_totals<S: AsRef<str>>(lines: impl IntoIterator<Item = S>) -> BTreeMa
 }
 
 /// Kills a process of `run`'s local cluster of 2 at random, three times, each once the
-/// restart of the one before is seen; the output must be the direct runner's.
+/// restart of the one before is seen; the output must be the direct runner's. (The
+/// caller holds [`serial`]: the two runners' runs may go side by side,
+/// [`on_each_runner`].)
 pub fn random_kills_of(run: Run) {
-    let _s = serial();
     let want = reference();
     let (mut rng, seed) = Rng::new();
     let runner = run.runner;
