@@ -1,4 +1,4 @@
-// Nexmark Q0-Q3, Q5, Q7 and Q8 on Apache Flink's DataStream API, in a local MiniCluster
+// Nexmark Q0-Q14 on Apache Flink's DataStream API, in a local MiniCluster
 // (same JVM), next to which `run.sh` runs Tidewater's `nexmark` binary on as many events.
 // Compiled by `run.sh` against the jars that `pip install apache-flink` puts in
 // pyflink/lib.
@@ -15,15 +15,36 @@
 //   q3 persons of OR/ID/CA joined with their auctions of category 10 (incremental join);
 //   q5 per 10 s window sliding every 5 s, the auction(s) with the most bids;
 //   q7 per 10 s window, the bid(s) with the highest price;
-//   q8 persons joined with the auctions they opened in the same 10 s window.
-// (Q4 and Q6 need Q9's winning bids: not here.)
+//   q8 persons joined with the auctions they opened in the same 10 s window;
+//   q9 per auction, its highest valid bid (before expiry, at least the reserve), emitted
+//      when the auction closes (event time expires - 1), bids that come before their
+//      auction held until it does;
+//   q4 Q9's winners per category, mean price per 10 s window sliding every 5 s;
+//   q6 Q9's winners per seller, the mean price of their last 10 (by bid time, then
+//      price), once at the end (the global window's final pane, as Tidewater's);
+//   q10 per 10 s window and shard (auction % 4), the window's bid lines sorted into a
+//      file of a temporary directory, its name out;
+//   q11 bids per bidder session (10 s gap);
+//   q12 bids per bidder per pane of 10 s of processing time from the pane's first bid,
+//      and a final pane per bidder at the end (Beam's FireAlways, as Tidewater's);
+//   q13 every bid with its extra replaced by a bounded side table's row (bidder % 500),
+//      the table loaded when the task opens;
+//   q14 bids of 0.908 * price in (1M, 50M), with the converted price, the time of day
+//      and the number of 'c's in extra.
 //
 // usage: FlinkNexmark <query> <events> <parallelism> [rate]
 // Prints: RESULT peer=flink query=qN events=N parallelism=P outputs=N job_ms=N net_ms=N
 //         events_per_s=N   (job_ms: execute() on the wall clock, the local cluster's start
 //         included, as Tidewater's figure includes its runner's; net_ms: Flink's own
 //         net runtime of the job; events_per_s: over job_ms)
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.Paths;
 import java.time.Duration;
+import java.util.Collections;
+import java.util.HashMap;
+import java.util.Map;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.SplittableRandom;
@@ -34,10 +55,13 @@ import org.apache.flink.api.common.eventtime.WatermarkStrategy;
 import org.apache.flink.api.common.functions.AggregateFunction;
 import org.apache.flink.api.common.functions.JoinFunction;
 import org.apache.flink.api.common.functions.OpenContext;
+import org.apache.flink.api.common.functions.RichMapFunction;
 import org.apache.flink.api.common.state.ListState;
 import org.apache.flink.api.common.state.ListStateDescriptor;
 import org.apache.flink.api.common.state.ValueState;
 import org.apache.flink.api.common.state.ValueStateDescriptor;
+import org.apache.flink.api.common.typeinfo.TypeHint;
+import org.apache.flink.api.common.typeinfo.TypeInformation;
 import org.apache.flink.api.common.typeinfo.Types;
 import org.apache.flink.api.connector.sink2.Sink;
 import org.apache.flink.api.connector.sink2.SinkWriter;
@@ -51,6 +75,7 @@ import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.streaming.api.functions.KeyedProcessFunction;
 import org.apache.flink.streaming.api.functions.co.KeyedCoProcessFunction;
 import org.apache.flink.streaming.api.functions.windowing.ProcessWindowFunction;
+import org.apache.flink.streaming.api.windowing.assigners.EventTimeSessionWindows;
 import org.apache.flink.streaming.api.windowing.assigners.SlidingEventTimeWindows;
 import org.apache.flink.streaming.api.windowing.assigners.TumblingEventTimeWindows;
 import org.apache.flink.streaming.api.windowing.windows.TimeWindow;
@@ -269,6 +294,172 @@ public class FlinkNexmark {
         }
     }
 
+    /** Q9: whether a bid ranks above another (price, then earlier, smaller bidder, extra). */
+    static boolean ranksAbove(Event b, Event o) {
+        if (b.price != o.price) return b.price > o.price;
+        if (b.dateTime != o.dateTime) return b.dateTime < o.dateTime;
+        if (b.bidder != o.bidder) return b.bidder < o.bidder;
+        return b.extra.compareTo(o.extra) < 0;
+    }
+
+    /** Q9: per auction (the key), the highest valid bid, out when the auction closes. */
+    public static final class WinningBids extends KeyedCoProcessFunction<Long, Event, Event, Event[]> {
+        private transient ValueState<Event> auction, best;
+        private transient ListState<Event> early;
+        @Override public void open(OpenContext ctx) {
+            auction = getRuntimeContext().getState(new ValueStateDescriptor<>("auction", Event.class));
+            best = getRuntimeContext().getState(new ValueStateDescriptor<>("best", Event.class));
+            early = getRuntimeContext().getListState(new ListStateDescriptor<>("early", Event.class));
+        }
+        private void consider(Event a, Event b) throws Exception {
+            if (b.dateTime >= a.expires || b.price < a.reserve) return;
+            Event o = best.value();
+            if (o == null || ranksAbove(b, o)) best.update(b);
+        }
+        @Override public void processElement1(Event a, Context ctx, Collector<Event[]> out) throws Exception {
+            auction.update(a);
+            for (Event b : early.get()) consider(a, b);
+            early.clear();
+            // Every bid before expires has come once the watermark passes expires - 1.
+            ctx.timerService().registerEventTimeTimer(a.expires - 1);
+        }
+        @Override public void processElement2(Event b, Context ctx, Collector<Event[]> out) throws Exception {
+            Event a = auction.value();
+            if (a == null) early.add(b); else consider(a, b);
+        }
+        @Override public void onTimer(long ts, OnTimerContext ctx, Collector<Event[]> out) throws Exception {
+            Event b = best.value();
+            // The auction stays (closed): later bids for it are past its expiry.
+            if (b != null) out.collect(new Event[] {auction.value(), b});
+            best.clear();
+        }
+    }
+
+    static DataStream<Event[]> winningBids(DataStream<Event> all) {
+        DataStream<Event> auctions = all.filter(e -> e.kind == Event.AUCTION);
+        DataStream<Event> bids = all.filter(e -> e.kind == Event.BID);
+        return auctions.keyBy(e -> e.id).connect(bids.keyBy(e -> e.auction)).process(new WinningBids())
+                .returns(Event[].class);
+    }
+
+    /** Q4: the mean of prices. */
+    public static final class MeanPrice implements AggregateFunction<Event[], long[], Long> {
+        @Override public long[] createAccumulator() { return new long[2]; }
+        @Override public long[] add(Event[] w, long[] acc) { acc[0] += w[1].price; acc[1]++; return acc; }
+        @Override public Long getResult(long[] acc) { return Math.round((double) acc[0] / acc[1]); }
+        @Override public long[] merge(long[] a, long[] b) { a[0] += b[0]; a[1] += b[1]; return a; }
+    }
+
+    /** Q6: per seller (the key), the mean of the last 10 winning prices, at the end. */
+    public static final class LastTenMean extends KeyedProcessFunction<Long, Event[], long[]> {
+        private transient ValueState<ArrayList<long[]>> sales;
+        @Override public void open(OpenContext ctx) {
+            sales = getRuntimeContext().getState(new ValueStateDescriptor<>("sales",
+                    TypeInformation.of(new TypeHint<ArrayList<long[]>>() {})));
+        }
+        @Override public void processElement(Event[] w, Context ctx, Collector<long[]> out) throws Exception {
+            ArrayList<long[]> s = sales.value();
+            if (s == null) {
+                s = new ArrayList<>();
+                ctx.timerService().registerEventTimeTimer(Long.MAX_VALUE);
+            }
+            s.add(new long[] {w[1].dateTime, w[1].price});
+            s.sort((x, y) -> x[0] != y[0] ? Long.compare(x[0], y[0]) : Long.compare(x[1], y[1]));
+            while (s.size() > 10) s.remove(0);
+            sales.update(s);
+        }
+        @Override public void onTimer(long ts, OnTimerContext ctx, Collector<long[]> out) throws Exception {
+            ArrayList<long[]> s = sales.value();
+            long sum = 0;
+            for (long[] x : s) sum += x[1];
+            out.collect(new long[] {ctx.getCurrentKey(), (2 * sum + s.size()) / (2L * s.size())});
+            sales.clear();
+        }
+    }
+
+    /** Q10: a window's bid lines of one shard, sorted into a file of `dir`; its name out. */
+    public static final class WriteShard extends ProcessWindowFunction<Event, String, Long, TimeWindow> {
+        private final String dir;
+        WriteShard(String dir) { this.dir = dir; }
+        @Override public void process(Long shard, Context ctx, Iterable<Event> bids, Collector<String> out) throws IOException {
+            List<String> sorted = new ArrayList<>();
+            for (Event e : bids) sorted.add(e.auction + "," + e.bidder + "," + e.price + "," + e.dateTime);
+            Collections.sort(sorted);
+            String name = String.format("bids-%013d-%05d-of-%05d.csv", ctx.window().getStart(), shard, 4);
+            Path tmp = Paths.get(dir, name + ".tmp");
+            Files.write(tmp, sorted);
+            Files.move(tmp, Paths.get(dir, name));
+            out.collect(name);
+        }
+    }
+
+    /** Q12: bids per bidder (the key) per pane of 10 s of processing time from its first
+     *  bid; at the end of input, a last pane per bidder (possibly empty). */
+    public static final class ProcessingTimePanes extends KeyedProcessFunction<Long, Event, long[]> {
+        private transient ValueState<Long> pane;
+        private transient ValueState<Boolean> seen;
+        @Override public void open(OpenContext ctx) {
+            pane = getRuntimeContext().getState(new ValueStateDescriptor<>("pane", Types.LONG));
+            seen = getRuntimeContext().getState(new ValueStateDescriptor<>("seen", Types.BOOLEAN));
+        }
+        @Override public void processElement(Event b, Context ctx, Collector<long[]> out) throws Exception {
+            Long n = pane.value();
+            if (n == null) {
+                ctx.timerService().registerProcessingTimeTimer(ctx.timerService().currentProcessingTime() + 10_000);
+                n = 0L;
+            }
+            if (seen.value() == null) {
+                seen.update(true);
+                ctx.timerService().registerEventTimeTimer(Long.MAX_VALUE);
+            }
+            pane.update(n + 1);
+        }
+        @Override public void onTimer(long ts, OnTimerContext ctx, Collector<long[]> out) throws Exception {
+            Long n = pane.value();
+            if (n != null || ts == Long.MAX_VALUE) out.collect(new long[] {ctx.getCurrentKey(), n == null ? 0 : n});
+            pane.clear();
+        }
+    }
+
+    /** Q13: the side table (bidder % 500 -> its row), loaded when the task opens. */
+    public static final class SideJoin extends RichMapFunction<Event, Event> {
+        private transient Map<Long, String> side;
+        @Override public void open(OpenContext ctx) {
+            side = new HashMap<>();
+            for (long i = 0; i < 500; i++) side.put(i, Long.toString(i));
+        }
+        @Override public Event map(Event b) {
+            b.extra = side.get(b.bidder % 500);
+            return b;
+        }
+    }
+
+    /** Q14's output (a POJO: Flink copies it by field between chained operators). */
+    public static class Q14Bid {
+        public long auction, bidder, dateTime, cCounts;
+        public double price;
+        public String bidTimeType, extra;
+        public Q14Bid() {}
+    }
+
+    /** Q14: the converted price, the time of day and the 'c's of extra, of bids in range. */
+    static void q14(Event b, Collector<Q14Bid> out) {
+        double price = 0.908 * b.price;
+        if (price <= 1_000_000.0 || price >= 50_000_000.0) return;
+        long hour = b.dateTime / 3_600_000 % 24;
+        String type = hour >= 8 && hour <= 18 ? "dayTime" : (hour <= 6 || hour >= 20) ? "nightTime" : "otherTime";
+        long c = b.extra.chars().filter(ch -> ch == 'c').count();
+        Q14Bid q = new Q14Bid();
+        q.auction = b.auction;
+        q.bidder = b.bidder;
+        q.price = price;
+        q.bidTimeType = type;
+        q.dateTime = b.dateTime;
+        q.extra = b.extra;
+        q.cCounts = c;
+        out.collect(q);
+    }
+
     public static void main(String[] args) throws Exception {
         String query = args[0];
         long events = Long.parseLong(args[1]);
@@ -322,7 +513,29 @@ public class FlinkNexmark {
                         .returns(String.class);
                 break;
             }
-            default: throw new IllegalArgumentException("query " + query + " (q0, q1, q2, q3, q5, q7, q8)");
+            case "q9": out = winningBids(all); break;
+            case "q4":
+                out = winningBids(all).keyBy(w -> w[0].category)
+                        .window(SlidingEventTimeWindows.of(Duration.ofSeconds(10), Duration.ofSeconds(5)))
+                        .aggregate(new MeanPrice());
+                break;
+            case "q6": out = winningBids(all).keyBy(w -> w[0].seller).process(new LastTenMean()); break;
+            case "q10": {
+                String dir = Files.createTempDirectory("flink-nexmark-q10-").toString();
+                out = bids.keyBy(e -> e.auction % 4)
+                        .window(TumblingEventTimeWindows.of(Duration.ofSeconds(10)))
+                        .process(new WriteShard(dir));
+                break;
+            }
+            case "q11":
+                out = bids.keyBy(e -> e.bidder)
+                        .window(EventTimeSessionWindows.withGap(Duration.ofSeconds(10)))
+                        .aggregate(new CountBids());
+                break;
+            case "q12": out = bids.keyBy(e -> e.bidder).process(new ProcessingTimePanes()); break;
+            case "q13": out = bids.map(new SideJoin()); break;
+            case "q14": out = bids.flatMap(FlinkNexmark::q14).returns(Q14Bid.class); break;
+            default: throw new IllegalArgumentException("query " + query + " (q0-q14)");
         }
         @SuppressWarnings("unchecked")
         DataStream<Object> sink = (DataStream<Object>) out;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Nexmark Q0-Q3, Q5, Q7 and Q8 on Apache Flink (DataStream API, local MiniCluster, hashmap
+# Nexmark Q0-Q14 on Apache Flink (DataStream API, local MiniCluster, hashmap
 # state) next to Tidewater's native runner, on this machine, at one worker (parallelism
 # 1) by default: a markdown table of events/s per core, medians of REPS runs alternated.
 #
@@ -13,7 +13,7 @@
 set -euo pipefail
 EVENTS=${1:-5000000}
 P=${2:-1}
-QUERIES=${QUERIES:-"q0 q1 q2 q3 q5 q7 q8"}
+QUERIES=${QUERIES:-"q0 q1 q2 q3 q4 q5 q6 q7 q8 q9 q10 q11 q12 q13 q14"}
 REPS=${REPS:-3}
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../.." && pwd)
