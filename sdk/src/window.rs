@@ -106,23 +106,40 @@ impl BoundedWindow {
     /// assert_eq!(BoundedWindow::Global.to_custom::<AuctionWindow>(), None);
     /// ```
     pub fn custom<W: WindowType>(w: &W) -> BoundedWindow {
+        BoundedWindow::custom_among(w, &[])
+    }
+
+    /// [`BoundedWindow::custom`], but a window of `among` equal to it (same type, bounds
+    /// and encoding) is returned instead, sharing its encoding: a merging WindowFn hands
+    /// back mostly the windows it was given, and making each again allocated. (`among`
+    /// is searched only when short: merges of a key's few windows.)
+    pub(crate) fn custom_among<W: WindowType>(w: &W, among: &[BoundedWindow]) -> BoundedWindow {
         let (start, end) = (w.start(), w.end());
         assert!(
             start <= end,
             "a window of {} must not end ({end:?}) before it starts ({start:?})",
             std::any::type_name::<W>()
         );
+        let kind = std::any::type_name::<W>();
         let mut bytes = Vec::new();
         if let Err(e) = crate::coder::encode_into(w, &mut bytes) {
-            panic!(
-                "a window of {} does not encode: {e}",
-                std::any::type_name::<W>()
-            );
+            panic!("a window of {kind} does not encode: {e}");
+        }
+        if among.len() <= 32 {
+            let same = among.iter().find(|b| match b {
+                BoundedWindow::Custom(c) => {
+                    c.0.start == start && c.0.end == end && *c.0.bytes == *bytes && c.0.kind == kind
+                }
+                _ => false,
+            });
+            if let Some(same) = same {
+                return same.clone();
+            }
         }
         BoundedWindow::Custom(CustomWindow(Arc::new(CustomRepr {
             start,
             end,
-            kind: std::any::type_name::<W>().into(),
+            kind: std::borrow::Cow::Borrowed(kind),
             bytes: bytes.into(),
         })))
     }
@@ -172,6 +189,12 @@ pub trait WindowType:
     fn into_bounded(self) -> BoundedWindow {
         BoundedWindow::custom(&self)
     }
+    /// [`WindowType::into_bounded`], sharing the encoding of an equal window of `among`
+    /// if there is one (what a merging WindowFn's result is made of). Provided;
+    /// [`BoundedWindow`] keeps itself.
+    fn into_bounded_among(self, among: &[BoundedWindow]) -> BoundedWindow {
+        BoundedWindow::custom_among(&self, among)
+    }
     /// The window back from how elements carry it: `None` if it is not of this type.
     /// Provided.
     fn from_bounded(w: &BoundedWindow) -> Option<Self> {
@@ -187,6 +210,9 @@ impl WindowType for BoundedWindow {
         BoundedWindow::end(self)
     }
     fn into_bounded(self) -> BoundedWindow {
+        self
+    }
+    fn into_bounded_among(self, _: &[BoundedWindow]) -> BoundedWindow {
         self
     }
     fn from_bounded(w: &BoundedWindow) -> Option<Self> {
@@ -229,12 +255,23 @@ impl<'de> Deserialize<'de> for CustomWindow {
     }
 }
 
-#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+/// The type's name is borrowed when the window is made in this process (no allocation
+/// per window), owned when decoded. Hashed without it: windows of one map are almost
+/// always of one type, and equal windows still hash alike.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 struct CustomRepr {
     start: Timestamp,
     end: Timestamp,
-    kind: Box<str>,
+    kind: std::borrow::Cow<'static, str>,
     bytes: Box<[u8]>,
+}
+
+impl std::hash::Hash for CustomRepr {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        self.start.hash(h);
+        self.end.hash(h);
+        self.bytes.hash(h);
+    }
 }
 
 impl CustomWindow {
@@ -347,4 +384,77 @@ impl PaneInfo {
         index: 0,
         non_speculative_index: 0,
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Clone, Debug, Serialize, Deserialize)]
+    struct Tagged {
+        start: i64,
+        end: i64,
+        tag: u8,
+    }
+
+    impl WindowType for Tagged {
+        fn start(&self) -> Timestamp {
+            Timestamp(self.start)
+        }
+        fn end(&self) -> Timestamp {
+            Timestamp(self.end)
+        }
+    }
+
+    fn shared(a: &BoundedWindow, b: &BoundedWindow) -> bool {
+        match (a, b) {
+            (BoundedWindow::Custom(a), BoundedWindow::Custom(b)) => Arc::ptr_eq(&a.0, &b.0),
+            _ => false,
+        }
+    }
+
+    /// A merging WindowFn's result shares the encoding of the window it names among
+    /// those it was given; a window that is not among them is made afresh.
+    #[test]
+    fn a_window_among_others_shares_the_equal_ones_encoding() {
+        let (a, b) = (
+            Tagged {
+                start: 0,
+                end: 5,
+                tag: 1,
+            },
+            Tagged {
+                start: 0,
+                end: 5,
+                tag: 2,
+            },
+        );
+        let among = [a.clone().into_bounded(), b.clone().into_bounded()];
+        assert!(shared(&b.clone().into_bounded_among(&among), &among[1]));
+        assert!(shared(&a.clone().into_bounded_among(&among), &among[0]));
+        let c = Tagged {
+            start: 0,
+            end: 6,
+            tag: 2,
+        }
+        .into_bounded_among(&among);
+        assert!(!among.iter().any(|w| shared(&c, w)));
+        assert_eq!(
+            c,
+            Tagged {
+                start: 0,
+                end: 6,
+                tag: 2
+            }
+            .into_bounded()
+        );
+        // Equal windows hash alike whether the type's name was borrowed or decoded.
+        let decoded: BoundedWindow = crate::coder::round_trip(&among[0]).unwrap();
+        let hash = |w: &BoundedWindow| {
+            use std::hash::{BuildHasher, BuildHasherDefault};
+            BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default().hash_one(w)
+        };
+        assert_eq!(decoded, among[0]);
+        assert_eq!(hash(&decoded), hash(&among[0]));
+    }
 }

@@ -98,8 +98,10 @@ fn merge_typed<W: crate::WindowType>(
         .into_iter()
         .map(|(from, to)| {
             (
-                from.into_iter().map(W::into_bounded).collect(),
-                to.into_bounded(),
+                from.into_iter()
+                    .map(|w| w.into_bounded_among(windows))
+                    .collect(),
+                to.into_bounded_among(windows),
             )
         })
         .collect())
