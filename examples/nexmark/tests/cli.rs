@@ -72,6 +72,25 @@ fn q10_leaves_no_files_behind_unless_asked() {
     assert!(std::fs::read_dir(kept.path()).unwrap().count() > 0);
 }
 
+/// Q12 without `--verify` reads the source on the processing clock, at any size: it
+/// ran on a TestStream inside the plan, and 200,000 events made a plan of 122 MB, over
+/// the 64 MB a plan may hold ("malformed plan"). A run of a few seconds fires no 10 s
+/// pane early: every bidder gets its one final pane.
+#[test]
+fn q12_runs_on_the_processing_clock_beyond_what_a_plan_can_hold() {
+    let (code, text) = nexmark(&[
+        "--query",
+        "12",
+        "--events",
+        "200000",
+        "--runner",
+        "native",
+        "--no-validate",
+    ]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("Q12: events=200000 outputs="), "{text}");
+}
+
 /// `--json` prints one `bench` record per query on stdout, counting outputs in a sink;
 /// `--outputs-dir` writes them, one line each, for `bench`'s check between runners.
 #[test]
