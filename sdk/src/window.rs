@@ -121,27 +121,37 @@ impl BoundedWindow {
             std::any::type_name::<W>()
         );
         let kind = std::any::type_name::<W>();
-        let mut bytes = Vec::new();
-        if let Err(e) = crate::coder::encode_into(w, &mut bytes) {
-            panic!("a window of {kind} does not encode: {e}");
+        thread_local! {
+            /// The encoding of the window being made: a window found among others
+            /// allocates nothing, a new one exactly its bytes.
+            static BYTES: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
         }
-        if among.len() <= 32 {
-            let same = among.iter().find(|b| match b {
-                BoundedWindow::Custom(c) => {
-                    c.0.start == start && c.0.end == end && *c.0.bytes == *bytes && c.0.kind == kind
-                }
-                _ => false,
-            });
-            if let Some(same) = same {
-                return same.clone();
+        BYTES.with_borrow_mut(|bytes| {
+            bytes.clear();
+            if let Err(e) = crate::coder::encode_into(w, bytes) {
+                panic!("a window of {kind} does not encode: {e}");
             }
-        }
-        BoundedWindow::Custom(CustomWindow(Arc::new(CustomRepr {
-            start,
-            end,
-            kind: std::borrow::Cow::Borrowed(kind),
-            bytes: bytes.into(),
-        })))
+            if among.len() <= 32 {
+                let same = among.iter().find(|b| match b {
+                    BoundedWindow::Custom(c) => {
+                        c.0.start == start
+                            && c.0.end == end
+                            && *c.0.bytes == **bytes
+                            && c.0.kind == kind
+                    }
+                    _ => false,
+                });
+                if let Some(same) = same {
+                    return same.clone();
+                }
+            }
+            BoundedWindow::Custom(CustomWindow(Arc::new(CustomRepr {
+                start,
+                end,
+                kind: std::borrow::Cow::Borrowed(kind),
+                bytes: Box::from(&bytes[..]),
+            })))
+        })
     }
 
     /// This window as the user-defined type `W`, if it is one (`None` for the global
