@@ -142,11 +142,12 @@ fn a_running_jobs_status_is_served_as_json_and_for_prometheus() {
         assert_eq!(one["processes"], 1, "{one}");
         assert_eq!(stages(&one["workers"][0]), STAGES, "{runner}: {one}");
         std::thread::sleep(Duration::from_millis(1_200));
-        let two = job(&base);
-        assert!(
-            records_read(&two) > records_read(&one),
-            "{runner}: the figures did not move: {one} then {two}"
-        );
+        // The figures move: within the deadline, not within a fixed second (the project's
+        // CI once saw both jobs' figures stand still for longer than that, on a loaded
+        // machine, and then finish right).
+        let two = until(&base, "the figures to move", |s| {
+            records_read(s) > records_read(&one)
+        });
         assert!(totals(&two) > 0, "{runner}: no live counter: {two}");
         // Busy time: per second, at most all of it; a worker's operators run one at a
         // time, so their busy times add up to at most its time up.
@@ -359,11 +360,9 @@ fn the_direct_runner_serves_its_status_answers_why_and_stops_over_the_api() {
         "{graph}"
     );
     std::thread::sleep(Duration::from_millis(1_200));
-    let two = job(&base);
-    assert!(
-        records_read(&two) > records_read(&one),
-        "the figures did not move: {one} then {two}"
-    );
+    let two = until(&base, "the figures to move", |s| {
+        records_read(s) > records_read(&one)
+    });
     let numbers = two["workers"][0]["operators"]
         .as_array()
         .unwrap()
