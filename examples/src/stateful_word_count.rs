@@ -30,12 +30,60 @@ impl StatefulDoFn for RunningCount {
     }
 }
 
+/// Keeps the count of each word in value state and writes it once, when its window
+/// ends, from an event-time timer each word sets on its first occurrence: a job with a
+/// timer per key (Flink's "emit on timer" pattern).
+#[derive(Serialize, Deserialize)]
+pub struct FinalCount;
+
+impl StatefulDoFn for FinalCount {
+    type Key = String;
+    type Value = u64;
+    type Out = (String, u64);
+    fn process(
+        &mut self,
+        _word: &String,
+        n: u64,
+        ctx: &mut StateContext<'_, (String, u64)>,
+    ) -> Result<(), UserError> {
+        let before = COUNT.read(ctx)?.unwrap_or(0);
+        COUNT.write(ctx, &(before + n))?;
+        if before == 0 {
+            let end = ctx.window().max_timestamp();
+            ctx.set_event_timer("final", end)?;
+        }
+        Ok(())
+    }
+    fn on_timer(
+        &mut self,
+        word: &String,
+        _name: &str,
+        ctx: &mut StateContext<'_, (String, u64)>,
+    ) -> Result<(), UserError> {
+        if let Some(count) = COUNT.read(ctx)? {
+            ctx.output((word.clone(), count));
+        }
+        Ok(())
+    }
+    fn state_cells(&self) -> Vec<tidewater::StateCell> {
+        vec![COUNT.cell()]
+    }
+}
+
 /// Reads `input` and emits (word, count so far) per word occurrence.
 pub fn build(p: &Pipeline, input: &str) -> PCollection<(String, u64)> {
+    words(p, input).apply("RunningCount", StatefulParDo::of(RunningCount))
+}
+
+/// Reads `input` and emits (word, count) once per word, at the end ([`FinalCount`]).
+pub fn build_final(p: &Pipeline, input: &str) -> PCollection<(String, u64)> {
+    words(p, input).apply("FinalCount", StatefulParDo::of(FinalCount))
+}
+
+fn words(p: &Pipeline, input: &str) -> PCollection<(String, u64)> {
     p.apply("ReadLines", TextIO::read().from(input))
         .flat_map("ExtractWords", extract_words)
         .map("PairWithOne", |word: String| (word, 1u64))
-        .apply("RunningCount", StatefulParDo::of(RunningCount))
 }
 
 /// The count so far of a word. (Below `build`, so that its closure keeps its line.)
@@ -44,6 +92,7 @@ const COUNT: tidewater::ValueState<u64> = tidewater::StateSpec::value("count");
 // Linked: `run_plan` runs a saved plan naming it without constructing the pipeline.
 // (Below `build`, so that its closure keeps its line, which names it in the plan.)
 tidewater::register!(StatefulDoFn RunningCount);
+tidewater::register!(StatefulDoFn FinalCount);
 
 /// What a run of the running count comes to, computed in the pipeline (combines, so no
 /// stage holds more than a word's count): the updates in all (`"updates"`), the words

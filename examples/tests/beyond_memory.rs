@@ -1,7 +1,8 @@
 //! Keyed state larger than a process's memory, on the embedded backend
 //! (`--state-backend fjall`): the stateful word count over words that each come twice
 //! (every update reads the state the first wrote) runs under a memory limit (a cgroup,
-//! v1 `memory.limit_in_bytes`, page cache included) and writes every update exactly.
+//! v1 `memory.limit_in_bytes`, page cache included) and writes every update exactly;
+//! so does its variant with a timer per word, which writes each final count.
 //!
 //! - `the_embedded_backend_runs_a_keyed_job_under_a_memory_limit` (in `cargo test`): a
 //!   smoke, 100,000 words under 160 MB.
@@ -9,6 +10,9 @@
 //!   `cargo test --release -p tidewater-examples --test beyond_memory -- --ignored`):
 //!   first measures the in-memory backend's peak on the same input without a limit, and
 //!   requires it to be at least 10 times the limit the embedded backend then runs under.
+//! - `a_keyed_job_with_a_timer_per_key_...` (ignored, as above): the same with each
+//!   word's final count written from an event-time timer per word (`--final-counts`):
+//!   the timers are in the store too.
 //!
 //! Needs a writable cgroup v1 memory controller (root on this machine); without one the
 //! tests say so and pass, unless `TIDEWATER_REQUIRE_CGROUP` is set.
@@ -115,40 +119,64 @@ fn lines_of(dir: &Path) -> Vec<String> {
     lines
 }
 
-/// What the job writes: each word's count at its first and its second occurrence.
-fn expected(words: u64) -> Vec<String> {
-    let mut lines: Vec<String> = (0..words)
-        .flat_map(|w| [format!("w{w:08} 1"), format!("w{w:08} 2")])
-        .collect();
+/// Which job runs: every update of the running count, or each word's final count from
+/// a timer per word (`--final-counts`).
+#[derive(Clone, Copy, PartialEq)]
+enum Job {
+    Updates,
+    FinalCounts,
+}
+
+/// What the job writes: each word's count at its first and its second occurrence, or
+/// its final count.
+fn expected(words: u64, job: Job) -> Vec<String> {
+    let mut lines: Vec<String> = match job {
+        Job::Updates => (0..words)
+            .flat_map(|w| [format!("w{w:08} 1"), format!("w{w:08} 2")])
+            .collect(),
+        Job::FinalCounts => (0..words).map(|w| format!("w{w:08} 2")).collect(),
+    };
     lines.sort();
     lines
 }
 
-fn job_args(input: &Path, out: &Path, backend: &str, state_dir: &Path) -> Vec<String> {
-    vec![
+fn job_args(input: &Path, out: &Path, backend: &str, state_dir: &Path, job: Job) -> Vec<String> {
+    let mut args = vec![
         "--runner=native".into(),
         format!("--input={}", input.display()),
         format!("--output={}", out.display()),
         format!("--state-backend={backend}"),
         format!("--state-dir={}", state_dir.display()),
-    ]
+    ];
+    if job == Job::FinalCounts {
+        args.push("--final-counts".into());
+    }
+    args
 }
 
 /// The stateful word count of `words` words on the embedded backend under `limit`:
 /// exact, and its store gone afterwards.
-fn run_embedded_under(limit: u64, words: u64, input: &Path, scratch: &Path) -> Option<u64> {
+fn run_embedded_under(
+    limit: u64,
+    words: u64,
+    input: &Path,
+    scratch: &Path,
+    job: Job,
+) -> Option<u64> {
     let cg = MemoryCgroup::new("embedded", Some(limit))?;
     let (out, state) = (scratch.join("out-embedded"), scratch.join("state"));
+    let _ = std::fs::remove_dir_all(&out);
     let bin = Path::new(env!("CARGO_BIN_EXE_stateful_wordcount"));
-    let (ok, stderr) = cg.run(bin, &job_args(input, &out, "fjall", &state));
+    let (ok, stderr) = cg.run(bin, &job_args(input, &out, "fjall", &state, job));
     assert!(
         ok,
         "the job on the embedded backend failed under {} MB (killed by the limit?):\n{stderr}",
         limit / MB
     );
     let got = lines_of(&out);
-    assert_eq!(got.len() as u64, 2 * words, "updates written");
-    assert!(got == expected(words), "the updates differ from the oracle");
+    let want = expected(words, job);
+    assert_eq!(got.len(), want.len(), "lines written");
+    assert!(got == want, "the output differs from the oracle");
     assert_eq!(
         std::fs::read_dir(&state).unwrap().count(),
         0,
@@ -163,20 +191,35 @@ fn the_embedded_backend_runs_a_keyed_job_under_a_memory_limit() {
     let input = dir.path().join("words.txt");
     const WORDS: u64 = 100_000;
     write_input(&input, WORDS);
-    if let Some(peak) = run_embedded_under(160 * MB, WORDS, &input, dir.path()) {
-        eprintln!("embedded backend, {WORDS} words: peak {} MB", peak / MB);
+    for job in [Job::Updates, Job::FinalCounts] {
+        if let Some(peak) = run_embedded_under(160 * MB, WORDS, &input, dir.path(), job) {
+            eprintln!("embedded backend, {WORDS} words: peak {} MB", peak / MB);
+        }
     }
 }
 
 #[test]
 #[ignore = "heavy: run in release (see the module's documentation)"]
 fn a_keyed_job_with_ten_times_more_state_than_its_memory_limit_runs_exactly() {
+    ten_times_the_limit(Job::Updates, 8_500_000);
+}
+
+#[test]
+#[ignore = "heavy: run in release (see the module's documentation)"]
+fn a_keyed_job_with_a_timer_per_key_and_ten_times_more_state_than_its_limit_runs_exactly() {
+    ten_times_the_limit(Job::FinalCounts, 6_000_000);
+}
+
+/// Runs `job` on the in-memory backend without a limit, then on the embedded one
+/// under a limit at most a tenth of that run's peak (`TIDEWATER_BEYOND_MEMORY_WORDS`
+/// words, by default `default_words`).
+fn ten_times_the_limit(job: Job, default_words: u64) {
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("words.txt");
     let words: u64 = std::env::var("TIDEWATER_BEYOND_MEMORY_WORDS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(8_500_000);
+        .unwrap_or(default_words);
     const LIMIT: u64 = 256 * MB;
     write_input(&input, words);
     // The same job on the in-memory backend, without a limit: its peak is the state's
@@ -186,13 +229,13 @@ fn a_keyed_job_with_ten_times_more_state_than_its_memory_limit_runs_exactly() {
     };
     let out = dir.path().join("out-memory");
     let bin = Path::new(env!("CARGO_BIN_EXE_stateful_wordcount"));
-    let (ok, stderr) = cg.run(bin, &job_args(&input, &out, "memory", dir.path()));
+    let (ok, stderr) = cg.run(bin, &job_args(&input, &out, "memory", dir.path(), job));
     assert!(ok, "the in-memory run failed:\n{stderr}");
     let in_memory = cg.peak();
     drop(cg);
     assert!(
-        lines_of(&out) == expected(words),
-        "the in-memory run's updates"
+        lines_of(&out) == expected(words, job),
+        "the in-memory run's output"
     );
     std::fs::remove_dir_all(&out).unwrap();
     eprintln!(
@@ -205,7 +248,7 @@ fn a_keyed_job_with_ten_times_more_state_than_its_memory_limit_runs_exactly() {
         in_memory / MB,
         LIMIT / MB
     );
-    let peak = run_embedded_under(LIMIT, words, &input, dir.path()).expect("a cgroup");
+    let peak = run_embedded_under(LIMIT, words, &input, dir.path(), job).expect("a cgroup");
     eprintln!(
         "embedded backend under {} MB: peak {} MB, exact (the in-memory run's peak is {:.1} times the limit)",
         LIMIT / MB,

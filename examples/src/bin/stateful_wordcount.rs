@@ -23,6 +23,10 @@ struct Args {
     /// word of their own).
     #[arg(long, value_name = "DIR")]
     output: Option<std::path::PathBuf>,
+    /// Each word's count once, at the end, from an event-time timer per word (instead
+    /// of every update): a job whose state is a count and a timer per key.
+    #[arg(long)]
+    final_counts: bool,
 }
 
 fn main() -> std::process::ExitCode {
@@ -38,7 +42,11 @@ fn run() -> anyhow::Result<()> {
         .clone()
         .unwrap_or_else(|| word_count::SAMPLE.to_string());
     let p = Pipeline::new(args.options.clone());
-    let running = stateful_word_count::build(&p, &input);
+    let running = if args.final_counts {
+        stateful_word_count::build_final(&p, &input)
+    } else {
+        stateful_word_count::build(&p, &input)
+    };
     if let Some(dir) = &args.output {
         std::fs::create_dir_all(dir)
             .map_err(|e| anyhow::anyhow!("cannot create --output {}: {e}", dir.display()))?;

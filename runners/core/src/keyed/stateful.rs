@@ -11,8 +11,8 @@ use crate::keyed::snapshot::{
     unexpected_scope, Clocks, KeyedSnapshot, LaterParts, ScopedParts, SnapshotKind,
 };
 use crate::snapshot::{decode_part, encode_part, Scope};
-use crate::state::{StateBackend, StateChoice};
-use crate::timers::{Timer, TimerService};
+use crate::state::{KeyedTimers, StateBackend, StateChoice};
+use crate::timers::Timer;
 use crate::windowing::gc_time;
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
@@ -23,11 +23,7 @@ use tidewater::exec::{
 };
 use tidewater::{BoundedWindow, Timestamp};
 
-/// Timers keyed by encoded key, named by the DoFn's timer ids.
-type Timers = TimerService<Vec<u8>, String>;
-
-/// One of a stateful DoFn's timers: of an encoded key, named by the DoFn's timer id.
-pub type KeyTimer = Timer<Vec<u8>, String>;
+pub use crate::state::KeyTimer;
 
 /// One key group of a stateful runner in a snapshot.
 #[derive(Default, Serialize, Deserialize)]
@@ -51,7 +47,7 @@ pub fn decode_key_group(bytes: &[u8]) -> Result<(Vec<u8>, Vec<KeyTimer>), ExecEr
 pub struct StatefulRunner {
     dofn: Box<dyn ErasedStatefulDoFn>,
     state: Box<dyn StateBackend>,
-    timers: Timers,
+    timers: Box<dyn KeyedTimers>,
     allowed_lateness_ms: i64,
     input_watermark: Timestamp,
     output_watermark: Timestamp,
@@ -70,7 +66,7 @@ pub struct StatefulRunner {
 /// cells, and those that get a timer as it is set ([`StateBackend::keep_window`]).
 struct Access<'a> {
     state: &'a mut dyn StateBackend,
-    timers: &'a mut Timers,
+    timers: &'a mut dyn KeyedTimers,
     lateness: i64,
     watermark: Timestamp,
     processing_time: Timestamp,
@@ -164,8 +160,7 @@ impl StateAccess for Access<'_> {
         Ok(())
     }
     fn clear_timer(&mut self, key: &[u8], window: &BoundedWindow, name: &str, domain: TimeDomain) {
-        self.timers
-            .delete(&key.to_vec(), window.clone(), &name.to_string(), domain);
+        self.timers.delete(key, window, name, domain);
     }
     fn processing_time(&self) -> Timestamp {
         self.processing_time
@@ -199,7 +194,7 @@ impl StatefulRunner {
         Ok(StatefulRunner {
             dofn,
             state: state.backend(max_key_groups, allowed_lateness_ms)?,
-            timers: Timers::default(),
+            timers: state.timers(max_key_groups)?,
             allowed_lateness_ms,
             input_watermark: Timestamp::MIN,
             output_watermark: Timestamp::MIN,
@@ -254,7 +249,7 @@ impl StatefulRunner {
             self.dofn.as_mut(),
             Access {
                 state: self.state.as_mut(),
-                timers: &mut self.timers,
+                timers: self.timers.as_mut(),
                 lateness: self.allowed_lateness_ms,
                 watermark: self.input_watermark,
                 processing_time: self.processing_time,
@@ -280,11 +275,13 @@ impl StatefulRunner {
 
     /// The end of a bundle for the state backend (see [`StateBackend::flush`]).
     fn flush(&mut self) -> Result<(), ExecError> {
-        self.state.flush().map_err(state_failed)
+        self.state.flush().map_err(state_failed)?;
+        self.timers.flush().map_err(state_failed)
     }
 
     /// Advances time: fires due timers in time order, then drops the state and timers
-    /// of expired windows. Returns the outputs.
+    /// of expired windows. The timers' outputs go into `outputs` (batches of this DoFn's
+    /// outputs only: the last one may grow).
     pub fn advance(
         &mut self,
         watermark: Timestamp,
@@ -311,12 +308,18 @@ impl StatefulRunner {
                 output: t.output,
             };
             let (dofn, mut access) = self.access();
-            let out = dofn.on_timer(&timer, &mut access);
-            outputs.push(out?);
+            let out = dofn.on_timer(&timer, &mut access)?;
+            // Timers' outputs in batches, not a batch each: the timers of every key
+            // that fire at one time come to as many calls.
+            match outputs.last_mut() {
+                _ if out.is_empty() => {}
+                Some(last) if last.len() < BATCH_SIZE => last.append(out),
+                _ => outputs.push(out),
+            }
         }
         let timers = &mut self.timers;
         self.state.expire(self.input_watermark, &mut |key, window| {
-            timers.delete_window(&key.to_vec(), window.clone())
+            timers.delete_window(key, window)
         });
         self.flush()?;
         let hold = self.timers.earliest_output();
@@ -382,12 +385,9 @@ impl StatefulRunner {
         instance: u32,
     ) -> Result<(LaterParts, ScopedParts), ExecError> {
         self.state.sync().map_err(state_failed)?;
+        self.timers.flush().map_err(state_failed)?;
         let cells = self.state.freeze();
-        let mut timers: Vec<(u32, Timer<Vec<u8>, String>)> = Vec::new();
-        for (key, w) in self.timers.windows() {
-            let g = key_group_of(key, max_key_groups);
-            timers.extend(self.timers.of(key, w.clone()).into_iter().map(|t| (g, t)));
-        }
+        let timers = self.timers.freeze();
         let later = LaterParts::new(move || {
             let mut groups: BTreeMap<u32, KeyGroupState> = BTreeMap::new();
             let mut group = |key: &[u8]| {
@@ -399,7 +399,13 @@ impl StatefulRunner {
             for (g, c) in cells {
                 groups.get_mut(&g).expect("grouped").cells = c;
             }
-            for (g, t) in timers {
+            let mut timers = timers.all().map_err(state_failed)?;
+            // In the same order from either backend.
+            timers.sort_by(|a, b| {
+                (&a.key, &a.window, &a.name, a.domain).cmp(&(&b.key, &b.window, &b.name, b.domain))
+            });
+            for t in timers {
+                let g = key_group_of(&t.key, max_key_groups);
                 groups.entry(g).or_default().timers.push(t);
             }
             Ok(groups

@@ -4,13 +4,17 @@ mod embedded;
 mod in_memory;
 #[cfg(test)]
 mod tests;
+mod timers;
+#[cfg(test)]
+mod timers_tests;
 
-pub use embedded::{EmbeddedStateBackend, CACHE_CELLS};
+pub use embedded::{EmbeddedStateBackend, EmbeddedTimers, CACHE_CELLS};
 pub use in_memory::{decode_cells, CellContents, CellEntry, InMemoryStateBackend};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 pub use tidewater::exec::StateCells;
 use tidewater::{BoundedWindow, Timestamp};
+pub use timers::{FrozenTimers, KeyTimer, KeyedTimers};
 
 /// The cells of stateful transforms, addressed by (encoded key, window, name), with
 /// values as encoded bytes. A backend can snapshot everything to bytes and restore it:
@@ -112,14 +116,31 @@ impl StateChoice {
         Ok(match self {
             StateChoice::Memory => Box::new(InMemoryStateBackend::new(allowed_lateness_ms)),
             StateChoice::Embedded(dir) => Box::new(
-                EmbeddedStateBackend::open(dir, max_key_groups, allowed_lateness_ms).map_err(
-                    |message| tidewater::Error::Io {
-                        what: "cannot open the embedded state store".into(),
-                        path: dir.clone(),
-                        cause: std::io::Error::other(message),
-                    },
-                )?,
+                EmbeddedStateBackend::open(dir, max_key_groups, allowed_lateness_ms)
+                    .map_err(|message| open_failed(dir, message))?,
             ),
         })
+    }
+
+    /// Timers of this kind (beside the cells of [`StateChoice::backend`]), for keys
+    /// hashed into `max_key_groups` key groups.
+    pub fn timers(&self, max_key_groups: u32) -> tidewater::Result<Box<dyn KeyedTimers>> {
+        Ok(match self {
+            StateChoice::Memory => {
+                Box::new(crate::timers::TimerService::<Vec<u8>, String>::default())
+            }
+            StateChoice::Embedded(dir) => Box::new(
+                EmbeddedTimers::open(dir, max_key_groups)
+                    .map_err(|message| open_failed(dir, message))?,
+            ),
+        })
+    }
+}
+
+fn open_failed(dir: &std::path::Path, message: String) -> tidewater::Error {
+    tidewater::Error::Io {
+        what: "cannot open the embedded state store".into(),
+        path: dir.to_path_buf(),
+        cause: std::io::Error::other(message),
     }
 }

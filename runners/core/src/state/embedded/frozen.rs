@@ -28,7 +28,7 @@ pub(super) fn decode_window_prefix(a: &[u8]) -> Option<(&[u8], BoundedWindow)> {
 }
 
 /// An address split into its key, its window and the rest (a cell's name).
-fn split_address(a: &[u8]) -> Option<(&[u8], BoundedWindow, &[u8])> {
+pub(super) fn split_address(a: &[u8]) -> Option<(&[u8], BoundedWindow, &[u8])> {
     let len = u32::from_be_bytes(a.get(4..8)?.try_into().ok()?) as usize;
     let key = a.get(8..8 + len)?;
     let (window, rest) = postcard::take_from_bytes::<BoundedWindow>(a.get(8 + len..)?).ok()?;

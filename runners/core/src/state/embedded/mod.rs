@@ -31,6 +31,9 @@
 
 mod frozen;
 mod store;
+mod timers;
+
+pub use timers::EmbeddedTimers;
 
 use super::in_memory::{decode_part_cells, Cell};
 use super::{FrozenState, StateBackend};
@@ -41,7 +44,7 @@ use std::collections::BTreeMap;
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Arc;
-use store::{io_error, Store, KEYSPACES, MEMTABLE_BYTES};
+use store::{io_error, Store, KEYSPACES};
 use tidewater::exec::{key_group_of, StateCells};
 use tidewater::{BoundedWindow, Timestamp};
 
@@ -51,6 +54,16 @@ pub const CACHE_CELLS: usize = 65_536;
 /// Dirty cells are written to the store in batches of at least this many (or all of
 /// them before a snapshot).
 const WRITE_BATCH_CELLS: usize = 16_384;
+
+/// The address of (key, window) (a cell's or a timer's, up to its name), into `out`:
+/// `[key group: u32 BE][key length: u32 BE][key][window]`.
+fn window_prefix(max_key_groups: u32, key: &[u8], window: &BoundedWindow, out: &mut Vec<u8>) {
+    out.clear();
+    out.extend_from_slice(&key_group_of(key, max_key_groups).to_be_bytes());
+    out.extend_from_slice(&(key.len() as u32).to_be_bytes());
+    out.extend_from_slice(key);
+    postcard::to_io(window, &mut *out).expect("a window encodes");
+}
 
 /// A cached cell: `None` once cleared; `dirty` until flushed.
 struct Cached {
@@ -97,24 +110,9 @@ impl EmbeddedStateBackend {
     pub fn open(dir: &Path, max_key_groups: u32, allowed_lateness_ms: i64) -> Result<Self, String> {
         let store = Store::open(dir)?;
         let n = KEYSPACES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let keyspace = |name: String| {
-            store
-                .db
-                .keyspace(&name, || {
-                    // Every file's filter and index pinned in memory (some 10 bits a key):
-                    // a point read of a cell not in the cache reads one data block. (By
-                    // default only the first levels' are, and a read deeper loads a whole
-                    // filter block into the block cache, evicting the others.)
-                    fjall::KeyspaceCreateOptions::default()
-                        .max_memtable_size(MEMTABLE_BYTES)
-                        .filter_block_pinning_policy(fjall::config::PinningPolicy::all(true))
-                        .index_block_pinning_policy(fjall::config::PinningPolicy::all(true))
-                })
-                .map_err(|e| io_error("cannot open a keyspace", &store.dir, e))
-        };
         let (cells, expiry) = (
-            keyspace(format!("cells{n}"))?,
-            keyspace(format!("expiry{n}"))?,
+            store.keyspace(&format!("cells{n}"))?,
+            store.keyspace(&format!("expiry{n}"))?,
         );
         Ok(EmbeddedStateBackend {
             store,
@@ -137,11 +135,7 @@ impl EmbeddedStateBackend {
 
     /// The address of (key, window)'s cells, up to the name, into `out`.
     fn window_prefix(&self, key: &[u8], window: &BoundedWindow, out: &mut Vec<u8>) {
-        out.clear();
-        out.extend_from_slice(&key_group_of(key, self.max_key_groups).to_be_bytes());
-        out.extend_from_slice(&(key.len() as u32).to_be_bytes());
-        out.extend_from_slice(key);
-        postcard::to_io(window, &mut *out).expect("a window encodes");
+        window_prefix(self.max_key_groups, key, window, out)
     }
 
     /// Records that (key, window) holds cells or timers, so that it expires: an entry in

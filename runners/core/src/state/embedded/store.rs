@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, Weak};
 
 /// A keyspace's memtable is written out as a file at this size.
-pub(super) const MEMTABLE_BYTES: u64 = 8 << 20;
+const MEMTABLE_BYTES: u64 = 8 << 20;
 
 /// A store's journals, at most (fjall's least): memtables not yet written out as files
 /// are bounded by it, so it bounds the store's memory beyond the caches.
@@ -68,6 +68,26 @@ fn remove_stores_of_dead_processes(parent: &Path, ours: &Path) -> Result<(), Str
 }
 
 impl Store {
+    /// A keyspace of this store, made if new (names are per operator instance: see
+    /// [`KEYSPACES`]).
+    pub(super) fn keyspace(&self, name: &str) -> Result<fjall::Keyspace, String> {
+        self.db
+            .keyspace(name, || {
+                // Every file's filter and index pinned in memory (some 10 bits a key):
+                // a point read of an entry not in a cache reads one data block. (By
+                // default only the first levels' are, and a read deeper loads a whole
+                // filter block into the block cache, evicting the others.)
+                fjall::KeyspaceCreateOptions::default()
+                    // Durability is the checkpoints' job: a write is not flushed to
+                    // the journal's file (a system call per write otherwise).
+                    .manual_journal_persist(true)
+                    .max_memtable_size(MEMTABLE_BYTES)
+                    .filter_block_pinning_policy(fjall::config::PinningPolicy::all(true))
+                    .index_block_pinning_policy(fjall::config::PinningPolicy::all(true))
+            })
+            .map_err(|e| io_error("cannot open a keyspace", &self.dir, e))
+    }
+
     /// The store of this process under `parent` (opened on first use, in a directory
     /// of its own named after the process).
     pub(super) fn open(parent: &Path) -> Result<Arc<Store>, String> {

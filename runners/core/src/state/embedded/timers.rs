@@ -1,0 +1,525 @@
+//! A stateful DoFn's timers in the embedded store beside its cells (Flink's RocksDB
+//! timer service): nothing per timer, key or window stays in memory.
+//!
+//! Three keyspaces of the process's store per operator instance:
+//!
+//! - by id, `[window's address][domain: u8][name]` (the window's address as a cell's,
+//!   see [`super::window_prefix`]) → `[firing time: i64 BE][output timestamp: i64 BE]`:
+//!   what a set, delete or a window's expiry looks up;
+//! - the queue, `[domain][firing time: u64 BE, sign flipped][id]`: due timers are the
+//!   first entries of their domain, in time order (timers due at the same time in key
+//!   group, then key, order);
+//! - the holds, `[output timestamp, flipped][id]`: the first is the watermark hold.
+//!
+//! The queue and the holds are read at their head: each keeps its first entry at hand
+//! and where a scan for the next one starts ([`Head`]), past the tombstones of the
+//! entries removed before it (a queue popped from the front would otherwise scan every
+//! timer it ever fired until a compaction drops them).
+//!
+//! Every change goes to the store at once (its memtable; durability is the
+//! checkpoints'): a timer set while due timers fire is seen by the next pop.
+
+use super::frozen::split_address;
+use super::store::{io_error, Store, KEYSPACES};
+use super::window_prefix;
+use crate::state::timers::{FrozenTimers, KeyTimer, KeyedTimers};
+use crate::timers::Timer;
+use std::cell::RefCell;
+use std::ops::Bound;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use tidewater::exec::TimeDomain;
+use tidewater::{BoundedWindow, Timestamp};
+
+/// A timestamp as 8 bytes that sort as the timestamps do.
+fn sortable(t: Timestamp) -> [u8; 8] {
+    (t.millis() as u64 ^ (1 << 63)).to_be_bytes()
+}
+
+fn from_sortable(b: &[u8]) -> Option<Timestamp> {
+    let v = u64::from_be_bytes(b.get(..8)?.try_into().ok()?);
+    Some(Timestamp((v ^ (1 << 63)) as i64))
+}
+
+fn domain_byte(d: TimeDomain) -> u8 {
+    match d {
+        TimeDomain::EventTime => 0,
+        TimeDomain::ProcessingTime => 1,
+    }
+}
+
+fn domain_of(b: u8) -> Option<TimeDomain> {
+    match b {
+        0 => Some(TimeDomain::EventTime),
+        1 => Some(TimeDomain::ProcessingTime),
+        _ => None,
+    }
+}
+
+/// The entries of a keyspace under a prefix, in order, read at their head.
+struct Head {
+    keyspace: fjall::Keyspace,
+    prefix: Vec<u8>,
+    /// Where a scan for the first entry starts: no live entry sorts before it
+    /// (`Included`) or at or before it (`Excluded`).
+    start: RefCell<Bound<Vec<u8>>>,
+    /// The first entry: `None` unknown, `Some(None)` there is none.
+    first: RefCell<Option<Option<Vec<u8>>>>,
+}
+
+impl Head {
+    fn new(keyspace: fjall::Keyspace, prefix: Vec<u8>) -> Head {
+        Head {
+            start: RefCell::new(Bound::Included(prefix.clone())),
+            keyspace,
+            prefix,
+            first: RefCell::new(Some(None)),
+        }
+    }
+
+    fn insert(&self, entry: Vec<u8>, value: &[u8]) -> fjall::Result<()> {
+        self.keyspace.insert(entry.as_slice(), value)?;
+        let mut start = self.start.borrow_mut();
+        let before = match &*start {
+            Bound::Included(s) => entry < *s,
+            Bound::Excluded(s) => entry <= *s,
+            Bound::Unbounded => false,
+        };
+        if before {
+            *start = Bound::Included(entry.clone());
+        }
+        let mut first = self.first.borrow_mut();
+        match &*first {
+            Some(Some(f)) if entry < *f => *first = Some(Some(entry)),
+            Some(None) => *first = Some(Some(entry)),
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn remove(&self, entry: Vec<u8>) -> fjall::Result<()> {
+        self.keyspace.remove(entry.as_slice())?;
+        let mut first = self.first.borrow_mut();
+        if first.as_ref().is_some_and(|f| f.as_ref() == Some(&entry)) {
+            // It was the first: nothing live is at or before it.
+            *first = None;
+            *self.start.borrow_mut() = Bound::Excluded(entry);
+        }
+        Ok(())
+    }
+
+    /// The first entry.
+    fn first(&self) -> fjall::Result<Option<Vec<u8>>> {
+        if let Some(f) = &*self.first.borrow() {
+            return Ok(f.clone());
+        }
+        let end = match self.prefix.last() {
+            // One byte of prefix (a domain): the next byte's entries come after.
+            Some(&b) => Bound::Excluded(vec![b + 1]),
+            None => Bound::Unbounded,
+        };
+        let start = self.start.borrow().clone();
+        let found = match self.keyspace.range((start, end)).next() {
+            Some(kv) => Some(kv.key()?.to_vec()),
+            None => None,
+        };
+        if let Some(f) = &found {
+            *self.start.borrow_mut() = Bound::Included(f.clone());
+        }
+        *self.first.borrow_mut() = Some(found.clone());
+        Ok(found)
+    }
+}
+
+/// A stateful DoFn's timers in the embedded store; see the module's documentation.
+pub struct EmbeddedTimers {
+    store: Arc<Store>,
+    by_id: fjall::Keyspace,
+    /// The queue per domain (event time first), on one keyspace.
+    queue: [Head; 2],
+    holds: Head,
+    /// The (domain, name)s set or restored: a window's timers are found by a point read
+    /// of each (a filter in front of every file) rather than a scan.
+    names: Vec<(TimeDomain, Box<str>)>,
+    len: usize,
+    max_key_groups: u32,
+    /// The first error since the last flush, which reports it.
+    failed: RefCell<Option<String>>,
+}
+
+impl EmbeddedTimers {
+    /// Timers under directory `dir` (the process's store there, opened on first use),
+    /// for keys hashed into `max_key_groups` key groups.
+    pub fn open(dir: &Path, max_key_groups: u32) -> Result<Self, String> {
+        let store = Store::open(dir)?;
+        let n = KEYSPACES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let by_id = store.keyspace(&format!("timers{n}"))?;
+        let queue = store.keyspace(&format!("timer_queue{n}"))?;
+        let holds = store.keyspace(&format!("timer_holds{n}"))?;
+        Ok(EmbeddedTimers {
+            store,
+            by_id,
+            queue: [Head::new(queue.clone(), vec![0]), Head::new(queue, vec![1])],
+            holds: Head::new(holds, Vec::new()),
+            names: Vec::new(),
+            len: 0,
+            max_key_groups,
+            failed: RefCell::new(None),
+        })
+    }
+
+    fn id(&self, key: &[u8], window: &BoundedWindow, name: &str, domain: TimeDomain) -> Vec<u8> {
+        let mut id = Vec::with_capacity(key.len() + name.len() + 32);
+        window_prefix(self.max_key_groups, key, window, &mut id);
+        id.push(domain_byte(domain));
+        id.extend_from_slice(name.as_bytes());
+        id
+    }
+
+    fn queue_entry(domain: TimeDomain, at: Timestamp, id: &[u8]) -> Vec<u8> {
+        let mut e = Vec::with_capacity(9 + id.len());
+        e.push(domain_byte(domain));
+        e.extend_from_slice(&sortable(at));
+        e.extend_from_slice(id);
+        e
+    }
+
+    fn hold_entry(output: Timestamp, id: &[u8]) -> Vec<u8> {
+        let mut e = Vec::with_capacity(8 + id.len());
+        e.extend_from_slice(&sortable(output));
+        e.extend_from_slice(id);
+        e
+    }
+
+    /// Records the first error since the last flush.
+    fn fail(&self, e: String) {
+        self.failed.borrow_mut().get_or_insert(e);
+    }
+
+    fn io(&self, e: fjall::Error) -> String {
+        io_error("cannot read or write timers", &self.store.dir, e)
+    }
+
+    fn corrupt(&self) -> String {
+        format!(
+            "a timer in the state store at {} does not decode",
+            self.store.dir.display()
+        )
+    }
+
+    /// The (firing time, output timestamp) of timer `id`, if pending.
+    fn times(&self, id: &[u8]) -> Result<Option<(Timestamp, Timestamp)>, String> {
+        let Some(v) = self
+            .by_id
+            .get(id)
+            .map_err(|e| io_error("cannot read a timer", &self.store.dir, e))?
+        else {
+            return Ok(None);
+        };
+        match (from_sortable(&v), v.get(8..).and_then(from_sortable)) {
+            (Some(at), Some(output)) => Ok(Some((at, output))),
+            _ => Err(self.corrupt()),
+        }
+    }
+
+    /// Removes timer `id` (pending with these times) from the three keyspaces.
+    fn remove(
+        &mut self,
+        id: &[u8],
+        domain: TimeDomain,
+        (at, output): (Timestamp, Timestamp),
+    ) -> fjall::Result<()> {
+        self.by_id.remove(id)?;
+        self.queue[domain_byte(domain) as usize].remove(Self::queue_entry(domain, at, id))?;
+        self.holds.remove(Self::hold_entry(output, id))?;
+        self.len -= 1;
+        Ok(())
+    }
+
+    /// Deletes timer `id`, if pending.
+    fn delete_id(&mut self, id: &[u8], domain: TimeDomain) {
+        match self.times(id) {
+            Ok(Some(times)) => {
+                if let Err(e) = self.remove(id, domain, times) {
+                    self.fail(self.io(e));
+                }
+            }
+            Ok(None) => {}
+            Err(e) => self.fail(e),
+        }
+    }
+
+    fn set_id(&mut self, id: Vec<u8>, t: &KeyTimer) -> Result<bool, String> {
+        let old = self.times(&id)?;
+        if old == Some((t.at, t.output)) {
+            return Ok(false);
+        }
+        if let Some(old) = old {
+            self.remove(&id, t.domain, old).map_err(|e| self.io(e))?;
+        }
+        let mut times = sortable(t.at).to_vec();
+        times.extend_from_slice(&sortable(t.output));
+        self.by_id
+            .insert(id.as_slice(), times)
+            .map_err(|e| self.io(e))?;
+        let d = domain_byte(t.domain) as usize;
+        self.queue[d]
+            .insert(Self::queue_entry(t.domain, t.at, &id), &sortable(t.output))
+            .map_err(|e| self.io(e))?;
+        self.holds
+            .insert(Self::hold_entry(t.output, &id), &[])
+            .map_err(|e| self.io(e))?;
+        self.len += 1;
+        if !self
+            .names
+            .iter()
+            .any(|(d, n)| *d == t.domain && **n == *t.name)
+        {
+            self.names.push((t.domain, t.name.as_str().into()));
+        }
+        Ok(old.is_none())
+    }
+
+    /// The timer of a queue entry of `domain` (pending at its time).
+    fn timer_of(&self, entry: &[u8]) -> Result<(Vec<u8>, KeyTimer), String> {
+        let at = entry.get(1..).and_then(from_sortable);
+        let id = entry.get(9..).ok_or_else(|| self.corrupt())?;
+        let (key, window, rest) = split_address(id).ok_or_else(|| self.corrupt())?;
+        let (domain, name) = rest
+            .split_first()
+            .and_then(|(d, name)| Some((domain_of(*d)?, std::str::from_utf8(name).ok()?)))
+            .ok_or_else(|| self.corrupt())?;
+        let (at, output) = match (at, self.times(id)?) {
+            (Some(at), Some((pending, output))) if pending == at => (at, output),
+            _ => return Err(self.corrupt()),
+        };
+        Ok((
+            id.to_vec(),
+            Timer {
+                key: key.to_vec(),
+                window,
+                name: name.to_string(),
+                domain,
+                at,
+                output,
+            },
+        ))
+    }
+}
+
+impl KeyedTimers for EmbeddedTimers {
+    fn set(&mut self, t: KeyTimer) -> bool {
+        let id = self.id(&t.key, &t.window, &t.name, t.domain);
+        self.set_id(id, &t).unwrap_or_else(|e| {
+            self.fail(e);
+            true
+        })
+    }
+
+    fn delete(&mut self, key: &[u8], window: &BoundedWindow, name: &str, domain: TimeDomain) {
+        let id = self.id(key, window, name, domain);
+        self.delete_id(&id, domain);
+    }
+
+    fn pop_due(&mut self, domain: TimeDomain, now: Timestamp) -> Option<KeyTimer> {
+        let head = &self.queue[domain_byte(domain) as usize];
+        let entry = match head.first() {
+            Ok(e) => e?,
+            Err(e) => {
+                self.fail(self.io(e));
+                return None;
+            }
+        };
+        if entry
+            .get(1..)
+            .and_then(from_sortable)
+            .is_none_or(|at| at >= now)
+        {
+            return None;
+        }
+        match self.timer_of(&entry) {
+            Ok((id, t)) => match self.remove(&id, domain, (t.at, t.output)) {
+                Ok(()) => Some(t),
+                Err(e) => {
+                    self.fail(self.io(e));
+                    None
+                }
+            },
+            Err(e) => {
+                self.fail(e);
+                None
+            }
+        }
+    }
+
+    fn next(&self, domain: TimeDomain) -> Option<Timestamp> {
+        match self.queue[domain_byte(domain) as usize].first() {
+            Ok(e) => e
+                .as_deref()
+                .and_then(|e| e.get(1..))
+                .and_then(from_sortable),
+            Err(e) => {
+                self.fail(self.io(e));
+                None
+            }
+        }
+    }
+
+    fn first(&self, domain: TimeDomain) -> Option<KeyTimer> {
+        let entry = self.queue[domain_byte(domain) as usize]
+            .first()
+            .ok()
+            .flatten()?;
+        self.timer_of(&entry).ok().map(|(_, t)| t)
+    }
+
+    fn delete_window(&mut self, key: &[u8], window: &BoundedWindow) {
+        for i in 0..self.names.len() {
+            let (domain, name) = self.names[i].clone();
+            let id = self.id(key, window, &name, domain);
+            self.delete_id(&id, domain);
+        }
+    }
+
+    fn earliest_output(&self) -> Option<Timestamp> {
+        match self.holds.first() {
+            Ok(e) => e.as_deref().and_then(from_sortable),
+            Err(e) => {
+                self.fail(self.io(e));
+                None
+            }
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn flush(&mut self) -> Result<(), String> {
+        match self.failed.get_mut().take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    fn freeze(&self) -> Box<dyn FrozenTimers> {
+        Box::new(Frozen {
+            snapshot: self.store.db.snapshot(),
+            by_id: self.by_id.clone(),
+            dir: self.store.dir.clone(),
+        })
+    }
+}
+
+impl Drop for EmbeddedTimers {
+    fn drop(&mut self) {
+        let queue = self.queue[0].keyspace.clone();
+        for ks in [self.by_id.clone(), queue, self.holds.keyspace.clone()] {
+            if let Err(e) = self.store.db.delete_keyspace(ks) {
+                tracing::debug!("cannot drop a timer keyspace: {e}");
+            }
+        }
+    }
+}
+
+/// The timers as of [`KeyedTimers::freeze`]: a view of the store.
+struct Frozen {
+    snapshot: fjall::Snapshot,
+    by_id: fjall::Keyspace,
+    dir: PathBuf,
+}
+
+impl FrozenTimers for Frozen {
+    fn all(self: Box<Self>) -> Result<Vec<KeyTimer>, String> {
+        use fjall::Readable;
+        let corrupt = || {
+            format!(
+                "a timer in the state store at {} does not decode",
+                self.dir.display()
+            )
+        };
+        let mut all = Vec::new();
+        for kv in self.snapshot.iter(&self.by_id) {
+            let (id, times) = kv
+                .into_inner()
+                .map_err(|e| io_error("cannot read timers for a snapshot", &self.dir, e))?;
+            let (key, window, rest) = split_address(&id).ok_or_else(corrupt)?;
+            let (domain, name) = rest
+                .split_first()
+                .and_then(|(d, name)| Some((domain_of(*d)?, std::str::from_utf8(name).ok()?)))
+                .ok_or_else(corrupt)?;
+            let (Some(at), Some(output)) = (
+                from_sortable(&times),
+                times.get(8..).and_then(from_sortable),
+            ) else {
+                return Err(corrupt());
+            };
+            all.push(Timer {
+                key: key.to_vec(),
+                window,
+                name: name.to_string(),
+                domain,
+                at,
+                output,
+            });
+        }
+        Ok(all)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Firing timers from the front of the queue starts each scan for the next past
+    /// the ones fired (their tombstones stay in the store until a compaction).
+    #[test]
+    fn a_queue_popped_from_the_front_scans_from_the_last_popped() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut e = EmbeddedTimers::open(dir.path(), 16).unwrap();
+        let timer = |k: u32, at: i64| Timer {
+            key: k.to_be_bytes().to_vec(),
+            window: BoundedWindow::Global,
+            name: "t".into(),
+            domain: TimeDomain::EventTime,
+            at: Timestamp(at),
+            output: Timestamp(at),
+        };
+        for k in 0..1_000 {
+            e.set(timer(k, 5));
+        }
+        let mut last = None;
+        for _ in 0..500 {
+            let entry = e.queue[0].first().unwrap().unwrap();
+            let t = e.pop_due(TimeDomain::EventTime, Timestamp(6)).unwrap();
+            assert_eq!(
+                EmbeddedTimers::queue_entry(
+                    t.domain,
+                    t.at,
+                    &e.id(&t.key, &t.window, &t.name, t.domain)
+                ),
+                entry
+            );
+            assert_eq!(*e.queue[0].start.borrow(), Bound::Excluded(entry.clone()));
+            assert!(last.as_ref().is_none_or(|l| *l < entry));
+            last = Some(entry);
+        }
+        // A timer set before the scan's start moves it back.
+        e.set(timer(0, 1));
+        let first = e.queue[0].first().unwrap().unwrap();
+        assert_eq!(*e.queue[0].start.borrow(), Bound::Included(first));
+        assert_eq!(
+            e.pop_due(TimeDomain::EventTime, Timestamp(6)).unwrap().at,
+            Timestamp(1)
+        );
+        let mut left = 0;
+        while e.pop_due(TimeDomain::EventTime, Timestamp(6)).is_some() {
+            left += 1;
+        }
+        assert_eq!(left, 500);
+        assert!(e.is_empty());
+        assert_eq!(e.earliest_output(), None);
+        assert_eq!(e.next(TimeDomain::EventTime), None);
+        e.flush().unwrap();
+    }
+}

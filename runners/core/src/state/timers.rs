@@ -1,0 +1,101 @@
+//! Where a stateful DoFn's timers live, as its cells do: in memory (the
+//! [`TimerService`]) or, with `--state-backend fjall`, in the embedded store beside the
+//! cells ([`super::EmbeddedTimers`], Flink's RocksDB timer service), so that a timer per
+//! key is no more bounded by memory than a cell per key.
+
+use crate::timers::{Timer, TimerService};
+use tidewater::exec::TimeDomain;
+use tidewater::{BoundedWindow, Timestamp};
+
+/// One of a stateful DoFn's timers: of an encoded key, named by the DoFn's timer id.
+pub type KeyTimer = Timer<Vec<u8>, String>;
+
+/// A stateful DoFn's pending timers (Beam's `TimerInternals`): named per key and
+/// window in two time domains. A timer fires once its clock has passed it (strictly),
+/// earliest first; setting one with the key, window, name and domain of a pending one
+/// replaces it; every pending timer holds the output watermark at its output
+/// timestamp. The order of timers due at the same time is the backend's.
+pub trait KeyedTimers: Send {
+    /// Sets (or resets) a timer; whether (key, window) may have had no timer before
+    /// (the caller then keeps the window until it expires; `true` when unsure).
+    fn set(&mut self, t: KeyTimer) -> bool;
+    /// Deletes a timer, if set.
+    fn delete(&mut self, key: &[u8], window: &BoundedWindow, name: &str, domain: TimeDomain);
+    /// The earliest timer of `domain` that `now` has passed, removed.
+    fn pop_due(&mut self, domain: TimeDomain, now: Timestamp) -> Option<KeyTimer>;
+    /// The earliest pending timer of `domain`.
+    fn next(&self, domain: TimeDomain) -> Option<Timestamp>;
+    /// Whether a timer of `domain` is due at `now`.
+    fn has_due(&self, domain: TimeDomain, now: Timestamp) -> bool {
+        self.next(domain).is_some_and(|t| t < now)
+    }
+    /// The earliest pending timer of `domain`, whole (for reports).
+    fn first(&self, domain: TimeDomain) -> Option<KeyTimer>;
+    /// Deletes every timer of (key, window): the window expired.
+    fn delete_window(&mut self, key: &[u8], window: &BoundedWindow);
+    /// The earliest output timestamp of a pending timer: the watermark hold.
+    fn earliest_output(&self) -> Option<Timestamp>;
+    /// Number of pending timers.
+    fn len(&self) -> usize;
+    /// No pending timers.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The end of a bundle: an error reading or writing the timers since the last
+    /// flush (a timer operation cannot fail by itself).
+    fn flush(&mut self) -> Result<(), String> {
+        Ok(())
+    }
+    /// The timers as they are now, in a copy later changes do not touch, to be read
+    /// on another thread: the timers' part of a snapshot.
+    fn freeze(&self) -> Box<dyn FrozenTimers>;
+}
+
+/// The timers as of [`KeyedTimers::freeze`].
+pub trait FrozenTimers: Send {
+    /// Every timer, in no particular order.
+    fn all(self: Box<Self>) -> Result<Vec<KeyTimer>, String>;
+}
+
+/// Timers copied out of memory.
+struct Copied(Vec<KeyTimer>);
+
+impl FrozenTimers for Copied {
+    fn all(self: Box<Self>) -> Result<Vec<KeyTimer>, String> {
+        Ok(self.0)
+    }
+}
+
+impl KeyedTimers for TimerService<Vec<u8>, String> {
+    fn set(&mut self, t: KeyTimer) -> bool {
+        TimerService::set(self, t)
+    }
+    fn delete(&mut self, key: &[u8], window: &BoundedWindow, name: &str, domain: TimeDomain) {
+        TimerService::delete(self, &key.to_vec(), window.clone(), &name.into(), domain)
+    }
+    fn pop_due(&mut self, domain: TimeDomain, now: Timestamp) -> Option<KeyTimer> {
+        TimerService::pop_due(self, domain, now)
+    }
+    fn next(&self, domain: TimeDomain) -> Option<Timestamp> {
+        TimerService::next(self, domain)
+    }
+    fn first(&self, domain: TimeDomain) -> Option<KeyTimer> {
+        TimerService::first(self, domain)
+    }
+    fn delete_window(&mut self, key: &[u8], window: &BoundedWindow) {
+        TimerService::delete_window(self, &key.to_vec(), window.clone())
+    }
+    fn earliest_output(&self) -> Option<Timestamp> {
+        TimerService::earliest_output(self)
+    }
+    fn len(&self) -> usize {
+        TimerService::len(self)
+    }
+    fn freeze(&self) -> Box<dyn FrozenTimers> {
+        let mut all = Vec::with_capacity(self.len());
+        for (key, w) in self.windows() {
+            all.extend(self.of(key, w.clone()));
+        }
+        Box::new(Copied(all))
+    }
+}
