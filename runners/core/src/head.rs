@@ -82,6 +82,10 @@ pub struct Advanced {
     /// held main input released (a scheduler that runs until nothing moves counts it
     /// as progress even when nothing came out).
     pub moved: bool,
+    /// A keyed operator stopped with work still due (it fires in slices, so that what
+    /// fires at once does not sit in memory whole): the caller takes `out` on, then
+    /// advances again.
+    pub more: bool,
 }
 
 impl Head {
@@ -276,6 +280,7 @@ impl Head {
                         out: op.take_output(),
                         side_inputs: None,
                         moved: true,
+                        more: op.has_due_work(wm, now),
                     });
                 }
                 Ok(Advanced::default())
@@ -285,6 +290,7 @@ impl Head {
                     out: vec![ready],
                     side_inputs: Some(sides),
                     moved: true,
+                    more: false,
                 },
                 None => Advanced::default(),
             }),

@@ -193,3 +193,88 @@ fn windows_with_only_state_expire_also_after_a_restore_on(state: &StateChoice) {
     assert_eq!(second.state_cells(), 0);
     assert!(!second.has_due_work(Timestamp::MAX, Timestamp::MAX));
 }
+
+/// Keeps a key's value and outputs it from a timer at its window's end.
+#[derive(Serialize, Deserialize)]
+struct AtTheEnd;
+
+impl StatefulDoFn for AtTheEnd {
+    type Key = String;
+    type Value = i64;
+    type Out = i64;
+    fn process(
+        &mut self,
+        _k: &String,
+        v: i64,
+        ctx: &mut StateContext<'_, i64>,
+    ) -> Result<(), UserError> {
+        ctx.write_value("v", &v)?;
+        ctx.set_event_timer("end", ctx.window().max_timestamp())
+    }
+    fn on_timer(
+        &mut self,
+        _k: &String,
+        _name: &str,
+        ctx: &mut StateContext<'_, i64>,
+    ) -> Result<(), UserError> {
+        if let Some(v) = ctx.read_value::<i64>("v")? {
+            ctx.output(v);
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn timers_due_at_once_fire_in_slices_each_once() {
+    each_backend(timers_due_at_once_fire_in_slices_each_once_on);
+}
+
+/// A watermark past every key's timer fires them in slices: each call of `advance`
+/// stops with timers still due, the output watermark held and no window expired, and
+/// the calls together fire every timer once.
+fn timers_due_at_once_fire_in_slices_each_once_on(state: &StateChoice) {
+    const KEYS: i64 = 10_000;
+    let w = BoundedWindow::Interval {
+        start: Timestamp(0),
+        end: Timestamp(10),
+    };
+    let mut runner =
+        StatefulRunner::new(Box::new(StatefulInvoker::new(AtTheEnd)), state, 8, 0).unwrap();
+    let items = (0..KEYS)
+        .map(|v| element(&format!("k{v}"), v, w.clone()))
+        .collect();
+    runner.process(Box::new(Batch { items })).unwrap();
+    let mut got: Vec<i64> = Vec::new();
+    let mut calls = 0;
+    loop {
+        let mut out = Vec::new();
+        runner
+            .advance(Timestamp(50), Timestamp(0), &mut out)
+            .unwrap();
+        calls += 1;
+        let fired: Vec<i64> = out
+            .into_iter()
+            .flat_map(tidewater::exec::downcast_batch::<i64>)
+            .map(|v| v.value)
+            .collect();
+        assert!(!fired.is_empty(), "call {calls} fired nothing");
+        got.extend(fired);
+        if !runner.has_due_work(Timestamp(50), Timestamp(0)) {
+            break;
+        }
+        assert!(
+            runner.output_watermark() <= Timestamp(9),
+            "unfired timers hold the output watermark"
+        );
+        assert_eq!(
+            runner.state_cells(),
+            KEYS as usize,
+            "no window expires before its timers fired"
+        );
+    }
+    assert!(calls >= 3, "{KEYS} timers in {calls} calls");
+    got.sort_unstable();
+    assert_eq!(got, (0..KEYS).collect::<Vec<_>>());
+    assert_eq!(runner.state_cells(), 0);
+    assert_eq!(runner.output_watermark(), Timestamp(50));
+}

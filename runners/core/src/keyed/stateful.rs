@@ -43,6 +43,11 @@ pub fn decode_key_group(bytes: &[u8]) -> Result<(Vec<u8>, Vec<KeyTimer>), ExecEr
     Ok((st.cells, st.timers))
 }
 
+/// Timers fired (or their outputs, if more) in one call of [`StatefulRunner::advance`]
+/// at most: a watermark that passes every key's timer (a bounded input's end) fires
+/// them in slices, each taken downstream before the next, not all into memory at once.
+const ADVANCE_SLICE: usize = 16 * BATCH_SIZE;
+
 /// The runner of one stateful ParDo.
 pub struct StatefulRunner {
     dofn: Box<dyn ErasedStatefulDoFn>,
@@ -281,7 +286,8 @@ impl StatefulRunner {
 
     /// Advances time: fires due timers in time order, then drops the state and timers
     /// of expired windows. The timers' outputs go into `outputs` (batches of this DoFn's
-    /// outputs only: the last one may grow).
+    /// outputs only: the last one may grow). Stops after [`ADVANCE_SLICE`] outputs with
+    /// timers still due ([`StatefulRunner::has_due_work`]): call again once they went on.
     pub fn advance(
         &mut self,
         watermark: Timestamp,
@@ -290,7 +296,14 @@ impl StatefulRunner {
     ) -> Result<(), ExecError> {
         self.input_watermark = self.input_watermark.max(watermark);
         self.processing_time = self.processing_time.max(processing_time);
+        let mut fired_out = 0;
         loop {
+            if fired_out >= ADVANCE_SLICE {
+                // The rest fire in the next slice, once these went downstream (the
+                // caller advances again while work is due); the timers not fired yet
+                // hold the output watermark, and no window expires before them.
+                return self.flush();
+            }
             let fired = self
                 .timers
                 .pop_due(TimeDomain::EventTime, self.input_watermark)
@@ -309,6 +322,7 @@ impl StatefulRunner {
             };
             let (dofn, mut access) = self.access();
             let out = dofn.on_timer(&timer, &mut access)?;
+            fired_out += out.len().max(1);
             // Timers' outputs in batches, not a batch each: the timers of every key
             // that fire at one time come to as many calls.
             match outputs.last_mut() {

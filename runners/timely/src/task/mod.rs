@@ -553,14 +553,19 @@ impl Task {
     fn advance(&mut self) -> Result<()> {
         let now = self.now();
         let wms = self.input_watermarks();
-        let advanced = self.head.advance(&wms, now, &self.name)?;
-        if let (Some(sides), Some(stage)) = (advanced.side_inputs, self.stage.as_mut()) {
-            stage.set_side_inputs(sides);
+        loop {
+            let advanced = self.head.advance(&wms, now, &self.name)?;
+            if let (Some(sides), Some(stage)) = (advanced.side_inputs, self.stage.as_mut()) {
+                stage.set_side_inputs(sides);
+            }
+            for out in advanced.out {
+                self.run_stage(out)?;
+            }
+            // What fired in one slice went downstream before the next fires.
+            if !advanced.more {
+                return Ok(());
+            }
         }
-        for out in advanced.out {
-            self.run_stage(out)?;
-        }
-        Ok(())
     }
 
     /// Takes the stage's and the head's metrics into the worker's.
