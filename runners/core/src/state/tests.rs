@@ -23,7 +23,7 @@ fn in_memory() -> InMemoryStateBackend {
     InMemoryStateBackend::new(LATENESS)
 }
 
-fn window(i: u8) -> BoundedWindow {
+pub(super) fn window(i: u8) -> BoundedWindow {
     if i == 0 {
         BoundedWindow::Global
     } else {

@@ -2,24 +2,14 @@
 //! deletes, expiries and firings leaves the same timers pending, fires the same ones
 //! (those due at one time in either's order) and holds the watermark at the same time.
 
+use super::tests::window;
 use super::*;
 use crate::timers::{Timer, TimerService};
 use proptest::prelude::*;
 use tidewater::exec::TimeDomain;
-use tidewater::{BoundedWindow, Timestamp};
+use tidewater::Timestamp;
 
 const GROUPS: u32 = 16;
-
-fn window(i: u8) -> BoundedWindow {
-    if i == 0 {
-        BoundedWindow::Global
-    } else {
-        BoundedWindow::Interval {
-            start: Timestamp(i64::from(i) * 10),
-            end: Timestamp(i64::from(i) * 10 + 10),
-        }
-    }
-}
 
 fn domain(d: bool) -> TimeDomain {
     if d {

@@ -56,6 +56,13 @@ fn domain_of(b: u8) -> Option<TimeDomain> {
     }
 }
 
+/// A timer's id decoded: (key, window, domain, name).
+fn decode_id(id: &[u8]) -> Option<(&[u8], BoundedWindow, TimeDomain, &str)> {
+    let (key, window, rest) = split_address(id)?;
+    let (d, name) = rest.split_first()?;
+    Some((key, window, domain_of(*d)?, std::str::from_utf8(name).ok()?))
+}
+
 /// The entries of a keyspace under a prefix, in order, read at their head.
 struct Head {
     keyspace: fjall::Keyspace,
@@ -284,11 +291,7 @@ impl EmbeddedTimers {
     fn timer_of(&self, entry: &[u8]) -> Result<(Vec<u8>, KeyTimer), String> {
         let at = entry.get(1..).and_then(from_sortable);
         let id = entry.get(9..).ok_or_else(|| self.corrupt())?;
-        let (key, window, rest) = split_address(id).ok_or_else(|| self.corrupt())?;
-        let (domain, name) = rest
-            .split_first()
-            .and_then(|(d, name)| Some((domain_of(*d)?, std::str::from_utf8(name).ok()?)))
-            .ok_or_else(|| self.corrupt())?;
+        let (key, window, domain, name) = decode_id(id).ok_or_else(|| self.corrupt())?;
         let (at, output) = match (at, self.times(id)?) {
             (Some(at), Some((pending, output))) if pending == at => (at, output),
             _ => return Err(self.corrupt()),
@@ -443,11 +446,7 @@ impl FrozenTimers for Frozen {
             let (id, times) = kv
                 .into_inner()
                 .map_err(|e| io_error("cannot read timers for a snapshot", &self.dir, e))?;
-            let (key, window, rest) = split_address(&id).ok_or_else(corrupt)?;
-            let (domain, name) = rest
-                .split_first()
-                .and_then(|(d, name)| Some((domain_of(*d)?, std::str::from_utf8(name).ok()?)))
-                .ok_or_else(corrupt)?;
+            let (key, window, domain, name) = decode_id(&id).ok_or_else(corrupt)?;
             let (Some(at), Some(output)) = (
                 from_sortable(&times),
                 times.get(8..).and_then(from_sortable),
