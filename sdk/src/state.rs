@@ -265,7 +265,8 @@ impl<O: Element> StateContext<'_, O> {
     }
 
     /// Like [`StateContext::set_event_timer`] with another output timestamp (which holds
-    /// the output watermark back until the timer fires).
+    /// the output watermark back until the timer fires); it may not be after `at` (an
+    /// error, as in Beam).
     pub fn set_event_timer_with_output(
         &mut self,
         name: &str,

@@ -479,7 +479,8 @@ impl EventTimer {
         ctx.set_event_timer(self.name, at)
     }
     /// Like [`EventTimer::set`] with another output timestamp, which holds the output
-    /// watermark back until the timer fires.
+    /// watermark back until the timer fires. It may not be after `at` (an error, as in
+    /// Beam).
     pub fn set_with_output<O: Element>(
         &self,
         ctx: &mut StateContext<'_, O>,

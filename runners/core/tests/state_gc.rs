@@ -278,3 +278,46 @@ fn timers_due_at_once_fire_in_slices_each_once_on(state: &StateChoice) {
     assert_eq!(runner.state_cells(), 0);
     assert_eq!(runner.output_watermark(), Timestamp(50));
 }
+
+/// Sets an event-time timer whose output timestamp is after it.
+#[derive(Serialize, Deserialize)]
+struct OutputAfter;
+
+impl StatefulDoFn for OutputAfter {
+    type Key = String;
+    type Value = i64;
+    type Out = i64;
+    fn process(
+        &mut self,
+        _k: &String,
+        v: i64,
+        ctx: &mut StateContext<'_, i64>,
+    ) -> Result<(), UserError> {
+        ctx.set_event_timer_with_output("t", Timestamp(v), Timestamp(v + 1))
+    }
+}
+
+/// As in Beam, an event-time timer cannot output after it fires: the error names the
+/// timer and both times.
+#[test]
+fn an_event_timer_outputting_after_it_fires_is_refused() {
+    let mut runner = StatefulRunner::new(
+        Box::new(StatefulInvoker::new(OutputAfter)),
+        &StateChoice::Memory,
+        8,
+        0,
+    )
+    .unwrap();
+    let batch = Batch {
+        items: vec![element("a", 5, BoundedWindow::Global)],
+    };
+    let Err(err) = runner.process(Box::new(batch)) else {
+        panic!("the timer was set");
+    };
+    let err = format!("{err:?}");
+    assert!(
+        err.contains("cannot set event-time timer 't' at 5ms with output timestamp 6ms")
+            && err.contains("may not be after the timer's time"),
+        "{err}"
+    );
+}

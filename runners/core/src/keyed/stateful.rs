@@ -151,6 +151,11 @@ impl StateAccess for Access<'_> {
         if domain == TimeDomain::EventTime && at > gc {
             return Err(format!("cannot set event-time timer '{name}' at {at:?}: it is after window {window:?} expires at {gc:?}"));
         }
+        // As in Beam: what an event-time timer outputs cannot be later than when it
+        // fires (the hold it keeps would be released before its output comes).
+        if domain == TimeDomain::EventTime && output > at {
+            return Err(format!("cannot set event-time timer '{name}' at {at:?} with output timestamp {output:?}: an output timestamp may not be after the timer's time"));
+        }
         let first = self.timers.set(Timer {
             key: key.to_vec(),
             window: window.clone(),
