@@ -44,7 +44,7 @@ use std::collections::BTreeMap;
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Arc;
-use store::{io_error, Store, KEYSPACES};
+use store::{io_error, wait_for_flushes, Store, KEYSPACES};
 use tidewater::exec::{key_group_of, StateCells};
 use tidewater::{BoundedWindow, Timestamp};
 
@@ -561,6 +561,8 @@ impl StateBackend for EmbeddedStateBackend {
         }
         if self.dirty >= WRITE_BATCH_CELLS || self.cache.len() > CACHE_CELLS {
             self.sync()?;
+            wait_for_flushes(&self.keyspace);
+            wait_for_flushes(&self.expiry);
         }
         Ok(())
     }

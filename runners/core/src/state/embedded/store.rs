@@ -6,7 +6,23 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, Weak};
 
 /// A keyspace's memtable is written out as a file at this size.
-const MEMTABLE_BYTES: u64 = 8 << 20;
+const MEMTABLE_BYTES: u64 = 4 << 20;
+
+/// Memtables of a keyspace waiting to be written out, at most, when a bundle ends
+/// ([`wait_for_flushes`]).
+const SEALED_MEMTABLES: usize = 1;
+
+/// Waits while `keyspace` has more than [`SEALED_MEMTABLES`] memtables waiting to be
+/// written out as files. fjall lets a keyspace queue four (and stalls its writes
+/// then), each of [`MEMTABLE_BYTES`] and in memory some three times that for entries
+/// as small as cells and timers: a job whose writes outrun the store's flush threads
+/// (a timer per key writes three entries per timer set and fired) held over 250 MB in
+/// memtables; waiting at the end of a bundle bounds them.
+pub(super) fn wait_for_flushes(keyspace: &fjall::Keyspace) {
+    while keyspace.sealed_memtable_count() > SEALED_MEMTABLES {
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+}
 
 /// A store's journals, at most (fjall's least): memtables not yet written out as files
 /// are bounded by it, so it bounds the store's memory beyond the caches.

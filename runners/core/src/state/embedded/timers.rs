@@ -1,17 +1,20 @@
 //! A stateful DoFn's timers in the embedded store beside its cells (Flink's RocksDB
 //! timer service): nothing per timer, key or window stays in memory.
 //!
-//! Three keyspaces of the process's store per operator instance:
+//! One keyspace of the process's store per operator instance (one memtable: each keyspace
+//! holds up to five in memory), with three kinds of entries, told apart by their first
+//! byte:
 //!
-//! - by id, `[window's address][domain: u8][name]` (the window's address as a cell's,
-//!   see [`super::window_prefix`]) → `[firing time: i64 BE][output timestamp: i64 BE]`:
-//!   what a set, delete or a window's expiry looks up;
-//! - the queue, `[domain][firing time: u64 BE, sign flipped][id]`: due timers are the
-//!   first entries of their domain, in time order (timers due at the same time in key
-//!   group, then key, order);
-//! - the holds, `[output timestamp, flipped][id]`, of the timers whose output timestamp
-//!   is not their event time (an event-time timer's default): the hold is the earlier
-//!   of the first hold and the first event-time timer of the queue.
+//! - by id, `i[window's address][domain: u8][name]` (the window's address as a cell's,
+//!   see [`super::window_prefix`]; the rest is the timer's id) → `[firing time][output
+//!   timestamp]` (each 8 bytes that sort as the times do): what a set, delete or a
+//!   window's expiry looks up;
+//! - the queue, `q[domain][firing time][id]`: due timers are the first entries of their
+//!   domain, in time order (timers due at the same time in key group, then key, order);
+//! - the holds, `h[output timestamp][id]`, of the timers whose output timestamp is not
+//!   their event time (an event-time timer's default): the hold is the earlier of the
+//!   first hold and the first event-time timer of the queue (an event-time timer's
+//!   output timestamp is never after it).
 //!
 //! The queue and the holds are read at their head: each keeps its first entry at hand
 //! and where a scan for the next one starts ([`Head`]), past the tombstones of the
@@ -22,7 +25,7 @@
 //! checkpoints'): a timer set while due timers fire is seen by the next pop.
 
 use super::frozen::split_address;
-use super::store::{io_error, Store, KEYSPACES};
+use super::store::{io_error, wait_for_flushes, Store, KEYSPACES};
 use super::window_prefix;
 use crate::state::timers::{FrozenTimers, KeyTimer, KeyedTimers};
 use crate::timers::Timer;
@@ -65,6 +68,19 @@ fn held_apart(domain: TimeDomain, at: Timestamp, output: Timestamp) -> bool {
     domain != TimeDomain::EventTime || at != output
 }
 
+/// The first byte of an entry by id, of the queue's and of the holds'.
+const BY_ID: u8 = b'i';
+const QUEUE: u8 = b'q';
+const HOLDS: u8 = b'h';
+
+/// The entry of timer `id` by id.
+fn by_id(id: &[u8]) -> Vec<u8> {
+    let mut e = Vec::with_capacity(1 + id.len());
+    e.push(BY_ID);
+    e.extend_from_slice(id);
+    e
+}
+
 /// A timer's id decoded: (key, window, domain, name).
 fn decode_id(id: &[u8]) -> Option<(&[u8], BoundedWindow, TimeDomain, &str)> {
     let (key, window, rest) = split_address(id)?;
@@ -85,6 +101,7 @@ struct Head {
 
 impl Head {
     fn new(keyspace: fjall::Keyspace, prefix: Vec<u8>) -> Head {
+        debug_assert!(prefix.last().is_some_and(|b| *b < u8::MAX));
         Head {
             start: RefCell::new(Bound::Included(prefix.clone())),
             keyspace,
@@ -129,11 +146,12 @@ impl Head {
         if let Some(f) = &*self.first.borrow() {
             return Ok(f.clone());
         }
-        let end = match self.prefix.last() {
-            // One byte of prefix (a domain): the next byte's entries come after.
-            Some(&b) => Bound::Excluded(vec![b + 1]),
-            None => Bound::Unbounded,
-        };
+        // The entries after the prefix's: its last byte one higher.
+        let mut end = self.prefix.clone();
+        if let Some(b) = end.last_mut() {
+            *b += 1;
+        }
+        let end = Bound::Excluded(end);
         let start = self.start.borrow().clone();
         let found = match self.keyspace.range((start, end)).next() {
             Some(kv) => Some(kv.key()?.to_vec()),
@@ -150,8 +168,8 @@ impl Head {
 /// A stateful DoFn's timers in the embedded store; see the module's documentation.
 pub struct EmbeddedTimers {
     store: Arc<Store>,
-    by_id: fjall::Keyspace,
-    /// The queue per domain (event time first), on one keyspace.
+    keyspace: fjall::Keyspace,
+    /// The queue per domain (event time first).
     queue: [Head; 2],
     holds: Head,
     /// The (domain, name)s set or restored: a window's timers are found by a point read
@@ -169,14 +187,15 @@ impl EmbeddedTimers {
     pub fn open(dir: &Path, max_key_groups: u32) -> Result<Self, String> {
         let store = Store::open(dir)?;
         let n = KEYSPACES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let by_id = store.keyspace(&format!("timers{n}"))?;
-        let queue = store.keyspace(&format!("timer_queue{n}"))?;
-        let holds = store.keyspace(&format!("timer_holds{n}"))?;
+        let keyspace = store.keyspace(&format!("timers{n}"))?;
         Ok(EmbeddedTimers {
             store,
-            by_id,
-            queue: [Head::new(queue.clone(), vec![0]), Head::new(queue, vec![1])],
-            holds: Head::new(holds, Vec::new()),
+            queue: [
+                Head::new(keyspace.clone(), vec![QUEUE, 0]),
+                Head::new(keyspace.clone(), vec![QUEUE, 1]),
+            ],
+            holds: Head::new(keyspace.clone(), vec![HOLDS]),
+            keyspace,
             names: Vec::new(),
             len: 0,
             max_key_groups,
@@ -193,7 +212,8 @@ impl EmbeddedTimers {
     }
 
     fn queue_entry(domain: TimeDomain, at: Timestamp, id: &[u8]) -> Vec<u8> {
-        let mut e = Vec::with_capacity(9 + id.len());
+        let mut e = Vec::with_capacity(10 + id.len());
+        e.push(QUEUE);
         e.push(domain_byte(domain));
         e.extend_from_slice(&sortable(at));
         e.extend_from_slice(id);
@@ -201,7 +221,8 @@ impl EmbeddedTimers {
     }
 
     fn hold_entry(output: Timestamp, id: &[u8]) -> Vec<u8> {
-        let mut e = Vec::with_capacity(8 + id.len());
+        let mut e = Vec::with_capacity(9 + id.len());
+        e.push(HOLDS);
         e.extend_from_slice(&sortable(output));
         e.extend_from_slice(id);
         e
@@ -226,8 +247,8 @@ impl EmbeddedTimers {
     /// The (firing time, output timestamp) of timer `id`, if pending.
     fn times(&self, id: &[u8]) -> Result<Option<(Timestamp, Timestamp)>, String> {
         let Some(v) = self
-            .by_id
-            .get(id)
+            .keyspace
+            .get(by_id(id))
             .map_err(|e| io_error("cannot read a timer", &self.store.dir, e))?
         else {
             return Ok(None);
@@ -238,14 +259,14 @@ impl EmbeddedTimers {
         }
     }
 
-    /// Removes timer `id` (pending with these times) from the three keyspaces.
+    /// Removes timer `id` (pending with these times): its three entries.
     fn remove(
         &mut self,
         id: &[u8],
         domain: TimeDomain,
         (at, output): (Timestamp, Timestamp),
     ) -> fjall::Result<()> {
-        self.by_id.remove(id)?;
+        self.keyspace.remove(by_id(id))?;
         self.queue[domain_byte(domain) as usize].remove(Self::queue_entry(domain, at, id))?;
         if held_apart(domain, at, output) {
             self.holds.remove(Self::hold_entry(output, id))?;
@@ -277,8 +298,8 @@ impl EmbeddedTimers {
         }
         let mut times = sortable(t.at).to_vec();
         times.extend_from_slice(&sortable(t.output));
-        self.by_id
-            .insert(id.as_slice(), times)
+        self.keyspace
+            .insert(by_id(&id), times)
             .map_err(|e| self.io(e))?;
         let d = domain_byte(t.domain) as usize;
         self.queue[d]
@@ -302,8 +323,8 @@ impl EmbeddedTimers {
 
     /// The timer of a queue entry of `domain` (pending at its time).
     fn timer_of(&self, entry: &[u8]) -> Result<(Vec<u8>, KeyTimer), String> {
-        let at = entry.get(1..).and_then(from_sortable);
-        let id = entry.get(9..).ok_or_else(|| self.corrupt())?;
+        let at = entry.get(2..).and_then(from_sortable);
+        let id = entry.get(10..).ok_or_else(|| self.corrupt())?;
         let (key, window, domain, name) = decode_id(id).ok_or_else(|| self.corrupt())?;
         let (at, output) = match (at, self.times(id)?) {
             (Some(at), Some((pending, output))) if pending == at => (at, output),
@@ -347,7 +368,7 @@ impl KeyedTimers for EmbeddedTimers {
             }
         };
         if entry
-            .get(1..)
+            .get(2..)
             .and_then(from_sortable)
             .is_none_or(|at| at >= now)
         {
@@ -372,7 +393,7 @@ impl KeyedTimers for EmbeddedTimers {
         match self.queue[domain_byte(domain) as usize].first() {
             Ok(e) => e
                 .as_deref()
-                .and_then(|e| e.get(1..))
+                .and_then(|e| e.get(2..))
                 .and_then(from_sortable),
             Err(e) => {
                 self.fail(self.io(e));
@@ -399,7 +420,10 @@ impl KeyedTimers for EmbeddedTimers {
 
     fn earliest_output(&self) -> Option<Timestamp> {
         let apart = match self.holds.first() {
-            Ok(e) => e.as_deref().and_then(from_sortable),
+            Ok(e) => e
+                .as_deref()
+                .and_then(|e| e.get(1..))
+                .and_then(from_sortable),
             Err(e) => {
                 self.fail(self.io(e));
                 None
@@ -417,6 +441,7 @@ impl KeyedTimers for EmbeddedTimers {
     }
 
     fn flush(&mut self) -> Result<(), String> {
+        wait_for_flushes(&self.keyspace);
         match self.failed.get_mut().take() {
             Some(e) => Err(e),
             None => Ok(()),
@@ -426,7 +451,7 @@ impl KeyedTimers for EmbeddedTimers {
     fn freeze(&self) -> Box<dyn FrozenTimers> {
         Box::new(Frozen {
             snapshot: self.store.db.snapshot(),
-            by_id: self.by_id.clone(),
+            keyspace: self.keyspace.clone(),
             dir: self.store.dir.clone(),
         })
     }
@@ -434,11 +459,8 @@ impl KeyedTimers for EmbeddedTimers {
 
 impl Drop for EmbeddedTimers {
     fn drop(&mut self) {
-        let queue = self.queue[0].keyspace.clone();
-        for ks in [self.by_id.clone(), queue, self.holds.keyspace.clone()] {
-            if let Err(e) = self.store.db.delete_keyspace(ks) {
-                tracing::debug!("cannot drop a timer keyspace: {e}");
-            }
+        if let Err(e) = self.store.db.delete_keyspace(self.keyspace.clone()) {
+            tracing::debug!("cannot drop a timer keyspace: {e}");
         }
     }
 }
@@ -446,7 +468,7 @@ impl Drop for EmbeddedTimers {
 /// The timers as of [`KeyedTimers::freeze`]: a view of the store.
 struct Frozen {
     snapshot: fjall::Snapshot,
-    by_id: fjall::Keyspace,
+    keyspace: fjall::Keyspace,
     dir: PathBuf,
 }
 
@@ -460,11 +482,12 @@ impl FrozenTimers for Frozen {
             )
         };
         let mut all = Vec::new();
-        for kv in self.snapshot.iter(&self.by_id) {
-            let (id, times) = kv
+        for kv in self.snapshot.prefix(&self.keyspace, [BY_ID]) {
+            let (entry, times) = kv
                 .into_inner()
                 .map_err(|e| io_error("cannot read timers for a snapshot", &self.dir, e))?;
-            let (key, window, domain, name) = decode_id(&id).ok_or_else(corrupt)?;
+            let id = entry.get(1..).ok_or_else(corrupt)?;
+            let (key, window, domain, name) = decode_id(id).ok_or_else(corrupt)?;
             let (Some(at), Some(output)) = (
                 from_sortable(&times),
                 times.get(8..).and_then(from_sortable),
