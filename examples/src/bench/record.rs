@@ -92,7 +92,7 @@ pub struct BenchRecord {
     pub cost_run: bool,
     /// A micro-batch run in batches of at most this many lines, back to back until
     /// the input's end (`bench --batch-records`; the fault-tolerance pass's micro-batch
-    /// runs), rather than the runner's default of 100,000 records a batch.
+    /// runs), rather than the runner's default of 30,000 records a batch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub batch_records: Option<u64>,
     /// A run disturbed by the hypervisor and run again (`bench --max-steal`): its steal

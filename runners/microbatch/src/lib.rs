@@ -3,7 +3,7 @@
 //!
 //! The input is cut into batches, one every `--batch-interval` (500 ms by default; the
 //! next starts once the previous one is complete), and by size: a batch reads at most
-//! `--max-records-per-batch` from a source (40,000 by default), and when a source
+//! `--max-records-per-batch` from a source (30,000 by default), and when a source
 //! had more available (a backlog, a bounded input) the next batch starts at once. So a
 //! bounded input of any size runs in batches of bounded size, and the windows a batch
 //! opens before its end moves the watermark stay few. A batch is an epoch of the

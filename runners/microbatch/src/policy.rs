@@ -68,7 +68,7 @@ pub const FLAGS: [RunnerFlag; 4] = [
     RunnerFlag {
         name: "max-records-per-batch",
         value_name: "N",
-        help: "The micro-batch runner reads at most this many records from a source per batch (default 40000); a source with more available (a backlog, a bounded input) runs in batches of this size back to back, without waiting for the interval, so that a batch's records and the windows they open stay bounded at any input size",
+        help: "The micro-batch runner reads at most this many records from a source per batch (default 30000); a source with more available (a backlog, a bounded input) runs in batches of this size back to back, without waiting for the interval, so that a batch's records and the windows they open stay bounded at any input size",
         check: check_max_records,
     },
     RunnerFlag {
@@ -107,8 +107,13 @@ fn check_interval(s: &str) -> std::result::Result<(), String> {
 /// profile's LTO (faster, and mimalloc keeps more of what a batch's end frees) 50,000
 /// gave 98 MB in every run at one worker; 40,000 gives 73 MB at 10M words and 84 MB at
 /// 50M (two workers: 101 MB at 10M), the count 10.35M -> 10.15M words/s at one worker,
-/// 18.0M either way at two.
-pub const DEFAULT_MAX_RECORDS: u64 = 40_000;
+/// 18.0M either way at two. Then 30,000 (records are the input's lines, ten words each;
+/// `bench --batch-records N`, three runs each, 10M words): windowed at two workers
+/// 94-110 MB -> 72-99 MB and 7.6-8.4M -> 8.2-9.3M words/s, at one 71-72 -> 62 MB and
+/// 4.6-4.7M -> 4.8-4.9M; at 50M words 56-62 MB (one worker) and 84-91 MB (two); the
+/// count 9.7M -> 9.6M words/s at one worker, 17.1M -> 16.4-16.9M at two (medians;
+/// 25,000 was slower for both).
+pub const DEFAULT_MAX_RECORDS: u64 = 30_000;
 
 /// How far a source instance's watermark may run ahead of its slowest instance before
 /// it reads one record a partition per batch until they catch up (the runner option

@@ -133,7 +133,7 @@ pub(super) struct Args {
     /// Micro-batch runs read at most N lines per batch, in batches back to back until
     /// the input's end (Spark's `Trigger.AvailableNow` with a record limit: the
     /// runner's `--trigger available-now --max-records-per-batch N`), instead of the
-    /// runner's default limit (100,000 records a batch, back to back). The `--cost-words` pass sets it to a tenth of
+    /// runner's default limit (30,000 records a batch, back to back). The `--cost-words` pass sets it to a tenth of
     /// its input for the micro-batch runner.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub(super) batch_records: Option<u64>,
