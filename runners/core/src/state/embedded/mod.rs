@@ -561,8 +561,8 @@ impl StateBackend for EmbeddedStateBackend {
         }
         if self.dirty >= WRITE_BATCH_CELLS || self.cache.len() > CACHE_CELLS {
             self.sync()?;
-            wait_for_flushes(&self.keyspace);
-            wait_for_flushes(&self.expiry);
+            wait_for_flushes(&self.keyspace, &self.store.dir)?;
+            wait_for_flushes(&self.expiry, &self.store.dir)?;
         }
         Ok(())
     }

@@ -18,10 +18,25 @@ const SEALED_MEMTABLES: usize = 1;
 /// as small as cells and timers: a job whose writes outrun the store's flush threads
 /// (a timer per key writes three entries per timer set and fired) held over 250 MB in
 /// memtables; waiting at the end of a bundle bounds them.
-pub(super) fn wait_for_flushes(keyspace: &fjall::Keyspace) {
+/// A store whose flushes make no progress for this long (its disk full, its flush
+/// threads failed) fails the bundle rather than hanging it.
+pub(super) fn wait_for_flushes(keyspace: &fjall::Keyspace, dir: &Path) -> Result<(), String> {
+    const PATIENCE: std::time::Duration = std::time::Duration::from_secs(120);
+    let started = std::time::Instant::now();
     while keyspace.sealed_memtable_count() > SEALED_MEMTABLES {
+        if started.elapsed() > PATIENCE {
+            return Err(io_error(
+                "memtables are not being written out",
+                dir,
+                format!(
+                    "{} waiting after {PATIENCE:?}",
+                    keyspace.sealed_memtable_count()
+                ),
+            ));
+        }
         std::thread::sleep(std::time::Duration::from_millis(2));
     }
+    Ok(())
 }
 
 /// A store's journals, at most (fjall's least): memtables not yet written out as files

@@ -321,6 +321,14 @@ impl EmbeddedTimers {
         Ok(old.is_none())
     }
 
+    /// The first entry of `head`; an error reading it is kept for the flush.
+    fn first_of(&self, head: &Head) -> Option<Vec<u8>> {
+        head.first().unwrap_or_else(|e| {
+            self.fail(self.io(e));
+            None
+        })
+    }
+
     /// The timer of a queue entry of `domain` (pending at its time).
     fn timer_of(&self, entry: &[u8]) -> Result<(Vec<u8>, KeyTimer), String> {
         let at = entry.get(2..).and_then(from_sortable);
@@ -359,14 +367,7 @@ impl KeyedTimers for EmbeddedTimers {
     }
 
     fn pop_due(&mut self, domain: TimeDomain, now: Timestamp) -> Option<KeyTimer> {
-        let head = &self.queue[domain_byte(domain) as usize];
-        let entry = match head.first() {
-            Ok(e) => e?,
-            Err(e) => {
-                self.fail(self.io(e));
-                return None;
-            }
-        };
+        let entry = self.first_of(&self.queue[domain_byte(domain) as usize])?;
         if entry
             .get(2..)
             .and_then(from_sortable)
@@ -390,16 +391,8 @@ impl KeyedTimers for EmbeddedTimers {
     }
 
     fn next(&self, domain: TimeDomain) -> Option<Timestamp> {
-        match self.queue[domain_byte(domain) as usize].first() {
-            Ok(e) => e
-                .as_deref()
-                .and_then(|e| e.get(2..))
-                .and_then(from_sortable),
-            Err(e) => {
-                self.fail(self.io(e));
-                None
-            }
-        }
+        let entry = self.first_of(&self.queue[domain_byte(domain) as usize])?;
+        entry.get(2..).and_then(from_sortable)
     }
 
     fn first(&self, domain: TimeDomain) -> Option<KeyTimer> {
@@ -419,16 +412,9 @@ impl KeyedTimers for EmbeddedTimers {
     }
 
     fn earliest_output(&self) -> Option<Timestamp> {
-        let apart = match self.holds.first() {
-            Ok(e) => e
-                .as_deref()
-                .and_then(|e| e.get(1..))
-                .and_then(from_sortable),
-            Err(e) => {
-                self.fail(self.io(e));
-                None
-            }
-        };
+        let apart = self
+            .first_of(&self.holds)
+            .and_then(|e| e.get(1..).and_then(from_sortable));
         // An event-time timer without a hold entry holds at its firing time.
         match (apart, self.next(TimeDomain::EventTime)) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -441,11 +427,10 @@ impl KeyedTimers for EmbeddedTimers {
     }
 
     fn flush(&mut self) -> Result<(), String> {
-        wait_for_flushes(&self.keyspace);
-        match self.failed.get_mut().take() {
-            Some(e) => Err(e),
-            None => Ok(()),
+        if let Some(e) = self.failed.get_mut().take() {
+            return Err(e);
         }
+        wait_for_flushes(&self.keyspace, &self.store.dir)
     }
 
     fn freeze(&self) -> Box<dyn FrozenTimers> {
