@@ -321,3 +321,30 @@ fn an_event_timer_outputting_after_it_fires_is_refused() {
         "{err}"
     );
 }
+
+/// A slice that ends with the last due timer leaves nothing due and the output
+/// watermark where it belongs (no window expires here to call `advance` again).
+#[test]
+fn a_slice_ending_with_the_last_due_timer_moves_the_output_watermark() {
+    let mut runner = StatefulRunner::new(
+        Box::new(StatefulInvoker::new(AtTheEnd)),
+        &StateChoice::Memory,
+        8,
+        0,
+    )
+    .unwrap();
+    // Global-window timers at its end, due once the watermark reaches the end of time:
+    // as many as one slice holds.
+    let keys = 16 * tidewater::exec::BATCH_SIZE as i64;
+    let items = (0..keys)
+        .map(|v| element(&format!("k{v}"), v, BoundedWindow::Global))
+        .collect();
+    runner.process(Box::new(Batch { items })).unwrap();
+    let mut out = Vec::new();
+    runner
+        .advance(Timestamp::MAX, Timestamp(0), &mut out)
+        .unwrap();
+    let fired: usize = out.iter().map(|b| b.len()).sum();
+    assert_eq!(fired, keys as usize);
+    assert_eq!(runner.output_watermark(), Timestamp::MAX);
+}

@@ -307,7 +307,9 @@ impl StatefulRunner {
                 // The rest fire in the next slice, once these went downstream (the
                 // caller advances again while work is due); the timers not fired yet
                 // hold the output watermark, and no window expires before them.
-                return self.flush();
+                self.flush()?;
+                self.update_output_watermark();
+                return Ok(());
             }
             let fired = self
                 .timers
@@ -341,10 +343,16 @@ impl StatefulRunner {
             timers.delete_window(key, window)
         });
         self.flush()?;
+        self.update_output_watermark();
+        Ok(())
+    }
+
+    /// The output watermark: the input watermark, held back by the pending timers'
+    /// output timestamps.
+    fn update_output_watermark(&mut self) {
         let hold = self.timers.earliest_output();
         let candidate = hold.map_or(self.input_watermark, |h| h.min(self.input_watermark));
         self.output_watermark = self.output_watermark.max(candidate);
-        Ok(())
     }
 
     /// Whether a timer is due or a window expires at these times.
