@@ -30,6 +30,21 @@ impl StatefulDoFn for RunningCount {
     }
 }
 
+/// Reads `input` and emits (word, count so far) per word occurrence.
+pub fn build(p: &Pipeline, input: &str) -> PCollection<(String, u64)> {
+    p.apply("ReadLines", TextIO::read().from(input))
+        .flat_map("ExtractWords", extract_words)
+        .map("PairWithOne", |word: String| (word, 1u64))
+        .apply("RunningCount", StatefulParDo::of(RunningCount))
+}
+
+/// The count so far of a word. (Below `build`, so that its closure keeps its line.)
+const COUNT: tidewater::ValueState<u64> = tidewater::StateSpec::value("count");
+
+// Linked: `run_plan` runs a saved plan naming it without constructing the pipeline.
+// (Below `build`, so that its closure keeps its line, which names it in the plan.)
+tidewater::register!(StatefulDoFn RunningCount);
+
 /// Keeps the count of each word in value state and writes it once, when its window
 /// ends, from an event-time timer each word sets on its first occurrence: a job with a
 /// timer per key (Flink's "emit on timer" pattern).
@@ -70,28 +85,15 @@ impl StatefulDoFn for FinalCount {
     }
 }
 
-/// Reads `input` and emits (word, count so far) per word occurrence.
-pub fn build(p: &Pipeline, input: &str) -> PCollection<(String, u64)> {
-    words(p, input).apply("RunningCount", StatefulParDo::of(RunningCount))
-}
-
 /// Reads `input` and emits (word, count) once per word, at the end ([`FinalCount`]).
+/// (Its own chain, not `build`'s: a plan names a closure by its function and line.)
 pub fn build_final(p: &Pipeline, input: &str) -> PCollection<(String, u64)> {
-    words(p, input).apply("FinalCount", StatefulParDo::of(FinalCount))
-}
-
-fn words(p: &Pipeline, input: &str) -> PCollection<(String, u64)> {
     p.apply("ReadLines", TextIO::read().from(input))
         .flat_map("ExtractWords", extract_words)
         .map("PairWithOne", |word: String| (word, 1u64))
+        .apply("FinalCount", StatefulParDo::of(FinalCount))
 }
 
-/// The count so far of a word. (Below `build`, so that its closure keeps its line.)
-const COUNT: tidewater::ValueState<u64> = tidewater::StateSpec::value("count");
-
-// Linked: `run_plan` runs a saved plan naming it without constructing the pipeline.
-// (Below `build`, so that its closure keeps its line, which names it in the plan.)
-tidewater::register!(StatefulDoFn RunningCount);
 tidewater::register!(StatefulDoFn FinalCount);
 
 /// What a run of the running count comes to, computed in the pipeline (combines, so no
