@@ -81,6 +81,11 @@ fn by_id(id: &[u8]) -> Vec<u8> {
     e
 }
 
+/// A timer's value by id decoded: (firing time, output timestamp).
+fn decode_times(v: &[u8]) -> Option<(Timestamp, Timestamp)> {
+    Some((from_sortable(v)?, from_sortable(v.get(8..)?)?))
+}
+
 /// A timer's id decoded: (key, window, domain, name).
 fn decode_id(id: &[u8]) -> Option<(&[u8], BoundedWindow, TimeDomain, &str)> {
     let (key, window, rest) = split_address(id)?;
@@ -253,10 +258,7 @@ impl EmbeddedTimers {
         else {
             return Ok(None);
         };
-        match (from_sortable(&v), v.get(8..).and_then(from_sortable)) {
-            (Some(at), Some(output)) => Ok(Some((at, output))),
-            _ => Err(self.corrupt()),
-        }
+        decode_times(&v).map(Some).ok_or_else(|| self.corrupt())
     }
 
     /// Removes timer `id` (pending with these times): its three entries.
@@ -473,12 +475,7 @@ impl FrozenTimers for Frozen {
                 .map_err(|e| io_error("cannot read timers for a snapshot", &self.dir, e))?;
             let id = entry.get(1..).ok_or_else(corrupt)?;
             let (key, window, domain, name) = decode_id(id).ok_or_else(corrupt)?;
-            let (Some(at), Some(output)) = (
-                from_sortable(&times),
-                times.get(8..).and_then(from_sortable),
-            ) else {
-                return Err(corrupt());
-            };
+            let (at, output) = decode_times(&times).ok_or_else(corrupt)?;
             all.push(Timer {
                 key: key.to_vec(),
                 window,
