@@ -11,6 +11,11 @@
 //! parts replace the previous ones, a [`Scope::KeyGroup`] part in it replaces that key
 //! group, and a key group it does not mention is unchanged.
 //!
+//! A table may begin with a **header**: an entry with an empty id, whose value names
+//! the format of the others (an operator that changed its format tells its old parts
+//! apart by it). A delta never deletes it; a table left with its header only is gone,
+//! as a full snapshot writes no part for an empty key group.
+//!
 //! Encoding (postcard): a table is a sequence of (id, value) byte-string pairs; a
 //! delta is (a sequence of deleted ids, a table of written entries).
 
@@ -148,7 +153,7 @@ pub fn apply_to_table(table: Option<&[u8]>, delta: &[u8]) -> Result<Option<Vec<u
         entries.remove(id);
     }
     entries.extend(written);
-    if entries.is_empty() {
+    if entries.keys().all(|id| id.is_empty()) {
         return Ok(None);
     }
     Ok(Some(encode_table(entries.into_iter())))
@@ -289,6 +294,19 @@ mod tests {
             apply_to_table(None, &encode_delta(&[], &[&d])).unwrap(),
             Some(table(&[(b"d", b"4")]))
         );
+    }
+
+    #[test]
+    fn a_table_left_with_its_header_only_is_gone() {
+        let base = table(&[(b"", b"format 1"), (b"a", b"1")]);
+        let gone = encode_delta(&[b"a"], &[]);
+        assert_eq!(apply_to_table(Some(&base), &gone).unwrap(), None);
+        // A group new since the base comes with its header; deletions leave it.
+        let new = encode_delta(&[], &[&entry(b"", b"format 1"), &entry(b"b", b"2")]);
+        let t = apply_to_table(None, &new).unwrap().unwrap();
+        assert_eq!(t, table(&[(b"", b"format 1"), (b"b", b"2")]));
+        let kept = encode_delta(&[b"a"], &[]);
+        assert_eq!(apply_to_table(Some(&t), &kept).unwrap(), Some(t));
     }
 
     #[test]

@@ -263,11 +263,6 @@ fn dofn_entries(
     };
     let (cells, timers) =
         crate::keyed::stateful::decode_key_group(bytes).map_err(|e| corrupt(format!("{e:?}")))?;
-    let cells = if cells.is_empty() {
-        Vec::new()
-    } else {
-        crate::state::decode_cells(&cells).map_err(corrupt)?
-    };
     use crate::state::CellContents;
     for c in cells {
         let value = match &c.contents {

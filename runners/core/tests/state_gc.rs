@@ -8,7 +8,10 @@ use tidewater::{
     WindowedValue, Windows,
 };
 use tidewater_runners_core::keyed::stateful::StatefulRunner;
-use tidewater_runners_core::state::{InMemoryStateBackend, StateBackend, StateCells, StateChoice};
+use tidewater_runners_core::keyed::SnapshotKind;
+use tidewater_runners_core::state::{
+    restore_frozen, sorted_windows, InMemoryStateBackend, StateBackend, StateCells, StateChoice,
+};
 
 /// Each backend: in memory, and the embedded store in a directory of its own.
 fn each_backend(f: impl Fn(&StateChoice)) {
@@ -108,12 +111,12 @@ fn a_snapshot_restores_every_cell() {
     s.bag_add(b"k", &g, "bag", &[3]);
     s.map_put(b"k", &g, "map", &[4], &[5]);
     s.put(b"other", &g, "v", &[6]);
-    let parts = s.snapshot_by(&mut |key| u32::from(key == b"k")).unwrap();
-    assert_eq!(parts.len(), 2);
+    let windows = sorted_windows(s.freeze()).unwrap();
+    assert_eq!(windows.len(), 2);
     let mut t = InMemoryStateBackend::default();
-    t.restore_add(&parts[&1]).unwrap();
+    restore_frozen(&mut t, &windows[..1]).unwrap();
     assert_eq!(t.get(b"other", &g, "v"), None);
-    t.restore_add(&parts[&0]).unwrap();
+    restore_frozen(&mut t, &windows[1..]).unwrap();
     assert_eq!(t.get(b"other", &g, "v").as_deref(), Some(&[6u8][..]));
     assert_eq!(t.get(b"k", &g, "v").as_deref(), Some(&[1u8][..]));
     assert_eq!(t.bag(b"k", &g, "bag"), vec![&[2u8][..], &[3u8][..]]);
@@ -124,6 +127,9 @@ fn a_snapshot_restores_every_cell() {
         .collect();
     assert_eq!(entries, vec![(vec![4u8], vec![5u8])]);
     assert!(t.restore_add(b"\xff\xff").is_err());
+    let mut corrupt = windows;
+    corrupt[0].cells[0].1 = vec![0xff, 0xff];
+    assert!(restore_frozen(&mut t, &corrupt).is_err());
     let _unused: Option<&dyn StateAccess> = None;
 }
 
@@ -176,7 +182,8 @@ fn windows_with_only_state_expire_also_after_a_restore_on(state: &StateChoice) {
     );
     assert_eq!(first.state_cells(), 3);
     let mut second = runner();
-    let (later, now) = first.snapshot(8, 0).unwrap();
+    let (later, now, delta) = first.snapshot(8, 0, SnapshotKind::Delta).unwrap();
+    assert!(!delta, "a first snapshot is full");
     for (scope, bytes) in later.encode().unwrap().into_iter().chain(now) {
         second.restore(scope, &bytes).unwrap();
     }

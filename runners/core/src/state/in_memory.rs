@@ -1,4 +1,4 @@
-use super::{FrozenState, StateBackend};
+use super::{EncodedCells, FrozenState, FrozenWindow, RestoredWindow, StateBackend};
 use crate::windowing::gc_time;
 use hashbrown::hash_table::{Entry, HashTable};
 use serde::{Deserialize, Serialize};
@@ -17,7 +17,9 @@ pub(super) struct CellId {
     pub(super) name: String,
 }
 
-/// [`CellId`] borrowed: the same encoding, written without copying.
+/// [`CellId`] borrowed: the same encoding, written without copying (by tests: parts
+/// of this format are no longer written).
+#[cfg(test)]
 #[derive(Serialize)]
 pub(super) struct CellIdRef<'a> {
     pub(super) key: &'a [u8],
@@ -99,7 +101,8 @@ pub enum CellContents {
     Map(Vec<(Vec<u8>, Vec<u8>)>),
 }
 
-/// The cells of a part the in-memory backend wrote ([`StateBackend::snapshot_by`]).
+/// The cells of a part written before 2026-12 (a group's cells, postcard-encoded in
+/// (key, window, name) order).
 pub fn decode_cells(bytes: &[u8]) -> Result<Vec<CellEntry>, String> {
     let cells = decode_part_cells(bytes)?;
     Ok(cells
@@ -108,13 +111,29 @@ pub fn decode_cells(bytes: &[u8]) -> Result<Vec<CellEntry>, String> {
             key: id.key,
             window: id.window,
             name: id.name,
-            contents: match cell {
-                Cell::Value(v) => CellContents::Value(v),
-                Cell::Bag(b) => CellContents::Bag(b),
-                Cell::Map(m) => CellContents::Map(m.into_iter().collect()),
-            },
+            contents: cell.into(),
         })
         .collect())
+}
+
+/// What an encoded cell holds (a cell of [`super::FrozenWindow`]).
+pub fn decode_cell(bytes: &[u8]) -> Result<CellContents, String> {
+    Ok(decode_one(bytes)?.into())
+}
+
+/// An encoded cell, decoded.
+pub(super) fn decode_one(bytes: &[u8]) -> Result<Cell, String> {
+    postcard::from_bytes(bytes).map_err(|e| format!("a cell does not decode: {e}"))
+}
+
+impl From<Cell> for CellContents {
+    fn from(cell: Cell) -> Self {
+        match cell {
+            Cell::Value(v) => CellContents::Value(v),
+            Cell::Bag(b) => CellContents::Bag(b),
+            Cell::Map(m) => CellContents::Map(m.into_iter().collect()),
+        }
+    }
 }
 
 /// A state name, interned: its index in [`Names`].
@@ -204,20 +223,21 @@ fn hash_of(key: &[u8], window: &BoundedWindow) -> u64 {
 ///
 /// ```
 /// use tidewater::BoundedWindow;
-/// use tidewater_runners_core::state::{InMemoryStateBackend, StateBackend, StateCells};
+/// use tidewater_runners_core::state::{
+///     restore_frozen, sorted_windows, InMemoryStateBackend, StateBackend, StateCells,
+/// };
 /// let mut s = InMemoryStateBackend::default();
 /// s.put(b"k", &BoundedWindow::Global, "count", &[3]);
 /// s.put(b"l", &BoundedWindow::Global, "count", &[4]);
-/// let parts = s.snapshot_by(&mut |key| u32::from(key[0])).unwrap();
-/// assert_eq!(parts.len(), 2);
+/// let windows = sorted_windows(s.freeze()).unwrap();
+/// assert_eq!(windows.len(), 2);
 /// let mut t = InMemoryStateBackend::default();
-/// for part in parts.values() {
-///     t.restore_add(part).unwrap();
-/// }
+/// restore_frozen(&mut t, &windows).unwrap();
 /// assert_eq!(t.get(b"k", &BoundedWindow::Global, "count").as_deref(), Some(&[3u8][..]));
 /// assert_eq!(t.get(b"l", &BoundedWindow::Global, "count").as_deref(), Some(&[4u8][..]));
-/// let part = &parts[&u32::from(b'k')];
-/// assert!(t.restore_add(&part[..part.len() - 1]).is_err());
+/// let mut corrupt = sorted_windows(s.freeze()).unwrap();
+/// corrupt[0].cells[0].1 = vec![9];
+/// assert!(restore_frozen(&mut t, &corrupt).is_err());
 /// ```
 #[derive(Default)]
 pub struct InMemoryStateBackend {
@@ -433,8 +453,38 @@ impl StateBackend for InMemoryStateBackend {
     fn freeze(&self) -> Box<dyn FrozenState> {
         Box::new(Frozen {
             windows: self.windows.iter().map(|s| Arc::clone(&s.w)).collect(),
+            index: None,
             names: self.names.names.clone(),
         })
+    }
+    fn freeze_windows(&self, windows: &[(Vec<u8>, BoundedWindow)]) -> Box<dyn FrozenState> {
+        let mut frozen = Vec::with_capacity(windows.len());
+        let mut index = HashTable::with_capacity(windows.len());
+        for (k, w) in windows {
+            let hash = hash_of(k, w);
+            if let Some(slot) = self.windows.find(hash, |s| s.is(hash, k, w)) {
+                index.insert_unique(hash, frozen.len(), |_| hash);
+                frozen.push(Arc::clone(&slot.w));
+            }
+        }
+        Box::new(Frozen {
+            windows: frozen,
+            index: Some(index),
+            names: self.names.names.clone(),
+        })
+    }
+    fn restore_windows(&mut self, windows: &[RestoredWindow<'_>]) -> Result<(), String> {
+        for w in windows {
+            for (name, bytes) in &w.cells {
+                let mut cell = Some(decode_one(bytes)?);
+                let slot =
+                    self.cell_or_insert(w.key, &w.window, name, || cell.take().expect("made once"));
+                if let Some(cell) = cell {
+                    *slot = cell;
+                }
+            }
+        }
+        Ok(())
     }
     fn restore_add(&mut self, bytes: &[u8]) -> Result<(), String> {
         for (id, cell) in decode_part_cells(bytes)? {
@@ -450,38 +500,66 @@ impl StateBackend for InMemoryStateBackend {
     }
 }
 
-/// The cells as of [`StateBackend::freeze`]: the windows' shared cells and the names.
+/// The cells as of [`StateBackend::freeze`]: the windows' shared cells (of every
+/// window, or of those asked for) and the names.
 struct Frozen {
     windows: Vec<Arc<WindowCells>>,
+    /// Where each window is in `windows` by [`hash_of`], for a copy of some windows
+    /// (a full copy is walked, not searched).
+    index: Option<HashTable<usize>>,
     names: Vec<Box<str>>,
 }
 
+impl Frozen {
+    /// A window's cells encoded, in name order (windows whose cells were all cleared
+    /// have none).
+    fn encode(&self, w: &WindowCells) -> EncodedCells {
+        let mut cells: EncodedCells = w
+            .cells
+            .iter()
+            .map(|(name, cell)| {
+                (
+                    self.names[*name as usize].to_string(),
+                    postcard::to_allocvec(cell).expect("a cell encodes"),
+                )
+            })
+            .collect();
+        cells.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        cells
+    }
+}
+
 impl FrozenState for Frozen {
-    fn parts_by(
-        self: Box<Self>,
-        group_of: &mut dyn FnMut(&[u8]) -> u32,
-    ) -> Result<BTreeMap<u32, Vec<u8>>, String> {
-        let mut groups: BTreeMap<u32, Vec<(CellIdRef<'_>, &Cell)>> = BTreeMap::new();
-        for w in &self.windows {
-            let part = groups.entry(group_of(&w.key)).or_default();
-            for (name, cell) in &w.cells {
-                let id = CellIdRef {
-                    key: &w.key,
-                    window: &w.window,
-                    name: &self.names[*name as usize],
-                };
-                part.push((id, cell));
-            }
-        }
-        Ok(groups
-            .into_iter()
-            .map(|(g, mut cells)| (g, encode_cells(&mut cells)))
+    fn windows(self: Box<Self>) -> Result<Vec<FrozenWindow>, String> {
+        Ok(self
+            .windows
+            .iter()
+            .filter(|w| !w.cells.is_empty())
+            .map(|w| FrozenWindow {
+                key: w.key.to_vec(),
+                window: w.window.clone(),
+                cells: self.encode(w),
+            })
             .collect())
+    }
+    fn window(&self, key: &[u8], window: &BoundedWindow) -> Result<EncodedCells, String> {
+        let is = |w: &WindowCells| *w.key == *key && w.window == *window;
+        let found = match &self.index {
+            Some(index) => {
+                let hash = hash_of(key, window);
+                index
+                    .find(hash, |i| is(&self.windows[*i]))
+                    .map(|i| &self.windows[*i])
+            }
+            None => self.windows.iter().find(|w| is(w)),
+        };
+        Ok(found.map(|w| self.encode(w)).unwrap_or_default())
     }
 }
 
 /// A snapshot part of `cells`: in address order (key, window, name), whatever order a
-/// backend holds them in, so that every backend writes the same part for the same cells.
+/// backend holds them in: the format of parts written before 2026-12, which tests write.
+#[cfg(test)]
 pub(super) fn encode_cells(cells: &mut [(CellIdRef<'_>, &Cell)]) -> Vec<u8> {
     cells.sort_unstable_by(|(a, _), (b, _)| {
         (a.key, a.window, a.name).cmp(&(b.key, b.window, b.name))
@@ -520,39 +598,40 @@ mod tests {
     }
 
     #[test]
-    fn snapshot_parts_are_in_address_order_whatever_the_table_order() {
+    fn a_frozen_window_holds_its_cells_encoded_by_name_whatever_the_write_order() {
         let keys: Vec<Vec<u8>> = (0u32..200).map(|i| i.to_be_bytes().to_vec()).collect();
         let forward: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
         let backward: Vec<&[u8]> = forward.iter().rev().copied().collect();
-        let group = &mut |key: &[u8]| u32::from(key[3] % 3);
-        let parts = filled(&forward).snapshot_by(group).unwrap();
-        assert_eq!(parts, filled(&backward).snapshot_by(group).unwrap());
-        // The encoding of the ordered map this backend replaced: (address, cell) pairs
-        // ordered by (key, window, name).
-        #[derive(Serialize, PartialEq, Eq, PartialOrd, Ord)]
-        struct Address {
-            key: Vec<u8>,
-            window: BoundedWindow,
-            name: String,
-        }
-        let mut expected: BTreeMap<u32, BTreeMap<Address, Cell>> = BTreeMap::new();
-        for k in &keys {
-            for win in [w(10), BoundedWindow::Global, w(0)] {
-                let cells = expected.entry(group(k)).or_default();
-                let at = |name: &str| Address {
-                    key: k.clone(),
-                    window: win.clone(),
-                    name: name.into(),
-                };
-                cells.insert(at("v"), Cell::Value(k.clone()));
-                cells.insert(at("bag"), Cell::Bag(vec![vec![1]]));
-                cells.insert(at("map"), Cell::Map(BTreeMap::from([(vec![2], vec![3])])));
-            }
-        }
-        for (g, cells) in expected {
-            let cells: Vec<(Address, Cell)> = cells.into_iter().collect();
-            assert_eq!(parts[&g], crate::snapshot::encode_part(&cells));
-        }
+        let windows = crate::state::sorted_windows(filled(&forward).freeze()).unwrap();
+        assert_eq!(
+            windows,
+            crate::state::sorted_windows(filled(&backward).freeze()).unwrap()
+        );
+        assert_eq!(windows.len(), 600);
+        let k = &keys[7];
+        let encoded = |c: Cell| postcard::to_allocvec(&c).unwrap();
+        let first = windows
+            .iter()
+            .find(|f| f.key == *k && f.window == BoundedWindow::Global)
+            .unwrap();
+        assert_eq!(
+            first.cells,
+            vec![
+                ("bag".to_string(), encoded(Cell::Bag(vec![vec![1]]))),
+                (
+                    "map".to_string(),
+                    encoded(Cell::Map(BTreeMap::from([(vec![2], vec![3])])))
+                ),
+                ("v".to_string(), encoded(Cell::Value(k.clone()))),
+            ]
+        );
+        // A copy of some windows has those only.
+        let s = filled(&forward);
+        let some = s.freeze_windows(&[(k.clone(), w(0)), (b"absent".to_vec(), w(0))]);
+        assert_eq!(some.window(k, &w(0)).unwrap().len(), 3);
+        assert!(some.window(k, &w(10)).unwrap().is_empty());
+        assert!(some.window(b"absent", &w(0)).unwrap().is_empty());
+        assert_eq!(some.windows().unwrap().len(), 1);
     }
 
     #[test]
@@ -609,9 +688,8 @@ mod tests {
         // [0, 10) is collected after 9 + 5.
         assert_eq!(s.next_expiry(), Some(Timestamp(14)));
         let mut t = InMemoryStateBackend::new(5);
-        for part in s.snapshot_by(&mut |_| 0).unwrap().values() {
-            t.restore_add(part).unwrap();
-        }
+        crate::state::restore_frozen(&mut t, &crate::state::sorted_windows(s.freeze()).unwrap())
+            .unwrap();
         for s in [&mut s, &mut t] {
             let mut expired = Vec::new();
             s.expire(Timestamp(15), &mut |k, win| {
@@ -631,8 +709,8 @@ mod tests {
         let keys: Vec<Vec<u8>> = (0u32..50).map(|i| i.to_be_bytes().to_vec()).collect();
         let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
         let mut s = filled(&refs);
-        let group = &mut |key: &[u8]| u32::from(key[3] % 4);
-        let before = s.snapshot_by(group).unwrap();
+        let all = |s: &InMemoryStateBackend| crate::state::sorted_windows(s.freeze()).unwrap();
+        let before = all(&s);
         let frozen = s.freeze();
         // Every kind of write, to windows the copy holds and to new ones.
         for k in &refs {
@@ -644,11 +722,11 @@ mod tests {
             s.put(k, &w(20), "v", b"new");
         }
         s.clear_window(refs[0], &BoundedWindow::Global);
-        let after = s.snapshot_by(group).unwrap();
+        let after = all(&s);
         assert_ne!(after, before);
-        assert_eq!(frozen.parts_by(group).unwrap(), before);
+        assert_eq!(crate::state::sorted_windows(frozen).unwrap(), before);
         // The live table was copied where written, not changed under the copy.
-        assert_eq!(s.snapshot_by(group).unwrap(), after);
+        assert_eq!(all(&s), after);
         assert_eq!(s.get(refs[1], &w(0), "v").as_deref(), Some(&b"changed"[..]));
         assert_eq!(s.bag(refs[1], &w(10), "bag"), vec![&[1u8][..], &[9u8][..]]);
     }

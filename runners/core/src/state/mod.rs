@@ -9,8 +9,7 @@ mod timers;
 mod timers_tests;
 
 pub use embedded::{EmbeddedStateBackend, EmbeddedTimers, CACHE_CELLS};
-pub use in_memory::{decode_cells, CellContents, CellEntry, InMemoryStateBackend};
-use std::collections::BTreeMap;
+pub use in_memory::{decode_cell, decode_cells, CellContents, CellEntry, InMemoryStateBackend};
 use std::path::PathBuf;
 pub use tidewater::exec::StateCells;
 use tidewater::{BoundedWindow, Timestamp};
@@ -55,32 +54,101 @@ pub trait StateBackend: StateCells + Send {
     /// The keys of those windows (for tests: it may read every window).
     fn live_keys(&self) -> usize;
     /// The cells as they are now, in a copy that later writes do not change and that
-    /// can be encoded on another thread: the part of a snapshot taken on the
-    /// operator's thread. Cheap: no cell is copied or encoded here.
+    /// can be read on another thread: the part of a snapshot taken on the operator's
+    /// thread. Cheap: no cell is copied or encoded here.
     fn freeze(&self) -> Box<dyn FrozenState>;
-    /// The cells, as one encoded part per group, where `group_of` gives the group of
-    /// an encoded key (its key group): what a snapshot keeps.
-    fn snapshot_by(
-        &self,
-        group_of: &mut dyn FnMut(&[u8]) -> u32,
-    ) -> Result<BTreeMap<u32, Vec<u8>>, String> {
-        self.freeze().parts_by(group_of)
+    /// [`StateBackend::freeze`] for a copy that is asked for these windows only (a
+    /// delta snapshot's): a backend may copy less.
+    fn freeze_windows(&self, windows: &[(Vec<u8>, BoundedWindow)]) -> Box<dyn FrozenState> {
+        let _ = windows;
+        self.freeze()
     }
-    /// Adds the cells of a part written by [`StateBackend::snapshot_by`]; parts of
-    /// several groups, from several backends, can be restored into one. A corrupt part
-    /// is an error, never a panic.
+    /// Adds the cells of windows as [`FrozenState`] gives them (a snapshot's), over
+    /// any the backend holds; each window is kept until it expires. A cell that does
+    /// not decode is an error, never a panic.
+    fn restore_windows(&mut self, windows: &[RestoredWindow<'_>]) -> Result<(), String>;
+    /// Adds the cells of a part written before 2026-12 (the postcard encoding of a
+    /// group's cells, as [`decode_cells`] reads it); parts of several groups, from
+    /// several backends, can be restored into one. A corrupt part is an error, never
+    /// a panic.
     fn restore_add(&mut self, bytes: &[u8]) -> Result<(), String>;
+}
+
+/// The cells of one (key, window) of a [`FrozenState`]: (name, the cell encoded), in
+/// name order. The encoding is the backend's (both backends share it).
+pub type EncodedCells = Vec<(String, Vec<u8>)>;
+
+/// A window holding cells, as of [`StateBackend::freeze`].
+#[derive(Debug, PartialEq, Eq)]
+pub struct FrozenWindow {
+    /// The encoded key.
+    pub key: Vec<u8>,
+    pub window: BoundedWindow,
+    pub cells: EncodedCells,
+}
+
+/// A window's cells to restore ([`StateBackend::restore_windows`]).
+pub struct RestoredWindow<'a> {
+    pub key: &'a [u8],
+    pub window: BoundedWindow,
+    /// (name, the cell encoded), as in [`EncodedCells`].
+    pub cells: Vec<(&'a str, &'a [u8])>,
 }
 
 /// The cells of a [`StateBackend`] as of [`StateBackend::freeze`].
 pub trait FrozenState: Send {
-    /// The cells, as one encoded part per group, where `group_of` gives the group of
-    /// an encoded key: what [`StateBackend::snapshot_by`] returns.
+    /// Every window holding cells, with its cells, in no particular order.
     /// An error reading the cells (the embedded store's files) fails the snapshot.
-    fn parts_by(
-        self: Box<Self>,
-        group_of: &mut dyn FnMut(&[u8]) -> u32,
-    ) -> Result<BTreeMap<u32, Vec<u8>>, String>;
+    fn windows(self: Box<Self>) -> Result<Vec<FrozenWindow>, String>;
+    /// The cells of (key, window) (none if it holds none).
+    fn window(&self, key: &[u8], window: &BoundedWindow) -> Result<EncodedCells, String>;
+}
+
+/// Every window of `frozen` holding cells, in (key, window) order: the same from
+/// either backend for the same cells.
+pub fn sorted_windows(frozen: Box<dyn FrozenState>) -> Result<Vec<FrozenWindow>, String> {
+    let mut windows = frozen.windows()?;
+    windows.sort_by(|a, b| (&a.key, &a.window).cmp(&(&b.key, &b.window)));
+    Ok(windows)
+}
+
+/// Restores `windows` (as [`FrozenState::windows`] gives them) into `state`.
+pub fn restore_frozen(
+    state: &mut dyn StateBackend,
+    windows: &[FrozenWindow],
+) -> Result<(), String> {
+    let restored: Vec<RestoredWindow<'_>> = windows
+        .iter()
+        .map(|w| RestoredWindow {
+            key: &w.key,
+            window: w.window.clone(),
+            cells: w
+                .cells
+                .iter()
+                .map(|(n, c)| (n.as_str(), c.as_slice()))
+                .collect(),
+        })
+        .collect();
+    state.restore_windows(&restored)
+}
+
+/// The id of (key, window) in a snapshot's key group table (see
+/// [`crate::keyed::stateful`]) and, after the key group, in the embedded store:
+/// `[key length: u32 BE][key][window]`, appended to `out`. The window's encoding is
+/// self-delimiting, so one window's id is no prefix of another's.
+pub fn window_id(key: &[u8], window: &BoundedWindow, out: &mut Vec<u8>) {
+    let len = u32::try_from(key.len()).expect("a key shorter than 4 GiB");
+    out.extend_from_slice(&len.to_be_bytes());
+    out.extend_from_slice(key);
+    postcard::to_io(window, &mut *out).expect("a window encodes");
+}
+
+/// A [`window_id`] taken apart: the key, the window and the bytes after them.
+pub fn split_window_id(id: &[u8]) -> Option<(&[u8], BoundedWindow, &[u8])> {
+    let len = u32::from_be_bytes(id.get(..4)?.try_into().ok()?) as usize;
+    let key = id.get(4..4usize.checked_add(len)?)?;
+    let (window, rest) = postcard::take_from_bytes::<BoundedWindow>(id.get(4 + len..)?).ok()?;
+    Some((key, window, rest))
 }
 
 /// Where a job keeps the keyed state of its stateful DoFns (`--state-backend`).

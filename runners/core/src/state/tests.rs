@@ -4,6 +4,7 @@
 use super::*;
 use proptest::prelude::*;
 use std::borrow::Cow;
+use std::collections::BTreeMap;
 use tidewater::Timestamp;
 
 const GROUPS: u32 = 16;
@@ -147,16 +148,21 @@ proptest! {
         prop_assert_eq!(read_all(&m), read_all(&e));
         prop_assert_eq!(m.len(), e.len());
         prop_assert_eq!(m.live_keys(), e.live_keys());
-        let parts = m.snapshot_by(&mut group).unwrap();
-        prop_assert_eq!(&parts, &e.snapshot_by(&mut group).unwrap());
+        let windows = sorted_windows(m.freeze()).unwrap();
+        prop_assert_eq!(&windows, &sorted_windows(e.freeze()).unwrap());
+        // Each window alone reads as in the whole.
+        let (mf, ef) = (m.freeze(), e.freeze());
+        for w in &windows {
+            prop_assert_eq!(&mf.window(&w.key, &w.window).unwrap(), &w.cells);
+            prop_assert_eq!(&ef.window(&w.key, &w.window).unwrap(), &w.cells);
+        }
+        prop_assert!(ef.window(b"absent", &window(0)).unwrap().is_empty());
         // Across: the embedded snapshot into memory, the in-memory one into the store.
         let mut m2 = in_memory();
         let dir2 = tempfile::tempdir().unwrap();
         let mut e2 = embedded(&dir2);
-        for part in parts.values() {
-            m2.restore_add(part).unwrap();
-            e2.restore_add(part).unwrap();
-        }
+        restore_frozen(&mut m2, &windows).unwrap();
+        restore_frozen(&mut e2, &windows).unwrap();
         prop_assert_eq!(read_all(&m2), read_all(&e));
         prop_assert_eq!(read_all(&e2), read_all(&m));
         prop_assert_eq!(e2.len(), m.len());
@@ -204,11 +210,9 @@ fn cells_beyond_the_cache_live_in_the_store() {
         None
     );
     assert_eq!(e.len(), n as usize - 1);
-    let parts = e.snapshot_by(&mut group).unwrap();
+    let windows = sorted_windows(e.freeze()).unwrap();
     let mut m = in_memory();
-    for part in parts.values() {
-        m.restore_add(part).unwrap();
-    }
+    restore_frozen(&mut m, &windows).unwrap();
     assert_eq!(m.len(), n as usize - 1);
     assert_eq!(
         m.get(&9u32.to_be_bytes(), &BoundedWindow::Global, "count")
@@ -230,9 +234,7 @@ fn a_frozen_snapshot_does_not_see_later_writes() {
     e.put(b"b", &BoundedWindow::Global, "v", &[3]);
     e.sync().unwrap();
     let mut m = in_memory();
-    for part in frozen.parts_by(&mut group).unwrap().values() {
-        m.restore_add(part).unwrap();
-    }
+    restore_frozen(&mut m, &sorted_windows(frozen).unwrap()).unwrap();
     assert_eq!(m.len(), 1);
     assert_eq!(
         m.get(b"a", &BoundedWindow::Global, "v").as_deref(),
@@ -282,4 +284,45 @@ fn a_state_directory_that_cannot_be_made_is_refused_naming_it() {
         .expect("refused")
         .to_string();
     assert!(err.contains("a-file"), "{err}");
+}
+
+/// A part of the format written before 2026-12 (a group's cells, encoded whole)
+/// restores into either backend as the cells it held.
+#[test]
+fn a_part_of_the_format_before_tables_restores_into_either_backend() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut m = in_memory();
+    for k in 0u8..20 {
+        m.put(&[k], &window(1), "v", &[k]);
+        m.bag_add(&[k], &window(0), "bag", &[k, k]);
+    }
+    let windows = sorted_windows(m.freeze()).unwrap();
+    // Written as that format was: every cell of a group, ordered by address.
+    type OldCell = (Vec<u8>, BoundedWindow, String, in_memory::Cell);
+    let mut parts: BTreeMap<u32, Vec<OldCell>> = BTreeMap::new();
+    for w in &windows {
+        for (name, cell) in &w.cells {
+            let cell = in_memory::decode_one(cell).unwrap();
+            parts.entry(group(&w.key)).or_default().push((
+                w.key.clone(),
+                w.window.clone(),
+                name.clone(),
+                cell,
+            ));
+        }
+    }
+    let (mut m2, mut e2) = (in_memory(), embedded(&dir));
+    for cells in parts.values() {
+        let mut refs: Vec<(in_memory::CellIdRef<'_>, &in_memory::Cell)> = cells
+            .iter()
+            .map(|(key, window, name, cell)| (in_memory::CellIdRef { key, window, name }, cell))
+            .collect();
+        let part = in_memory::encode_cells(&mut refs);
+        m2.restore_add(&part).unwrap();
+        e2.restore_add(&part).unwrap();
+    }
+    assert_eq!(sorted_windows(m2.freeze()).unwrap(), windows);
+    e2.sync().unwrap();
+    assert_eq!(sorted_windows(e2.freeze()).unwrap(), windows);
+    assert_eq!((m2.windows(), e2.windows()), (40, 40));
 }

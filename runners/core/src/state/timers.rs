@@ -49,21 +49,52 @@ pub trait KeyedTimers: Send {
     /// The timers as they are now, in a copy later changes do not touch, to be read
     /// on another thread: the timers' part of a snapshot.
     fn freeze(&self) -> Box<dyn FrozenTimers>;
+    /// [`KeyedTimers::freeze`] for a copy that is asked for these windows only (a
+    /// delta snapshot's): a backend may copy less.
+    fn freeze_windows(&self, windows: &[(Vec<u8>, BoundedWindow)]) -> Box<dyn FrozenTimers> {
+        let _ = windows;
+        self.freeze()
+    }
 }
 
 /// The timers as of [`KeyedTimers::freeze`].
 pub trait FrozenTimers: Send {
     /// Every timer, in no particular order.
     fn all(self: Box<Self>) -> Result<Vec<KeyTimer>, String>;
+    /// The timers of (key, window), in no particular order.
+    fn window(&self, key: &[u8], window: &BoundedWindow) -> Result<Vec<KeyTimer>, String>;
 }
 
-/// Timers copied out of memory.
-struct Copied(Vec<KeyTimer>);
+/// Timers copied out of memory, by window.
+struct Copied(std::collections::HashMap<(Vec<u8>, BoundedWindow), Vec<KeyTimer>>);
 
 impl FrozenTimers for Copied {
     fn all(self: Box<Self>) -> Result<Vec<KeyTimer>, String> {
-        Ok(self.0)
+        Ok(self.0.into_values().flatten().collect())
     }
+    fn window(&self, key: &[u8], window: &BoundedWindow) -> Result<Vec<KeyTimer>, String> {
+        // Looked up without a copy of the key: the map is small (a delta's windows).
+        Ok(self
+            .0
+            .get(&(key.to_vec(), window.clone()))
+            .cloned()
+            .unwrap_or_default())
+    }
+}
+
+/// Copies the timers of `windows` out of `timers`.
+fn copy<'a>(
+    timers: &TimerService<Vec<u8>, String>,
+    windows: impl Iterator<Item = (&'a Vec<u8>, &'a BoundedWindow)>,
+) -> Box<dyn FrozenTimers> {
+    let mut copied = std::collections::HashMap::new();
+    for (key, w) in windows {
+        let of = timers.of(key, w.clone());
+        if !of.is_empty() {
+            copied.insert((key.clone(), w.clone()), of);
+        }
+    }
+    Box::new(Copied(copied))
 }
 
 impl KeyedTimers for TimerService<Vec<u8>, String> {
@@ -92,10 +123,9 @@ impl KeyedTimers for TimerService<Vec<u8>, String> {
         TimerService::len(self)
     }
     fn freeze(&self) -> Box<dyn FrozenTimers> {
-        let mut all = Vec::with_capacity(self.len());
-        for (key, w) in self.windows() {
-            all.extend(self.of(key, w.clone()));
-        }
-        Box::new(Copied(all))
+        copy(self, self.windows().map(|(k, w)| (k, w)))
+    }
+    fn freeze_windows(&self, windows: &[(Vec<u8>, BoundedWindow)]) -> Box<dyn FrozenTimers> {
+        copy(self, windows.iter().map(|(k, w)| (k, w)))
     }
 }

@@ -6,7 +6,7 @@
 use super::{Manifest, Store};
 use crate::compat::{PlanIdentity, Report, StateId, Verdict};
 use crate::snapshot::{Scope, Snapshot};
-use crate::state::{decode_cells, CellContents};
+use crate::state::CellContents;
 use tidewater::{Error, Result};
 
 impl Store {
@@ -58,12 +58,9 @@ fn read_retyped(
                 let corrupt = |message: String| Error::Checkpoint {
                     message: format!("the state of '{id}': {message}"),
                 };
-                let (encoded, _) = crate::keyed::stateful::decode_key_group(bytes)
+                let (decoded, _) = crate::keyed::stateful::decode_key_group(bytes)
                     .map_err(|e| corrupt(format!("{e:?}")))?;
-                if encoded.is_empty() {
-                    continue;
-                }
-                for cell in decode_cells(&encoded).map_err(corrupt)? {
+                for cell in decoded {
                     if !cells.iter().any(|(name, _, _)| *name == cell.name) {
                         continue;
                     }

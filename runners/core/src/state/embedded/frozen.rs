@@ -1,10 +1,8 @@
 //! A snapshot of the embedded store: its consistent view, read on the writer thread
-//! into parts of the in-memory backend's format, and the decoding of cell addresses.
+//! window by window, and the decoding of cell addresses.
 
 use super::store::io_error;
-use crate::state::in_memory::{encode_cells, Cell, CellIdRef};
-use crate::state::FrozenState;
-use std::collections::BTreeMap;
+use crate::state::{split_window_id, EncodedCells, FrozenState, FrozenWindow};
 use std::path::PathBuf;
 use tidewater::BoundedWindow;
 
@@ -13,12 +11,7 @@ pub(super) struct Frozen {
     pub(super) snapshot: fjall::Snapshot,
     pub(super) keyspace: fjall::Keyspace,
     pub(super) dir: PathBuf,
-}
-
-/// A cell's address decoded: (key, window, name).
-fn decode_address(a: &[u8]) -> Option<(&[u8], BoundedWindow, &str)> {
-    let (key, window, rest) = split_address(a)?;
-    Some((key, window, std::str::from_utf8(rest).ok()?))
+    pub(super) max_key_groups: u32,
 }
 
 /// The (key, window) of a window's address (a cell's, up to the name).
@@ -27,43 +20,62 @@ pub(super) fn decode_window_prefix(a: &[u8]) -> Option<(&[u8], BoundedWindow)> {
     rest.is_empty().then_some((key, window))
 }
 
-/// An address split into its key, its window and the rest (a cell's name).
+/// An address (`[key group: u32 BE]` then a [`crate::state::window_id`]) split into
+/// its key, its window and the rest (a cell's name).
 pub(super) fn split_address(a: &[u8]) -> Option<(&[u8], BoundedWindow, &[u8])> {
-    let len = u32::from_be_bytes(a.get(4..8)?.try_into().ok()?) as usize;
-    let key = a.get(8..8 + len)?;
-    let (window, rest) = postcard::take_from_bytes::<BoundedWindow>(a.get(8 + len..)?).ok()?;
-    Some((key, window, rest))
+    split_window_id(a.get(4..)?)
 }
 
-impl FrozenState for Frozen {
-    fn parts_by(
-        self: Box<Self>,
-        group_of: &mut dyn FnMut(&[u8]) -> u32,
-    ) -> Result<BTreeMap<u32, Vec<u8>>, String> {
-        use fjall::Readable;
-        // Decoded first, then borrowed by the parts' encoding.
-        let mut cells: Vec<(Vec<u8>, BoundedWindow, String, Cell)> = Vec::new();
-        for kv in self.snapshot.iter(&self.keyspace) {
+impl Frozen {
+    /// The cells of entries `kvs` (address, cell), grouped by window in address order:
+    /// each window's cells come one after another, by name.
+    fn read(
+        &self,
+        kvs: impl Iterator<Item = fjall::Guard>,
+        mut f: impl FnMut(&[u8], BoundedWindow, String, Vec<u8>),
+    ) -> Result<(), String> {
+        for kv in kvs {
             let (address, bytes) = kv
                 .into_inner()
                 .map_err(|e| io_error("cannot read cells for a snapshot", &self.dir, e))?;
-            let (key, window, name) = decode_address(&address).ok_or_else(|| {
-                format!("a cell's address in {} does not decode", self.dir.display())
-            })?;
-            let cell: Cell = postcard::from_bytes(&bytes)
-                .map_err(|e| io_error("a cell does not decode", &self.dir, e))?;
-            cells.push((key.to_vec(), window, name.to_string(), cell));
+            let (key, window, name) = split_address(&address)
+                .and_then(|(k, w, n)| Some((k, w, std::str::from_utf8(n).ok()?)))
+                .ok_or_else(|| {
+                    format!("a cell's address in {} does not decode", self.dir.display())
+                })?;
+            f(key, window, name.to_string(), bytes.to_vec());
         }
-        let mut groups: BTreeMap<u32, Vec<(CellIdRef<'_>, &Cell)>> = BTreeMap::new();
-        for (key, window, name, cell) in &cells {
-            groups
-                .entry(group_of(key))
-                .or_default()
-                .push((CellIdRef { key, window, name }, cell));
-        }
-        Ok(groups
-            .into_iter()
-            .map(|(g, mut part)| (g, encode_cells(&mut part)))
-            .collect())
+        Ok(())
+    }
+}
+
+impl FrozenState for Frozen {
+    fn windows(self: Box<Self>) -> Result<Vec<FrozenWindow>, String> {
+        use fjall::Readable;
+        let mut out: Vec<FrozenWindow> = Vec::new();
+        self.read(
+            self.snapshot.iter(&self.keyspace),
+            |key, window, name, cell| match out.last_mut() {
+                Some(w) if w.key == key && w.window == window => w.cells.push((name, cell)),
+                _ => out.push(FrozenWindow {
+                    key: key.to_vec(),
+                    window,
+                    cells: vec![(name, cell)],
+                }),
+            },
+        )?;
+        Ok(out)
+    }
+
+    fn window(&self, key: &[u8], window: &BoundedWindow) -> Result<EncodedCells, String> {
+        use fjall::Readable;
+        let mut prefix = Vec::new();
+        super::window_prefix(self.max_key_groups, key, window, &mut prefix);
+        let mut cells = Vec::new();
+        self.read(
+            self.snapshot.prefix(&self.keyspace, &prefix),
+            |_, _, name, cell| cells.push((name, cell)),
+        )?;
+        Ok(cells)
     }
 }

@@ -16,9 +16,10 @@
 //! front of the files) and hands over a copy; the cell is cached on its first write.
 //!
 //! A snapshot is a consistent view of the store ([`fjall::Snapshot`]) taken after a
-//! flush: the operator goes on writing while another thread reads the view into
-//! parts, in the same format as the in-memory backend's, so that a snapshot of one
-//! backend restores into the other, at any parallelism.
+//! flush: the operator goes on writing while another thread reads the view, whole or
+//! the windows a delta asks for, as the in-memory backend gives its cells (a cell's
+//! value is its encoding in both), so that a snapshot of one backend restores into
+//! the other, at any parallelism.
 //!
 //! Windows expire from a second keyspace of the store, of entries
 //! `[garbage-collection time: u64 BE, sign flipped][group][key length][key][window]`: a
@@ -35,8 +36,8 @@ mod timers;
 
 pub use timers::EmbeddedTimers;
 
-use super::in_memory::{decode_part_cells, Cell};
-use super::{FrozenState, StateBackend};
+use super::in_memory::{decode_one, decode_part_cells, Cell};
+use super::{FrozenState, RestoredWindow, StateBackend};
 use crate::windowing::gc_time;
 use frozen::{decode_window_prefix, Frozen};
 use std::borrow::Cow;
@@ -60,9 +61,7 @@ const WRITE_BATCH_CELLS: usize = 16_384;
 fn window_prefix(max_key_groups: u32, key: &[u8], window: &BoundedWindow, out: &mut Vec<u8>) {
     out.clear();
     out.extend_from_slice(&key_group_of(key, max_key_groups).to_be_bytes());
-    out.extend_from_slice(&(key.len() as u32).to_be_bytes());
-    out.extend_from_slice(key);
-    postcard::to_io(window, &mut *out).expect("a window encodes");
+    super::window_id(key, window, out);
 }
 
 /// A cached cell: `None` once cleared; `dirty` until flushed.
@@ -583,7 +582,32 @@ impl StateBackend for EmbeddedStateBackend {
             snapshot: self.store.db.snapshot(),
             keyspace: self.keyspace.clone(),
             dir: self.store.dir.clone(),
+            max_key_groups: self.max_key_groups,
         })
+    }
+    fn restore_windows(&mut self, windows: &[RestoredWindow<'_>]) -> Result<(), String> {
+        *self.last_read.get_mut() = None;
+        let mut buf = Vec::new();
+        let mut batch = self.store.db.batch();
+        for w in windows {
+            for (name, cell) in &w.cells {
+                decode_one(cell)?;
+                self.window_prefix(w.key, &w.window, &mut buf);
+                buf.extend_from_slice(name.as_bytes());
+                self.cache.remove(buf.as_slice());
+                if !self.names.iter().any(|n| **n == **name) {
+                    self.names.push((*name).into());
+                }
+                batch.insert(&self.keyspace, buf.as_slice(), *cell);
+                self.cells += 1;
+            }
+            if !w.cells.is_empty() {
+                self.keep(w.key, &w.window);
+            }
+        }
+        batch
+            .commit()
+            .map_err(|e| io_error("cannot write restored cells", &self.store.dir, e))
     }
     fn restore_add(&mut self, bytes: &[u8]) -> Result<(), String> {
         *self.last_read.get_mut() = None;

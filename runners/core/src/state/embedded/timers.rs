@@ -440,6 +440,7 @@ impl KeyedTimers for EmbeddedTimers {
             snapshot: self.store.db.snapshot(),
             keyspace: self.keyspace.clone(),
             dir: self.store.dir.clone(),
+            max_key_groups: self.max_key_groups,
         })
     }
 }
@@ -457,10 +458,12 @@ struct Frozen {
     snapshot: fjall::Snapshot,
     keyspace: fjall::Keyspace,
     dir: PathBuf,
+    max_key_groups: u32,
 }
 
-impl FrozenTimers for Frozen {
-    fn all(self: Box<Self>) -> Result<Vec<KeyTimer>, String> {
+impl Frozen {
+    /// The timers of the entries by id under `prefix` (a window's, or all).
+    fn read(&self, prefix: &[u8]) -> Result<Vec<KeyTimer>, String> {
         use fjall::Readable;
         let corrupt = || {
             format!(
@@ -469,7 +472,7 @@ impl FrozenTimers for Frozen {
             )
         };
         let mut all = Vec::new();
-        for kv in self.snapshot.prefix(&self.keyspace, [BY_ID]) {
+        for kv in self.snapshot.prefix(&self.keyspace, prefix) {
             let (entry, times) = kv
                 .into_inner()
                 .map_err(|e| io_error("cannot read timers for a snapshot", &self.dir, e))?;
@@ -486,6 +489,17 @@ impl FrozenTimers for Frozen {
             });
         }
         Ok(all)
+    }
+}
+
+impl FrozenTimers for Frozen {
+    fn all(self: Box<Self>) -> Result<Vec<KeyTimer>, String> {
+        self.read(&[BY_ID])
+    }
+    fn window(&self, key: &[u8], window: &BoundedWindow) -> Result<Vec<KeyTimer>, String> {
+        let mut prefix = Vec::new();
+        window_prefix(self.max_key_groups, key, window, &mut prefix);
+        self.read(&by_id(&prefix))
     }
 }
 

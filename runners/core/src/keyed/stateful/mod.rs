@@ -11,12 +11,12 @@ use crate::keyed::snapshot::{
     unexpected_scope, Clocks, KeyedSnapshot, LaterParts, ScopedParts, SnapshotKind,
 };
 use crate::snapshot::{decode_part, encode_part, Scope};
-use crate::state::{KeyedTimers, StateBackend, StateChoice};
+use crate::state::{
+    decode_cell, decode_cells, CellEntry, KeyedTimers, RestoredWindow, StateBackend, StateChoice,
+};
 use crate::timers::Timer;
 use crate::windowing::gc_time;
-use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
-use std::collections::BTreeMap;
 use tidewater::exec::{
     key_group_of, AnyBatch, ErasedStatefulDoFn, ExecError, FiredTimer, StateAccess, StateCells,
     StepMetrics, TimeDomain, BATCH_SIZE,
@@ -25,22 +25,35 @@ use tidewater::{BoundedWindow, Timestamp};
 
 pub use crate::state::KeyTimer;
 
-/// One key group of a stateful runner in a snapshot.
-#[derive(Default, Serialize, Deserialize)]
-struct KeyGroupState {
-    cells: Vec<u8>,
-    timers: Vec<Timer<Vec<u8>, String>>,
-    /// Windows to expire, written by snapshots before 2026-12: now empty, as a
-    /// restore finds them from the cells and timers.
-    live: Vec<(Timestamp, Vec<u8>, BoundedWindow)>,
-}
+mod changes;
+mod wire;
+
+use changes::Changes;
+use wire::{read_key_group, KeyGroupPart};
 
 /// A key group part of a stateful runner ([`StatefulRunner::snapshot`]), for an
-/// offline reader: its cells (in the state backend's part format, see
-/// [`crate::state::decode_cells`]) and its timers.
-pub fn decode_key_group(bytes: &[u8]) -> Result<(Vec<u8>, Vec<KeyTimer>), ExecError> {
-    let st: KeyGroupState = decode_part(bytes, "stateful ParDo key group")?;
-    Ok((st.cells, st.timers))
+/// offline reader: its cells and its timers.
+pub fn decode_key_group(bytes: &[u8]) -> Result<(Vec<CellEntry>, Vec<KeyTimer>), ExecError> {
+    match read_key_group(bytes)? {
+        KeyGroupPart::Windows(windows) => {
+            let mut cells = Vec::new();
+            let mut timers = Vec::new();
+            for w in windows {
+                for (name, bytes) in w.cells {
+                    cells.push(CellEntry {
+                        key: w.key.to_vec(),
+                        window: w.window.clone(),
+                        name: name.to_string(),
+                        contents: decode_cell(bytes).map_err(state_failed)?,
+                    });
+                }
+                timers.extend(w.timers);
+            }
+            Ok((cells, timers))
+        }
+        KeyGroupPart::Old(st) if st.cells.is_empty() => Ok((Vec::new(), st.timers)),
+        KeyGroupPart::Old(st) => Ok((decode_cells(&st.cells).map_err(state_failed)?, st.timers)),
+    }
 }
 
 /// Timers fired (or their outputs, if more) in one call of [`StatefulRunner::advance`]
@@ -65,6 +78,8 @@ pub struct StatefulRunner {
     restored_clocks: bool,
     /// Outputs not yet taken.
     output: Vec<Box<dyn AnyBatch>>,
+    /// The windows changed since the last snapshot: what the next delta writes.
+    changes: Changes,
 }
 
 /// The state and timers a DoFn call sees. The backend expires the windows that hold
@@ -77,6 +92,14 @@ struct Access<'a> {
     processing_time: Timestamp,
     dropped: &'a mut i64,
     last_dropped: &'a mut Option<DroppedElement>,
+    changes: &'a mut Changes,
+}
+
+impl Access<'_> {
+    /// (key, window) changes: the next delta snapshot writes it.
+    fn changed(&mut self, key: &[u8], window: &BoundedWindow) {
+        self.changes.note(key, window, self.state.windows());
+    }
 }
 
 /// An error of the state backend, as the step's.
@@ -91,12 +114,14 @@ impl StateCells for Access<'_> {
         self.state.get(key, window, name)
     }
     fn put(&mut self, key: &[u8], window: &BoundedWindow, name: &str, value: &[u8]) {
+        self.changed(key, window);
         self.state.put(key, window, name, value)
     }
     fn bag(&self, key: &[u8], window: &BoundedWindow, name: &str) -> Vec<Cow<'_, [u8]>> {
         self.state.bag(key, window, name)
     }
     fn bag_add(&mut self, key: &[u8], window: &BoundedWindow, name: &str, value: &[u8]) {
+        self.changed(key, window);
         self.state.bag_add(key, window, name, value)
     }
     fn map_get(
@@ -116,9 +141,11 @@ impl StateCells for Access<'_> {
         entry: &[u8],
         value: &[u8],
     ) -> bool {
+        self.changed(key, window);
         self.state.map_put(key, window, name, entry, value)
     }
     fn map_remove(&mut self, key: &[u8], window: &BoundedWindow, name: &str, entry: &[u8]) {
+        self.changed(key, window);
         self.state.map_remove(key, window, name, entry)
     }
     fn map_entries(
@@ -130,6 +157,7 @@ impl StateCells for Access<'_> {
         self.state.map_entries(key, window, name)
     }
     fn clear(&mut self, key: &[u8], window: &BoundedWindow, name: &str) {
+        self.changed(key, window);
         self.state.clear(key, window, name)
     }
 }
@@ -156,6 +184,7 @@ impl StateAccess for Access<'_> {
         if domain == TimeDomain::EventTime && output > at {
             return Err(format!("cannot set event-time timer '{name}' at {at:?} with output timestamp {output:?}: an output timestamp may not be after the timer's time"));
         }
+        self.changed(key, window);
         let first = self.timers.set(Timer {
             key: key.to_vec(),
             window: window.clone(),
@@ -170,6 +199,7 @@ impl StateAccess for Access<'_> {
         Ok(())
     }
     fn clear_timer(&mut self, key: &[u8], window: &BoundedWindow, name: &str, domain: TimeDomain) {
+        self.changed(key, window);
         self.timers.delete(key, window, name, domain);
     }
     fn processing_time(&self) -> Timestamp {
@@ -214,6 +244,7 @@ impl StatefulRunner {
             last_dropped: None,
             restored_clocks: false,
             output: Vec::new(),
+            changes: Changes::default(),
         })
     }
 
@@ -265,6 +296,7 @@ impl StatefulRunner {
                 processing_time: self.processing_time,
                 dropped: &mut self.dropped,
                 last_dropped: &mut self.last_dropped,
+                changes: &mut self.changes,
             },
         )
     }
@@ -319,6 +351,7 @@ impl StatefulRunner {
                         .pop_due(TimeDomain::ProcessingTime, self.processing_time)
                 });
             let Some(t) = fired else { break };
+            self.changes.note(&t.key, &t.window, self.state.windows());
             let timer = FiredTimer {
                 key: t.key,
                 window: t.window,
@@ -338,8 +371,10 @@ impl StatefulRunner {
                 _ => outputs.push(out),
             }
         }
-        let timers = &mut self.timers;
+        let (timers, changes) = (&mut self.timers, &mut self.changes);
+        let held = self.state.windows();
         self.state.expire(self.input_watermark, &mut |key, window| {
+            changes.note(key, window, held);
             timers.delete_window(key, window)
         });
         self.flush()?;
@@ -403,49 +438,51 @@ impl StatefulRunner {
     }
 
     /// The runner's keyed state (cells and timers) as one part per key group that
-    /// holds any, still to be encoded from a frozen copy of the cells (see
-    /// [`StateBackend::freeze`]), and its clocks as a union part. The windows to
-    /// expire are not written: a restore finds them again from the cells and timers.
+    /// holds any, still to be encoded from a frozen copy of the state (see
+    /// [`StateBackend::freeze`]), and its clocks as a union part; whether the parts are
+    /// a delta. Under [`SnapshotKind::Delta`], after an earlier snapshot, the key group
+    /// parts are deltas of the windows changed since (unless more changed than the
+    /// state holds, see [`Changes`]). The windows to expire are not written: a restore
+    /// finds them again from the cells and timers.
     pub fn snapshot(
         &mut self,
         max_key_groups: u32,
         instance: u32,
-    ) -> Result<(LaterParts, ScopedParts), ExecError> {
+        kind: SnapshotKind,
+    ) -> Result<(LaterParts, ScopedParts, bool), ExecError> {
         self.state.sync().map_err(state_failed)?;
         self.timers.flush().map_err(state_failed)?;
-        let cells = self.state.freeze();
-        let timers = self.timers.freeze();
-        let later = LaterParts::new(move || {
-            let mut groups: BTreeMap<u32, KeyGroupState> = BTreeMap::new();
-            let mut group = |key: &[u8]| {
-                let g = key_group_of(key, max_key_groups);
-                groups.entry(g).or_default();
-                g
-            };
-            let cells = cells.parts_by(&mut group).map_err(state_failed)?;
-            for (g, c) in cells {
-                groups.get_mut(&g).expect("grouped").cells = c;
+        let changed = self.changes.restart();
+        let (later, delta) = match changed {
+            Some(changed) if kind == SnapshotKind::Delta => {
+                let cells = self.state.freeze_windows(&changed);
+                let timers = self.timers.freeze_windows(&changed);
+                let later = LaterParts::new(move || {
+                    wire::delta_parts(changed, cells, timers, max_key_groups).map_err(state_failed)
+                });
+                (later, true)
             }
-            let mut timers = timers.all().map_err(state_failed)?;
-            // In the same order from either backend.
-            timers.sort_by(|a, b| {
-                (&a.key, &a.window, &a.name, a.domain).cmp(&(&b.key, &b.window, &b.name, b.domain))
-            });
-            for t in timers {
-                let g = key_group_of(&t.key, max_key_groups);
-                groups.entry(g).or_default().timers.push(t);
+            _ => {
+                let (cells, timers) = (self.state.freeze(), self.timers.freeze());
+                let later = LaterParts::new(move || {
+                    wire::full_parts(cells, timers, max_key_groups).map_err(state_failed)
+                });
+                (later, false)
             }
-            Ok(groups
-                .into_iter()
-                .map(|(g, st)| (Scope::KeyGroup(g), encode_part(&st)))
-                .collect())
-        });
+        };
         let clocks = encode_part(&Clocks {
             input_watermark: self.input_watermark,
             output_watermark: self.output_watermark,
             processing_time: self.processing_time,
         });
-        Ok((later, vec![(Scope::Union(instance), clocks)]))
+        Ok((later, vec![(Scope::Union(instance), clocks)], delta))
+    }
+
+    /// Restores a timer; its window expires in time, as it would have (the backend
+    /// keeps those with cells as they are restored).
+    fn restore_timer(&mut self, t: KeyTimer) {
+        self.state.keep_window(&t.key, &t.window);
+        self.timers.set(t);
     }
 
     /// Adds a part written by [`StatefulRunner::snapshot`]: parts of several old
@@ -454,21 +491,39 @@ impl StatefulRunner {
     pub fn restore(&mut self, scope: Scope, bytes: &[u8]) -> Result<(), ExecError> {
         match scope {
             Scope::KeyGroup(_) => {
-                let st: KeyGroupState = decode_part(bytes, "stateful ParDo key group")?;
-                if !st.cells.is_empty() {
-                    self.state.restore_add(&st.cells).map_err(|e| {
-                        ExecError::Downstream(Box::new(tidewater::Error::Checkpoint { message: e }))
-                    })?;
+                let checkpoint = |message| {
+                    ExecError::Downstream(Box::new(tidewater::Error::Checkpoint { message }))
+                };
+                match read_key_group(bytes)? {
+                    KeyGroupPart::Windows(windows) => {
+                        let restored: Vec<RestoredWindow<'_>> = windows
+                            .iter()
+                            .map(|w| RestoredWindow {
+                                key: w.key,
+                                window: w.window.clone(),
+                                cells: w.cells.clone(),
+                            })
+                            .collect();
+                        self.state.restore_windows(&restored).map_err(checkpoint)?;
+                        for t in windows.into_iter().flat_map(|w| w.timers) {
+                            self.restore_timer(t);
+                        }
+                    }
+                    KeyGroupPart::Old(st) => {
+                        if !st.cells.is_empty() {
+                            self.state.restore_add(&st.cells).map_err(checkpoint)?;
+                        }
+                        for t in st.timers {
+                            self.restore_timer(t);
+                        }
+                        for (_, key, window) in st.live {
+                            self.state.keep_window(&key, &window);
+                        }
+                    }
                 }
-                // Every window with cells or timers expires in time, as it would have
-                // (the backend keeps those with cells as they are restored).
-                for t in st.timers {
-                    self.state.keep_window(&t.key, &t.window);
-                    self.timers.set(t);
-                }
-                for (_, key, window) in st.live {
-                    self.state.keep_window(&key, &window);
-                }
+                // What was restored is the base of the next delta: the next snapshot
+                // is full.
+                self.changes = Changes::default();
             }
             Scope::Union(_) => {
                 let c: Clocks = decode_part(bytes, "stateful ParDo clocks")?;
@@ -554,14 +609,13 @@ impl KeyedOperator for StatefulRunner {
         &mut self,
         max_key_groups: u32,
         instance: u32,
-        _kind: SnapshotKind,
+        kind: SnapshotKind,
     ) -> std::result::Result<KeyedSnapshot, ExecError> {
-        // Its key groups are written whole every time.
-        let (later, parts) = StatefulRunner::snapshot(self, max_key_groups, instance)?;
+        let (later, parts, delta) = StatefulRunner::snapshot(self, max_key_groups, instance, kind)?;
         Ok(KeyedSnapshot {
             parts,
             later: Some(later),
-            delta: false,
+            delta,
         })
     }
 

@@ -1,0 +1,270 @@
+//! How a stateful DoFn's state travels in a snapshot: each (key, window) holding cells
+//! or timers is an entry of its key group's table ([`crate::delta`]), its id the
+//! window's [`window_id`] (`[key length: u32 BE][key][window]`, the embedded store's
+//! order), its value the window's cells and timers ([`Body`]). A table begins with a
+//! header entry (an empty id; its value names the format), by which a key group part
+//! written before 2026-12 (a [`KeyGroupState`], which never reads as a table with a
+//! header) is told apart and still restores. Full and delta snapshots (a delta writes
+//! the windows changed since the previous snapshot), and the reading of a part.
+
+use crate::delta::{decode_table, encode_delta, encode_entry, encode_table_len};
+use crate::keyed::snapshot::ScopedParts;
+use crate::snapshot::{decode_part, encode_part, Scope};
+use crate::state::{split_window_id, window_id, EncodedCells, FrozenState, FrozenTimers, KeyTimer};
+use crate::timers::Timer;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use tidewater::exec::{key_group_of, ExecError, TimeDomain};
+use tidewater::{BoundedWindow, Timestamp};
+
+/// The value of a table's header entry: the format of its entries.
+const HEADER: &[u8] = b"tidewater stateful DoFn key group 1";
+
+/// One key group of a stateful runner in a snapshot written before 2026-12.
+#[derive(Default, Serialize, Deserialize)]
+pub(super) struct KeyGroupState {
+    pub(super) cells: Vec<u8>,
+    pub(super) timers: Vec<Timer<Vec<u8>, String>>,
+    /// Windows to expire (written by snapshots before 2026-11).
+    pub(super) live: Vec<(Timestamp, Vec<u8>, BoundedWindow)>,
+}
+
+/// What a snapshot holds of a (key, window), as it is written.
+#[derive(Serialize)]
+struct BodyRef<'a> {
+    /// (name, the cell encoded), by name.
+    cells: &'a [(String, Vec<u8>)],
+    /// By (name, domain).
+    timers: Vec<TimerRef<'a>>,
+}
+
+#[derive(Serialize)]
+struct TimerRef<'a> {
+    name: &'a str,
+    domain: TimeDomain,
+    at: Timestamp,
+    output: Timestamp,
+}
+
+/// What a snapshot holds of a (key, window), as it is read: [`BodyRef`]'s bytes.
+#[derive(Deserialize)]
+struct Body<'a> {
+    #[serde(borrow)]
+    cells: Vec<(&'a str, &'a [u8])>,
+    #[serde(borrow)]
+    timers: Vec<TimerBody<'a>>,
+}
+
+#[derive(Deserialize)]
+struct TimerBody<'a> {
+    name: &'a str,
+    domain: TimeDomain,
+    at: Timestamp,
+    output: Timestamp,
+}
+
+/// A window of a key group part, read.
+pub(super) struct WindowEntry<'a> {
+    pub(super) key: &'a [u8],
+    pub(super) window: BoundedWindow,
+    /// (name, the cell encoded).
+    pub(super) cells: Vec<(&'a str, &'a [u8])>,
+    pub(super) timers: Vec<KeyTimer>,
+}
+
+/// A key group part, read.
+pub(super) enum KeyGroupPart<'a> {
+    /// A table (since 2026-12).
+    Windows(Vec<WindowEntry<'a>>),
+    /// A part written before.
+    Old(KeyGroupState),
+}
+
+fn corrupt(message: String) -> ExecError {
+    ExecError::Downstream(Box::new(tidewater::Error::Checkpoint { message }))
+}
+
+/// The table entry of a window: its id and body.
+fn encode_window(
+    id: &[u8],
+    cells: &[(String, Vec<u8>)],
+    timers: &mut [KeyTimer],
+    out: &mut Vec<u8>,
+) {
+    timers.sort_by(|a, b| (&a.name, a.domain).cmp(&(&b.name, b.domain)));
+    let body = BodyRef {
+        cells,
+        timers: timers
+            .iter()
+            .map(|t| TimerRef {
+                name: &t.name,
+                domain: t.domain,
+                at: t.at,
+                output: t.output,
+            })
+            .collect(),
+    };
+    encode_entry(id, &encode_part(&body), out);
+}
+
+/// The header entry every table starts with.
+fn header() -> Vec<u8> {
+    let mut out = Vec::new();
+    encode_entry(&[], HEADER, &mut out);
+    out
+}
+
+/// Every window with cells or timers, as one table per key group.
+pub(super) fn full_parts(
+    cells: Box<dyn FrozenState>,
+    timers: Box<dyn FrozenTimers>,
+    max_key_groups: u32,
+) -> Result<ScopedParts, String> {
+    type Window = (EncodedCells, Vec<KeyTimer>);
+    let mut windows: BTreeMap<(u32, Vec<u8>), Window> = BTreeMap::new();
+    let place = |key: &[u8], window: &BoundedWindow| {
+        let mut id = Vec::with_capacity(key.len() + 16);
+        window_id(key, window, &mut id);
+        (key_group_of(key, max_key_groups), id)
+    };
+    for w in cells.windows()? {
+        windows.entry(place(&w.key, &w.window)).or_default().0 = w.cells;
+    }
+    for t in timers.all()? {
+        windows
+            .entry(place(&t.key, &t.window))
+            .or_default()
+            .1
+            .push(t);
+    }
+    let mut parts = Vec::new();
+    let mut entries = Vec::new();
+    let mut count = 0;
+    let mut iter = windows.into_iter().peekable();
+    while let Some(((g, id), (cells, mut timers))) = iter.next() {
+        if count == 0 {
+            entries = header();
+            count = 1;
+        }
+        encode_window(&id, &cells, &mut timers, &mut entries);
+        count += 1;
+        if iter.peek().is_none_or(|((next, _), _)| *next != g) {
+            let mut part = Vec::with_capacity(entries.len() + 8);
+            encode_table_len(count, &mut part);
+            part.append(&mut entries);
+            parts.push((Scope::KeyGroup(g), part));
+            count = 0;
+        }
+    }
+    Ok(parts)
+}
+
+/// What changed in `changed` (the windows touched since the previous snapshot): per
+/// key group, the windows now empty deleted, the others written whole.
+pub(super) fn delta_parts(
+    changed: Vec<(Vec<u8>, BoundedWindow)>,
+    cells: Box<dyn FrozenState>,
+    timers: Box<dyn FrozenTimers>,
+    max_key_groups: u32,
+) -> Result<ScopedParts, String> {
+    let mut placed: Vec<(u32, Vec<u8>, usize)> = changed
+        .iter()
+        .enumerate()
+        .map(|(i, (key, window))| {
+            let mut id = Vec::with_capacity(key.len() + 16);
+            window_id(key, window, &mut id);
+            (key_group_of(key, max_key_groups), id, i)
+        })
+        .collect();
+    placed.sort_unstable();
+    let mut parts = Vec::new();
+    let (mut deleted, mut written): (Vec<Vec<u8>>, Vec<Vec<u8>>) = (Vec::new(), Vec::new());
+    let mut iter = placed.into_iter().peekable();
+    while let Some((g, id, i)) = iter.next() {
+        let (key, window) = &changed[i];
+        let c = cells.window(key, window)?;
+        let mut t = timers.window(key, window)?;
+        if c.is_empty() && t.is_empty() {
+            deleted.push(id);
+        } else {
+            if written.is_empty() {
+                // A key group new since the previous snapshot gets its header; one
+                // left with its header only is gone (see `crate::delta`).
+                written.push(header());
+            }
+            let mut entry = Vec::new();
+            encode_window(&id, &c, &mut t, &mut entry);
+            written.push(entry);
+        }
+        if iter.peek().is_none_or(|(next, _, _)| *next != g) {
+            let d: Vec<&[u8]> = deleted.iter().map(|d| &d[..]).collect();
+            let w: Vec<&[u8]> = written.iter().map(|w| &w[..]).collect();
+            parts.push((Scope::KeyGroupDelta(g), encode_delta(&d, &w)));
+            deleted.clear();
+            written.clear();
+        }
+    }
+    Ok(parts)
+}
+
+/// Decodes `bytes` as a whole `T` that borrows from them.
+fn decode_borrowed<'a, T: Deserialize<'a>>(bytes: &'a [u8], what: &str) -> Result<T, ExecError> {
+    match postcard::take_from_bytes::<T>(bytes) {
+        Ok((v, [])) => Ok(v),
+        Ok((_, rest)) => Err(corrupt(format!(
+            "{what} does not decode: {} bytes left over",
+            rest.len()
+        ))),
+        Err(e) => Err(corrupt(format!("{what} does not decode: {e}"))),
+    }
+}
+
+/// A key group part of a stateful runner, in either format.
+pub(super) fn read_key_group(bytes: &[u8]) -> Result<KeyGroupPart<'_>, ExecError> {
+    let table = decode_table(bytes)
+        .ok()
+        .filter(|entries| entries.first().is_some_and(|(id, _)| id.is_empty()));
+    let Some(entries) = table else {
+        return Ok(KeyGroupPart::Old(decode_part(
+            bytes,
+            "a stateful ParDo key group (neither a table nor a part of before 2026-12)",
+        )?));
+    };
+    if entries[0].1 != HEADER {
+        return Err(corrupt(format!(
+            "a stateful ParDo key group of another format ({:?}); this build reads {:?}",
+            String::from_utf8_lossy(entries[0].1),
+            String::from_utf8_lossy(HEADER)
+        )));
+    }
+    let mut windows = Vec::with_capacity(entries.len() - 1);
+    for (id, body) in &entries[1..] {
+        let (key, window) = match split_window_id(id) {
+            Some((key, window, [])) => (key, window),
+            _ => {
+                return Err(corrupt(
+                    "a stateful ParDo window's id does not decode".into(),
+                ))
+            }
+        };
+        let Body { cells, timers } = decode_borrowed(body, "a stateful ParDo window")?;
+        let timers = timers
+            .into_iter()
+            .map(|t| Timer {
+                key: key.to_vec(),
+                window: window.clone(),
+                name: t.name.to_string(),
+                domain: t.domain,
+                at: t.at,
+                output: t.output,
+            })
+            .collect();
+        windows.push(WindowEntry {
+            key,
+            window,
+            cells,
+            timers,
+        });
+    }
+    Ok(KeyGroupPart::Windows(windows))
+}
