@@ -26,6 +26,14 @@ fn random_kills_leave_every_line_exactly_once() {
     on_each_runner(|runner| random_kills_of(Run::on(runner)));
 }
 
+/// The same with the running count's state in the embedded store: its checkpoints are
+/// full every tenth and deltas of the windows changed between (`full_snapshot_every`).
+#[test]
+fn random_kills_with_state_in_the_embedded_store_leave_every_line_exactly_once() {
+    let _s = serial();
+    on_each_runner(|runner| random_kills_of(Run::on_store(runner)));
+}
+
 /// The crash job reading a Kafka topic (4 partitions, the generator's numbers and event
 /// times, read up to the end offsets taken at start): after kills, every line exactly
 /// once, the same as the direct runner's over the generator. The source's offsets are

@@ -128,6 +128,21 @@ impl Run {
         }
     }
 
+    /// The job with its stateful DoFn's state in the embedded store (`--state-backend
+    /// fjall`), in a directory of the run's: checkpoints of it are deltas between full
+    /// ones, as in memory.
+    pub fn on_store(runner: &'static str) -> Self {
+        let run = Self::on(runner);
+        let state = run._dir.path().join("state");
+        Run {
+            source: vec![
+                "--state-backend=fjall".into(),
+                format!("--state-dir={}", state.display()),
+            ],
+            ..run
+        }
+    }
+
     /// The job with its checkpoints in a new bucket of the S3 server `s3`.
     pub fn on_s3(runner: &'static str, s3: &s3::S3) -> Self {
         Run {
@@ -770,9 +785,9 @@ pub fn random_kills_of(run: Run) {
     eprintln!(
         "{runner}{}: {kills} kills, {restarts} restarts (seed {seed}), every line exactly once",
         if run.source.is_empty() {
-            ""
+            String::new()
         } else {
-            " over a Kafka topic"
+            format!(" with {}", run.source.join(" "))
         }
     );
 }
