@@ -17,7 +17,8 @@ use tidewater_runners_core::state::StateChoice;
 const GROUPS: u32 = 16;
 
 /// Adds to a bag, keeps a value and, for an even value, sets a timer with an output
-/// timestamp (a window with odd values only expires with no timer); outputs the value
+/// timestamp (a window with odd values only expires with no timer); for a value ending
+/// in 4, sets the timer alone (a window of timers and no cells). Outputs the value
 /// when the timer fires.
 #[derive(Serialize, Deserialize)]
 struct Keep;
@@ -32,12 +33,15 @@ impl StatefulDoFn for Keep {
         v: i64,
         ctx: &mut StateContext<'_, i64>,
     ) -> Result<(), UserError> {
+        let end = ctx.window().max_timestamp();
+        if v % 10 == 4 {
+            return ctx.set_event_timer("end", end);
+        }
         ctx.bag_add("seen", &v)?;
         ctx.write_value("last", &v)?;
         if v % 2 != 0 {
             return Ok(());
         }
-        let end = ctx.window().max_timestamp();
         ctx.set_event_timer_with_output("end", end, Timestamp(v.min(end.millis())))
     }
     fn on_timer(
@@ -129,7 +133,7 @@ fn a_delta_applied_to_the_previous_snapshot_gives_the_full_one_on(
     let all: Vec<(&str, i64)> = keys
         .iter()
         .enumerate()
-        .map(|(i, k)| (k.as_str(), (i as i64 % 3) * 100 + 5 + (i as i64 % 2)))
+        .map(|(i, k)| (k.as_str(), (i as i64 % 3) * 100 + 4 + (i as i64 % 4)))
         .collect();
     r.process(batch(&all)).unwrap();
     let (mut base, delta) = snapshot(&mut r, SnapshotKind::Delta);

@@ -224,18 +224,18 @@ fn hash_of(key: &[u8], window: &BoundedWindow) -> u64 {
 /// ```
 /// use tidewater::BoundedWindow;
 /// use tidewater_runners_core::state::{
-///     restore_frozen, sorted_windows, InMemoryStateBackend, StateBackend, StateCells,
+///     frozen_windows, restore_frozen, InMemoryStateBackend, StateBackend, StateCells,
 /// };
 /// let mut s = InMemoryStateBackend::default();
 /// s.put(b"k", &BoundedWindow::Global, "count", &[3]);
 /// s.put(b"l", &BoundedWindow::Global, "count", &[4]);
-/// let windows = sorted_windows(s.freeze()).unwrap();
+/// let windows = frozen_windows(s.freeze(), 16).unwrap();
 /// assert_eq!(windows.len(), 2);
 /// let mut t = InMemoryStateBackend::default();
 /// restore_frozen(&mut t, &windows).unwrap();
 /// assert_eq!(t.get(b"k", &BoundedWindow::Global, "count").as_deref(), Some(&[3u8][..]));
 /// assert_eq!(t.get(b"l", &BoundedWindow::Global, "count").as_deref(), Some(&[4u8][..]));
-/// let mut corrupt = sorted_windows(s.freeze()).unwrap();
+/// let mut corrupt = frozen_windows(s.freeze(), 16).unwrap();
 /// corrupt[0].cells[0].1 = vec![9];
 /// assert!(restore_frozen(&mut t, &corrupt).is_err());
 /// ```
@@ -530,17 +530,34 @@ impl Frozen {
 }
 
 impl FrozenState for Frozen {
-    fn windows(self: Box<Self>) -> Result<Vec<FrozenWindow>, String> {
-        Ok(self
+    fn for_each_window(
+        self: Box<Self>,
+        max_key_groups: u32,
+        f: &mut dyn FnMut(FrozenWindow) -> Result<(), String>,
+    ) -> Result<(), String> {
+        let mut placed: Vec<(u32, Vec<u8>, usize)> = self
             .windows
             .iter()
-            .filter(|w| !w.cells.is_empty())
-            .map(|w| FrozenWindow {
+            .enumerate()
+            .filter(|(_, w)| !w.cells.is_empty())
+            .map(|(i, w)| {
+                let mut id = Vec::with_capacity(w.key.len() + 16);
+                super::window_id(&w.key, &w.window, &mut id);
+                (tidewater::exec::key_group_of(&w.key, max_key_groups), id, i)
+            })
+            .collect();
+        placed.sort_unstable();
+        for (group, id, i) in placed {
+            let w = &self.windows[i];
+            f(FrozenWindow {
+                group,
+                id,
                 key: w.key.to_vec(),
                 window: w.window.clone(),
                 cells: self.encode(w),
-            })
-            .collect())
+            })?;
+        }
+        Ok(())
     }
     fn window(&self, key: &[u8], window: &BoundedWindow) -> Result<EncodedCells, String> {
         let is = |w: &WindowCells| *w.key == *key && w.window == *window;
@@ -602,10 +619,10 @@ mod tests {
         let keys: Vec<Vec<u8>> = (0u32..200).map(|i| i.to_be_bytes().to_vec()).collect();
         let forward: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
         let backward: Vec<&[u8]> = forward.iter().rev().copied().collect();
-        let windows = crate::state::sorted_windows(filled(&forward).freeze()).unwrap();
+        let windows = crate::state::frozen_windows(filled(&forward).freeze(), 16).unwrap();
         assert_eq!(
             windows,
-            crate::state::sorted_windows(filled(&backward).freeze()).unwrap()
+            crate::state::frozen_windows(filled(&backward).freeze(), 16).unwrap()
         );
         assert_eq!(windows.len(), 600);
         let k = &keys[7];
@@ -631,7 +648,7 @@ mod tests {
         assert_eq!(some.window(k, &w(0)).unwrap().len(), 3);
         assert!(some.window(k, &w(10)).unwrap().is_empty());
         assert!(some.window(b"absent", &w(0)).unwrap().is_empty());
-        assert_eq!(some.windows().unwrap().len(), 1);
+        assert_eq!(crate::state::frozen_windows(some, 16).unwrap().len(), 1);
     }
 
     #[test]
@@ -688,8 +705,11 @@ mod tests {
         // [0, 10) is collected after 9 + 5.
         assert_eq!(s.next_expiry(), Some(Timestamp(14)));
         let mut t = InMemoryStateBackend::new(5);
-        crate::state::restore_frozen(&mut t, &crate::state::sorted_windows(s.freeze()).unwrap())
-            .unwrap();
+        crate::state::restore_frozen(
+            &mut t,
+            &crate::state::frozen_windows(s.freeze(), 16).unwrap(),
+        )
+        .unwrap();
         for s in [&mut s, &mut t] {
             let mut expired = Vec::new();
             s.expire(Timestamp(15), &mut |k, win| {
@@ -709,7 +729,7 @@ mod tests {
         let keys: Vec<Vec<u8>> = (0u32..50).map(|i| i.to_be_bytes().to_vec()).collect();
         let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
         let mut s = filled(&refs);
-        let all = |s: &InMemoryStateBackend| crate::state::sorted_windows(s.freeze()).unwrap();
+        let all = |s: &InMemoryStateBackend| crate::state::frozen_windows(s.freeze(), 16).unwrap();
         let before = all(&s);
         let frozen = s.freeze();
         // Every kind of write, to windows the copy holds and to new ones.
@@ -724,7 +744,7 @@ mod tests {
         s.clear_window(refs[0], &BoundedWindow::Global);
         let after = all(&s);
         assert_ne!(after, before);
-        assert_eq!(crate::state::sorted_windows(frozen).unwrap(), before);
+        assert_eq!(crate::state::frozen_windows(frozen, 16).unwrap(), before);
         // The live table was copied where written, not changed under the copy.
         assert_eq!(all(&s), after);
         assert_eq!(s.get(refs[1], &w(0), "v").as_deref(), Some(&b"changed"[..]));

@@ -81,10 +81,34 @@ pub type EncodedCells = Vec<(String, Vec<u8>)>;
 /// A window holding cells, as of [`StateBackend::freeze`].
 #[derive(Debug, PartialEq, Eq)]
 pub struct FrozenWindow {
+    /// The key group of its key.
+    pub group: u32,
+    /// Its [`window_id`].
+    pub id: Vec<u8>,
     /// The encoded key.
     pub key: Vec<u8>,
     pub window: BoundedWindow,
     pub cells: EncodedCells,
+}
+
+impl FrozenWindow {
+    /// A window of `cells`, placed among `max_key_groups` key groups.
+    pub fn new(
+        key: &[u8],
+        window: &BoundedWindow,
+        cells: EncodedCells,
+        max_key_groups: u32,
+    ) -> Self {
+        let mut id = Vec::with_capacity(key.len() + 16);
+        window_id(key, window, &mut id);
+        FrozenWindow {
+            group: tidewater::exec::key_group_of(key, max_key_groups),
+            id,
+            key: key.to_vec(),
+            window: window.clone(),
+            cells,
+        }
+    }
 }
 
 /// A window's cells to restore ([`StateBackend::restore_windows`]).
@@ -97,18 +121,29 @@ pub struct RestoredWindow<'a> {
 
 /// The cells of a [`StateBackend`] as of [`StateBackend::freeze`].
 pub trait FrozenState: Send {
-    /// Every window holding cells, with its cells, in no particular order.
-    /// An error reading the cells (the embedded store's files) fails the snapshot.
-    fn windows(self: Box<Self>) -> Result<Vec<FrozenWindow>, String>;
+    /// Every window holding cells, with its cells, to `f` in snapshot order: by key
+    /// group (of `max_key_groups`), then by [`window_id`]. An error reading the cells
+    /// (the embedded store's files), or of `f`, fails the snapshot.
+    fn for_each_window(
+        self: Box<Self>,
+        max_key_groups: u32,
+        f: &mut dyn FnMut(FrozenWindow) -> Result<(), String>,
+    ) -> Result<(), String>;
     /// The cells of (key, window) (none if it holds none).
     fn window(&self, key: &[u8], window: &BoundedWindow) -> Result<EncodedCells, String>;
 }
 
-/// Every window of `frozen` holding cells, in (key, window) order: the same from
-/// either backend for the same cells.
-pub fn sorted_windows(frozen: Box<dyn FrozenState>) -> Result<Vec<FrozenWindow>, String> {
-    let mut windows = frozen.windows()?;
-    windows.sort_by(|a, b| (&a.key, &a.window).cmp(&(&b.key, &b.window)));
+/// Every window of `frozen` holding cells, in snapshot order (see
+/// [`FrozenState::for_each_window`]): the same from either backend for the same cells.
+pub fn frozen_windows(
+    frozen: Box<dyn FrozenState>,
+    max_key_groups: u32,
+) -> Result<Vec<FrozenWindow>, String> {
+    let mut windows = Vec::new();
+    frozen.for_each_window(max_key_groups, &mut |w| {
+        windows.push(w);
+        Ok(())
+    })?;
     Ok(windows)
 }
 

@@ -148,8 +148,8 @@ proptest! {
         prop_assert_eq!(read_all(&m), read_all(&e));
         prop_assert_eq!(m.len(), e.len());
         prop_assert_eq!(m.live_keys(), e.live_keys());
-        let windows = sorted_windows(m.freeze()).unwrap();
-        prop_assert_eq!(&windows, &sorted_windows(e.freeze()).unwrap());
+        let windows = frozen_windows(m.freeze(), GROUPS).unwrap();
+        prop_assert_eq!(&windows, &frozen_windows(e.freeze(), GROUPS).unwrap());
         // Each window alone reads as in the whole.
         let (mf, ef) = (m.freeze(), e.freeze());
         for w in &windows {
@@ -210,7 +210,7 @@ fn cells_beyond_the_cache_live_in_the_store() {
         None
     );
     assert_eq!(e.len(), n as usize - 1);
-    let windows = sorted_windows(e.freeze()).unwrap();
+    let windows = frozen_windows(e.freeze(), GROUPS).unwrap();
     let mut m = in_memory();
     restore_frozen(&mut m, &windows).unwrap();
     assert_eq!(m.len(), n as usize - 1);
@@ -234,7 +234,7 @@ fn a_frozen_snapshot_does_not_see_later_writes() {
     e.put(b"b", &BoundedWindow::Global, "v", &[3]);
     e.sync().unwrap();
     let mut m = in_memory();
-    restore_frozen(&mut m, &sorted_windows(frozen).unwrap()).unwrap();
+    restore_frozen(&mut m, &frozen_windows(frozen, GROUPS).unwrap()).unwrap();
     assert_eq!(m.len(), 1);
     assert_eq!(
         m.get(b"a", &BoundedWindow::Global, "v").as_deref(),
@@ -296,7 +296,7 @@ fn a_part_of_the_format_before_tables_restores_into_either_backend() {
         m.put(&[k], &window(1), "v", &[k]);
         m.bag_add(&[k], &window(0), "bag", &[k, k]);
     }
-    let windows = sorted_windows(m.freeze()).unwrap();
+    let windows = frozen_windows(m.freeze(), GROUPS).unwrap();
     // Written as that format was: every cell of a group, ordered by address.
     type OldCell = (Vec<u8>, BoundedWindow, String, in_memory::Cell);
     let mut parts: BTreeMap<u32, Vec<OldCell>> = BTreeMap::new();
@@ -321,8 +321,8 @@ fn a_part_of_the_format_before_tables_restores_into_either_backend() {
         m2.restore_add(&part).unwrap();
         e2.restore_add(&part).unwrap();
     }
-    assert_eq!(sorted_windows(m2.freeze()).unwrap(), windows);
+    assert_eq!(frozen_windows(m2.freeze(), GROUPS).unwrap(), windows);
     e2.sync().unwrap();
-    assert_eq!(sorted_windows(e2.freeze()).unwrap(), windows);
+    assert_eq!(frozen_windows(e2.freeze(), GROUPS).unwrap(), windows);
     assert_eq!((m2.windows(), e2.windows()), (40, 40));
 }

@@ -59,8 +59,10 @@ pub trait KeyedTimers: Send {
 
 /// The timers as of [`KeyedTimers::freeze`].
 pub trait FrozenTimers: Send {
-    /// Every timer, in no particular order.
-    fn all(self: Box<Self>) -> Result<Vec<KeyTimer>, String>;
+    /// Every timer, in snapshot order of their windows (by key group of
+    /// `max_key_groups`, then by [`super::window_id`]; a window's in no particular
+    /// order).
+    fn all(self: Box<Self>, max_key_groups: u32) -> Result<Vec<KeyTimer>, String>;
     /// The timers of (key, window), in no particular order.
     fn window(&self, key: &[u8], window: &BoundedWindow) -> Result<Vec<KeyTimer>, String>;
 }
@@ -69,8 +71,22 @@ pub trait FrozenTimers: Send {
 struct Copied(std::collections::HashMap<(Vec<u8>, BoundedWindow), Vec<KeyTimer>>);
 
 impl FrozenTimers for Copied {
-    fn all(self: Box<Self>) -> Result<Vec<KeyTimer>, String> {
-        Ok(self.0.into_values().flatten().collect())
+    fn all(self: Box<Self>, max_key_groups: u32) -> Result<Vec<KeyTimer>, String> {
+        let mut windows: Vec<_> = self
+            .0
+            .into_iter()
+            .map(|((key, window), timers)| {
+                let mut id = Vec::with_capacity(key.len() + 16);
+                super::window_id(&key, &window, &mut id);
+                (
+                    tidewater::exec::key_group_of(&key, max_key_groups),
+                    id,
+                    timers,
+                )
+            })
+            .collect();
+        windows.sort_unstable_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+        Ok(windows.into_iter().flat_map(|(_, _, t)| t).collect())
     }
     fn window(&self, key: &[u8], window: &BoundedWindow) -> Result<Vec<KeyTimer>, String> {
         // Looked up without a copy of the key: the map is small (a delta's windows).

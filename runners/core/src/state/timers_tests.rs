@@ -115,10 +115,10 @@ proptest! {
             prop_assert_eq!(state(&m), state(&e), "after {:?}", op);
         }
         let frozen = e.freeze();
-        let all = sorted(KeyedTimers::freeze(&m).all().unwrap());
+        let all = sorted(KeyedTimers::freeze(&m).all(GROUPS).unwrap());
         // A change after the freeze is not in it.
         e.set(timer(9, 0, 0, false, 1, 1));
-        prop_assert_eq!(&all, &sorted(frozen.all().unwrap()));
+        prop_assert_eq!(&all, &sorted(frozen.all(GROUPS).unwrap()));
         // Restored by setting each: the same timers again.
         let dir2 = tempfile::tempdir().unwrap();
         let mut e2 = EmbeddedTimers::open(dir2.path(), GROUPS).unwrap();

@@ -10,10 +10,9 @@
 use crate::delta::{decode_table, encode_delta, encode_entry, encode_table_len};
 use crate::keyed::snapshot::ScopedParts;
 use crate::snapshot::{decode_part, encode_part, Scope};
-use crate::state::{split_window_id, window_id, EncodedCells, FrozenState, FrozenTimers, KeyTimer};
+use crate::state::{split_window_id, window_id, FrozenState, FrozenTimers, KeyTimer};
 use crate::timers::Timer;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 use tidewater::exec::{key_group_of, ExecError, TimeDomain};
 use tidewater::{BoundedWindow, Timestamp};
 
@@ -114,49 +113,89 @@ fn header() -> Vec<u8> {
     out
 }
 
-/// Every window with cells or timers, as one table per key group.
+/// Snapshot parts as they are written: one table per key group, its windows in order.
+#[derive(Default)]
+struct Tables {
+    parts: ScopedParts,
+    /// The key group being written, its entries (after the header) and their count.
+    group: Option<u32>,
+    entries: Vec<u8>,
+    count: usize,
+}
+
+impl Tables {
+    /// Adds a window of key group `g`, after every window of the groups before it.
+    fn add(&mut self, g: u32, id: &[u8], cells: &[(String, Vec<u8>)], timers: &mut [KeyTimer]) {
+        if self.group != Some(g) {
+            self.finish();
+            self.group = Some(g);
+            self.entries = header();
+            self.count = 1;
+        }
+        encode_window(id, cells, timers, &mut self.entries);
+        self.count += 1;
+    }
+
+    fn finish(&mut self) {
+        if let Some(g) = self.group.take() {
+            let mut part = Vec::with_capacity(self.entries.len() + 8);
+            encode_table_len(self.count, &mut part);
+            part.append(&mut self.entries);
+            self.parts.push((Scope::KeyGroup(g), part));
+        }
+    }
+}
+
+/// Every window with cells or timers, as one table per key group: the cells' windows
+/// and the timers', both in snapshot order, merged.
 pub(super) fn full_parts(
     cells: Box<dyn FrozenState>,
     timers: Box<dyn FrozenTimers>,
     max_key_groups: u32,
 ) -> Result<ScopedParts, String> {
-    type Window = (EncodedCells, Vec<KeyTimer>);
-    let mut windows: BTreeMap<(u32, Vec<u8>), Window> = BTreeMap::new();
-    let place = |key: &[u8], window: &BoundedWindow| {
-        let mut id = Vec::with_capacity(key.len() + 16);
-        window_id(key, window, &mut id);
-        (key_group_of(key, max_key_groups), id)
+    let mut timers = timers
+        .all(max_key_groups)?
+        .into_iter()
+        .map(|t| {
+            let mut id = Vec::with_capacity(t.key.len() + 16);
+            window_id(&t.key, &t.window, &mut id);
+            (key_group_of(&t.key, max_key_groups), id, t)
+        })
+        .peekable();
+    let mut tables = Tables::default();
+    cells.for_each_window(max_key_groups, &mut |w| {
+        while let Some((g, id, mut of)) = timers_before(&mut timers, Some((w.group, &w.id))) {
+            tables.add(g, &id, &[], &mut of);
+        }
+        let mut of = Vec::new();
+        while let Some((_, _, t)) = timers.next_if(|(g, id, _)| *g == w.group && *id == w.id) {
+            of.push(t);
+        }
+        tables.add(w.group, &w.id, &w.cells, &mut of);
+        Ok(())
+    })?;
+    while let Some((g, id, mut of)) = timers_before(&mut timers, None) {
+        tables.add(g, &id, &[], &mut of);
+    }
+    tables.finish();
+    Ok(tables.parts)
+}
+
+/// The timers of the next window of `timers` (key group, id, its timers), if it comes
+/// before `until`.
+fn timers_before(
+    timers: &mut std::iter::Peekable<impl Iterator<Item = (u32, Vec<u8>, KeyTimer)>>,
+    until: Option<(u32, &[u8])>,
+) -> Option<(u32, Vec<u8>, Vec<KeyTimer>)> {
+    let (g, id) = match timers.peek() {
+        Some((g, id, _)) if until.is_none_or(|u| (*g, &id[..]) < u) => (*g, id.clone()),
+        _ => return None,
     };
-    for w in cells.windows()? {
-        windows.entry(place(&w.key, &w.window)).or_default().0 = w.cells;
+    let mut of = Vec::new();
+    while let Some((_, _, t)) = timers.next_if(|(tg, tid, _)| *tg == g && *tid == id) {
+        of.push(t);
     }
-    for t in timers.all()? {
-        windows
-            .entry(place(&t.key, &t.window))
-            .or_default()
-            .1
-            .push(t);
-    }
-    let mut parts = Vec::new();
-    let mut entries = Vec::new();
-    let mut count = 0;
-    let mut iter = windows.into_iter().peekable();
-    while let Some(((g, id), (cells, mut timers))) = iter.next() {
-        if count == 0 {
-            entries = header();
-            count = 1;
-        }
-        encode_window(&id, &cells, &mut timers, &mut entries);
-        count += 1;
-        if iter.peek().is_none_or(|((next, _), _)| *next != g) {
-            let mut part = Vec::with_capacity(entries.len() + 8);
-            encode_table_len(count, &mut part);
-            part.append(&mut entries);
-            parts.push((Scope::KeyGroup(g), part));
-            count = 0;
-        }
-    }
-    Ok(parts)
+    Some((g, id, of))
 }
 
 /// What changed in `changed` (the windows touched since the previous snapshot): per

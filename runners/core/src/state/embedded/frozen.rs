@@ -12,6 +12,10 @@ pub(super) struct Frozen {
     pub(super) keyspace: fjall::Keyspace,
     pub(super) dir: PathBuf,
     pub(super) max_key_groups: u32,
+    /// Every name a cell was written or restored under: a window's cells are read by a
+    /// point read per name (a filter in front of each file), not a scan of its prefix
+    /// (an iterator over every file).
+    pub(super) names: Vec<Box<str>>,
 }
 
 /// The (key, window) of a window's address (a cell's, up to the name).
@@ -32,7 +36,7 @@ impl Frozen {
     fn read(
         &self,
         kvs: impl Iterator<Item = fjall::Guard>,
-        mut f: impl FnMut(&[u8], BoundedWindow, String, Vec<u8>),
+        mut f: impl FnMut(&[u8], BoundedWindow, String, Vec<u8>) -> Result<(), String>,
     ) -> Result<(), String> {
         for kv in kvs {
             let (address, bytes) = kv
@@ -43,39 +47,59 @@ impl Frozen {
                 .ok_or_else(|| {
                     format!("a cell's address in {} does not decode", self.dir.display())
                 })?;
-            f(key, window, name.to_string(), bytes.to_vec());
+            f(key, window, name.to_string(), bytes.to_vec())?;
         }
         Ok(())
     }
 }
 
 impl FrozenState for Frozen {
-    fn windows(self: Box<Self>) -> Result<Vec<FrozenWindow>, String> {
+    fn for_each_window(
+        self: Box<Self>,
+        max_key_groups: u32,
+        f: &mut dyn FnMut(FrozenWindow) -> Result<(), String>,
+    ) -> Result<(), String> {
         use fjall::Readable;
-        let mut out: Vec<FrozenWindow> = Vec::new();
+        debug_assert_eq!(max_key_groups, self.max_key_groups);
+        // The store's order is the snapshot's: a window's cells come one after another.
+        let mut current: Option<FrozenWindow> = None;
         self.read(
             self.snapshot.iter(&self.keyspace),
-            |key, window, name, cell| match out.last_mut() {
-                Some(w) if w.key == key && w.window == window => w.cells.push((name, cell)),
-                _ => out.push(FrozenWindow {
-                    key: key.to_vec(),
-                    window,
-                    cells: vec![(name, cell)],
-                }),
+            |key, window, name, cell| {
+                if let Some(w) = &mut current {
+                    if w.key == key && w.window == window {
+                        w.cells.push((name, cell));
+                        return Ok(());
+                    }
+                }
+                let next = FrozenWindow::new(key, &window, vec![(name, cell)], self.max_key_groups);
+                match current.replace(next) {
+                    Some(done) => f(done),
+                    None => Ok(()),
+                }
             },
         )?;
-        Ok(out)
+        current.map_or(Ok(()), f)
     }
 
     fn window(&self, key: &[u8], window: &BoundedWindow) -> Result<EncodedCells, String> {
         use fjall::Readable;
-        let mut prefix = Vec::new();
-        super::window_prefix(self.max_key_groups, key, window, &mut prefix);
+        let mut address = Vec::new();
+        super::window_prefix(self.max_key_groups, key, window, &mut address);
+        let prefix = address.len();
         let mut cells = Vec::new();
-        self.read(
-            self.snapshot.prefix(&self.keyspace, &prefix),
-            |_, _, name, cell| cells.push((name, cell)),
-        )?;
+        for name in &self.names {
+            address.truncate(prefix);
+            address.extend_from_slice(name.as_bytes());
+            let cell = self
+                .snapshot
+                .get(&self.keyspace, &address)
+                .map_err(|e| io_error("cannot read a cell for a snapshot", &self.dir, e))?;
+            if let Some(cell) = cell {
+                cells.push((name.to_string(), cell.to_vec()));
+            }
+        }
+        cells.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         Ok(cells)
     }
 }

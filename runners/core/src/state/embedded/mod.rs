@@ -583,6 +583,7 @@ impl StateBackend for EmbeddedStateBackend {
             keyspace: self.keyspace.clone(),
             dir: self.store.dir.clone(),
             max_key_groups: self.max_key_groups,
+            names: self.names.clone(),
         })
     }
     fn restore_windows(&mut self, windows: &[RestoredWindow<'_>]) -> Result<(), String> {

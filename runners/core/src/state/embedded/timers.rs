@@ -81,6 +81,21 @@ fn by_id(id: &[u8]) -> Vec<u8> {
     e
 }
 
+/// The id of a timer: its window's address, its domain and its name.
+fn timer_id(
+    max_key_groups: u32,
+    key: &[u8],
+    window: &BoundedWindow,
+    name: &str,
+    domain: TimeDomain,
+) -> Vec<u8> {
+    let mut id = Vec::with_capacity(key.len() + name.len() + 32);
+    window_prefix(max_key_groups, key, window, &mut id);
+    id.push(domain_byte(domain));
+    id.extend_from_slice(name.as_bytes());
+    id
+}
+
 /// A timer's value by id decoded: (firing time, output timestamp).
 fn decode_times(v: &[u8]) -> Option<(Timestamp, Timestamp)> {
     Some((from_sortable(v)?, from_sortable(v.get(8..)?)?))
@@ -209,11 +224,7 @@ impl EmbeddedTimers {
     }
 
     fn id(&self, key: &[u8], window: &BoundedWindow, name: &str, domain: TimeDomain) -> Vec<u8> {
-        let mut id = Vec::with_capacity(key.len() + name.len() + 32);
-        window_prefix(self.max_key_groups, key, window, &mut id);
-        id.push(domain_byte(domain));
-        id.extend_from_slice(name.as_bytes());
-        id
+        timer_id(self.max_key_groups, key, window, name, domain)
     }
 
     fn queue_entry(domain: TimeDomain, at: Timestamp, id: &[u8]) -> Vec<u8> {
@@ -441,6 +452,7 @@ impl KeyedTimers for EmbeddedTimers {
             keyspace: self.keyspace.clone(),
             dir: self.store.dir.clone(),
             max_key_groups: self.max_key_groups,
+            names: self.names.clone(),
         })
     }
 }
@@ -459,6 +471,8 @@ struct Frozen {
     keyspace: fjall::Keyspace,
     dir: PathBuf,
     max_key_groups: u32,
+    /// Every (domain, name) a timer was set under: a window's timers are point reads.
+    names: Vec<(TimeDomain, Box<str>)>,
 }
 
 impl Frozen {
@@ -493,13 +507,38 @@ impl Frozen {
 }
 
 impl FrozenTimers for Frozen {
-    fn all(self: Box<Self>) -> Result<Vec<KeyTimer>, String> {
+    fn all(self: Box<Self>, max_key_groups: u32) -> Result<Vec<KeyTimer>, String> {
+        // The store's order is the snapshot's.
+        debug_assert_eq!(max_key_groups, self.max_key_groups);
         self.read(&[BY_ID])
     }
     fn window(&self, key: &[u8], window: &BoundedWindow) -> Result<Vec<KeyTimer>, String> {
-        let mut prefix = Vec::new();
-        window_prefix(self.max_key_groups, key, window, &mut prefix);
-        self.read(&by_id(&prefix))
+        use fjall::Readable;
+        let mut timers = Vec::new();
+        for (domain, name) in &self.names {
+            let id = timer_id(self.max_key_groups, key, window, name, *domain);
+            let times = self
+                .snapshot
+                .get(&self.keyspace, by_id(&id))
+                .map_err(|e| io_error("cannot read a timer for a snapshot", &self.dir, e))?;
+            if let Some(times) = times {
+                let (at, output) = decode_times(&times).ok_or_else(|| {
+                    format!(
+                        "a timer in the state store at {} does not decode",
+                        self.dir.display()
+                    )
+                })?;
+                timers.push(Timer {
+                    key: key.to_vec(),
+                    window: window.clone(),
+                    name: name.to_string(),
+                    domain: *domain,
+                    at,
+                    output,
+                });
+            }
+        }
+        Ok(timers)
     }
 }
 
