@@ -21,13 +21,28 @@ const SHARE: usize = 8;
 
 /// The windows changed since the last snapshot.
 #[derive(Default)]
-pub(super) enum Changes {
-    /// No snapshot since the runner was made or restored: the next one is full.
+pub(super) struct Changes {
+    state: Tracking,
+    /// Snapshots still to take untracked (full), after tracking overflowed.
+    skips: u32,
+    /// How many snapshots the last overflow skipped: doubled by each overflow in a row
+    /// (up to [`MAX_SKIPS`]), so that a job whose every interval changes too much pays
+    /// for tracking at few of them.
+    backoff: u32,
+}
+
+/// Snapshots skipped after an overflow, at most.
+const MAX_SKIPS: u32 = 16;
+
+#[derive(Default)]
+enum Tracking {
+    /// No snapshot since the runner was made or restored, or one skipped: the next one
+    /// is full.
     #[default]
     Untracked,
     /// Since the last snapshot, these (key, window) changed.
     Tracked(HashSet<(Box<[u8]>, BoundedWindow), rustc_hash::FxBuildHasher>),
-    /// More changed than the state holds: the next snapshot is full.
+    /// More changed than [`SHARE`] allows: the next snapshot is full.
     Overflow,
 }
 
@@ -45,28 +60,42 @@ impl Changes {
     /// (key, window) changed; `held` is how many windows the state holds now.
     #[inline]
     pub(super) fn note(&mut self, key: &[u8], window: &BoundedWindow, held: usize) {
-        let Changes::Tracked(set) = self else {
+        let Tracking::Tracked(set) = &mut self.state else {
             return;
         };
         if set.contains(&Query(key, window)) {
             return;
         }
         if set.len() >= TRACKED_AT_LEAST.max(held / SHARE) {
-            *self = Changes::Overflow;
+            self.state = Tracking::Overflow;
             return;
         }
         set.insert((key.into(), window.clone()));
     }
 
     /// A snapshot is taken: the windows changed since the previous one, if it can be a
-    /// delta over it; tracking starts afresh.
+    /// delta over it. Tracking starts afresh, unless it overflowed: then the next
+    /// snapshots (one, then twice as many after each overflow in a row) are full.
     pub(super) fn restart(&mut self) -> Option<Vec<(Vec<u8>, BoundedWindow)>> {
-        match std::mem::replace(self, Changes::Tracked(HashSet::default())) {
-            Changes::Tracked(set) => {
-                Some(set.into_iter().map(|(k, w)| (k.into_vec(), w)).collect())
+        let (next, changed) = match std::mem::take(&mut self.state) {
+            Tracking::Tracked(set) => {
+                self.backoff = 0;
+                let changed = set.into_iter().map(|(k, w)| (k.into_vec(), w)).collect();
+                (Tracking::Tracked(HashSet::default()), Some(changed))
             }
-            Changes::Untracked | Changes::Overflow => None,
-        }
+            Tracking::Overflow => {
+                self.backoff = (self.backoff * 2).clamp(1, MAX_SKIPS);
+                self.skips = self.backoff;
+                (Tracking::Untracked, None)
+            }
+            Tracking::Untracked if self.skips > 0 => {
+                self.skips -= 1;
+                (Tracking::Untracked, None)
+            }
+            Tracking::Untracked => (Tracking::Tracked(HashSet::default()), None),
+        };
+        self.state = next;
+        changed
     }
 }
 
@@ -91,15 +120,32 @@ mod tests {
                 (b"l".to_vec(), BoundedWindow::Global)
             ]
         );
-        for i in 0..=TRACKED_AT_LEAST as u32 {
-            c.note(
-                &i.to_be_bytes(),
-                &BoundedWindow::Global,
-                8 * TRACKED_AT_LEAST,
-            );
-        }
-        assert!(matches!(c, Changes::Overflow));
+        let overflow = |c: &mut Changes| {
+            for i in 0..=TRACKED_AT_LEAST as u32 {
+                c.note(
+                    &i.to_be_bytes(),
+                    &BoundedWindow::Global,
+                    8 * TRACKED_AT_LEAST,
+                );
+            }
+            assert!(matches!(c.state, Tracking::Overflow));
+        };
+        overflow(&mut c);
+        assert_eq!(c.restart(), None, "full");
+        assert_eq!(c.restart(), None, "one skipped, full");
+        c.note(b"k", &BoundedWindow::Global, 1);
+        assert_eq!(c.restart(), None, "nothing was tracked");
+        overflow(&mut c);
         assert_eq!(c.restart(), None);
-        assert_eq!(c.restart(), Some(Vec::new()));
+        assert_eq!(
+            c.restart(),
+            None,
+            "two skipped after two overflows in a row"
+        );
+        assert_eq!(c.restart(), None);
+        assert_eq!(c.restart(), None, "tracked again, but not before");
+        c.note(b"k", &BoundedWindow::Global, 1);
+        assert_eq!(c.restart().map(|v| v.len()), Some(1));
+        assert_eq!(c.backoff, 0, "a delta resets the backoff");
     }
 }
