@@ -289,6 +289,15 @@ impl InMemoryStateBackend {
             .map(|(_, c)| c)
     }
 
+    /// Sets cell `name` of (key, window) to `cell`, a restored one.
+    fn restore_cell(&mut self, key: &[u8], window: &BoundedWindow, name: &str, cell: Cell) {
+        let mut cell = Some(cell);
+        let slot = self.cell_or_insert(key, window, name, || cell.take().expect("made once"));
+        if let Some(cell) = cell {
+            *slot = cell;
+        }
+    }
+
     /// Cell `name` of (key, window), made by `make` if absent. A write that gives
     /// (key, window) its first cell records it for [`StateBackend::drain_new_windows`].
     fn cell_or_insert(
@@ -476,25 +485,14 @@ impl StateBackend for InMemoryStateBackend {
     fn restore_windows(&mut self, windows: &[RestoredWindow<'_>]) -> Result<(), String> {
         for w in windows {
             for (name, bytes) in &w.cells {
-                let mut cell = Some(decode_one(bytes)?);
-                let slot =
-                    self.cell_or_insert(w.key, &w.window, name, || cell.take().expect("made once"));
-                if let Some(cell) = cell {
-                    *slot = cell;
-                }
+                self.restore_cell(w.key, &w.window, name, decode_one(bytes)?);
             }
         }
         Ok(())
     }
     fn restore_add(&mut self, bytes: &[u8]) -> Result<(), String> {
         for (id, cell) in decode_part_cells(bytes)? {
-            let mut cell = Some(cell);
-            let slot = self.cell_or_insert(&id.key, &id.window, &id.name, || {
-                cell.take().expect("made once")
-            });
-            if let Some(cell) = cell {
-                *slot = cell;
-            }
+            self.restore_cell(&id.key, &id.window, &id.name, cell);
         }
         Ok(())
     }
