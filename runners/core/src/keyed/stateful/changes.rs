@@ -19,6 +19,11 @@ const TRACKED_AT_LEAST: usize = 4096;
 /// A delta is written while fewer than one in this many held windows changed.
 const SHARE: usize = 8;
 
+/// Past this many changed windows the next snapshot is full whatever the state holds:
+/// the set of changed windows is in memory (some 80 bytes a window) even where the
+/// state is not.
+const TRACKED_AT_MOST: usize = 1 << 20;
+
 /// The windows changed since the last snapshot.
 #[derive(Default)]
 pub(super) struct Changes {
@@ -66,7 +71,7 @@ impl Changes {
         if set.contains(&Query(key, window)) {
             return;
         }
-        if set.len() >= TRACKED_AT_LEAST.max(held / SHARE) {
+        if set.len() >= TRACKED_AT_LEAST.max(held / SHARE).min(TRACKED_AT_MOST) {
             self.state = Tracking::Overflow;
             return;
         }
