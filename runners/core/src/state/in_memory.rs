@@ -539,9 +539,8 @@ impl FrozenState for Frozen {
             .enumerate()
             .filter(|(_, w)| !w.cells.is_empty())
             .map(|(i, w)| {
-                let mut id = Vec::with_capacity(w.key.len() + 16);
-                super::window_id(&w.key, &w.window, &mut id);
-                (tidewater::exec::key_group_of(&w.key, max_key_groups), id, i)
+                let (g, id) = super::snapshot_place(&w.key, &w.window, max_key_groups);
+                (g, id, i)
             })
             .collect();
         placed.sort_unstable();

@@ -99,10 +99,9 @@ impl FrozenWindow {
         cells: EncodedCells,
         max_key_groups: u32,
     ) -> Self {
-        let mut id = Vec::with_capacity(key.len() + 16);
-        window_id(key, window, &mut id);
+        let (group, id) = snapshot_place(key, window, max_key_groups);
         FrozenWindow {
-            group: tidewater::exec::key_group_of(key, max_key_groups),
+            group,
             id,
             key: key.to_vec(),
             window: window.clone(),
@@ -176,6 +175,14 @@ pub fn window_id(key: &[u8], window: &BoundedWindow, out: &mut Vec<u8>) {
     out.extend_from_slice(&len.to_be_bytes());
     out.extend_from_slice(key);
     postcard::to_io(window, &mut *out).expect("a window encodes");
+}
+
+/// Where (key, window) goes in a snapshot: its key group (of `max_key_groups`) and its
+/// [`window_id`]; snapshot order is this pair's.
+pub fn snapshot_place(key: &[u8], window: &BoundedWindow, max_key_groups: u32) -> (u32, Vec<u8>) {
+    let mut id = Vec::with_capacity(key.len() + 16);
+    window_id(key, window, &mut id);
+    (tidewater::exec::key_group_of(key, max_key_groups), id)
 }
 
 /// A [`window_id`] taken apart: the key, the window and the bytes after them.

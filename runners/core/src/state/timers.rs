@@ -76,20 +76,15 @@ impl FrozenTimers for Copied {
             .0
             .into_iter()
             .map(|((key, window), timers)| {
-                let mut id = Vec::with_capacity(key.len() + 16);
-                super::window_id(&key, &window, &mut id);
-                (
-                    tidewater::exec::key_group_of(&key, max_key_groups),
-                    id,
-                    timers,
-                )
+                let (g, id) = super::snapshot_place(&key, &window, max_key_groups);
+                (g, id, timers)
             })
             .collect();
         windows.sort_unstable_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
         Ok(windows.into_iter().flat_map(|(_, _, t)| t).collect())
     }
     fn window(&self, key: &[u8], window: &BoundedWindow) -> Result<Vec<KeyTimer>, String> {
-        // Looked up without a copy of the key: the map is small (a delta's windows).
+        // The key is copied for the lookup: once per window a delta writes.
         Ok(self
             .0
             .get(&(key.to_vec(), window.clone()))

@@ -62,16 +62,22 @@ impl Equivalent<(Box<[u8]>, BoundedWindow)> for Query<'_> {
 }
 
 impl Changes {
-    /// (key, window) changed; `held` is how many windows the state holds now.
+    /// (key, window) changed; `held` says how many windows the state holds now (asked
+    /// only when a window is new to the set, not per write).
     #[inline]
-    pub(super) fn note(&mut self, key: &[u8], window: &BoundedWindow, held: usize) {
+    pub(super) fn note(
+        &mut self,
+        key: &[u8],
+        window: &BoundedWindow,
+        held: impl FnOnce() -> usize,
+    ) {
         let Tracking::Tracked(set) = &mut self.state else {
             return;
         };
         if set.contains(&Query(key, window)) {
             return;
         }
-        if set.len() >= TRACKED_AT_LEAST.max(held / SHARE).min(TRACKED_AT_MOST) {
+        if set.len() >= TRACKED_AT_LEAST.max(held() / SHARE).min(TRACKED_AT_MOST) {
             self.state = Tracking::Overflow;
             return;
         }
@@ -111,11 +117,11 @@ mod tests {
     #[test]
     fn a_change_is_noted_once_and_too_many_make_the_next_snapshot_full() {
         let mut c = Changes::default();
-        c.note(b"k", &BoundedWindow::Global, 1);
+        c.note(b"k", &BoundedWindow::Global, || 1);
         assert_eq!(c.restart(), None, "nothing is tracked before a snapshot");
-        c.note(b"k", &BoundedWindow::Global, 1);
-        c.note(b"k", &BoundedWindow::Global, 1);
-        c.note(b"l", &BoundedWindow::Global, 1);
+        c.note(b"k", &BoundedWindow::Global, || 1);
+        c.note(b"k", &BoundedWindow::Global, || 1);
+        c.note(b"l", &BoundedWindow::Global, || 1);
         let mut got = c.restart().unwrap();
         got.sort();
         assert_eq!(
@@ -127,18 +133,16 @@ mod tests {
         );
         let overflow = |c: &mut Changes| {
             for i in 0..=TRACKED_AT_LEAST as u32 {
-                c.note(
-                    &i.to_be_bytes(),
-                    &BoundedWindow::Global,
-                    8 * TRACKED_AT_LEAST,
-                );
+                c.note(&i.to_be_bytes(), &BoundedWindow::Global, || {
+                    8 * TRACKED_AT_LEAST
+                });
             }
             assert!(matches!(c.state, Tracking::Overflow));
         };
         overflow(&mut c);
         assert_eq!(c.restart(), None, "full");
         assert_eq!(c.restart(), None, "one skipped, full");
-        c.note(b"k", &BoundedWindow::Global, 1);
+        c.note(b"k", &BoundedWindow::Global, || 1);
         assert_eq!(c.restart(), None, "nothing was tracked");
         overflow(&mut c);
         assert_eq!(c.restart(), None);
@@ -149,7 +153,7 @@ mod tests {
         );
         assert_eq!(c.restart(), None);
         assert_eq!(c.restart(), None, "tracked again, but not before");
-        c.note(b"k", &BoundedWindow::Global, 1);
+        c.note(b"k", &BoundedWindow::Global, || 1);
         assert_eq!(c.restart().map(|v| v.len()), Some(1));
         assert_eq!(c.backoff, 0, "a delta resets the backoff");
     }

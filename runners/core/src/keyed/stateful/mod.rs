@@ -11,9 +11,7 @@ use crate::keyed::snapshot::{
     unexpected_scope, Clocks, KeyedSnapshot, LaterParts, ScopedParts, SnapshotKind,
 };
 use crate::snapshot::{decode_part, encode_part, Scope};
-use crate::state::{
-    decode_cell, decode_cells, CellEntry, KeyedTimers, RestoredWindow, StateBackend, StateChoice,
-};
+use crate::state::{decode_cell, decode_cells, CellEntry, KeyedTimers, StateBackend, StateChoice};
 use crate::timers::Timer;
 use crate::windowing::gc_time;
 use std::borrow::Cow;
@@ -35,9 +33,8 @@ use wire::{read_key_group, KeyGroupPart};
 /// offline reader: its cells and its timers.
 pub fn decode_key_group(bytes: &[u8]) -> Result<(Vec<CellEntry>, Vec<KeyTimer>), ExecError> {
     match read_key_group(bytes)? {
-        KeyGroupPart::Windows(windows) => {
+        KeyGroupPart::Windows(windows, timers) => {
             let mut cells = Vec::new();
-            let mut timers = Vec::new();
             for w in windows {
                 for (name, bytes) in w.cells {
                     cells.push(CellEntry {
@@ -47,7 +44,6 @@ pub fn decode_key_group(bytes: &[u8]) -> Result<(Vec<CellEntry>, Vec<KeyTimer>),
                         contents: decode_cell(bytes).map_err(state_failed)?,
                     });
                 }
-                timers.extend(w.timers);
             }
             Ok((cells, timers))
         }
@@ -98,7 +94,8 @@ struct Access<'a> {
 impl Access<'_> {
     /// (key, window) changes: the next delta snapshot writes it.
     fn changed(&mut self, key: &[u8], window: &BoundedWindow) {
-        self.changes.note(key, window, self.state.windows());
+        let state = &*self.state;
+        self.changes.note(key, window, || state.windows());
     }
 }
 
@@ -351,7 +348,8 @@ impl StatefulRunner {
                         .pop_due(TimeDomain::ProcessingTime, self.processing_time)
                 });
             let Some(t) = fired else { break };
-            self.changes.note(&t.key, &t.window, self.state.windows());
+            let state = &*self.state;
+            self.changes.note(&t.key, &t.window, || state.windows());
             let timer = FiredTimer {
                 key: t.key,
                 window: t.window,
@@ -374,7 +372,7 @@ impl StatefulRunner {
         let (timers, changes) = (&mut self.timers, &mut self.changes);
         let held = self.state.windows();
         self.state.expire(self.input_watermark, &mut |key, window| {
-            changes.note(key, window, held);
+            changes.note(key, window, || held);
             timers.delete_window(key, window)
         });
         self.flush()?;
@@ -495,17 +493,9 @@ impl StatefulRunner {
                     ExecError::Downstream(Box::new(tidewater::Error::Checkpoint { message }))
                 };
                 match read_key_group(bytes)? {
-                    KeyGroupPart::Windows(windows) => {
-                        let restored: Vec<RestoredWindow<'_>> = windows
-                            .iter()
-                            .map(|w| RestoredWindow {
-                                key: w.key,
-                                window: w.window.clone(),
-                                cells: w.cells.clone(),
-                            })
-                            .collect();
-                        self.state.restore_windows(&restored).map_err(checkpoint)?;
-                        for t in windows.into_iter().flat_map(|w| w.timers) {
+                    KeyGroupPart::Windows(windows, timers) => {
+                        self.state.restore_windows(&windows).map_err(checkpoint)?;
+                        for t in timers {
                             self.restore_timer(t);
                         }
                     }

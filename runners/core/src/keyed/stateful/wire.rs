@@ -10,10 +10,12 @@
 use crate::delta::{decode_table, encode_delta, encode_entry, encode_table_len};
 use crate::keyed::snapshot::ScopedParts;
 use crate::snapshot::{decode_part, encode_part, Scope};
-use crate::state::{split_window_id, window_id, FrozenState, FrozenTimers, KeyTimer};
+use crate::state::{
+    snapshot_place, split_window_id, FrozenState, FrozenTimers, KeyTimer, RestoredWindow,
+};
 use crate::timers::Timer;
 use serde::{Deserialize, Serialize};
-use tidewater::exec::{key_group_of, ExecError, TimeDomain};
+use tidewater::exec::{ExecError, TimeDomain};
 use tidewater::{BoundedWindow, Timestamp};
 
 /// The value of a table's header entry: the format of its entries.
@@ -62,19 +64,10 @@ struct TimerBody<'a> {
     output: Timestamp,
 }
 
-/// A window of a key group part, read.
-pub(super) struct WindowEntry<'a> {
-    pub(super) key: &'a [u8],
-    pub(super) window: BoundedWindow,
-    /// (name, the cell encoded).
-    pub(super) cells: Vec<(&'a str, &'a [u8])>,
-    pub(super) timers: Vec<KeyTimer>,
-}
-
 /// A key group part, read.
 pub(super) enum KeyGroupPart<'a> {
-    /// A table (since 2026-12).
-    Windows(Vec<WindowEntry<'a>>),
+    /// A table (since 2026-12): its windows' cells, and every timer.
+    Windows(Vec<RestoredWindow<'a>>, Vec<KeyTimer>),
     /// A part written before.
     Old(KeyGroupState),
 }
@@ -157,9 +150,8 @@ pub(super) fn full_parts(
         .all(max_key_groups)?
         .into_iter()
         .map(|t| {
-            let mut id = Vec::with_capacity(t.key.len() + 16);
-            window_id(&t.key, &t.window, &mut id);
-            (key_group_of(&t.key, max_key_groups), id, t)
+            let (g, id) = snapshot_place(&t.key, &t.window, max_key_groups);
+            (g, id, t)
         })
         .peekable();
     let mut tables = Tables::default();
@@ -210,9 +202,8 @@ pub(super) fn delta_parts(
         .iter()
         .enumerate()
         .map(|(i, (key, window))| {
-            let mut id = Vec::with_capacity(key.len() + 16);
-            window_id(key, window, &mut id);
-            (key_group_of(key, max_key_groups), id, i)
+            let (g, id) = snapshot_place(key, window, max_key_groups);
+            (g, id, i)
         })
         .collect();
     placed.sort_unstable();
@@ -277,6 +268,7 @@ pub(super) fn read_key_group(bytes: &[u8]) -> Result<KeyGroupPart<'_>, ExecError
         )));
     }
     let mut windows = Vec::with_capacity(entries.len() - 1);
+    let mut all_timers = Vec::new();
     for (id, body) in &entries[1..] {
         let (key, window) = match split_window_id(id) {
             Some((key, window, [])) => (key, window),
@@ -287,23 +279,15 @@ pub(super) fn read_key_group(bytes: &[u8]) -> Result<KeyGroupPart<'_>, ExecError
             }
         };
         let Body { cells, timers } = decode_borrowed(body, "a stateful ParDo window")?;
-        let timers = timers
-            .into_iter()
-            .map(|t| Timer {
-                key: key.to_vec(),
-                window: window.clone(),
-                name: t.name.to_string(),
-                domain: t.domain,
-                at: t.at,
-                output: t.output,
-            })
-            .collect();
-        windows.push(WindowEntry {
-            key,
-            window,
-            cells,
-            timers,
-        });
+        all_timers.extend(timers.into_iter().map(|t| Timer {
+            key: key.to_vec(),
+            window: window.clone(),
+            name: t.name.to_string(),
+            domain: t.domain,
+            at: t.at,
+            output: t.output,
+        }));
+        windows.push(RestoredWindow { key, window, cells });
     }
-    Ok(KeyGroupPart::Windows(windows))
+    Ok(KeyGroupPart::Windows(windows, all_timers))
 }
