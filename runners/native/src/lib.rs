@@ -2,7 +2,7 @@
 //!
 //! Records are applied as they arrive, as in Flink; sources cut epochs every
 //! `--checkpoint-interval` (1 s by default) and may run `epochs_in_flight` (2) epochs
-//! ahead of the durable frontier; with `--checkpoint-dir` every closed epoch is written
+//! ahead of the last complete checkpoint; with `--checkpoint-dir` every closed epoch is written
 //! and sinks commit an epoch's output once its checkpoint is complete (two-phase
 //! commit). `--guarantee=at-least-once` skips the alignment of epochs.
 //!

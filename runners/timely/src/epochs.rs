@@ -76,13 +76,12 @@ pub fn checkpoint_through(passed: u64, stride: u64) -> Option<u64> {
 }
 
 /// Whether epoch `e` must wait before being read: at most `k` checkpoints may be in
-/// flight, so `e`'s span may start only once every span up to `k` before it is durable
-/// (`probe_at` is the durable probe's frontier, the first epoch not yet durable
-/// everywhere).
-pub fn held_back(e: u64, stride: u64, k: u64, probe_at: impl Fn(u64) -> bool) -> bool {
+/// flight, so `e`'s span may start only once every span up to `k` before it is
+/// complete (`pending_before(t)`: whether some epoch before `t` is not complete yet).
+pub fn held_back(e: u64, stride: u64, k: u64, pending_before: impl Fn(u64) -> bool) -> bool {
     let span = e / stride;
     let k = k.max(1);
-    span >= k && probe_at((span + 1 - k) * stride)
+    span >= k && pending_before((span + 1 - k) * stride)
 }
 
 #[cfg(test)]

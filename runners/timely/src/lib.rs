@@ -88,7 +88,7 @@ pub struct EngineConfig {
     pub epoch_interval: Duration,
     /// The runner's epoch policy.
     pub policy: std::sync::Arc<dyn policy::EpochPolicy>,
-    /// Epochs a source may run ahead of the durable frontier.
+    /// Epochs a source may run ahead of the last complete (committed) checkpoint.
     pub epochs_in_flight: u64,
     /// Watermark alignment (Flink's): a source instance whose watermark runs more than
     /// this ahead of the slowest of its source's instances on all workers pauses until

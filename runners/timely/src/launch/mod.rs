@@ -33,7 +33,7 @@ pub struct PolicyChoice {
     pub policy: std::sync::Arc<dyn crate::policy::EpochPolicy>,
     /// The checkpoint or batch interval.
     pub interval: Duration,
-    /// Epochs a source may run ahead of the durable frontier.
+    /// Epochs a source may run ahead of the last complete (committed) checkpoint.
     pub epochs_in_flight: u64,
     /// Watermark alignment: how far a source instance's watermark may run ahead of its
     /// source's slowest instance (`None`: off).

@@ -85,7 +85,7 @@ pub struct WorkerCtx {
     pub epoch_interval: Duration,
     /// The runner's epoch policy.
     pub policy: Arc<dyn EpochPolicy>,
-    /// Epochs a source may run ahead of the durable frontier.
+    /// Epochs a source may run ahead of the last complete (committed) checkpoint.
     pub epochs_in_flight: u64,
     /// Epochs per checkpoint span ([`crate::epochs`]): 1, or more with a TestStream.
     pub stride: u64,

@@ -54,13 +54,16 @@ impl Task {
     }
 
     /// At most K checkpoints in flight: an epoch may be read only once every span up
-    /// to K before its own is durable. A source held back in its new epoch waits there,
-    /// reading nothing and starting no other, so the records in flight stay within K
-    /// epochs; it runs again shortly.
+    /// to K before its own is complete and committed (its manifest written, the sinks
+    /// committed through it), not only durable (every task's part written): a 2PC
+    /// sink's open transactions, and whatever a slow manifest holds back, so stay
+    /// within K + 1 epochs. A source held back in its new epoch waits there, reading
+    /// nothing and starting no other; it runs again shortly.
     pub(super) fn wait_for_epochs_in_flight(&mut self) -> bool {
         let ctx = &self.ctx;
+        let committed = ctx.committed.get();
         let held = crate::epochs::held_back(self.cur, ctx.stride, ctx.epochs_in_flight, |t| {
-            ctx.probe.less_than(&t)
+            committed.is_none_or(|c| c.saturating_add(1) < t)
         });
         if held {
             self.throttled_since.get_or_insert_with(Instant::now);
