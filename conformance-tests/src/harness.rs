@@ -36,6 +36,10 @@ pub struct MatrixConfig {
     pub no_validate: bool,
     /// Where stateful DoFns keep their state (`--state-backend`).
     pub state_backend: tidewater::StateBackendKind,
+    /// With the embedded backend: windows each grouping keeps in memory
+    /// (`--state-hot-windows`; 1 puts nearly every window in the store between
+    /// bundles).
+    pub state_hot_windows: Option<u64>,
     /// Runner flags (e.g. the micro-batch runner's `--batch-interval`); a run gets
     /// those its runner declares.
     pub runner_flags: tidewater::runner_flags::RunnerFlags,
@@ -52,6 +56,7 @@ impl Default for MatrixConfig {
             runner_options: Vec::new(),
             no_validate: false,
             state_backend: Default::default(),
+            state_hot_windows: None,
             runner_flags: Default::default(),
             engine: tidewater::EngineOptions::default(),
         }
@@ -98,6 +103,7 @@ pub fn run_case(case: &Case, runner: &str, config: &MatrixConfig) -> Outcome {
             runner_options: config.runner_options.clone(),
             no_validate: config.no_validate,
             state_backend: config.state_backend,
+            state_hot_windows: config.state_hot_windows,
             runner_flags: flags_for(runner, &config.runner_flags),
             engine: if runner == "direct" {
                 tidewater::EngineOptions::default()
@@ -163,6 +169,9 @@ fn cluster_engine(
         args.extend(config.no_validate.then(|| "--no-validate".to_string()));
         if config.state_backend == tidewater::StateBackendKind::Fjall {
             args.push("--state-backend=fjall".to_string());
+        }
+        if let Some(n) = config.state_hot_windows {
+            args.push(format!("--state-hot-windows={n}"));
         }
         for (k, v) in &config.runner_options {
             args.push(format!("--runner-option={k}={v}"));

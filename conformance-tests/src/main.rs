@@ -39,6 +39,10 @@ struct Args {
     /// Where stateful DoFns keep their state in every run: `memory` or `fjall`.
     #[arg(long, value_enum, default_value_t = tidewater::StateBackendKind::Memory)]
     state_backend: tidewater::StateBackendKind,
+    /// With `--state-backend fjall`: windows each grouping keeps in memory (1: nearly
+    /// every window goes to the store between bundles).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    state_hot_windows: Option<u64>,
     /// Flags of a runner (e.g. the micro-batch runner's `--batch-interval`): each run
     /// gets those its runner declares.
     #[command(flatten)]
@@ -114,6 +118,7 @@ fn main() -> ExitCode {
         runner_options: args.runner_options.clone(),
         no_validate: args.no_validate,
         state_backend: args.state_backend,
+        state_hot_windows: args.state_hot_windows,
         runner_flags: args.runner_flags.clone(),
         engine: args.engine.clone(),
     };
@@ -164,6 +169,7 @@ fn run_cluster_child(args: &Args) -> ExitCode {
         runner_options: args.runner_options.clone(),
         no_validate: args.no_validate,
         state_backend: args.state_backend,
+        state_hot_windows: args.state_hot_windows,
         runner_flags: args.runner_flags.clone(),
         engine: args.engine.clone(),
         ..tidewater::PipelineOptions::for_runner(&args.runner)

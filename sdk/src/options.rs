@@ -86,6 +86,11 @@ pub struct PipelineOptions {
     /// temporary directory.
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
+    /// With `--state-backend fjall`: how many windows each grouping (GroupByKey,
+    /// Combine) keeps in memory per worker; the least recently touched of the others
+    /// wait in the store until their next input or timer (default 65536).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub state_hot_windows: Option<u64>,
     /// The flags a runner declares for itself (e.g. `--batch-interval`), as given.
     #[command(flatten)]
     pub runner_flags: crate::runner_flags::RunnerFlags,
@@ -288,6 +293,7 @@ impl Default for PipelineOptions {
             accept_duplicates: false,
             state_backend: StateBackendKind::Memory,
             state_dir: None,
+            state_hot_windows: None,
             runner_flags: Default::default(),
             engine: EngineOptions::default(),
         }

@@ -17,7 +17,10 @@ use tidewater_runners_core::state::{
 fn each_backend(f: impl Fn(&StateChoice)) {
     f(&StateChoice::Memory);
     let dir = tempfile::tempdir().unwrap();
-    f(&StateChoice::Embedded(dir.path().to_path_buf()));
+    f(&StateChoice::Embedded {
+        dir: dir.path().to_path_buf(),
+        hot_windows: 1,
+    });
 }
 
 #[derive(Serialize, Deserialize)]

@@ -110,7 +110,10 @@ fn restore(state: &StateChoice, parts: &[Part]) -> StatefulRunner {
 
 fn each_pair(f: impl Fn(&StateChoice, &StateChoice)) {
     let dir = tempfile::tempdir().unwrap();
-    let embedded = StateChoice::Embedded(dir.path().to_path_buf());
+    let embedded = StateChoice::Embedded {
+        dir: dir.path().to_path_buf(),
+        hot_windows: 1,
+    };
     for (a, b) in [
         (&StateChoice::Memory, &embedded),
         (&embedded, &StateChoice::Memory),

@@ -34,7 +34,7 @@ pub use keys::{
 };
 pub use metrics::{DistributionData, GaugeData, MetricResults, StepMetrics, peak_rss_kb};
 pub use quiet::catch_user;
-pub use reduce_state::{KeyId, ReduceFnState};
+pub use reduce_state::{Accept, AcceptFn, KeyId, ReduceFnState};
 pub use rng::SplitMix64;
 pub use sink::{ErasedSink, SinkInvoker};
 pub use source::{ErasedSource, SourceInvoker, SourceRead};

@@ -4,18 +4,34 @@ use crate::{BoundedWindow, PaneInfo, Timestamp};
 /// A key's number in a [`ReduceFnState`], given by the encoding of the key.
 pub type KeyId = u32;
 
+/// What [`ReduceFnState::add`] asks of each input: (its key's number, its encoded
+/// key, its window, its timestamp) to what to do with it.
+pub type AcceptFn<'a> = dyn FnMut(KeyId, &[u8], BoundedWindow, Timestamp) -> Accept + 'a;
+
+/// What [`ReduceFnState::add`] does with an input.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Accept {
+    /// Drops it (late, or its window closed).
+    Drop,
+    /// Adds it to its window's contents.
+    Take,
+    /// Sets the window's contents from these bytes (as
+    /// [`ReduceFnState::encode_contents`] wrote them), then adds it.
+    Restore(Vec<u8>),
+}
+
 /// What a grouping keeps per key and window between firings: buffered values (for a
 /// GroupByKey) or an accumulator (for a Combine). Typed; the runner's reducer in
 /// `tidewater-runners-core` decides when to fire, what pane and timestamp a firing gets,
 /// and how windows merge, through this interface.
 pub trait ReduceFnState: Send {
-    /// Adds a batch of inputs. For each (element, window) `accept(key, window, timestamp)`
-    /// is asked first; an input it refuses (late data) is not stored.
-    fn add(
-        &mut self,
-        batch: Box<dyn AnyBatch>,
-        accept: &mut dyn FnMut(KeyId, BoundedWindow, Timestamp) -> bool,
-    ) -> Result<(), ExecError>;
+    /// Adds a batch of inputs. For each (element, window) `accept(key, encoded key,
+    /// window, timestamp)` is asked first: an input it drops (late data) is not stored;
+    /// one it takes with [`Accept::Restore`] is added to the window's contents as
+    /// [`ReduceFnState::encode_contents`] wrote them (a window paged back in from a
+    /// store, whose contents this state does not hold).
+    fn add(&mut self, batch: Box<dyn AnyBatch>, accept: &mut AcceptFn<'_>)
+    -> Result<(), ExecError>;
     /// Moves the contents of the `from` windows of `key` into window `into`.
     fn merge(
         &mut self,

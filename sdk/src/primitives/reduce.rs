@@ -3,7 +3,8 @@
 
 use crate::exec::catch_user;
 use crate::exec::{
-    AnyBatch, Batch, ExecError, KeyId, KeyIndex, Phase, ReduceFnState, downcast_batch, encode_key,
+    Accept, AcceptFn, AnyBatch, Batch, ExecError, KeyId, KeyIndex, Phase, ReduceFnState,
+    downcast_batch, encode_key,
 };
 use crate::{BoundedWindow, Element, PaneInfo, Timestamp, WindowedValue, Windows};
 use rustc_hash::FxHashMap;
@@ -88,7 +89,7 @@ impl<R: Reduction> ReduceTable<R> {
         w: BoundedWindow,
         ts: Timestamp,
         v: R::Value,
-        accept: &mut dyn FnMut(KeyId, BoundedWindow, Timestamp) -> bool,
+        accept: &mut AcceptFn<'_>,
     ) -> Result<(), ExecError> {
         self.key_buf.clear();
         encode_key(key, &mut self.key_buf)?;
@@ -97,12 +98,16 @@ impl<R: Reduction> ReduceTable<R> {
             self.set_key(id, key.clone());
         }
         let id = id as KeyId;
-        if !accept(id, w.clone(), ts) {
-            if new {
-                // Late input of a key seen for the first time leaves nothing behind.
-                self.index.remove(id as usize);
+        match accept(id, &self.key_buf, w.clone(), ts) {
+            Accept::Drop => {
+                if new {
+                    // Late input of a key seen for the first time leaves nothing behind.
+                    self.index.remove(id as usize);
+                }
+                return Ok(());
             }
-            return Ok(());
+            Accept::Take => {}
+            Accept::Restore(contents) => self.restore_contents(id, w.clone(), &contents)?,
         }
         let r = &self.r;
         let acc = match self.groups.get_mut(&(id, w.clone())) {
@@ -137,7 +142,7 @@ impl<R: Reduction> ReduceFnState for ReduceTable<R> {
     fn add(
         &mut self,
         batch: Box<dyn AnyBatch>,
-        accept: &mut dyn FnMut(KeyId, BoundedWindow, Timestamp) -> bool,
+        accept: &mut AcceptFn<'_>,
     ) -> Result<(), ExecError> {
         for wv in downcast_batch::<R::Input>(batch) {
             let (k, v) = self.r.split(wv.value);

@@ -35,7 +35,8 @@ use tidewater::{Error, Result, WindowFn};
 
 /// Builds the keyed operator of plan node `node` (a grouping or a stateful ParDo).
 /// `lifted`: the node's combine was lifted, so its input is accumulators; `state`:
-/// where a stateful ParDo keeps its cells.
+/// where a stateful ParDo keeps its cells, and a grouping the windows beyond its
+/// budget in memory.
 pub fn instantiate(
     plan: &ExecutablePlan,
     node: usize,
@@ -54,7 +55,8 @@ pub fn instantiate(
                 GroupingPhase::Full
             };
             let global = windowing.window_fn == WindowFn::Global;
-            let reducer = Reducer::new(windowing, assigner, ops.new_reduce_state(phase));
+            let reducer = Reducer::new(windowing, assigner, ops.new_reduce_state(phase))
+                .with_store(state, key_groups.max)?;
             Ok(Box::new(GroupAlsoByWindow::new(
                 reducer,
                 ops.clone(),

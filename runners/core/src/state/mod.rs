@@ -199,20 +199,25 @@ pub enum StateChoice {
     /// In memory ([`InMemoryStateBackend`]).
     #[default]
     Memory,
-    /// In an embedded store on local disk under this directory
-    /// ([`EmbeddedStateBackend`]).
-    Embedded(PathBuf),
+    /// In an embedded store on local disk under `dir` ([`EmbeddedStateBackend`]); a
+    /// grouping keeps `hot_windows` windows in memory, the others in the store.
+    Embedded { dir: PathBuf, hot_windows: usize },
 }
 
 impl StateChoice {
-    /// The choice of a job's options: `--state-backend` and `--state-dir` (by default
-    /// the system's temporary directory).
+    /// The choice of a job's options: `--state-backend`, `--state-dir` (by default
+    /// the system's temporary directory) and `--state-hot-windows`.
     pub fn of(options: &tidewater::PipelineOptions) -> StateChoice {
         match options.state_backend {
             tidewater::StateBackendKind::Memory => StateChoice::Memory,
-            tidewater::StateBackendKind::Fjall => {
-                StateChoice::Embedded(options.state_dir.clone().unwrap_or_else(std::env::temp_dir))
-            }
+            tidewater::StateBackendKind::Fjall => StateChoice::Embedded {
+                dir: options.state_dir.clone().unwrap_or_else(std::env::temp_dir),
+                hot_windows: options
+                    .state_hot_windows
+                    .map_or(crate::keyed::reduce::HOT_WINDOWS, |n| {
+                        usize::try_from(n).unwrap_or(usize::MAX)
+                    }),
+            },
         }
     }
 
@@ -225,7 +230,7 @@ impl StateChoice {
     ) -> tidewater::Result<Box<dyn StateBackend>> {
         Ok(match self {
             StateChoice::Memory => Box::new(InMemoryStateBackend::new(allowed_lateness_ms)),
-            StateChoice::Embedded(dir) => Box::new(
+            StateChoice::Embedded { dir, .. } => Box::new(
                 EmbeddedStateBackend::open(dir, max_key_groups, allowed_lateness_ms)
                     .map_err(|message| open_failed(dir, message))?,
             ),
@@ -239,7 +244,7 @@ impl StateChoice {
             StateChoice::Memory => {
                 Box::new(crate::timers::TimerService::<Vec<u8>, String>::default())
             }
-            StateChoice::Embedded(dir) => Box::new(
+            StateChoice::Embedded { dir, .. } => Box::new(
                 EmbeddedTimers::open(dir, max_key_groups)
                     .map_err(|message| open_failed(dir, message))?,
             ),

@@ -278,11 +278,14 @@ fn a_state_directory_that_cannot_be_made_is_refused_naming_it() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("a-file");
     std::fs::write(&file, b"x").unwrap();
-    let err = StateChoice::Embedded(file.join("state"))
-        .backend(GROUPS, 0)
-        .err()
-        .expect("refused")
-        .to_string();
+    let err = StateChoice::Embedded {
+        dir: file.join("state"),
+        hot_windows: 1,
+    }
+    .backend(GROUPS, 0)
+    .err()
+    .expect("refused")
+    .to_string();
     assert!(err.contains("a-file"), "{err}");
 }
 

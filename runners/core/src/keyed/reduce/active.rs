@@ -39,6 +39,10 @@ pub(super) struct WindowState {
     /// The hold this activation has an entry for in `Reducer::holds`, if it has one.
     #[serde(skip)]
     pub(super) registered: Cell<MaybeTs>,
+    /// The reducer's bundle count when an input last came (or the window came into
+    /// memory): the least recently touched windows go to the store first.
+    #[serde(skip)]
+    pub(super) touched: u32,
 }
 
 /// An optional timestamp in the 8 bytes of one (a timestamp lies within

@@ -9,15 +9,18 @@ use crate::windowing::{gc_time, merge_windows, WindowAssigner};
 use std::cell::Cell;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
-use tidewater::exec::{AnyBatch, ExecError, KeyId, ReduceFnState, StepMetrics};
+use tidewater::exec::{Accept, AnyBatch, ExecError, KeyId, ReduceFnState, StepMetrics};
 use tidewater::{
     AccumulationMode, BoundedWindow, ClosingBehavior, OnTimeBehavior, PaneInfo, Timestamp,
     TimestampCombiner, Timing, WindowingStrategy,
 };
 
 mod active;
+mod cold;
+mod paging;
 pub(crate) mod report;
 mod wire;
+pub use cold::HOT_WINDOWS;
 pub use wire::{decode_key_group, WindowView};
 
 pub use report::{
@@ -79,6 +82,11 @@ pub struct Reducer {
     dropped_late: u64,
     dropped_closed: u64,
     last_dropped: Option<DroppedElement>,
+    /// The windows beyond the budget kept in memory, in the store (none: all in
+    /// memory).
+    cold: Option<cold::Cold>,
+    /// Bundles processed: when each window was last touched.
+    tick: u32,
 }
 
 /// A window's own timer in [`Reducer::window_timers`]: the key, the window and its
@@ -115,7 +123,25 @@ impl Reducer {
             dropped_late: 0,
             dropped_closed: 0,
             last_dropped: None,
+            cold: None,
+            tick: 0,
         }
+    }
+
+    /// The reducer with its windows beyond a budget in the store of `state`'s kind
+    /// (unchanged when state is in memory), for keys hashed into `max_key_groups`.
+    pub fn with_store(
+        mut self,
+        state: &crate::state::StateChoice,
+        max_key_groups: u32,
+    ) -> tidewater::Result<Self> {
+        self.cold = cold::Cold::open(
+            state,
+            max_key_groups,
+            self.strategy.window_fn.is_merging(),
+            self.strategy.allowed_lateness_ms,
+        )?;
+        Ok(self)
     }
 
     /// When a window's state is dropped: the end of the window plus the allowed lateness.
@@ -150,29 +176,58 @@ impl Reducer {
         batch: Box<dyn AnyBatch>,
         metrics: &mut StepMetrics,
     ) -> Result<(), ExecError> {
+        self.tick = self.tick.wrapping_add(1);
         let mut arrivals = Vec::new();
         let (mut late, mut closed) = (0i64, 0i64);
         let mut last_dropped = None;
+        let mut paged = paging::Paged::default();
+        let mut failed = None;
         {
             let windows = &self.windows;
+            let cold = &mut self.cold;
             let lateness = self.strategy.allowed_lateness_ms;
             let gc = |w: &BoundedWindow| gc_time(w, lateness);
             let watermark = self.input_watermark;
-            self.state.add(batch, &mut |k, w, ts| {
+            self.state.add(batch, &mut |k, key, w, ts| {
                 if gc(&w) < watermark {
                     late += 1;
                     last_dropped = Some((ts, w, true));
-                    return false;
+                    return Accept::Drop;
                 }
-                if windows.get(&(k, w.clone())).is_some_and(|s| s.closed) {
-                    closed += 1;
-                    last_dropped = Some((ts, w, false));
-                    return false;
+                let mut restore = None;
+                if let Some(s) = windows.get(&(k, w.clone())) {
+                    if s.closed {
+                        closed += 1;
+                        last_dropped = Some((ts, w, false));
+                        return Accept::Drop;
+                    }
+                } else if let Some(cold) = cold.as_mut() {
+                    // A window in the store comes back before its input is added.
+                    match paging::page_in(cold, &mut paged, key, &w) {
+                        Ok(Some(e)) if e.state.closed => {
+                            closed += 1;
+                            last_dropped = Some((ts, w, false));
+                            return Accept::Drop;
+                        }
+                        Ok(Some(e)) => restore = e.contents.take(),
+                        Ok(None) => {}
+                        Err(e) => {
+                            failed.get_or_insert(e);
+                            return Accept::Drop;
+                        }
+                    }
                 }
                 arrivals.push((k, w, ts));
-                true
+                match restore {
+                    Some(c) => Accept::Restore(c),
+                    None => Accept::Take,
+                }
             })?;
         }
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        self.install_paged(paged)?;
         if let Some((ts, w, is_late)) = last_dropped {
             self.note_dropped(ts, &w, is_late);
         }
@@ -188,8 +243,17 @@ impl Reducer {
             let w = self.activate(k, w)?;
             self.on_element(k, w, ts)?;
         }
-        self.update_output_watermark();
-        Ok(())
+        self.update_output_watermark()?;
+        self.evict()?;
+        self.flush_store()
+    }
+
+    /// The end of a bundle for the store, if windows go there.
+    fn flush_store(&mut self) -> Result<(), ExecError> {
+        match self.cold.as_mut() {
+            Some(c) => c.flush(),
+            None => Ok(()),
+        }
     }
 
     /// Makes (k, w) active, merging it with k's other windows if the WindowFn merges;
@@ -274,6 +338,7 @@ impl Reducer {
                 max_ts: states.iter().filter_map(|s| s.max_ts.get()).max().into(),
                 written: Cell::new(Written::New),
                 registered: Cell::default(),
+                touched: self.tick,
             };
             register_hold(&mut self.holds, &self.strategy, k, &into, &merged);
             self.windows.insert((k, into.clone()), merged);
@@ -293,7 +358,8 @@ impl Reducer {
     fn remove_window(&mut self, kw: &(KeyId, BoundedWindow)) -> Option<WindowState> {
         let st = self.windows.remove(kw)?;
         if st.written.get() != Written::New && !self.removed_overflow {
-            if self.removed.len() > self.windows.len() + 4096 {
+            let held = self.windows.len() + self.cold.as_ref().map_or(0, |c| c.windows());
+            if self.removed.len() > held + 4096 {
                 self.removed_overflow = true;
                 self.removed = Vec::new();
             } else {
@@ -318,6 +384,7 @@ impl Reducer {
             max_ts: MaybeTs::NONE,
             written: Cell::new(Written::New),
             registered: Cell::default(),
+            touched: self.tick,
         }
     }
 
@@ -400,6 +467,7 @@ impl Reducer {
         let fire = {
             let st = self.windows.get_mut(&(k, w.clone())).expect("activated");
             st.new_data = true;
+            st.touched = self.tick;
             // Late input (behind the output watermark) gets no hold, so it does not
             // move the pane's output time (Beam's WatermarkHold).
             if ts >= self.output_watermark {
@@ -432,7 +500,23 @@ impl Reducer {
     ) -> Result<(), ExecError> {
         self.input_watermark = self.input_watermark.max(input_watermark);
         self.processing_time = self.processing_time.max(processing_time);
+        let mut steps = 0u32;
         loop {
+            // Windows in the store whose wake is due come back first, in time order
+            // with those in memory; windows that stay (fired, not expired) go back
+            // out as they pile up.
+            if self.page_in_due()? {
+                continue;
+            }
+            steps = steps.wrapping_add(1);
+            if steps.is_multiple_of(1024)
+                && self
+                    .cold
+                    .as_ref()
+                    .is_some_and(|c| self.windows.len() > 2 * c.budget)
+            {
+                self.evict()?;
+            }
             let next = self.pop_due_event_timer().or_else(|| {
                 self.timers
                     .pop_due(TimeDomain::ProcessingTime, self.processing_time)
@@ -468,8 +552,12 @@ impl Reducer {
                 self.fire(k, w, false)?;
             }
         }
-        self.update_output_watermark();
-        Ok(())
+        self.update_output_watermark()?;
+        if let Some(c) = self.cold.as_mut() {
+            c.expire(self.input_watermark);
+        }
+        self.evict()?;
+        self.flush_store()
     }
 
     /// The window expired: fire what the trigger still would, emit the final pane, drop
@@ -575,11 +663,30 @@ impl Reducer {
         Ok(())
     }
 
-    fn update_output_watermark(&mut self) {
+    fn update_output_watermark(&mut self) -> Result<(), ExecError> {
         // The output watermark never passes the input's: once it is there, no hold can
         // move it.
         if self.output_watermark >= self.input_watermark {
-            return;
+            return Ok(());
+        }
+        // Windows in the store hold at or after their wake: those due (restored there
+        // before the clocks) come back, and the others hold no earlier than the input
+        // watermark.
+        while self
+            .cold
+            .as_ref()
+            .and_then(|c| c.next(TimeDomain::EventTime))
+            .is_some_and(|t| t < self.input_watermark)
+        {
+            let wm = self.input_watermark;
+            let Some((key, unit)) = self
+                .cold
+                .as_mut()
+                .and_then(|c| c.pop_due(TimeDomain::EventTime, wm))
+            else {
+                break;
+            };
+            self.page_in_unit(&key, &unit)?;
         }
         let hold = self.earliest_hold();
         debug_assert_eq!(
@@ -595,6 +702,7 @@ impl Reducer {
             None => self.input_watermark,
         };
         self.output_watermark = self.output_watermark.max(candidate);
+        Ok(())
     }
 
     /// The earliest hold of any window: the first entry of the queue that is its
@@ -637,6 +745,7 @@ impl Reducer {
             || self
                 .timers
                 .has_due(TimeDomain::ProcessingTime, processing_time)
+            || self.cold_due(watermark, processing_time)
     }
 
     /// The keys the reducer knows: those with a window (for memory checks).
@@ -646,6 +755,13 @@ impl Reducer {
 
     /// The earliest pending processing-time timer.
     pub fn next_processing_timer(&self) -> Option<Timestamp> {
-        self.timers.next(TimeDomain::ProcessingTime)
+        let cold = self
+            .cold
+            .as_ref()
+            .and_then(|c| c.next(TimeDomain::ProcessingTime));
+        match (self.timers.next(TimeDomain::ProcessingTime), cold) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 }

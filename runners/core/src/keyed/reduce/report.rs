@@ -174,7 +174,9 @@ impl Reducer {
         WindowReport {
             input_watermark_ms: ms(self.input_watermark),
             output_watermark_ms: ms(self.output_watermark),
-            open_windows: self.windows.len() as u64,
+            // In memory and in the store.
+            open_windows: (self.windows.len() + self.cold.as_ref().map_or(0, |c| c.windows()))
+                as u64,
             oldest,
             dropped_late: self.dropped_late,
             dropped_closed: self.dropped_closed,

@@ -3,7 +3,8 @@
 //! [`WindowBody`] (written borrowed, read owned, byte for byte alike); full and delta
 //! snapshots of key groups, and their restore.
 
-use super::active::{end_of, register_hold, WindowState, Written};
+use super::active::{end_of, hold_of, register_hold, WindowState, Written};
+use super::cold::{ColdWindow, Wake};
 use super::Reducer;
 use crate::delta::{decode_table, encode_delta, encode_entry, encode_table_len, entry_id};
 use crate::keyed::snapshot::{Clocks, KeyedSnapshot, SnapshotKind};
@@ -33,13 +34,39 @@ struct WindowBody {
     timers: Vec<(TimeDomain, Timestamp)>,
 }
 
+/// A window's own timers not yet handled: (time, key, window, activation).
+pub(super) type Unhandled<'a> =
+    std::collections::HashSet<(Timestamp, KeyId, &'a BoundedWindow, u64)>;
+
 /// A window as restore reads it.
-struct WindowEntry {
-    key: Vec<u8>,
-    window: BoundedWindow,
-    state: WindowState,
-    contents: Option<Vec<u8>>,
-    timers: Vec<(TimeDomain, Timestamp)>,
+pub(super) struct WindowEntry {
+    pub(super) key: Vec<u8>,
+    pub(super) window: BoundedWindow,
+    pub(super) state: WindowState,
+    pub(super) contents: Option<Vec<u8>>,
+    pub(super) timers: Vec<(TimeDomain, Timestamp)>,
+}
+
+impl WindowEntry {
+    /// Window `window` of key `key` from its entry's body.
+    pub(super) fn decode(
+        key: Vec<u8>,
+        window: BoundedWindow,
+        body: &[u8],
+    ) -> Result<WindowEntry, ExecError> {
+        let WindowBody {
+            state,
+            contents,
+            timers,
+        } = decode_part(body, "a reducer window")?;
+        Ok(WindowEntry {
+            key,
+            window,
+            state,
+            contents,
+            timers,
+        })
+    }
 }
 
 /// The id of window `w` of canonical key `key` in its key group's table.
@@ -121,18 +148,7 @@ fn decode_windows(bytes: &[u8]) -> Result<Vec<WindowEntry>, ExecError> {
     let mut out = Vec::new();
     for (id, body) in decode_table(bytes).map_err(downstream)? {
         let WindowId { key, window } = decode_part(id, "a reducer window's id")?;
-        let WindowBody {
-            state,
-            contents,
-            timers,
-        } = decode_part(body, "a reducer window")?;
-        out.push(WindowEntry {
-            key,
-            window,
-            state,
-            contents,
-            timers,
-        });
+        out.push(WindowEntry::decode(key, window, body)?);
     }
     Ok(out)
 }
@@ -156,11 +172,7 @@ impl Reducer {
         // A window's own timer is pending when the watermark has not passed it, or in
         // a time not yet handled (a window made active by late data since the last
         // advance).
-        let unhandled: std::collections::HashSet<(Timestamp, KeyId, &BoundedWindow, u64)> = self
-            .window_timers
-            .range(..wm)
-            .flat_map(|(t, ws)| ws.iter().map(move |(k, w, s)| (*t, *k, w, *s)))
-            .collect();
+        let unhandled = self.unhandled(wm);
         let mut groups: BTreeMap<u32, EncodedEntries> = BTreeMap::new();
         let (mut id, mut body) = (Vec::new(), Vec::new());
         for ((k, w), st) in self.windows.iter() {
@@ -173,6 +185,27 @@ impl Reducer {
             let start = buf.len();
             self.encode_entry(key, w, *k, st, wm, &unhandled, &mut id, &mut body, buf)?;
             spans.push((start, buf.len()));
+        }
+        drop(unhandled);
+        // The windows in the store: every one in a full snapshot, those that went there
+        // changed since the last in a delta.
+        let mut add = |key: &[u8], w: &BoundedWindow, body: &[u8]| {
+            let (buf, spans) = groups.entry(key_group_of(key, max_key_groups)).or_default();
+            let start = buf.len();
+            encode_entry(&window_id(key, w), body, buf);
+            spans.push((start, buf.len()));
+        };
+        if let Some(cold) = self.cold.as_mut() {
+            let dirty = std::mem::take(&mut cold.dirty);
+            if delta {
+                for ((key, w), (_, body)) in &dirty {
+                    add(key, w, body);
+                }
+            } else {
+                cold.for_each(max_key_groups, &mut |key, cw| {
+                    add(key, &cw.window, &cw.body)
+                })?;
+            }
         }
         let mut deleted: BTreeMap<u32, Vec<Vec<u8>>> = BTreeMap::new();
         if delta {
@@ -239,11 +272,32 @@ impl Reducer {
         k: KeyId,
         st: &WindowState,
         wm: Timestamp,
-        unhandled: &std::collections::HashSet<(Timestamp, KeyId, &BoundedWindow, u64)>,
+        unhandled: &Unhandled<'_>,
         id: &mut Vec<u8>,
         body: &mut Vec<u8>,
         out: &mut Vec<u8>,
     ) -> Result<(), ExecError> {
+        let timers = self.entry_timers(w, k, st, wm, unhandled);
+        body.clear();
+        self.encode_body(w, k, st, timers, body)?;
+        id.clear();
+        *id = postcard::to_extend(&WindowIdRef { key, window: w }, std::mem::take(id))
+            .expect("snapshot parts are plain data");
+        encode_entry(id, body, out);
+        Ok(())
+    }
+
+    /// The pending timers of window `w` of key `k` (state `st`), as its entry has
+    /// them: its own end-of-window and garbage-collection timers the watermark `wm` has
+    /// not passed or that are not yet handled, and its trigger's.
+    pub(super) fn entry_timers(
+        &self,
+        w: &BoundedWindow,
+        k: KeyId,
+        st: &WindowState,
+        wm: Timestamp,
+        unhandled: &Unhandled<'_>,
+    ) -> Vec<(TimeDomain, Timestamp)> {
         let (end, gc) = (end_of(w), self.gc_time(w));
         let mut timers: Vec<(TimeDomain, Timestamp)> = [end, gc]
             .into_iter()
@@ -259,53 +313,127 @@ impl Reducer {
                 .into_iter()
                 .map(|t| (t.domain, t.at)),
         );
+        timers
+    }
+
+    /// Appends to `out` the body of window `w`'s entry (a [`WindowBody`]): its state,
+    /// contents and `timers`.
+    pub(super) fn encode_body(
+        &self,
+        w: &BoundedWindow,
+        k: KeyId,
+        st: &WindowState,
+        timers: Vec<(TimeDomain, Timestamp)>,
+        out: &mut Vec<u8>,
+    ) -> Result<(), ExecError> {
         let value = WindowBodyRef {
             state: st,
             contents: self.state.encode_contents(k, w.clone())?,
             timers,
         };
-        id.clear();
-        body.clear();
-        *id = postcard::to_extend(&WindowIdRef { key, window: w }, std::mem::take(id))
+        *out = postcard::to_extend(&value, std::mem::take(out))
             .expect("snapshot parts are plain data");
-        *body = postcard::to_extend(&value, std::mem::take(body))
-            .expect("snapshot parts are plain data");
-        encode_entry(id, body, out);
         Ok(())
     }
 
-    /// Adds a key group written by [`Reducer::snapshot_key_groups`].
+    /// The own timers of windows that the watermark `wm` has passed but that are not
+    /// handled yet (windows made active by late data since the last advance).
+    pub(super) fn unhandled(&self, wm: Timestamp) -> Unhandled<'_> {
+        self.window_timers
+            .range(..wm)
+            .flat_map(|(t, ws)| ws.iter().map(move |(k, w, s)| (*t, *k, w, *s)))
+            .collect()
+    }
+
+    /// Adds a key group written by [`Reducer::snapshot_key_groups`]; past the budget of
+    /// windows in memory, the least recently touched go to the store.
     pub fn restore_key_group(&mut self, bytes: &[u8]) -> Result<(), ExecError> {
-        for e in decode_windows(bytes)? {
-            // The trigger's methods index its state by node: a state of another shape
-            // would panic at the next element or timer.
-            if !self.trigger.is_state_for(&e.state.trigger) {
-                return Err(ExecError::Downstream(Box::new(
-                    tidewater::Error::Checkpoint {
-                        message: format!(
-                            "the trigger state of window {:?} does not fit the trigger",
-                            e.window
-                        ),
-                    },
-                )));
-            }
-            let k = self.state.intern_key(&e.key)?;
-            if let Some(c) = &e.contents {
-                self.state.restore_contents(k, e.window.clone(), c)?;
-            }
-            let mut st = e.state;
-            self.next_serial += 1;
-            st.serial = self.next_serial;
-            register_hold(&mut self.holds, &self.strategy, k, &e.window, &st);
-            self.windows.insert((k, e.window.clone()), st);
-            // The window's own timers that were pending go back into their queue.
-            for &(domain, at) in &e.timers {
-                if self.is_window_timer(&e.window, domain, at) {
-                    self.push_window_timer(at, (k, e.window.clone(), self.next_serial));
+        let downstream = |e: tidewater::Error| ExecError::Downstream(Box::new(e));
+        // Once the budget is full, windows go to the store as the snapshot wrote them
+        // (their own timers are known exactly here, not from clocks not restored yet);
+        // a key's windows are together in the table, so under a merging WindowFn a key
+        // goes wholly to one side.
+        let mut unit: Option<(Vec<u8>, Vec<ColdWindow>, Wake)> = None;
+        let (mut to_store, mut last_key) = (false, Vec::new());
+        for (id, body) in decode_table(bytes).map_err(downstream)? {
+            let WindowId { key, window } = decode_part(id, "a reducer window's id")?;
+            let e = WindowEntry::decode(key, window, body)?;
+            self.check_trigger_state(&e)?;
+            let Some(cold) = self.cold.as_mut() else {
+                self.install(e, Written::New)?;
+                continue;
+            };
+            let same_key = cold.merging() && last_key == e.key;
+            if !same_key {
+                last_key.clone_from(&e.key);
+                if let Some((key, windows, wake)) = unit.take() {
+                    let unit_window = cold.unit(&windows[0].window);
+                    cold.put(&key, &unit_window, &windows, wake)?;
                 }
+                to_store = self.windows.len() >= cold.budget;
             }
-            self.add_timers(k, e.window, e.timers);
+            if !to_store {
+                self.install(e, Written::New)?;
+                continue;
+            }
+            let (_, windows, wake) =
+                unit.get_or_insert_with(|| (e.key.clone(), Vec::new(), Wake::default()));
+            if let Some(h) = hold_of(&self.strategy, &e.window, &e.state) {
+                wake.add(TimeDomain::EventTime, h);
+            }
+            for &(domain, at) in &e.timers {
+                wake.add(domain, at);
+            }
+            windows.push(ColdWindow {
+                window: e.window,
+                body: body.to_vec(),
+            });
         }
+        if let (Some((key, windows, wake)), Some(cold)) = (unit, self.cold.as_mut()) {
+            let unit_window = cold.unit(&windows[0].window);
+            cold.put(&key, &unit_window, &windows, wake)?;
+        }
+        Ok(())
+    }
+
+    /// The trigger's methods index its state by node: a state of another shape would
+    /// panic at the next element or timer.
+    fn check_trigger_state(&self, e: &WindowEntry) -> Result<(), ExecError> {
+        if self.trigger.is_state_for(&e.state.trigger) {
+            return Ok(());
+        }
+        Err(ExecError::Downstream(Box::new(
+            tidewater::Error::Checkpoint {
+                message: format!(
+                    "the trigger state of window {:?} does not fit the trigger",
+                    e.window
+                ),
+            },
+        )))
+    }
+
+    /// Makes window entry `e` (restored, or back from the store) active, standing as
+    /// `written` against the snapshots.
+    pub(super) fn install(&mut self, e: WindowEntry, written: Written) -> Result<(), ExecError> {
+        self.check_trigger_state(&e)?;
+        let k = self.state.intern_key(&e.key)?;
+        if let Some(c) = &e.contents {
+            self.state.restore_contents(k, e.window.clone(), c)?;
+        }
+        let mut st = e.state;
+        self.next_serial += 1;
+        st.serial = self.next_serial;
+        st.written.set(written);
+        st.touched = self.tick;
+        register_hold(&mut self.holds, &self.strategy, k, &e.window, &st);
+        self.windows.insert((k, e.window.clone()), st);
+        // The window's own timers that were pending go back into their queue.
+        for &(domain, at) in &e.timers {
+            if self.is_window_timer(&e.window, domain, at) {
+                self.push_window_timer(at, (k, e.window.clone(), self.next_serial));
+            }
+        }
+        self.add_timers(k, e.window, e.timers);
         Ok(())
     }
 
@@ -350,6 +478,7 @@ mod tests {
             max_ts: Some(Timestamp(900)).into(),
             written: Cell::default(),
             registered: Cell::default(),
+            touched: 0,
         };
         let window = BoundedWindow::Interval {
             start: Timestamp(0),
