@@ -1086,3 +1086,64 @@ fn the_exchange_routes_by_the_key_group_state_is_kept_in() {
 fn batch_len(case: &Case, input: &[(u8, i64, i64)]) -> usize {
     case.batch(input).len()
 }
+
+/// A watermark that passes more windows than one advance fires fires them in slices,
+/// in memory and from the store alike: each pane once, the output watermark held where
+/// it was until the last slice, the engine told each time that more is due.
+#[test]
+fn windows_due_at_once_fire_in_slices_each_once() {
+    let case = combine_lifted();
+    let dir = tempfile::tempdir().expect("a directory");
+    let store = StateChoice::Embedded {
+        dir: dir.path().to_path_buf(),
+        hot_windows: 100,
+    };
+    for state in [StateChoice::Memory, store] {
+        let mut op = case.instantiate_on(&KeyGroups::all(128), &state);
+        // 256 keys x 40 windows of 10 ms.
+        let elements: Vec<(u8, i64, i64)> = (0..40i64)
+            .flat_map(|j| (0..=255u8).map(move |k| (k, 10 * j, j)))
+            .collect();
+        for chunk in elements.chunks(1000) {
+            op.process(case.batch(chunk), Timestamp(0))
+                .expect("processes");
+        }
+        let mut panes = Vec::new();
+        let mut advances = 0;
+        loop {
+            op.advance(Timestamp::MAX, Timestamp(0)).expect("advances");
+            advances += 1;
+            let out: Vec<String> = op
+                .take_output()
+                .into_iter()
+                .flat_map(|b| (case.canon)(b))
+                .collect();
+            let more = op.has_due_work(Timestamp::MAX, Timestamp(0));
+            if more {
+                assert_eq!(
+                    out.len(),
+                    tidewater_runners_core::keyed::operator::ADVANCE_SLICE
+                );
+                assert_eq!(
+                    op.output_watermark(),
+                    Timestamp::MIN,
+                    "held until the last slice"
+                );
+            }
+            panes.extend(out);
+            if !more {
+                break;
+            }
+        }
+        assert_eq!(advances, 3, "10,240 panes in slices of 4,096 ({state:?})");
+        assert_eq!(op.output_watermark(), Timestamp::MAX);
+        panes.sort();
+        let before = panes.len();
+        panes.dedup();
+        assert_eq!(
+            (before, panes.len()),
+            (256 * 40, 256 * 40),
+            "each pane once"
+        );
+    }
+}

@@ -87,6 +87,8 @@ pub struct Reducer {
     cold: Option<cold::Cold>,
     /// Bundles processed: when each window was last touched.
     tick: u32,
+    /// Panes emitted by the current `advance`.
+    emitted: usize,
 }
 
 /// A window's own timer in [`Reducer::window_timers`]: the key, the window and its
@@ -125,6 +127,7 @@ impl Reducer {
             last_dropped: None,
             cold: None,
             tick: 0,
+            emitted: 0,
         }
     }
 
@@ -492,7 +495,9 @@ impl Reducer {
     }
 
     /// Advances time: fires the panes whose timers are due, emits final panes and drops
-    /// the state of windows that expired.
+    /// the state of windows that expired. Stops after
+    /// [`crate::keyed::operator::ADVANCE_SLICE`] panes with timers still due (see
+    /// [`Reducer::has_due_timers`]): call again once they went on.
     pub fn advance(
         &mut self,
         input_watermark: Timestamp,
@@ -501,7 +506,17 @@ impl Reducer {
         self.input_watermark = self.input_watermark.max(input_watermark);
         self.processing_time = self.processing_time.max(processing_time);
         let mut steps = 0u32;
+        self.emitted = 0;
         loop {
+            if self.emitted >= crate::keyed::operator::ADVANCE_SLICE
+                && self.has_due_timers(self.input_watermark, self.processing_time)
+            {
+                // A slice is out: the engine takes it downstream and advances again.
+                // The output watermark stays where it was until the last slice, as if
+                // every pane had fired at once.
+                self.evict()?;
+                return self.flush_store();
+            }
             // Windows in the store whose wake is due come back first, in time order
             // with those in memory; windows that stay (fired, not expired) go back
             // out as they pile up.
@@ -653,6 +668,7 @@ impl Reducer {
         };
         self.add_timers(k, w.clone(), timers);
         if emit {
+            self.emitted += 1;
             let clear = self.strategy.accumulation_mode == AccumulationMode::Discarding
                 || finished
                 || is_final;

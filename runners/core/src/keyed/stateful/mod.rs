@@ -2,7 +2,7 @@
 //! processing-time timers, watermark holds from pending timers, and garbage collection
 //! of a window's state and timers once it expires.
 
-use crate::keyed::operator::KeyedOperator;
+use crate::keyed::operator::{KeyedOperator, ADVANCE_SLICE};
 use crate::keyed::reduce::report::ms;
 use crate::keyed::reduce::{
     show_window, DroppedElement, PendingTimer, TimersReport, WindowReport, DROPPED_DUE_TO_LATENESS,
@@ -51,11 +51,6 @@ pub fn decode_key_group(bytes: &[u8]) -> Result<(Vec<CellEntry>, Vec<KeyTimer>),
         KeyGroupPart::Old(st) => Ok((decode_cells(&st.cells).map_err(state_failed)?, st.timers)),
     }
 }
-
-/// Timers fired (or their outputs, if more) in one call of [`StatefulRunner::advance`]
-/// at most: a watermark that passes every key's timer (a bounded input's end) fires
-/// them in slices, each taken downstream before the next, not all into memory at once.
-const ADVANCE_SLICE: usize = 16 * BATCH_SIZE;
 
 /// The runner of one stateful ParDo.
 pub struct StatefulRunner {
