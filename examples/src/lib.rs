@@ -19,6 +19,7 @@ pub mod spill;
 pub mod stateful_word_count;
 pub mod streaming_word_count;
 pub mod tally;
+pub mod windowed_word_count;
 pub mod word_count;
 
 /// Makes every runner selectable with `--runner`; the signals a job's program

@@ -2,10 +2,11 @@
 //! (`--state-backend fjall`): the stateful word count over words that each come twice
 //! (every update reads the state the first wrote) runs under a memory limit (a cgroup,
 //! v1 `memory.limit_in_bytes`, page cache included) and writes every update exactly;
-//! so does its variant with a timer per word, which writes each final count.
+//! so does its variant with a timer per word, which writes each final count, and the
+//! windowed word count, whose state is a grouping's windows.
 //!
 //! - `the_embedded_backend_runs_a_keyed_job_under_a_memory_limit` (in `cargo test`): a
-//!   smoke, 100,000 words under 160 MB.
+//!   smoke, 100,000 words under 160 MB, for the three jobs below.
 //! - `a_keyed_job_with_ten_times_more_state_than_its_memory_limit_runs_exactly` (ignored:
 //!   `cargo test --release -p tidewater-examples --test beyond_memory -- --ignored`):
 //!   first measures the in-memory backend's peak on the same input without a limit, and
@@ -13,6 +14,9 @@
 //! - `a_keyed_job_with_a_timer_per_key_...` (ignored, as above): the same with each
 //!   word's final count written from an event-time timer per word (`--final-counts`):
 //!   the timers are in the store too.
+//! - `the_windowed_word_count_with_ten_times_...` (ignored, as above): the windowed word
+//!   count (`windowed_wordcount`) over windows of an hour, every word in the first: a
+//!   grouping with a window per word, past its budget in memory in the store.
 //!
 //! Needs a writable cgroup v1 memory controller (root on this machine); without one the
 //! tests say so and pass, unless `TIDEWATER_REQUIRE_CGROUP` is set.
@@ -84,8 +88,10 @@ impl Drop for MemoryCgroup {
     }
 }
 
-/// `words` distinct words, each twice, in a shuffled order, ten to a line.
-fn write_input(path: &Path, words: u64) {
+/// `words` distinct words, each twice, in a shuffled order, ten to a line; for the
+/// windowed job each line starts with its event time (`<ms>\t`, line i at i ms: every
+/// line in the first hour's window).
+fn write_input(path: &Path, words: u64, job: Job) {
     let mut all: Vec<u64> = (0..words).chain(0..words).collect();
     // Fisher-Yates with a fixed LCG: the same input every run.
     let mut x: u64 = 0x2545_f491_4f6c_dd1d;
@@ -97,6 +103,9 @@ fn write_input(path: &Path, words: u64) {
     }
     let mut text = String::with_capacity(all.len() * 10);
     for (i, w) in all.iter().enumerate() {
+        if job == Job::Windowed && i % 10 == 0 {
+            text.push_str(&format!("{}\t", i / 10));
+        }
         text.push_str(&format!("w{w:08}"));
         text.push(if i % 10 == 9 { '\n' } else { ' ' });
     }
@@ -120,11 +129,22 @@ fn lines_of(dir: &Path) -> Vec<String> {
 }
 
 /// Which job runs: every update of the running count, or each word's final count from
-/// a timer per word (`--final-counts`).
-#[derive(Clone, Copy, PartialEq)]
+/// a timer per word (`--final-counts`), or the windowed word count over windows of an
+/// hour (a grouping's windows: one per word).
+#[derive(Clone, Copy, PartialEq, Debug)]
 enum Job {
     Updates,
     FinalCounts,
+    Windowed,
+}
+
+impl Job {
+    fn bin(self) -> &'static Path {
+        Path::new(match self {
+            Job::Updates | Job::FinalCounts => env!("CARGO_BIN_EXE_stateful_wordcount"),
+            Job::Windowed => env!("CARGO_BIN_EXE_windowed_wordcount"),
+        })
+    }
 }
 
 /// What the job writes: each word's count at its first and its second occurrence, or
@@ -135,6 +155,7 @@ fn expected(words: u64, job: Job) -> Vec<String> {
             .flat_map(|w| [format!("w{w:08} 1"), format!("w{w:08} 2")])
             .collect(),
         Job::FinalCounts => (0..words).map(|w| format!("w{w:08} 2")).collect(),
+        Job::Windowed => (0..words).map(|w| format!("0 w{w:08} 2")).collect(),
     };
     lines.sort();
     lines
@@ -148,8 +169,15 @@ fn job_args(input: &Path, out: &Path, backend: &str, state_dir: &Path, job: Job)
         format!("--state-backend={backend}"),
         format!("--state-dir={}", state_dir.display()),
     ];
-    if job == Job::FinalCounts {
-        args.push("--final-counts".into());
+    match job {
+        Job::Updates => {}
+        Job::FinalCounts => args.push("--final-counts".into()),
+        // Windows of an hour: every word's in the first. 20,000 in memory (of the
+        // default 65,536): most go to the store in the smoke too.
+        Job::Windowed => args.extend([
+            "--window-ms=3600000".into(),
+            "--state-hot-windows=20000".into(),
+        ]),
     }
     args
 }
@@ -166,8 +194,7 @@ fn run_embedded_under(
     let cg = MemoryCgroup::new("embedded", Some(limit))?;
     let (out, state) = (scratch.join("out-embedded"), scratch.join("state"));
     let _ = std::fs::remove_dir_all(&out);
-    let bin = Path::new(env!("CARGO_BIN_EXE_stateful_wordcount"));
-    let (ok, stderr) = cg.run(bin, &job_args(input, &out, "fjall", &state, job));
+    let (ok, stderr) = cg.run(job.bin(), &job_args(input, &out, "fjall", &state, job));
     assert!(
         ok,
         "the job on the embedded backend failed under {} MB (killed by the limit?):\n{stderr}",
@@ -190,10 +217,13 @@ fn the_embedded_backend_runs_a_keyed_job_under_a_memory_limit() {
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("words.txt");
     const WORDS: u64 = 100_000;
-    write_input(&input, WORDS);
-    for job in [Job::Updates, Job::FinalCounts] {
+    for job in [Job::Updates, Job::FinalCounts, Job::Windowed] {
+        write_input(&input, WORDS, job);
         if let Some(peak) = run_embedded_under(160 * MB, WORDS, &input, dir.path(), job) {
-            eprintln!("embedded backend, {WORDS} words: peak {} MB", peak / MB);
+            eprintln!(
+                "embedded backend, {job:?}, {WORDS} words: peak {} MB",
+                peak / MB
+            );
         }
     }
 }
@@ -202,6 +232,12 @@ fn the_embedded_backend_runs_a_keyed_job_under_a_memory_limit() {
 #[ignore = "heavy: run in release (see the module's documentation)"]
 fn a_keyed_job_with_ten_times_more_state_than_its_memory_limit_runs_exactly() {
     ten_times_the_limit(Job::Updates, 8_500_000);
+}
+
+#[test]
+#[ignore = "heavy: run in release (see the module's documentation)"]
+fn the_windowed_word_count_with_ten_times_more_state_than_its_limit_runs_exactly() {
+    ten_times_the_limit(Job::Windowed, 6_000_000);
 }
 
 #[test]
@@ -221,15 +257,17 @@ fn ten_times_the_limit(job: Job, default_words: u64) {
         .and_then(|v| v.parse().ok())
         .unwrap_or(default_words);
     const LIMIT: u64 = 256 * MB;
-    write_input(&input, words);
+    write_input(&input, words, job);
     // The same job on the in-memory backend, without a limit: its peak is the state's
     // size in memory (plus the process's own, which only favours the memory backend).
     let Some(cg) = MemoryCgroup::new("memory", None) else {
         return;
     };
     let out = dir.path().join("out-memory");
-    let bin = Path::new(env!("CARGO_BIN_EXE_stateful_wordcount"));
-    let (ok, stderr) = cg.run(bin, &job_args(&input, &out, "memory", dir.path(), job));
+    let (ok, stderr) = cg.run(
+        job.bin(),
+        &job_args(&input, &out, "memory", dir.path(), job),
+    );
     assert!(ok, "the in-memory run failed:\n{stderr}");
     let in_memory = cg.peak();
     drop(cg);

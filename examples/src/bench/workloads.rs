@@ -4,12 +4,8 @@
 //! output as text lines (the check against the direct runner).
 
 use crate::stateful_word_count::RunningCount;
-use crate::CountingSink;
-use serde::{Deserialize, Serialize};
-use tidewater::{
-    BoundedWindow, DoFn, PCollection, ParDo, Pipeline, ProcessContext, StatefulParDo, Timestamp,
-    UserError, WatermarkEstimator, Window, WindowFn,
-};
+use crate::{windowed_word_count, CountingSink};
+use tidewater::{PCollection, Pipeline, StatefulParDo};
 use tidewater_transforms::{Count, TextIO};
 
 use super::input::InputMeta;
@@ -107,21 +103,9 @@ impl WordCount {
                 finish(counts, capture);
             }
             WordCount::Windowed => {
-                let counts = p
-                    .apply(
-                        "ReadStampedLines",
-                        TextIO::read().from(stamped).with_timestamps(
-                            stamped_line_time,
-                            WatermarkEstimator::MonotonicallyIncreasing,
-                        ),
-                    )
-                    .flat_map("SplitWords", split_stamped_words)
-                    .apply("Window1s", Window::into(WindowFn::fixed(WINDOW_MS)))
-                    .apply("CountPerWordAndWindow", Count::per_element());
+                let counts = windowed_word_count::counts(p, stamped, WINDOW_MS);
                 if capture {
-                    counts
-                        .apply("Format", ParDo::of(FormatWindowed))
-                        .capture(LINES);
+                    windowed_word_count::format(counts).capture(LINES);
                 } else {
                     counts.write_to("CountRecords", CountingSink::default());
                 }
@@ -160,45 +144,6 @@ fn pair_with_one(word: String) -> (String, u64) {
 
 fn format_pair(kv: (String, u64)) -> String {
     format!("{} {}", kv.0, kv.1)
-}
-
-/// The event time of a `<event time ms>\t<words>` line. The input is in event-time
-/// order, as the peers read it: the watermark is the latest time read (as theirs).
-#[allow(clippy::ptr_arg)] // a timestamp function takes `&` of the record type
-fn stamped_line_time(line: &String) -> Timestamp {
-    let ts = line.split_once('\t').and_then(|(ts, _)| ts.parse().ok());
-    Timestamp(ts.unwrap_or_else(|| panic!("no event time in line '{}'", tidewater::shorten(line))))
-}
-
-/// The words of a `<event time ms>\t<words>` line.
-fn split_stamped_words(line: String) -> Vec<String> {
-    let words = line.split_once('\t').map_or("", |(_, words)| words);
-    words
-        .split(' ')
-        .filter(|w| !w.is_empty())
-        .map(str::to_string)
-        .collect()
-}
-
-/// `<window start ms> <word> <count>`.
-#[derive(Serialize, Deserialize)]
-struct FormatWindowed;
-
-impl DoFn for FormatWindowed {
-    type In = (String, u64);
-    type Out = String;
-    fn process(
-        &mut self,
-        (word, n): (String, u64),
-        ctx: &mut ProcessContext<'_, String>,
-    ) -> Result<(), UserError> {
-        let start = match ctx.window() {
-            BoundedWindow::Global => "global".to_string(),
-            w => w.start().0.to_string(),
-        };
-        ctx.output(format!("{start} {word} {n}"));
-        Ok(())
-    }
 }
 
 #[cfg(test)]

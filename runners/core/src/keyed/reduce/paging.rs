@@ -94,8 +94,11 @@ impl Reducer {
     }
 
     /// Brings back from the store the unit whose wake comes first, if it is due and
-    /// no later than the earliest due timer in memory (event time before processing
-    /// time, as `advance` fires them); says whether one came.
+    /// earlier than the earliest due timer in memory (event time before processing
+    /// time, as `advance` fires them); says whether one came. At a tie the timers in
+    /// memory go first (timers due at the same time fire in no particular order): a
+    /// bounded input's end, where every window is due at once, brings them back one by
+    /// one as those in memory fired and expired, not all at once.
     pub(super) fn page_in_due(&mut self) -> Result<bool, ExecError> {
         let Some(cold) = self.cold.as_ref() else {
             return Ok(false);
@@ -113,7 +116,7 @@ impl Reducer {
         .filter(|t| *t < wm)
         .min();
         let domain = match cold.next(TimeDomain::EventTime).filter(|t| *t < wm) {
-            Some(c) if hot_event.is_none_or(|h| c <= h) => TimeDomain::EventTime,
+            Some(c) if hot_event.is_none_or(|h| c < h) => TimeDomain::EventTime,
             _ if hot_event.is_some() => return Ok(false),
             _ => {
                 let hot = self
@@ -121,7 +124,7 @@ impl Reducer {
                     .next(TimeDomain::ProcessingTime)
                     .filter(|t| *t < pt);
                 match cold.next(TimeDomain::ProcessingTime).filter(|t| *t < pt) {
-                    Some(c) if hot.is_none_or(|h| c <= h) => TimeDomain::ProcessingTime,
+                    Some(c) if hot.is_none_or(|h| c < h) => TimeDomain::ProcessingTime,
                     _ => return Ok(false),
                 }
             }
