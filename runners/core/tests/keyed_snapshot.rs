@@ -539,6 +539,25 @@ fn rescale(
         .collect()
 }
 
+/// Gives both instances `elements` (key, timestamp relative to `watermark`, value) at
+/// processing time `processing`.
+fn process_both(
+    case: &Case,
+    ops: [&mut Box<dyn KeyedOperator>; 2],
+    elements: &[(u8, i64, i64)],
+    watermark: i64,
+    processing: i64,
+) {
+    let elements: Vec<_> = elements
+        .iter()
+        .map(|&(k, offset, v)| (k, watermark + offset, v))
+        .collect();
+    for op in ops {
+        op.process(case.batch(&elements), Timestamp(processing))
+            .expect("processes");
+    }
+}
+
 /// Runs `script` on two instances of `case`: after every advance and at every
 /// checkpoint step, the first writes a delta (a full snapshot at a checkpoint step for
 /// one instance) and the second a full snapshot, which the first's last full snapshot
@@ -555,14 +574,7 @@ fn check_deltas(case: &Case, script: &[Step], max: u32) -> Result<(), TestCaseEr
     }]) {
         let kind = match step {
             Step::Input(elements) => {
-                let elements: Vec<_> = elements
-                    .iter()
-                    .map(|&(k, offset, v)| (k, watermark + offset, v))
-                    .collect();
-                for op in [&mut a, &mut b] {
-                    op.process(case.batch(&elements), Timestamp(processing))
-                        .expect("processes");
-                }
+                process_both(case, [&mut a, &mut b], elements, watermark, processing);
                 continue;
             }
             Step::Advance {
@@ -639,14 +651,7 @@ fn check_store(case: &Case, script: &[Step], max: u32, hot: usize) -> Result<(),
     {
         match step {
             Step::Input(elements) => {
-                let elements: Vec<_> = elements
-                    .iter()
-                    .map(|&(k, offset, v)| (k, watermark + offset, v))
-                    .collect();
-                for op in [&mut a, &mut b] {
-                    op.process(case.batch(&elements), Timestamp(processing))
-                        .expect("processes");
-                }
+                process_both(case, [&mut a, &mut b], elements, watermark, processing);
             }
             Step::Advance {
                 watermark: dw,
