@@ -13,6 +13,13 @@ use std::collections::BTreeMap;
 use tidewater::exec::TimeDomain;
 use tidewater::{BoundedWindow, Timestamp};
 
+/// Outputs (fired timers' or panes) of one keyed operator's advance at most: a
+/// watermark that passes every key's timer or window (a bounded input's end) fires
+/// them in slices, each taken downstream before the next, not all into memory at once;
+/// the operator then still has due work (`KeyedOperator::has_due_work`) and the engine
+/// advances it again.
+pub const ADVANCE_SLICE: usize = 16 * tidewater::exec::BATCH_SIZE;
+
 /// A pending or fired timer.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Timer<K, N> {

@@ -7,12 +7,7 @@ use std::ops::Range;
 use tidewater::exec::{AnyBatch, ExecError, StepMetrics};
 use tidewater::Timestamp;
 
-/// Outputs (fired timers' or panes) of one [`KeyedOperator::advance`] at most: a
-/// watermark that passes every key's timer or window (a bounded input's end) fires
-/// them in slices, each taken downstream before the next, not all into memory at once;
-/// the operator then still has due work ([`KeyedOperator::has_due_work`]) and the
-/// engine advances it again.
-pub const ADVANCE_SLICE: usize = 16 * tidewater::exec::BATCH_SIZE;
+pub use crate::timers::ADVANCE_SLICE;
 
 /// A keyed step of a pipeline, as an engine hosts it.
 pub trait KeyedOperator: Send {

@@ -496,7 +496,7 @@ impl Reducer {
 
     /// Advances time: fires the panes whose timers are due, emits final panes and drops
     /// the state of windows that expired. Stops after
-    /// [`crate::keyed::operator::ADVANCE_SLICE`] panes with timers still due (see
+    /// [`crate::timers::ADVANCE_SLICE`] panes with timers still due (see
     /// [`Reducer::has_due_timers`]): call again once they went on.
     pub fn advance(
         &mut self,
@@ -508,7 +508,7 @@ impl Reducer {
         let mut steps = 0u32;
         self.emitted = 0;
         loop {
-            if self.emitted >= crate::keyed::operator::ADVANCE_SLICE
+            if self.emitted >= crate::timers::ADVANCE_SLICE
                 && self.has_due_timers(self.input_watermark, self.processing_time)
             {
                 // A slice is out: the engine takes it downstream and advances again.

@@ -2,7 +2,7 @@
 //! processing-time timers, watermark holds from pending timers, and garbage collection
 //! of a window's state and timers once it expires.
 
-use crate::keyed::operator::{KeyedOperator, ADVANCE_SLICE};
+use crate::keyed::operator::KeyedOperator;
 use crate::keyed::reduce::report::ms;
 use crate::keyed::reduce::{
     show_window, DroppedElement, PendingTimer, TimersReport, WindowReport, DROPPED_DUE_TO_LATENESS,
@@ -12,7 +12,7 @@ use crate::keyed::snapshot::{
 };
 use crate::snapshot::{decode_part, encode_part, Scope};
 use crate::state::{decode_cell, decode_cells, CellEntry, KeyedTimers, StateBackend, StateChoice};
-use crate::timers::Timer;
+use crate::timers::{Timer, ADVANCE_SLICE};
 use crate::windowing::gc_time;
 use std::borrow::Cow;
 use tidewater::exec::{
