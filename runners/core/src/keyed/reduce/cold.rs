@@ -51,6 +51,30 @@ pub(super) struct Wake {
 }
 
 impl Wake {
+    /// The wake of a window holding at `hold` with pending `timers`.
+    pub(super) fn of(hold: Option<Timestamp>, timers: &[(TimeDomain, Timestamp)]) -> Wake {
+        let mut wake = Wake::default();
+        if let Some(h) = hold {
+            wake.add(TimeDomain::EventTime, h);
+        }
+        for &(domain, at) in timers {
+            wake.add(domain, at);
+        }
+        wake
+    }
+
+    /// The earlier of this wake and `other`, per domain.
+    pub(super) fn merge(&mut self, other: Wake) {
+        for (domain, at) in [
+            (TimeDomain::EventTime, other.event),
+            (TimeDomain::ProcessingTime, other.processing),
+        ] {
+            if let Some(at) = at {
+                self.add(domain, at);
+            }
+        }
+    }
+
     pub(super) fn add(&mut self, domain: TimeDomain, at: Timestamp) {
         let slot = match domain {
             TimeDomain::EventTime => &mut self.event,

@@ -214,14 +214,8 @@ impl Reducer {
         st: &super::active::WindowState,
         unhandled: &super::wire::Unhandled<'_>,
     ) -> Wake {
-        let mut wake = Wake::default();
-        if let Some(h) = hold_of(&self.strategy, w, st) {
-            wake.add(TimeDomain::EventTime, h);
-        }
-        for (domain, at) in self.entry_timers(w, k, st, self.input_watermark, unhandled) {
-            wake.add(domain, at);
-        }
-        wake
+        let timers = self.entry_timers(w, k, st, self.input_watermark, unhandled);
+        Wake::of(hold_of(&self.strategy, w, st), &timers)
     }
 
     /// Puts unit `unit` of key `k` (its one window, or under a merging WindowFn every
@@ -240,16 +234,8 @@ impl Reducer {
         let mut dirty = Vec::new();
         for w in windows {
             let st = &self.windows[&(k, w.clone())];
-            let w_wake = self.wake_of(k, &w, st, &unhandled);
-            for (domain, at) in [
-                (TimeDomain::EventTime, w_wake.event),
-                (TimeDomain::ProcessingTime, w_wake.processing),
-            ] {
-                if let Some(at) = at {
-                    wake.add(domain, at);
-                }
-            }
             let timers = self.entry_timers(&w, k, st, self.input_watermark, &unhandled);
+            wake.merge(Wake::of(hold_of(&self.strategy, &w, st), &timers));
             let mut body = Vec::new();
             self.encode_body(&w, k, st, timers, &mut body)?;
             if track && st.written.get() != Written::Clean {

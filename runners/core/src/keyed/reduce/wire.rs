@@ -378,12 +378,10 @@ impl Reducer {
             }
             let (_, windows, wake) =
                 unit.get_or_insert_with(|| (e.key.clone(), Vec::new(), Wake::default()));
-            if let Some(h) = hold_of(&self.strategy, &e.window, &e.state) {
-                wake.add(TimeDomain::EventTime, h);
-            }
-            for &(domain, at) in &e.timers {
-                wake.add(domain, at);
-            }
+            wake.merge(Wake::of(
+                hold_of(&self.strategy, &e.window, &e.state),
+                &e.timers,
+            ));
             windows.push(ColdWindow {
                 window: e.window,
                 body: body.to_vec(),
