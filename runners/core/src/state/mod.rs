@@ -8,7 +8,7 @@ mod timers;
 #[cfg(test)]
 mod timers_tests;
 
-pub use embedded::{EmbeddedStateBackend, EmbeddedTimers, CACHE_CELLS};
+pub use embedded::{EmbeddedStateBackend, EmbeddedTimers, EmbeddedUnits, Wakes, CACHE_CELLS};
 pub use in_memory::{decode_cell, decode_cells, CellContents, CellEntry, InMemoryStateBackend};
 use std::path::PathBuf;
 pub use tidewater::exec::StateCells;
@@ -246,6 +246,18 @@ impl StateChoice {
             }
             StateChoice::Embedded { dir, .. } => Box::new(
                 EmbeddedTimers::open(dir, max_key_groups)
+                    .map_err(|message| open_failed(dir, message))?,
+            ),
+        })
+    }
+
+    /// A store of a reducer's windows beyond memory, if this kind has one (for keys
+    /// hashed into `max_key_groups` key groups).
+    pub fn units(&self, max_key_groups: u32) -> tidewater::Result<Option<EmbeddedUnits>> {
+        Ok(match self {
+            StateChoice::Memory => None,
+            StateChoice::Embedded { dir, .. } => Some(
+                EmbeddedUnits::open(dir, max_key_groups)
                     .map_err(|message| open_failed(dir, message))?,
             ),
         })

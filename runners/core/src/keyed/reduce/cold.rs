@@ -9,27 +9,22 @@
 //! timers not before the processing time. It comes back before anything of it is used:
 //! at its next input (the typed state takes its contents back before adding the input,
 //! [`tidewater::exec::Accept::Restore`]), and when its earliest timer or hold comes
-//! due (a *wake* timer in the store, per unit, at the earliest of them). So the output
+//! due (a *wake* per unit and time domain, at the earliest of them). So the output
 //! watermark, computed over the windows in memory, is exact: every window in the store
 //! holds at or after the input watermark, which bounds it anyway.
 //!
 //! The unit that moves is a (key, window) under a non-merging WindowFn, and a key with
 //! all its windows under a merging one (merging needs every window of the key; Beam
-//! keeps a key's merging window set in one value state too): one cell per unit, at
-//! (key, window) or (key, the global window).
+//! keeps a key's merging window set in one value state too): one entry of
+//! [`EmbeddedUnits`] per unit, at (key, window) or (key, the global window).
 
 use super::active::Written;
-use crate::state::{decode_cell, CellContents, KeyTimer, KeyedTimers, StateBackend, StateChoice};
+use crate::state::{EmbeddedUnits, StateChoice};
 use crate::triggers::TimeDomain;
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 use tidewater::exec::ExecError;
 use tidewater::{BoundedWindow, Timestamp};
-
-/// The cell a unit's windows are in.
-const CELL: &str = "reducer windows";
-/// The name of a unit's wake timers (one per time domain).
-const WAKE: &str = "wake";
 
 /// Windows kept in memory per reducer by default before the least recently touched go
 /// to the store (about 350 bytes each for a windowed count: some 23 MB).
@@ -75,6 +70,11 @@ impl Wake {
         }
     }
 
+    /// The wakes as the store keeps them (by domain, event time first).
+    fn by_domain(self) -> crate::state::Wakes {
+        [self.event, self.processing]
+    }
+
     pub(super) fn add(&mut self, domain: TimeDomain, at: Timestamp) {
         let slot = match domain {
             TimeDomain::EventTime => &mut self.event,
@@ -88,16 +88,14 @@ impl Wake {
 pub(super) struct Cold {
     /// The store, opened when the first unit goes there (most groupings never pass
     /// their budget, and a store's keyspaces cost to make and to drop).
-    store: Option<Store>,
+    store: Option<EmbeddedUnits>,
     /// What opens it.
     choice: StateChoice,
     max_key_groups: u32,
-    allowed_lateness_ms: i64,
     /// Windows the reducer keeps in memory before some go to the store.
     pub(super) budget: usize,
     merging: bool,
-    /// Units and windows in the store.
-    units: usize,
+    /// Windows in the store.
     windows: usize,
     /// Windows that went to the store changed since the last snapshot (with how they
     /// stood: new or changed, and their body): the next delta writes them, and a
@@ -106,16 +104,17 @@ pub(super) struct Cold {
     pub(super) dirty: FxHashMap<(Vec<u8>, BoundedWindow), (Written, Vec<u8>)>,
 }
 
-/// The store's cells (a unit's windows) and timers (its wakes).
-struct Store {
-    cells: Box<dyn StateBackend>,
-    timers: Box<dyn KeyedTimers>,
-}
+/// A unit taken out of the store: its encoded key and its windows.
+pub(super) type TakenUnit = (Vec<u8>, Vec<ColdWindow>);
 
 fn failed(message: String) -> ExecError {
     ExecError::Downstream(Box::new(tidewater::Error::Checkpoint {
         message: format!("the state backend failed (a grouping's windows): {message}"),
     }))
+}
+
+fn decode(value: &[u8]) -> Result<Vec<ColdWindow>, String> {
+    postcard::from_bytes(value).map_err(|e| format!("a unit of windows does not decode: {e}"))
 }
 
 impl Cold {
@@ -124,7 +123,6 @@ impl Cold {
         state: &StateChoice,
         max_key_groups: u32,
         merging: bool,
-        allowed_lateness_ms: i64,
     ) -> tidewater::Result<Option<Cold>> {
         let StateChoice::Embedded { hot_windows, .. } = state else {
             return Ok(None);
@@ -133,10 +131,8 @@ impl Cold {
             store: None,
             choice: state.clone(),
             max_key_groups,
-            allowed_lateness_ms,
             budget: (*hot_windows).max(1),
             merging,
-            units: 0,
             windows: 0,
             dirty: FxHashMap::default(),
         }))
@@ -144,7 +140,7 @@ impl Cold {
 
     /// Whether the store holds no window.
     pub(super) fn is_empty(&self) -> bool {
-        self.units == 0
+        self.store.as_ref().is_none_or(|s| s.is_empty())
     }
 
     /// Windows in the store.
@@ -175,43 +171,16 @@ impl Cold {
         wake: Wake,
     ) -> Result<(), ExecError> {
         let value = postcard::to_allocvec(windows).expect("windows encode");
-        let store = self.store()?;
-        store.cells.put(key, unit, CELL, &value);
-        for (domain, at) in [
-            (TimeDomain::EventTime, wake.event),
-            (TimeDomain::ProcessingTime, wake.processing),
-        ] {
-            if let Some(at) = at {
-                store.timers.set(KeyTimer {
-                    key: key.to_vec(),
-                    window: unit.clone(),
-                    name: WAKE.into(),
-                    domain,
-                    at,
-                    output: at,
-                });
-            }
+        if self.store.is_none() {
+            let units = self.choice.units(self.max_key_groups);
+            self.store = units.map_err(|e| failed(e.to_string()))?;
         }
-        self.units += 1;
+        let store = self.store.as_mut().expect("a store: opened above");
+        store
+            .put(key, unit, wake.by_domain(), &value)
+            .map_err(failed)?;
         self.windows += windows.len();
         Ok(())
-    }
-
-    /// The store, opened on first use.
-    fn store(&mut self) -> Result<&mut Store, ExecError> {
-        if self.store.is_none() {
-            let open = |e: tidewater::Error| failed(e.to_string());
-            // The store's windows expire as the reducer's: a unit comes back (its wake
-            // is at its garbage-collection time at the latest) before its cells could.
-            self.store = Some(Store {
-                cells: self
-                    .choice
-                    .backend(self.max_key_groups, self.allowed_lateness_ms)
-                    .map_err(open)?,
-                timers: self.choice.timers(self.max_key_groups).map_err(open)?,
-            });
-        }
-        Ok(self.store.as_mut().expect("opened"))
     }
 
     /// Takes unit (key, unit) out of the store, if it is there.
@@ -220,81 +189,64 @@ impl Cold {
         key: &[u8],
         unit: &BoundedWindow,
     ) -> Result<Option<Vec<ColdWindow>>, ExecError> {
-        let Some(store) = self.store.as_mut().filter(|_| self.units > 0) else {
+        let Some(store) = self.store.as_mut() else {
             return Ok(None);
         };
-        let Some(cell) = store.cells.get(key, unit, CELL) else {
+        let Some(value) = store.take(key, unit).map_err(failed)? else {
             return Ok(None);
         };
-        let windows: Vec<ColdWindow> = postcard::from_bytes(&cell)
-            .map_err(|e| failed(format!("a unit of windows does not decode: {e}")))?;
-        store.cells.clear_window(key, unit);
-        store.timers.delete_window(key, unit);
-        self.units -= 1;
+        let windows = decode(&value).map_err(failed)?;
         self.windows -= windows.len();
         Ok(Some(windows))
     }
 
-    /// The unit whose wake in `domain` is earliest and before `now`, with that wake
-    /// (taken out of the store: [`Cold::take`] it next).
-    pub(super) fn pop_due(
+    /// Takes out the unit whose wake in `domain` is earliest, if it is before `now`:
+    /// its key and windows.
+    pub(super) fn take_due(
         &mut self,
         domain: TimeDomain,
         now: Timestamp,
-    ) -> Option<(Vec<u8>, BoundedWindow)> {
-        let store = self.store.as_mut().filter(|_| self.units > 0)?;
-        store.timers.pop_due(domain, now).map(|t| (t.key, t.window))
+    ) -> Result<Option<TakenUnit>, ExecError> {
+        let Some(store) = self.store.as_ref() else {
+            return Ok(None);
+        };
+        let Some((key, unit)) = store.first_due(domain, now).map_err(failed)? else {
+            return Ok(None);
+        };
+        match self.take(&key, &unit)? {
+            Some(windows) => Ok(Some((key, windows))),
+            None => Err(failed(format!(
+                "a unit's wake is in the store without its windows (window {unit:?})"
+            ))),
+        }
     }
 
     /// The earliest wake in `domain`.
     pub(super) fn next(&self, domain: TimeDomain) -> Option<Timestamp> {
-        let store = self.store.as_ref().filter(|_| self.units > 0)?;
-        store.timers.next(domain)
-    }
-
-    /// Drops the store's record of units that were there and whose windows have
-    /// expired by `watermark` (none is there still: each came back at its wake).
-    pub(super) fn expire(&mut self, watermark: Timestamp) {
-        if let Some(store) = self.store.as_mut() {
-            store.cells.expire(watermark, &mut |_, _| {});
-        }
+        self.store.as_ref()?.next(domain)
     }
 
     /// The end of a bundle: errors of the store since the last one.
     pub(super) fn flush(&mut self) -> Result<(), ExecError> {
-        let Some(store) = self.store.as_mut() else {
-            return Ok(());
-        };
-        store.cells.flush().map_err(failed)?;
-        store.timers.flush().map_err(failed)
+        match self.store.as_mut() {
+            Some(store) => store.flush().map_err(failed),
+            None => Ok(()),
+        }
     }
 
     /// Every window in the store, as (encoded key, window, body), to `f` (in no
     /// particular order): a full snapshot's.
     pub(super) fn for_each(
         &mut self,
-        max_key_groups: u32,
         f: &mut dyn FnMut(&[u8], ColdWindow),
     ) -> Result<(), ExecError> {
-        let Some(store) = self.store.as_mut().filter(|_| self.units > 0) else {
+        let Some(store) = self.store.as_ref() else {
             return Ok(());
         };
-        store.cells.sync().map_err(failed)?;
-        let frozen = store.cells.freeze();
-        frozen
-            .for_each_window(max_key_groups, &mut |unit| {
-                for (name, cell) in &unit.cells {
-                    if name != CELL {
-                        continue;
-                    }
-                    let windows: Vec<ColdWindow> = match decode_cell(cell)? {
-                        CellContents::Value(v) => postcard::from_bytes(&v)
-                            .map_err(|e| format!("a unit of windows does not decode: {e}"))?,
-                        _ => return Err("a unit of windows is not a value".into()),
-                    };
-                    for w in windows {
-                        f(&unit.key, w);
-                    }
+        store
+            .for_each(&mut |key, _, value| {
+                for w in decode(value)? {
+                    f(key, w);
                 }
                 Ok(())
             })

@@ -138,12 +138,7 @@ impl Reducer {
         state: &crate::state::StateChoice,
         max_key_groups: u32,
     ) -> tidewater::Result<Self> {
-        self.cold = cold::Cold::open(
-            state,
-            max_key_groups,
-            self.strategy.window_fn.is_merging(),
-            self.strategy.allowed_lateness_ms,
-        )?;
+        self.cold = cold::Cold::open(state, max_key_groups, self.strategy.window_fn.is_merging())?;
         Ok(self)
     }
 
@@ -568,9 +563,6 @@ impl Reducer {
             }
         }
         self.update_output_watermark()?;
-        if let Some(c) = self.cold.as_mut() {
-            c.expire(self.input_watermark);
-        }
         self.evict()?;
         self.flush_store()
     }
@@ -688,21 +680,12 @@ impl Reducer {
         // Windows in the store hold at or after their wake: those due (restored there
         // before the clocks) come back, and the others hold no earlier than the input
         // watermark.
-        while self
-            .cold
-            .as_ref()
-            .and_then(|c| c.next(TimeDomain::EventTime))
-            .is_some_and(|t| t < self.input_watermark)
-        {
-            let wm = self.input_watermark;
-            let Some((key, unit)) = self
-                .cold
-                .as_mut()
-                .and_then(|c| c.pop_due(TimeDomain::EventTime, wm))
-            else {
-                break;
-            };
-            self.page_in_unit(&key, &unit)?;
+        let wm = self.input_watermark;
+        while let Some((key, ws)) = match self.cold.as_mut() {
+            Some(c) => c.take_due(TimeDomain::EventTime, wm)?,
+            None => None,
+        } {
+            self.install_unit(&key, ws)?;
         }
         let hold = self.earliest_hold();
         debug_assert_eq!(

@@ -73,18 +73,12 @@ impl Reducer {
         Ok(())
     }
 
-    /// Takes unit (key, unit) from the store and makes its windows active.
-    pub(super) fn page_in_unit(
+    /// Makes the windows of a unit of key `key` taken from the store active.
+    pub(super) fn install_unit(
         &mut self,
         key: &[u8],
-        unit: &BoundedWindow,
+        ws: Vec<ColdWindow>,
     ) -> Result<(), ExecError> {
-        let Some(cold) = self.cold.as_mut() else {
-            return Ok(());
-        };
-        let Some(ws) = cold.take(key, unit)? else {
-            return Ok(());
-        };
         for cw in ws {
             let e = WindowEntry::decode(key.to_vec(), cw.window, &cw.body)?;
             let written = self.standing(key, &e.window);
@@ -134,10 +128,13 @@ impl Reducer {
         } else {
             pt
         };
-        let Some((key, unit)) = self.cold.as_mut().and_then(|c| c.pop_due(domain, now)) else {
+        let Some(cold) = self.cold.as_mut() else {
             return Ok(false);
         };
-        self.page_in_unit(&key, &unit)?;
+        let Some((key, ws)) = cold.take_due(domain, now)? else {
+            return Ok(false);
+        };
+        self.install_unit(&key, ws)?;
         Ok(true)
     }
 

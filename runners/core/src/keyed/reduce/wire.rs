@@ -202,9 +202,7 @@ impl Reducer {
                     add(key, w, body);
                 }
             } else {
-                cold.for_each(max_key_groups, &mut |key, cw| {
-                    add(key, &cw.window, &cw.body)
-                })?;
+                cold.for_each(&mut |key, cw| add(key, &cw.window, &cw.body))?;
             }
         }
         let mut deleted: BTreeMap<u32, Vec<Vec<u8>>> = BTreeMap::new();

@@ -30,11 +30,15 @@
 //! Bags and maps are one entry each, rewritten whole when a bundle changed them; a
 //! bag or map of many entries per key costs its size per bundle that touches it.
 
+mod filter;
 mod frozen;
+mod head;
 mod store;
 mod timers;
+mod units;
 
 pub use timers::EmbeddedTimers;
+pub use units::{EmbeddedUnits, Wakes};
 
 use super::in_memory::{decode_one, decode_part_cells, Cell};
 use super::{FrozenState, RestoredWindow, StateBackend};

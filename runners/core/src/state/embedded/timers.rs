@@ -16,50 +16,25 @@
 //!   first hold and the first event-time timer of the queue (an event-time timer's
 //!   output timestamp is never after it).
 //!
-//! The queue and the holds are read at their head: each keeps its first entry at hand
-//! and where a scan for the next one starts ([`Head`]), past the tombstones of the
-//! entries removed before it (a queue popped from the front would otherwise scan every
-//! timer it ever fired until a compaction drops them).
+//! The queue and the holds are read at their head ([`Head`]): each keeps its first
+//! entries at hand, read some hundreds at a time past the tombstones of those removed
+//! before them (a queue popped from the front would otherwise scan every timer it ever
+//! fired until a compaction drops them, once per timer).
 //!
 //! Every change goes to the store at once (its memtable; durability is the
 //! checkpoints'): a timer set while due timers fire is seen by the next pop.
 
 use super::frozen::split_address;
+use super::head::{domain_byte, domain_of, from_sortable, sortable, Head};
 use super::store::{io_error, wait_for_flushes, Store, KEYSPACES};
 use super::window_prefix;
 use crate::state::timers::{FrozenTimers, KeyTimer, KeyedTimers};
 use crate::timers::Timer;
 use std::cell::RefCell;
-use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tidewater::exec::TimeDomain;
 use tidewater::{BoundedWindow, Timestamp};
-
-/// A timestamp as 8 bytes that sort as the timestamps do.
-fn sortable(t: Timestamp) -> [u8; 8] {
-    (t.millis() as u64 ^ (1 << 63)).to_be_bytes()
-}
-
-fn from_sortable(b: &[u8]) -> Option<Timestamp> {
-    let v = u64::from_be_bytes(b.get(..8)?.try_into().ok()?);
-    Some(Timestamp((v ^ (1 << 63)) as i64))
-}
-
-fn domain_byte(d: TimeDomain) -> u8 {
-    match d {
-        TimeDomain::EventTime => 0,
-        TimeDomain::ProcessingTime => 1,
-    }
-}
-
-fn domain_of(b: u8) -> Option<TimeDomain> {
-    match b {
-        0 => Some(TimeDomain::EventTime),
-        1 => Some(TimeDomain::ProcessingTime),
-        _ => None,
-    }
-}
 
 /// Whether a timer has an entry in the holds: unless it is an event-time timer whose
 /// output timestamp is its firing time, which the queue's order holds already (one
@@ -106,83 +81,6 @@ fn decode_id(id: &[u8]) -> Option<(&[u8], BoundedWindow, TimeDomain, &str)> {
     let (key, window, rest) = split_address(id)?;
     let (d, name) = rest.split_first()?;
     Some((key, window, domain_of(*d)?, std::str::from_utf8(name).ok()?))
-}
-
-/// The entries of a keyspace under a prefix, in order, read at their head.
-struct Head {
-    keyspace: fjall::Keyspace,
-    prefix: Vec<u8>,
-    /// Where a scan for the first entry starts: no live entry sorts before it
-    /// (`Included`) or at or before it (`Excluded`).
-    start: RefCell<Bound<Vec<u8>>>,
-    /// The first entry: `None` unknown, `Some(None)` there is none.
-    first: RefCell<Option<Option<Vec<u8>>>>,
-}
-
-impl Head {
-    fn new(keyspace: fjall::Keyspace, prefix: Vec<u8>) -> Head {
-        debug_assert!(prefix.last().is_some_and(|b| *b < u8::MAX));
-        Head {
-            start: RefCell::new(Bound::Included(prefix.clone())),
-            keyspace,
-            prefix,
-            first: RefCell::new(Some(None)),
-        }
-    }
-
-    fn insert(&self, entry: Vec<u8>, value: &[u8]) -> fjall::Result<()> {
-        self.keyspace.insert(entry.as_slice(), value)?;
-        let mut start = self.start.borrow_mut();
-        let before = match &*start {
-            Bound::Included(s) => entry < *s,
-            Bound::Excluded(s) => entry <= *s,
-            Bound::Unbounded => false,
-        };
-        if before {
-            *start = Bound::Included(entry.clone());
-        }
-        let mut first = self.first.borrow_mut();
-        match &*first {
-            Some(Some(f)) if entry < *f => *first = Some(Some(entry)),
-            Some(None) => *first = Some(Some(entry)),
-            _ => {}
-        }
-        Ok(())
-    }
-
-    fn remove(&self, entry: Vec<u8>) -> fjall::Result<()> {
-        self.keyspace.remove(entry.as_slice())?;
-        let mut first = self.first.borrow_mut();
-        if first.as_ref().is_some_and(|f| f.as_ref() == Some(&entry)) {
-            // It was the first: nothing live is at or before it.
-            *first = None;
-            *self.start.borrow_mut() = Bound::Excluded(entry);
-        }
-        Ok(())
-    }
-
-    /// The first entry.
-    fn first(&self) -> fjall::Result<Option<Vec<u8>>> {
-        if let Some(f) = &*self.first.borrow() {
-            return Ok(f.clone());
-        }
-        // The entries after the prefix's: its last byte one higher.
-        let mut end = self.prefix.clone();
-        if let Some(b) = end.last_mut() {
-            *b += 1;
-        }
-        let end = Bound::Excluded(end);
-        let start = self.start.borrow().clone();
-        let found = match self.keyspace.range((start, end)).next() {
-            Some(kv) => Some(kv.key()?.to_vec()),
-            None => None,
-        };
-        if let Some(f) = &found {
-            *self.start.borrow_mut() = Bound::Included(f.clone());
-        }
-        *self.first.borrow_mut() = Some(found.clone());
-        Ok(found)
-    }
 }
 
 /// A stateful DoFn's timers in the embedded store; see the module's documentation.
@@ -549,7 +447,7 @@ mod tests {
     /// Firing timers from the front of the queue starts each scan for the next past
     /// the ones fired (their tombstones stay in the store until a compaction).
     #[test]
-    fn a_queue_popped_from_the_front_scans_from_the_last_popped() {
+    fn a_queue_popped_from_the_front_scans_some_hundreds_at_once() {
         let dir = tempfile::tempdir().unwrap();
         let mut e = EmbeddedTimers::open(dir.path(), 16).unwrap();
         let timer = |k: u32, at: i64| Timer {
@@ -575,14 +473,13 @@ mod tests {
                 ),
                 entry
             );
-            assert_eq!(*e.queue[0].start.borrow(), Bound::Excluded(entry.clone()));
             assert!(last.as_ref().is_none_or(|l| *l < entry));
             last = Some(entry);
         }
-        // A timer set before the scan's start moves it back.
+        // Some hundreds of timers a scan of the store.
+        assert!(e.queue[0].scans() <= 3, "{} scans", e.queue[0].scans());
+        // A timer set before the ones left comes first.
         e.set(timer(0, 1));
-        let first = e.queue[0].first().unwrap().unwrap();
-        assert_eq!(*e.queue[0].start.borrow(), Bound::Included(first));
         assert_eq!(
             e.pop_due(TimeDomain::EventTime, Timestamp(6)).unwrap().at,
             Timestamp(1)
