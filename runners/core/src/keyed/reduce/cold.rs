@@ -10,8 +10,10 @@
 //! at its next input (the typed state takes its contents back before adding the input,
 //! [`tidewater::exec::Accept::Restore`]), and when its earliest timer or hold comes
 //! due (a *wake* per unit and time domain, at the earliest of them). So the output
-//! watermark, computed over the windows in memory, is exact: every window in the store
-//! holds at or after the input watermark, which bounds it anyway.
+//! watermark is computed over the windows in memory and the earliest wake in the store
+//! (a window there holds at or after its wake); once an advance has brought back every
+//! window due, that wake is not before the input watermark, and the output watermark is
+//! exact.
 //!
 //! The unit that moves is a (key, window) under a non-merging WindowFn, and a key with
 //! all its windows under a merging one (merging needs every window of the key; Beam
@@ -38,17 +40,22 @@ pub(super) struct ColdWindow {
 }
 
 /// When a unit in the store must come back: the earliest of its windows' holds and
-/// event-time timers, and of their processing-time timers.
+/// event-time timers, and of their processing-time timers; and where it holds the
+/// output watermark (its windows' earliest hold).
 #[derive(Clone, Copy, Default, Debug)]
 pub(super) struct Wake {
     pub(super) event: Option<Timestamp>,
     pub(super) processing: Option<Timestamp>,
+    pub(super) hold: Option<Timestamp>,
 }
 
 impl Wake {
     /// The wake of a window holding at `hold` with pending `timers`.
     pub(super) fn of(hold: Option<Timestamp>, timers: &[(TimeDomain, Timestamp)]) -> Wake {
-        let mut wake = Wake::default();
+        let mut wake = Wake {
+            hold,
+            ..Wake::default()
+        };
         if let Some(h) = hold {
             wake.add(TimeDomain::EventTime, h);
         }
@@ -68,11 +75,15 @@ impl Wake {
                 self.add(domain, at);
             }
         }
+        self.hold = match (self.hold, other.hold) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
     }
 
-    /// The wakes as the store keeps them (by domain, event time first).
-    fn by_domain(self) -> crate::state::Wakes {
-        [self.event, self.processing]
+    /// The wakes as the store keeps them (event time, processing time, hold).
+    fn by_queue(self) -> crate::state::Wakes {
+        [self.event, self.processing, self.hold]
     }
 
     pub(super) fn add(&mut self, domain: TimeDomain, at: Timestamp) {
@@ -177,7 +188,7 @@ impl Cold {
         }
         let store = self.store.as_mut().expect("a store: opened above");
         store
-            .put(key, unit, wake.by_domain(), &value)
+            .put(key, unit, wake.by_queue(), &value)
             .map_err(failed)?;
         self.windows += windows.len();
         Ok(())
@@ -224,6 +235,11 @@ impl Cold {
     /// The earliest wake in `domain`.
     pub(super) fn next(&self, domain: TimeDomain) -> Option<Timestamp> {
         self.store.as_ref()?.next(domain)
+    }
+
+    /// The earliest hold of a window in the store.
+    pub(super) fn earliest_hold(&self) -> Option<Timestamp> {
+        self.store.as_ref()?.earliest_hold()
     }
 
     /// The end of a bundle: errors of the store since the last one.

@@ -677,16 +677,12 @@ impl Reducer {
         if self.output_watermark >= self.input_watermark {
             return Ok(());
         }
-        // Windows in the store hold at or after their wake: those due (restored there
-        // before the clocks) come back, and the others hold no earlier than the input
-        // watermark.
-        let wm = self.input_watermark;
-        while let Some((key, ws)) = match self.cold.as_mut() {
-            Some(c) => c.take_due(TimeDomain::EventTime, wm)?,
-            None => None,
-        } {
-            self.install_unit(&key, ws)?;
-        }
+        // Windows in the store hold where the store's hold queue says, whether due or
+        // not (between the slices of an advance, or restored there before the
+        // clocks): nothing comes back for the watermark. (Bringing back every window
+        // due would bring back all of them at a bounded input's end, where the
+        // watermark passes every wake at once.)
+        let cold_hold = self.cold.as_ref().and_then(|c| c.earliest_hold());
         let hold = self.earliest_hold();
         debug_assert_eq!(
             hold,
@@ -696,10 +692,10 @@ impl Reducer {
                 .min(),
             "the hold queue does not have the earliest hold of the windows"
         );
-        let candidate = match hold {
-            Some(h) => h.min(self.input_watermark),
-            None => self.input_watermark,
-        };
+        let candidate = [hold, cold_hold]
+            .into_iter()
+            .flatten()
+            .fold(self.input_watermark, Timestamp::min);
         self.output_watermark = self.output_watermark.max(candidate);
         Ok(())
     }

@@ -57,6 +57,8 @@ pub(super) struct Head {
     frontier: RefCell<Frontier>,
     /// Scans of the store so far.
     scans: std::cell::Cell<u64>,
+    /// Each entry is inserted once between removes (see [`Head::written_once`]).
+    written_once: bool,
 }
 
 impl Head {
@@ -69,7 +71,16 @@ impl Head {
             ahead: RefCell::new(BTreeSet::new()),
             frontier: RefCell::new(Frontier::End),
             scans: std::cell::Cell::new(0),
+            written_once: false,
         }
+    }
+
+    /// The head of entries each inserted once between removes, removed by a single
+    /// delete (fjall's `remove_weak`: compaction drops it with the entry it deletes
+    /// rather than carrying it down to the last level).
+    pub(super) fn written_once(mut self) -> Head {
+        self.written_once = true;
+        self
     }
 
     fn known(&self, entry: &[u8]) -> bool {
@@ -98,7 +109,11 @@ impl Head {
     }
 
     pub(super) fn remove(&self, entry: Vec<u8>) -> fjall::Result<()> {
-        self.keyspace.remove(entry.as_slice())?;
+        if self.written_once {
+            self.keyspace.remove_weak(entry.as_slice())?;
+        } else {
+            self.keyspace.remove(entry.as_slice())?;
+        }
         self.ahead.borrow_mut().remove(&entry);
         Ok(())
     }

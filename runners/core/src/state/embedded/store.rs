@@ -8,6 +8,16 @@ use std::sync::{Arc, Mutex, Weak};
 /// A keyspace's memtable is written out as a file at this size.
 const MEMTABLE_BYTES: u64 = 4 << 20;
 
+/// A units keyspace's first level is compacted into the next at this many files
+/// (fjall's default: 4).
+const UNITS_L0_TABLES: u8 = 8;
+
+/// A units keyspace's files are cut at this size (fjall's default: 64 MiB).
+const UNITS_TABLE_BYTES: u64 = 32 << 20;
+
+/// A units keyspace's levels grow by this factor (fjall's default: 10).
+const UNITS_LEVEL_RATIO: f32 = 4.0;
+
 /// Memtables of a keyspace waiting to be written out, at most, when a bundle ends
 /// ([`wait_for_flushes`]).
 const SEALED_MEMTABLES: usize = 1;
@@ -113,6 +123,29 @@ impl Store {
                     // the journal's file (a system call per write otherwise).
                     .manual_journal_persist(true)
                     .max_memtable_size(MEMTABLE_BYTES)
+                    .filter_block_pinning_policy(fjall::config::PinningPolicy::all(true))
+                    .index_block_pinning_policy(fjall::config::PinningPolicy::all(true))
+            })
+            .map_err(|e| io_error("cannot open a keyspace", &self.dir, e))
+    }
+
+    /// A keyspace of a reducer's units (`units.rs`): read by point reads that find
+    /// their entry (the units' own filter in memory answers for those not there), so
+    /// its last level has no filters; compacted with a larger first batch and a
+    /// smaller growth between levels than fjall's defaults, since its keys (hashed key
+    /// groups) come in no order and each compaction rewrites every file it overlaps.
+    pub(super) fn units_keyspace(&self, name: &str) -> Result<fjall::Keyspace, String> {
+        let leveled = fjall::compaction::Leveled::default()
+            .with_l0_threshold(UNITS_L0_TABLES)
+            .with_table_target_size(UNITS_TABLE_BYTES)
+            .with_level_ratio_policy(vec![UNITS_LEVEL_RATIO]);
+        self.db
+            .keyspace(name, || {
+                fjall::KeyspaceCreateOptions::default()
+                    .manual_journal_persist(true)
+                    .max_memtable_size(MEMTABLE_BYTES)
+                    .expect_point_read_hits(true)
+                    .compaction_strategy(Arc::new(leveled))
                     .filter_block_pinning_policy(fjall::config::PinningPolicy::all(true))
                     .index_block_pinning_policy(fjall::config::PinningPolicy::all(true))
             })

@@ -8,12 +8,16 @@
 //! One keyspace of the process's store per operator instance, two kinds of entries:
 //!
 //! - `u[address]` (the address of (key, window) as a cell's, [`super::window_prefix`])
-//!   → `[wakes present: u8][event wake][processing wake][value]`
-//!   (each wake 8 bytes that sort as the times do, zero when absent);
-//! - the wake queues, `q[domain][wake][address]`, read at their head ([`Head`]).
+//!   → `[wakes present: u8][event wake][processing wake][hold][value]`
+//!   (each 8 bytes that sort as the times do, zero when absent);
+//! - three queues, `q[queue][time][address]`, read at their head ([`Head`]): the
+//!   wakes per time domain ([`domain_byte`]) and the holds (queue 2), so that the
+//!   earliest hold in the store is known without taking anything out.
 //!
 //! A put writes its entries, a take reads the unit's once and removes its entries:
-//! no entry is read to write one.
+//! no entry is read to write one. Each entry is written once between removes (a unit
+//! is put only when it is not there), so a remove is a single delete (fjall's
+//! `remove_weak`), which compaction drops together with the entry it deletes.
 
 use super::filter::{mix, Filter};
 use super::frozen::decode_window_prefix;
@@ -29,21 +33,25 @@ use tidewater::{BoundedWindow, Timestamp};
 
 const UNIT: u8 = b'u';
 const QUEUE: u8 = b'q';
-/// A unit's value starts after its flags and two wakes.
-const HEADER: usize = 1 + 16;
+/// Queues: a wake per time domain, then the holds.
+const QUEUES: usize = 3;
+/// The queue of the units' holds.
+const HOLDS: usize = 2;
+/// A unit's value starts after its flags, two wakes and its hold.
+const HEADER: usize = 1 + 8 * QUEUES;
 
 /// What [`EmbeddedUnits::for_each`] calls with each unit: (key, window, value).
 pub type UnitVisitor<'a> = dyn FnMut(&[u8], BoundedWindow, &[u8]) -> Result<(), String> + 'a;
 
-/// A unit's wakes, by [`domain_byte`].
-pub type Wakes = [Option<Timestamp>; 2];
+/// A unit's wakes, by [`domain_byte`], then its hold.
+pub type Wakes = [Option<Timestamp>; QUEUES];
 
 /// Units of a reducer's windows in the embedded store; see the module's documentation.
 pub struct EmbeddedUnits {
     store: Arc<Store>,
     keyspace: fjall::Keyspace,
-    /// The wake queue per domain (event time first).
-    queue: [Head; 2],
+    /// The wake queue per domain (event time first), then the holds'.
+    queue: [Head; QUEUES],
     filter: Filter,
     max_key_groups: u32,
     units: usize,
@@ -59,12 +67,13 @@ impl EmbeddedUnits {
     pub fn open(dir: &Path, max_key_groups: u32) -> Result<Self, String> {
         let store = Store::open(dir)?;
         let n = KEYSPACES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let keyspace = store.keyspace(&format!("units{n}"))?;
+        let keyspace = store.units_keyspace(&format!("units{n}"))?;
         Ok(EmbeddedUnits {
             store,
             queue: [
-                Head::new(keyspace.clone(), vec![QUEUE, 0]),
-                Head::new(keyspace.clone(), vec![QUEUE, 1]),
+                Head::new(keyspace.clone(), vec![QUEUE, 0]).written_once(),
+                Head::new(keyspace.clone(), vec![QUEUE, 1]).written_once(),
+                Head::new(keyspace.clone(), vec![QUEUE, HOLDS as u8]).written_once(),
             ],
             keyspace,
             filter: Filter::default(),
@@ -114,10 +123,10 @@ impl EmbeddedUnits {
         Ok(())
     }
 
-    fn queue_entry(domain: TimeDomain, at: Timestamp, unit_entry: &[u8]) -> Vec<u8> {
+    fn queue_entry(queue: usize, at: Timestamp, unit_entry: &[u8]) -> Vec<u8> {
         let mut e = Vec::with_capacity(10 + unit_entry.len());
         e.push(QUEUE);
-        e.push(domain_byte(domain));
+        e.push(queue as u8);
         e.extend_from_slice(&sortable(at));
         e.extend_from_slice(&unit_entry[1..]);
         e
@@ -135,7 +144,12 @@ impl EmbeddedUnits {
         let hash = self.address(key, window);
         self.filter.insert(hash);
         let mut v = Vec::with_capacity(HEADER + value.len());
-        v.push(wakes[0].is_some() as u8 | (wakes[1].is_some() as u8) << 1);
+        v.push(
+            wakes
+                .iter()
+                .enumerate()
+                .fold(0, |f, (i, w)| f | (w.is_some() as u8) << i),
+        );
         for w in wakes {
             v.extend_from_slice(&w.map_or([0; 8], sortable));
         }
@@ -144,13 +158,10 @@ impl EmbeddedUnits {
         self.keyspace
             .insert(entry.as_slice(), v)
             .map_err(|e| self.io(e))?;
-        for (domain, at) in [TimeDomain::EventTime, TimeDomain::ProcessingTime]
-            .into_iter()
-            .zip(wakes)
-        {
+        for (queue, at) in wakes.into_iter().enumerate() {
             if let Some(at) = at {
-                self.queue[domain_byte(domain) as usize]
-                    .insert(Self::queue_entry(domain, at, entry), &[])
+                self.queue[queue]
+                    .insert(Self::queue_entry(queue, at, entry), &[])
                     .map_err(|e| self.io(e))?;
             }
         }
@@ -179,17 +190,16 @@ impl EmbeddedUnits {
         };
         let header = v.get(..HEADER).ok_or_else(corrupt)?;
         let flags = header[0];
+        // A unit is put only when it is not in the store: its entry is written once
+        // between removes.
         self.keyspace
-            .remove(entry.as_slice())
+            .remove_weak(entry.as_slice())
             .map_err(|e| self.io(e))?;
-        for (i, domain) in [TimeDomain::EventTime, TimeDomain::ProcessingTime]
-            .into_iter()
-            .enumerate()
-        {
-            if flags & (1 << i) != 0 {
-                let at = from_sortable(&header[1 + 8 * i..]).ok_or_else(corrupt)?;
-                self.queue[i]
-                    .remove(Self::queue_entry(domain, at, entry))
+        for queue in 0..QUEUES {
+            if flags & (1 << queue) != 0 {
+                let at = from_sortable(&header[1 + 8 * queue..]).ok_or_else(corrupt)?;
+                self.queue[queue]
+                    .remove(Self::queue_entry(queue, at, entry))
                     .map_err(|e| self.io(e))?;
             }
         }
@@ -201,12 +211,12 @@ impl EmbeddedUnits {
         Ok(Some(v[HEADER..].to_vec()))
     }
 
-    /// The first entry of `domain`'s queue: (wake, address).
-    fn first(&self, domain: TimeDomain) -> Option<Vec<u8>> {
+    /// The first entry of a queue: (time, address).
+    fn first(&self, queue: usize) -> Option<Vec<u8>> {
         if self.units == 0 {
             return None;
         }
-        match self.queue[domain_byte(domain) as usize].first() {
+        match self.queue[queue].first() {
             Ok(f) => f,
             Err(e) => {
                 self.failed.borrow_mut().get_or_insert(self.io(e));
@@ -217,7 +227,13 @@ impl EmbeddedUnits {
 
     /// The earliest wake in `domain`.
     pub fn next(&self, domain: TimeDomain) -> Option<Timestamp> {
-        self.first(domain)
+        self.first(domain_byte(domain) as usize)
+            .and_then(|e| e.get(2..).and_then(from_sortable))
+    }
+
+    /// The earliest hold of a unit in the store.
+    pub fn earliest_hold(&self) -> Option<Timestamp> {
+        self.first(HOLDS)
             .and_then(|e| e.get(2..).and_then(from_sortable))
     }
 
@@ -228,7 +244,7 @@ impl EmbeddedUnits {
         domain: TimeDomain,
         now: Timestamp,
     ) -> Result<Option<(Vec<u8>, BoundedWindow)>, String> {
-        let Some(entry) = self.first(domain) else {
+        let Some(entry) = self.first(domain_byte(domain) as usize) else {
             return Ok(None);
         };
         let at = entry.get(2..).and_then(from_sortable);
@@ -312,20 +328,26 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut u = EmbeddedUnits::open(dir.path(), 16).unwrap();
         assert_eq!(u.take(b"a", &w(0)).unwrap(), None);
-        u.put(b"a", &w(0), [Some(Timestamp(30)), None], b"one")
-            .unwrap();
+        u.put(
+            b"a",
+            &w(0),
+            [Some(Timestamp(30)), None, Some(Timestamp(30))],
+            b"one",
+        )
+        .unwrap();
         u.put(
             b"b",
             &w(0),
-            [Some(Timestamp(20)), Some(Timestamp(5))],
+            [Some(Timestamp(20)), Some(Timestamp(5)), Some(Timestamp(25))],
             b"two",
         )
         .unwrap();
-        u.put(b"a", &w(10), [None, Some(Timestamp(3))], b"three")
+        u.put(b"a", &w(10), [None, Some(Timestamp(3)), None], b"three")
             .unwrap();
         assert_eq!(u.len(), 3);
         assert_eq!(u.next(TimeDomain::EventTime), Some(Timestamp(20)));
         assert_eq!(u.next(TimeDomain::ProcessingTime), Some(Timestamp(3)));
+        assert_eq!(u.earliest_hold(), Some(Timestamp(25)));
         assert_eq!(
             u.first_due(TimeDomain::EventTime, Timestamp(20)).unwrap(),
             None
@@ -349,15 +371,16 @@ mod tests {
                 (b"b".to_vec(), w(0), b"two".to_vec()),
             ]
         );
-        // Taking "b" takes its wakes in both domains.
+        // Taking "b" takes its wakes in both domains, and its hold.
         assert_eq!(u.take(b"b", &w(0)).unwrap(), Some(b"two".to_vec()));
         assert_eq!(u.take(b"b", &w(0)).unwrap(), None);
         assert_eq!(u.next(TimeDomain::EventTime), Some(Timestamp(30)));
+        assert_eq!(u.earliest_hold(), Some(Timestamp(30)));
         assert_eq!(u.next(TimeDomain::ProcessingTime), Some(Timestamp(3)));
         assert_eq!(u.take(b"a", &w(10)).unwrap(), Some(b"three".to_vec()));
         assert_eq!(u.next(TimeDomain::ProcessingTime), None);
         // Back in, with another wake: the old one is gone.
-        u.put(b"b", &w(0), [Some(Timestamp(40)), None], b"two'")
+        u.put(b"b", &w(0), [Some(Timestamp(40)), None, None], b"two'")
             .unwrap();
         assert_eq!(u.next(TimeDomain::EventTime), Some(Timestamp(30)));
         assert_eq!(u.take(b"a", &w(0)).unwrap(), Some(b"one".to_vec()));
@@ -365,6 +388,7 @@ mod tests {
         assert_eq!(u.take(b"b", &w(0)).unwrap(), Some(b"two'".to_vec()));
         assert!(u.is_empty());
         assert_eq!(u.next(TimeDomain::EventTime), None);
+        assert_eq!(u.earliest_hold(), None);
         u.flush().unwrap();
     }
 
@@ -378,7 +402,7 @@ mod tests {
             u.put(
                 &i.to_be_bytes(),
                 &BoundedWindow::Global,
-                [Some(at), None],
+                [Some(at), None, Some(at)],
                 &i.to_le_bytes(),
             )
             .unwrap();
