@@ -355,8 +355,11 @@ impl Reducer {
     /// next delta.
     fn remove_window(&mut self, kw: &(KeyId, BoundedWindow)) -> Option<WindowState> {
         let st = self.windows.remove(kw)?;
-        if st.written.get() != Written::New && !self.removed_overflow {
-            let held = self.windows.len() + self.cold.as_ref().map_or(0, |c| c.windows());
+        if self.has_base && st.written.get() != Written::New && !self.removed_overflow {
+            // Past as many as memory holds windows, the next snapshot is full instead
+            // (with windows in the store, past as many as memory holds at most: the
+            // deletions are kept in memory).
+            let held = self.windows.len() + self.cold.as_ref().map_or(0, |c| c.budget.max(4096));
             if self.removed.len() > held + 4096 {
                 self.removed_overflow = true;
                 self.removed = Vec::new();
@@ -519,13 +522,15 @@ impl Reducer {
                 continue;
             }
             steps = steps.wrapping_add(1);
-            if steps.is_multiple_of(1024)
-                && self
+            if steps.is_multiple_of(1024) {
+                self.compact_holds();
+                if self
                     .cold
                     .as_ref()
                     .is_some_and(|c| self.windows.len() > 2 * c.budget)
-            {
-                self.evict()?;
+                {
+                    self.evict()?;
+                }
             }
             let next = self.pop_due_event_timer().or_else(|| {
                 self.timers
@@ -704,14 +709,7 @@ impl Reducer {
     /// window's hold now (the ones before it are dropped; a window whose entry is
     /// dropped gets a new one when it holds again).
     fn earliest_hold(&mut self) -> Option<Timestamp> {
-        // Past this many entries per window, mostly stale, the queue is built afresh.
-        if self.holds.len() > 2 * self.windows.len() + 1024 {
-            self.holds.clear();
-            for ((k, w), st) in self.windows.iter() {
-                st.registered.set(MaybeTs::NONE);
-                register_hold(&mut self.holds, &self.strategy, *k, w, st);
-            }
-        }
+        self.compact_holds();
         while let Some(Reverse((t, serial, k, w))) = self.holds.peek() {
             if let Some(st) = self.windows.get(&(*k, w.clone())) {
                 if st.serial == *serial && st.registered.get().get() == Some(*t) {
@@ -724,6 +722,19 @@ impl Reducer {
             self.holds.pop();
         }
         None
+    }
+
+    /// Past two entries per window, mostly stale, builds the hold queue afresh (each
+    /// window that comes and goes leaves its entry there: at a bounded input's end, a
+    /// store's every window).
+    fn compact_holds(&mut self) {
+        if self.holds.len() > 2 * self.windows.len() + 1024 {
+            self.holds = BinaryHeap::new();
+            for ((k, w), st) in self.windows.iter() {
+                st.registered.set(MaybeTs::NONE);
+                register_hold(&mut self.holds, &self.strategy, *k, w, st);
+            }
+        }
     }
 
     /// Everything emitted since the last call, in batches.
