@@ -241,7 +241,7 @@ impl Reducer {
             let w = self.activate(k, w)?;
             self.on_element(k, w, ts)?;
         }
-        self.update_output_watermark()?;
+        self.update_output_watermark();
         self.evict()?;
         self.flush_store()
     }
@@ -567,7 +567,7 @@ impl Reducer {
                 self.fire(k, w, false)?;
             }
         }
-        self.update_output_watermark()?;
+        self.update_output_watermark();
         self.evict()?;
         self.flush_store()
     }
@@ -676,11 +676,11 @@ impl Reducer {
         Ok(())
     }
 
-    fn update_output_watermark(&mut self) -> Result<(), ExecError> {
+    fn update_output_watermark(&mut self) {
         // The output watermark never passes the input's: once it is there, no hold can
         // move it.
         if self.output_watermark >= self.input_watermark {
-            return Ok(());
+            return;
         }
         // Windows in the store hold where the store's hold queue says, whether due or
         // not (between the slices of an advance, or restored there before the
@@ -702,7 +702,6 @@ impl Reducer {
             .flatten()
             .fold(self.input_watermark, Timestamp::min);
         self.output_watermark = self.output_watermark.max(candidate);
-        Ok(())
     }
 
     /// The earliest hold of any window: the first entry of the queue that is its
