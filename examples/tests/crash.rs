@@ -27,7 +27,8 @@ fn random_kills_leave_every_line_exactly_once() {
 }
 
 /// The same with the running count's state in the embedded store: its checkpoints are
-/// full every tenth and deltas of the windows changed between (`full_snapshot_every`).
+/// full now and then (`full_snapshot_every`, or once the deltas outweigh the last full
+/// one) and deltas of the windows changed between.
 #[test]
 fn random_kills_with_state_in_the_embedded_store_leave_every_line_exactly_once() {
     let _s = serial();

@@ -883,3 +883,56 @@ fn at_least_once_is_refused_for_a_test_stream() {
     let alone = scripted_counts(at_least_once()).run().unwrap_err();
     assert_eq!(alone.to_string(), refused);
 }
+
+/// The longest chain of files (a full one and the deltas after it) any kept
+/// checkpoint of a counting job restores from, at checkpoints every 5 ms: a count of
+/// ten keys that all change (`settled` false), or of 2,000 keys of which three change
+/// after the first 2,000 records.
+fn longest_chain(settled: bool) -> usize {
+    tidewater_runner_native::register();
+    let dir = tempfile::tempdir().unwrap();
+    let p = Pipeline::new(native(EngineOptions {
+        workers: 1,
+        checkpoint_dir: Some(dir.path().to_path_buf()),
+        checkpoint_interval: Some(std::time::Duration::from_millis(5)),
+        ..Default::default()
+    }));
+    p.apply(
+        "Generate",
+        Read::from(GenerateSequence::new(0, Some(8_000)).with_rate(20_000.0)),
+    )
+    .map_with("Key", settled, |settled, n| match settled {
+        true if n >= 2_000 => n % 3,
+        true => n,
+        false => n % 10,
+    })
+    .apply("Count", Count::per_element())
+    .map("Format", to_string)
+    .capture("counts");
+    let r = p.run().unwrap();
+    assert!(!r.captured_values::<String>("counts").unwrap().is_empty());
+    let mut longest = 0;
+    for e in std::fs::read_dir(dir.path()).unwrap() {
+        let path = e.unwrap().path();
+        if path.extension().is_some_and(|x| x == "manifest") {
+            let m: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+            for f in m["files"].as_array().unwrap() {
+                longest = longest.max(f["base"].as_array().map_or(0, Vec::len));
+            }
+        }
+    }
+    longest
+}
+
+/// A task's snapshot is full once its deltas since the last full one outweigh it: a
+/// count whose every key changes between checkpoints restores from a full file and a
+/// delta or two (those in flight when the size is known), while one whose state mostly
+/// stays builds long chains of small deltas (up to `full_snapshot_every`).
+#[test]
+fn deltas_that_outweigh_their_full_snapshot_make_the_next_one_full() {
+    let churning = longest_chain(false);
+    assert!(churning <= 3, "a chain of {churning} deltas");
+    let settled = longest_chain(true);
+    assert!(settled >= 8, "a chain of only {settled} deltas");
+}

@@ -108,7 +108,8 @@ pub struct EngineConfig {
     /// Largest bundle (and source read).
     pub bundle_size: usize,
     /// A task's snapshot is full at least every this many checkpoints, a delta over
-    /// the previous one in between (1: always full).
+    /// the previous one in between (1: always full); sooner once its deltas since the
+    /// last full one outweigh it.
     pub full_snapshot_every: usize,
     /// Partitions a source is split into.
     pub source_partitions: usize,
@@ -136,7 +137,7 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// How often a task's snapshot is full by default (see
 /// [`EngineConfig::full_snapshot_every`]).
-pub const DEFAULT_FULL_SNAPSHOT_EVERY: usize = 10;
+pub const DEFAULT_FULL_SNAPSHOT_EVERY: usize = 100;
 
 /// The first failure of any worker; once set, every worker stops.
 #[derive(Default)]

@@ -545,6 +545,7 @@ fn build(
             cur: start_epoch,
             first: start_epoch,
             deltas: 0,
+            chain_bytes: Default::default(),
             pending: BTreeMap::new(),
             waiting_since: None,
             throttled_since: None,

@@ -208,6 +208,17 @@ pub struct PendingWrite {
     pub started: Instant,
     /// The writer's answer.
     pub done: Arc<Written>,
+    /// Whether the file is a delta over the task's previous one.
+    pub delta: bool,
+}
+
+/// The sizes that decide whether a task's next snapshot is full.
+#[derive(Default)]
+pub struct ChainBytes {
+    /// The last full snapshot's file.
+    pub full: u64,
+    /// The delta files durable since.
+    pub deltas: u64,
 }
 
 /// How a stage exit leaves the task.
@@ -296,6 +307,9 @@ pub struct Task {
     pub first: u64,
     /// Delta snapshots written since the last full one.
     pub deltas: u64,
+    /// The bytes of the last full snapshot written, and of the deltas durable since
+    /// (see [`Task::snapshot_kind`]).
+    pub chain_bytes: ChainBytes,
     /// Messages waiting for their epoch, in arrival order.
     pub pending: BTreeMap<u64, Vec<(usize, Msg)>>,
     /// Since when messages of a later epoch have waited (alignment).

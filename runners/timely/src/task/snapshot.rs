@@ -63,11 +63,7 @@ impl Task {
             let ctx = Rc::clone(&self.ctx);
             if let Some(writer) = &ctx.writer {
                 let started = Instant::now();
-                let kind = if self.deltas + 1 >= self.ctx.full_snapshot_every {
-                    SnapshotKind::Full
-                } else {
-                    SnapshotKind::Delta
-                };
+                let kind = self.snapshot_kind();
                 let (mut parts, mut later, delta) = self.parts(kind)?;
                 if !self.ctx.encode_on_writer {
                     // No core is spare for the writer: a thread encoding beside the
@@ -105,11 +101,26 @@ impl Task {
                     last,
                     started,
                     done,
+                    delta,
                 });
             }
         }
         self.first = last.saturating_add(1);
         Ok(())
+    }
+
+    /// Whether the next snapshot is full: at least every `full_snapshot_every`
+    /// checkpoints, and sooner once the deltas written since the last full snapshot
+    /// outweigh it (a restore reads the full file and every delta after it: at most
+    /// about twice the state, however often checkpoints come). Deltas still being
+    /// written count from when they are durable.
+    fn snapshot_kind(&self) -> SnapshotKind {
+        let chain = &self.chain_bytes;
+        if self.deltas + 1 >= self.ctx.full_snapshot_every || chain.deltas > chain.full {
+            SnapshotKind::Full
+        } else {
+            SnapshotKind::Delta
+        }
     }
 
     /// Moves the current epoch to `next`, downgrading the capabilities (the control
@@ -178,7 +189,16 @@ impl Task {
     }
 
     /// Records a durable snapshot's figures.
-    pub(super) fn written(&self, w: &PendingWrite, figures: WriteFigures) {
+    pub(super) fn written(&mut self, w: &PendingWrite, figures: WriteFigures) {
+        let bytes = figures.bytes as u64;
+        if w.delta {
+            self.chain_bytes.deltas += bytes;
+        } else {
+            self.chain_bytes = ChainBytes {
+                full: bytes,
+                deltas: 0,
+            };
+        }
         let mut metrics = self.ctx.metrics.borrow_mut();
         let m = metrics.step_mut(ENGINE_STEP);
         m.update_distribution("snapshot_write_ms", figures.took.as_millis() as i64);
