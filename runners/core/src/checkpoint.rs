@@ -22,16 +22,31 @@ pub fn keyed_parts(
 ) -> Result<(Vec<Part>, bool)> {
     let snapshot = keyed_parts_later(transform, op, max_key_groups, instance, kind)?;
     let mut parts = match snapshot.later {
-        Some(later) => later()?,
+        Some(later) => encode_all(later)?,
         None => Vec::new(),
     };
     parts.extend(snapshot.parts);
     Ok((parts, snapshot.delta))
 }
 
-/// Parts of a keyed operator instance still to be encoded, from state it froze:
-/// they go before the instance's other parts.
-pub type LaterPartsOf = Box<dyn FnOnce() -> Result<Vec<Part>> + Send>;
+/// Where the parts of [`LaterPartsOf`] go as they are encoded (a snapshot file being
+/// written); an error stops the encoding and is what the encoding returns.
+pub type PartsSink<'a> = dyn FnMut(Part) -> Result<()> + 'a;
+
+/// Parts of a keyed operator instance still to be encoded, from state it froze, each
+/// handed to the sink as soon as it is encoded: they go before the instance's other
+/// parts.
+pub type LaterPartsOf = Box<dyn FnOnce(&mut PartsSink<'_>) -> Result<()> + Send>;
+
+/// Every part `later` encodes, in order.
+pub fn encode_all(later: LaterPartsOf) -> Result<Vec<Part>> {
+    let mut parts = Vec::new();
+    later(&mut |p| {
+        parts.push(p);
+        Ok(())
+    })?;
+    Ok(parts)
+}
 
 /// A keyed operator instance's snapshot, part of it still to be encoded.
 pub struct KeyedParts {
@@ -69,9 +84,25 @@ pub fn keyed_parts_later(
     };
     let later = snapshot.later.map(|later| {
         let transform = transform.to_string();
-        Box::new(move || {
-            let parts = later.encode().map_err(|e| exec_error(e, &transform))?;
-            Ok(named(parts, &transform))
+        Box::new(move |sink: &mut PartsSink<'_>| {
+            // The sink's own error (the file's) comes back as it was.
+            let mut failed = None;
+            let encoded = later.encode_each(&mut |scope, bytes| {
+                let part = Part {
+                    transform: transform.clone(),
+                    scope,
+                    bytes,
+                };
+                sink(part).map_err(|e| {
+                    let message = e.to_string();
+                    failed = Some(e);
+                    message
+                })
+            });
+            match failed {
+                Some(e) => Err(e),
+                None => encoded.map_err(|e| exec_error(e, &transform)),
+            }
         }) as LaterPartsOf
     });
     Ok(KeyedParts {

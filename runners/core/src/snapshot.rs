@@ -24,13 +24,16 @@
 //! A snapshot is full, or a delta over the snapshots it names in [`Snapshot::base`]
 //! (a full one, then the deltas on it, oldest first), which a store reads first.
 //!
-//! Encoding, version 3 (version 2 had no deltas; version 1 had no end of a run in a
-//! source partition's part): the magic `TWSNAP`, the version (u16 big-endian), the
-//! CRC-32 of the header (u32 big-endian), a postcard header (plan hash, maximum key
-//! groups, epoch, the snapshots it builds on, part count), then the parts, each a postcard part header (transform, scope,
-//! length, CRC-32 of transform, scope and bytes) followed by its bytes. A part can also be encoded alone ([`Part::encode`]), so that a store
-//! may write each part to its own file off the hot path, and so that a large keyed
-//! state can later live in an embedded store and be referenced by part.
+//! Encoding, version 4: the magic `TWSNAP`, the version (u16 big-endian), the CRC-32 of
+//! the header (u32 big-endian), a postcard header (plan hash, maximum key groups,
+//! epoch, the snapshots it builds on), then the parts, each a byte `1`, a postcard part
+//! header (transform, scope, length, CRC-32 of transform, scope and bytes) and its
+//! bytes, and last a byte `0` and the number of parts (u64 big-endian). The count comes
+//! last so that a snapshot is written part by part as its parts are encoded
+//! ([`SnapshotWriter`]), never whole in memory; a file cut short has no end and is
+//! refused. Version 3 (read too) had the part count in the header and no byte before a
+//! part; version 2 had no deltas; version 1 had no end of a run in a source
+//! partition's part. A part can also be encoded alone ([`Part::encode`]).
 //!
 //! A snapshot of another plan, another format version, a truncated snapshot or a part
 //! whose checksum does not match is refused with [`Error::Checkpoint`], never restored.
@@ -41,8 +44,17 @@ use tidewater::exec::key_hash;
 use tidewater::plan::Plan;
 use tidewater::{Error, Result};
 
-/// The snapshot format version this build writes and reads.
-pub const FORMAT_VERSION: u16 = 3;
+/// The snapshot format version this build writes (it reads this one and the one
+/// before, [`V3`]).
+pub const FORMAT_VERSION: u16 = 4;
+
+/// The version before [`FORMAT_VERSION`]: its part count is in its header.
+const V3: u16 = 3;
+
+/// Before each part in version 4.
+const PART_FOLLOWS: u8 = 1;
+/// After the last part in version 4, before the part count.
+const END: u8 = 0;
 
 const MAGIC: &[u8; 6] = b"TWSNAP";
 
@@ -87,6 +99,15 @@ pub struct Part {
 
 #[derive(Serialize, Deserialize)]
 struct Header {
+    plan_hash: u64,
+    max_key_groups: u32,
+    epoch: u64,
+    base: Vec<BaseRef>,
+}
+
+/// A version 3 header: the part count in it.
+#[derive(Deserialize)]
+struct HeaderV3 {
     plan_hash: u64,
     max_key_groups: u32,
     epoch: u64,
@@ -209,6 +230,16 @@ impl Snapshot {
     /// Writes the bytes [`Snapshot::encode`] gives to `w`, part by part, without
     /// gathering them in memory first.
     pub fn write_to(&self, w: &mut dyn std::io::Write) -> std::io::Result<()> {
+        let mut out = self.begin(w)?;
+        for p in &self.parts {
+            out.part(p)?;
+        }
+        out.finish()
+    }
+
+    /// Writes this snapshot's header to `w` (not its parts): the parts follow through
+    /// the writer returned, as they come.
+    pub fn begin<'w>(&self, w: &'w mut dyn std::io::Write) -> std::io::Result<SnapshotWriter<'w>> {
         w.write_all(MAGIC)?;
         w.write_all(&FORMAT_VERSION.to_be_bytes())?;
         let header = Header {
@@ -216,16 +247,11 @@ impl Snapshot {
             max_key_groups: self.max_key_groups,
             epoch: self.epoch,
             base: self.base.clone(),
-            parts: self.parts.len() as u64,
         };
         let header = postcard::to_allocvec(&header).expect("headers encode");
         w.write_all(&crc32fast::hash(&header).to_be_bytes())?;
         w.write_all(&header)?;
-        for p in &self.parts {
-            w.write_all(&p.header())?;
-            w.write_all(&p.bytes)?;
-        }
-        Ok(())
+        Ok(SnapshotWriter { w, parts: 0 })
     }
 
     /// Reads a snapshot's header alone (no parts), checked as [`Snapshot::decode`]
@@ -238,8 +264,46 @@ impl Snapshot {
     /// version, or with any corrupt or truncated part.
     pub fn decode(bytes: &[u8], plan_hash: u64) -> Result<Snapshot> {
         let (mut snapshot, parts, mut bytes) = Self::decode_head(bytes, plan_hash)?;
-        for _ in 0..parts {
-            snapshot.parts.push(Part::decode(&mut bytes)?);
+        match parts {
+            Some(parts) => {
+                for _ in 0..parts {
+                    snapshot.parts.push(Part::decode(&mut bytes)?);
+                }
+            }
+            None => loop {
+                match bytes.split_first() {
+                    Some((&PART_FOLLOWS, rest)) => {
+                        bytes = rest;
+                        snapshot.parts.push(Part::decode(&mut bytes)?);
+                    }
+                    Some((&END, rest)) => {
+                        let count = rest
+                            .get(..8)
+                            .ok_or_else(|| corrupt("the snapshot's end is truncated".into()))?;
+                        let count = u64::from_be_bytes(count.try_into().expect("8 bytes"));
+                        if count != snapshot.parts.len() as u64 {
+                            return Err(corrupt(format!(
+                                "the snapshot's end counts {count} parts, {} were read",
+                                snapshot.parts.len()
+                            )));
+                        }
+                        bytes = &rest[8..];
+                        break;
+                    }
+                    Some((b, _)) => {
+                        return Err(corrupt(format!(
+                            "the snapshot is corrupt: byte {b} where a part or its end begins"
+                        )))
+                    }
+                    None => {
+                        let n = snapshot.parts.len();
+                        return Err(corrupt(format!(
+                            "the snapshot is truncated after {n} part{}: its end is missing",
+                            if n == 1 { "" } else { "s" }
+                        )));
+                    }
+                }
+            },
         }
         if !bytes.is_empty() {
             return Err(corrupt(format!(
@@ -250,22 +314,33 @@ impl Snapshot {
         Ok(snapshot)
     }
 
-    /// The header as a snapshot with no parts, the number of parts, and the bytes
-    /// after the header.
-    fn decode_head(mut bytes: &[u8], plan_hash: u64) -> Result<(Snapshot, u64, &[u8])> {
+    /// The header as a snapshot with no parts, the number of parts (`None`: the parts
+    /// say where they end, version 4), and the bytes after the header.
+    fn decode_head(mut bytes: &[u8], plan_hash: u64) -> Result<(Snapshot, Option<u64>, &[u8])> {
         if bytes.len() < MAGIC.len() + 2 || &bytes[..MAGIC.len()] != MAGIC {
             return Err(corrupt("not a Tidewater snapshot (bad magic)".into()));
         }
         let version = u16::from_be_bytes([bytes[MAGIC.len()], bytes[MAGIC.len() + 1]]);
-        if version != FORMAT_VERSION {
+        if version != FORMAT_VERSION && version != V3 {
             return Err(corrupt(format!(
-                "snapshot format version {version}; this build reads version {FORMAT_VERSION}"
+                "snapshot format version {version}; this build reads versions {V3} and {FORMAT_VERSION}"
             )));
         }
         bytes = &bytes[MAGIC.len() + 2..];
         let crc = take_crc(&mut bytes)?;
         let before = bytes;
-        let header: Header = take(&mut bytes, "the snapshot header")?;
+        let (header, parts) = if version == V3 {
+            let h: HeaderV3 = take(&mut bytes, "the snapshot header")?;
+            let header = Header {
+                plan_hash: h.plan_hash,
+                max_key_groups: h.max_key_groups,
+                epoch: h.epoch,
+                base: h.base,
+            };
+            (header, Some(h.parts))
+        } else {
+            (take::<Header>(&mut bytes, "the snapshot header")?, None)
+        };
         if crc32fast::hash(&before[..before.len() - bytes.len()]) != crc {
             return Err(corrupt(
                 "the snapshot header is corrupt: its checksum does not match".into(),
@@ -288,7 +363,7 @@ impl Snapshot {
             base: header.base,
             parts: Vec::new(),
         };
-        Ok((snapshot, header.parts, bytes))
+        Ok((snapshot, parts, bytes))
     }
 
     /// The parts of `transform`, by scope; several parts with one scope (a union or a
@@ -299,6 +374,30 @@ impl Snapshot {
             out.entry(p.scope).or_default().push(&p.bytes);
         }
         out
+    }
+}
+
+/// Writes a snapshot's parts as they come, after its header ([`Snapshot::begin`]);
+/// [`SnapshotWriter::finish`] ends it.
+pub struct SnapshotWriter<'w> {
+    w: &'w mut dyn std::io::Write,
+    parts: u64,
+}
+
+impl SnapshotWriter<'_> {
+    /// Writes part `p`.
+    pub fn part(&mut self, p: &Part) -> std::io::Result<()> {
+        self.w.write_all(&[PART_FOLLOWS])?;
+        self.w.write_all(&p.header())?;
+        self.w.write_all(&p.bytes)?;
+        self.parts += 1;
+        Ok(())
+    }
+
+    /// Ends the snapshot: a file without its end is refused as truncated.
+    pub fn finish(self) -> std::io::Result<()> {
+        self.w.write_all(&[END])?;
+        self.w.write_all(&self.parts.to_be_bytes())
     }
 }
 
@@ -378,6 +477,62 @@ mod tests {
             let e = Snapshot::decode(&b, 42).unwrap_err();
             assert!(matches!(e, Error::Checkpoint { .. }), "byte {i}: {e}");
         }
+    }
+
+    /// A snapshot written by a build before version 4 (the part count in its header)
+    /// is read as it was: a savepoint outlives the build that wrote it.
+    #[test]
+    fn a_version_3_snapshot_is_read() {
+        #[derive(Serialize)]
+        struct HeaderV3<'a> {
+            plan_hash: u64,
+            max_key_groups: u32,
+            epoch: u64,
+            base: &'a [BaseRef],
+            parts: u64,
+        }
+        let s = sample();
+        let mut v3 = MAGIC.to_vec();
+        v3.extend(V3.to_be_bytes());
+        let header = postcard::to_allocvec(&HeaderV3 {
+            plan_hash: s.plan_hash,
+            max_key_groups: s.max_key_groups,
+            epoch: s.epoch,
+            base: &s.base,
+            parts: s.parts.len() as u64,
+        })
+        .unwrap();
+        v3.extend(crc32fast::hash(&header).to_be_bytes());
+        v3.extend(header);
+        for p in &s.parts {
+            p.encode(&mut v3);
+        }
+        assert_eq!(Snapshot::decode(&v3, 42).unwrap(), s);
+        let e = Snapshot::decode(&v3[..v3.len() - 1], 42).unwrap_err();
+        assert!(e.to_string().contains("truncated"), "{e}");
+    }
+
+    /// Parts written one by one after the header make the same bytes as the whole
+    /// snapshot's; a file whose end was not written is refused.
+    #[test]
+    fn parts_written_as_they_come_make_the_same_snapshot() {
+        let s = sample();
+        let header_only = Snapshot {
+            parts: Vec::new(),
+            ..s.clone()
+        };
+        let mut bytes = Vec::new();
+        let mut w = header_only.begin(&mut bytes).unwrap();
+        for p in &s.parts {
+            w.part(p).unwrap();
+        }
+        w.finish().unwrap();
+        assert_eq!(bytes, s.encode());
+        let mut unfinished = Vec::new();
+        let mut w = header_only.begin(&mut unfinished).unwrap();
+        w.part(&s.parts[0]).unwrap();
+        let e = Snapshot::decode(&unfinished, 42).unwrap_err();
+        insta::assert_snapshot!(e.to_string(), @"checkpoint cannot be restored: the snapshot is truncated after 1 part: its end is missing");
     }
 
     #[test]

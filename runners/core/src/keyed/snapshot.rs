@@ -34,20 +34,36 @@ pub struct KeyedSnapshot {
 /// Encoded snapshot parts, as a keyed operator returns them.
 pub type ScopedParts = Vec<(Scope, Vec<u8>)>;
 
+/// Where parts go as they are encoded, one at a time: a snapshot file being written
+/// (a large state is never encoded whole in memory). An error stops the encoding.
+pub type PartSink<'a> = dyn FnMut(Scope, Vec<u8>) -> std::result::Result<(), String> + 'a;
+
+type Encode = dyn FnOnce(&mut PartSink<'_>) -> std::result::Result<(), ExecError> + Send;
+
 /// Snapshot parts still to be encoded, from state frozen when the snapshot was taken.
-pub struct LaterParts(Box<dyn FnOnce() -> std::result::Result<ScopedParts, ExecError> + Send>);
+pub struct LaterParts(Box<Encode>);
 
 impl LaterParts {
-    /// Parts that `encode` makes from the state it holds.
+    /// Parts that `encode` makes from the state it holds, handing each to its sink.
     pub fn new(
-        encode: impl FnOnce() -> std::result::Result<Vec<(Scope, Vec<u8>)>, ExecError> + Send + 'static,
+        encode: impl FnOnce(&mut PartSink<'_>) -> std::result::Result<(), ExecError> + Send + 'static,
     ) -> Self {
         LaterParts(Box::new(encode))
     }
 
-    /// Encodes the parts.
+    /// Encodes the parts, each to `sink` as soon as it is encoded.
+    pub fn encode_each(self, sink: &mut PartSink<'_>) -> std::result::Result<(), ExecError> {
+        (self.0)(sink)
+    }
+
+    /// Encodes the parts, all of them.
     pub fn encode(self) -> std::result::Result<ScopedParts, ExecError> {
-        (self.0)()
+        let mut parts = Vec::new();
+        self.encode_each(&mut |scope, bytes| {
+            parts.push((scope, bytes));
+            Ok(())
+        })?;
+        Ok(parts)
     }
 }
 

@@ -42,6 +42,7 @@
 //! from the plan dropped only when the user allows it. A checkpoint the plan cannot
 //! restore is refused, never fallen back from: an older one would not restore either.
 
+use crate::checkpoint::LaterPartsOf;
 use crate::compat::{Admitted, PlanIdentity, StateId};
 use crate::delta::apply_delta;
 use crate::snapshot::{BaseRef, Snapshot};
@@ -286,16 +287,71 @@ impl Store {
         last: u64,
         snapshot: &Snapshot,
     ) -> Result<BaseRef> {
+        self.write_part_streamed(node, worker, first, last, snapshot, None)
+    }
+
+    /// [`Store::write_part`] with parts still to encode from frozen state (`later`:
+    /// they come first): each is written as soon as it is encoded, so that a large
+    /// state is never whole in memory. An error encoding them is the one returned.
+    pub fn write_part_streamed(
+        &self,
+        node: usize,
+        worker: usize,
+        first: u64,
+        last: u64,
+        snapshot: &Snapshot,
+        later: Option<LaterPartsOf>,
+    ) -> Result<BaseRef> {
         let name = part_file_name(node, worker, first, last);
         let (mut crc, mut len) = (crc32fast::Hasher::new(), 0u64);
-        self.blobs.put(&format!("parts/{name}"), &mut |w| {
+        let streamed = later.is_some();
+        let mut later = later;
+        let mut encode_failed = None;
+        let put = self.blobs.put(&format!("parts/{name}"), &mut |w| {
             (crc, len) = (crc32fast::Hasher::new(), 0);
-            snapshot.write_to(&mut Checksummed {
+            let mut w = Checksummed {
                 inner: w,
                 crc: &mut crc,
                 len: &mut len,
-            })
-        })?;
+            };
+            let mut out = snapshot.begin(&mut w)?;
+            match later.take() {
+                Some(later) => {
+                    let mut write_failed = None;
+                    let encoded = later(&mut |p| {
+                        out.part(&p).map_err(|e| {
+                            let message = e.to_string();
+                            write_failed = Some(e);
+                            Error::Checkpoint { message }
+                        })
+                    });
+                    if let Some(e) = write_failed {
+                        return Err(e);
+                    }
+                    if let Err(e) = encoded {
+                        let message = e.to_string();
+                        encode_failed = Some(e);
+                        return Err(std::io::Error::other(message));
+                    }
+                }
+                // Frozen state is encoded once, as it is written: a store cannot
+                // call again for the same file.
+                None if streamed => {
+                    return Err(std::io::Error::other(
+                        "a snapshot encoded as it is written cannot be written again",
+                    ))
+                }
+                None => {}
+            }
+            for p in &snapshot.parts {
+                out.part(p)?;
+            }
+            out.finish()
+        });
+        if let Some(e) = encode_failed {
+            return Err(e);
+        }
+        put?;
         Ok(BaseRef {
             name,
             len,

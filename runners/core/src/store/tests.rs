@@ -376,3 +376,53 @@ fn a_manifest_is_written_only_where_none_is_and_a_resumed_run_replaces_skipped_o
         );
     });
 }
+
+/// Parts from frozen state are written as they are encoded, before the snapshot's
+/// own; an error encoding them is the error of the write, and no file is left in its
+/// name.
+#[test]
+fn parts_encoded_as_they_are_written_come_first_and_their_error_is_the_writes() {
+    each_place(|dir| {
+        let store = Store::open(dir).unwrap();
+        let later: LaterPartsOf = Box::new(|sink| {
+            for b in [b"x", b"y"] {
+                sink(Part {
+                    transform: "T".into(),
+                    scope: Scope::KeyGroup(u32::from(b[0])),
+                    bytes: b.to_vec(),
+                })?;
+            }
+            Ok(())
+        });
+        store
+            .write_part_streamed(1, 0, 0, 0, &snap(b"own"), Some(later))
+            .unwrap();
+        store.complete(0, &[1], 1, &plan(7), 4).unwrap();
+        let r = store.latest(&plan(7), false).unwrap().unwrap();
+        let bytes: Vec<&[u8]> = r.snapshot.parts.iter().map(|p| &p.bytes[..]).collect();
+        assert_eq!(bytes, [&b"x"[..], b"y", b"own"]);
+
+        let failing: LaterPartsOf = Box::new(|sink| {
+            sink(Part {
+                transform: "T".into(),
+                scope: Scope::KeyGroup(0),
+                bytes: b"half".to_vec(),
+            })?;
+            Err(Error::Checkpoint {
+                message: "the frozen state does not decode".into(),
+            })
+        });
+        let e = store
+            .write_part_streamed(1, 0, 1, 1, &snap(b"own"), Some(failing))
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "checkpoint cannot be restored: the frozen state does not decode"
+        );
+        assert!(!store
+            .part_files()
+            .unwrap()
+            .iter()
+            .any(|(name, _)| name == "n1-w0-1-1.snap"));
+    });
+}

@@ -117,11 +117,6 @@ impl PartWriter {
                     // A panic here must still answer the task, which would otherwise
                     // wait for this file for ever.
                     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        if let Some(later) = job.later.take() {
-                            let mut parts = later()?;
-                            parts.append(&mut job.snapshot.parts);
-                            job.snapshot.parts = parts;
-                        }
                         let chain = chains.remove(&job.node).unwrap_or_default();
                         if job.delta {
                             if chain.is_empty() {
@@ -132,12 +127,14 @@ impl PartWriter {
                             }
                             job.snapshot.base = chain;
                         }
-                        let file = store.write_part(
+                        // Parts from frozen state are written as they are encoded.
+                        let file = store.write_part_streamed(
                             job.node,
                             job.worker,
                             job.first,
                             job.last,
                             &job.snapshot,
+                            job.later.take(),
                         )?;
                         let bytes = file.len as usize;
                         let mut chain = std::mem::take(&mut job.snapshot.base);

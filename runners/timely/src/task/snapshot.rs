@@ -70,7 +70,7 @@ impl Task {
                     // workers would take turns with them, and stall them longer than
                     // encoding here does.
                     if let Some(later) = later.take() {
-                        let mut first = later()?;
+                        let mut first = tidewater_runners_core::checkpoint::encode_all(later)?;
                         first.append(&mut parts);
                         parts = first;
                     }

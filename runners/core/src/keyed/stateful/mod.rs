@@ -450,15 +450,16 @@ impl StatefulRunner {
             Some(changed) if kind == SnapshotKind::Delta => {
                 let cells = self.state.freeze_windows(&changed);
                 let timers = self.timers.freeze_windows(&changed);
-                let later = LaterParts::new(move || {
-                    wire::delta_parts(changed, cells, timers, max_key_groups).map_err(state_failed)
+                let later = LaterParts::new(move |emit| {
+                    wire::delta_parts(changed, cells, timers, max_key_groups, emit)
+                        .map_err(state_failed)
                 });
                 (later, true)
             }
             _ => {
                 let (cells, timers) = (self.state.freeze(), self.timers.freeze());
-                let later = LaterParts::new(move || {
-                    wire::full_parts(cells, timers, max_key_groups).map_err(state_failed)
+                let later = LaterParts::new(move |emit| {
+                    wire::full_parts(cells, timers, max_key_groups, emit).map_err(state_failed)
                 });
                 (later, false)
             }

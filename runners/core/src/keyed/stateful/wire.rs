@@ -8,7 +8,7 @@
 //! the windows changed since the previous snapshot), and the reading of a part.
 
 use crate::delta::{decode_table, encode_delta, encode_entry, encode_table_len};
-use crate::keyed::snapshot::ScopedParts;
+use crate::keyed::snapshot::PartSink;
 use crate::snapshot::{decode_part, encode_part, Scope};
 use crate::state::{
     snapshot_place, split_window_id, FrozenState, FrozenTimers, KeyTimer, RestoredWindow,
@@ -106,46 +106,55 @@ fn header() -> Vec<u8> {
     out
 }
 
-/// Snapshot parts as they are written: one table per key group, its windows in order.
-#[derive(Default)]
-struct Tables {
-    parts: ScopedParts,
+/// Snapshot parts as they are written: one table per key group, its windows in order,
+/// each table handed on as soon as it is whole.
+struct Tables<'s, 'a> {
+    emit: &'s mut PartSink<'a>,
     /// The key group being written, its entries (after the header) and their count.
     group: Option<u32>,
     entries: Vec<u8>,
     count: usize,
 }
 
-impl Tables {
+impl Tables<'_, '_> {
     /// Adds a window of key group `g`, after every window of the groups before it.
-    fn add(&mut self, g: u32, id: &[u8], cells: &[(String, Vec<u8>)], timers: &mut [KeyTimer]) {
+    fn add(
+        &mut self,
+        g: u32,
+        id: &[u8],
+        cells: &[(String, Vec<u8>)],
+        timers: &mut [KeyTimer],
+    ) -> Result<(), String> {
         if self.group != Some(g) {
-            self.finish();
+            self.finish()?;
             self.group = Some(g);
             self.entries = header();
             self.count = 1;
         }
         encode_window(id, cells, timers, &mut self.entries);
         self.count += 1;
+        Ok(())
     }
 
-    fn finish(&mut self) {
+    fn finish(&mut self) -> Result<(), String> {
         if let Some(g) = self.group.take() {
             let mut part = Vec::with_capacity(self.entries.len() + 8);
             encode_table_len(self.count, &mut part);
             part.append(&mut self.entries);
-            self.parts.push((Scope::KeyGroup(g), part));
+            (self.emit)(Scope::KeyGroup(g), part)?;
         }
+        Ok(())
     }
 }
 
-/// Every window with cells or timers, as one table per key group: the cells' windows
-/// and the timers', both in snapshot order, merged.
+/// Every window with cells or timers, as one table per key group to `emit`, a key
+/// group at a time: the cells' windows and the timers', both in snapshot order, merged.
 pub(super) fn full_parts(
     cells: Box<dyn FrozenState>,
     timers: Box<dyn FrozenTimers>,
     max_key_groups: u32,
-) -> Result<ScopedParts, String> {
+    emit: &mut PartSink<'_>,
+) -> Result<(), String> {
     let mut timers = timers
         .all(max_key_groups)?
         .into_iter()
@@ -154,23 +163,26 @@ pub(super) fn full_parts(
             (g, id, t)
         })
         .peekable();
-    let mut tables = Tables::default();
+    let mut tables = Tables {
+        emit,
+        group: None,
+        entries: Vec::new(),
+        count: 0,
+    };
     cells.for_each_window(max_key_groups, &mut |w| {
         while let Some((g, id, mut of)) = timers_before(&mut timers, Some((w.group, &w.id))) {
-            tables.add(g, &id, &[], &mut of);
+            tables.add(g, &id, &[], &mut of)?;
         }
         let mut of = Vec::new();
         while let Some((_, _, t)) = timers.next_if(|(g, id, _)| *g == w.group && *id == w.id) {
             of.push(t);
         }
-        tables.add(w.group, &w.id, &w.cells, &mut of);
-        Ok(())
+        tables.add(w.group, &w.id, &w.cells, &mut of)
     })?;
     while let Some((g, id, mut of)) = timers_before(&mut timers, None) {
-        tables.add(g, &id, &[], &mut of);
+        tables.add(g, &id, &[], &mut of)?;
     }
-    tables.finish();
-    Ok(tables.parts)
+    tables.finish()
 }
 
 /// The timers of the next window of `timers` (key group, id, its timers), if it comes
@@ -191,13 +203,15 @@ fn timers_before(
 }
 
 /// What changed in `changed` (the windows touched since the previous snapshot): per
-/// key group, the windows now empty deleted, the others written whole.
+/// key group, the windows now empty deleted, the others written whole; a key group's
+/// part to `emit` as soon as it is whole.
 pub(super) fn delta_parts(
     changed: Vec<(Vec<u8>, BoundedWindow)>,
     cells: Box<dyn FrozenState>,
     timers: Box<dyn FrozenTimers>,
     max_key_groups: u32,
-) -> Result<ScopedParts, String> {
+    emit: &mut PartSink<'_>,
+) -> Result<(), String> {
     let mut placed: Vec<(u32, Vec<u8>, usize)> = changed
         .iter()
         .enumerate()
@@ -207,7 +221,6 @@ pub(super) fn delta_parts(
         })
         .collect();
     placed.sort_unstable();
-    let mut parts = Vec::new();
     let (mut deleted, mut written): (Vec<Vec<u8>>, Vec<Vec<u8>>) = (Vec::new(), Vec::new());
     let mut iter = placed.into_iter().peekable();
     while let Some((g, id, i)) = iter.next() {
@@ -229,12 +242,12 @@ pub(super) fn delta_parts(
         if iter.peek().is_none_or(|(next, _, _)| *next != g) {
             let d: Vec<&[u8]> = deleted.iter().map(|d| &d[..]).collect();
             let w: Vec<&[u8]> = written.iter().map(|w| &w[..]).collect();
-            parts.push((Scope::KeyGroupDelta(g), encode_delta(&d, &w)));
+            emit(Scope::KeyGroupDelta(g), encode_delta(&d, &w))?;
             deleted.clear();
             written.clear();
         }
     }
-    Ok(parts)
+    Ok(())
 }
 
 /// Decodes `bytes` as a whole `T` that borrows from them.
