@@ -12,8 +12,13 @@ const MEMTABLE_BYTES: u64 = 4 << 20;
 /// (fjall's default: 4).
 const UNITS_L0_TABLES: u8 = 8;
 
-/// A units keyspace's files are cut at this size (fjall's default: 64 MiB).
-const UNITS_TABLE_BYTES: u64 = 32 << 20;
+/// A units keyspace's files are cut at this size (fjall's default: 64 MiB). A
+/// compaction holds a hash of every key of the file it writes (for the file's filter),
+/// and a wake queue's keys share long prefixes, so that a file of 32 MiB held some
+/// millions: the windowed 10x run's anonymous memory went from 150 to 320 MB for
+/// seconds at a time while its store emptied (killed under 256 MB), and with files of
+/// 8 MiB a 2M-window run under 170 MB stays at 70-96 MB where it was killed before.
+const UNITS_TABLE_BYTES: u64 = 8 << 20;
 
 /// A units keyspace's levels grow by this factor (fjall's default: 10).
 const UNITS_LEVEL_RATIO: f32 = 4.0;
