@@ -96,6 +96,44 @@ pub fn build_final(p: &Pipeline, input: &str) -> PCollection<(String, u64)> {
 
 tidewater::register!(StatefulDoFn FinalCount);
 
+/// [`RunningCount`] with `pad` more bytes of state per word: the same output, its
+/// state as large as the benchmark asks (`bench --state-value-bytes`).
+#[derive(Serialize, Deserialize)]
+pub struct PaddedCount {
+    /// Bytes held beside each word's count.
+    pub pad: usize,
+}
+
+impl StatefulDoFn for PaddedCount {
+    type Key = String;
+    type Value = u64;
+    type Out = (String, u64);
+    fn process(
+        &mut self,
+        word: &String,
+        n: u64,
+        ctx: &mut StateContext<'_, (String, u64)>,
+    ) -> Result<(), UserError> {
+        let (count, mut pad) = PADDED.read(ctx)?.unwrap_or_else(|| (0, vec![0; self.pad]));
+        let count = count + n;
+        // The padding changes with the count, as a real value would.
+        if let Some(b) = pad.get_mut(count as usize % self.pad.max(1)) {
+            *b = b.wrapping_add(1);
+        }
+        PADDED.write(ctx, &(count, pad))?;
+        ctx.output((word.clone(), count));
+        Ok(())
+    }
+    fn state_cells(&self) -> Vec<tidewater::StateCell> {
+        vec![PADDED.cell()]
+    }
+}
+
+/// A word's count and its padding ([`PaddedCount`]).
+const PADDED: tidewater::ValueState<(u64, Vec<u8>)> = tidewater::StateSpec::value("padded");
+
+tidewater::register!(StatefulDoFn PaddedCount);
+
 /// What a run of the running count comes to, computed in the pipeline (combines, so no
 /// stage holds more than a word's count): the updates in all (`"updates"`), the words
 /// (`"words"`), and the `top` words by the count they reached, largest first

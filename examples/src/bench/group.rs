@@ -20,6 +20,8 @@ pub struct Group {
     pub at_least_once: bool,
     /// State in the embedded store (`--state-backend fjall`).
     pub embedded_state: bool,
+    /// Bytes of state per word beside its count (`--state-value-bytes`).
+    pub state_value_bytes: Option<usize>,
     /// Its runs, in the order they ran.
     pub runs: Vec<BenchRecord>,
 }
@@ -52,6 +54,9 @@ impl Group {
         }
         if self.embedded_state {
             s.push_str(" fjall state");
+        }
+        if let Some(n) = self.state_value_bytes {
+            let _ = write!(s, " +{n} B/word");
         }
         s
     }
@@ -107,6 +112,7 @@ fn group_where(
             (r.checkpoint, r.checkpoint_interval_ms),
             r.at_least_once,
             r.embedded_state,
+            r.state_value_bytes,
         );
         match groups.iter_mut().find(|g| {
             (
@@ -116,6 +122,7 @@ fn group_where(
                 g.checkpoint,
                 g.at_least_once,
                 g.embedded_state,
+                g.state_value_bytes,
             ) == key
         }) {
             Some(g) => g.runs.push(r.clone()),
@@ -126,6 +133,7 @@ fn group_where(
                 checkpoint: (r.checkpoint, r.checkpoint_interval_ms),
                 at_least_once: r.at_least_once,
                 embedded_state: r.embedded_state,
+                state_value_bytes: r.state_value_bytes,
                 runs: vec![r.clone()],
             }),
         }

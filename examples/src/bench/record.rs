@@ -95,6 +95,10 @@ pub struct BenchRecord {
     /// runs), rather than the runner's default of 30,000 records a batch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub batch_records: Option<u64>,
+    /// The `stateful` workload kept this many bytes of state per word beside its count
+    /// (`bench --state-value-bytes`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_value_bytes: Option<usize>,
     /// A run disturbed by the hypervisor and run again (`bench --max-steal`): its steal
     /// exceeded this many percent. Kept in the JSON, left out of the report's tables
     /// and targets, and listed there.
@@ -230,6 +234,7 @@ impl BenchRecord {
             steal_pct: start.steal_pct(),
             cost_run: false,
             batch_records: None,
+            state_value_bytes: None,
             steal_rerun_above: None,
             max_watermark_drift_ms: None,
             checkpoints_completed: None,
@@ -378,6 +383,7 @@ pub(crate) mod tests {
             steal_pct: None,
             cost_run: false,
             batch_records: None,
+            state_value_bytes: None,
             steal_rerun_above: None,
             max_watermark_drift_ms: None,
             checkpoints_completed: None,

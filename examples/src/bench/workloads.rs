@@ -3,7 +3,7 @@
 //! Each is built either to count what reaches its sink (timed runs) or to capture its
 //! output as text lines (the check against the direct runner).
 
-use crate::stateful_word_count::RunningCount;
+use crate::stateful_word_count::{PaddedCount, RunningCount};
 use crate::{windowed_word_count, CountingSink};
 use tidewater::{PCollection, Pipeline, StatefulParDo};
 use tidewater_transforms::{Count, TextIO};
@@ -83,6 +83,19 @@ impl WordCount {
     /// for the windowed workload). With `capture`, its output is captured as text lines
     /// under [`LINES`]; otherwise it goes into a [`CountingSink`].
     pub fn build(self, p: &Pipeline, text: &str, stamped: &str, capture: bool) {
+        self.build_padded(p, text, stamped, capture, None)
+    }
+
+    /// [`WordCount::build`], the `stateful` workload keeping `pad` bytes of state per
+    /// word beside its count if given ([`PaddedCount`]; the same output).
+    pub fn build_padded(
+        self,
+        p: &Pipeline,
+        text: &str,
+        stamped: &str,
+        capture: bool,
+        pad: Option<usize>,
+    ) {
         match self {
             WordCount::Stateless => {
                 let pairs = words(p, text).map("PairWithOne", pair_with_one);
@@ -97,9 +110,13 @@ impl WordCount {
                 finish(counts, capture);
             }
             WordCount::Stateful => {
-                let counts = words(p, text)
-                    .map("PairWithOne", pair_with_one)
-                    .apply("RunningCount", StatefulParDo::of(RunningCount));
+                let pairs = words(p, text).map("PairWithOne", pair_with_one);
+                let counts = match pad {
+                    Some(pad) => {
+                        pairs.apply("RunningCount", StatefulParDo::of(PaddedCount { pad }))
+                    }
+                    None => pairs.apply("RunningCount", StatefulParDo::of(RunningCount)),
+                };
                 finish(counts, capture);
             }
             WordCount::Windowed => {

@@ -137,6 +137,11 @@ pub(super) struct Args {
     /// its input for the micro-batch runner.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub(super) batch_records: Option<u64>,
+    /// The `stateful` workload keeps N bytes of state per word beside its count (its
+    /// output is the same): a state of a given size from a given vocabulary, e.g. the
+    /// cost of checkpoints of gigabytes of state (`--state-backend fjall`).
+    #[arg(long, value_name = "N")]
+    pub(super) state_value_bytes: Option<usize>,
     /// The native runner's watermark alignment (its runner option
     /// `max_watermark_drift_ms`, Flink's maxAllowedDrift): an instance of a source
     /// whose watermark runs more than N ms ahead of the slowest instance pauses. The
@@ -167,6 +172,11 @@ pub(super) struct Args {
     /// Vocabulary size.
     #[arg(long, default_value_t = 10_000)]
     pub(super) vocab: usize,
+    /// The exponent of the vocabulary's Zipf distribution (0: every word as likely,
+    /// so that nearly every word of the vocabulary is in the input and the state
+    /// holds it, e.g. with `--state-value-bytes`).
+    #[arg(long, default_value_t = 1.0)]
+    pub(super) zipf_s: f64,
     /// Use the files `gen_input.py --out PREFIX` wrote (`PREFIX.txt`, `PREFIX.ts.txt`,
     /// `PREFIX.meta.json`) instead of generating them.
     #[arg(long, value_name = "PREFIX")]
@@ -254,6 +264,8 @@ pub(super) struct Setting<'a> {
     pub(super) state_backend: tidewater::StateBackendKind,
     /// Micro-batches of at most this many lines, back to back (`--batch-records`).
     pub(super) batch_records: Option<u64>,
+    /// The `stateful` workload's bytes of state per word (`--state-value-bytes`).
+    pub(super) state_value_bytes: Option<usize>,
     /// The native runner's watermark alignment (`--watermark-drift-ms`), if on.
     pub(super) watermark_drift_ms: Option<u64>,
     /// TLS between a cluster's processes: certificate, key and CA files.

@@ -122,6 +122,9 @@ pub(super) fn setting_flags(cmd: &mut Command, setting: &Setting<'_>, validate: 
     if setting.at_least_once {
         cmd.arg("--guarantee=at-least-once");
     }
+    if let Some(n) = setting.state_value_bytes {
+        cmd.arg(format!("--state-value-bytes={n}"));
+    }
     if let Some(n) = setting.batch_records {
         cmd.arg(format!("--batch-records={n}"));
     }
@@ -220,6 +223,7 @@ pub(super) fn child(args: &Args, mode: ChildMode) -> anyhow::Result<()> {
         at_least_once: args.guarantee.first().is_some_and(|g| g == "at-least-once"),
         state_backend: args.state_backend,
         batch_records: args.batch_records,
+        state_value_bytes: args.state_value_bytes,
         watermark_drift_ms: drift(args),
         tls: args.tls(),
         status_poll: args.status_poll,
@@ -256,7 +260,13 @@ pub(super) fn child(args: &Args, mode: ChildMode) -> anyhow::Result<()> {
     let p = Pipeline::new(options);
     let text = input.text.to_str().context("non-UTF-8 path")?;
     let stamped = input.stamped.to_str().context("non-UTF-8 path")?;
-    workload.build(&p, text, stamped, mode == ChildMode::Output);
+    workload.build_padded(
+        &p,
+        text,
+        stamped,
+        mode == ChildMode::Output,
+        setting.state_value_bytes,
+    );
     if let Role::Agent(_) = setting.role {
         p.run()?;
         return Ok(());
@@ -308,6 +318,9 @@ pub(super) fn child(args: &Args, mode: ChildMode) -> anyhow::Result<()> {
             record.batch_records = setting
                 .batch_records
                 .filter(|_| setting.runner == "microbatch");
+            record.state_value_bytes = setting
+                .state_value_bytes
+                .filter(|_| workload == WordCount::Stateful);
             if let Some(dir) = &checkpoint_dir {
                 let _ = std::fs::remove_dir_all(dir);
             }

@@ -229,6 +229,7 @@ fn run() -> anyhow::Result<()> {
                     at_least_once,
                     state_backend: args.state_backend,
                     batch_records: args.batch_records,
+                    state_value_bytes: args.state_value_bytes,
                     watermark_drift_ms: drift(&args),
                     tls: args.tls(),
                     status_poll: args.status_poll,
@@ -399,6 +400,7 @@ fn gen_options(args: &Args, words: u64) -> GenOptions {
         lines: words.div_ceil(10).max(1),
         seed: args.seed,
         vocab: args.vocab,
+        zipf_s: args.zipf_s,
         ..Default::default()
     }
 }
@@ -485,6 +487,7 @@ fn reference_output(
         at_least_once: false,
         state_backend: tidewater::StateBackendKind::Memory,
         batch_records: None,
+        state_value_bytes: None,
         watermark_drift_ms: None,
         tls: None,
         status_poll: false,
