@@ -128,6 +128,12 @@ impl Store {
                     // the journal's file (a system call per write otherwise).
                     .manual_journal_persist(true)
                     .max_memtable_size(MEMTABLE_BYTES)
+                    // Files of the units' size: a timer queue's keys share long
+                    // prefixes too (see UNITS_TABLE_BYTES).
+                    .compaction_strategy(Arc::new(
+                        fjall::compaction::Leveled::default()
+                            .with_table_target_size(UNITS_TABLE_BYTES),
+                    ))
                     .filter_block_pinning_policy(fjall::config::PinningPolicy::all(true))
                     .index_block_pinning_policy(fjall::config::PinningPolicy::all(true))
             })
