@@ -50,6 +50,18 @@ pub(crate) trait Blobs: Send + Sync + std::fmt::Debug {
     /// more than `limit` bytes (it was not written so).
     fn get(&self, key: &str, limit: u64) -> Result<Option<Vec<u8>>>;
 
+    /// Hands file `key`'s bytes to `f` in order, a piece at a time; `false` if there
+    /// is no such file. (An object store downloads it whole first.)
+    fn read_pieces(&self, key: &str, f: &mut dyn FnMut(&[u8])) -> Result<bool> {
+        match self.get(key, u64::MAX)? {
+            Some(bytes) => {
+                f(&bytes);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
     /// The names of the files in `dir` (`""`: the top), not recursively.
     fn list(&self, dir: &str) -> Result<Vec<String>>;
 
@@ -204,6 +216,25 @@ impl Blobs for Local {
         match read_bounded(&path, limit)? {
             Some(b) if b.len() as u64 > limit => Err(too_long(self.show(key), limit)),
             other => Ok(other),
+        }
+    }
+
+    fn read_pieces(&self, key: &str, f: &mut dyn FnMut(&[u8])) -> Result<bool> {
+        use std::io::Read;
+        let path = self.path(key);
+        let mut file = match std::fs::File::open(&path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(io_error("cannot read", &path, e)),
+        };
+        let mut piece = vec![0; 1 << 20];
+        loop {
+            match file.read(&mut piece) {
+                Ok(0) => return Ok(true),
+                Ok(n) => f(&piece[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(io_error("cannot read", &path, e)),
+            }
         }
     }
 

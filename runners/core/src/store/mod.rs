@@ -142,6 +142,10 @@ pub struct Store {
 
 pub use blobs::is_object_store;
 
+/// A snapshot file's header is within its first this many bytes (it names the files a
+/// delta builds on: some 60 bytes each, at most `full_snapshot_every` of them).
+const HEADER_BYTES: usize = 1 << 20;
+
 fn io_error(what: &str, path: &Path, e: std::io::Error) -> Error {
     Error::Checkpoint {
         message: format!("{what} {}: {e}", path.display()),
@@ -352,11 +356,25 @@ impl Store {
             return Err(e);
         }
         put?;
-        Ok(BaseRef {
+        let written = BaseRef {
             name,
             len,
             crc: crc.finalize(),
-        })
+        };
+        // Its manifest entry is known: a manifest written here needs no read of it.
+        self.checked
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(
+                written.name.clone(),
+                FileEntry {
+                    name: written.name.clone(),
+                    len: written.len,
+                    crc: written.crc,
+                    base: snapshot.base.clone(),
+                },
+            );
+        Ok(written)
     }
 
     /// Removes worker `worker`'s files that begin at epoch `from` or later: a run
@@ -530,12 +548,26 @@ impl Store {
         if let Some(entry) = checked.get(name) {
             return Ok(entry.clone());
         }
-        let bytes = self.read_file(&format!("parts/{name}"), u64::MAX)?;
+        // Read a piece at a time (a full snapshot may be gigabytes): its length and
+        // checksum, and its header from the first bytes.
+        let key = format!("parts/{name}");
+        let (mut crc, mut len, mut head) = (crc32fast::Hasher::new(), 0u64, Vec::new());
+        let found = self.blobs.read_pieces(&key, &mut |piece| {
+            crc.update(piece);
+            len += piece.len() as u64;
+            let room = HEADER_BYTES.saturating_sub(head.len());
+            head.extend_from_slice(&piece[..piece.len().min(room)]);
+        })?;
+        if !found {
+            return Err(Error::Checkpoint {
+                message: format!("cannot read {}: it is missing", self.show(&key)),
+            });
+        }
         let entry = FileEntry {
             name: name.to_string(),
-            len: bytes.len() as u64,
-            crc: crc32fast::hash(&bytes),
-            base: Snapshot::decode_header(&bytes, plan_hash)?.base,
+            len,
+            crc: crc.finalize(),
+            base: Snapshot::decode_header(&head, plan_hash)?.base,
         };
         checked.insert(name.to_string(), entry.clone());
         Ok(entry)

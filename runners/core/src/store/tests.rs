@@ -426,3 +426,23 @@ fn parts_encoded_as_they_are_written_come_first_and_their_error_is_the_writes() 
             .any(|(name, _)| name == "n1-w0-1-1.snap"));
     });
 }
+
+/// A manifest written by another store than the one that wrote a file (another
+/// process's, or after a restart) reads the file a piece at a time: its length,
+/// checksum and header come out as the writer's.
+#[test]
+fn a_file_written_elsewhere_is_listed_as_written() {
+    each_place(|dir| {
+        let big: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+        let writer = Store::open(dir).unwrap();
+        let written = writer.write_part(1, 0, 0, 0, &snap(&big)).unwrap();
+        let other = Store::open(dir).unwrap();
+        let m = other.complete(0, &[1], 1, &plan(7), 4).unwrap();
+        assert_eq!(
+            (m.files[0].name.as_str(), m.files[0].len, m.files[0].crc),
+            (written.name.as_str(), written.len, written.crc)
+        );
+        let r = other.latest(&plan(7), false).unwrap().unwrap();
+        assert_eq!(r.snapshot.parts[0].bytes, big);
+    });
+}
