@@ -42,7 +42,6 @@
 //! from the plan dropped only when the user allows it. A checkpoint the plan cannot
 //! restore is refused, never fallen back from: an older one would not restore either.
 
-use crate::checkpoint::LaterPartsOf;
 use crate::compat::{Admitted, PlanIdentity, StateId};
 use crate::delta::apply_delta;
 use crate::snapshot::{BaseRef, Snapshot};
@@ -177,26 +176,6 @@ fn manifest_name(epoch: u64) -> String {
     format!("checkpoint-{epoch:020}.manifest")
 }
 
-/// A writer that counts and checksums what goes through it.
-struct Checksummed<'a> {
-    inner: &'a mut dyn Write,
-    crc: &'a mut crc32fast::Hasher,
-    len: &'a mut u64,
-}
-
-impl Write for Checksummed<'_> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let n = self.inner.write(buf)?;
-        self.crc.update(&buf[..n]);
-        *self.len += n as u64;
-        Ok(n)
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.inner.flush()
-    }
-}
-
 /// Writes `bytes` to the local file `path` atomically and durably: a temporary file,
 /// synced, renamed into place, then the directory synced.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
@@ -280,101 +259,6 @@ impl Store {
             .ok_or_else(|| Error::Checkpoint {
                 message: format!("cannot read {}: it is missing", self.show(key)),
             })
-    }
-
-    /// Writes a task's snapshot for epochs `first..=last`; how a delta names it.
-    pub fn write_part(
-        &self,
-        node: usize,
-        worker: usize,
-        first: u64,
-        last: u64,
-        snapshot: &Snapshot,
-    ) -> Result<BaseRef> {
-        self.write_part_streamed(node, worker, first, last, snapshot, None)
-    }
-
-    /// [`Store::write_part`] with parts still to encode from frozen state (`later`:
-    /// they come first): each is written as soon as it is encoded, so that a large
-    /// state is never whole in memory. An error encoding them is the one returned.
-    pub fn write_part_streamed(
-        &self,
-        node: usize,
-        worker: usize,
-        first: u64,
-        last: u64,
-        snapshot: &Snapshot,
-        later: Option<LaterPartsOf>,
-    ) -> Result<BaseRef> {
-        let name = part_file_name(node, worker, first, last);
-        let (mut crc, mut len) = (crc32fast::Hasher::new(), 0u64);
-        let streamed = later.is_some();
-        let mut later = later;
-        let mut encode_failed = None;
-        let put = self.blobs.put(&format!("parts/{name}"), &mut |w| {
-            (crc, len) = (crc32fast::Hasher::new(), 0);
-            let mut w = Checksummed {
-                inner: w,
-                crc: &mut crc,
-                len: &mut len,
-            };
-            let mut out = snapshot.begin(&mut w)?;
-            match later.take() {
-                Some(later) => {
-                    let mut write_failed = None;
-                    let encoded = later(&mut |p| {
-                        out.part(&p).map_err(|e| {
-                            let message = e.to_string();
-                            write_failed = Some(e);
-                            Error::Checkpoint { message }
-                        })
-                    });
-                    if let Some(e) = write_failed {
-                        return Err(e);
-                    }
-                    if let Err(e) = encoded {
-                        let message = e.to_string();
-                        encode_failed = Some(e);
-                        return Err(std::io::Error::other(message));
-                    }
-                }
-                // Frozen state is encoded once, as it is written: a store cannot
-                // call again for the same file.
-                None if streamed => {
-                    return Err(std::io::Error::other(
-                        "a snapshot encoded as it is written cannot be written again",
-                    ))
-                }
-                None => {}
-            }
-            for p in &snapshot.parts {
-                out.part(p)?;
-            }
-            out.finish()
-        });
-        if let Some(e) = encode_failed {
-            return Err(e);
-        }
-        put?;
-        let written = BaseRef {
-            name,
-            len,
-            crc: crc.finalize(),
-        };
-        // Its manifest entry is known: a manifest written here needs no read of it.
-        self.checked
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(
-                written.name.clone(),
-                FileEntry {
-                    name: written.name.clone(),
-                    len: written.len,
-                    crc: written.crc,
-                    base: snapshot.base.clone(),
-                },
-            );
-        Ok(written)
     }
 
     /// Removes worker `worker`'s files that begin at epoch `from` or later: a run
@@ -826,6 +710,7 @@ mod offsets;
 use offsets::offsets_batch;
 #[cfg(test)]
 use offsets::offsets_prefix;
+mod part_write;
 mod retyped;
 
 #[cfg(test)]

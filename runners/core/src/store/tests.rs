@@ -3,6 +3,7 @@
 //! runs jobs against an S3 server).
 
 use super::*;
+use crate::checkpoint::LaterPartsOf;
 use crate::snapshot::{Part, Scope};
 
 /// Runs `test` on a store in a new local directory, then in a new prefix of the
