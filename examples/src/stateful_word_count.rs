@@ -114,12 +114,17 @@ impl StatefulDoFn for PaddedCount {
         n: u64,
         ctx: &mut StateContext<'_, (String, u64)>,
     ) -> Result<(), UserError> {
-        let (count, mut pad) = PADDED.read(ctx)?.unwrap_or_else(|| (0, vec![0; self.pad]));
+        let (count, pad) = PADDED
+            .read(ctx)?
+            .unwrap_or_else(|| (0, "0".repeat(self.pad)));
         let count = count + n;
-        // The padding changes with the count, as a real value would.
+        // The padding changes with the count, as a real value would: one digit, a
+        // string (its bytes encode as one run, not a number each as a `Vec<u8>`'s do).
+        let mut pad = pad.into_bytes();
         if let Some(b) = pad.get_mut(count as usize % self.pad.max(1)) {
-            *b = b.wrapping_add(1);
+            *b = b'0' + b.wrapping_sub(b'0').wrapping_add(1) % 10;
         }
+        let pad = String::from_utf8(pad).map_err(|e| UserError::from(e.to_string()))?;
         PADDED.write(ctx, &(count, pad))?;
         ctx.output((word.clone(), count));
         Ok(())
@@ -130,7 +135,7 @@ impl StatefulDoFn for PaddedCount {
 }
 
 /// A word's count and its padding ([`PaddedCount`]).
-const PADDED: tidewater::ValueState<(u64, Vec<u8>)> = tidewater::StateSpec::value("padded");
+const PADDED: tidewater::ValueState<(u64, String)> = tidewater::StateSpec::value("padded");
 
 tidewater::register!(StatefulDoFn PaddedCount);
 
