@@ -21,6 +21,7 @@ impl EpochPolicy for Streaming {
             // Set at the first activation, from the interval.
             due: None,
             read_in_epoch: true,
+            stretching: false,
             idle: 0,
         })
     }
@@ -34,6 +35,9 @@ struct StreamingReader {
     /// Whether the source has read (or tried to) in its current epoch, which may then
     /// end.
     read_in_epoch: bool,
+    /// Whether the current epoch is past its end, waiting for the checkpoints before to
+    /// let the next one start.
+    stretching: bool,
     /// Idle reads in a row (for the back-off).
     idle: u32,
 }
@@ -50,10 +54,24 @@ impl ReadPolicy for StreamingReader {
         // On the simulated clock a Read is read out in its first epoch, before the
         // script's first event (which follows that epoch everywhere, core's clock.rs).
         let read_out_first = task.clock() == Clock::Simulated;
-        if Instant::now() >= due && self.read_in_epoch && !read_out_first {
-            task.end_epoch()?;
-            self.read_in_epoch = false;
-            self.due = Some(epochs::due(task.epoch_interval()));
+        let now = Instant::now();
+        self.stretching = false;
+        if now >= due && self.read_in_epoch && !read_out_first {
+            // A checkpoint slower than the interval stretches the epoch rather than
+            // pausing the source (as Flink starts its next checkpoint only once the one
+            // before is complete, and processing goes on meanwhile): while the next
+            // epoch would wait for the epochs in flight, this one goes on, for at most
+            // `epochs_in_flight` more intervals, after which the source waits as before
+            // (what is in flight stays bounded however slow the checkpoints are).
+            let interval = task.epoch_interval();
+            let limit = due + interval.saturating_mul(task.epochs_in_flight() as u32);
+            if now < limit && task.next_epoch_held() {
+                self.stretching = true;
+            } else {
+                task.end_epoch()?;
+                self.read_in_epoch = false;
+                self.due = Some(epochs::due(interval));
+            }
         }
         if task.wait_for_epochs_in_flight() {
             return Ok(());
@@ -98,9 +116,14 @@ impl ReadPolicy for StreamingReader {
         if done {
             return task.finish();
         }
-        let until_epoch = self.due.map_or(Duration::ZERO, |d| {
-            d.saturating_duration_since(Instant::now())
-        });
+        let until_epoch = if self.stretching {
+            // The epoch ends once the checkpoints before let the next one start.
+            Duration::from_millis(1)
+        } else {
+            self.due.map_or(Duration::ZERO, |d| {
+                d.saturating_duration_since(Instant::now())
+            })
+        };
         task.activate_after(again.unwrap_or(until_epoch).min(until_epoch));
         Ok(())
     }

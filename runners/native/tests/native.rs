@@ -660,6 +660,58 @@ fn a_slow_snapshot_write_completes_checkpoints_only_once_their_files_are_on_disk
     );
 }
 
+/// Keys a generated number by its residue mod 4.
+fn by_residue(n: u64) -> (u64, u64) {
+    (n % 4, n)
+}
+
+/// A checkpoint slower than the interval stretches the source's epoch rather than
+/// pausing the source (Flink starts its next checkpoint once the one before is
+/// complete, and processing goes on): with every snapshot file's write taking 60 ms (a
+/// checkpoint writes two or three, one after another), a checkpoint interval of 20 ms
+/// and `epochs_in_flight` 10 (an epoch may stretch by 10 intervals), the source reads
+/// on while the writes catch up. A source that waited in its next epoch instead was
+/// held back for most of the run (measured: 1,384 of 1,500 ms).
+#[test]
+fn a_slow_checkpoint_stretches_the_epoch_instead_of_pausing_the_source() {
+    if std::env::var_os("TIDEWATER_STRETCH_CHILD").is_some() {
+        tidewater_runner_native::register();
+        let dir = tempfile::tempdir().unwrap();
+        let mut options = native(EngineOptions {
+            workers: 1,
+            checkpoint_dir: Some(dir.path().to_path_buf()),
+            checkpoint_interval: Some(std::time::Duration::from_millis(20)),
+            ..Default::default()
+        });
+        const RUN_MS: i64 = 1_500;
+        options.max_duration = Some(std::time::Duration::from_millis(RUN_MS as u64));
+        options.runner_options = vec![("epochs_in_flight".into(), "10".into())];
+        let p = Pipeline::new(options);
+        p.apply("Generate", Read::from(GenerateSequence::new(0, None)))
+            .map("Key", by_residue)
+            .apply("Forward", StatefulParDo::of(Forward));
+        let r = p.run().unwrap();
+        let m = &r.metrics;
+        let step = tidewater_runners_timely::metrics::ENGINE_STEP;
+        let write = m.distribution(step, "snapshot_write_ms").unwrap();
+        assert!(write.min >= 60, "{write:?}");
+        assert!(m.counter(step, "checkpoints").unwrap_or(0) >= 5, "{m:?}");
+        let throttled = m.counter("Generate", "throttled_ms").unwrap_or(0);
+        assert!(
+            throttled < RUN_MS / 4,
+            "the source was held back {throttled} ms of {RUN_MS}: {m:?}"
+        );
+        return;
+    }
+    passes_in_a_child(
+        "a_slow_checkpoint_stretches_the_epoch_instead_of_pausing_the_source",
+        &[
+            ("TIDEWATER_STRETCH_CHILD", "1"),
+            ("TIDEWATER_DELAY", "snapshot-write:60"),
+        ],
+    );
+}
+
 // ---------------------------------------------------------------------------------------
 // Watermark alignment (`max_watermark_drift_ms`): a source of two partitions, one on each
 // worker, whose partition 0 reads slowly and partition 1 as fast as it can, both over the

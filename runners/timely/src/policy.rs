@@ -84,6 +84,15 @@ pub trait ReadTask {
     /// runs again shortly.
     fn wait_for_epochs_in_flight(&mut self) -> bool;
 
+    /// Whether the epoch after the current one would wait for the epochs in flight
+    /// ([`ReadTask::wait_for_epochs_in_flight`] once there), asked before ending this
+    /// one; nothing is recorded.
+    fn next_epoch_held(&self) -> bool;
+
+    /// The checkpoints a source may run ahead of the last complete one
+    /// (`epochs_in_flight`).
+    fn epochs_in_flight(&self) -> u64;
+
     /// Whether this instance waits for its source's slower instances (watermark
     /// alignment, when the engine runs it); if so, the task runs again shortly.
     fn wait_for_alignment(&mut self) -> bool;

@@ -64,6 +64,15 @@ impl ReadTask for Reading<'_> {
         self.task.wait_for_epochs_in_flight()
     }
 
+    fn next_epoch_held(&self) -> bool {
+        let next = crate::epochs::next_span(self.task.cur, self.task.ctx.stride);
+        self.task.held_back(next)
+    }
+
+    fn epochs_in_flight(&self) -> u64 {
+        self.task.ctx.epochs_in_flight
+    }
+
     fn wait_for_alignment(&mut self) -> bool {
         let ahead = self.task.ahead_of_its_source();
         if ahead {

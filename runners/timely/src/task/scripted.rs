@@ -60,11 +60,7 @@ impl Task {
     /// within K + 1 epochs. A source held back in its new epoch waits there, reading
     /// nothing and starting no other; it runs again shortly.
     pub(super) fn wait_for_epochs_in_flight(&mut self) -> bool {
-        let ctx = &self.ctx;
-        let committed = ctx.committed.get();
-        let held = crate::epochs::held_back(self.cur, ctx.stride, ctx.epochs_in_flight, |t| {
-            committed.is_none_or(|c| c.saturating_add(1) < t)
-        });
+        let held = self.held_back(self.cur);
         if held {
             self.throttled_since.get_or_insert_with(Instant::now);
             self.activator.activate_after(Duration::from_millis(1));
@@ -72,6 +68,16 @@ impl Task {
             self.figures.add_throttled(since.elapsed());
         }
         held
+    }
+
+    /// Whether epoch `e` must wait for the epochs in flight before anything is read in
+    /// it ([`crate::epochs::held_back`] on the checkpoints complete so far).
+    pub(super) fn held_back(&self, e: u64) -> bool {
+        let ctx = &self.ctx;
+        let committed = ctx.committed.get();
+        crate::epochs::held_back(e, ctx.stride, ctx.epochs_in_flight, |t| {
+            committed.is_none_or(|c| c.saturating_add(1) < t)
+        })
     }
 
     /// Closes the epochs before `next` (nothing is read in those skipped to a span's
