@@ -30,9 +30,9 @@ pub(super) struct CellIdRef<'a> {
 /// What a cell holds, as a snapshot part (and the embedded store) encodes it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub(super) enum Cell {
-    Value(Vec<u8>),
-    Bag(Vec<Vec<u8>>),
-    Map(BTreeMap<Vec<u8>, Vec<u8>>),
+    Value(#[serde(with = "super::bytes::one")] Vec<u8>),
+    Bag(#[serde(with = "super::bytes::many")] Vec<Vec<u8>>),
+    Map(#[serde(with = "super::bytes::map")] BTreeMap<Vec<u8>, Vec<u8>>),
 }
 
 impl Cell {

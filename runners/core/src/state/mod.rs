@@ -1,5 +1,6 @@
 //! State backends: where stateful DoFns' cells live, runner-neutral and snapshottable.
 
+mod bytes;
 mod embedded;
 mod in_memory;
 #[cfg(test)]
