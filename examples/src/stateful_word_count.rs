@@ -178,3 +178,13 @@ pub fn summary_text(result: &tidewater::PipelineResult) -> tidewater::Result<Str
     }
     Ok(out)
 }
+
+/// [`build`] keeping `pad` bytes of state per word beside its count ([`PaddedCount`]:
+/// the same output, a state of a chosen size). (At the end of the file, so that the
+/// closures above keep their lines, which name them in plans.)
+pub fn build_padded(p: &Pipeline, input: &str, pad: usize) -> PCollection<(String, u64)> {
+    p.apply("ReadLines", TextIO::read().from(input))
+        .flat_map("ExtractWords", extract_words)
+        .map("PairWithOne", |word: String| (word, 1u64))
+        .apply("RunningCount", StatefulParDo::of(PaddedCount { pad }))
+}

@@ -27,6 +27,10 @@ struct Args {
     /// of every update): a job whose state is a count and a timer per key.
     #[arg(long)]
     final_counts: bool,
+    /// Keep this many bytes of state per word beside its count (the same output): a
+    /// job whose state is as large as wanted, e.g. to time a checkpoint or a restore.
+    #[arg(long, value_name = "N", conflicts_with = "final_counts")]
+    state_value_bytes: Option<usize>,
 }
 
 fn main() -> std::process::ExitCode {
@@ -44,6 +48,8 @@ fn run() -> anyhow::Result<()> {
     let p = Pipeline::new(args.options.clone());
     let running = if args.final_counts {
         stateful_word_count::build_final(&p, &input)
+    } else if let Some(pad) = args.state_value_bytes {
+        stateful_word_count::build_padded(&p, &input, pad)
     } else {
         stateful_word_count::build(&p, &input)
     };
