@@ -252,9 +252,10 @@ fn a_keyed_job_with_ten_times_more_state_than_its_memory_limit_runs_exactly() {
 #[test]
 #[ignore = "heavy: run in release (see the module's documentation)"]
 fn the_windowed_word_count_with_ten_times_more_state_than_its_limit_runs_exactly() {
-    // 6,000,000 words peaked at 2,484 MB in memory (2026-12-07), under the ten times
-    // the limit this test asks for.
-    ten_times_the_limit(Job::Windowed, 6_600_000);
+    // 6,000,000 words peaked at 2,484 MB in memory and 6,600,000 at 2,522 MB
+    // (2026-12-07: the tables grow by doubling), under the ten times the limit this
+    // test asks for.
+    ten_times_the_limit(Job::Windowed, 7_500_000);
 }
 
 #[test]
