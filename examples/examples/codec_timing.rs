@@ -53,6 +53,7 @@ fn main() {
         epoch: 3,
         base: Vec::new(),
         parts,
+        stored: Default::default(),
     };
     let bytes = snap.encode();
     let write = per_iter(200, || {

@@ -132,29 +132,24 @@ pub fn restore_keyed(
         });
     }
     let mut op = instantiate(plan, node, lifted, key_groups, state)?;
-    for (scope, parts) in snapshot.parts_of(name) {
-        let take = match scope {
-            Scope::KeyGroup(g) => key_groups.owned.contains(&g),
-            Scope::Union(_) => true,
-            Scope::KeyGroupDelta(g) => {
-                return Err(Error::Checkpoint {
-                    message: format!(
-                        "a delta of key group {g} of '{name}' reached restore: a delta snapshot is applied to the one it builds on first"
-                    ),
-                })
-            }
-            other => {
-                return Err(Error::Checkpoint {
-                    message: format!("'{name}' is keyed and has no state of scope {other:?}"),
-                })
-            }
-        };
-        if take {
-            for bytes in parts {
-                op.restore(scope, bytes).map_err(|e| exec_error(e, name))?;
-            }
+    // Key groups left in a checkpoint's files are read one at a time.
+    let want = |scope| match scope {
+        Scope::KeyGroup(g) => key_groups.owned.contains(&g),
+        _ => true,
+    };
+    snapshot.for_each_part_of(name, &want, &mut |scope, bytes| match scope {
+        Scope::KeyGroup(_) | Scope::Union(_) => {
+            op.restore(scope, bytes).map_err(|e| exec_error(e, name))
         }
-    }
+        Scope::KeyGroupDelta(g) => Err(Error::Checkpoint {
+            message: format!(
+                "a delta of key group {g} of '{name}' reached restore: a delta snapshot is applied to the one it builds on first"
+            ),
+        }),
+        other => Err(Error::Checkpoint {
+            message: format!("'{name}' is keyed and has no state of scope {other:?}"),
+        }),
+    })?;
     Ok(op)
 }
 
@@ -237,6 +232,7 @@ impl Snapshot {
             epoch: self.epoch,
             base: Vec::new(),
             parts: Vec::new(),
+            stored: Default::default(),
         }
     }
 }

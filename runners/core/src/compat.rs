@@ -130,6 +130,15 @@ pub struct Admitted {
 }
 
 impl Admitted {
+    /// The plan's name for the parts of old transform `transform`; `None` if its
+    /// state is dropped.
+    pub fn name_of(&self, transform: &str) -> Option<String> {
+        match self.renames.get(transform) {
+            None => Some(transform.to_string()),
+            Some(to) => to.clone(),
+        }
+    }
+
     /// Renames `snapshot`'s parts to the plan's transform names and leaves out the
     /// parts of dropped state. All renames happen at once, so two transforms that swap
     /// names keep their own state.

@@ -99,8 +99,9 @@ impl Reader {
         for s in ids {
             let show_key = key_shower(plan, &s.transform);
             let mut typed = reduce_state(plan, &s.transform);
-            for (scope, parts) in self.snapshot.parts_of(&s.transform) {
-                for bytes in parts {
+            let all = |_| true;
+            self.snapshot
+                .for_each_part_of(&s.transform, &all, &mut |scope, bytes| {
                     match (s.kind, scope) {
                         (StateKind::StatefulDoFn, Scope::KeyGroup(_)) => {
                             dofn_entries(&s.id, bytes, &show_key, &mut out)?
@@ -118,8 +119,8 @@ impl Reader {
                             value: serde_json::json!({ "bytes": bytes.len() }).to_string(),
                         }),
                     }
-                }
-            }
+                    Ok(())
+                })?;
         }
         if let Some(key) = &filter.key {
             let quoted = format!("{key:?}");

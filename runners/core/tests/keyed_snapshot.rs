@@ -518,6 +518,7 @@ fn rescale(
         epoch,
         base: Vec::new(),
         parts,
+        stored: Default::default(),
     };
     let snapshot = Snapshot::decode(&snapshot.encode(), case.plan.plan_hash).expect("decodes");
     (0..workers)
@@ -693,6 +694,7 @@ fn check_store(case: &Case, script: &[Step], max: u32, hot: usize) -> Result<(),
                         epoch: i as u64,
                         base: Vec::new(),
                         parts: rebuilt.clone(),
+                        stored: Default::default(),
                     };
                     let snapshot =
                         Snapshot::decode(&snapshot.encode(), case.plan.plan_hash).expect("decodes");
@@ -804,6 +806,7 @@ fn sample_snapshot(case: &Case, max: u32) -> Snapshot {
         parts: keyed_parts(case.name(), op.as_mut(), max, 0, SnapshotKind::Full)
             .expect("snapshots")
             .0,
+        stored: Default::default(),
     }
 }
 

@@ -40,6 +40,7 @@ fn snap(epoch: u64, bytes: &[u8]) -> Snapshot {
             scope: Scope::List(0),
             bytes: bytes.to_vec(),
         }],
+        stored: Default::default(),
     }
 }
 

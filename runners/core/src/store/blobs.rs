@@ -26,13 +26,16 @@
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 use std::collections::HashMap;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 use tidewater::{Error, Result};
 
 /// Objects larger than this are uploaded in parts of this size.
 const MULTIPART: usize = 32 << 20;
+
+/// An object is read in ranges of this many bytes.
+pub(crate) const RANGE: u64 = 8 << 20;
 
 /// A store's files.
 pub(crate) trait Blobs: Send + Sync + std::fmt::Debug {
@@ -51,16 +54,34 @@ pub(crate) trait Blobs: Send + Sync + std::fmt::Debug {
     fn get(&self, key: &str, limit: u64) -> Result<Option<Vec<u8>>>;
 
     /// Hands file `key`'s bytes to `f` in order, a piece at a time; `false` if there
-    /// is no such file. (An object store downloads it whole first.)
+    /// is no such file.
     fn read_pieces(&self, key: &str, f: &mut dyn FnMut(&[u8])) -> Result<bool> {
-        match self.get(key, u64::MAX)? {
-            Some(bytes) => {
-                f(&bytes);
-                Ok(true)
+        let Some(mut r) = self.open(key)? else {
+            return Ok(false);
+        };
+        let mut piece = vec![0; 1 << 20];
+        loop {
+            match r.read(&mut piece) {
+                Ok(0) => return Ok(true),
+                Ok(n) => f(&piece[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(self.read_error(key, e)),
             }
-            None => Ok(false),
         }
     }
+
+    /// What a failed read of file `key` from [`Blobs::open`]'s reader is: a file that
+    /// cannot be read is a checkpoint that cannot be restored; an object store's
+    /// answer after its retries fails the run instead.
+    fn read_error(&self, key: &str, e: std::io::Error) -> Error;
+
+    /// A reader of file `key`'s bytes in order, `None` if there is none (an object is
+    /// fetched [`RANGE`] bytes at a time).
+    fn open(&self, key: &str) -> Result<Option<Box<dyn Read + Send>>>;
+
+    /// The `len` bytes of file `key` from `offset`: a checkpoint error if it has
+    /// fewer.
+    fn read_range(&self, key: &str, offset: u64, len: u64) -> Result<Vec<u8>>;
 
     /// The names of the files in `dir` (`""`: the top), not recursively.
     fn list(&self, dir: &str) -> Result<Vec<String>>;
@@ -176,6 +197,12 @@ fn read_bounded(path: &Path, limit: u64) -> Result<Option<Vec<u8>>> {
     Ok(Some(bytes))
 }
 
+fn short(what: String, offset: u64, len: u64, size: u64) -> Error {
+    Error::Checkpoint {
+        message: format!("{what} holds {size} bytes, not {len} from byte {offset}"),
+    }
+}
+
 fn too_long(what: String, limit: u64) -> Error {
     Error::Checkpoint {
         message: format!("{what} holds more than the {limit} bytes it was written with"),
@@ -219,23 +246,35 @@ impl Blobs for Local {
         }
     }
 
-    fn read_pieces(&self, key: &str, f: &mut dyn FnMut(&[u8])) -> Result<bool> {
-        use std::io::Read;
+    fn open(&self, key: &str) -> Result<Option<Box<dyn Read + Send>>> {
         let path = self.path(key);
-        let mut file = match std::fs::File::open(&path) {
-            Ok(file) => file,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
-            Err(e) => return Err(io_error("cannot read", &path, e)),
-        };
-        let mut piece = vec![0; 1 << 20];
-        loop {
-            match file.read(&mut piece) {
-                Ok(0) => return Ok(true),
-                Ok(n) => f(&piece[..n]),
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(io_error("cannot read", &path, e)),
-            }
+        match std::fs::File::open(&path) {
+            Ok(file) => Ok(Some(Box::new(file))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(io_error("cannot read", &path, e)),
         }
+    }
+
+    fn read_error(&self, key: &str, e: std::io::Error) -> Error {
+        io_error("cannot read", &self.path(key), e)
+    }
+
+    fn read_range(&self, key: &str, offset: u64, len: u64) -> Result<Vec<u8>> {
+        use std::io::{Seek, SeekFrom};
+        let path = self.path(key);
+        let mut file = std::fs::File::open(&path).map_err(|e| io_error("cannot read", &path, e))?;
+        let size = file
+            .metadata()
+            .map_err(|e| io_error("cannot read", &path, e))?
+            .len();
+        if offset.checked_add(len).is_none_or(|end| end > size) {
+            return Err(short(self.show(key), offset, len, size));
+        }
+        let mut bytes = vec![0; usize::try_from(len).expect("within the file's length")];
+        file.seek(SeekFrom::Start(offset))
+            .and_then(|_| file.read_exact(&mut bytes))
+            .map_err(|e| io_error("cannot read", &path, e))?;
+        Ok(bytes)
     }
 
     fn list(&self, dir: &str) -> Result<Vec<String>> {
@@ -427,6 +466,44 @@ impl Objects {
     }
 }
 
+/// An object read [`RANGE`] bytes at a time.
+struct ObjectReader {
+    store: Arc<dyn ObjectStore>,
+    path: ObjectPath,
+    size: u64,
+    /// Where the next range begins.
+    at: u64,
+    chunk: Vec<u8>,
+    /// How much of `chunk` was read.
+    used: usize,
+}
+
+impl Read for ObjectReader {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.used == self.chunk.len() {
+            if self.at >= self.size {
+                return Ok(0);
+            }
+            let range = self.at..self.size.min(self.at + RANGE);
+            let (store, path) = (self.store.clone(), self.path.clone());
+            let chunk = block(async move { store.get_range(&path, range).await })
+                .map_err(|e| std::io::Error::other(e.to_string()))?;
+            if chunk.is_empty() {
+                return Err(std::io::Error::other(format!(
+                    "the object ends at byte {} of the {} it had",
+                    self.at, self.size
+                )));
+            }
+            self.at += chunk.len() as u64;
+            (self.chunk, self.used) = (chunk.to_vec(), 0);
+        }
+        let n = buf.len().min(self.chunk.len() - self.used);
+        buf[..n].copy_from_slice(&self.chunk[self.used..self.used + n]);
+        self.used += n;
+        Ok(n)
+    }
+}
+
 /// Runs `fut` on the connector runtime and waits for it, from any thread (a runtime
 /// thread included: the future runs on another).
 fn block<T: Send + 'static>(fut: impl std::future::Future<Output = T> + Send + 'static) -> T {
@@ -478,6 +555,52 @@ impl Blobs for Objects {
             Ok(Ok(bytes)) if bytes.len() as u64 <= limit => Ok(Some(bytes)),
             Ok(_) => Err(too_long(self.show(key), limit)),
             Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(self.failed("read", key, e)),
+        }
+    }
+
+    fn open(&self, key: &str) -> Result<Option<Box<dyn Read + Send>>> {
+        let (store, path) = (self.store.clone(), self.path(key));
+        let head = block({
+            let (store, path) = (store.clone(), path.clone());
+            async move { store.head(&path).await }
+        });
+        match head {
+            Ok(meta) => Ok(Some(Box::new(ObjectReader {
+                store,
+                path,
+                size: meta.size,
+                at: 0,
+                chunk: Default::default(),
+                used: 0,
+            }))),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(self.failed("read", key, e)),
+        }
+    }
+
+    fn read_error(&self, key: &str, e: std::io::Error) -> Error {
+        Error::Io {
+            what: "cannot read the object".into(),
+            path: PathBuf::from(self.show(key)),
+            cause: e,
+        }
+    }
+
+    fn read_range(&self, key: &str, offset: u64, len: u64) -> Result<Vec<u8>> {
+        let (store, path) = (self.store.clone(), self.path(key));
+        let Some(end) = offset.checked_add(len) else {
+            return Err(short(self.show(key), offset, len, 0));
+        };
+        let got = block(async move { store.get_range(&path, offset..end).await });
+        match got {
+            Ok(bytes) if bytes.len() as u64 == len => Ok(bytes.to_vec()),
+            Ok(bytes) => Err(short(
+                self.show(key),
+                offset,
+                len,
+                offset + bytes.len() as u64,
+            )),
             Err(e) => Err(self.failed("read", key, e)),
         }
     }

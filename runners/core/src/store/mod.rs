@@ -43,7 +43,6 @@
 //! restore is refused, never fallen back from: an older one would not restore either.
 
 use crate::compat::{Admitted, PlanIdentity, StateId};
-use crate::delta::apply_delta;
 use crate::snapshot::{BaseRef, Snapshot};
 #[cfg(test)]
 use crate::source_driver::ReadRange;
@@ -568,68 +567,10 @@ impl Store {
         admitted: &Admitted,
         plan: &PlanIdentity,
     ) -> Result<(Manifest, Snapshot)> {
-        let mut all = self.read_files(&manifest)?;
+        let mut all = self.read_files(&manifest, &|t| admitted.name_of(t))?;
         all.plan_hash = plan.hash;
         admitted.apply(&mut all);
         Ok((manifest, all))
-    }
-
-    /// Every part of checkpoint `manifest`, as written (a delta applied to the files it
-    /// builds on), each file checked against the manifest.
-    fn read_files(&self, manifest: &Manifest) -> Result<Snapshot> {
-        let (epoch, plan_hash) = (manifest.epoch, manifest.plan_hash);
-        let mut all = Snapshot {
-            plan_hash,
-            max_key_groups: manifest.max_key_groups,
-            epoch,
-            base: Vec::new(),
-            parts: Vec::new(),
-        };
-        for f in &manifest.files {
-            // The full file, then each delta applied in turn.
-            let mut parts = Vec::new();
-            for (i, (name, len, crc)) in f.files().enumerate() {
-                // A manifest is read from disk: it may name only a part file under
-                // `parts/` (not `../x` or `/dev/zero`), whose length it states.
-                if parse_part_file_name(name).is_none() {
-                    return Err(Error::Checkpoint {
-                        message: format!(
-                            "checkpoint {epoch}'s manifest names '{name}', which is not a part file's name"
-                        ),
-                    });
-                }
-                let key = format!("parts/{name}");
-                let path = self.show(&key);
-                let bytes = self.read_file(&key, len)?;
-                if bytes.len() as u64 != len || crc32fast::hash(&bytes) != crc {
-                    return Err(Error::Checkpoint {
-                        message: format!(
-                            "{path} does not match its checksum in checkpoint {epoch}"
-                        ),
-                    });
-                }
-                let s = Snapshot::decode(&bytes, plan_hash)?;
-                if s.base[..] != f.base[..i] {
-                    return Err(Error::Checkpoint {
-                        message: format!(
-                            "{path} does not build on the files checkpoint {epoch} names before it"
-                        ),
-                    });
-                }
-                parts = if i == 0 {
-                    s.parts
-                } else {
-                    apply_delta(parts, s.parts).map_err(|e| match e {
-                        Error::Checkpoint { message } => Error::Checkpoint {
-                            message: format!("{path}: {message}"),
-                        },
-                        other => other,
-                    })?
-                };
-            }
-            all.parts.extend(parts);
-        }
-        Ok(all)
     }
 
     /// The newest checkpoint that reads back whole, as written (not fitted to a plan),
@@ -638,7 +579,7 @@ impl Store {
         for epoch in self.manifests()?.into_iter().rev() {
             match self
                 .read_manifest(epoch)
-                .and_then(|m| Ok((self.read_files(&m)?, m)))
+                .and_then(|m| Ok((self.read_files(&m, &|t| Some(t.to_string()))?, m)))
             {
                 Ok((snapshot, manifest)) => return Ok(Some((manifest, snapshot))),
                 Err(Error::Checkpoint { message }) => {
@@ -711,6 +652,7 @@ use offsets::offsets_batch;
 #[cfg(test)]
 use offsets::offsets_prefix;
 mod part_write;
+mod read;
 mod retyped;
 
 #[cfg(test)]

@@ -23,7 +23,7 @@ impl Store {
             .iter()
             .any(|(_, v)| matches!(v, Verdict::Retyped { .. }))
         {
-            let snapshot = self.read_files(manifest)?;
+            let snapshot = self.read_files(manifest, &|t| Some(t.to_string()))?;
             let old = manifest.state.as_deref().unwrap_or_default();
             read_retyped(&mut report, old, &snapshot, plan)?;
         }
@@ -50,34 +50,31 @@ fn read_retyped(
             continue;
         };
         let mut all = true;
-        for (scope, parts) in snapshot.parts_of(transform) {
-            if !matches!(scope, Scope::KeyGroup(_)) {
-                continue;
-            }
-            for bytes in parts {
-                let corrupt = |message: String| Error::Checkpoint {
-                    message: format!("the state of '{id}': {message}"),
-                };
-                let (decoded, _) = crate::keyed::stateful::decode_key_group(bytes)
-                    .map_err(|e| corrupt(format!("{e:?}")))?;
-                for cell in decoded {
-                    if !cells.iter().any(|(name, _, _)| *name == cell.name) {
-                        continue;
-                    }
-                    let Some(reads) = plan.readers.get(&(id.clone(), cell.name.clone())) else {
-                        all = false;
-                        continue;
-                    };
-                    all &= match &cell.contents {
-                        CellContents::Value(v) => (reads.value)(v),
-                        CellContents::Bag(items) => items.iter().all(|b| (reads.value)(b)),
-                        CellContents::Map(entries) => entries
-                            .iter()
-                            .all(|(k, v)| (reads.key)(k) && (v.is_empty() || (reads.value)(v))),
-                    };
+        let keyed = |scope| matches!(scope, Scope::KeyGroup(_));
+        snapshot.for_each_part_of(transform, &keyed, &mut |_, bytes| {
+            let corrupt = |message: String| Error::Checkpoint {
+                message: format!("the state of '{id}': {message}"),
+            };
+            let (decoded, _) = crate::keyed::stateful::decode_key_group(bytes)
+                .map_err(|e| corrupt(format!("{e:?}")))?;
+            for cell in decoded {
+                if !cells.iter().any(|(name, _, _)| *name == cell.name) {
+                    continue;
                 }
+                let Some(reads) = plan.readers.get(&(id.clone(), cell.name.clone())) else {
+                    all = false;
+                    continue;
+                };
+                all &= match &cell.contents {
+                    CellContents::Value(v) => (reads.value)(v),
+                    CellContents::Bag(items) => items.iter().all(|b| (reads.value)(b)),
+                    CellContents::Map(entries) => entries
+                        .iter()
+                        .all(|(k, v)| (reads.key)(k) && (v.is_empty() || (reads.value)(v))),
+                };
             }
-        }
+            Ok(())
+        })?;
         *readable = all;
     }
     Ok(())

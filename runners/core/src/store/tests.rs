@@ -43,6 +43,7 @@ fn snap(bytes: &[u8]) -> Snapshot {
             scope: Scope::List(0),
             bytes: bytes.to_vec(),
         }],
+        stored: Default::default(),
     }
 }
 
@@ -164,6 +165,7 @@ fn keyed(epoch: u64, group: (Scope, Vec<u8>), list: &[u8], base: Vec<BaseRef>) -
                 bytes: list.to_vec(),
             },
         ],
+        stored: Default::default(),
     }
 }
 
@@ -206,8 +208,9 @@ fn a_delta_reads_back_applied_to_the_files_it_builds_on() {
         let bases: Vec<&str> = f.base.iter().map(|b| b.name.as_str()).collect();
         assert_eq!(bases, ["n1-w0-0-0.snap", "n1-w0-1-1.snap"]);
         // Key group 0 holds every epoch's entry; the sink's list is the newest file's.
+        let parts = r.snapshot.materialized().unwrap().parts;
         assert_eq!(
-            r.snapshot.parts,
+            parts,
             vec![
                 Part {
                     transform: "G".into(),
@@ -229,7 +232,7 @@ fn a_delta_reads_back_applied_to_the_files_it_builds_on() {
             .latest(&plan(7), false)
             .unwrap()
             .unwrap();
-        assert_eq!(again.snapshot.parts, r.snapshot.parts);
+        assert_eq!(again.snapshot.materialized().unwrap().parts, parts);
     });
 }
 
@@ -252,7 +255,7 @@ fn a_corrupt_full_file_falls_back_to_a_checkpoint_that_does_not_build_on_it() {
         let r = store.latest(&plan(7), false).unwrap().unwrap();
         assert_eq!(r.manifest.epoch, 2);
         assert_eq!(
-            r.snapshot.parts[0].bytes,
+            r.snapshot.materialized().unwrap().parts[0].bytes,
             table(&[(&[0], b"v"), (&[1], b"v"), (&[2], b"v")])
         );
         assert_eq!(r.notes.len(), 4, "{:?}", r.notes);
@@ -399,9 +402,12 @@ fn parts_encoded_as_they_are_written_come_first_and_their_error_is_the_writes() 
             .write_part_streamed(1, 0, 0, 0, &snap(b"own"), Some(later))
             .unwrap();
         store.complete(0, &[1], 1, &plan(7), 4).unwrap();
-        let r = store.latest(&plan(7), false).unwrap().unwrap();
-        let bytes: Vec<&[u8]> = r.snapshot.parts.iter().map(|p| &p.bytes[..]).collect();
+        let file = store.blobs.get("parts/n1-w0-0-0.snap", u64::MAX).unwrap();
+        let written = Snapshot::decode(&file.unwrap(), 7).unwrap();
+        let bytes: Vec<&[u8]> = written.parts.iter().map(|p| &p.bytes[..]).collect();
         assert_eq!(bytes, [&b"x"[..], b"y", b"own"]);
+        let r = store.latest(&plan(7), false).unwrap().unwrap();
+        assert_eq!(r.snapshot.materialized().unwrap(), written);
 
         let failing: LaterPartsOf = Box::new(|sink| {
             sink(Part {
@@ -434,7 +440,8 @@ fn parts_encoded_as_they_are_written_come_first_and_their_error_is_the_writes() 
 #[test]
 fn a_file_written_elsewhere_is_listed_as_written() {
     each_place(|dir| {
-        let big: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+        // Larger than an object store's read range: read in three.
+        let big: Vec<u8> = (0..18_000_000u32).map(|i| (i % 251) as u8).collect();
         let writer = Store::open(dir).unwrap();
         let written = writer.write_part(1, 0, 0, 0, &snap(&big)).unwrap();
         let other = Store::open(dir).unwrap();
@@ -445,5 +452,71 @@ fn a_file_written_elsewhere_is_listed_as_written() {
         );
         let r = other.latest(&plan(7), false).unwrap().unwrap();
         assert_eq!(r.snapshot.parts[0].bytes, big);
+    });
+}
+
+/// A restore leaves key groups in the checkpoint's files: the snapshot it gives holds
+/// the other parts, and each key group is read when a task asks for it (its deltas
+/// applied), so that a restore holds one key group, not the state. A file changed
+/// after the checkpoint was checked is refused where the key group is read, naming it.
+#[test]
+fn a_restore_reads_each_key_group_from_the_files_when_it_is_asked_for() {
+    each_place(|dir| {
+        let store = Store::open(dir).unwrap();
+        let group = |g: u32| table(&[(&[g as u8], b"value"), (&[g as u8, 1], b"more")]);
+        let mut full = snap(b"list");
+        for g in 0..4 {
+            full.parts.push(Part {
+                transform: "G".into(),
+                scope: Scope::KeyGroup(g),
+                bytes: group(g),
+            });
+        }
+        store.write_part(1, 0, 0, 0, &full).unwrap();
+        store.complete(0, &[1], 1, &plan(7), 4).unwrap();
+        let r = store.latest(&plan(7), false).unwrap().unwrap();
+        let in_memory: Vec<(&str, Scope)> = r
+            .snapshot
+            .parts
+            .iter()
+            .map(|p| (p.transform.as_str(), p.scope))
+            .collect();
+        assert_eq!(in_memory, [("T", Scope::List(0))]);
+        let mut read = Vec::new();
+        let wanted = |s| matches!(s, Scope::KeyGroup(1 | 2));
+        r.snapshot
+            .for_each_part_of("G", &wanted, &mut |scope, bytes| {
+                read.push((scope, bytes.to_vec()));
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(
+            read,
+            [
+                (Scope::KeyGroup(1), group(1)),
+                (Scope::KeyGroup(2), group(2))
+            ]
+        );
+        // Key group 3's bytes changed after the check.
+        let key = "parts/n1-w0-0-0.snap";
+        let bytes = store.blobs.get(key, u64::MAX).unwrap().unwrap();
+        let mut reader = crate::snapshot::SnapshotReader::new(&bytes[..], 7).unwrap();
+        let mut third = None;
+        while let Some((info, _)) = reader.next_part(&|_, _| false).unwrap() {
+            if info.scope == Scope::KeyGroup(3) {
+                third = Some(info);
+            }
+        }
+        let third = third.unwrap();
+        flip(&store, key, bytes.len() - third.offset as usize, 0x01);
+        let e = r
+            .snapshot
+            .for_each_part_of("G", &|s| s == Scope::KeyGroup(3), &mut |_, _| Ok(()))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("n1-w0-0-0.snap (checkpoint 0): key group 3 of 'G': part KeyGroup(3) of 'G' is corrupt: its checksum does not match"),
+            "{e}"
+        );
     });
 }

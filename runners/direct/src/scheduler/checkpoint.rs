@@ -58,6 +58,7 @@ impl Executor<'_> {
             epoch: round,
             base: Vec::new(),
             parts: Vec::new(),
+            stored: Default::default(),
         };
         self.nothing_in_flight("a checkpoint")?;
         // Per keyed node: its full parts, and whether it wrote a delta.

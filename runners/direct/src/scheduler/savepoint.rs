@@ -134,6 +134,7 @@ impl Executor<'_> {
             epoch,
             base: Vec::new(),
             parts,
+            stored: Default::default(),
         };
         let store = Store::open(dir)?;
         store.write_part(0, 0, epoch, u64::MAX, &snapshot)?;

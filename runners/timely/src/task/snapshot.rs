@@ -83,6 +83,7 @@ impl Task {
                     // The writer names the snapshots a delta builds on.
                     base: Vec::new(),
                     parts,
+                    stored: Default::default(),
                 };
                 let done = writer.submit(
                     self.node,

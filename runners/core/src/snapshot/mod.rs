@@ -44,6 +44,11 @@ use tidewater::exec::key_hash;
 use tidewater::plan::Plan;
 use tidewater::{Error, Result};
 
+mod read;
+pub use read::{check_part, PartInfo, SnapshotReader};
+pub mod stored;
+pub use stored::{Stored, StoredGroups};
+
 /// The snapshot format version this build writes (it reads this one and the one
 /// before, [`V3`]).
 pub const FORMAT_VERSION: u16 = 4;
@@ -145,6 +150,9 @@ pub struct Snapshot {
     pub base: Vec<BaseRef>,
     /// The parts, in the order they were added.
     pub parts: Vec<Part>,
+    /// Key group parts of a restored snapshot left in its files (see [`stored`]): a
+    /// restore reads them with [`Snapshot::for_each_part_of`].
+    pub stored: Stored,
 }
 
 /// The hash that ties a snapshot to its plan: the fixed key hash of the plan's JSON.
@@ -154,22 +162,6 @@ pub fn plan_hash(plan: &Plan) -> u64 {
 
 fn corrupt(message: String) -> Error {
     Error::Checkpoint { message }
-}
-
-fn take<'a, T: Deserialize<'a>>(bytes: &mut &'a [u8], what: &str) -> Result<T> {
-    let (v, rest) = postcard::take_from_bytes::<T>(bytes)
-        .map_err(|e| corrupt(format!("{what} is truncated or corrupt: {e}")))?;
-    *bytes = rest;
-    Ok(v)
-}
-
-fn take_crc(bytes: &mut &[u8]) -> Result<u32> {
-    if bytes.len() < 4 {
-        return Err(corrupt("the snapshot header is truncated".into()));
-    }
-    let crc = u32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
-    *bytes = &bytes[4..];
-    Ok(crc)
 }
 
 impl Part {
@@ -189,33 +181,6 @@ impl Part {
         };
         postcard::to_allocvec(&header).expect("part headers encode")
     }
-
-    /// Reads one part from the front of `bytes`, checking its checksum.
-    pub fn decode(bytes: &mut &[u8]) -> Result<Part> {
-        let header: PartHeader = take(bytes, "a part header")?;
-        let len = usize::try_from(header.len).unwrap_or(usize::MAX);
-        if bytes.len() < len {
-            return Err(corrupt(format!(
-                "part {:?} of '{}' is truncated: {} of {len} bytes",
-                header.scope,
-                header.transform,
-                bytes.len()
-            )));
-        }
-        let (body, rest) = bytes.split_at(len);
-        if part_crc(&header.transform, header.scope, body) != header.crc {
-            return Err(corrupt(format!(
-                "part {:?} of '{}' is corrupt: its checksum does not match",
-                header.scope, header.transform
-            )));
-        }
-        *bytes = rest;
-        Ok(Part {
-            transform: header.transform,
-            scope: header.scope,
-            bytes: body.to_vec(),
-        })
-    }
 }
 
 impl Snapshot {
@@ -230,6 +195,10 @@ impl Snapshot {
     /// Writes the bytes [`Snapshot::encode`] gives to `w`, part by part, without
     /// gathering them in memory first.
     pub fn write_to(&self, w: &mut dyn std::io::Write) -> std::io::Result<()> {
+        debug_assert!(
+            self.stored.is_empty(),
+            "a restored snapshot is written after it is materialized"
+        );
         let mut out = self.begin(w)?;
         for p in &self.parts {
             out.part(p)?;
@@ -257,117 +226,31 @@ impl Snapshot {
     /// Reads a snapshot's header alone (no parts), checked as [`Snapshot::decode`]
     /// checks it.
     pub fn decode_header(bytes: &[u8], plan_hash: u64) -> Result<Snapshot> {
-        Ok(Self::decode_head(bytes, plan_hash)?.0)
+        Ok(SnapshotReader::new(bytes, plan_hash)?.header().clone())
     }
 
     /// Reads a snapshot, refusing one of another plan than `plan_hash`, another
     /// version, or with any corrupt or truncated part.
     pub fn decode(bytes: &[u8], plan_hash: u64) -> Result<Snapshot> {
-        let (mut snapshot, parts, mut bytes) = Self::decode_head(bytes, plan_hash)?;
-        match parts {
-            Some(parts) => {
-                for _ in 0..parts {
-                    snapshot.parts.push(Part::decode(&mut bytes)?);
-                }
-            }
-            None => loop {
-                match bytes.split_first() {
-                    Some((&PART_FOLLOWS, rest)) => {
-                        bytes = rest;
-                        snapshot.parts.push(Part::decode(&mut bytes)?);
-                    }
-                    Some((&END, rest)) => {
-                        let count = rest
-                            .get(..8)
-                            .ok_or_else(|| corrupt("the snapshot's end is truncated".into()))?;
-                        let count = u64::from_be_bytes(count.try_into().expect("8 bytes"));
-                        if count != snapshot.parts.len() as u64 {
-                            return Err(corrupt(format!(
-                                "the snapshot's end counts {count} parts, {} were read",
-                                snapshot.parts.len()
-                            )));
-                        }
-                        bytes = &rest[8..];
-                        break;
-                    }
-                    Some((b, _)) => {
-                        return Err(corrupt(format!(
-                            "the snapshot is corrupt: byte {b} where a part or its end begins"
-                        )))
-                    }
-                    None => {
-                        let n = snapshot.parts.len();
-                        return Err(corrupt(format!(
-                            "the snapshot is truncated after {n} part{}: its end is missing",
-                            if n == 1 { "" } else { "s" }
-                        )));
-                    }
-                }
-            },
+        let mut reader = SnapshotReader::new(bytes, plan_hash)?;
+        let mut parts = Vec::new();
+        while let Some((info, bytes)) = reader.next_part(&|_, _| true)? {
+            parts.push(Part {
+                transform: info.transform,
+                scope: info.scope,
+                bytes: bytes.expect("every part kept"),
+            });
         }
-        if !bytes.is_empty() {
-            return Err(corrupt(format!(
-                "{} unexpected bytes after the last part",
-                bytes.len()
-            )));
-        }
-        Ok(snapshot)
+        Ok(Snapshot {
+            parts,
+            ..reader.header().clone()
+        })
     }
 
-    /// The header as a snapshot with no parts, the number of parts (`None`: the parts
-    /// say where they end, version 4), and the bytes after the header.
-    fn decode_head(mut bytes: &[u8], plan_hash: u64) -> Result<(Snapshot, Option<u64>, &[u8])> {
-        if bytes.len() < MAGIC.len() + 2 || &bytes[..MAGIC.len()] != MAGIC {
-            return Err(corrupt("not a Tidewater snapshot (bad magic)".into()));
-        }
-        let version = u16::from_be_bytes([bytes[MAGIC.len()], bytes[MAGIC.len() + 1]]);
-        if version != FORMAT_VERSION && version != V3 {
-            return Err(corrupt(format!(
-                "snapshot format version {version}; this build reads versions {V3} and {FORMAT_VERSION}"
-            )));
-        }
-        bytes = &bytes[MAGIC.len() + 2..];
-        let crc = take_crc(&mut bytes)?;
-        let before = bytes;
-        let (header, parts) = if version == V3 {
-            let h: HeaderV3 = take(&mut bytes, "the snapshot header")?;
-            let header = Header {
-                plan_hash: h.plan_hash,
-                max_key_groups: h.max_key_groups,
-                epoch: h.epoch,
-                base: h.base,
-            };
-            (header, Some(h.parts))
-        } else {
-            (take::<Header>(&mut bytes, "the snapshot header")?, None)
-        };
-        if crc32fast::hash(&before[..before.len() - bytes.len()]) != crc {
-            return Err(corrupt(
-                "the snapshot header is corrupt: its checksum does not match".into(),
-            ));
-        }
-        if header.plan_hash != plan_hash {
-            return Err(corrupt(format!(
-                "the snapshot was taken from another plan (plan hash {:016x}, this plan {plan_hash:016x}); \
-                 a pipeline resumes only from its own snapshots",
-                header.plan_hash
-            )));
-        }
-        if header.max_key_groups == 0 {
-            return Err(corrupt("the snapshot has 0 key groups".into()));
-        }
-        let snapshot = Snapshot {
-            plan_hash: header.plan_hash,
-            max_key_groups: header.max_key_groups,
-            epoch: header.epoch,
-            base: header.base,
-            parts: Vec::new(),
-        };
-        Ok((snapshot, parts, bytes))
-    }
-
-    /// The parts of `transform`, by scope; several parts with one scope (a union or a
-    /// broadcast written by several instances) keep their order.
+    /// The parts of `transform` in memory, by scope; several parts with one scope (a
+    /// union or a broadcast written by several instances) keep their order. Key
+    /// groups a restore left in their files are not among them: a keyed step's
+    /// restore reads them with [`Snapshot::for_each_part_of`].
     pub fn parts_of(&self, transform: &str) -> BTreeMap<Scope, Vec<&[u8]>> {
         let mut out: BTreeMap<Scope, Vec<&[u8]>> = BTreeMap::new();
         for p in self.parts.iter().filter(|p| p.transform == transform) {
@@ -452,6 +335,7 @@ mod tests {
                     bytes: vec![9; 40],
                 },
             ],
+            stored: Default::default(),
         }
     }
 
