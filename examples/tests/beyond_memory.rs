@@ -18,6 +18,14 @@
 //! - `the_windowed_word_count_with_ten_times_...` (ignored, as above): the windowed word
 //!   count (`windowed_wordcount`) over windows of an hour, every word in the first: a
 //!   grouping with a window per word, past its budget in memory in the store.
+//! - `a_killed_job_restores_its_checkpoint_from_the_embedded_store_under_a_memory_limit`
+//!   (in `cargo test`): the stateful word count with a checkpoint every 100 ms, killed
+//!   once its checkpoint holds 4 MB, restarted under the same 160 MB limit: it restores
+//!   and writes every update exactly once.
+//! - `a_checkpoint_ten_times_larger_than_the_memory_limit_is_restored_under_it`
+//!   (ignored, as above): the same with 1,200 bytes of state per word, killed once its
+//!   checkpoint's files hold ten times the 256 MB limit (a restore reads a key group at
+//!   a time, never the state whole).
 //!
 //! Needs a writable cgroup v1 memory controller (root on this machine); without one the
 //! tests say so and pass, unless `TIDEWATER_REQUIRE_CGROUP` is set.
@@ -66,22 +74,34 @@ impl MemoryCgroup {
     /// advises for a job under a tight limit): the store's compactions free buffers
     /// of megabytes that would otherwise count against the limit for that second.
     fn run(&self, bin: &Path, args: &[String]) -> (bool, String) {
-        let script = format!(
-            "echo $$ > {}/cgroup.procs && exec \"$0\" \"$@\"",
-            self.dir.display()
-        );
-        let out = Command::new("sh")
-            .env("MIMALLOC_PURGE_DELAY", "0")
-            .arg("-c")
-            .arg(script)
-            .arg(bin)
-            .args(args)
-            .output()
-            .unwrap();
+        let out = self.command(bin, args).output().unwrap();
         (
             out.status.success(),
             String::from_utf8_lossy(&out.stderr).into_owned(),
         )
+    }
+
+    /// `bin args` started in the cgroup, its stderr into file `log`.
+    fn spawn(&self, bin: &Path, args: &[String], log: &Path) -> std::process::Child {
+        self.command(bin, args)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(log).unwrap())
+            .spawn()
+            .unwrap()
+    }
+
+    fn command(&self, bin: &Path, args: &[String]) -> Command {
+        let script = format!(
+            "echo $$ > {}/cgroup.procs && exec \"$0\" \"$@\"",
+            self.dir.display()
+        );
+        let mut c = Command::new("sh");
+        c.env("MIMALLOC_PURGE_DELAY", "0")
+            .arg("-c")
+            .arg(script)
+            .arg(bin)
+            .args(args);
+        c
     }
 
     /// The peak memory of its processes, page cache included.
@@ -310,5 +330,131 @@ fn ten_times_the_limit(job: Job, default_words: u64) {
         LIMIT / MB,
         peak / MB,
         in_memory as f64 / LIMIT as f64
+    );
+}
+
+/// The bytes of the files the newest checkpoint in `dir` names (its own and those it
+/// builds on): what a restore of it reads.
+fn newest_checkpoint_bytes(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    let Some(newest) = entries
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.starts_with("checkpoint-") && n.ends_with(".manifest"))
+        .max()
+    else {
+        return 0;
+    };
+    // Collected meanwhile: the next poll reads a newer one.
+    let Ok(text) = std::fs::read_to_string(dir.join(newest)) else {
+        return 0;
+    };
+    let m: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let len = |f: &serde_json::Value| f["len"].as_u64().unwrap();
+    m["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| len(f) + f["base"].as_array().map_or(0, |b| b.iter().map(len).sum()))
+        .sum()
+}
+
+/// The stateful word count of `words` words with `pad` bytes of state per word on the
+/// embedded backend under `limit`, a checkpoint every `interval_ms`: killed once its
+/// newest checkpoint's files hold `kill_at` bytes, then run again under the same
+/// limit, it restores that checkpoint and writes every update exactly once. The
+/// restored checkpoint's bytes and the second run's peak.
+fn restore_under(
+    limit: u64,
+    words: u64,
+    pad: usize,
+    kill_at: u64,
+    interval_ms: u64,
+    scratch: &Path,
+) -> Option<(u64, u64)> {
+    let job = Job::Updates;
+    let input = scratch.join("words.txt");
+    write_input(&input, words, job);
+    let (out, state, ckpt) = (
+        scratch.join("out"),
+        scratch.join("state"),
+        scratch.join("ckpt"),
+    );
+    let mut args = job_args(&input, &out, "fjall", &state, job);
+    args.extend([
+        format!("--checkpoint-dir={}", ckpt.display()),
+        format!("--checkpoint-interval={interval_ms}ms"),
+        format!("--state-value-bytes={pad}"),
+    ]);
+    let first = MemoryCgroup::new("restore-1", Some(limit))?;
+    let log = scratch.join("first.log");
+    let mut child = first.spawn(job.bin(), &args, &log);
+    let restored = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!(
+                "the first run ended ({status}) before its checkpoint held {} MB (killed by the limit?):\n{}",
+                kill_at / MB,
+                std::fs::read_to_string(&log).unwrap_or_default()
+            );
+        }
+        let bytes = newest_checkpoint_bytes(&ckpt);
+        if bytes >= kill_at {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            break bytes;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    drop(first);
+    let second = MemoryCgroup::new("restore-2", Some(limit))?;
+    let (ok, stderr) = second.run(job.bin(), &args);
+    assert!(
+        ok,
+        "the restarted job failed under {} MB (killed by the limit?):\n{stderr}",
+        limit / MB
+    );
+    assert!(
+        stderr.contains("this run restores checkpoint"),
+        "the second run restored no checkpoint:\n{stderr}"
+    );
+    let got = lines_of(&out);
+    let want = expected(words, job);
+    assert_eq!(got.len(), want.len(), "lines written");
+    assert!(got == want, "the output differs from the oracle");
+    Some((restored, second.peak()))
+}
+
+#[test]
+fn a_killed_job_restores_its_checkpoint_from_the_embedded_store_under_a_memory_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    if let Some((restored, peak)) = restore_under(160 * MB, 60_000, 200, 4 * MB, 100, dir.path()) {
+        eprintln!(
+            "restored a checkpoint of {} MB under 160 MB: peak {} MB",
+            restored / MB,
+            peak / MB
+        );
+    }
+}
+
+/// A checkpoint whose files hold ten times the memory limit is restored under it: the
+/// restore holds a key group at a time, not the state.
+#[test]
+#[ignore = "heavy: run in release (see the module's documentation)"]
+fn a_checkpoint_ten_times_larger_than_the_memory_limit_is_restored_under_it() {
+    const LIMIT: u64 = 256 * MB;
+    let dir = tempfile::tempdir().unwrap();
+    let words: u64 = std::env::var("TIDEWATER_BEYOND_MEMORY_WORDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3_000_000);
+    let (restored, peak) =
+        restore_under(LIMIT, words, 1200, 10 * LIMIT, 1000, dir.path()).expect("a cgroup");
+    eprintln!(
+        "restored a checkpoint of {} MB ({:.1} times the limit) under {} MB: peak {} MB, exact",
+        restored / MB,
+        restored as f64 / LIMIT as f64,
+        LIMIT / MB,
+        peak / MB
     );
 }

@@ -36,6 +36,7 @@ pub fn restore_point(
                 format!(", the newest usable ({})", r.notes.join("; "))
             }
         );
+        tracing::info!("{origin}");
         return Ok((Some(r), origin));
     }
     if let Some(savepoint) = from_savepoint {
@@ -45,6 +46,7 @@ pub fn restore_point(
             savepoint.display(),
             r.manifest.epoch
         );
+        tracing::info!("{origin}");
         return Ok((Some(r), origin));
     }
     let origin = match checkpoint_dir {
