@@ -9,7 +9,9 @@ mod timers;
 #[cfg(test)]
 mod timers_tests;
 
-pub use embedded::{EmbeddedStateBackend, EmbeddedTimers, EmbeddedUnits, Wakes, CACHE_CELLS};
+pub use embedded::{
+    EmbeddedStateBackend, EmbeddedTimers, EmbeddedUnits, FrozenUnits, Wakes, CACHE_CELLS,
+};
 pub use in_memory::{decode_cell, decode_cells, CellContents, CellEntry, InMemoryStateBackend};
 use std::path::PathBuf;
 pub use tidewater::exec::StateCells;

@@ -21,7 +21,7 @@
 //! [`EmbeddedUnits`] per unit, at (key, window) or (key, the global window).
 
 use super::active::Written;
-use crate::state::{EmbeddedUnits, StateChoice};
+use crate::state::{EmbeddedUnits, FrozenUnits, StateChoice};
 use crate::triggers::TimeDomain;
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
@@ -250,19 +250,34 @@ impl Cold {
         }
     }
 
-    /// Every window in the store, as (encoded key, window, body), to `f` (in no
-    /// particular order): a full snapshot's.
-    pub(super) fn for_each(
-        &mut self,
-        f: &mut dyn FnMut(&[u8], ColdWindow),
-    ) -> Result<(), ExecError> {
-        let Some(store) = self.store.as_ref() else {
-            return Ok(());
-        };
-        store
+    /// The windows in the store as they are now, to read on another thread while the
+    /// reducer goes on; `None` if no window ever went there.
+    pub(super) fn freeze(&self) -> Option<FrozenCold> {
+        Some(FrozenCold {
+            units: self.store.as_ref()?.freeze(),
+            max_key_groups: self.max_key_groups,
+        })
+    }
+}
+
+/// What [`FrozenCold::for_each`] calls with each window: (encoded key, window).
+pub(super) type ColdVisitor<'a> = dyn FnMut(&[u8], ColdWindow) -> Result<(), String> + 'a;
+
+/// The windows in the store as of [`Cold::freeze`].
+pub(super) struct FrozenCold {
+    units: FrozenUnits,
+    /// The key groups their addresses begin with.
+    pub(super) max_key_groups: u32,
+}
+
+impl FrozenCold {
+    /// Every window, as (encoded key, window, body), to `f`, by key group ascending: a
+    /// full snapshot's.
+    pub(super) fn for_each(&self, f: &mut ColdVisitor<'_>) -> Result<(), ExecError> {
+        self.units
             .for_each(&mut |key, _, value| {
                 for w in decode(value)? {
-                    f(key, w);
+                    f(key, w)?;
                 }
                 Ok(())
             })

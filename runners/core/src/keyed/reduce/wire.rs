@@ -4,10 +4,10 @@
 //! snapshots of key groups, and their restore.
 
 use super::active::{end_of, hold_of, register_hold, WindowState, Written};
-use super::cold::{ColdWindow, Wake};
+use super::cold::{ColdWindow, FrozenCold, Wake};
 use super::Reducer;
 use crate::delta::{decode_table, encode_delta, encode_entry, encode_table_len, entry_id};
-use crate::keyed::snapshot::{Clocks, KeyedSnapshot, SnapshotKind};
+use crate::keyed::snapshot::{Clocks, KeyedSnapshot, LaterParts, PartSink, SnapshotKind};
 use crate::snapshot::{decode_part, Scope};
 use crate::triggers::TimeDomain;
 use serde::{Deserialize, Serialize};
@@ -153,6 +153,86 @@ fn decode_windows(bytes: &[u8]) -> Result<Vec<WindowEntry>, ExecError> {
     Ok(out)
 }
 
+/// Adds the entry of window `w` of `key` (its snapshot entry's body `body`) to its key
+/// group's entries.
+fn add_window(
+    groups: &mut BTreeMap<u32, EncodedEntries>,
+    max_key_groups: u32,
+    key: &[u8],
+    w: &BoundedWindow,
+    body: &[u8],
+) {
+    let (buf, spans) = groups.entry(key_group_of(key, max_key_groups)).or_default();
+    let start = buf.len();
+    encode_entry(&window_id(key, w), body, buf);
+    spans.push((start, buf.len()));
+}
+
+/// Sorts the entries at `spans` of `buf` by id, so that the same state gives the same
+/// bytes whatever the order they were encoded in.
+fn sort_by_id(buf: &[u8], spans: &mut [(usize, usize)]) {
+    spans.sort_unstable_by(|a, b| entry_id(&buf[a.0..a.1]).cmp(entry_id(&buf[b.0..b.1])));
+}
+
+/// A key group's table of the entries at `spans` of `buf`.
+fn full_table(buf: &[u8], spans: &mut [(usize, usize)]) -> Vec<u8> {
+    sort_by_id(buf, spans);
+    let mut out = Vec::with_capacity(buf.len() + 10);
+    encode_table_len(spans.len(), &mut out);
+    for &(a, b) in spans.iter() {
+        out.extend_from_slice(&buf[a..b]);
+    }
+    out
+}
+
+/// A full snapshot's key groups, ascending, to `sink`: the entries of the windows in
+/// memory (`hot`, encoded when the snapshot was taken) with those of the windows in
+/// the store as `frozen` holds them, read a key group at a time.
+fn full_with_stored(
+    hot: BTreeMap<u32, EncodedEntries>,
+    frozen: &FrozenCold,
+    max_key_groups: u32,
+    sink: &mut PartSink<'_>,
+) -> Result<(), ExecError> {
+    let mut emit = |g: u32, (buf, mut spans): EncodedEntries| {
+        sink(Scope::KeyGroup(g), full_table(&buf, &mut spans))
+    };
+    let mut hot = hot.into_iter().peekable();
+    let mut current: Option<(u32, EncodedEntries)> = None;
+    frozen.for_each(&mut |key, cw| {
+        let g = key_group_of(key, max_key_groups);
+        match current.take() {
+            Some((c, entries)) if c == g => current = Some((c, entries)),
+            Some((c, _)) if c > g => {
+                return Err(format!(
+                    "the store's windows are not in key group order ({g} after {c})"
+                ))
+            }
+            Some((c, entries)) => emit(c, entries)?,
+            None => {}
+        }
+        if current.is_none() {
+            // The groups only memory holds before this one, then this one's.
+            while let Some((h, entries)) = hot.next_if(|(h, _)| *h < g) {
+                emit(h, entries)?;
+            }
+            let start = hot.next_if(|(h, _)| *h == g).map(|(_, e)| e);
+            current = Some((g, start.unwrap_or_default()));
+        }
+        let (_, (buf, spans)) = current.as_mut().expect("set above");
+        let start = buf.len();
+        encode_entry(&window_id(key, &cw.window), &cw.body, buf);
+        spans.push((start, buf.len()));
+        Ok(())
+    })?;
+    let rest = current.into_iter().chain(hot);
+    rest.into_iter()
+        .try_for_each(|(g, entries)| emit(g, entries))
+        .map_err(|message| {
+            ExecError::Downstream(Box::new(tidewater::Error::Checkpoint { message }))
+        })
+}
+
 impl Reducer {
     /// The reducer's keyed state (windows, trigger states, contents, timers) as one
     /// part per key group: with [`SnapshotKind::Full`] a table of every window of each
@@ -189,21 +269,42 @@ impl Reducer {
         drop(unhandled);
         // The windows in the store: every one in a full snapshot, those that went there
         // changed since the last in a delta.
-        let mut add = |key: &[u8], w: &BoundedWindow, body: &[u8]| {
-            let (buf, spans) = groups.entry(key_group_of(key, max_key_groups)).or_default();
-            let start = buf.len();
-            encode_entry(&window_id(key, w), body, buf);
-            spans.push((start, buf.len()));
-        };
+        let mut frozen = None;
         if let Some(cold) = self.cold.as_mut() {
             let dirty = std::mem::take(&mut cold.dirty);
             if delta {
                 for ((key, w), (_, body)) in &dirty {
-                    add(key, w, body);
+                    add_window(&mut groups, max_key_groups, key, w, body);
                 }
             } else {
-                cold.for_each(&mut |key, cw| add(key, &cw.window, &cw.body))?;
+                frozen = cold.freeze();
             }
+        }
+        if let Some(frozen) = frozen
+            .as_ref()
+            .filter(|f| f.max_key_groups != max_key_groups)
+        {
+            // Its addresses begin with other key groups than the snapshot's, so they
+            // are not in its order: gathered.
+            frozen.for_each(&mut |key, cw| {
+                add_window(&mut groups, max_key_groups, key, &cw.window, &cw.body);
+                Ok(())
+            })?;
+        } else if let Some(frozen) = frozen {
+            self.removed.clear();
+            self.removed_overflow = false;
+            self.has_base = true;
+            // Read from a frozen view of the store on the writer's thread, a key group
+            // at a time: a full snapshot holds the windows in memory and one key
+            // group of the store's, not all of them.
+            let later = LaterParts::new(move |sink| {
+                full_with_stored(groups, &frozen, max_key_groups, sink)
+            });
+            return Ok(KeyedSnapshot {
+                parts: Vec::new(),
+                later: Some(later),
+                delta: false,
+            });
         }
         let mut deleted: BTreeMap<u32, Vec<Vec<u8>>> = BTreeMap::new();
         if delta {
@@ -232,17 +333,12 @@ impl Reducer {
                 Some((a, _)) if *a == g => written.next().expect("peeked").1,
                 _ => Default::default(),
             };
-            spans.sort_unstable_by(|a, b| entry_id(&buf[a.0..a.1]).cmp(entry_id(&buf[b.0..b.1])));
-            let entries: Vec<&[u8]> = spans.iter().map(|&(a, b)| &buf[a..b]).collect();
             if !delta {
-                let mut out = Vec::with_capacity(buf.len() + 10);
-                encode_table_len(entries.len(), &mut out);
-                for e in &entries {
-                    out.extend_from_slice(e);
-                }
-                parts.push((Scope::KeyGroup(g), out));
+                parts.push((Scope::KeyGroup(g), full_table(&buf, &mut spans)));
                 continue;
             }
+            sort_by_id(&buf, &mut spans);
+            let entries: Vec<&[u8]> = spans.iter().map(|&(a, b)| &buf[a..b]).collect();
             let mut ids = match gone.peek() {
                 Some((b, _)) if *b == g => gone.next().expect("peeked").1,
                 _ => Vec::new(),

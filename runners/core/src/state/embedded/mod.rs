@@ -38,7 +38,7 @@ mod timers;
 mod units;
 
 pub use timers::EmbeddedTimers;
-pub use units::{EmbeddedUnits, Wakes};
+pub use units::{EmbeddedUnits, FrozenUnits, Wakes};
 
 use super::in_memory::{decode_one, decode_part_cells, Cell};
 use super::{FrozenState, RestoredWindow, StateBackend};

@@ -283,12 +283,35 @@ impl EmbeddedUnits {
     /// Every unit (key, window, value) to `f`, in the store's order, from a consistent
     /// view of it.
     pub fn for_each(&self, f: &mut UnitVisitor<'_>) -> Result<(), String> {
+        self.freeze().for_each(f)
+    }
+
+    /// The units as they are now, to read on another thread while this goes on.
+    pub fn freeze(&self) -> FrozenUnits {
+        FrozenUnits {
+            snapshot: self.store.db.snapshot(),
+            keyspace: self.keyspace.clone(),
+            dir: self.store.dir.clone(),
+        }
+    }
+}
+
+/// Units as of [`EmbeddedUnits::freeze`]: a view of the store.
+pub struct FrozenUnits {
+    snapshot: fjall::Snapshot,
+    keyspace: fjall::Keyspace,
+    dir: std::path::PathBuf,
+}
+
+impl FrozenUnits {
+    /// Every unit (key, window, value) to `f`, in the store's order: by key group
+    /// (an address begins with it), then key and window.
+    pub fn for_each(&self, f: &mut UnitVisitor<'_>) -> Result<(), String> {
         use fjall::Readable;
-        let snapshot = self.store.db.snapshot();
-        for kv in snapshot.prefix(&self.keyspace, [UNIT]) {
+        for kv in self.snapshot.prefix(&self.keyspace, [UNIT]) {
             let (entry, v) = kv
                 .into_inner()
-                .map_err(|e| io_error("cannot read a grouping's windows", &self.store.dir, e))?;
+                .map_err(|e| io_error("cannot read a grouping's windows", &self.dir, e))?;
             let (key, window) = entry
                 .get(1..)
                 .and_then(decode_window_prefix)
@@ -296,7 +319,7 @@ impl EmbeddedUnits {
                 .ok_or_else(|| {
                     format!(
                         "a unit of windows in the state store at {} does not decode",
-                        self.store.dir.display()
+                        self.dir.display()
                     )
                 })?;
             f(key, window, &v[HEADER..])?;
