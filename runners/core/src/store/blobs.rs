@@ -31,6 +31,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 use tidewater::{Error, Result};
 
+mod objects_io;
+use objects_io::{ObjectReader, Upload};
+
 /// Objects larger than this are uploaded in parts of this size.
 const MULTIPART: usize = 32 << 20;
 
@@ -466,44 +469,6 @@ impl Objects {
     }
 }
 
-/// An object read [`RANGE`] bytes at a time.
-struct ObjectReader {
-    store: Arc<dyn ObjectStore>,
-    path: ObjectPath,
-    size: u64,
-    /// Where the next range begins.
-    at: u64,
-    chunk: Vec<u8>,
-    /// How much of `chunk` was read.
-    used: usize,
-}
-
-impl Read for ObjectReader {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        if self.used == self.chunk.len() {
-            if self.at >= self.size {
-                return Ok(0);
-            }
-            let range = self.at..self.size.min(self.at + RANGE);
-            let (store, path) = (self.store.clone(), self.path.clone());
-            let chunk = block(async move { store.get_range(&path, range).await })
-                .map_err(|e| std::io::Error::other(e.to_string()))?;
-            if chunk.is_empty() {
-                return Err(std::io::Error::other(format!(
-                    "the object ends at byte {} of the {} it had",
-                    self.at, self.size
-                )));
-            }
-            self.at += chunk.len() as u64;
-            (self.chunk, self.used) = (chunk.to_vec(), 0);
-        }
-        let n = buf.len().min(self.chunk.len() - self.used);
-        buf[..n].copy_from_slice(&self.chunk[self.used..self.used + n]);
-        self.used += n;
-        Ok(n)
-    }
-}
-
 /// Runs `fut` on the connector runtime and waits for it, from any thread (a runtime
 /// thread included: the future runs on another).
 fn block<T: Send + 'static>(fut: impl std::future::Future<Output = T> + Send + 'static) -> T {
@@ -521,21 +486,21 @@ impl Blobs for Objects {
         key: &str,
         write: &mut dyn FnMut(&mut dyn Write) -> std::io::Result<()>,
     ) -> Result<()> {
-        let mut bytes = Vec::new();
-        write(&mut bytes).map_err(|e| Error::Checkpoint {
-            message: format!("cannot write {}: {e}", self.show(key)),
-        })?;
-        let (store, path) = (self.store.clone(), self.path(key));
-        let put = block(async move {
-            if bytes.len() <= MULTIPART {
-                return store.put(&path, PutPayload::from(bytes)).await.map(drop);
+        let mut upload = Upload::new(self.store.clone(), self.path(key));
+        let written = write(&mut upload);
+        match (written, upload.error.take()) {
+            (_, Some(e)) => {
+                upload.abort();
+                Err(self.failed("write", key, e))
             }
-            let upload = store.put_multipart(&path).await?;
-            let mut w = object_store::WriteMultipart::new_with_chunk_size(upload, MULTIPART);
-            w.write(&bytes);
-            w.finish().await.map(drop)
-        });
-        put.map_err(|e| self.failed("write", key, e))
+            (Err(e), None) => {
+                upload.abort();
+                Err(Error::Checkpoint {
+                    message: format!("cannot write {}: {e}", self.show(key)),
+                })
+            }
+            (Ok(()), None) => upload.finish().map_err(|e| self.failed("write", key, e)),
+        }
     }
 
     fn put_new(&self, key: &str, bytes: &[u8]) -> Result<bool> {
