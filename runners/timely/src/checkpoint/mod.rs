@@ -22,6 +22,7 @@
 //! changed pipeline may restore a checkpoint's state, is [`restore`]'s.
 
 pub mod coordinator;
+pub mod handoff;
 pub mod lock;
 pub use tidewater_runners_core::{restore, store};
 pub mod writer;

@@ -3,6 +3,7 @@
 //! and the writes it waits for before acknowledging.
 
 use super::*;
+use crate::checkpoint::handoff::{handoff, HANDOFF_BYTES};
 
 impl Task {
     /// The head's and the sinks' state as snapshot parts, the parts a keyed head
@@ -64,15 +65,16 @@ impl Task {
             if let Some(writer) = &ctx.writer {
                 let started = Instant::now();
                 let kind = self.snapshot_kind();
-                let (mut parts, mut later, delta) = self.parts(kind)?;
+                let (parts, mut later, delta) = self.parts(kind)?;
+                // No core is spare for the writer: a thread encoding beside the workers
+                // would take turns with them, and stall them longer than encoding here
+                // does. The parts go to the writer as they are encoded.
+                let mut encode_here = None;
                 if !self.ctx.encode_on_writer {
-                    // No core is spare for the writer: a thread encoding beside the
-                    // workers would take turns with them, and stall them longer than
-                    // encoding here does.
-                    if let Some(later) = later.take() {
-                        let mut first = tidewater_runners_core::checkpoint::encode_all(later)?;
-                        first.append(&mut parts);
-                        parts = first;
+                    if let Some(frozen) = later.take() {
+                        let (feed, relay) = handoff(HANDOFF_BYTES);
+                        later = Some(relay);
+                        encode_here = Some((frozen, feed));
                     }
                 }
                 self.deltas = if delta { self.deltas + 1 } else { 0 };
@@ -92,6 +94,14 @@ impl Task {
                     (snapshot, later, delta),
                     self.wake.clone(),
                 );
+                if let Some((frozen, feed)) = encode_here {
+                    let encoded = frozen(&mut |part| feed.send(part));
+                    feed.finish(encoded.as_ref().map(drop).map_err(|e| match e {
+                        Error::Checkpoint { message } => message.clone(),
+                        other => other.to_string(),
+                    }));
+                    encoded?;
+                }
                 self.ctx
                     .metrics
                     .borrow_mut()
