@@ -143,6 +143,15 @@ impl EmbeddedStateBackend {
 
     /// Records that (key, window) holds cells or timers, so that it expires: an entry in
     /// `expiry` unless it has one.
+    /// After a restored key group: its windows' expiry entries written and the store's
+    /// memtables written out, as after a bundle, so that a restore of a state larger
+    /// than memory holds one key group, not every window's entry and memtable.
+    fn restored_out(&mut self) -> Result<(), String> {
+        self.write_dirty()?;
+        wait_for_flushes(&self.keyspace, &self.store.dir)?;
+        wait_for_flushes(&self.expiry, &self.store.dir)
+    }
+
     fn keep(&mut self, key: &[u8], window: &BoundedWindow) {
         let gc = gc_time(window, self.allowed_lateness_ms);
         let mut entry = (gc.millis() as u64 ^ (1 << 63)).to_be_bytes().to_vec();
@@ -612,7 +621,8 @@ impl StateBackend for EmbeddedStateBackend {
         }
         batch
             .commit()
-            .map_err(|e| io_error("cannot write restored cells", &self.store.dir, e))
+            .map_err(|e| io_error("cannot write restored cells", &self.store.dir, e))?;
+        self.restored_out()
     }
     fn restore_add(&mut self, bytes: &[u8]) -> Result<(), String> {
         *self.last_read.get_mut() = None;
@@ -635,6 +645,7 @@ impl StateBackend for EmbeddedStateBackend {
         }
         batch
             .commit()
-            .map_err(|e| io_error("cannot write restored cells", &self.store.dir, e))
+            .map_err(|e| io_error("cannot write restored cells", &self.store.dir, e))?;
+        self.restored_out()
     }
 }
