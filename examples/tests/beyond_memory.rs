@@ -485,7 +485,7 @@ fn a_checkpoint_ten_times_larger_than_the_memory_limit_is_restored_under_it() {
     let (restored, first, peak) =
         restore_under(runs, words, 1200, 10 * LIMIT, dir.path()).expect("a cgroup");
     eprintln!(
-        "restored a checkpoint of {} MB ({:.1} times the limit) under {} MB: peak {} MB, exact (the first run's peak, without a limit: {} MB; {:.0} s in all)",
+        "restored a checkpoint of {} MB ({:.1} times the limit) under {} MB: peak {} MB, exact (the first run's cgroup peak without a limit, page cache of its files included: {} MB; {:.0} s in all)",
         restored / MB,
         restored as f64 / LIMIT as f64,
         LIMIT / MB,
