@@ -28,6 +28,9 @@ struct Piece {
 /// full file), then the deltas on it, oldest first.
 type Chain = Vec<Piece>;
 
+/// Each key group's chain in one task's files, by (transform, key group).
+type Held = BTreeMap<(String, u32), Chain>;
+
 /// The key groups of a checkpoint, left in its files.
 #[derive(Debug)]
 struct FileGroups {
@@ -155,15 +158,10 @@ impl Store {
 
     /// One task's files (a full one, then the deltas since): where each key group's
     /// chain is, and the other parts of the last file (a delta replaces them).
-    #[allow(clippy::type_complexity)]
-    fn read_chain(
-        &self,
-        manifest: &Manifest,
-        f: &FileEntry,
-    ) -> Result<(BTreeMap<(String, u32), Chain>, Vec<Part>)> {
+    fn read_chain(&self, manifest: &Manifest, f: &FileEntry) -> Result<(Held, Vec<Part>)> {
         let epoch = manifest.epoch;
         let names: Vec<(&str, u64, u32)> = f.files().collect();
-        let mut held: BTreeMap<(String, u32), Chain> = BTreeMap::new();
+        let mut held = Held::new();
         let mut others = Vec::new();
         for (i, &(name, len, crc)) in names.iter().enumerate() {
             // A manifest is read from disk: it may name only a part file under
