@@ -121,6 +121,20 @@ impl SnapshotTracker {
         }
     }
 
+    /// Tidewater: the seqnos of the snapshots open now. Taken under the GC lock's
+    /// write side, so a snapshot opened after it reads at a seqno not below the one
+    /// visible now.
+    pub(crate) fn open_seqnos(&self) -> Vec<SeqNo> {
+        #[expect(clippy::expect_used)]
+        let _lock = self.gc_lock.write().expect("lock is poisoned");
+
+        self.data
+            .iter()
+            .filter(|entry| *entry.value() > 0)
+            .map(|entry| *entry.key())
+            .collect()
+    }
+
     /// Publish write completion
     pub fn publish(&self, batch_seqno: SeqNo) {
         self.seqno.fetch_max(batch_seqno + 1);

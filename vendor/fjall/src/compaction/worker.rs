@@ -41,6 +41,9 @@ pub fn run(
         return Err(e.into());
     }
 
+    // Tidewater: the versions no open snapshot reads go (vendor/README.md).
+    keyspace.retain_versions_for_snapshots(snapshot_tracker);
+
     // TODO: we need feedback from the compaction strategy...
     // TODO: if there is nothing more to do, we should clear the compaction_manager semaphore
 

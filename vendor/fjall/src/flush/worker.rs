@@ -31,6 +31,10 @@ pub fn run(
         Some(flushed_bytes) => {
             write_buffer_manager.free(flushed_bytes);
 
+            // Tidewater: the versions no open snapshot reads go now, and the
+            // memtables they held with them (vendor/README.md).
+            task.keyspace.retain_versions_for_snapshots(snapshot_tracker);
+
             log::debug!("Flush completed");
         }
         None => {

@@ -187,6 +187,16 @@ impl std::hash::Hash for Keyspace {
 }
 
 impl Keyspace {
+    /// Tidewater: the bytes of the memtables that only the tree's older versions hold
+    /// (kept for open snapshots), each counted once.
+    #[doc(hidden)]
+    #[must_use]
+    pub fn memtable_bytes_held_for_snapshots(&self) -> u64 {
+        self.tree
+            .get_version_history_lock()
+            .memtable_bytes_held_for_snapshots()
+    }
+
     #[doc(hidden)]
     #[must_use]
     pub fn id(&self) -> InternalKeyspaceId {
@@ -789,6 +799,25 @@ impl Keyspace {
             .maintenance()?;
 
         Ok(true)
+    }
+
+    /// Tidewater: drops the versions of this keyspace's tree that neither its newest
+    /// version nor an open snapshot reads (`SuperVersions::retain_for_snapshots` in
+    /// the vendored lsm-tree). The version history's lock is taken first: versions
+    /// are appended under it, so a snapshot opened after the seqnos are read reads
+    /// the newest version or a later one.
+    pub(crate) fn retain_versions_for_snapshots(
+        &self,
+        snapshot_tracker: &crate::snapshot_tracker::SnapshotTracker,
+    ) {
+        let mut history = self.tree.get_version_history_lock();
+        let open = snapshot_tracker.open_seqnos();
+        if let Err(e) = history.retain_for_snapshots(self.path(), &open) {
+            log::warn!(
+                "Version history GC failed for keyspace {:?}: {e:?}",
+                self.name,
+            );
+        }
     }
 
     fn check_write_halt(&self) {
