@@ -16,7 +16,7 @@ pub use in_memory::{decode_cell, decode_cells, CellContents, CellEntry, InMemory
 use std::path::PathBuf;
 pub use tidewater::exec::StateCells;
 use tidewater::{BoundedWindow, Timestamp};
-pub use timers::{FrozenTimers, KeyTimer, KeyedTimers};
+pub use timers::{FrozenTimers, KeyTimer, KeyedTimers, TimerStream};
 
 /// The cells of stateful transforms, addressed by (encoded key, window, name), with
 /// values as encoded bytes. A backend can snapshot everything to bytes and restore it:

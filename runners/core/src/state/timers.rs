@@ -58,11 +58,14 @@ pub trait KeyedTimers: Send {
 }
 
 /// The timers as of [`KeyedTimers::freeze`].
+/// Timers one after another, read as they are asked for; an error ends them.
+pub type TimerStream = Box<dyn Iterator<Item = Result<KeyTimer, String>>>;
+
 pub trait FrozenTimers: Send {
     /// Every timer, in snapshot order of their windows (by key group of
     /// `max_key_groups`, then by [`super::window_id`]; a window's in no particular
     /// order).
-    fn all(self: Box<Self>, max_key_groups: u32) -> Result<Vec<KeyTimer>, String>;
+    fn all(self: Box<Self>, max_key_groups: u32) -> TimerStream;
     /// The timers of (key, window), in no particular order.
     fn window(&self, key: &[u8], window: &BoundedWindow) -> Result<Vec<KeyTimer>, String>;
 }
@@ -71,7 +74,7 @@ pub trait FrozenTimers: Send {
 struct Copied(std::collections::HashMap<(Vec<u8>, BoundedWindow), Vec<KeyTimer>>);
 
 impl FrozenTimers for Copied {
-    fn all(self: Box<Self>, max_key_groups: u32) -> Result<Vec<KeyTimer>, String> {
+    fn all(self: Box<Self>, max_key_groups: u32) -> TimerStream {
         let mut windows: Vec<_> = self
             .0
             .into_iter()
@@ -81,7 +84,7 @@ impl FrozenTimers for Copied {
             })
             .collect();
         windows.sort_unstable_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
-        Ok(windows.into_iter().flat_map(|(_, _, t)| t).collect())
+        Box::new(windows.into_iter().flat_map(|(_, _, t)| t).map(Ok))
     }
     fn window(&self, key: &[u8], window: &BoundedWindow) -> Result<Vec<KeyTimer>, String> {
         // The key is copied for the lookup: once per window a delta writes.

@@ -54,6 +54,10 @@ fn timer(k: u8, w: u8, n: u8, d: bool, at: i8, out: i8) -> KeyTimer {
     }
 }
 
+fn collect(timers: TimerStream) -> Vec<KeyTimer> {
+    timers.collect::<Result<_, _>>().unwrap()
+}
+
 fn sorted(mut ts: Vec<KeyTimer>) -> Vec<KeyTimer> {
     ts.sort_by(|a, b| {
         (&a.key, &a.window, &a.name, a.domain, a.at)
@@ -115,10 +119,10 @@ proptest! {
             prop_assert_eq!(state(&m), state(&e), "after {:?}", op);
         }
         let frozen = e.freeze();
-        let all = sorted(KeyedTimers::freeze(&m).all(GROUPS).unwrap());
+        let all = sorted(collect(KeyedTimers::freeze(&m).all(GROUPS)));
         // A change after the freeze is not in it.
         e.set(timer(9, 0, 0, false, 1, 1));
-        prop_assert_eq!(&all, &sorted(frozen.all(GROUPS).unwrap()));
+        prop_assert_eq!(&all, &sorted(collect(frozen.all(GROUPS))));
         // Restored by setting each: the same timers again.
         let dir2 = tempfile::tempdir().unwrap();
         let mut e2 = EmbeddedTimers::open(dir2.path(), GROUPS).unwrap();

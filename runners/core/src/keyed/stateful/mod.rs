@@ -507,6 +507,9 @@ impl StatefulRunner {
                         }
                     }
                 }
+                // The restored timers written out as a bundle's are (in the embedded
+                // store: its memtables), before the next key group is read.
+                self.timers.flush().map_err(checkpoint)?;
                 // What was restored is the base of the next delta: the next snapshot
                 // is full.
                 self.changes = Changes::default();

@@ -172,9 +172,12 @@ pub(super) fn full_parts(
     max_key_groups: u32,
     emit: &mut PartSink<'_>,
 ) -> Result<(), String> {
+    // The timers are read as the merge asks for them (a store's may be more than
+    // memory holds); the first error ends them, and fails the snapshot below.
+    let failed = std::cell::RefCell::new(None);
     let mut timers = timers
-        .all(max_key_groups)?
-        .into_iter()
+        .all(max_key_groups)
+        .map_while(|t| t.map_err(|e| *failed.borrow_mut() = Some(e)).ok())
         .map(|t| {
             let (g, id) = snapshot_place(&t.key, &t.window, max_key_groups);
             (g, id, t)
@@ -194,10 +197,16 @@ pub(super) fn full_parts(
         while let Some((_, _, t)) = timers.next_if(|(g, id, _)| *g == w.group && *id == w.id) {
             of.push(t);
         }
+        if let Some(e) = failed.take() {
+            return Err(e);
+        }
         tables.add(w.group, &w.id, &w.cells, &mut of)
     })?;
     while let Some((g, id, mut of)) = timers_before(&mut timers, None) {
         tables.add(g, &id, &[], &mut of)?;
+    }
+    if let Some(e) = failed.take() {
+        return Err(e);
     }
     tables.finish()
 }

@@ -28,7 +28,7 @@ use super::frozen::split_address;
 use super::head::{domain_byte, domain_of, from_sortable, sortable, Head};
 use super::store::{io_error, wait_for_flushes, Store, KEYSPACES};
 use super::window_prefix;
-use crate::state::timers::{FrozenTimers, KeyTimer, KeyedTimers};
+use crate::state::timers::{FrozenTimers, KeyTimer, KeyedTimers, TimerStream};
 use crate::timers::Timer;
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
@@ -373,42 +373,39 @@ struct Frozen {
     names: Vec<(TimeDomain, Box<str>)>,
 }
 
-impl Frozen {
-    /// The timers of the entries by id under `prefix` (a window's, or all).
-    fn read(&self, prefix: &[u8]) -> Result<Vec<KeyTimer>, String> {
-        use fjall::Readable;
-        let corrupt = || {
-            format!(
-                "a timer in the state store at {} does not decode",
-                self.dir.display()
-            )
-        };
-        let mut all = Vec::new();
-        for kv in self.snapshot.prefix(&self.keyspace, prefix) {
-            let (entry, times) = kv
-                .into_inner()
-                .map_err(|e| io_error("cannot read timers for a snapshot", &self.dir, e))?;
-            let id = entry.get(1..).ok_or_else(corrupt)?;
-            let (key, window, domain, name) = decode_id(id).ok_or_else(corrupt)?;
-            let (at, output) = decode_times(&times).ok_or_else(corrupt)?;
-            all.push(Timer {
-                key: key.to_vec(),
-                window,
-                name: name.to_string(),
-                domain,
-                at,
-                output,
-            });
-        }
-        Ok(all)
-    }
+/// The timer of an entry by id (`kv`) of the store at `dir`.
+fn decode_entry(kv: fjall::Guard, dir: &Path) -> Result<KeyTimer, String> {
+    let corrupt = || {
+        format!(
+            "a timer in the state store at {} does not decode",
+            dir.display()
+        )
+    };
+    let (entry, times) = kv
+        .into_inner()
+        .map_err(|e| io_error("cannot read timers for a snapshot", dir, e))?;
+    let id = entry.get(1..).ok_or_else(corrupt)?;
+    let (key, window, domain, name) = decode_id(id).ok_or_else(corrupt)?;
+    let (at, output) = decode_times(&times).ok_or_else(corrupt)?;
+    Ok(Timer {
+        key: key.to_vec(),
+        window,
+        name: name.to_string(),
+        domain,
+        at,
+        output,
+    })
 }
 
 impl FrozenTimers for Frozen {
-    fn all(self: Box<Self>, max_key_groups: u32) -> Result<Vec<KeyTimer>, String> {
-        // The store's order is the snapshot's.
+    fn all(self: Box<Self>, max_key_groups: u32) -> TimerStream {
+        use fjall::Readable;
+        // The store's order is the snapshot's; the entries are read as they are asked
+        // for (a store's timers may be more than memory holds).
         debug_assert_eq!(max_key_groups, self.max_key_groups);
-        self.read(&[BY_ID])
+        let dir = self.dir;
+        let entries = self.snapshot.prefix(&self.keyspace, [BY_ID]);
+        Box::new(entries.map(move |kv| decode_entry(kv, &dir)))
     }
     fn window(&self, key: &[u8], window: &BoundedWindow) -> Result<Vec<KeyTimer>, String> {
         use fjall::Readable;
