@@ -821,7 +821,19 @@ impl Keyspace {
     }
 
     fn check_write_halt(&self) {
+        let mut waits = 0u32;
         while self.tree.l0_run_count() >= 30 {
+            // Tidewater: asks for a compaction every 100 ms while writes are halted.
+            // Compactions are asked for only after flushes, and flushes only follow
+            // writes: if the messages of the last flushes were taken while a long
+            // compaction held the tables (a no-op each), nothing was left to compact
+            // the first level once it ended, and the writer waited here forever.
+            if waits % 10 == 0 {
+                self.worker_messager
+                    .try_send(WorkerMessage::Compact(self.clone()))
+                    .ok();
+            }
+            waits = waits.wrapping_add(1);
             std::thread::sleep(Duration::from_millis(10));
         }
     }
