@@ -57,10 +57,10 @@ pub trait KeyedTimers: Send {
     }
 }
 
-/// The timers as of [`KeyedTimers::freeze`].
 /// Timers one after another, read as they are asked for; an error ends them.
 pub type TimerStream = Box<dyn Iterator<Item = Result<KeyTimer, String>>>;
 
+/// The timers as of [`KeyedTimers::freeze`].
 pub trait FrozenTimers: Send {
     /// Every timer, in snapshot order of their windows (by key group of
     /// `max_key_groups`, then by [`super::window_id`]; a window's in no particular

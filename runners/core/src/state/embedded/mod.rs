@@ -13,8 +13,9 @@
 //! and marks it dirty; at the end of a bundle ([`StateBackend::flush`]) holding enough
 //! dirty cells, or before a snapshot ([`StateBackend::sync`]), they are written in one
 //! batch and, once the cache holds more than its capacity ([`CACHE_CELLS`] cells or
-//! [`CACHE_BYTES`] bytes), the clean ones forgotten. A read of an uncached cell reads the store (its own block cache in
-//! front of the files) and hands over a copy; the cell is cached on its first write.
+//! [`CACHE_BYTES`] bytes), the clean ones forgotten. A read of an uncached cell reads
+//! the store (its own block cache in front of the files) and hands over a copy; the
+//! cell is cached on its first write.
 //!
 //! A snapshot is a consistent view of the store ([`fjall::Snapshot`]) taken after a
 //! flush: the operator goes on writing while another thread reads the view, whole or

@@ -244,22 +244,12 @@ impl EmbeddedTimers {
     fn timer_of(&self, entry: &[u8]) -> Result<(Vec<u8>, KeyTimer), String> {
         let at = entry.get(2..).and_then(from_sortable);
         let id = entry.get(10..).ok_or_else(|| self.corrupt())?;
-        let (key, window, domain, name) = decode_id(id).ok_or_else(|| self.corrupt())?;
         let (at, output) = match (at, self.times(id)?) {
             (Some(at), Some((pending, output))) if pending == at => (at, output),
             _ => return Err(self.corrupt()),
         };
-        Ok((
-            id.to_vec(),
-            Timer {
-                key: key.to_vec(),
-                window,
-                name: name.to_string(),
-                domain,
-                at,
-                output,
-            },
-        ))
+        let timer = timer_at(id, at, output).ok_or_else(|| self.corrupt())?;
+        Ok((id.to_vec(), timer))
     }
 }
 
@@ -385,9 +375,15 @@ fn decode_entry(kv: fjall::Guard, dir: &Path) -> Result<KeyTimer, String> {
         .into_inner()
         .map_err(|e| io_error("cannot read timers for a snapshot", dir, e))?;
     let id = entry.get(1..).ok_or_else(corrupt)?;
-    let (key, window, domain, name) = decode_id(id).ok_or_else(corrupt)?;
     let (at, output) = decode_times(&times).ok_or_else(corrupt)?;
-    Ok(Timer {
+    timer_at(id, at, output).ok_or_else(corrupt)
+}
+
+/// The timer of id `id` (a timer's address: see `timer_id`), firing at `at` with
+/// output timestamp `output`; `None` if the id does not decode.
+fn timer_at(id: &[u8], at: Timestamp, output: Timestamp) -> Option<KeyTimer> {
+    let (key, window, domain, name) = decode_id(id)?;
+    Some(Timer {
         key: key.to_vec(),
         window,
         name: name.to_string(),
