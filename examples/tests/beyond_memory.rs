@@ -247,12 +247,8 @@ fn the_embedded_backend_runs_a_keyed_job_under_a_memory_limit() {
     let input = dir.path().join("words.txt");
     for job in [Job::Updates, Job::FinalCounts, Job::Windowed] {
         // The windowed job's windows go out and come back (its budget is 20,000
-        // windows): fewer words keep the smoke short.
-        let words: u64 = if job == Job::Windowed {
-            50_000
-        } else {
-            100_000
-        };
+        // windows, and it holds one per word): fewer words keep the smoke short.
+        let words: u64 = if job == Job::Windowed { 30_000 } else { 60_000 };
         write_input(&input, words, job);
         if let Some(peak) = run_embedded_under(160 * MB, words, &input, dir.path(), job) {
             eprintln!(
