@@ -369,8 +369,8 @@ struct Runs {
 /// The stateful word count of `words` words with `pad` bytes of state per word on the
 /// embedded backend with checkpoints under a memory limit: killed once its newest
 /// checkpoint's files hold `kill_at` bytes, then run again under the limit, it
-/// restores that checkpoint and writes every update exactly once. The restored checkpoint's bytes, the first
-/// run's peak and the second's.
+/// restores that checkpoint and writes every update exactly once. The restored
+/// checkpoint's bytes, the first run's peak and the second's.
 fn restore_under(
     runs: Runs,
     words: u64,
@@ -439,8 +439,8 @@ fn restore_under(
 fn a_killed_job_restores_its_checkpoint_from_the_embedded_store_under_a_memory_limit() {
     let dir = tempfile::tempdir().unwrap();
     let runs = Runs {
-        first_interval_ms: 100,
         limit: 160 * MB,
+        first_interval_ms: 100,
         interval_ms: 100,
     };
     if let Some((restored, _, peak)) = restore_under(runs, 60_000, 200, 4 * MB, dir.path()) {
@@ -468,8 +468,8 @@ fn a_checkpoint_ten_times_larger_than_the_memory_limit_is_restored_under_it() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(3_000_000);
     let runs = Runs {
-        first_interval_ms: 1000,
         limit: LIMIT,
+        first_interval_ms: 1000,
         interval_ms: 3_600_000,
     };
     let started = std::time::Instant::now();
