@@ -138,7 +138,7 @@ pub fn restore_keyed(
         _ => true,
     };
     snapshot.for_each_part_of(name, &want, &mut |scope, bytes| match scope {
-        Scope::KeyGroup(_) | Scope::Union(_) => {
+        Scope::KeyGroup(_) | Scope::Union(_) | Scope::Files(_) => {
             op.restore(scope, bytes).map_err(|e| exec_error(e, name))
         }
         Scope::KeyGroupDelta(g) => Err(Error::Checkpoint {

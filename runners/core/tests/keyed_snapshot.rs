@@ -627,6 +627,7 @@ fn check_store(case: &Case, script: &[Step], max: u32, hot: usize) -> Result<(),
     let store = StateChoice::Embedded {
         dir: dir.path().to_path_buf(),
         hot_windows: hot,
+        tables: None,
     };
     let all = KeyGroups::all(max);
     let mut a = case.instantiate(&all);
@@ -1105,6 +1106,7 @@ fn windows_due_at_once_fire_in_slices_each_once() {
     let store = StateChoice::Embedded {
         dir: dir.path().to_path_buf(),
         hot_windows: 100,
+        tables: None,
     };
     for state in [StateChoice::Memory, store] {
         let mut op = case.instantiate_on(&KeyGroups::all(128), &state);

@@ -20,6 +20,7 @@ fn each_backend(f: impl Fn(&StateChoice)) {
     f(&StateChoice::Embedded {
         dir: dir.path().to_path_buf(),
         hot_windows: 1,
+        tables: None,
     });
 }
 

@@ -113,6 +113,7 @@ fn each_pair(f: impl Fn(&StateChoice, &StateChoice)) {
     let embedded = StateChoice::Embedded {
         dir: dir.path().to_path_buf(),
         hot_windows: 1,
+        tables: None,
     };
     for (a, b) in [
         (&StateChoice::Memory, &embedded),
@@ -208,4 +209,122 @@ fn the_first_snapshot_after_a_restore_is_full() {
     let (again, delta) = snapshot(&mut r2, SnapshotKind::Delta);
     assert!(!delta);
     assert!(again.iter().any(|p| matches!(p.scope, Scope::KeyGroup(_))));
+}
+
+/// The key group parts of `parts`, in order.
+fn key_groups(parts: &[Part]) -> Vec<&Part> {
+    parts
+        .iter()
+        .filter(|p| matches!(p.scope, Scope::KeyGroup(_)))
+        .collect()
+}
+
+/// With a directory of tables, an incremental snapshot is the store's files: restored
+/// whole or into two instances owning half the key groups each, it gives the full
+/// snapshot of the same instant; an older one still restores its own instant after the
+/// store moved on; a corrupt file is an error, and a job keeping its state in memory
+/// cannot restore it.
+#[test]
+fn a_snapshot_of_the_stores_files_restores_at_any_parallelism() {
+    use tidewater_runners_core::state::tables::TableDir;
+    let dir = tempfile::tempdir().unwrap();
+    let tables = TableDir(dir.path().join("tables"));
+    let state = StateChoice::Embedded {
+        dir: dir.path().join("state"),
+        hot_windows: 1,
+        tables: Some(tables.clone()),
+    };
+    let mut r = runner(&state);
+    let keys: Vec<String> = (0..300).map(|i| format!("key{i}")).collect();
+    let all: Vec<(&str, i64)> = keys
+        .iter()
+        .enumerate()
+        .map(|(i, k)| (k.as_str(), (i as i64 % 3) * 100 + 4 + (i as i64 % 4)))
+        .collect();
+    r.process(batch(&all)).unwrap();
+    let mut out = Vec::new();
+    r.advance(Timestamp(100), Timestamp(0), &mut out).unwrap();
+    let mut taken = Vec::new();
+    for round in 0..2 {
+        let (files, delta) = snapshot(&mut r, SnapshotKind::Delta);
+        assert!(!delta, "files are no delta over parts");
+        assert_eq!(
+            files
+                .iter()
+                .filter(|p| matches!(p.scope, Scope::Files(0)))
+                .count(),
+            1,
+            "{:?}",
+            files.iter().map(|p| p.scope).collect::<Vec<_>>()
+        );
+        assert!(key_groups(&files).is_empty());
+        let (full, _) = snapshot(&mut r, SnapshotKind::Full);
+        assert!(!key_groups(&full).is_empty());
+        taken.push((files, full));
+        // The store moves on: new keys, changed ones, a window's timers fired.
+        let more: Vec<(&str, i64)> = keys
+            .iter()
+            .take(150)
+            .map(|k| (k.as_str(), 206 + round))
+            .chain([("late", 250)])
+            .collect();
+        r.process(batch(&more)).unwrap();
+        r.advance(Timestamp(200), Timestamp(0), &mut out).unwrap();
+    }
+    for (i, (files, full)) in taken.iter().enumerate() {
+        let whole = restore(&state, files);
+        let (again, _) = snapshot(&mut { whole }, SnapshotKind::Full);
+        assert_eq!(&again, full, "snapshot {i} restored whole");
+        let mut halves = Vec::new();
+        for (n, owned) in [(0u32, 0..GROUPS / 2), (1, GROUPS / 2..GROUPS)] {
+            let mut half = runner(&state).owning(owned);
+            for p in files {
+                half.restore(p.scope, &p.bytes).unwrap();
+            }
+            let (later, _, _) = half.snapshot(GROUPS, n, SnapshotKind::Full).unwrap();
+            halves.extend(
+                later
+                    .encode()
+                    .unwrap()
+                    .into_iter()
+                    .map(|(scope, bytes)| Part {
+                        transform: "S".into(),
+                        scope,
+                        bytes,
+                    }),
+            );
+        }
+        assert_eq!(
+            key_groups(&halves),
+            key_groups(full),
+            "snapshot {i} restored into two instances"
+        );
+    }
+    let (files, _) = &taken[1];
+    let mut memory = runner(&StateChoice::Memory);
+    let refused = files
+        .iter()
+        .find_map(|p| memory.restore(p.scope, &p.bytes).err())
+        .expect("a job keeping its state in memory refuses the files");
+    let refused = format!("{refused:?}");
+    assert!(refused.contains("fjall"), "{refused}");
+    // A table file changed on disk: an error naming it, no panic.
+    let victim = std::fs::read_dir(tables.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .max_by_key(|p| std::fs::metadata(p).unwrap().len())
+        .unwrap();
+    let mut bytes = std::fs::read(&victim).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0xff;
+    std::fs::remove_file(&victim).unwrap();
+    std::fs::write(&victim, bytes).unwrap();
+    let mut fresh = runner(&state);
+    let errors: Vec<String> = taken
+        .iter()
+        .flat_map(|(files, _)| files)
+        .filter_map(|p| fresh.restore(p.scope, &p.bytes).err())
+        .map(|e| format!("{e:?}"))
+        .collect();
+    assert!(errors.iter().any(|e| e.contains("checksum")), "{errors:?}");
 }

@@ -64,12 +64,15 @@ pub fn instantiate(
                 key_groups,
             )))
         }
-        NodeKind::Stateful { .. } => Ok(Box::new(stateful::StatefulRunner::new(
-            n.instantiate_stateful()?,
-            state,
-            key_groups.max,
-            windowing.allowed_lateness_ms,
-        )?)),
+        NodeKind::Stateful { .. } => Ok(Box::new(
+            stateful::StatefulRunner::new(
+                n.instantiate_stateful()?,
+                state,
+                key_groups.max,
+                windowing.allowed_lateness_ms,
+            )?
+            .owning(key_groups.owned.clone()),
+        )),
         _ => Err(Error::Internal(format!(
             "'{}' is not a keyed transform",
             n.name

@@ -20,6 +20,10 @@
 //! - [`Scope::KeyGroupDelta`]: what changed in a key group since the instance's
 //!   previous snapshot, in a delta snapshot (see [`crate::delta`]); a store applies
 //!   the chain before anything is restored.
+//! - [`Scope::Files`]: an old instance's keyed state as the table files of the embedded
+//!   store that kept it (Flink's incremental RocksDB checkpoints), which the
+//!   checkpoint's directory of tables holds; each new instance reads its key groups
+//!   from every old instance's.
 //!
 //! A snapshot is full, or a delta over the snapshots it names in [`Snapshot::base`]
 //! (a full one, then the deltas on it, oldest first), which a store reads first.
@@ -78,6 +82,10 @@ pub enum Scope {
     Partition(u32),
     /// The changes to a key group since the instance's previous snapshot.
     KeyGroupDelta(u32),
+    /// Keyed state of one old instance as the table files of the store that kept it
+    /// (`state::tables`), in the checkpoint's directory of tables: every new instance
+    /// reads its own key groups from every old instance's.
+    Files(u32),
 }
 
 /// A snapshot a delta snapshot builds on, as the store that wrote it names it.

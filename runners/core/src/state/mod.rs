@@ -9,6 +9,7 @@ mod timers;
 #[cfg(test)]
 mod timers_tests;
 
+pub use embedded::tables;
 pub use embedded::{
     EmbeddedStateBackend, EmbeddedTimers, EmbeddedUnits, FrozenUnits, Wakes, CACHE_CELLS,
 };
@@ -70,6 +71,12 @@ pub trait StateBackend: StateCells + Send {
     /// any the backend holds; each window is kept until it expires. A cell that does
     /// not decode is an error, never a panic.
     fn restore_windows(&mut self, windows: &[RestoredWindow<'_>]) -> Result<(), String>;
+    /// The cells frozen as of now as the files of the store that keeps them, for a
+    /// checkpoint of those files (see [`embedded::tables`]); `None` where no store
+    /// keeps them. The caller synced them ([`StateBackend::sync`]).
+    fn freeze_files(&self) -> Option<tables::KeyspaceFreeze> {
+        None
+    }
     /// Adds the cells of a part written before 2026-12 (the postcard encoding of a
     /// group's cells, as [`decode_cells`] reads it); parts of several groups, from
     /// several backends, can be restored into one. A corrupt part is an error, never
@@ -203,8 +210,14 @@ pub enum StateChoice {
     #[default]
     Memory,
     /// In an embedded store on local disk under `dir` ([`EmbeddedStateBackend`]); a
-    /// grouping keeps `hot_windows` windows in memory, the others in the store.
-    Embedded { dir: PathBuf, hot_windows: usize },
+    /// grouping keeps `hot_windows` windows in memory, the others in the store. With
+    /// `tables`, a stateful ParDo's checkpoints are the store's own files, put there
+    /// ([`tables`]; Flink's incremental RocksDB checkpoints), and restored from there.
+    Embedded {
+        dir: PathBuf,
+        hot_windows: usize,
+        tables: Option<tables::TableDir>,
+    },
 }
 
 impl StateChoice {
@@ -220,7 +233,31 @@ impl StateChoice {
                     .map_or(crate::keyed::reduce::HOT_WINDOWS, |n| {
                         usize::try_from(n).unwrap_or(usize::MAX)
                     }),
+                tables: None,
             },
+        }
+    }
+
+    /// This choice with checkpoints of the embedded store's files put into and
+    /// restored from `tables` (see [`StateChoice::Embedded`]); in memory, unchanged.
+    pub fn with_tables(self, tables: tables::TableDir) -> StateChoice {
+        match self {
+            StateChoice::Embedded {
+                dir, hot_windows, ..
+            } => StateChoice::Embedded {
+                dir,
+                hot_windows,
+                tables: Some(tables),
+            },
+            memory => memory,
+        }
+    }
+
+    /// Where checkpoints of the embedded store's files go, if they are taken.
+    pub fn tables(&self) -> Option<&tables::TableDir> {
+        match self {
+            StateChoice::Embedded { tables, .. } => tables.as_ref(),
+            StateChoice::Memory => None,
         }
     }
 

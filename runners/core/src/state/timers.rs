@@ -55,6 +55,12 @@ pub trait KeyedTimers: Send {
         let _ = windows;
         self.freeze()
     }
+    /// The timers frozen as of now as the files of the store that keeps them, for a
+    /// checkpoint of those files (see [`crate::state::embedded::tables`]); `None` where
+    /// no store keeps them. The caller flushed them ([`KeyedTimers::flush`]).
+    fn freeze_files(&self) -> Option<crate::state::embedded::tables::KeyspaceFreeze> {
+        None
+    }
 }
 
 /// Timers one after another, read as they are asked for; an error ends them.

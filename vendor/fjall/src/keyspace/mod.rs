@@ -197,6 +197,21 @@ impl Keyspace {
             .memtable_bytes_held_for_snapshots()
     }
 
+    /// Tidewater (vendor/README.md): the tables and memtables a read at `seqno` (a
+    /// snapshot's) sees, for a checkpoint made of the keyspace's own files; `None` for
+    /// a key-value separated keyspace (its blob files would be needed too).
+    #[doc(hidden)]
+    #[must_use]
+    pub fn checkpoint_view(
+        &self,
+        seqno: crate::SeqNo,
+    ) -> Option<(Vec<lsm_tree::Table>, Vec<Arc<lsm_tree::Memtable>>)> {
+        match &self.tree {
+            AnyTree::Standard(tree) => Some(tree.checkpoint_view(seqno)),
+            AnyTree::Blob(_) => None,
+        }
+    }
+
     #[doc(hidden)]
     #[must_use]
     pub fn id(&self) -> InternalKeyspaceId {

@@ -759,6 +759,21 @@ impl Tree {
         None
     }
 
+    /// Tidewater (vendor/README.md): the tables and the memtables a read at `seqno`
+    /// sees, for a checkpoint made of the tree's own files. The tables hold only
+    /// entries below `seqno`; the memtables (the active one first, then the sealed
+    /// ones) may hold later ones too. The files of the tables stay on disk for as long
+    /// as a returned `Table` is held.
+    #[doc(hidden)]
+    pub fn checkpoint_view(&self, seqno: SeqNo) -> (Vec<Table>, Vec<Arc<Memtable>>) {
+        let super_version = self.get_version_for_snapshot(seqno);
+        let tables = super_version.version.iter_tables().cloned().collect();
+        let memtables = std::iter::once(super_version.active_memtable.clone())
+            .chain(super_version.sealed_memtables.iter().cloned())
+            .collect();
+        (tables, memtables)
+    }
+
     pub(crate) fn get_version_for_snapshot(&self, seqno: SeqNo) -> SuperVersion {
         #[expect(clippy::expect_used, reason = "lock is expected to not be poisoned")]
         self.version_history

@@ -24,6 +24,7 @@ use tidewater::{BoundedWindow, Timestamp};
 pub use crate::state::KeyTimer;
 
 mod changes;
+mod files;
 mod wire;
 
 use changes::Changes;
@@ -71,6 +72,11 @@ pub struct StatefulRunner {
     output: Vec<Box<dyn AnyBatch>>,
     /// The windows changed since the last snapshot: what the next delta writes.
     changes: Changes,
+    /// The key groups this instance owns (what a restore from files reads).
+    owned: std::ops::Range<u32>,
+    /// Where snapshots put the store's files, if they are taken as files (see
+    /// `files.rs`).
+    tables: Option<crate::state::tables::TableDir>,
 }
 
 /// The state and timers a DoFn call sees. The backend expires the windows that hold
@@ -237,7 +243,15 @@ impl StatefulRunner {
             restored_clocks: false,
             output: Vec::new(),
             changes: Changes::default(),
+            owned: 0..max_key_groups,
+            tables: state.tables().cloned(),
         })
+    }
+
+    /// This runner as an instance owning key groups `owned` (all of them by default).
+    pub fn owning(mut self, owned: std::ops::Range<u32>) -> Self {
+        self.owned = owned;
+        self
     }
 
     /// Inputs dropped because their window had expired, since the last call.
@@ -446,7 +460,15 @@ impl StatefulRunner {
         self.state.sync().map_err(state_failed)?;
         self.timers.flush().map_err(state_failed)?;
         let changed = self.changes.restart();
+        // An incremental snapshot is the store's files where they are taken (a
+        // full one, e.g. a savepoint's, stays in parts anyone can read).
+        let files = match (&self.tables, kind) {
+            (Some(dir), SnapshotKind::Delta) => self.files_later(dir, instance),
+            _ => None,
+        };
         let (later, delta) = match changed {
+            // Every snapshot is the store's files: what changed is in its new files.
+            _ if files.is_some() => (files.expect("files"), false),
             Some(changed) if kind == SnapshotKind::Delta => {
                 let cells = self.state.freeze_windows(&changed);
                 let timers = self.timers.freeze_windows(&changed);
@@ -512,6 +534,10 @@ impl StatefulRunner {
                 self.timers.flush().map_err(checkpoint)?;
                 // What was restored is the base of the next delta: the next snapshot
                 // is full.
+                self.changes = Changes::default();
+            }
+            Scope::Files(_) => {
+                self.restore_files(bytes)?;
                 self.changes = Changes::default();
             }
             Scope::Union(_) => {

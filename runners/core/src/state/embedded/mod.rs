@@ -38,6 +38,9 @@ mod filter;
 mod frozen;
 mod head;
 mod store;
+pub mod tables;
+#[cfg(test)]
+mod tables_tests;
 mod timers;
 mod units;
 
@@ -630,6 +633,10 @@ impl StateBackend for EmbeddedStateBackend {
             self.forget_cache();
         }
         Ok(())
+    }
+    fn freeze_files(&self) -> Option<tables::KeyspaceFreeze> {
+        debug_assert_eq!(self.dirty, 0, "a snapshot of unsynced cells");
+        Some(self.store.freeze_files(&self.keyspace))
     }
     fn freeze(&self) -> Box<dyn FrozenState> {
         // The caller synced ([`StateBackend::sync`]): the store holds every cell.

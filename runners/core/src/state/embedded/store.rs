@@ -66,6 +66,9 @@ const BLOCK_CACHE_BYTES: u64 = 16 << 20;
 pub(super) struct Store {
     pub(super) db: fjall::Database,
     pub(super) dir: PathBuf,
+    /// Unique to this store among every store of every run (its process's id and the
+    /// time it opened): names its table files in checkpoints (`tables.rs`).
+    pub(super) uid: String,
 }
 
 impl Drop for Store {
@@ -114,6 +117,16 @@ fn remove_stores_of_dead_processes(parent: &Path, ours: &Path) -> Result<(), Str
 }
 
 impl Store {
+    /// `keyspace` frozen as of now, for a checkpoint of its files (`tables.rs`).
+    pub(super) fn freeze_files(&self, keyspace: &fjall::Keyspace) -> super::tables::KeyspaceFreeze {
+        super::tables::KeyspaceFreeze {
+            snapshot: self.db.snapshot(),
+            keyspace: keyspace.clone(),
+            prefix: format!("{}-{}", self.uid, keyspace.name()),
+            scratch: self.dir.join("checkpoint-scratch"),
+        }
+    }
+
     /// A keyspace of this store, made if new (names are per operator instance: see
     /// [`KEYSPACES`]).
     pub(super) fn keyspace(&self, name: &str) -> Result<fjall::Keyspace, String> {
@@ -188,7 +201,11 @@ impl Store {
             .worker_threads(2)
             .open()
             .map_err(|e| io_error("cannot open", &dir, e))?;
-        let store = Arc::new(Store { db, dir });
+        let opened = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let uid = format!("{}-{opened:x}", std::process::id());
+        let store = Arc::new(Store { db, dir, uid });
         stores.push((parent.to_path_buf(), Arc::downgrade(&store)));
         Ok(store)
     }

@@ -334,6 +334,9 @@ impl KeyedTimers for EmbeddedTimers {
         wait_for_flushes(&self.keyspace, &self.store.dir)
     }
 
+    fn freeze_files(&self) -> Option<super::tables::KeyspaceFreeze> {
+        Some(self.store.freeze_files(&self.keyspace))
+    }
     fn freeze(&self) -> Box<dyn FrozenTimers> {
         Box::new(Frozen {
             snapshot: self.store.db.snapshot(),
@@ -377,6 +380,25 @@ fn decode_entry(kv: fjall::Guard, dir: &Path) -> Result<KeyTimer, String> {
     let id = entry.get(1..).ok_or_else(corrupt)?;
     let (at, output) = decode_times(&times).ok_or_else(corrupt)?;
     timer_at(id, at, output).ok_or_else(corrupt)
+}
+
+/// The timer of entry `entry` by id (`i` then its id) holding `times`, as a
+/// checkpoint's table files hold it; `None` if it does not decode.
+pub(crate) fn timer_of_entry(entry: &[u8], times: &[u8]) -> Option<KeyTimer> {
+    let id = entry.strip_prefix(&[BY_ID])?;
+    let (at, output) = decode_times(times)?;
+    timer_at(id, at, output)
+}
+
+/// The first bytes of the entries by id of the timers of key groups `groups`: the
+/// range a restore from table files reads.
+pub(crate) fn by_id_range(groups: &std::ops::Range<u32>) -> (Vec<u8>, Vec<u8>) {
+    let bound = |g: u32| {
+        let mut b = vec![BY_ID];
+        b.extend_from_slice(&g.to_be_bytes());
+        b
+    };
+    (bound(groups.start), bound(groups.end))
 }
 
 /// The timer of id `id` (a timer's address: see `timer_id`), firing at `at` with

@@ -1,0 +1,77 @@
+//! A stateful ParDo's snapshot as the table files of the embedded store that keeps its
+//! cells and timers (`state::tables`; Flink's incremental RocksDB checkpoints): taken
+//! when the job's state choice names a directory of tables, instead of its cells
+//! copied into parts. One [`Scope::Files`] part per instance says which files hold its
+//! cells and its timers; a restore reads the key groups it owns from every old
+//! instance's files, at any parallelism.
+
+use super::{state_failed, StatefulRunner};
+use crate::keyed::snapshot::LaterParts;
+use crate::snapshot::{decode_part, encode_part, Scope};
+use crate::state::tables::{
+    group_range, restore_cells, restore_timers, timer_range, KeyspaceFiles, TableDir, TableReader,
+};
+use serde::{Deserialize, Serialize};
+use tidewater::exec::ExecError;
+
+/// The [`Scope::Files`] part of an instance: its cells' and its timers' keyspaces.
+#[derive(Debug, Serialize, Deserialize)]
+struct FilesPart {
+    cells: KeyspaceFiles,
+    timers: KeyspaceFiles,
+}
+
+fn checkpoint(message: String) -> ExecError {
+    ExecError::Downstream(Box::new(tidewater::Error::Checkpoint { message }))
+}
+
+impl StatefulRunner {
+    /// The instance's state as its store's files, to be put into `dir` off the
+    /// operator's thread; `None` where a backend keeps its cells or timers in memory.
+    /// The caller synced the cells and flushed the timers.
+    pub(super) fn files_later(&self, dir: &TableDir, instance: u32) -> Option<LaterParts> {
+        let (cells, timers) = (self.state.freeze_files()?, self.timers.freeze_files()?);
+        let dir = dir.clone();
+        Some(LaterParts::new(move |emit| {
+            let cells = cells.capture(&dir).map_err(state_failed)?;
+            let timers = timers.capture(&dir).map_err(state_failed)?;
+            emit(
+                Scope::Files(instance),
+                encode_part(&FilesPart { cells, timers }),
+            )
+            .map_err(state_failed)
+        }))
+    }
+
+    /// Restores the key groups this instance owns from an old instance's files.
+    pub(super) fn restore_files(&mut self, bytes: &[u8]) -> Result<(), ExecError> {
+        let part: FilesPart = decode_part(bytes, "a stateful ParDo's table files")?;
+        let Some(dir) = self.tables.clone() else {
+            return Err(checkpoint(
+                "the checkpoint keeps a stateful ParDo's state as the embedded store's files: restore it with --state-backend=fjall and its local checkpoint directory"
+                    .to_string(),
+            ));
+        };
+        let groups = self.owned.clone();
+        let (from, to) = group_range(&groups);
+        let cells = TableReader::open_range(dir.path(), &part.cells, &from, Some(&to))
+            .map_err(checkpoint)?;
+        restore_cells(&cells, &groups, self.state.as_mut()).map_err(checkpoint)?;
+        drop(cells);
+        let (from, to) = timer_range(&groups);
+        let timers = TableReader::open_range(dir.path(), &part.timers, &from, Some(&to))
+            .map_err(checkpoint)?;
+        let mut restored = 0usize;
+        restore_timers(&timers, &groups, &mut |t| {
+            self.restore_timer(t);
+            restored += 1;
+            // Written out as a bundle's are (the store's memtables).
+            if restored.is_multiple_of(65_536) {
+                self.timers.flush()?;
+            }
+            Ok(())
+        })
+        .map_err(checkpoint)?;
+        self.timers.flush().map_err(checkpoint)
+    }
+}
