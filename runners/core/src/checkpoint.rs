@@ -131,6 +131,11 @@ pub fn restore_keyed(
             ),
         });
     }
+    // Table files the snapshot names are read where it was read from.
+    let state = match snapshot.stored.tables_dir() {
+        Some(from) => &state.clone().restoring_from(from),
+        None => state,
+    };
     let mut op = instantiate(plan, node, lifted, key_groups, state)?;
     // Key groups left in a checkpoint's files are read one at a time.
     let want = |scope| match scope {

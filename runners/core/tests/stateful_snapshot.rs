@@ -114,6 +114,7 @@ fn each_pair(f: impl Fn(&StateChoice, &StateChoice)) {
         dir: dir.path().to_path_buf(),
         hot_windows: 1,
         tables: None,
+        restore_tables: None,
     };
     for (a, b) in [
         (&StateChoice::Memory, &embedded),
@@ -233,6 +234,7 @@ fn a_snapshot_of_the_stores_files_restores_at_any_parallelism() {
         dir: dir.path().join("state"),
         hot_windows: 1,
         tables: Some(tables.clone()),
+        restore_tables: None,
     };
     let mut r = runner(&state);
     let keys: Vec<String> = (0..300).map(|i| format!("key{i}")).collect();

@@ -20,6 +20,11 @@ pub trait StoredGroups: Send + Sync + std::fmt::Debug {
     /// applied): once for every file of the checkpoint holding it (once, unless
     /// the checkpoint is corrupt); none if deltas emptied it.
     fn read(&self, transform: &str, g: u32) -> Result<Vec<Vec<u8>>>;
+
+    /// Where the table files its [`Scope::Files`] parts name are, if anywhere.
+    fn tables_dir(&self) -> Option<crate::state::tables::TableDir> {
+        None
+    }
 }
 
 /// A snapshot's stored key groups, if any.
@@ -30,6 +35,12 @@ impl Stored {
     /// Key groups held by `groups`.
     pub fn new(groups: Arc<dyn StoredGroups>) -> Self {
         Stored(Some(groups))
+    }
+
+    /// Where the table files of the snapshot's [`Scope::Files`] parts are: the
+    /// directory of tables of the checkpoint it was read from.
+    pub fn tables_dir(&self) -> Option<crate::state::tables::TableDir> {
+        self.0.as_ref().and_then(|s| s.tables_dir())
     }
 
     /// Whether no key group is held elsewhere.

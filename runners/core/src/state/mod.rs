@@ -217,6 +217,9 @@ pub enum StateChoice {
         dir: PathBuf,
         hot_windows: usize,
         tables: Option<tables::TableDir>,
+        /// Where a restore reads the table files its checkpoint names, if not from
+        /// `tables` (a savepoint's, see [`StateChoice::restoring_from`]).
+        restore_tables: Option<tables::TableDir>,
     },
 }
 
@@ -234,29 +237,45 @@ impl StateChoice {
                         usize::try_from(n).unwrap_or(usize::MAX)
                     }),
                 tables: None,
+                restore_tables: None,
             },
         }
     }
 
     /// This choice with checkpoints of the embedded store's files put into and
     /// restored from `tables` (see [`StateChoice::Embedded`]); in memory, unchanged.
-    pub fn with_tables(self, tables: tables::TableDir) -> StateChoice {
-        match self {
-            StateChoice::Embedded {
-                dir, hot_windows, ..
-            } => StateChoice::Embedded {
-                dir,
-                hot_windows,
-                tables: Some(tables),
-            },
-            memory => memory,
+    pub fn with_tables(mut self, to: tables::TableDir) -> StateChoice {
+        if let StateChoice::Embedded { tables, .. } = &mut self {
+            *tables = Some(to);
         }
+        self
+    }
+
+    /// This choice with the table files a restore reads in `from` (the directory of
+    /// the checkpoint or savepoint it restores); in memory, unchanged.
+    pub fn restoring_from(mut self, from: tables::TableDir) -> StateChoice {
+        if let StateChoice::Embedded { restore_tables, .. } = &mut self {
+            *restore_tables = Some(from);
+        }
+        self
     }
 
     /// Where checkpoints of the embedded store's files go, if they are taken.
     pub fn tables(&self) -> Option<&tables::TableDir> {
         match self {
             StateChoice::Embedded { tables, .. } => tables.as_ref(),
+            StateChoice::Memory => None,
+        }
+    }
+
+    /// Where a restore reads table files (see [`StateChoice::restoring_from`]).
+    pub fn restore_tables(&self) -> Option<&tables::TableDir> {
+        match self {
+            StateChoice::Embedded {
+                restore_tables,
+                tables,
+                ..
+            } => restore_tables.as_ref().or(tables.as_ref()),
             StateChoice::Memory => None,
         }
     }

@@ -56,23 +56,6 @@ pub(crate) trait Blobs: Send + Sync + std::fmt::Debug {
     /// more than `limit` bytes (it was not written so).
     fn get(&self, key: &str, limit: u64) -> Result<Option<Vec<u8>>>;
 
-    /// Hands file `key`'s bytes to `f` in order, a piece at a time; `false` if there
-    /// is no such file.
-    fn read_pieces(&self, key: &str, f: &mut dyn FnMut(&[u8])) -> Result<bool> {
-        let Some(mut r) = self.open(key)? else {
-            return Ok(false);
-        };
-        let mut piece = vec![0; 1 << 20];
-        loop {
-            match r.read(&mut piece) {
-                Ok(0) => return Ok(true),
-                Ok(n) => f(&piece[..n]),
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(self.read_error(key, e)),
-            }
-        }
-    }
-
     /// What a failed read of file `key` from [`Blobs::open`]'s reader is: a file that
     /// cannot be read is a checkpoint that cannot be restored; an object store's
     /// answer after its retries fails the run instead.

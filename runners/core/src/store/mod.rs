@@ -46,6 +46,7 @@ use crate::compat::{Admitted, PlanIdentity, StateId};
 use crate::snapshot::{BaseRef, Snapshot};
 #[cfg(test)]
 use crate::source_driver::ReadRange;
+use crate::state::tables::TableDir;
 use blobs::Blobs;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeSet, HashMap};
@@ -93,6 +94,11 @@ pub struct FileEntry {
     /// first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub base: Vec<BaseRef>,
+    /// The table files (under `tables/`) its [`Scope::Files`] parts name: the embedded
+    /// store's own files, shared between checkpoints and removed once no kept
+    /// checkpoint names them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tables: Vec<String>,
 }
 
 impl FileEntry {
@@ -121,6 +127,12 @@ pub struct Restored {
     pub notes: Vec<String>,
 }
 
+/// The directory of table files of the checkpoint store in `dir` (`DIR/tables`, see
+/// [`crate::state::tables`]): a local directory's only.
+pub fn tables_dir(dir: &Path) -> Option<TableDir> {
+    (!is_object_store(dir)).then(|| TableDir(dir.join("tables")))
+}
+
 /// The first epoch a run writes: the one after the checkpoint `restored` from (0 for a
 /// run from scratch).
 pub fn start_epoch(restored: Option<&Restored>) -> u64 {
@@ -139,10 +151,6 @@ pub struct Store {
 }
 
 pub use blobs::is_object_store;
-
-/// A snapshot file's header is within its first this many bytes (it names the files a
-/// delta builds on: some 60 bytes each, at most `full_snapshot_every` of them).
-const HEADER_BYTES: usize = 1 << 20;
 
 fn io_error(what: &str, path: &Path, e: std::io::Error) -> Error {
     Error::Checkpoint {
@@ -228,7 +236,7 @@ impl Store {
             };
         }
         let store = Store::open(dir)?;
-        for sub in ["parts", "offsets", ""] {
+        for sub in ["parts", "offsets", "tables", ""] {
             for name in store.blobs.list(sub)? {
                 let key = if sub.is_empty() {
                     name
@@ -239,6 +247,12 @@ impl Store {
             }
         }
         Ok(())
+    }
+
+    /// Where the embedded store's table files go (`DIR/tables`, see
+    /// [`crate::state::tables`]): in a local directory only.
+    pub fn tables_dir(&self) -> Option<TableDir> {
+        tables_dir(&self.dir)
     }
 
     /// The directory, or the object store's URL, as given.
@@ -367,6 +381,11 @@ impl Store {
             let bytes = self.read_file(&key, len)?;
             target.blobs.put(&key, &mut |w| w.write_all(&bytes))?;
         }
+        for name in manifest.files.iter().flat_map(|f| &f.tables) {
+            let key = format!("tables/{name}");
+            let bytes = self.read_file(&key, u64::MAX)?;
+            target.blobs.put(&key, &mut |w| w.write_all(&bytes))?;
+        }
         let json = serde_json::to_vec_pretty(&manifest).expect("a manifest encodes");
         target
             .blobs
@@ -431,26 +450,16 @@ impl Store {
         if let Some(entry) = checked.get(name) {
             return Ok(entry.clone());
         }
-        // Read a piece at a time (a full snapshot may be gigabytes): its length and
-        // checksum, and its header from the first bytes.
+        // Read through once (a full snapshot may be gigabytes): its length and
+        // checksum, its header, and the table files its parts name.
         let key = format!("parts/{name}");
-        let (mut crc, mut len, mut head) = (crc32fast::Hasher::new(), 0u64, Vec::new());
-        let found = self.blobs.read_pieces(&key, &mut |piece| {
-            crc.update(piece);
-            len += piece.len() as u64;
-            let room = HEADER_BYTES.saturating_sub(head.len());
-            head.extend_from_slice(&piece[..piece.len().min(room)]);
-        })?;
-        if !found {
-            return Err(Error::Checkpoint {
-                message: format!("cannot read {}: it is missing", self.show(&key)),
-            });
-        }
+        let (len, crc, header, tables) = self.read_through(&key, plan_hash)?;
         let entry = FileEntry {
             name: name.to_string(),
             len,
-            crc: crc.finalize(),
-            base: Snapshot::decode_header(&head, plan_hash)?.base,
+            crc,
+            base: header.base,
+            tables,
         };
         checked.insert(name.to_string(), entry.clone());
         Ok(entry)
@@ -478,10 +487,24 @@ impl Store {
             }
         }
         let (old, kept) = epochs.split_at(keep_from);
-        let mut named = BTreeSet::new();
+        let (mut named, mut kept_tables) = (BTreeSet::new(), BTreeSet::new());
         for &e in kept {
             for f in self.read_manifest(e)?.files {
                 named.extend(f.files().map(|(n, _, _)| n.to_string()));
+                kept_tables.extend(f.tables);
+            }
+        }
+        // A table a dropped checkpoint names and no kept one does is gone from the
+        // store that wrote it (a store's tables, once replaced, never come back), so
+        // no checkpoint still to come names it either.
+        for &e in old {
+            let Ok(m) = self.read_manifest(e) else {
+                continue;
+            };
+            for t in m.files.into_iter().flat_map(|f| f.tables) {
+                if !kept_tables.contains(&t) && crate::state::tables::valid_table_name(&t) {
+                    let _ = self.blobs.delete(&format!("tables/{t}"));
+                }
             }
         }
         let oldest_kept = kept[0];

@@ -3,7 +3,7 @@
 
 use super::{part_file_name, FileEntry, Store};
 use crate::checkpoint::LaterPartsOf;
-use crate::snapshot::{BaseRef, Snapshot};
+use crate::snapshot::{BaseRef, Scope, Snapshot};
 use std::io::Write;
 use tidewater::{Error, Result};
 
@@ -57,6 +57,8 @@ impl Store {
         let streamed = later.is_some();
         let mut later = later;
         let mut encode_failed = None;
+        // The table files its parts name, for its manifest entry.
+        let mut tables = std::collections::BTreeSet::new();
         let put = self.blobs.put(&format!("parts/{name}"), &mut |w| {
             (crc, len) = (crc32fast::Hasher::new(), 0);
             let mut w = Checksummed {
@@ -65,10 +67,14 @@ impl Store {
                 len: &mut len,
             };
             let mut out = snapshot.begin(&mut w)?;
+            tables.clear();
             match later.take() {
                 Some(later) => {
                     let mut write_failed = None;
                     let encoded = later(&mut |p| {
+                        if matches!(p.scope, Scope::Files(_)) {
+                            tables.extend(super::read::table_names(&p.bytes)?);
+                        }
                         out.part(&p).map_err(|e| {
                             let message = e.to_string();
                             write_failed = Some(e);
@@ -94,6 +100,11 @@ impl Store {
                 None => {}
             }
             for p in &snapshot.parts {
+                if matches!(p.scope, Scope::Files(_)) {
+                    let names = super::read::table_names(&p.bytes)
+                        .map_err(|e| std::io::Error::other(e.to_string()))?;
+                    tables.extend(names);
+                }
                 out.part(p)?;
             }
             out.finish()
@@ -118,6 +129,7 @@ impl Store {
                     len: written.len,
                     crc: written.crc,
                     base: snapshot.base.clone(),
+                    tables: tables.into_iter().collect(),
                 },
             );
         Ok(written)

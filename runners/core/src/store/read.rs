@@ -56,6 +56,10 @@ impl StoredGroups for FileGroups {
             .collect()
     }
 
+    fn tables_dir(&self) -> Option<crate::state::tables::TableDir> {
+        self.store.tables_dir()
+    }
+
     fn read(&self, transform: &str, g: u32) -> Result<Vec<Vec<u8>>> {
         let Some(chains) = self.groups.get(&(transform.to_string(), g)) else {
             return Ok(Vec::new());
@@ -117,7 +121,91 @@ impl<R: Read> Read for Hashed<R> {
 /// where kept.
 type Scanned = (Snapshot, Vec<(PartInfo, Option<Vec<u8>>)>);
 
+/// The table files the [`Scope::Files`] parts `bytes` name.
+pub(super) fn table_names(bytes: &[u8]) -> Result<Vec<String>> {
+    let keyspaces = crate::state::tables::decode_files_part(bytes)
+        .map_err(|message| Error::Checkpoint { message })?;
+    Ok(keyspaces
+        .into_iter()
+        .flat_map(|k| k.tables)
+        .map(|t| t.name)
+        .collect())
+}
+
 impl Store {
+    /// Reads file `key` through: its length and CRC-32, its header, and the names of
+    /// the table files its parts name (sorted, once each).
+    pub(super) fn read_through(
+        &self,
+        key: &str,
+        plan_hash: u64,
+    ) -> Result<(u64, u32, Snapshot, Vec<String>)> {
+        let Some(r) = self.blobs.open(key)? else {
+            return Err(Error::Checkpoint {
+                message: format!("cannot read {}: it is missing", self.show(key)),
+            });
+        };
+        let mut hashed = Hashed {
+            r,
+            crc: crc32fast::Hasher::new(),
+            len: 0,
+            failed: None,
+        };
+        let read = (|| {
+            let mut reader = SnapshotReader::new(&mut hashed, plan_hash)?;
+            let mut tables = std::collections::BTreeSet::new();
+            let files = |_: &str, scope: Scope| matches!(scope, Scope::Files(_));
+            while let Some((_, bytes)) = reader.next_part(&files)? {
+                if let Some(bytes) = bytes {
+                    tables.extend(table_names(&bytes)?);
+                }
+            }
+            Ok((reader.header().clone(), tables.into_iter().collect()))
+        })();
+        if let Some(e) = hashed.failed.take() {
+            return Err(self.blobs.read_error(key, e));
+        }
+        let (header, tables) = read.map_err(|e: Error| match e {
+            Error::Checkpoint { message } => Error::Checkpoint {
+                message: format!("{}: {message}", self.show(key)),
+            },
+            other => other,
+        })?;
+        Ok((hashed.len, hashed.crc.finalize(), header, tables))
+    }
+
+    /// Checks every table file the [`Scope::Files`] parts among `parts` name (its
+    /// length and checksum), as a restore reads them: a corrupt or missing one makes
+    /// the checkpoint unusable.
+    fn check_tables(&self, parts: &[Part], epoch: u64) -> Result<()> {
+        let files: Vec<&Part> = parts
+            .iter()
+            .filter(|p| matches!(p.scope, Scope::Files(_)))
+            .collect();
+        if files.is_empty() {
+            return Ok(());
+        }
+        let Some(dir) = self.tables_dir() else {
+            return Err(Error::Checkpoint {
+                message: format!(
+                    "checkpoint {epoch} names table files, which only a local checkpoint directory holds"
+                ),
+            });
+        };
+        for p in files {
+            let keyspaces = crate::state::tables::decode_files_part(&p.bytes)
+                .map_err(|message| Error::Checkpoint { message })?;
+            for t in keyspaces.iter().flat_map(|k| &k.tables) {
+                crate::state::tables::check_table(dir.path(), t).map_err(|message| {
+                    Error::Checkpoint {
+                        message: format!("checkpoint {epoch}: {message}"),
+                    }
+                })?;
+            }
+        }
+        Ok(())
+    }
+
     /// Checkpoint `manifest` with its key groups left in its files, each file read
     /// through and checked against the manifest first; `name_of` gives the plan's
     /// name of a transform's key groups (`None`: not restored).
@@ -146,6 +234,7 @@ impl Store {
                 files.groups.entry((name, g)).or_default().push(chain);
             }
         }
+        self.check_tables(&parts, manifest.epoch)?;
         Ok(Snapshot {
             plan_hash: manifest.plan_hash,
             max_key_groups: manifest.max_key_groups,

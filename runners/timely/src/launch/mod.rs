@@ -61,7 +61,7 @@ pub fn max_watermark_drift(
 }
 
 /// The options (`--runner-option KEY=VALUE`) of every runner on the engine.
-pub const COMMON_OPTIONS: [(&str, &str); 8] = [
+pub const COMMON_OPTIONS: [(&str, &str); 9] = [
     (
         "bundle_size",
         "largest bundle and source read (default 1024)",
@@ -85,6 +85,10 @@ pub const COMMON_OPTIONS: [(&str, &str); 8] = [
     (
         "full_snapshot_every",
         "a task's checkpoint is full at least every N checkpoints, a delta of what changed in between (default 10; 1: always full)",
+    ),
+    (
+        "state_snapshots",
+        "files|parts: with --state-backend=fjall and a local checkpoint directory, a stateful ParDo's checkpoints are the store's own files, shared between checkpoints (files, the default; Flink's incremental RocksDB checkpoints), or its cells copied into the checkpoint (parts)",
     ),
     (
         "connect_timeout_ms",
@@ -341,6 +345,23 @@ impl EngineRunner {
                 ))
             }
         };
+        let state = tidewater_runners_core::state::StateChoice::of(options);
+        let state = match (options.runner_option("state_snapshots"), checkpoint_dir(e)) {
+            (Some("parts"), _) | (_, None) => state,
+            (None | Some("files"), Some(dir)) => {
+                match tidewater_runners_core::store::tables_dir(&dir) {
+                    Some(tables) => state.with_tables(tables),
+                    // An object store holds no table files: the cells go into parts.
+                    None => state,
+                }
+            }
+            (Some(v), _) => {
+                return Err(invalid(
+                    format!("--runner-option state_snapshots={v}"),
+                    "expected files or parts".into(),
+                ))
+            }
+        };
         let choice = (self.policy)(options)?;
         Ok(EngineConfig {
             workers,
@@ -388,7 +409,7 @@ impl EngineRunner {
             bundle_size: parse("bundle_size", 1024)?,
             full_snapshot_every: parse("full_snapshot_every", crate::DEFAULT_FULL_SNAPSHOT_EVERY)?,
             source_partitions: parse("source_partitions", workers * processes)?,
-            state: tidewater_runners_core::state::StateChoice::of(options),
+            state,
             clock,
             max_duration: options.max_duration,
             // On a terminal; of a local cluster's processes (which share the

@@ -7,19 +7,12 @@
 
 use super::{state_failed, StatefulRunner};
 use crate::keyed::snapshot::LaterParts;
-use crate::snapshot::{decode_part, encode_part, Scope};
+use crate::snapshot::Scope;
 use crate::state::tables::{
-    group_range, restore_cells, restore_timers, timer_range, KeyspaceFiles, TableDir, TableReader,
+    decode_files_part, encode_files_part, group_range, restore_cells, restore_timers, timer_range,
+    KeyspaceFiles, TableDir, TableReader,
 };
-use serde::{Deserialize, Serialize};
 use tidewater::exec::ExecError;
-
-/// The [`Scope::Files`] part of an instance: its cells' and its timers' keyspaces.
-#[derive(Debug, Serialize, Deserialize)]
-struct FilesPart {
-    cells: KeyspaceFiles,
-    timers: KeyspaceFiles,
-}
 
 fn checkpoint(message: String) -> ExecError {
     ExecError::Downstream(Box::new(tidewater::Error::Checkpoint { message }))
@@ -35,18 +28,20 @@ impl StatefulRunner {
         Some(LaterParts::new(move |emit| {
             let cells = cells.capture(&dir).map_err(state_failed)?;
             let timers = timers.capture(&dir).map_err(state_failed)?;
-            emit(
-                Scope::Files(instance),
-                encode_part(&FilesPart { cells, timers }),
-            )
-            .map_err(state_failed)
+            // Its cells' keyspace, then its timers'.
+            emit(Scope::Files(instance), encode_files_part(&[cells, timers])).map_err(state_failed)
         }))
     }
 
     /// Restores the key groups this instance owns from an old instance's files.
     pub(super) fn restore_files(&mut self, bytes: &[u8]) -> Result<(), ExecError> {
-        let part: FilesPart = decode_part(bytes, "a stateful ParDo's table files")?;
-        let Some(dir) = self.tables.clone() else {
+        let [cells, timers]: [KeyspaceFiles; 2] = decode_files_part(bytes)
+            .and_then(|k| {
+                k.try_into()
+                    .map_err(|k: Vec<_>| format!("{} keyspaces' files, not 2", k.len()))
+            })
+            .map_err(|e| checkpoint(format!("a stateful ParDo's table files: {e}")))?;
+        let Some(dir) = self.restore_tables.clone() else {
             return Err(checkpoint(
                 "the checkpoint keeps a stateful ParDo's state as the embedded store's files: restore it with --state-backend=fjall and its local checkpoint directory"
                     .to_string(),
@@ -54,13 +49,13 @@ impl StatefulRunner {
         };
         let groups = self.owned.clone();
         let (from, to) = group_range(&groups);
-        let cells = TableReader::open_range(dir.path(), &part.cells, &from, Some(&to))
-            .map_err(checkpoint)?;
+        let cells =
+            TableReader::open_range(dir.path(), &cells, &from, Some(&to)).map_err(checkpoint)?;
         restore_cells(&cells, &groups, self.state.as_mut()).map_err(checkpoint)?;
         drop(cells);
         let (from, to) = timer_range(&groups);
-        let timers = TableReader::open_range(dir.path(), &part.timers, &from, Some(&to))
-            .map_err(checkpoint)?;
+        let timers =
+            TableReader::open_range(dir.path(), &timers, &from, Some(&to)).map_err(checkpoint)?;
         let mut restored = 0usize;
         restore_timers(&timers, &groups, &mut |t| {
             self.restore_timer(t);

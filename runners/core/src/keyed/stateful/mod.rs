@@ -77,6 +77,8 @@ pub struct StatefulRunner {
     /// Where snapshots put the store's files, if they are taken as files (see
     /// `files.rs`).
     tables: Option<crate::state::tables::TableDir>,
+    /// Where a restore reads them.
+    restore_tables: Option<crate::state::tables::TableDir>,
 }
 
 /// The state and timers a DoFn call sees. The backend expires the windows that hold
@@ -245,6 +247,7 @@ impl StatefulRunner {
             changes: Changes::default(),
             owned: 0..max_key_groups,
             tables: state.tables().cloned(),
+            restore_tables: state.restore_tables().cloned(),
         })
     }
 

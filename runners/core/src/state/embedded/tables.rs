@@ -127,6 +127,30 @@ impl KeyspaceFreeze {
     }
 }
 
+/// A [`crate::snapshot::Scope::Files`] part: the files of each of an instance's
+/// keyspaces, in an order its operator knows.
+pub fn encode_files_part(keyspaces: &[KeyspaceFiles]) -> Vec<u8> {
+    crate::snapshot::encode_part(&keyspaces)
+}
+
+/// The keyspaces' files of a [`crate::snapshot::Scope::Files`] part.
+pub fn decode_files_part(bytes: &[u8]) -> Result<Vec<KeyspaceFiles>, String> {
+    crate::snapshot::decode_part_or_message(bytes, "a part naming table files")
+}
+
+/// Checks the table file `f` in `dir` (its length, then its checksum), as a restore
+/// would before reading it.
+pub fn check_table(dir: &Path, f: &TableFile) -> Result<(), String> {
+    if !valid_table_name(&f.name) {
+        return Err(format!(
+            "a checkpoint names table file {:?} in {}: not a file name",
+            f.name,
+            dir.display()
+        ));
+    }
+    check(&dir.join(&f.name), f)
+}
+
 /// Whether `name` may name a table file of a checkpoint: a plain file name (letters,
 /// digits, `-`, `_` and `.`, not first), never a path.
 pub fn valid_table_name(name: &str) -> bool {
@@ -293,15 +317,8 @@ impl TableReader {
             .iter()
             .filter(|f| f.last.as_slice() >= from && to.is_none_or(|to| f.first.as_slice() < to));
         for (i, f) in overlapping.enumerate() {
-            if !valid_table_name(&f.name) {
-                return Err(format!(
-                    "a checkpoint names table file {:?} in {}: not a file name",
-                    f.name,
-                    dir.display()
-                ));
-            }
+            check_table(dir, f)?;
             let path = dir.join(&f.name);
-            check(&path, f)?;
             tables.push(recover(
                 &path,
                 f.checksum,
