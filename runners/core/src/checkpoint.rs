@@ -131,12 +131,11 @@ pub fn restore_keyed(
             ),
         });
     }
-    // Table files the snapshot names are read where it was read from.
-    let state = match snapshot.stored.tables_dir() {
-        Some(from) => &state.clone().restoring_from(from),
-        None => state,
-    };
     let mut op = instantiate(plan, node, lifted, key_groups, state)?;
+    // Table files the snapshot names are read where it was read from.
+    if let Some(from) = snapshot.stored.tables_dir() {
+        op.read_tables_in(from);
+    }
     // Key groups left in a checkpoint's files are read one at a time.
     let want = |scope| match scope {
         Scope::KeyGroup(g) => key_groups.owned.contains(&g),

@@ -628,7 +628,6 @@ fn check_store(case: &Case, script: &[Step], max: u32, hot: usize) -> Result<(),
         dir: dir.path().to_path_buf(),
         hot_windows: hot,
         tables: None,
-        restore_tables: None,
     };
     let all = KeyGroups::all(max);
     let mut a = case.instantiate(&all);
@@ -1108,7 +1107,6 @@ fn windows_due_at_once_fire_in_slices_each_once() {
         dir: dir.path().to_path_buf(),
         hot_windows: 100,
         tables: None,
-        restore_tables: None,
     };
     for state in [StateChoice::Memory, store] {
         let mut op = case.instantiate_on(&KeyGroups::all(128), &state);

@@ -21,7 +21,6 @@ fn each_backend(f: impl Fn(&StateChoice)) {
         dir: dir.path().to_path_buf(),
         hot_windows: 1,
         tables: None,
-        restore_tables: None,
     });
 }
 

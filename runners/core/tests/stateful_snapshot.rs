@@ -114,7 +114,6 @@ fn each_pair(f: impl Fn(&StateChoice, &StateChoice)) {
         dir: dir.path().to_path_buf(),
         hot_windows: 1,
         tables: None,
-        restore_tables: None,
     };
     for (a, b) in [
         (&StateChoice::Memory, &embedded),
@@ -223,8 +222,7 @@ fn key_groups(parts: &[Part]) -> Vec<&Part> {
 /// With a directory of tables, an incremental snapshot is the store's files: restored
 /// whole or into two instances owning half the key groups each, it gives the full
 /// snapshot of the same instant; an older one still restores its own instant after the
-/// store moved on; a corrupt file is an error, and a job keeping its state in memory
-/// cannot restore it.
+/// store moved on; it restores into memory too; a corrupt file is an error.
 #[test]
 fn a_snapshot_of_the_stores_files_restores_at_any_parallelism() {
     use tidewater_runners_core::state::tables::TableDir;
@@ -234,7 +232,6 @@ fn a_snapshot_of_the_stores_files_restores_at_any_parallelism() {
         dir: dir.path().join("state"),
         hot_windows: 1,
         tables: Some(tables.clone()),
-        restore_tables: None,
     };
     let mut r = runner(&state);
     let keys: Vec<String> = (0..300).map(|i| format!("key{i}")).collect();
@@ -302,14 +299,21 @@ fn a_snapshot_of_the_stores_files_restores_at_any_parallelism() {
             "snapshot {i} restored into two instances"
         );
     }
-    let (files, _) = &taken[1];
+    // Into memory, given the directory of tables; without it, refused.
+    let (files, full) = &taken[1];
+    let mut memory = runner(&StateChoice::Memory).reading_tables_in(tables.clone());
+    for p in files {
+        memory.restore(p.scope, &p.bytes).unwrap();
+    }
+    let (again, _) = snapshot(&mut memory, SnapshotKind::Full);
+    assert_eq!(&again, full, "restored into memory");
     let mut memory = runner(&StateChoice::Memory);
     let refused = files
         .iter()
         .find_map(|p| memory.restore(p.scope, &p.bytes).err())
-        .expect("a job keeping its state in memory refuses the files");
+        .expect("no directory of tables: refused");
     let refused = format!("{refused:?}");
-    assert!(refused.contains("fjall"), "{refused}");
+    assert!(refused.contains("no directory of them"), "{refused}");
     // A table file changed on disk: an error naming it, no panic.
     let victim = std::fs::read_dir(tables.path())
         .unwrap()

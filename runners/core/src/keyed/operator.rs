@@ -56,6 +56,10 @@ pub trait KeyedOperator: Send {
     /// Adds a snapshot part. Restoring is additive: the parts of key groups written by
     /// several old instances merge into one new instance.
     fn restore(&mut self, scope: Scope, bytes: &[u8]) -> std::result::Result<(), ExecError>;
+    /// The table files a restored checkpoint's [`Scope::Files`] parts name are in
+    /// `dir` (where the checkpoint was read from); an operator that writes none
+    /// ignores it.
+    fn read_tables_in(&mut self, _dir: crate::state::tables::TableDir) {}
 }
 
 /// The key groups an operator instance owns.

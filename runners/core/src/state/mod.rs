@@ -71,6 +71,17 @@ pub trait StateBackend: StateCells + Send {
     /// any the backend holds; each window is kept until it expires. A cell that does
     /// not decode is an error, never a panic.
     fn restore_windows(&mut self, windows: &[RestoredWindow<'_>]) -> Result<(), String>;
+    /// Adds cells given by their address in the embedded store's layout and their
+    /// encoding, in ascending address order (a checkpoint's table files, see
+    /// [`tables::restore_cells`]), over any the backend holds; each window is kept
+    /// until it expires. A cell or address that does not decode, or an address out of
+    /// order, is an error.
+    fn restore_addressed(
+        &mut self,
+        entries: &mut tables::AddressedCells<'_>,
+    ) -> Result<(), String> {
+        tables::restore_by_windows(entries, self)
+    }
     /// The cells frozen as of now as the files of the store that keeps them, for a
     /// checkpoint of those files (see [`embedded::tables`]); `None` where no store
     /// keeps them. The caller synced them ([`StateBackend::sync`]).
@@ -217,9 +228,6 @@ pub enum StateChoice {
         dir: PathBuf,
         hot_windows: usize,
         tables: Option<tables::TableDir>,
-        /// Where a restore reads the table files its checkpoint names, if not from
-        /// `tables` (a savepoint's, see [`StateChoice::restoring_from`]).
-        restore_tables: Option<tables::TableDir>,
     },
 }
 
@@ -237,7 +245,6 @@ impl StateChoice {
                         usize::try_from(n).unwrap_or(usize::MAX)
                     }),
                 tables: None,
-                restore_tables: None,
             },
         }
     }
@@ -251,31 +258,10 @@ impl StateChoice {
         self
     }
 
-    /// This choice with the table files a restore reads in `from` (the directory of
-    /// the checkpoint or savepoint it restores); in memory, unchanged.
-    pub fn restoring_from(mut self, from: tables::TableDir) -> StateChoice {
-        if let StateChoice::Embedded { restore_tables, .. } = &mut self {
-            *restore_tables = Some(from);
-        }
-        self
-    }
-
     /// Where checkpoints of the embedded store's files go, if they are taken.
     pub fn tables(&self) -> Option<&tables::TableDir> {
         match self {
             StateChoice::Embedded { tables, .. } => tables.as_ref(),
-            StateChoice::Memory => None,
-        }
-    }
-
-    /// Where a restore reads table files (see [`StateChoice::restoring_from`]).
-    pub fn restore_tables(&self) -> Option<&tables::TableDir> {
-        match self {
-            StateChoice::Embedded {
-                restore_tables,
-                tables,
-                ..
-            } => restore_tables.as_ref().or(tables.as_ref()),
             StateChoice::Memory => None,
         }
     }

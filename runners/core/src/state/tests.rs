@@ -282,7 +282,6 @@ fn a_state_directory_that_cannot_be_made_is_refused_naming_it() {
         dir: file.join("state"),
         hot_windows: 1,
         tables: None,
-        restore_tables: None,
     }
     .backend(GROUPS, 0)
     .err()

@@ -5,6 +5,8 @@
 //!
 //! ```text
 //! DIR/parts/n{node}-w{worker}-{first}-{last}.snap   a task's parts, in core's snapshot format
+//! DIR/tables/{store}-{keyspace}-{table}.table        the embedded store's table files a
+//!                                                    task's `Scope::Files` parts name
 //! DIR/checkpoint-{epoch}.manifest                    a complete checkpoint (JSON)
 //! DIR/offsets/b{batch}-s{source}-w{worker}.offsets   a micro-batch's source ranges
 //! ```
@@ -678,5 +680,7 @@ mod part_write;
 mod read;
 mod retyped;
 
+#[cfg(test)]
+mod table_tests;
 #[cfg(test)]
 mod tests;

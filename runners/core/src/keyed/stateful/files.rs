@@ -43,7 +43,7 @@ impl StatefulRunner {
             .map_err(|e| checkpoint(format!("a stateful ParDo's table files: {e}")))?;
         let Some(dir) = self.restore_tables.clone() else {
             return Err(checkpoint(
-                "the checkpoint keeps a stateful ParDo's state as the embedded store's files: restore it with --state-backend=fjall and its local checkpoint directory"
+                "the checkpoint keeps a stateful ParDo's state as the embedded store's table files, and no directory of them was given: restore it from its local checkpoint directory"
                     .to_string(),
             ));
         };

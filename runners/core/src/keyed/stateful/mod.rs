@@ -247,8 +247,15 @@ impl StatefulRunner {
             changes: Changes::default(),
             owned: 0..max_key_groups,
             tables: state.tables().cloned(),
-            restore_tables: state.restore_tables().cloned(),
+            restore_tables: state.tables().cloned(),
         })
+    }
+
+    /// This runner reading the table files a restored checkpoint names in `dir` (by
+    /// default where its own checkpoints put them, if anywhere).
+    pub fn reading_tables_in(mut self, dir: crate::state::tables::TableDir) -> Self {
+        self.restore_tables = Some(dir);
+        self
     }
 
     /// This runner as an instance owning key groups `owned` (all of them by default).
@@ -639,5 +646,9 @@ impl KeyedOperator for StatefulRunner {
 
     fn restore(&mut self, scope: Scope, bytes: &[u8]) -> std::result::Result<(), ExecError> {
         StatefulRunner::restore(self, scope, bytes)
+    }
+
+    fn read_tables_in(&mut self, dir: crate::state::tables::TableDir) {
+        self.restore_tables = Some(dir);
     }
 }

@@ -674,6 +674,55 @@ impl StateBackend for EmbeddedStateBackend {
             .map_err(|e| io_error("cannot write restored cells", &self.store.dir, e))?;
         self.restored_out()
     }
+    /// Written straight into the store's files (fjall's ingestion: ascending keys into
+    /// new tables, no memtable, no compaction of them into the first level).
+    fn restore_addressed(
+        &mut self,
+        entries: &mut tables::AddressedCells<'_>,
+    ) -> Result<(), String> {
+        *self.last_read.get_mut() = None;
+        self.write_dirty()?;
+        let failed = |e| io_error("cannot restore cells", &self.store.dir, e);
+        let keyspace = self.keyspace.clone();
+        let mut ingestion = keyspace.start_ingestion().map_err(failed)?;
+        let (mut last, mut window) = (None::<fjall::Slice>, Vec::new());
+        let mut windows = 0usize;
+        for kv in entries {
+            let (address, cell) = kv?;
+            if last.as_ref().is_some_and(|l| address <= *l) {
+                return Err(format!(
+                    "cells to restore into the state store at {} are out of order",
+                    self.store.dir.display()
+                ));
+            }
+            decode_one(&cell)?;
+            let (key, w, name) = tables::split_cell_address(&address, "a checkpoint's tables")?;
+            if !self.names.iter().any(|n| **n == *name) {
+                self.names.push(name.into());
+            }
+            self.uncache(&address);
+            let prefix = &address[..address.len() - name.len()];
+            if window.as_slice() != prefix {
+                window = prefix.to_vec();
+                self.keep(key, &w);
+                windows += 1;
+                // The windows' expiry entries go out as they come, not all at the end.
+                if windows.is_multiple_of(WRITE_BATCH_CELLS) {
+                    self.write_dirty()?;
+                    wait_for_flushes(&self.expiry, &self.store.dir)?;
+                }
+            }
+            ingestion
+                .write(address.clone(), cell)
+                .map_err(|e| io_error("cannot restore cells", &self.store.dir, e))?;
+            self.cells += 1;
+            last = Some(address);
+        }
+        ingestion
+            .finish()
+            .map_err(|e| io_error("cannot restore cells", &self.store.dir, e))?;
+        self.restored_out()
+    }
     fn restore_add(&mut self, bytes: &[u8]) -> Result<(), String> {
         *self.last_read.get_mut() = None;
         let mut buf = Vec::new();

@@ -429,18 +429,41 @@ const RESTORE_BATCH_BYTES: usize = 16 << 20;
 /// A window's cells read from table files, owned: (key, window, [(name, cell)]).
 type OwnedWindow = (Vec<u8>, tidewater::BoundedWindow, Vec<(String, Vec<u8>)>);
 
+/// Cells by their address in the embedded store (see [`super`]) with their encoding,
+/// in ascending address order: what a checkpoint's cells keyspace holds.
+pub type AddressedCells<'a> = dyn Iterator<Item = Result<(UserKey, UserValue), String>> + 'a;
+
 /// Restores into `state` the cells of key groups `groups` that `reader` holds (a
-/// checkpoint of a cells keyspace: entries at cell addresses, see [`super`]), a batch
-/// of windows at a time.
+/// checkpoint of a cells keyspace: entries at cell addresses, see [`super`]).
 pub fn restore_cells(
     reader: &TableReader,
     groups: &std::ops::Range<u32>,
     state: &mut dyn crate::state::StateBackend,
 ) -> Result<(), String> {
     let (from, to) = group_range(groups);
+    state.restore_addressed(&mut reader.range(&from, Some(&to)))
+}
+
+/// The parts of a cell's address: its key, window and name; an error naming `what`
+/// if it does not decode.
+pub(super) fn split_cell_address<'a>(
+    address: &'a [u8],
+    what: &str,
+) -> Result<(&'a [u8], tidewater::BoundedWindow, &'a str), String> {
+    super::frozen::split_address(address)
+        .and_then(|(k, w, n)| Some((k, w, std::str::from_utf8(n).ok()?)))
+        .ok_or_else(|| format!("a cell's address in {what} does not decode"))
+}
+
+/// [`crate::state::StateBackend::restore_addressed`] by windows: the cells of each
+/// window gathered and restored a batch of windows at a time.
+pub fn restore_by_windows<S: crate::state::StateBackend + ?Sized>(
+    entries: &mut AddressedCells<'_>,
+    state: &mut S,
+) -> Result<(), String> {
     let mut batch: Vec<OwnedWindow> = Vec::new();
     let mut bytes = 0;
-    let flush = |batch: &mut Vec<OwnedWindow>, state: &mut dyn crate::state::StateBackend| {
+    let flush = |batch: &mut Vec<OwnedWindow>, state: &mut S| {
         let restored: Vec<crate::state::RestoredWindow<'_>> = batch
             .iter()
             .map(|(key, window, cells)| crate::state::RestoredWindow {
@@ -456,16 +479,9 @@ pub fn restore_cells(
         batch.clear();
         r
     };
-    for kv in reader.range(&from, Some(&to)) {
+    for kv in entries {
         let (address, cell) = kv?;
-        let (key, window, name) = super::frozen::split_address(&address)
-            .and_then(|(k, w, n)| Some((k, w, std::str::from_utf8(n).ok()?)))
-            .ok_or_else(|| {
-                format!(
-                    "a cell's address in a checkpoint's tables in {} does not decode",
-                    reader.dir.display()
-                )
-            })?;
+        let (key, window, name) = split_cell_address(&address, "a checkpoint's tables")?;
         let same = batch
             .last()
             .is_some_and(|(k, w, _)| k.as_slice() == key && *w == window);
