@@ -294,6 +294,34 @@ impl Store {
                     self.blobs.delete(&manifest_name(e))?;
                 }
             }
+            self.remove_unnamed_tables()?;
+        }
+        Ok(())
+    }
+
+    /// Removes the table files no manifest names: put there for checkpoints a run that
+    /// stopped never completed (or whose manifests were just removed). Called before
+    /// this run writes any (a table goes there only with a task's snapshot, once every
+    /// worker has started); nothing is removed if a manifest does not read.
+    fn remove_unnamed_tables(&self) -> Result<()> {
+        let Some(dir) = self.tables_dir() else {
+            return Ok(());
+        };
+        let Ok(entries) = std::fs::read_dir(dir.path()) else {
+            return Ok(());
+        };
+        let mut named = BTreeSet::new();
+        for e in self.manifests()? {
+            let Ok(m) = self.read_manifest(e) else {
+                return Ok(());
+            };
+            named.extend(m.files.into_iter().flat_map(|f| f.tables));
+        }
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            if name.to_str().is_some_and(|n| !named.contains(n)) {
+                let _ = std::fs::remove_file(entry.path());
+            }
         }
         Ok(())
     }

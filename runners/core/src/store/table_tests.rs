@@ -171,3 +171,31 @@ fn a_table_named_by_a_path_is_refused() {
     let e = store.latest(&plan(), false).unwrap_err().to_string();
     assert!(e.contains("not a file name"), "{e}");
 }
+
+/// Tables no manifest names (put for a checkpoint a stopped run never completed) are
+/// removed when a run starts; those a manifest names stay.
+#[test]
+fn tables_no_manifest_names_are_removed_when_a_run_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let store = Store::open(dir).unwrap();
+    store
+        .write_part(1, 0, 0, 0, &files_snap(dir, &["t0", "t1"]))
+        .unwrap();
+    store.complete(0, &[1], 1, &plan(), 4).unwrap();
+    // Epoch 1's file and its table were written, its manifest never.
+    store
+        .write_part(1, 0, 1, 1, &files_snap(dir, &["t1", "t2"]))
+        .unwrap();
+    table(dir, "t3");
+    store.remove_unfinished(1, 1).unwrap();
+    assert_eq!(
+        tables_present(dir),
+        ["t0", "t1", "t2", "t3"],
+        "worker 1 leaves them"
+    );
+    store.remove_unfinished(0, 1).unwrap();
+    assert_eq!(tables_present(dir), ["t0", "t1"]);
+    let r = store.latest(&plan(), false).unwrap().unwrap();
+    assert_eq!(r.manifest.epoch, 0);
+}

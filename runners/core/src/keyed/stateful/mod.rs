@@ -469,15 +469,22 @@ impl StatefulRunner {
     ) -> Result<(LaterParts, ScopedParts, bool), ExecError> {
         self.state.sync().map_err(state_failed)?;
         self.timers.flush().map_err(state_failed)?;
-        let changed = self.changes.restart();
         // An incremental snapshot is the store's files where they are taken (a
         // full one, e.g. a savepoint's, stays in parts anyone can read).
         let files = match (&self.tables, kind) {
             (Some(dir), SnapshotKind::Delta) => self.files_later(dir, instance),
             _ => None,
         };
+        let changed = match files {
+            // What changed is in the store's new files: nothing is tracked (a set
+            // insert per window written) until a snapshot in parts.
+            Some(_) => {
+                self.changes = Changes::default();
+                None
+            }
+            None => self.changes.restart(),
+        };
         let (later, delta) = match changed {
-            // Every snapshot is the store's files: what changed is in its new files.
             _ if files.is_some() => (files.expect("files"), false),
             Some(changed) if kind == SnapshotKind::Delta => {
                 let cells = self.state.freeze_windows(&changed);
