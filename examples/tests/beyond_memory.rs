@@ -348,11 +348,20 @@ fn newest_checkpoint_bytes(dir: &Path) -> u64 {
     };
     let m: serde_json::Value = serde_json::from_str(&text).unwrap();
     let len = |f: &serde_json::Value| f["len"].as_u64().unwrap();
+    // The store's table files it names (`state_snapshots=files`, the default), as
+    // large as they are on disk (a table gone meanwhile: the next poll).
+    let table = |t: &serde_json::Value| {
+        std::fs::metadata(dir.join("tables").join(t.as_str().unwrap())).map_or(0, |m| m.len())
+    };
     m["files"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|f| len(f) + f["base"].as_array().map_or(0, |b| b.iter().map(len).sum()))
+        .map(|f| {
+            len(f)
+                + f["base"].as_array().map_or(0, |b| b.iter().map(len).sum())
+                + f["tables"].as_array().map_or(0, |t| t.iter().map(table).sum())
+        })
         .sum()
 }
 

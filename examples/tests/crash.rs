@@ -27,8 +27,8 @@ fn random_kills_leave_every_line_exactly_once() {
 }
 
 /// The same with the running count's state in the embedded store: its checkpoints are
-/// full now and then (`full_snapshot_every`, or once the deltas outweigh the last full
-/// one) and deltas of the windows changed between.
+/// the store's own table files (`state_snapshots=files`, the default), restored into a
+/// new store after each kill.
 #[test]
 fn random_kills_with_state_in_the_embedded_store_leave_every_line_exactly_once() {
     let _s = serial();

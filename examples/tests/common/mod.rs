@@ -129,8 +129,8 @@ impl Run {
     }
 
     /// The job with its stateful DoFn's state in the embedded store (`--state-backend
-    /// fjall`), in a directory of the run's: checkpoints of it are deltas between full
-    /// ones, as in memory.
+    /// fjall`), in a directory of the run's: checkpoints of it are the store's table
+    /// files (`state_snapshots=files`, the default with a local checkpoint directory).
     pub fn on_store(runner: &'static str) -> Self {
         let run = Self::on(runner);
         let state = run._dir.path().join("state");
