@@ -360,7 +360,9 @@ fn newest_checkpoint_bytes(dir: &Path) -> u64 {
         .map(|f| {
             len(f)
                 + f["base"].as_array().map_or(0, |b| b.iter().map(len).sum())
-                + f["tables"].as_array().map_or(0, |t| t.iter().map(table).sum())
+                + f["tables"]
+                    .as_array()
+                    .map_or(0, |t| t.iter().map(table).sum())
         })
         .sum()
 }

@@ -6,19 +6,24 @@ use super::*;
 use crate::snapshot::{Part, Scope};
 use crate::state::tables::{encode_files_part, KeyspaceFiles, TableFile};
 
+/// What a checkpoint records of table file `name` holding `bytes`.
+fn entry(name: &str, bytes: &[u8]) -> TableFile {
+    TableFile {
+        name: name.into(),
+        len: bytes.len() as u64,
+        checksum: xxhash_rust::xxh3::xxh3_128(bytes),
+        global_seqno: 0,
+        first: vec![0],
+        last: vec![9],
+    }
+}
+
 /// Table file `name` with some bytes of its own, put into `dir`'s tables.
 fn table(dir: &Path, name: &str) -> TableFile {
     let bytes = format!("the bytes of {name}").repeat(100).into_bytes();
     std::fs::create_dir_all(dir.join("tables")).unwrap();
     std::fs::write(dir.join("tables").join(name), &bytes).unwrap();
-    TableFile {
-        name: name.into(),
-        len: bytes.len() as u64,
-        checksum: xxhash_rust::xxh3::xxh3_128(&bytes),
-        global_seqno: 0,
-        first: vec![0],
-        last: vec![9],
-    }
+    entry(name, &bytes)
 }
 
 /// A task's snapshot whose Files part names `names` (made in `dir`'s tables if new).
@@ -26,14 +31,7 @@ fn files_snap(dir: &Path, names: &[&str]) -> Snapshot {
     let tables = names
         .iter()
         .map(|n| match std::fs::read(dir.join("tables").join(n)) {
-            Ok(bytes) => TableFile {
-                name: n.to_string(),
-                len: bytes.len() as u64,
-                checksum: xxhash_rust::xxh3::xxh3_128(&bytes),
-                global_seqno: 0,
-                first: vec![0],
-                last: vec![9],
-            },
+            Ok(bytes) => entry(n, &bytes),
             Err(_) => table(dir, n),
         })
         .collect();

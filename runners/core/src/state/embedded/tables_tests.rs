@@ -76,6 +76,10 @@ fn a_keyspace_taken_at_a_snapshot_reads_back_as_the_snapshot() {
         DirSink(checkpoints.path().to_path_buf()),
         AtomicUsize::new(0),
     );
+    let take = |snapshot: &fjall::Snapshot| {
+        let scratch = parent.path().join("scratch");
+        capture(&keyspace, snapshot.seqno(), "s1-tables", &scratch, &sink).unwrap()
+    };
     let mut model = BTreeMap::new();
     let n = 30_000;
     write_round(&keyspace, &mut model, n, 0);
@@ -88,14 +92,7 @@ fn a_keyspace_taken_at_a_snapshot_reads_back_as_the_snapshot() {
     keyspace.remove(key(7)).unwrap();
     model.remove(&key(7)[..]);
     let snapshot = store.db.snapshot();
-    let first = capture(
-        &keyspace,
-        snapshot.seqno(),
-        "s1-tables",
-        &parent.path().join("scratch"),
-        &sink,
-    )
-    .unwrap();
+    let first = take(&snapshot);
     assert!(
         first.tables.len() > 2,
         "tables and the memtables' table: {first:?}"
@@ -138,23 +135,9 @@ fn a_keyspace_taken_at_a_snapshot_reads_back_as_the_snapshot() {
 
     // A second capture shares the files the store still has.
     let snapshot = store.db.snapshot();
-    let second = capture(
-        &keyspace,
-        snapshot.seqno(),
-        "s1-tables",
-        &parent.path().join("scratch"),
-        &sink,
-    )
-    .unwrap();
+    let second = take(&snapshot);
     let before = sink.1.load(Ordering::Relaxed);
-    let third = capture(
-        &keyspace,
-        snapshot.seqno(),
-        "s1-tables",
-        &parent.path().join("scratch"),
-        &sink,
-    )
-    .unwrap();
+    let third = take(&snapshot);
     assert_eq!(second, third);
     assert_eq!(sink.1.load(Ordering::Relaxed), before, "nothing new to put");
     let reader = TableReader::open(checkpoints.path(), &second).unwrap();
