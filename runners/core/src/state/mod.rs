@@ -11,7 +11,8 @@ mod timers_tests;
 
 pub use embedded::tables;
 pub use embedded::{
-    EmbeddedStateBackend, EmbeddedTimers, EmbeddedUnits, FrozenUnits, Wakes, CACHE_CELLS,
+    restore_timers, timer_range, EmbeddedStateBackend, EmbeddedTimers, EmbeddedUnits, FrozenUnits,
+    Wakes, CACHE_CELLS,
 };
 pub use in_memory::{decode_cell, decode_cells, CellContents, CellEntry, InMemoryStateBackend};
 use std::path::PathBuf;

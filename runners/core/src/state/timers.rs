@@ -56,9 +56,9 @@ pub trait KeyedTimers: Send {
         self.freeze()
     }
     /// The timers frozen as of now as the files of the store that keeps them, for a
-    /// checkpoint of those files (see [`crate::state::embedded::tables`]); `None` where
+    /// checkpoint of those files (see [`super::tables`]); `None` where
     /// no store keeps them. The caller flushed them ([`KeyedTimers::flush`]).
-    fn freeze_files(&self) -> Option<crate::state::embedded::tables::KeyspaceFreeze> {
+    fn freeze_files(&self) -> Option<super::tables::KeyspaceFreeze> {
         None
     }
 }

@@ -9,9 +9,10 @@ use super::{state_failed, StatefulRunner};
 use crate::keyed::snapshot::LaterParts;
 use crate::snapshot::Scope;
 use crate::state::tables::{
-    decode_files_part, encode_files_part, group_range, restore_cells, restore_timers, timer_range,
-    KeyspaceFiles, TableDir, TableReader,
+    decode_files_part, encode_files_part, group_range, restore_cells, KeyspaceFiles, TableDir,
+    TableReader,
 };
+use crate::state::{restore_timers, timer_range};
 use tidewater::exec::ExecError;
 
 fn checkpoint(message: String) -> ExecError {

@@ -44,7 +44,7 @@ mod tables_tests;
 mod timers;
 mod units;
 
-pub use timers::EmbeddedTimers;
+pub use timers::{restore_timers, timer_range, EmbeddedTimers};
 pub use units::{EmbeddedUnits, FrozenUnits, Wakes};
 
 use super::in_memory::{decode_one, decode_part_cells, Cell};
@@ -636,7 +636,7 @@ impl StateBackend for EmbeddedStateBackend {
     }
     fn freeze_files(&self) -> Option<tables::KeyspaceFreeze> {
         debug_assert_eq!(self.dirty, 0, "a snapshot of unsynced cells");
-        Some(self.store.freeze_files(&self.keyspace))
+        Some(tables::freeze(&self.store, &self.keyspace))
     }
     fn freeze(&self) -> Box<dyn FrozenState> {
         // The caller synced ([`StateBackend::sync`]): the store holds every cell.

@@ -117,16 +117,6 @@ fn remove_stores_of_dead_processes(parent: &Path, ours: &Path) -> Result<(), Str
 }
 
 impl Store {
-    /// `keyspace` frozen as of now, for a checkpoint of its files (`tables.rs`).
-    pub(super) fn freeze_files(&self, keyspace: &fjall::Keyspace) -> super::tables::KeyspaceFreeze {
-        super::tables::KeyspaceFreeze {
-            snapshot: self.db.snapshot(),
-            keyspace: keyspace.clone(),
-            prefix: format!("{}-{}", self.uid, keyspace.name()),
-            scratch: self.dir.join("checkpoint-scratch"),
-        }
-    }
-
     /// A keyspace of this store, made if new (names are per operator instance: see
     /// [`KEYSPACES`]).
     pub(super) fn keyspace(&self, name: &str) -> Result<fjall::Keyspace, String> {

@@ -14,7 +14,7 @@
 //! the XXH3-128 of its bytes) are checked against what the capture recorded before it
 //! is read, and a table that does not parse is an error naming it, never a panic.
 
-use super::store::io_error;
+use super::store::{io_error, Store};
 use lsm_tree::{InternalValue, Memtable, SeqNo, Table, UserKey, UserValue};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -112,6 +112,16 @@ pub struct KeyspaceFreeze {
     pub(super) prefix: String,
     /// Where its memtables' table is written before it goes into the sink.
     pub(super) scratch: PathBuf,
+}
+
+/// `keyspace` of `store` frozen as of now, for a checkpoint of its files.
+pub(super) fn freeze(store: &Store, keyspace: &fjall::Keyspace) -> KeyspaceFreeze {
+    KeyspaceFreeze {
+        snapshot: store.db.snapshot(),
+        keyspace: keyspace.clone(),
+        prefix: format!("{}-{}", store.uid, keyspace.name()),
+        scratch: store.dir.join("checkpoint-scratch"),
+    }
 }
 
 impl KeyspaceFreeze {
@@ -295,6 +305,11 @@ pub struct TableReader {
 }
 
 impl TableReader {
+    /// The directory its tables are in.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// Opens the tables of `files` in `dir`, each checked first: its length and its
     /// checksum as recorded, and that it parses.
     pub fn open(dir: &Path, files: &KeyspaceFiles) -> Result<Self, String> {
@@ -438,12 +453,6 @@ pub fn group_range(groups: &std::ops::Range<u32>) -> (Vec<u8>, Vec<u8>) {
     )
 }
 
-/// The first bytes of a timers keyspace's entries of key groups `groups` (see
-/// [`restore_timers`]): `from..to`.
-pub fn timer_range(groups: &std::ops::Range<u32>) -> (Vec<u8>, Vec<u8>) {
-    super::timers::by_id_range(groups)
-}
-
 /// Windows restored in one [`crate::state::StateBackend::restore_windows`] call, at
 /// most (and at most [`RESTORE_BATCH_BYTES`] of cells): a restore from table files holds
 /// one batch, not a key group.
@@ -522,27 +531,6 @@ pub fn restore_by_windows<S: crate::state::StateBackend + ?Sized>(
     }
     if !batch.is_empty() {
         flush(&mut batch, state)?;
-    }
-    Ok(())
-}
-
-/// Every timer of key groups `groups` that `reader` holds (a checkpoint of a timers
-/// keyspace, see `timers.rs`: its entries by id), to `f`.
-pub fn restore_timers(
-    reader: &TableReader,
-    groups: &std::ops::Range<u32>,
-    f: &mut dyn FnMut(crate::state::KeyTimer) -> Result<(), String>,
-) -> Result<(), String> {
-    let (from, to) = timer_range(groups);
-    for kv in reader.range(&from, Some(&to)) {
-        let (entry, times) = kv?;
-        let t = super::timers::timer_of_entry(&entry, &times).ok_or_else(|| {
-            format!(
-                "a timer in a checkpoint's tables in {} does not decode",
-                reader.dir.display()
-            )
-        })?;
-        f(t)?;
     }
     Ok(())
 }

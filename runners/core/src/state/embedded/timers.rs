@@ -335,7 +335,7 @@ impl KeyedTimers for EmbeddedTimers {
     }
 
     fn freeze_files(&self) -> Option<super::tables::KeyspaceFreeze> {
-        Some(self.store.freeze_files(&self.keyspace))
+        Some(super::tables::freeze(&self.store, &self.keyspace))
     }
     fn freeze(&self) -> Box<dyn FrozenTimers> {
         Box::new(Frozen {
@@ -346,6 +346,33 @@ impl KeyedTimers for EmbeddedTimers {
             names: self.names.clone(),
         })
     }
+}
+
+/// The first bytes of a timers keyspace's entries of key groups `groups` (see
+/// [`restore_timers`]): `from..to`.
+pub fn timer_range(groups: &std::ops::Range<u32>) -> (Vec<u8>, Vec<u8>) {
+    by_id_range(groups)
+}
+
+/// Every timer of key groups `groups` that `reader` holds (a checkpoint of a timers
+/// keyspace, see `timers.rs`: its entries by id), to `f`.
+pub fn restore_timers(
+    reader: &super::tables::TableReader,
+    groups: &std::ops::Range<u32>,
+    f: &mut dyn FnMut(KeyTimer) -> Result<(), String>,
+) -> Result<(), String> {
+    let (from, to) = timer_range(groups);
+    for kv in reader.range(&from, Some(&to)) {
+        let (entry, times) = kv?;
+        let t = timer_of_entry(&entry, &times).ok_or_else(|| {
+            format!(
+                "a timer in a checkpoint's tables in {} does not decode",
+                reader.dir().display()
+            )
+        })?;
+        f(t)?;
+    }
+    Ok(())
 }
 
 impl Drop for EmbeddedTimers {
