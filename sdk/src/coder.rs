@@ -119,19 +119,36 @@ pub fn encode_state_into<T: Serialize + ?Sized>(
 ///
 /// ```
 /// assert!(tidewater::coder::decode_state::<u32>(&[0xc1]).is_err());
+/// let mut buf = Vec::new();
+/// tidewater::coder::encode_state_into(&7u32, &mut buf).unwrap();
+/// assert_eq!(tidewater::coder::decode_state::<u32>(&buf).unwrap(), 7);
+/// buf.push(0);
+/// let e = tidewater::coder::decode_state::<u32>(&buf).unwrap_err();
+/// assert!(e.to_string().contains("left trailing bytes"), "{e}");
+/// // A byte that is no value at all trails too.
+/// buf.pop();
+/// buf.push(0xc1);
+/// assert!(tidewater::coder::decode_state::<u32>(&buf).is_err());
 /// ```
 pub fn decode_state<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, CoderError> {
-    let mut de = rmp_serde::Deserializer::new(std::io::Cursor::new(bytes));
+    // Read from the slice itself: a reader over it would allocate a buffer per value,
+    // and a state read is on the hot path of every stateful DoFn.
+    let mut de = rmp_serde::Deserializer::from_read_ref(bytes);
     let v = T::deserialize(&mut de).map_err(|e| {
         CoderError(format!(
             "cannot read state of type {} from the bytes written: {e}",
             std::any::type_name::<T>()
         ))
     })?;
-    match bytes.len() as u64 - de.position() {
-        0 => Ok(v),
-        rest => Err(CoderError(format!(
-            "reading state of type {} left {rest} trailing bytes",
+    // The value must fill the bytes: what follows it would read as another value.
+    match <serde::de::IgnoredAny as serde::Deserialize>::deserialize(&mut de) {
+        Err(rmp_serde::decode::Error::InvalidMarkerRead(e))
+            if e.kind() == std::io::ErrorKind::UnexpectedEof =>
+        {
+            Ok(v)
+        }
+        _ => Err(CoderError(format!(
+            "reading state of type {} left trailing bytes",
             std::any::type_name::<T>()
         ))),
     }

@@ -47,7 +47,8 @@ impl<'de> Deserialize<'de> for Owned {
     }
 }
 
-/// `#[serde(with)]` for a `Vec<u8>`.
+/// `#[serde(with)]` for a byte string held inline while short (a cell's value, see
+/// `SmallValue`): the same bytes as a `Vec<u8>`'s.
 pub(super) mod one {
     use super::*;
 
@@ -55,10 +56,10 @@ pub(super) mod one {
         Run(v).serialize(s)
     }
 
-    pub(in crate::state) fn deserialize<'de, D: Deserializer<'de>>(
+    pub(in crate::state) fn deserialize<'de, D: Deserializer<'de>, const N: usize>(
         d: D,
-    ) -> Result<Vec<u8>, D::Error> {
-        Ok(Owned::deserialize(d)?.0)
+    ) -> Result<smallvec::SmallVec<[u8; N]>, D::Error> {
+        Ok(smallvec::SmallVec::from_vec(Owned::deserialize(d)?.0))
     }
 }
 
@@ -131,7 +132,7 @@ mod tests {
 
     #[derive(Serialize, Deserialize, PartialEq, Debug)]
     enum Runs {
-        Value(#[serde(with = "one")] Vec<u8>),
+        Value(#[serde(with = "one")] smallvec::SmallVec<[u8; 16]>),
         Bag(#[serde(with = "many")] Vec<Vec<u8>>),
         Map(#[serde(with = "map")] BTreeMap<Vec<u8>, Vec<u8>>),
     }
@@ -143,8 +144,16 @@ mod tests {
         let map: BTreeMap<Vec<u8>, Vec<u8>> =
             [(vec![], vec![1]), (vec![2; 300], bytes.clone())].into();
         let cases = [
-            (ByteByByte::Value(vec![]), Runs::Value(vec![])),
-            (ByteByByte::Value(bytes.clone()), Runs::Value(bytes.clone())),
+            (ByteByByte::Value(vec![]), Runs::Value([][..].into())),
+            // Held inline, and on the heap.
+            (
+                ByteByByte::Value(vec![1, 2, 3]),
+                Runs::Value([1, 2, 3][..].into()),
+            ),
+            (
+                ByteByByte::Value(bytes.clone()),
+                Runs::Value(bytes.as_slice().into()),
+            ),
             (
                 ByteByByte::Bag(vec![vec![], bytes.clone(), vec![9]]),
                 Runs::Bag(vec![vec![], bytes.clone(), vec![9]]),

@@ -2,6 +2,7 @@ use super::{EncodedCells, FrozenState, FrozenWindow, RestoredWindow, StateBacken
 use crate::windowing::gc_time;
 use hashbrown::hash_table::{Entry, HashTable};
 use serde::{Deserialize, Serialize};
+use smallvec::SmallVec;
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{Hash, Hasher};
@@ -27,10 +28,14 @@ pub(super) struct CellIdRef<'a> {
     pub(super) name: &'a str,
 }
 
+/// Values up to this many bytes are held inside their cell (a count, a timestamp, a
+/// small struct): no allocation of their own.
+pub(super) type SmallValue = SmallVec<[u8; 16]>;
+
 /// What a cell holds, as a snapshot part (and the embedded store) encodes it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub(super) enum Cell {
-    Value(#[serde(with = "super::bytes::one")] Vec<u8>),
+    Value(#[serde(with = "super::bytes::one")] SmallValue),
     Bag(#[serde(with = "super::bytes::many")] Vec<Vec<u8>>),
     Map(#[serde(with = "super::bytes::map")] BTreeMap<Vec<u8>, Vec<u8>>),
 }
@@ -39,11 +44,13 @@ impl Cell {
     /// Writes a value: a cell of another kind becomes a value cell.
     pub(super) fn put(&mut self, value: &[u8]) {
         match self {
+            // Mostly a value of the length it had (a count, a sum).
+            Cell::Value(v) if v.len() == value.len() => v.copy_from_slice(value),
             Cell::Value(v) => {
                 v.clear();
                 v.extend_from_slice(value);
             }
-            other => *other = Cell::Value(value.to_vec()),
+            other => *other = Cell::Value(SmallValue::from_slice(value)),
         }
     }
 
@@ -129,7 +136,7 @@ pub(super) fn decode_one(bytes: &[u8]) -> Result<Cell, String> {
 impl From<Cell> for CellContents {
     fn from(cell: Cell) -> Self {
         match cell {
-            Cell::Value(v) => CellContents::Value(v),
+            Cell::Value(v) => CellContents::Value(v.into_vec()),
             Cell::Bag(b) => CellContents::Bag(b),
             Cell::Map(m) => CellContents::Map(m.into_iter().collect()),
         }
@@ -156,7 +163,7 @@ impl Names {
         if self.names.len() <= SCANNED_NAMES {
             self.names
                 .iter()
-                .position(|n| **n == *name)
+                .position(|n| bytes_eq(n.as_bytes(), name.as_bytes()))
                 .map(|i| i as NameId)
         } else {
             self.index.get(name).copied()
@@ -182,12 +189,18 @@ impl Names {
     }
 }
 
-/// The cells of one (key, window), by name.
+/// Keys up to this many bytes are held inside their window's entry.
+const INLINE_KEY: usize = 16;
+
+/// The cells of one (key, window), by name. A short key and the first cell are held
+/// inline, so the common case (a short key, one cell) is one allocation: a lookup
+/// reads the window, the key and the cell from neighbouring bytes instead of
+/// following a pointer to each.
 #[derive(Clone)]
 struct WindowCells {
-    key: Box<[u8]>,
     window: BoundedWindow,
-    cells: Vec<(NameId, Cell)>,
+    key: SmallVec<[u8; INLINE_KEY]>,
+    cells: SmallVec<[(NameId, Cell); 1]>,
 }
 
 /// A table slot: one (key, window)'s cells, shared with the frozen copies of
@@ -199,7 +212,33 @@ struct Slot {
 
 impl Slot {
     fn is(&self, hash: u64, key: &[u8], window: &BoundedWindow) -> bool {
-        self.hash == hash && self.w.window == *window && *self.w.key == *key
+        self.hash == hash && self.holds(key, window)
+    }
+
+    /// Whether it is (key, window)'s, without the hash.
+    #[inline]
+    fn holds(&self, key: &[u8], window: &BoundedWindow) -> bool {
+        self.w.window == *window && bytes_eq(&self.w.key, key)
+    }
+}
+
+/// `a == b`, inline for the short strings a state key or name is (two overlapping
+/// loads from each end instead of a call to `memcmp`, which costs more than the
+/// comparison of a few bytes).
+#[inline]
+fn bytes_eq(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    let word = |s: &[u8], at: usize| u64::from_le_bytes(s[at..at + 8].try_into().expect("8"));
+    let half = |s: &[u8], at: usize| u32::from_le_bytes(s[at..at + 4].try_into().expect("4"));
+    match n {
+        0 => true,
+        1..=3 => a[0] == b[0] && a[n / 2] == b[n / 2] && a[n - 1] == b[n - 1],
+        4..=7 => half(a, 0) == half(b, 0) && half(a, n - 4) == half(b, n - 4),
+        8..=16 => word(a, 0) == word(b, 0) && word(a, n - 8) == word(b, n - 8),
+        _ => a == b,
     }
 }
 
@@ -248,6 +287,10 @@ pub struct InMemoryStateBackend {
     /// The windows holding cells or kept, by garbage-collection time.
     expiry: BTreeSet<(Timestamp, Box<[u8]>, BoundedWindow)>,
     allowed_lateness_ms: i64,
+    /// The bucket of the (key, window) found last: a DoFn reads a cell and then writes
+    /// it, and the write finds it there without a probe (checked like any probe, so a
+    /// bucket emptied or reused since is simply missed).
+    last: std::cell::Cell<usize>,
 }
 
 impl InMemoryStateBackend {
@@ -265,11 +308,32 @@ impl InMemoryStateBackend {
         self.expiry.insert((gc, key.into(), window.clone()));
     }
 
-    fn window(&self, key: &[u8], window: &BoundedWindow) -> Option<&WindowCells> {
-        let hash = hash_of(key, window);
+    /// The bucket of the last (key, window) found, if it is this one.
+    #[inline]
+    fn last_bucket(&self, key: &[u8], window: &BoundedWindow) -> Option<usize> {
+        let last = self.last.get();
         self.windows
-            .find(hash, |s| s.is(hash, key, window))
-            .map(|s| &*s.w)
+            .get_bucket(last)
+            .is_some_and(|s| s.holds(key, window))
+            .then_some(last)
+    }
+
+    /// The bucket holding (key, window).
+    fn bucket(&self, key: &[u8], window: &BoundedWindow) -> Option<usize> {
+        if let Some(last) = self.last_bucket(key, window) {
+            return Some(last);
+        }
+        let hash = hash_of(key, window);
+        let found = self
+            .windows
+            .find_bucket_index(hash, |s| s.is(hash, key, window))?;
+        self.last.set(found);
+        Some(found)
+    }
+
+    fn window(&self, key: &[u8], window: &BoundedWindow) -> Option<&WindowCells> {
+        let i = self.bucket(key, window)?;
+        self.windows.get_bucket(i).map(|s| &*s.w)
     }
 
     fn cell(&self, key: &[u8], window: &BoundedWindow, name: &str) -> Option<&Cell> {
@@ -280,8 +344,8 @@ impl InMemoryStateBackend {
 
     fn cell_mut(&mut self, key: &[u8], window: &BoundedWindow, name: &str) -> Option<&mut Cell> {
         let id = self.names.find(name)?;
-        let hash = hash_of(key, window);
-        let slot = self.windows.find_mut(hash, |s| s.is(hash, key, window))?;
+        let i = self.bucket(key, window)?;
+        let slot = self.windows.get_bucket_mut(i)?;
         Arc::make_mut(&mut slot.w)
             .cells
             .iter_mut()
@@ -308,25 +372,30 @@ impl InMemoryStateBackend {
         make: impl FnOnce() -> Cell,
     ) -> &mut Cell {
         let id = self.names.intern(name);
-        let hash = hash_of(key, window);
-        let slot = match self
-            .windows
-            .entry(hash, |s| s.is(hash, key, window), |s| s.hash)
-        {
-            Entry::Occupied(e) => e.into_mut(),
-            Entry::Vacant(e) => {
-                let gc = gc_time(window, self.allowed_lateness_ms);
-                self.expiry.insert((gc, key.into(), window.clone()));
-                e.insert(Slot {
-                    hash,
-                    w: Arc::new(WindowCells {
-                        key: key.into(),
-                        window: window.clone(),
-                        cells: Vec::with_capacity(1),
-                    }),
-                })
-                .into_mut()
-            }
+        let slot = if let Some(last) = self.last_bucket(key, window) {
+            self.windows.get_bucket_mut(last).expect("just found")
+        } else {
+            let hash = hash_of(key, window);
+            let entry = self
+                .windows
+                .entry(hash, |s| s.is(hash, key, window), |s| s.hash);
+            let e = match entry {
+                Entry::Occupied(e) => e,
+                Entry::Vacant(e) => {
+                    let gc = gc_time(window, self.allowed_lateness_ms);
+                    self.expiry.insert((gc, key.into(), window.clone()));
+                    e.insert(Slot {
+                        hash,
+                        w: Arc::new(WindowCells {
+                            key: SmallVec::from_slice(key),
+                            window: window.clone(),
+                            cells: SmallVec::new(),
+                        }),
+                    })
+                }
+            };
+            self.last.set(e.bucket_index());
+            e.into_mut()
         };
         let w = Arc::make_mut(&mut slot.w);
         let i = match w.cells.iter().position(|(n, _)| *n == id) {
@@ -349,7 +418,7 @@ impl StateCells for InMemoryStateBackend {
         }
     }
     fn put(&mut self, key: &[u8], window: &BoundedWindow, name: &str, value: &[u8]) {
-        self.cell_or_insert(key, window, name, || Cell::Value(Vec::new()))
+        self.cell_or_insert(key, window, name, || Cell::Value(SmallValue::new()))
             .put(value);
     }
     fn bag(&self, key: &[u8], window: &BoundedWindow, name: &str) -> Vec<Cow<'_, [u8]>> {
@@ -636,7 +705,7 @@ mod tests {
                     "map".to_string(),
                     encoded(Cell::Map(BTreeMap::from([(vec![2], vec![3])])))
                 ),
-                ("v".to_string(), encoded(Cell::Value(k.clone()))),
+                ("v".to_string(), encoded(Cell::Value(k.as_slice().into()))),
             ]
         );
         // A copy of some windows has those only.
@@ -746,6 +815,54 @@ mod tests {
         assert_eq!(all(&s), after);
         assert_eq!(s.get(refs[1], &w(0), "v").as_deref(), Some(&b"changed"[..]));
         assert_eq!(s.bag(refs[1], &w(10), "bag"), vec![&[1u8][..], &[9u8][..]]);
+    }
+
+    #[test]
+    fn short_byte_strings_compare_as_slices_do() {
+        let strings: Vec<Vec<u8>> = (0..40usize)
+            .flat_map(|n| {
+                let base: Vec<u8> = (0..n as u8).collect();
+                // The same length, one byte changed at each place.
+                let mut variants = vec![base.clone()];
+                for i in 0..n {
+                    let mut v = base.clone();
+                    v[i] ^= 0x80;
+                    variants.push(v);
+                }
+                variants
+            })
+            .collect();
+        for a in &strings {
+            for b in &strings {
+                assert_eq!(bytes_eq(a, b), a == b, "{a:?} {b:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_read_then_a_write_elsewhere_find_their_own_cells() {
+        // The last bucket found is tried first: it must not answer for another key.
+        let mut s = InMemoryStateBackend::default();
+        let g = BoundedWindow::Global;
+        for i in 0..1000u32 {
+            let k = i.to_le_bytes();
+            assert_eq!(s.get(&k, &g, "v"), None);
+            s.put(&k, &g, "v", &k);
+            assert_eq!(
+                s.get(&(i / 2).to_le_bytes(), &g, "v").as_deref(),
+                Some(&(i / 2).to_le_bytes()[..])
+            );
+            s.put(&k, &w(0), "v", &[1]);
+            if i % 3 == 0 {
+                s.clear_window(&k, &w(0));
+            }
+        }
+        for i in 0..1000u32 {
+            let k = i.to_le_bytes();
+            assert_eq!(s.get(&k, &g, "v").as_deref(), Some(&k[..]));
+            let in_w0 = s.get(&k, &w(0), "v");
+            assert_eq!(in_w0.as_deref(), (i % 3 != 0).then_some(&[1u8][..]));
+        }
     }
 
     #[test]

@@ -47,7 +47,7 @@ mod units;
 pub use timers::{restore_timers, timer_range, EmbeddedTimers};
 pub use units::{EmbeddedUnits, FrozenUnits, Wakes};
 
-use super::in_memory::{decode_one, decode_part_cells, Cell};
+use super::in_memory::{decode_one, decode_part_cells, Cell, SmallValue};
 use super::{FrozenState, RestoredWindow, StateBackend};
 use crate::windowing::gc_time;
 use frozen::{decode_window_prefix, Frozen};
@@ -452,8 +452,8 @@ impl Drop for EmbeddedStateBackend {
 
 fn value(c: Cow<'_, Cell>) -> Option<Cow<'_, [u8]>> {
     match c {
-        Cow::Borrowed(Cell::Value(v)) => Some(Cow::Borrowed(v)),
-        Cow::Owned(Cell::Value(v)) => Some(Cow::Owned(v)),
+        Cow::Borrowed(Cell::Value(v)) => Some(Cow::Borrowed(v.as_slice())),
+        Cow::Owned(Cell::Value(v)) => Some(Cow::Owned(v.into_vec())),
         _ => None,
     }
 }
@@ -463,7 +463,7 @@ impl StateCells for EmbeddedStateBackend {
         self.read(key, window, name).and_then(value)
     }
     fn put(&mut self, key: &[u8], window: &BoundedWindow, name: &str, value: &[u8]) {
-        self.cell_or_insert(key, window, name, || Cell::Value(Vec::new()))
+        self.cell_or_insert(key, window, name, || Cell::Value(SmallValue::new()))
             .put(value);
     }
     fn bag(&self, key: &[u8], window: &BoundedWindow, name: &str) -> Vec<Cow<'_, [u8]>> {
