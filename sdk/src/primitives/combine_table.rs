@@ -212,19 +212,30 @@ fn emit<S: CombineShape<F>, F: CombineFn>(
     out: &mut dyn FnMut(Box<dyn AnyBatch>) -> Result<(), ExecError>,
 ) -> Result<(), ExecError> {
     let partial = phase == GroupingPhase::Partial;
-    let mut accumulators = Vec::new();
-    let mut outputs = Vec::new();
+    // Each batch sized once for what is left (the groups are counted), not grown.
+    let mut left = groups.size_hint().0;
+    fn sized<T>(left: usize, chunk: usize) -> Vec<T> {
+        Vec::with_capacity(left.min(chunk))
+    }
+    let (mut accumulators, mut outputs) = if partial {
+        (sized(left, chunk), Vec::new())
+    } else {
+        (Vec::new(), sized(left, chunk))
+    };
     for (k, w, acc) in groups {
         if accumulators.len() >= chunk {
+            let next = sized(left, chunk);
             out(Box::new(Batch {
-                items: std::mem::take(&mut accumulators),
+                items: std::mem::replace(&mut accumulators, next),
             }))?;
         }
         if outputs.len() >= chunk {
+            let next = sized(left, chunk);
             out(Box::new(Batch {
-                items: std::mem::take(&mut outputs),
+                items: std::mem::replace(&mut outputs, next),
             }))?;
         }
+        left = left.saturating_sub(1);
         let (timestamp, windows) = (w.max_timestamp(), Windows::One(w));
         if partial {
             accumulators.push(WindowedValue {

@@ -57,6 +57,9 @@ pub struct Reducer {
     spare_window_timers: Vec<WindowTimer>,
     /// The serial of the latest window activation.
     next_serial: u64,
+    /// The timers a trigger asks for in one call, reused from call to call (a call per
+    /// element).
+    requested: Vec<(TimeDomain, Timestamp)>,
     input_watermark: Timestamp,
     output_watermark: Timestamp,
     processing_time: Timestamp,
@@ -114,6 +117,7 @@ impl Reducer {
             window_timers: BTreeMap::new(),
             spare_window_timers: Vec::new(),
             next_serial: 0,
+            requested: Vec::new(),
             input_watermark: Timestamp::MIN,
             output_watermark: Timestamp::MIN,
             processing_time: Timestamp(0),
@@ -340,7 +344,7 @@ impl Reducer {
             };
             register_hold(&mut self.holds, &self.strategy, k, &into, &merged);
             self.windows.insert((k, into.clone()), merged);
-            self.add_timers(k, into.clone(), timers);
+            self.add_timers(k, into.clone(), &mut timers);
             if fresh {
                 self.set_window_timers(k, into.clone(), serial);
             }
@@ -447,8 +451,14 @@ impl Reducer {
         }
     }
 
-    fn add_timers(&mut self, k: KeyId, w: BoundedWindow, timers: Vec<(TimeDomain, Timestamp)>) {
-        for (domain, at) in timers {
+    /// Sets the timers a trigger asked for, emptying `timers`.
+    fn add_timers(
+        &mut self,
+        k: KeyId,
+        w: BoundedWindow,
+        timers: &mut Vec<(TimeDomain, Timestamp)>,
+    ) {
+        for (domain, at) in timers.drain(..) {
             if self.is_window_timer(&w, domain, at) {
                 continue;
             }
@@ -464,7 +474,7 @@ impl Reducer {
     }
 
     fn on_element(&mut self, k: KeyId, w: BoundedWindow, ts: Timestamp) -> Result<(), ExecError> {
-        let mut timers = Vec::new();
+        let mut timers = std::mem::take(&mut self.requested);
         let fire = {
             let st = self.windows.get_mut(&(k, w.clone())).expect("activated");
             st.new_data = true;
@@ -485,7 +495,8 @@ impl Reducer {
             register_hold(&mut self.holds, &self.strategy, k, &w, st);
             self.trigger.should_fire(&st.trigger, &ctx)
         };
-        self.add_timers(k, w.clone(), timers);
+        self.add_timers(k, w.clone(), &mut timers);
+        self.requested = timers;
         if fire {
             self.fire(k, w, false)?;
         }
@@ -600,7 +611,7 @@ impl Reducer {
 
     fn fire(&mut self, k: KeyId, w: BoundedWindow, is_final: bool) -> Result<(), ExecError> {
         let watermark = self.input_watermark;
-        let mut timers = Vec::new();
+        let mut timers = std::mem::take(&mut self.requested);
         let (pane, timestamp, emit, finished) = {
             let st = self
                 .windows
@@ -663,7 +674,8 @@ impl Reducer {
             }
             (pane, timestamp, emit, finished)
         };
-        self.add_timers(k, w.clone(), timers);
+        self.add_timers(k, w.clone(), &mut timers);
+        self.requested = timers;
         if emit {
             self.emitted += 1;
             let clear = self.strategy.accumulation_mode == AccumulationMode::Discarding

@@ -525,7 +525,8 @@ impl Reducer {
                 self.push_window_timer(at, (k, e.window.clone(), self.next_serial));
             }
         }
-        self.add_timers(k, e.window, e.timers);
+        let mut timers = e.timers;
+        self.add_timers(k, e.window, &mut timers);
         Ok(())
     }
 
