@@ -369,47 +369,57 @@ impl<F: StatefulDoFn> ErasedStatefulDoFn for StatefulInvoker<F> {
         let input = crate::exec::downcast_batch::<(F::Key, F::Value)>(input);
         // Most stateful DoFns output about once per input.
         let mut out = Vec::with_capacity(input.len());
-        for wv in input {
-            let (k, v) = wv.value;
-            self.key_buf.clear();
-            crate::exec::encode_key(&k, &mut self.key_buf)?;
-            // The value is cloned for every window but the last, which takes it.
-            let windows = wv.windows.iter();
-            let last = windows.len().saturating_sub(1);
-            let mut v = Some(v);
-            for (i, w) in windows.enumerate() {
-                if state.is_expired(w) {
-                    state.drop_late(wv.timestamp, w);
-                    continue;
-                }
-                let v = if i == last { v.take() } else { v.clone() };
-                let v = v.expect("the value is kept until the last window");
-                let mut ctx = StateContext {
-                    state: &mut *state,
-                    key: &self.key_buf,
-                    window: w.clone(),
-                    timestamp: wv.timestamp,
-                    out: &mut out,
-                    scratch: &mut self.scratch,
-                };
-                let f = &mut self.f;
-                match catch_user(AssertUnwindSafe(|| f.process(&k, v, &mut ctx))) {
-                    Ok(Ok(())) => {}
-                    Ok(Err(e)) => {
+        let StatefulInvoker {
+            f,
+            key_buf,
+            scratch,
+            ..
+        } = self;
+        // One panic guard for the batch (a guard per element costs some instructions
+        // per element); a panic names the key being processed, from its encoding.
+        let run = catch_user(AssertUnwindSafe(|| -> Result<(), ExecError> {
+            for wv in input {
+                let (k, v) = wv.value;
+                key_buf.clear();
+                crate::exec::encode_key(&k, key_buf)?;
+                // The value is cloned for every window but the last, which takes it.
+                let windows = wv.windows.iter();
+                let last = windows.len().saturating_sub(1);
+                let mut v = Some(v);
+                for (i, w) in windows.enumerate() {
+                    if state.is_expired(w) {
+                        state.drop_late(wv.timestamp, w);
+                        continue;
+                    }
+                    let v = if i == last { v.take() } else { v.clone() };
+                    let v = v.expect("the value is kept until the last window");
+                    let mut ctx = StateContext {
+                        state: &mut *state,
+                        key: key_buf,
+                        window: w.clone(),
+                        timestamp: wv.timestamp,
+                        out: &mut out,
+                        scratch,
+                    };
+                    if let Err(e) = f.process(&k, v, &mut ctx) {
                         return Err(user(
                             Phase::Process,
                             Some(format!("key {k:?}")),
                             e.to_string(),
                         ));
                     }
-                    Err(p) => {
-                        return Err(user(
-                            Phase::Process,
-                            Some(format!("key {k:?}")),
-                            panic_text(p),
-                        ));
-                    }
                 }
+            }
+            Ok(())
+        }));
+        match run {
+            Ok(r) => r?,
+            Err(p) => {
+                return Err(user(
+                    Phase::Process,
+                    Some(format!("key {}", self.key_debug(&self.key_buf))),
+                    panic_text(p),
+                ));
             }
         }
         Ok(Box::new(Batch { items: out }))

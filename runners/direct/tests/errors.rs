@@ -365,3 +365,53 @@ fn a_panic_in_user_code_prints_only_the_error() {
         "{stderr}"
     );
 }
+
+/// A stateful DoFn that counts per key and fails on its third "b".
+#[derive(Serialize, Deserialize)]
+struct CountThenFail {
+    panic: bool,
+}
+
+impl tidewater::StatefulDoFn for CountThenFail {
+    type Key = String;
+    type Value = i64;
+    type Out = i64;
+    fn process(
+        &mut self,
+        key: &String,
+        _v: i64,
+        ctx: &mut tidewater::StateContext<'_, i64>,
+    ) -> Result<(), UserError> {
+        let n = ctx.read_value::<i64>("n")?.unwrap_or(0) + 1;
+        ctx.write_value("n", &n)?;
+        if key == "b" && n == 3 {
+            if self.panic {
+                panic!("three of {key}");
+            }
+            return Err(format!("three of {key}").into());
+        }
+        ctx.output(n);
+        Ok(())
+    }
+}
+
+#[test]
+fn a_failing_stateful_do_fn_names_the_key_it_was_processing() {
+    setup();
+    for panic in [false, true] {
+        let p = Pipeline::new(options(5));
+        let keys = ["a", "b", "c", "b", "a", "b", "c"];
+        p.create(
+            "Keyed",
+            keys.iter().map(|k| (k.to_string(), 1i64)).collect(),
+        )
+        .apply("Count", tidewater::StatefulParDo::of(CountThenFail { panic }))
+        .capture("out");
+        let e = p.run().unwrap_err().to_string();
+        let reason = if panic { "panicked: three of b" } else { "three of b" };
+        assert!(
+            e.contains(&format!("transform 'Count' failed in process on element key \"b\": {reason}")),
+            "{e}"
+        );
+    }
+}
