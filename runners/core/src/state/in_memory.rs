@@ -159,6 +159,7 @@ struct Names {
 const SCANNED_NAMES: usize = 8;
 
 impl Names {
+    #[inline(always)]
     fn find(&self, name: &str) -> Option<NameId> {
         if self.names.len() <= SCANNED_NAMES {
             self.names
@@ -216,7 +217,7 @@ impl Slot {
     }
 
     /// Whether it is (key, window)'s, without the hash.
-    #[inline]
+    #[inline(always)]
     fn holds(&self, key: &[u8], window: &BoundedWindow) -> bool {
         self.w.window == *window && bytes_eq(&self.w.key, key)
     }
@@ -225,7 +226,7 @@ impl Slot {
 /// `a == b`, inline for the short strings a state key or name is (two overlapping
 /// loads from each end instead of a call to `memcmp`, which costs more than the
 /// comparison of a few bytes).
-#[inline]
+#[inline(always)]
 fn bytes_eq(a: &[u8], b: &[u8]) -> bool {
     let n = a.len();
     if n != b.len() {
