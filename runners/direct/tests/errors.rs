@@ -405,12 +405,21 @@ fn a_failing_stateful_do_fn_names_the_key_it_was_processing() {
             "Keyed",
             keys.iter().map(|k| (k.to_string(), 1i64)).collect(),
         )
-        .apply("Count", tidewater::StatefulParDo::of(CountThenFail { panic }))
+        .apply(
+            "Count",
+            tidewater::StatefulParDo::of(CountThenFail { panic }),
+        )
         .capture("out");
         let e = p.run().unwrap_err().to_string();
-        let reason = if panic { "panicked: three of b" } else { "three of b" };
+        let reason = if panic {
+            "panicked: three of b"
+        } else {
+            "three of b"
+        };
         assert!(
-            e.contains(&format!("transform 'Count' failed in process on element key \"b\": {reason}")),
+            e.contains(&format!(
+                "transform 'Count' failed in process on element key \"b\": {reason}"
+            )),
             "{e}"
         );
     }

@@ -77,7 +77,10 @@ impl KeyIndex {
         let eq = |s: &Slot| {
             s.tag == t
                 && s.len as usize == key.len()
-                && &arena[s.start as usize..s.start as usize + key.len()] == key
+                && super::keys::bytes_eq(
+                    &arena[s.start as usize..s.start as usize + key.len()],
+                    key,
+                )
         };
         let rehash = |s: &Slot| hash_bytes(&arena[s.start as usize..(s.start + s.len) as usize]);
         match table.entry(hash, eq, rehash) {

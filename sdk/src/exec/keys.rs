@@ -36,6 +36,34 @@ pub fn encode_key<K: Element>(key: &K, out: &mut Vec<u8>) -> Result<(), ExecErro
     })
 }
 
+/// `a == b`, inline for the short byte strings keys and state names are: two
+/// overlapping loads from each end instead of a call to `memcmp`, which costs more than
+/// the comparison of a few bytes (the key index and in-memory state compare a key per
+/// element).
+///
+/// ```
+/// use tidewater::exec::bytes_eq;
+/// assert!(bytes_eq(b"count", b"count"));
+/// assert!(!bytes_eq(b"count", b"counts"));
+/// assert!(!bytes_eq(b"abcdefghij", b"abcdefghiJ"));
+/// ```
+#[inline(always)]
+pub fn bytes_eq(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    let word = |s: &[u8], at: usize| u64::from_le_bytes(s[at..at + 8].try_into().expect("8"));
+    let half = |s: &[u8], at: usize| u32::from_le_bytes(s[at..at + 4].try_into().expect("4"));
+    match n {
+        0 => true,
+        1..=3 => a[0] == b[0] && a[n / 2] == b[n / 2] && a[n - 1] == b[n - 1],
+        4..=7 => half(a, 0) == half(b, 0) && half(a, n - 4) == half(b, n - 4),
+        8..=16 => word(a, 0) == word(b, 0) && word(a, n - 8) == word(b, n - 8),
+        _ => a == b,
+    }
+}
+
 /// The fixed hash of a canonical key encoding.
 ///
 /// ```
@@ -208,6 +236,28 @@ impl<T: Element> KeyOps for KeyedBy<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn short_byte_strings_compare_as_slices_do() {
+        let strings: Vec<Vec<u8>> = (0..40usize)
+            .flat_map(|n| {
+                let base: Vec<u8> = (0..n as u8).collect();
+                // The same length, one byte changed at each place.
+                let mut variants = vec![base.clone()];
+                for i in 0..n {
+                    let mut v = base.clone();
+                    v[i] ^= 0x80;
+                    variants.push(v);
+                }
+                variants
+            })
+            .collect();
+        for a in &strings {
+            for b in &strings {
+                assert_eq!(bytes_eq(a, b), a == b, "{a:?} {b:?}");
+            }
+        }
+    }
 
     #[test]
     fn ranges_cover_every_key_group_once() {

@@ -29,8 +29,8 @@ pub use invoke::{
 };
 pub use key_index::KeyIndex;
 pub use keys::{
-    DEFAULT_MAX_KEY_GROUPS, KeyOps, KeyedBy, encode_key, key_group, key_group_of, key_group_worker,
-    key_groups_of_worker, key_hash, pair_key_ops,
+    DEFAULT_MAX_KEY_GROUPS, KeyOps, KeyedBy, bytes_eq, encode_key, key_group, key_group_of,
+    key_group_worker, key_groups_of_worker, key_hash, pair_key_ops,
 };
 pub use metrics::{DistributionData, GaugeData, MetricResults, StepMetrics, peak_rss_kb};
 pub use quiet::catch_user;

@@ -7,7 +7,7 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
-use tidewater::exec::StateCells;
+use tidewater::exec::{bytes_eq, StateCells};
 use tidewater::{BoundedWindow, Timestamp};
 
 /// A cell's address as a snapshot part writes it.
@@ -220,26 +220,6 @@ impl Slot {
     #[inline(always)]
     fn holds(&self, key: &[u8], window: &BoundedWindow) -> bool {
         self.w.window == *window && bytes_eq(&self.w.key, key)
-    }
-}
-
-/// `a == b`, inline for the short strings a state key or name is (two overlapping
-/// loads from each end instead of a call to `memcmp`, which costs more than the
-/// comparison of a few bytes).
-#[inline(always)]
-fn bytes_eq(a: &[u8], b: &[u8]) -> bool {
-    let n = a.len();
-    if n != b.len() {
-        return false;
-    }
-    let word = |s: &[u8], at: usize| u64::from_le_bytes(s[at..at + 8].try_into().expect("8"));
-    let half = |s: &[u8], at: usize| u32::from_le_bytes(s[at..at + 4].try_into().expect("4"));
-    match n {
-        0 => true,
-        1..=3 => a[0] == b[0] && a[n / 2] == b[n / 2] && a[n - 1] == b[n - 1],
-        4..=7 => half(a, 0) == half(b, 0) && half(a, n - 4) == half(b, n - 4),
-        8..=16 => word(a, 0) == word(b, 0) && word(a, n - 8) == word(b, n - 8),
-        _ => a == b,
     }
 }
 
@@ -816,28 +796,6 @@ mod tests {
         assert_eq!(all(&s), after);
         assert_eq!(s.get(refs[1], &w(0), "v").as_deref(), Some(&b"changed"[..]));
         assert_eq!(s.bag(refs[1], &w(10), "bag"), vec![&[1u8][..], &[9u8][..]]);
-    }
-
-    #[test]
-    fn short_byte_strings_compare_as_slices_do() {
-        let strings: Vec<Vec<u8>> = (0..40usize)
-            .flat_map(|n| {
-                let base: Vec<u8> = (0..n as u8).collect();
-                // The same length, one byte changed at each place.
-                let mut variants = vec![base.clone()];
-                for i in 0..n {
-                    let mut v = base.clone();
-                    v[i] ^= 0x80;
-                    variants.push(v);
-                }
-                variants
-            })
-            .collect();
-        for a in &strings {
-            for b in &strings {
-                assert_eq!(bytes_eq(a, b), a == b, "{a:?} {b:?}");
-            }
-        }
     }
 
     #[test]
